@@ -1,0 +1,1 @@
+"""GPU Training Workbook helpers."""
