@@ -1,0 +1,7 @@
+"""``python -m course_lib …`` is the ``course`` command."""
+
+import sys
+
+from course_lib.cli import main
+
+sys.exit(main())

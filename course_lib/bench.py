@@ -1,0 +1,167 @@
+"""Timing that tells the truth: warm-up, synchronisation, median and spread.
+
+Everything here goes through ``torch.utils.benchmark`` (which synchronises CUDA
+around each measurement) or CUDA events.  The one exception is
+:func:`time_without_sync`, which exists to *show* the pitfall of wall-clock timing
+around asynchronous GPU work.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+# torch.utils.benchmark imports cpp_extension, which warns "No CUDA runtime is found" on
+# CPU-only machines with a CUDA build of torch: noise for learners, not a problem.
+logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
+from torch.utils import benchmark  # noqa: E402
+
+from course_lib.device import label as device_label
+from course_lib.device import sync as synchronize
+
+
+@dataclass
+class Timing:
+    """One measurement row: median seconds per call, interquartile range, throughput."""
+
+    name: str
+    device: str
+    median_s: float
+    iqr_s: float
+    runs: int
+    work: float | None = None  # units of work per call (FLOPs, bytes, images…)
+    unit: str = ""  # unit of `work` per second, e.g. "FLOP/s", "B/s", "img/s"
+
+    @property
+    def rate(self) -> float | None:
+        """Work per second, or None when no work was given."""
+        return None if self.work is None else self.work / self.median_s
+
+    def __str__(self) -> str:
+        spread = f"± {fmt_time(self.iqr_s / 2)}"
+        line = f"{self.name:<28} | {fmt_time(self.median_s):>10} {spread:<12} | "
+        if self.rate is not None:
+            line += f"{fmt_rate(self.rate, self.unit):>14} | "
+        return line + self.device
+
+
+def fmt_time(seconds: float) -> str:
+    """Seconds in the unit a human reads: '41.3 ms', '12.0 µs', '2.51 s'."""
+    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
+        if abs(seconds) >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds / 1e-9:.3g} ns"
+
+
+def fmt_bytes(n: float) -> str:
+    """Bytes in binary units: '12.4 GiB', '163.2 MiB', '512 B'."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def fmt_rate(rate: float, unit: str) -> str:
+    """A rate with an SI prefix: '198.4 TFLOP/s', '3.1 GB/s', '12.3 kimg/s'."""
+    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if rate >= scale:
+            return f"{rate / scale:.1f} {prefix}{unit}"
+    return f"{rate:.1f} {unit}"
+
+
+def time_fn(
+    fn: Callable[[], object],
+    *,
+    name: str,
+    device: torch.device | str,
+    work: float | None = None,
+    unit: str = "",
+    warmup: int = 2,
+    min_run_s: float = 0.2,
+) -> Timing:
+    """Median seconds per call of `fn`, with warm-up, via ``torch.utils.benchmark``.
+
+    ``Timer.blocked_autorange`` repeats `fn` until `min_run_s` has passed and
+    synchronises CUDA before reading the clock, so queued kernels are counted.
+    """
+    for _ in range(warmup):
+        fn()
+    synchronize(device)
+    m = benchmark.Timer(stmt="fn()", globals={"fn": fn}, label=name).blocked_autorange(
+        min_run_time=min_run_s
+    )
+    return Timing(name, device_label(device), m.median, m.iqr, len(m.times), work, unit)
+
+
+def time_cuda_events(fn: Callable[[], object], *, repeats: int = 10) -> float:
+    """Median seconds per call measured with CUDA events on the current stream."""
+    times = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    return sorted(times)[len(times) // 2]
+
+
+def time_without_sync(fn: Callable[[], object], repeats: int = 10) -> float:
+    """The classic mistake, kept for demonstration: wall clock around async work.
+
+    On a GPU this measures how long it takes to *queue* the kernels, not to run them.
+    """
+    fn()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        fn()
+    return (time.perf_counter() - start) / repeats
+
+
+def matmul_flops(n: int) -> float:
+    """Floating-point operations of an n×n by n×n matrix multiply (2·n³)."""
+    return 2.0 * n**3
+
+
+def time_matmul(n: int, device: torch.device | str, dtype: torch.dtype = torch.float32,
+                min_run_s: float = 0.2) -> Timing:
+    """Time ``a @ b`` for square n×n matrices; the rate is in FLOP/s."""
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
+    name = f"matmul {n}×{n} {str(dtype).removeprefix('torch.')}"
+    return time_fn(lambda: a @ b, name=name, device=device, work=matmul_flops(n),
+                   unit="FLOP/s", min_run_s=min_run_s)
+
+
+def peak_matmul(device: torch.device | str, dtype: torch.dtype = torch.float32,
+                sizes: tuple[int, ...] = (1024, 2048, 4096, 8192)) -> Timing:
+    """The best matmul rate measured here: our 'peak' for efficiency ratios.
+
+    Measured in the same run on the same device, so "x % of peak" compares like
+    with like (never a datasheet constant for someone else's GPU).
+    """
+    best = max((time_matmul(n, device, dtype) for n in sizes), key=lambda t: t.rate or 0.0)
+    best.name = f"peak: {best.name}"
+    return best
+
+
+def time_copy_to_device(nbytes: int, device: torch.device | str, pinned: bool) -> Timing:
+    """Host→device copy rate (B/s) for a pageable or pinned host buffer."""
+    host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=pinned)
+    name = f"H→D {fmt_bytes(nbytes)} {'pinned' if pinned else 'pageable'}"
+    return time_fn(lambda: host.to(device, non_blocking=pinned), name=name, device=device,
+                   work=float(nbytes), unit="B/s")
+
+
+def speedup_table(rows: list[Timing], baseline: Timing) -> str:
+    """Rows as a text table with each one's speed relative to `baseline`."""
+    lines = [f"{'what':<28} | {'median':>10} {'spread':<12} | {'speed-up':>8} | device"]
+    for r in rows:
+        lines.append(f"{r.name:<28} | {fmt_time(r.median_s):>10} ± {fmt_time(r.iqr_s / 2):<10}"
+                     f" | {baseline.median_s / r.median_s:>7.2f}× | {r.device}")
+    return "\n".join(lines)

@@ -1,0 +1,93 @@
+"""Command line: ``course check`` (readiness) and ``course run`` (execute notebooks)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+from course_lib import catalog, device, profiles, report, runner
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """Print the hardware and what each notebook can demonstrate on it."""
+    info = device.describe()
+    print("This machine")
+    for key, value in info.rows():
+        print(f"  {key:<12} {value}")
+    print(f"  profile      auto -> {profiles.resolve('auto')}\n")
+    rows = catalog.readiness(info, Path(args.dir))
+    width = max(len(r[0]) for r in rows)
+    print(f"{'notebook':<{width}}  {'status':<15}  what this machine can demonstrate")
+    for stem, status, what in rows:
+        print(f"{stem:<{width}}  {status:<15}  {what}")
+    return 0
+
+
+def _select(names: list[str], folder: Path) -> list[Path]:
+    """Notebook paths from names like '01', '01_gpu_vs_cpu' or a path; all when empty."""
+    every = sorted(folder.glob("[0-9][0-9]_*.ipynb"))
+    if not names:
+        return every
+    chosen = []
+    for name in names:
+        hits = [p for p in every if p.stem == Path(name).stem or p.stem.startswith(f"{name}_")]
+        if not hits:
+            raise SystemExit(f"course run: no notebook matches {name!r} in {folder}.")
+        chosen += hits
+    return chosen
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Execute notebooks under one profile; non-zero exit if any fails."""
+    profile = profiles.resolve(args.profile)
+    out = Path(args.out)
+    notebooks = _select(args.notebooks, Path(args.dir))
+    results = []
+    bar = tqdm(notebooks, desc=f"course run ({profile})", unit="notebook")
+    for nb in bar:
+        bar.set_postfix_str(nb.stem)
+        result = runner.execute(nb, profile, out, timeout_s=args.timeout)
+        results.append(result)
+        if result.ok and not args.no_html:
+            runner.export_html(Path(result.output))
+        if not result.ok:
+            tqdm.write(f"FAILED {nb.name}, {result.error}")
+    print(runner.write_summary(results, profile, out))
+    failed = [r for r in results if not r.ok]
+    if args.record and not failed:
+        path = report.record_reference(report.load_reports(out / "reports"))
+        print(f"reference results recorded in {path}")
+    return 1 if failed else 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="course", description=__doc__)
+    p.add_argument("--dir", default=str(catalog.NOTEBOOK_DIR), help="folder of the notebooks")
+    sub = p.add_subparsers(dest="command", required=True)
+    sub.add_parser("check", help="what this machine can demonstrate").set_defaults(fn=cmd_check)
+    run = sub.add_parser("run", help="execute notebooks headless with papermill")
+    run.add_argument("notebooks", nargs="*", help="e.g. 00 01_gpu_vs_cpu (default: all)")
+    run.add_argument("--profile", default=None, help="smoke | cpu | gpu | auto (default: $COURSE_PROFILE or auto)")
+    run.add_argument("--out", default=str(report.build_dir()), help="output folder (default build/)")
+    run.add_argument("--timeout", type=int, default=900, help="seconds allowed per cell")
+    run.add_argument("--no-html", action="store_true", help="skip the HTML export")
+    run.add_argument("--record", action="store_true",
+                     help="merge the measurements into results/<device>.json (reference runs)")
+    run.set_defaults(fn=cmd_run)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except profiles.ProfileError as exc:
+        print(f"course: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

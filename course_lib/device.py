@@ -1,0 +1,124 @@
+"""Which device to use, what the hardware is, and what it is missing."""
+
+from __future__ import annotations
+
+import os
+import platform
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.distributed as dist
+
+
+class NotEnoughGPUs(RuntimeError):
+    """A demonstration needs more CUDA GPUs than this machine has."""
+
+
+@dataclass
+class DeviceInfo:
+    """What this machine offers to the course."""
+
+    name: str
+    kind: str  # "cuda" or "cpu"
+    gpu_count: int
+    memory_gib: float | None  # GPU memory of device 0; None on CPU
+    capability: str | None  # "9.0" for Hopper; None on CPU
+    bf16: bool  # bf16 matmuls supported natively (CPU: emulated, still True)
+    tf32: bool  # TF32 tensor cores (Ampere, capability >= 8.0)
+    cpu_threads: int
+    torch: str
+    cuda: str | None
+    nccl: bool
+    gloo: bool
+    python: str
+
+    def rows(self) -> list[tuple[str, str]]:
+        """(field, value) pairs for printing as a table."""
+        return [(k, "-" if v is None else str(v)) for k, v in asdict(self).items()]
+
+
+def pick(prefer: str | None = None) -> torch.device:
+    """The device to train on: `prefer` if given, else CUDA when available, else CPU."""
+    if prefer:
+        dev = torch.device(prefer)
+        if dev.type == "cuda" and not torch.cuda.is_available():
+            raise NotEnoughGPUs("You asked for CUDA but PyTorch sees no GPU here; use 'cpu'.")
+        return dev
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def label(device: torch.device | str) -> str:
+    """The hardware name for a device: 'NVIDIA H100 80GB HBM3' or 'cpu (2 threads)'."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"cpu ({torch.get_num_threads()} threads)"
+
+
+def sync(device: torch.device | str) -> None:
+    """Wait until queued work on `device` has finished (no-op on CPU)."""
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def cpu_name() -> str:
+    """The CPU model, e.g. 'AMD EPYC 9B14' (Linux), else what the platform reports."""
+    try:
+        for line in open("/proc/cpuinfo", encoding="utf-8"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "cpu"
+
+
+def describe() -> DeviceInfo:
+    """Describe the hardware and software stack of this machine."""
+    cuda = torch.cuda.is_available()
+    props = torch.cuda.get_device_properties(0) if cuda else None
+    major = props.major if props else 0
+    return DeviceInfo(
+        name=props.name if props else cpu_name(),
+        kind="cuda" if cuda else "cpu",
+        gpu_count=torch.cuda.device_count() if cuda else 0,
+        memory_gib=round(props.total_memory / 2**30, 1) if props else None,
+        capability=f"{props.major}.{props.minor}" if props else None,
+        bf16=torch.cuda.is_bf16_supported() if cuda else True,
+        tf32=cuda and major >= 8,
+        cpu_threads=torch.get_num_threads(),
+        torch=torch.__version__,
+        cuda=torch.version.cuda if cuda else None,
+        nccl=dist.is_available() and dist.is_nccl_available() and cuda,
+        gloo=dist.is_available() and dist.is_gloo_available(),
+        python=platform.python_version(),
+    )
+
+
+def gpu_shortfall(n: int) -> str | None:
+    """None if at least `n` CUDA GPUs are visible, else one sentence saying what is missing."""
+    have = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if have >= n:
+        return None
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    hint = "" if visible is None else f" (CUDA_VISIBLE_DEVICES={visible!r} limits what PyTorch sees)"
+    if have == 0:
+        return f"This needs {n} CUDA GPU(s) and PyTorch sees none{hint}."
+    return f"This needs {n} CUDA GPUs and PyTorch sees {have}{hint}."
+
+
+def require_gpus(n: int) -> None:
+    """Raise :class:`NotEnoughGPUs` with a one-sentence explanation unless `n` GPUs exist."""
+    missing = gpu_shortfall(n)
+    if missing:
+        raise NotEnoughGPUs(missing)
+
+
+def banner(profile: str, device: torch.device) -> str:
+    """One line naming the profile and the hardware, printed at the top of each notebook."""
+    info = describe()
+    if device.type == "cuda":
+        hw = f"{torch.cuda.get_device_name(device)} ({info.memory_gib} GiB, sm {info.capability})"
+        hw += f", {info.gpu_count} GPU(s)"
+    else:
+        hw = f"CPU {info.name}, {info.cpu_threads} threads"
+    return f"profile {profile} | device {device} | {hw} | torch {info.torch}"

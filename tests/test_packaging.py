@@ -1,0 +1,47 @@
+"""Set-up files agree: pyproject, environment.yml, Makefile, README, CI."""
+
+import re
+import tomllib
+
+import yaml
+
+from conftest import REPO
+
+PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
+
+
+def _name(requirement: str) -> str:
+    return re.split(r"[<>=!~\[ ;]", requirement, maxsplit=1)[0].lower().replace("_", "-")
+
+
+def test_environment_installs_the_pyproject_set():
+    env = yaml.safe_load((REPO / "environment.yml").read_text())
+    assert "conda-forge" in env["channels"]
+    conda = [d for d in env["dependencies"] if isinstance(d, str)]
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    assert "python=3.11" in conda and "pip" in conda
+    assert "-e .[test]" in pip, "the pip section must install the project with its test extra"
+    declared = {_name(r) for r in PYPROJECT["project"]["dependencies"]}
+    declared |= {_name(r) for r in PYPROJECT["project"]["optional-dependencies"]["test"]}
+    extra = {_name(d) for d in conda + pip if not d.startswith("-e")} - {"python", "pip"}
+    assert extra <= declared, f"declared in environment.yml but not in pyproject: {extra - declared}"
+
+
+def test_dependencies_are_lower_bounds_not_pins():
+    for req in PYPROJECT["project"]["dependencies"]:
+        assert "==" not in req and ">=" in req, req
+    torch = next(r for r in PYPROJECT["project"]["dependencies"] if _name(r) == "torch")
+    assert torch == "torch>=2.4"
+
+
+def test_readme_quick_start_and_ci_agree():
+    readme = (REPO / "README.md").read_text()
+    assert "make course" in readme and "make test" in readme
+    ci = (REPO / ".ci" / "run").read_text()
+    commands = [ln.strip() for ln in ci.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    assert "make test" in commands
+    assert all(c in ("make test", "set -euo pipefail") or c.startswith("cd ") for c in commands)
+
+
+def test_console_script_points_at_the_cli():
+    assert PYPROJECT["project"]["scripts"]["course"] == "course_lib.cli:main"
