@@ -1,0 +1,327 @@
+"""How much memory does training take? Measure it, estimate it, find the limit.
+
+- :func:`track` / :func:`peak_memory`: the peak a piece of work *adds* to what was live
+  when it started. CUDA: the caching allocator's counters. CPU: the profiler's memory
+  events (every tensor allocation and free, replayed over time).
+- :func:`estimate_training_memory`: parameters + gradients + optimizer state + activations.
+- :func:`largest_batch`: doubling then bisection, surviving out-of-memory errors;
+  :func:`oom_advice` turns an OOM into one sentence.
+- :func:`record_history` / :func:`dump_snapshot`: CUDA snapshots for pytorch.org/memory_viz.
+"""
+
+from __future__ import annotations
+
+import gc
+import gzip
+import json
+import os
+import re
+import sys
+import tempfile
+import warnings
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass
+from itertools import groupby
+from pathlib import Path
+from typing import Callable, Iterator, Sequence
+
+import torch
+from torch import nn
+from torch.profiler import ProfilerActivity, profile
+
+from course_lib.bench import fmt_bytes
+from course_lib.device import pick, sync
+
+_PREEXISTING = 1  # action index of Action.PREEXISTING in the profiler's raw timeline export
+_NEEDS_CUDA = ("Memory snapshots record the CUDA caching allocator, so they need a GPU; "
+               "on CPU use memory.peak_memory() for the profiler's view.")
+
+
+@dataclass
+class MemoryReading:
+    """Peak memory that a piece of work added on top of what was live when it started."""
+
+    device: str
+    peak_bytes: int = 0
+    reserved_bytes: int | None = None  # CUDA: peak reserved by the caching allocator (absolute)
+    method: str = ""  # "cuda allocator" or "profiler memory events"
+
+    def __str__(self) -> str:
+        reserved = "" if self.reserved_bytes is None else f", {fmt_bytes(self.reserved_bytes)} reserved"
+        return f"{fmt_bytes(self.peak_bytes)} peak{reserved} ({self.method}, {self.device})"
+
+
+@contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """Point file descriptor 2 at /dev/null inside the block; always restore it after.
+
+    A CUDA build of torch without a GPU makes the profiler print 'USDT: profiler_start'
+    and 'gpuGetDeviceCount failed' lines from C++: noise for learners, not errors.
+    """
+    if sys.stderr is not None:
+        sys.stderr.flush()  # Python's buffered text goes out before the redirect
+    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
+def _peak_added(raw_events: list) -> int:
+    """Highest live bytes above the start, from (time, action, ±bytes, category) events.
+
+    Pre-existing tensors are the baseline, not counted; events with the same timestamp
+    are applied together, as in the profiler's own timeline plot.
+    """
+    live = peak = 0
+    for _, group in groupby(raw_events, key=lambda e: e[0]):
+        live += sum(n for _, action, n, _ in group if action != _PREEXISTING)
+        peak = max(peak, live)
+    return peak
+
+
+def _profiler_peak(prof: profile) -> int:
+    """Peak bytes added during `prof`, read from the raw memory-timeline export."""
+    with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
+        # Deprecated in favour of CUDA snapshots, which have no CPU counterpart.
+        warnings.simplefilter("ignore", FutureWarning)
+        path = os.path.join(tmp, "timeline.raw.json.gz")
+        prof.export_memory_timeline(path, device="cpu")
+        with gzip.open(path, "rt") as f:
+            return _peak_added(json.load(f))
+
+
+@contextmanager
+def _track_cuda(device: torch.device) -> Iterator[MemoryReading]:
+    reading = MemoryReading(str(device), method="cuda allocator")
+    sync(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    start = torch.cuda.memory_allocated(device)
+    yield reading
+    sync(device)
+    reading.peak_bytes = torch.cuda.max_memory_allocated(device) - start
+    reading.reserved_bytes = torch.cuda.max_memory_reserved(device)
+
+
+@contextmanager
+def _track_cpu(device: torch.device) -> Iterator[MemoryReading]:
+    reading = MemoryReading(str(device), method="profiler memory events")
+    prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True,
+                   record_shapes=True, with_stack=True)  # the memory timeline needs all three
+    with _quiet_stderr():  # C++ writes only: exceptions, and Python output in Jupyter, still show
+        prof.start()
+        try:
+            yield reading
+        finally:
+            prof.stop()
+        reading.peak_bytes = _profiler_peak(prof)
+
+
+def track(device: torch.device | str | None = None) -> AbstractContextManager[MemoryReading]:
+    """Measure the peak memory the block adds on `device`; the reading is filled at exit.
+
+    ``with memory.track("cpu") as r: step()`` then ``print(r)`` → '16.8 MiB peak (…, cpu)'.
+    Peak is relative to memory live at the start. CUDA: ``max_memory_allocated`` minus
+    the allocated bytes at the start, synchronised; ``reserved_bytes`` is the absolute peak
+    the caching allocator reserved. CPU: the profiler's tensor allocations and frees
+    replayed in time order (frees of memory allocated before the block are invisible to
+    it); the profiler slows the block and silences C-level stderr while it runs.
+    """
+    device = pick(str(device)) if device is not None else pick()
+    if device.type == "cuda":
+        return _track_cuda(device)
+    if device.type == "cpu":
+        return _track_cpu(device)
+    raise ValueError(f"Memory tracking supports 'cuda' and 'cpu' devices, not {device.type!r}.")
+
+
+def peak_memory(fn: Callable[[], object], device: torch.device | str | None = None) -> MemoryReading:
+    """Call `fn()` once and return the peak memory it added on `device` (see :func:`track`)."""
+    with track(device) as reading:
+        fn()
+    return reading
+
+
+_OPTIMIZER_STATES = {"sgd": 0, "sgd_momentum": 1, "adam": 2, "adamw": 2}  # param-sized tensors each
+
+
+@dataclass
+class MemoryEstimate:
+    """Training memory by part, in bytes; ``print()`` shows a small table."""
+
+    params: int
+    grads: int
+    optimizer: int
+    activations: int
+    optimizer_name: str = "adamw"
+
+    @property
+    def total(self) -> int:
+        return self.params + self.grads + self.optimizer + self.activations
+
+    def rows(self) -> list[tuple[str, int]]:
+        return [("parameters", self.params), ("gradients", self.grads),
+                (f"optimizer state ({self.optimizer_name})", self.optimizer),
+                ("activations (saved for backward)", self.activations), ("total", self.total)]
+
+    def __str__(self) -> str:
+        return "\n".join(f"{name:<34} {fmt_bytes(n):>11}" for name, n in self.rows())
+
+
+def _optimizer_bytes(params: list[nn.Parameter], name: str) -> int:
+    if name not in _OPTIMIZER_STATES:
+        raise ValueError(f"Unknown optimizer {name!r}; choose one of {sorted(_OPTIMIZER_STATES)}.")
+    steps = 4 * len(params) if name.startswith("adam") else 0  # a float32 step count per tensor
+    return _OPTIMIZER_STATES[name] * sum(p.nbytes for p in params) + steps
+
+
+def _activation_bytes(model: nn.Module, x: torch.Tensor, amp: torch.dtype | None) -> int:
+    """Bytes autograd saves for backward in one forward pass, once per storage.
+
+    Parameters are excluded; copies of them (bf16 weights under autocast) count.
+    """
+    weights = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    saved: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        storage = t.untyped_storage()
+        if storage.data_ptr() not in weights:
+            saved[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    autocast = torch.autocast(x.device.type, dtype=amp) if amp else nullcontext()
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), autocast:
+        out = model(x)
+    del out  # frees the graph and what it saved
+    return sum(saved.values())
+
+
+def estimate_training_memory(model: nn.Module, example: torch.Tensor | Sequence[int],
+                             optimizer: str = "adamw",
+                             amp: torch.dtype | None = None) -> MemoryEstimate:
+    """Estimate the memory of one training step of `model` on a batch like `example`.
+
+    Parameters, gradients (trainable only) and optimizer state are exact for the dtypes
+    the parameters have now (convert the model first to estimate bf16 weights).
+    Activations are approximate, from one real forward pass: the bytes autograd saves
+    for backward (``saved_tensors_hooks``), which live until ``backward()``; op workspaces
+    and the backward pass's temporaries are not counted. `example` is an input tensor or
+    a shape (random float32 on the model's device); `amp` is an autocast dtype or None.
+    """
+    params = list(model.parameters())
+    trainable = [p for p in params if p.requires_grad]
+    if not isinstance(example, torch.Tensor):
+        example = torch.randn(*example, device=params[0].device if params else "cpu")
+    return MemoryEstimate(sum(p.nbytes for p in params), sum(p.nbytes for p in trainable),
+                          _optimizer_bytes(trainable, optimizer),
+                          _activation_bytes(model, example, amp), optimizer)
+
+
+class NoBatchFits(RuntimeError):
+    """Even the smallest batch tried does not fit in memory."""
+
+
+def is_oom(exc: BaseException) -> bool:
+    """True for an out-of-memory error (CUDA, or a CPU allocator that could not allocate)."""
+    if isinstance(exc, torch.OutOfMemoryError):  # the same class as torch.cuda.OutOfMemoryError
+        return True
+    text = str(exc).lower()
+    return isinstance(exc, RuntimeError) and ("out of memory" in text or "can't allocate" in text)
+
+
+def _fits(try_fn: Callable[[int], object], batch: int, budget_bytes: int | None,
+          device: torch.device, verbose: bool) -> bool:
+    """Run `try_fn(batch)`; False on OOM or when its measured peak exceeds the budget."""
+    try:
+        if budget_bytes is None:
+            try_fn(batch)
+            sync(device)
+            ok, note = True, "ran"
+        else:
+            peak = peak_memory(lambda: try_fn(batch), device).peak_bytes
+            ok, note = peak <= budget_bytes, f"peak {fmt_bytes(peak)}, budget {fmt_bytes(budget_bytes)}"
+    except Exception as exc:  # only OOM is swallowed; anything else is re-raised
+        if not is_oom(exc):
+            raise
+        ok, note = False, "out of memory"
+    if not ok:  # outside the except block, so the traceback's tensors are already released
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    if verbose:
+        print(f"batch {batch:>6}: {'fits' if ok else 'too big':<7} ({note})")
+    return ok
+
+
+def largest_batch(try_fn: Callable[[int], object], *, start: int = 1, limit: int = 4096,
+                  budget_bytes: int | None = None, device: torch.device | str | None = None,
+                  verbose: bool = False) -> int:
+    """The largest batch size in [start, limit] for which `try_fn(batch)` fits in memory.
+
+    Doubles from `start` until a batch fails, then bisects between the last success and
+    the first failure (memory must grow with the batch). Out-of-memory errors are caught
+    and the CUDA cache emptied. With `budget_bytes`, a batch fits when its measured peak
+    (:func:`peak_memory` on `device`) stays within the budget: a *simulated* smaller
+    memory, not a real OOM; that is how this runs on CPU.
+    """
+    if not 1 <= start <= limit:
+        raise ValueError(f"Need 1 <= start <= limit, got start={start}, limit={limit}.")
+    device = pick(str(device)) if device is not None else pick()
+    good, bad, batch = 0, limit + 1, start
+    while _fits(try_fn, batch, budget_bytes, device, verbose):
+        good = batch
+        if batch == limit:
+            break
+        batch = min(2 * batch, limit)
+    else:
+        bad = batch
+    if good == 0:
+        raise NoBatchFits(f"Even batch size {start} does not fit on {device}; shrink the model "
+                          "or input, or use bf16 autocast or activation checkpointing.")
+    while bad - good > 1:
+        mid = (good + bad) // 2
+        good, bad = (mid, bad) if _fits(try_fn, mid, budget_bytes, device, verbose) else (good, mid)
+    return good
+
+
+def oom_advice(exc: BaseException, batch_size: int) -> str:
+    """One sentence on what to do after `exc`, an out-of-memory error at `batch_size`."""
+    if not is_oom(exc):
+        raise ValueError(f"Not an out-of-memory error: {type(exc).__name__}: {str(exc)[:120]}")
+    m = re.search(r"Tried to allocate ([\d.]+ [KMGT]?i?B)", str(exc))
+    where = f"Out of memory at batch size {batch_size}" + (f" (it asked for {m.group(1)} more)" if m else "")
+    if batch_size <= 1:
+        return f"{where}: shrink the model or input, or use bf16 autocast or activation checkpointing."
+    half = batch_size // 2
+    return (f"{where}: use batch {half} with {batch_size // half} gradient-accumulation steps for "
+            "the same effective batch, or bf16 autocast, or activation checkpointing.")
+
+
+def record_history(enabled: bool = True, max_entries: int = 100_000) -> bool:
+    """Start (or stop) recording CUDA allocations with stack traces, for :func:`dump_snapshot`.
+
+    Returns True when recording changed; without CUDA it prints why and returns False.
+    """
+    if not torch.cuda.is_available():
+        if enabled:
+            print(_NEEDS_CUDA)
+        return False
+    torch.cuda.memory._record_memory_history("all" if enabled else None, max_entries=max_entries)
+    return True
+
+
+def dump_snapshot(path: str | os.PathLike) -> Path | None:
+    """Write the recorded CUDA snapshot (a pickle for https://pytorch.org/memory_viz).
+
+    Returns the path written; without CUDA it prints why and returns None.
+    """
+    if not torch.cuda.is_available():
+        print(_NEEDS_CUDA)
+        return None
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.cuda.memory._dump_snapshot(str(path))
+    return path

@@ -1,0 +1,69 @@
+"""Helper for tests/test_train.py: the resume cases, and a fresh-process resumer.
+
+    python tests/_resume_worker.py JOBS.json   # JOBS: [[case, checkpoint, out], ...]
+
+For each job it builds the case's model with *different* initial weights, resumes from
+the checkpoint, trains to the end and saves the final state_dict and history to `out`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import torch
+import torch.nn as nn
+from torch.utils.data import TensorDataset
+
+from course_lib import models, train
+
+N, BATCH, EPOCHS = 36, 4, 2  # 9 batches per epoch: an odd count leaves a partial group
+CASES: dict[str, dict] = {  # case -> model kind, config overrides, split step
+    "plain": dict(model="mlp", cfg=dict(optimizer="sgd", lr=0.05), split=12),
+    "accum2": dict(model="mlp", cfg=dict(accum_steps=2), split=7),
+    "schedule": dict(model="mlp", cfg=dict(schedule=("warmup_cosine", 4)), split=6),
+    "dropout": dict(model="mlp_dropout", cfg=dict(), split=5),
+    "fp16": dict(model="mlp_dropout", cfg=dict(amp="fp16", clip_grad_norm=0.5), split=11),
+    "bf16": dict(model="mlp_dropout", cfg=dict(amp="bf16", accum_steps=2), split=4),
+    "cnn_bn": dict(model="cnn", cfg=dict(channels_last=True, weight_decay=0.01), split=10),
+    "epoch_end": dict(model="mlp_dropout", cfg=dict(), split=9),
+    "workers": dict(model="mlp_dropout", cfg=dict(), split=13, loader=dict(num_workers=2)),
+}
+
+
+def dataset(model: str) -> TensorDataset:
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(N, 3, 8, 8, generator=g) if model == "cnn" else torch.randn(N, 8, generator=g)
+    return TensorDataset(x, torch.randint(0, 3, (N,), generator=g))
+
+
+def build(case: str, init_seed: int = 0) -> tuple[nn.Module, torch.utils.data.DataLoader]:
+    """A fresh model (weights from `init_seed`) and the case's resumable loader."""
+    torch.manual_seed(init_seed)
+    kind = CASES[case]["model"]
+    if kind == "cnn":
+        model = models.SmallCNN(num_classes=3, width=4, resolution=8, dropout=0.2)
+    else:
+        p = 0.3 if kind == "mlp_dropout" else 0.0
+        model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Dropout(p), nn.Linear(16, 3))
+    return model, train.make_loader(dataset(kind), BATCH, **CASES[case].get("loader", {}))
+
+
+def config(case: str, **overrides) -> train.TrainConfig:
+    kwargs = dict(CASES[case]["cfg"], epochs=EPOCHS, lr=0.01, seed=3, log_every=4, device="cpu")
+    if "schedule" in kwargs:
+        total = EPOCHS * -(-N // BATCH // kwargs.get("accum_steps", 1))
+        kwargs["schedule"] = train.warmup_cosine(kwargs["schedule"][1], total)
+    return train.TrainConfig(**{**kwargs, **overrides})
+
+
+def main(jobs_file: str) -> None:
+    for case, checkpoint, out in json.load(open(jobs_file)):
+        model, loader = build(case, init_seed=999)  # wrong weights until the checkpoint loads
+        history = train.fit(model, loader, config(case), resume_from=checkpoint)
+        torch.save({"state": model.state_dict(), "step": history.step, "loss": history.loss,
+                    "skipped": history.skipped_steps}, out)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

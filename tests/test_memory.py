@@ -1,0 +1,196 @@
+"""Tests for course_lib.memory: CPU tracking, estimator, largest batch, OOM advice, snapshots."""
+
+import os
+
+import pytest
+import torch
+from torch import nn
+
+from course_lib import memory
+
+MiB = 2**20
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+
+
+def conv_net() -> nn.Module:
+    return nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(),
+                         nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(),
+                         nn.Flatten(), nn.Linear(64 * 32 * 32, 10))
+
+
+def train_step(model: nn.Module, batch: int, device: str = "cpu") -> None:
+    x = torch.randn(batch, 3, 32, 32, device=device)
+    model(x).sum().backward()
+
+
+def alloc_mib(n: int, device: str = "cpu") -> None:
+    x = torch.empty(n * MiB, dtype=torch.uint8, device=device)
+    x.fill_(1)
+
+
+def test_cpu_peak_grows_with_batch():
+    model = conv_net()
+    small = memory.peak_memory(lambda: train_step(model, 16), "cpu")
+    large = memory.peak_memory(lambda: train_step(model, 64), "cpu")
+    assert small.method == "profiler memory events" and small.reserved_bytes is None
+    assert 4 * MiB < small.peak_bytes < large.peak_bytes
+    assert large.peak_bytes > 2 * small.peak_bytes  # activations scale with the batch
+
+
+def test_known_allocation_measured_within_10_percent():
+    reading = memory.peak_memory(lambda: alloc_mib(64), "cpu")
+    assert reading.peak_bytes == pytest.approx(64 * MiB, rel=0.10)
+    assert str(reading) == "64.0 MiB peak (profiler memory events, cpu)"
+
+
+def test_peak_is_relative_to_memory_live_at_start():
+    already_live = torch.ones(32 * MiB // 4)  # 32 MiB that exists before the block
+    with memory.track("cpu") as reading:
+        y = already_live * 2  # +32 MiB
+        del y
+        alloc_mib(8)
+    assert reading.peak_bytes == pytest.approx(32 * MiB, rel=0.10)
+    assert memory.peak_memory(lambda: None, "cpu").peak_bytes == 0
+
+
+def test_tracking_survives_an_exception_in_the_block():
+    with pytest.raises(ZeroDivisionError):
+        memory.peak_memory(lambda: 1 / 0, "cpu")
+    # the profiler was stopped: a second measurement works
+    assert memory.peak_memory(lambda: alloc_mib(4), "cpu").peak_bytes == pytest.approx(4 * MiB, rel=0.10)
+
+
+def test_profiler_noise_stays_out_of_stderr_and_fd2_is_restored(capfd):
+    memory.peak_memory(lambda: train_step(conv_net(), 2), "cpu")
+    err = capfd.readouterr().err
+    assert "USDT" not in err and "gpuGetDeviceCount" not in err and "profiler" not in err
+    os.write(2, b"fd 2 works again\n")
+    assert "fd 2 works again" in capfd.readouterr().err
+
+
+def test_unsupported_device_is_one_clear_error():
+    with pytest.raises(ValueError, match="'cuda' and 'cpu'"):
+        memory.track("meta")
+
+
+def test_estimator_is_exact_for_a_linear_layer():
+    layer = nn.Linear(1000, 100)
+    n_bytes = (1000 * 100 + 100) * 4
+    est = memory.estimate_training_memory(layer, (8, 1000), optimizer="adamw")
+    assert est.params == est.grads == n_bytes
+    opt = torch.optim.AdamW(layer.parameters())
+    layer(torch.randn(8, 1000)).sum().backward()
+    opt.step()
+    real_state = sum(t.nbytes for s in opt.state.values() for t in s.values() if torch.is_tensor(t))
+    assert est.optimizer == real_state == 2 * n_bytes + 2 * 4  # exp_avg, exp_avg_sq, step
+    assert est.activations == 8 * 1000 * 4  # the input, saved for the weight gradient
+    assert est.total == 4 * n_bytes + 8 + 8 * 1000 * 4
+
+
+def test_estimator_sgd_variants_and_frozen_params():
+    layer = nn.Linear(10, 10)
+    layer.bias.requires_grad_(False)
+    assert memory.estimate_training_memory(layer, (2, 10), optimizer="sgd").optimizer == 0
+    est = memory.estimate_training_memory(layer, (2, 10), optimizer="sgd_momentum")
+    assert est.grads == est.optimizer == 100 * 4  # weight only: the bias is frozen
+    assert est.params == 110 * 4
+
+
+def test_estimator_activations_and_amp():
+    mlp = nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 10))
+    fp32 = memory.estimate_training_memory(mlp, (64, 256))
+    assert fp32.activations == (64 * 256 + 64 * 512) * 4  # input + ReLU output (shared with Linear 2)
+    bf16 = memory.estimate_training_memory(mlp, torch.randn(64, 256), amp=torch.bfloat16)
+    assert bf16.activations < 0.6 * fp32.activations
+    table = str(fp32)
+    assert "activations" in table and "total" in table and "KiB" in table
+
+
+def test_estimator_rejects_unknown_optimizer():
+    with pytest.raises(ValueError, match="Unknown optimizer 'lion'"):
+        memory.estimate_training_memory(nn.Linear(2, 2), (1, 2), optimizer="lion")
+
+
+def test_largest_batch_with_budget_finds_the_boundary(capsys):
+    tried = []
+
+    def try_fn(batch: int) -> None:  # cost: 1 MiB per sample
+        tried.append(batch)
+        alloc_mib(batch)
+
+    best = memory.largest_batch(try_fn, budget_bytes=int(10.5 * MiB), device="cpu", verbose=True)
+    assert best == 10
+    assert tried[:5] == [1, 2, 4, 8, 16]  # doubling, then bisection between 8 and 16
+    assert len(tried) <= 8
+    assert "budget 10.5 MiB" in capsys.readouterr().out
+
+
+def test_largest_batch_catches_oom_and_respects_limit():
+    def try_fn(batch: int) -> None:
+        if batch > 37:
+            raise torch.OutOfMemoryError(f"CUDA out of memory. Tried to allocate {batch} MiB")
+
+    assert memory.largest_batch(try_fn, device="cpu") == 37
+    assert memory.largest_batch(try_fn, limit=12, device="cpu") == 12
+    assert memory.largest_batch(try_fn, start=3, device="cpu") == 37
+    with pytest.raises(memory.NoBatchFits, match="Even batch size 64"):
+        memory.largest_batch(try_fn, start=64, limit=100, device="cpu")
+
+
+def test_largest_batch_reraises_other_errors_and_checks_input():
+    def broken(batch: int) -> None:
+        raise KeyError("label")
+
+    with pytest.raises(KeyError):
+        memory.largest_batch(broken, device="cpu")
+    with pytest.raises(ValueError, match="start <= limit"):
+        memory.largest_batch(broken, start=8, limit=4, device="cpu")
+
+
+def test_oom_advice_is_one_sentence():
+    exc = torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has 79 GiB")
+    advice = memory.oom_advice(exc, 64)
+    assert "batch size 64" in advice and "2.00 GiB" in advice and "batch 32 with 2" in advice
+    assert advice.endswith(".") and advice.count(". ") == 0
+    cpu_oom = RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 1 GB")
+    assert memory.is_oom(cpu_oom) and "batch size 1:" in memory.oom_advice(cpu_oom, 1)
+    with pytest.raises(ValueError, match="Not an out-of-memory error"):
+        memory.oom_advice(KeyError("x"), 8)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CPU behaviour of the snapshot helpers")
+def test_snapshot_helpers_explain_cuda_is_needed(tmp_path, capsys):
+    assert memory.record_history() is False
+    assert memory.dump_snapshot(tmp_path / "snap.pickle") is None
+    assert not (tmp_path / "snap.pickle").exists()
+    assert "need a GPU" in capsys.readouterr().out
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_cuda_peak_of_known_allocation():
+    reading = memory.peak_memory(lambda: alloc_mib(64, "cuda"), "cuda")
+    assert reading.method == "cuda allocator"
+    assert reading.peak_bytes == pytest.approx(64 * MiB, rel=0.10)
+    assert reading.reserved_bytes >= reading.peak_bytes
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_cuda_peak_grows_with_batch():
+    model = conv_net().cuda()
+    small = memory.peak_memory(lambda: train_step(model, 16, "cuda"), "cuda")
+    large = memory.peak_memory(lambda: train_step(model, 64, "cuda"), "cuda")
+    assert large.peak_bytes > 2 * small.peak_bytes > 0
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_cuda_snapshot_is_written(tmp_path):
+    assert memory.record_history(max_entries=1000) is True
+    try:
+        alloc_mib(8, "cuda")
+        path = memory.dump_snapshot(tmp_path / "snaps" / "snap.pickle")
+    finally:
+        memory.record_history(enabled=False)
+    assert path is not None and path.stat().st_size > 0
