@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator, Sequence
 
 import torch
 
@@ -20,6 +21,7 @@ import torch
 logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
 from torch.utils import benchmark  # noqa: E402
 
+from course_lib.device import cpu_name
 from course_lib.device import label as device_label
 from course_lib.device import sync as synchronize
 
@@ -139,15 +141,54 @@ def time_matmul(n: int, device: torch.device | str, dtype: torch.dtype = torch.f
 
 
 def peak_matmul(device: torch.device | str, dtype: torch.dtype = torch.float32,
-                sizes: tuple[int, ...] = (1024, 2048, 4096, 8192)) -> Timing:
+                sizes: Sequence[int] = (1024, 2048, 4096, 8192),
+                min_run_s: float = 0.2) -> Timing:
     """The best matmul rate measured here: our 'peak' for efficiency ratios.
 
     Measured in the same run on the same device, so "x % of peak" compares like
     with like (never a datasheet constant for someone else's GPU).
     """
-    best = max((time_matmul(n, device, dtype) for n in sizes), key=lambda t: t.rate or 0.0)
+    if not sizes:
+        raise ValueError("peak_matmul needs at least one matrix size to measure.")
+    best = max((time_matmul(n, device, dtype, min_run_s) for n in sizes),
+               key=lambda t: t.rate or 0.0)
     best.name = f"peak: {best.name}"
     return best
+
+
+def fmt_vs_peak(t: Timing, peak: Timing) -> str:
+    """One line: the rate of `t` as a fraction of the measured `peak`, device named.
+
+    'matmul 512×512 float32 | 98.1 GFLOP/s | 95% of 103.0 GFLOP/s measured peak | cpu (2 threads) AMD EPYC'
+    """
+    if t.rate is None or peak.rate is None or t.unit != peak.unit:
+        raise ValueError(f"Cannot compare {t.name!r} with {peak.name!r}: both need work in the same unit.")
+    hardware = f"{t.device} {cpu_name()}" if t.device.startswith("cpu") else t.device
+    return (f"{t.name} | {fmt_rate(t.rate, t.unit)} | {t.rate / peak.rate:.0%} of "
+            f"{fmt_rate(peak.rate, peak.unit)} measured peak | {hardware}")
+
+
+def compare_devices(n: int, dtype: torch.dtype = torch.float32,
+                    min_run_s: float = 0.1) -> list[Timing]:
+    """Time an n×n matmul on the CPU and, when CUDA is available, on the current GPU."""
+    if n < 1:
+        raise ValueError(f"Matrix size must be a positive integer, got {n}.")
+    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    return [time_matmul(n, d, dtype, min_run_s) for d in devices]
+
+
+@contextmanager
+def tf32_matmul(enabled: bool) -> Iterator[None]:
+    """Set ``torch.backends.cuda.matmul.allow_tf32`` inside the block; restore it after.
+
+    TF32 runs fp32 matmuls on tensor cores (Ampere and newer) with a 10-bit mantissa.
+    """
+    old = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = enabled
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = old
 
 
 def time_copy_to_device(nbytes: int, device: torch.device | str, pinned: bool) -> Timing:

@@ -45,6 +45,7 @@ def _failing_cell(output: Path) -> str:
 
 def execute(notebook: Path, profile: str, out_dir: Path, timeout_s: int = 900) -> RunResult:
     """Run `notebook` with ``PROFILE=profile`` in its own folder; write the executed copy."""
+    out_dir = out_dir.resolve()  # the kernel runs in the notebook's folder, not ours
     out_dir.mkdir(parents=True, exist_ok=True)
     output = out_dir / notebook.name
     start = time.perf_counter()

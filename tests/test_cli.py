@@ -74,13 +74,18 @@ def test_cell_timeout_is_reported(tmp_path):
     assert "longer than 2 s" in out.stdout + out.stderr
 
 
-def test_successful_run_writes_notebook_html_and_summary(tmp_path):
-    write_notebook(tmp_path / "00_ok.ipynb", "print(PROFILE)")
-    out = run_course("--dir", str(tmp_path), "run", "00", "--profile", "smoke",
-                     "--out", str(tmp_path / "out"))
+def test_successful_run_writes_notebook_html_reports_and_summary(tmp_path):
+    write_notebook(tmp_path / "00_ok.ipynb", "print(PROFILE)",
+                   "from course_lib import report\n"
+                   "rep = report.Report('00_ok', PROFILE, 'cpu'); rep.add('answer', 42); rep.save()")
+    # a relative --out must land next to the caller, not in the notebook's folder
+    out = run_course("--dir", str(tmp_path), "run", "00", "--profile", "smoke", "--out", "out",
+                     cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     executed = nbformat.read(tmp_path / "out" / "00_ok.ipynb", as_version=4)
     printed = [o for c in executed.cells for o in c.get("outputs", []) if o.get("name") == "stdout"]
     assert printed and printed[-1]["text"].strip() == "smoke"  # the profile was injected
     assert (tmp_path / "out" / "00_ok.html").stat().st_size > 1000
-    assert "1/1 notebooks ok" in (tmp_path / "out" / "summary.md").read_text()
+    assert (tmp_path / "out" / "reports" / "00_ok.json").exists()
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    assert "| 00_ok | ok |" in summary and "| 1 |" in summary and "1/1 notebooks ok" in summary

@@ -1,0 +1,171 @@
+"""course_lib.bench: behaviour only (what is measured, how it is reported), never speed."""
+
+import pytest
+import torch
+
+from course_lib import bench
+from course_lib.device import cpu_name
+
+FAST = 0.01  # seconds per measurement: enough for behaviour, not for benchmarking
+
+
+def _timing(name="t", device="cpu (2 threads)", median_s=0.5, work=None, unit=""):
+    return bench.Timing(name, device, median_s, 0.1, 7, work, unit)
+
+
+def test_timing_fields_and_rate():
+    t = _timing(median_s=0.5, work=10.0, unit="FLOP/s")
+    assert (t.name, t.device, t.median_s, t.iqr_s, t.runs) == ("t", "cpu (2 threads)", 0.5, 0.1, 7)
+    assert t.rate == pytest.approx(20.0)  # work / median
+    assert _timing().rate is None
+
+
+def test_timing_line_has_units_and_device():
+    line = str(_timing(name="matmul", median_s=0.0413, work=4.13e12, unit="FLOP/s"))
+    assert line.startswith("matmul") and "41.3 ms" in line
+    assert "100.0 TFLOP/s" in line and line.endswith("cpu (2 threads)")
+    assert "FLOP/s" not in str(_timing(median_s=0.0413))
+
+
+@pytest.mark.parametrize("seconds, text", [(2.51, "2.51 s"), (0.0413, "41.3 ms"),
+                                           (12e-6, "12 µs"), (3e-9, "3 ns")])
+def test_fmt_time(seconds, text):
+    assert bench.fmt_time(seconds) == text
+
+
+@pytest.mark.parametrize("n, text", [(512, "512 B"), (1536, "1.5 KiB"),
+                                     (163.2 * 2**20, "163.2 MiB"), (12.4 * 2**30, "12.4 GiB"),
+                                     (2**50, "1024.0 TiB")])
+def test_fmt_bytes(n, text):
+    assert bench.fmt_bytes(n) == text
+
+
+@pytest.mark.parametrize("rate, unit, text", [(198.4e12, "FLOP/s", "198.4 TFLOP/s"),
+                                              (3.1e9, "B/s", "3.1 GB/s"),
+                                              (12.3e3, "img/s", "12.3 kimg/s"),
+                                              (2e15, "FLOP/s", "2.0 PFLOP/s"), (7, "img/s", "7.0 img/s")])
+def test_fmt_rate(rate, unit, text):
+    assert bench.fmt_rate(rate, unit) == text
+
+
+def test_time_fn_warms_up_then_measures():
+    calls = []
+    t = bench.time_fn(lambda: calls.append(1), name="append", device="cpu", work=3.0,
+                      unit="things/s", warmup=4, min_run_s=FAST)
+    assert len(calls) >= 4 + t.runs  # the warm-up calls, then at least one per measured block
+    assert t.name == "append" and t.device.startswith("cpu") and t.unit == "things/s"
+    assert t.median_s > 0 and t.iqr_s >= 0 and t.runs >= 1
+    assert t.rate == pytest.approx(3.0 / t.median_s)
+
+
+def test_time_without_sync_calls_once_more_than_repeats():
+    calls = []
+    seconds = bench.time_without_sync(lambda: calls.append(1), repeats=5)
+    assert len(calls) == 6 and seconds > 0
+
+
+def test_matmul_flops():
+    assert bench.matmul_flops(1) == 2 and bench.matmul_flops(4096) == 2 * 4096**3
+
+
+def test_time_matmul_reports_flops():
+    t = bench.time_matmul(16, "cpu", min_run_s=FAST)
+    assert t.name == "matmul 16×16 float32" and t.work == 2 * 16**3 and t.unit == "FLOP/s"
+    assert t.device.startswith("cpu") and t.rate > 0
+    assert bench.time_matmul(8, "cpu", torch.bfloat16, FAST).name == "matmul 8×8 bfloat16"
+
+
+def _fake_time_matmul(rates):
+    """A stand-in for time_matmul whose rate for size n is rates[n], recording its calls."""
+    seen = []
+
+    def fake(n, device, dtype=torch.float32, min_run_s=0.2):
+        seen.append((n, min_run_s))
+        return _timing(name=f"matmul {n}×{n}", median_s=bench.matmul_flops(n) / rates[n],
+                       work=bench.matmul_flops(n), unit="FLOP/s")
+    return fake, seen
+
+
+def test_peak_matmul_returns_the_best_measured_size(monkeypatch):
+    fake, seen = _fake_time_matmul({64: 5e9, 128: 9e9, 256: 7e9})
+    monkeypatch.setattr(bench, "time_matmul", fake)
+    peak = bench.peak_matmul("cpu", sizes=[64, 128, 256], min_run_s=0.03)
+    assert seen == [(64, 0.03), (128, 0.03), (256, 0.03)]
+    assert peak.name == "peak: matmul 128×128" and peak.rate == pytest.approx(9e9)
+
+
+def test_peak_matmul_needs_a_size():
+    with pytest.raises(ValueError, match="at least one matrix size"):
+        bench.peak_matmul("cpu", sizes=[])
+
+
+def test_peak_matmul_really_measures():
+    peak = bench.peak_matmul("cpu", sizes=(8, 16), min_run_s=FAST)
+    assert peak.name in ("peak: matmul 8×8 float32", "peak: matmul 16×16 float32")
+    assert peak.rate > 0
+
+
+def test_fmt_vs_peak_names_fraction_and_device():
+    t = _timing(name="matmul 512×512 float32", median_s=1.0, work=98.1e9, unit="FLOP/s")
+    peak = _timing(name="peak: matmul 1024×1024 float32", median_s=1.0, work=103e9, unit="FLOP/s")
+    line = bench.fmt_vs_peak(t, peak)
+    assert line == (f"matmul 512×512 float32 | 98.1 GFLOP/s | 95% of 103.0 GFLOP/s measured peak"
+                    f" | cpu (2 threads) {cpu_name()}")
+    gpu = _timing(name="matmul 8192×8192 float32", device="NVIDIA H100 80GB HBM3", median_s=1.0,
+                  work=51e12, unit="FLOP/s")
+    assert bench.fmt_vs_peak(gpu, gpu).endswith("| 100% of 51.0 TFLOP/s measured peak | NVIDIA H100 80GB HBM3")
+
+
+def test_fmt_vs_peak_refuses_unlike_timings():
+    flops = _timing(work=1e9, unit="FLOP/s")
+    with pytest.raises(ValueError, match="same unit"):
+        bench.fmt_vs_peak(flops, _timing(work=1e9, unit="B/s"))
+    with pytest.raises(ValueError, match="same unit"):
+        bench.fmt_vs_peak(_timing(), flops)
+
+
+def test_compare_devices_times_every_device():
+    rows = bench.compare_devices(16, min_run_s=FAST)
+    assert len(rows) == 1 + torch.cuda.is_available()
+    assert rows[0].device.startswith("cpu")
+    assert all(r.work == 2 * 16**3 and r.rate > 0 for r in rows)
+
+
+def test_compare_devices_rejects_bad_size():
+    with pytest.raises(ValueError, match="positive integer"):
+        bench.compare_devices(0)
+
+
+def test_tf32_matmul_sets_and_restores_the_flag():
+    before = torch.backends.cuda.matmul.allow_tf32
+    with bench.tf32_matmul(not before):
+        assert torch.backends.cuda.matmul.allow_tf32 is (not before)
+    assert torch.backends.cuda.matmul.allow_tf32 is before
+    with pytest.raises(RuntimeError):
+        with bench.tf32_matmul(not before):
+            raise RuntimeError("boom")
+    assert torch.backends.cuda.matmul.allow_tf32 is before  # restored after an error too
+
+
+def test_speedup_table_is_relative_to_baseline():
+    base, fast = _timing(name="fp32", median_s=2.0), _timing(name="bf16", median_s=0.5)
+    lines = bench.speedup_table([base, fast], base).splitlines()
+    assert lines[0].startswith("what") and len(lines) == 3
+    assert "1.00×" in lines[1] and lines[2].startswith("bf16") and "4.00×" in lines[2]
+
+
+@pytest.mark.gpu
+def test_cuda_timings():
+    a = torch.randn(256, 256, device="cuda")
+    assert bench.time_cuda_events(lambda: a @ a, repeats=3) > 0
+    t = bench.time_matmul(256, "cuda", min_run_s=FAST)
+    assert t.device == torch.cuda.get_device_name(0) and t.rate > 0
+    assert len(bench.compare_devices(64, min_run_s=FAST)) == 2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("pinned", [False, True])
+def test_copy_to_device(pinned):
+    t = bench.time_copy_to_device(2**20, "cuda", pinned=pinned)
+    assert t.unit == "B/s" and t.work == 2**20 and t.rate > 0
+    assert ("pinned" if pinned else "pageable") in t.name and "1.0 MiB" in t.name
