@@ -49,6 +49,62 @@ SIZES: dict[str, dict[str, dict]] = {
                     async_n=4096, copy_mib=256, dtype_n=8192, check_n=512,
                     widget_n=2048, widget_max=4096, min_run_s=0.2),
     },
+    "02_first_cnn": {
+        # n_train / n_val: shapes images, tensor-resident, of resolution px; width: SmallCNN
+        # channels; epochs: the accuracy run, which must reach acc_bar on the val split;
+        # workers / loader_batch / loader_steps: DataLoader settings measured (after a warm-up);
+        # model_steps: steps per channels_last / bf16 timing; resnet*: the ResNet timed, with
+        # resnet_runs (amp, layout) pairs; real_steps: CIFAR-10 / MNIST steps when the files
+        # exist; widget_steps: steps per widget measurement; min_run_s: per-image draw timing
+        "smoke": dict(n_train=6400, n_val=256, resolution=32, width=16, batch_size=64, epochs=1,
+                      acc_bar=0.25, workers=[0, 1], loader_batch=32, loader_steps=2,
+                      model_steps=2, resnet="resnet18", resnet_res=32, resnet_small=False,
+                      resnet_batch=4, resnet_runs=[("off", "NCHW"), ("bf16", "channels_last")],
+                      real_steps=5, widget_steps=2, min_run_s=0.05),
+        "cpu": dict(n_train=12_000, n_val=2000, resolution=32, width=32, batch_size=128, epochs=4,
+                    acc_bar=0.90, workers=[0, 1, 2], loader_batch=128, loader_steps=12,
+                    model_steps=8, resnet="resnet18", resnet_res=32, resnet_small=True,
+                    resnet_batch=16, real_steps=30, widget_steps=4, min_run_s=0.2,
+                    resnet_runs=[("off", "NCHW"), ("off", "channels_last"), ("bf16", "NCHW"),
+                                 ("bf16", "channels_last")]),
+        "gpu": dict(n_train=50_000, n_val=5000, resolution=32, width=32, batch_size=256, epochs=8,
+                    acc_bar=0.90, workers=[0, 1, 2, 4, 8], loader_batch=256, loader_steps=30,
+                    model_steps=20, resnet="resnet50", resnet_res=224, resnet_small=False,
+                    resnet_batch=128, real_steps=200, widget_steps=20, min_run_s=0.2,
+                    resnet_runs=[("off", "NCHW"), ("off", "channels_last"), ("bf16", "NCHW"),
+                                 ("bf16", "channels_last")]),
+    },
+    "03_mixed_precision": {
+        # model: smallcnn (width = its channels) or a ResNet; n_train images of resolution px,
+        # tensor-resident; steps: optimizer steps per precision (loss curves, step time);
+        # half_steps: the pure .half() runs; demo_batch: batch of the gradient/update demos;
+        # log_every: steps per timing window (the first window is warm-up, not counted)
+        "smoke": dict(model="smallcnn", width=8, resolution=16, n_train=256, batch_size=32,
+                      steps=4, half_steps=3, demo_batch=32, log_every=1, channels_last=False,
+                      widget_steps=3),
+        "cpu": dict(model="smallcnn", width=16, resolution=32, n_train=2048, batch_size=64,
+                    steps=120, half_steps=30, demo_batch=64, log_every=1, channels_last=False,
+                    widget_steps=5),
+        "gpu": dict(model="resnet50", width=0, resolution=128, n_train=4096, batch_size=256,
+                    steps=80, half_steps=30, demo_batch=32, log_every=10, channels_last=True,
+                    widget_steps=20),
+    },
+    "04_grad_accumulation": {
+        # batch: images in the gradient checks (split into K micro-batches; the check model is
+        # fixed: SmallCNN width 16 at 32 px); mem_width / mem_micro / mem_batches: model width,
+        # micro-batch and effective batches of the memory sweep; train_*: the four fit runs
+        # (images, resolution, width, effective batch, epochs, learning rate); widget_max_k:
+        # slider maximum (at most `batch`)
+        "smoke": dict(batch=32, mem_width=8, mem_micro=8, mem_batches=[8, 16, 32],
+                      train_n=256, train_res=16, train_width=8, train_batch=32, train_epochs=1,
+                      lr=3e-3, widget_max_k=8),
+        "cpu": dict(batch=64, mem_width=32, mem_micro=32, mem_batches=[32, 64, 128, 256, 512],
+                    train_n=8192, train_res=16, train_width=16, train_batch=64, train_epochs=2,
+                    lr=3e-3, widget_max_k=16),
+        "gpu": dict(batch=256, mem_width=64, mem_micro=64,
+                    mem_batches=[64, 128, 256, 512, 1024, 2048], train_n=16384, train_res=32,
+                    train_width=32, train_batch=256, train_epochs=3, lr=3e-3, widget_max_k=64),
+    },
 }
 
 

@@ -1,0 +1,310 @@
+"""Gradient accumulation, checked: k micro-batches against one big batch.
+
+The accumulation itself is :func:`course_lib.train.forward_backward`: each micro-batch's
+mean loss is weighted by its share of the step's targets, so the summed gradient is the
+gradient of one batch holding them all. This module adds what notebook 04 compares it
+with, and the ways it goes wrong:
+
+    group = split_batch(x, y, k=4)                      # 4 micro-batches
+    g_big = gradients(model, [(x, y)])                  # one big batch
+    g_acc = gradients(model, group)                     # k backward passes, weighted
+    g_sum = gradients(model, group, scaling="sum")      # un-divided losses: k x too large
+
+Also: BatchNorm swapped for GroupNorm (per-sample, so accumulation is exact), a tiny
+language model for token-weighted losses, one optimizer step under AMP with the
+GradScaler stepped only after the k-th micro-batch, peak memory against the effective
+batch, the widget's work (:func:`explore`) and the exercise check.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from dataclasses import dataclass
+from typing import Callable, Iterator, Sequence
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from course_lib import check, memory
+from course_lib.bench import fmt_bytes
+from course_lib.train import autocast, cross_entropy, forward_backward
+
+__all__ = ["FP32_ATOL", "FP32_RTOL", "BF16_REL_TOL", "SCALINGS", "exact_fp32", "without_batchnorm",
+           "split_batch", "flat_grad", "gradients", "rel_error", "batchnorm_state",
+           "accumulation_step", "TinyLM", "token_micro_batches", "pad_to_one_batch",
+           "MemoryRow", "step_memory", "memory_sweep", "memory_table", "explore",
+           "check_accumulation"]
+
+FP32_ATOL, FP32_RTOL = 2e-6, 1e-5  # fp32: only the summation order differs
+BF16_REL_TOL = 0.06  # ‖g_bf16 − g_fp32‖ / ‖g_fp32‖: bf16 keeps 8 significant bits
+SCALINGS = {
+    "share": "loss × (its targets / all targets): train.forward_backward",
+    "mean": "loss / k: the mean of micro-batch means",
+    "sum": "loss un-divided: the sum of micro-batch means",
+}
+
+
+@contextlib.contextmanager
+def exact_fp32() -> Iterator[None]:
+    """Plain fp32 inside the block: TF32 off for matmuls and cuDNN, deterministic cuDNN.
+
+    On Ampere and newer GPUs, cuDNN convolutions use TF32 by default (10-bit mantissa),
+    which would hide an fp32 comparison behind TF32 rounding. No effect on CPU results.
+    """
+    b = torch.backends
+    saved = (b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32, b.cudnn.deterministic, b.cudnn.benchmark)
+    b.cuda.matmul.allow_tf32 = b.cudnn.allow_tf32 = b.cudnn.benchmark = False
+    b.cudnn.deterministic = True
+    try:
+        yield
+    finally:
+        (b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32, b.cudnn.deterministic, b.cudnn.benchmark) = saved
+
+
+def without_batchnorm(model: nn.Module, groups: int | None = None) -> nn.Module:
+    """A deep copy of `model` with every BatchNorm replaced by GroupNorm (same weights elsewhere).
+
+    BatchNorm normalises each channel over the batch and the pixels; the default here,
+    one group per channel, normalises each channel over one image's pixels only (`groups`
+    channels per group otherwise, rounded to a divisor). A sample's output then does not
+    depend on the other samples in its batch, so micro-batching cannot change the gradient.
+    The copy has the same parameter count (both have a weight and a bias per channel).
+    """
+    model = copy.deepcopy(model)
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if isinstance(child, nn.modules.batchnorm._BatchNorm):
+                c = child.num_features
+                setattr(parent, name, nn.GroupNorm(_largest_divisor(c, groups or c), c))
+    return model
+
+
+def _largest_divisor(channels: int, at_most: int) -> int:
+    return max(g for g in range(1, min(at_most, channels) + 1) if channels % g == 0)
+
+
+def split_batch(x: torch.Tensor, y: torch.Tensor, k: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """`k` micro-batches of (x, y) along the first dim; sizes differ by at most one."""
+    if not 1 <= k <= len(x):
+        raise ValueError(f"Need 1 <= k <= batch size ({len(x)}) micro-batches, got k={k}.")
+    if len(x) != len(y):
+        raise ValueError(f"Inputs and targets disagree: {len(x)} inputs, {len(y)} targets.")
+    return list(zip(x.tensor_split(k), y.tensor_split(k)))
+
+
+def flat_grad(model: nn.Module) -> torch.Tensor:
+    """Every parameter's gradient in one fp32 vector (zeros where a parameter has none)."""
+    grads = [p.grad if p.grad is not None else torch.zeros_like(p)
+             for p in model.parameters() if p.requires_grad]
+    return torch.cat([g.detach().float().flatten() for g in grads])
+
+
+def _model_device(model: nn.Module) -> torch.device:
+    return next(model.parameters()).device
+
+
+def gradients(model: nn.Module, group: list, *, scaling: str = "share",
+              loss_fn: Callable = cross_entropy, amp: str = "off") -> torch.Tensor:
+    """Zero the grads, run backward over the micro-batches in `group`, return :func:`flat_grad`.
+
+    `scaling` is how each micro-batch's mean loss is scaled before its backward pass:
+    "share" (right: weight = its targets / all targets, via train.forward_backward),
+    "mean" (loss / k: right only when every micro-batch holds as many targets) or
+    "sum" (no scaling: the gradient comes out about k times too large).
+    """
+    if scaling not in SCALINGS:
+        raise ValueError(f"Unknown scaling {scaling!r}: choose one of {', '.join(SCALINGS)}.")
+    device = _model_device(model)
+    model.zero_grad(set_to_none=True)
+    if scaling == "share":
+        forward_backward(model, group, loss_fn, device=device, amp=amp)
+        return flat_grad(model)
+    divide_by = len(group) if scaling == "mean" else 1
+    for x, y in group:  # the hand-written loop, as people first write it
+        with autocast(device, amp):
+            loss = loss_fn(model(x.to(device)), y.to(device))
+        (loss / divide_by).backward()
+    return flat_grad(model)
+
+
+def rel_error(got: torch.Tensor, ref: torch.Tensor) -> float:
+    """‖got − ref‖ / ‖ref‖ over the whole vector."""
+    return ((got.double() - ref.double()).norm() / ref.double().norm().clamp_min(1e-30)).item()
+
+
+def batchnorm_state(model: nn.Module) -> tuple[torch.Tensor, int]:
+    """(running means and variances of every BatchNorm as one vector, updates counted)."""
+    bns = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    if not bns:
+        raise ValueError("This model has no BatchNorm layers.")
+    stats = torch.cat([torch.cat([m.running_mean, m.running_var]) for m in bns])
+    return stats.detach().clone(), int(bns[0].num_batches_tracked)
+
+
+def accumulation_step(model: nn.Module, optimizer: torch.optim.Optimizer, group: list, *,
+                      amp: str = "off", scaler: torch.amp.GradScaler | None = None,
+                      loss_fn: Callable = cross_entropy) -> torch.Tensor:
+    """One optimizer step over the micro-batches in `group`; returns the gradient it used.
+
+    k backward passes accumulate into ``.grad`` (each loss scaled by the GradScaler when
+    one is given); only after the k-th: unscale once, read the gradient, ``scaler.step``
+    (skipped if it holds inf/NaN) and ``scaler.update``, so the scale changes once per step.
+    """
+    device = _model_device(model)
+    optimizer.zero_grad(set_to_none=True)
+    forward_backward(model, group, loss_fn, device=device, amp=amp, scaler=scaler)
+    if scaler is None:
+        grad = flat_grad(model)
+        optimizer.step()
+        return grad
+    scaler.unscale_(optimizer)  # true-scale gradients, once, after the k-th micro-batch
+    grad = flat_grad(model)
+    scaler.step(optimizer)
+    scaler.update()
+    return grad
+
+
+# -- token-weighted losses -------------------------------------------------------------
+
+class TinyLM(nn.Module):
+    """Next-token logits from the current token alone: (B, T) ids -> (B, T, vocab)."""
+
+    def __init__(self, vocab: int = 64, dim: int = 32) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim)
+        self.head = nn.Linear(dim, vocab)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.head(self.embed(ids))
+
+
+def token_micro_batches(shapes: Sequence[tuple[int, int]] = ((4, 64), (4, 16), (2, 8)),
+                        vocab: int = 64, seed: int = 0) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Micro-batches of random token sequences, (rows, length) each: inputs and next tokens.
+
+    Different lengths per micro-batch, as when batches are bucketed by length; the
+    targets are the inputs shifted by one, so a micro-batch of (r, T) holds r·T targets.
+    """
+    g = torch.Generator().manual_seed(seed)
+    batches = []
+    for rows, length in shapes:
+        ids = torch.randint(0, vocab, (rows, length + 1), generator=g)
+        batches.append((ids[:, :-1], ids[:, 1:]))
+    return batches
+
+
+def pad_to_one_batch(group: list, pad_id: int = 0,
+                     ignore_index: int = -100) -> tuple[torch.Tensor, torch.Tensor]:
+    """Stack micro-batches of different lengths into one padded batch.
+
+    Padded targets are `ignore_index`, which cross-entropy skips, so the mean loss of this
+    batch is the mean over every real target: the global token mean.
+    """
+    length = max(x.shape[1] for x, _ in group)
+    xs = [F.pad(x, (0, length - x.shape[1]), value=pad_id) for x, _ in group]
+    ys = [F.pad(y, (0, length - y.shape[1]), value=ignore_index) for _, y in group]
+    return torch.cat(xs), torch.cat(ys)
+
+
+# -- memory against the effective batch ------------------------------------------------
+
+@dataclass
+class MemoryRow:
+    """Peak memory of one training step at one effective batch, without and with accumulation."""
+
+    effective_batch: int
+    micro_batch: int
+    k: int
+    one_batch: memory.MemoryReading  # one forward/backward of the whole effective batch
+    accumulated: memory.MemoryReading  # k forward/backward passes of micro_batch each
+
+
+def step_memory(model: nn.Module, x: torch.Tensor, y: torch.Tensor, k: int) -> memory.MemoryReading:
+    """Peak memory that one accumulated step over `k` micro-batches of (x, y) adds.
+
+    Gradients start unallocated (``zero_grad(set_to_none=True)``), so every reading
+    includes allocating them. CUDA: the caching allocator; CPU: profiler memory events.
+    """
+    group = split_batch(x, y, k)
+    device = _model_device(model)
+    model.zero_grad(set_to_none=True)
+    return memory.peak_memory(lambda: forward_backward(model, group, device=device), device)
+
+
+def memory_sweep(model: nn.Module, x: torch.Tensor, y: torch.Tensor, micro: int,
+                 batches: Sequence[int]) -> list[MemoryRow]:
+    """For each effective batch B (first B of x, y): peak of one batch vs B/micro micro-batches."""
+    bad = [b for b in batches if b % micro or b > len(x)]
+    if bad:
+        raise ValueError(f"Effective batches must be multiples of the micro-batch {micro} and at "
+                         f"most {len(x)} (the data given); these are not: {bad}.")
+    rows = []
+    for b in batches:
+        xb, yb = x[:b], y[:b]
+        rows.append(MemoryRow(b, micro, b // micro, step_memory(model, xb, yb, 1),
+                              step_memory(model, xb, yb, b // micro)))
+    return rows
+
+
+def memory_table(rows: Sequence[MemoryRow]) -> str:
+    """The sweep as a text table, sizes in binary units, method and device named."""
+    lines = [f"{'effective batch':>15} | {'one batch peak':>14} | {'micro × k':>9} | "
+             f"{'accumulated peak':>16} | ratio"]
+    for r in rows:
+        ratio = r.accumulated.peak_bytes / max(1, r.one_batch.peak_bytes)
+        lines.append(f"{r.effective_batch:>15} | {fmt_bytes(r.one_batch.peak_bytes):>14} | "
+                     f"{f'{r.micro_batch} × {r.k}':>9} | {fmt_bytes(r.accumulated.peak_bytes):>16} | "
+                     f"{ratio:.2f}")
+    if rows:
+        lines.append(f"({rows[0].one_batch.method}, {rows[0].one_batch.device})")
+    return "\n".join(lines)
+
+
+# -- widget and exercise ---------------------------------------------------------------
+
+def explore(model: nn.Module, x: torch.Tensor, y: torch.Tensor, k: int) -> str:
+    """Widget work: gradient difference and peak memory, one batch of x vs k micro-batches."""
+    with exact_fp32():
+        ref = gradients(model, [(x, y)])
+        acc = gradients(model, split_batch(x, y, k))
+    diff = (acc - ref).abs().max().item()
+    one, many = step_memory(model, x, y, 1), step_memory(model, x, y, k)
+    sizes = sorted({len(t) for t, _ in split_batch(x, y, k)})
+    return (f"k={k}: micro-batches of {'/'.join(map(str, sizes))} | max |Δgrad| {diff:.2e}, "
+            f"relative {rel_error(acc, ref):.2e} | peak {fmt_bytes(many.peak_bytes)} vs "
+            f"{fmt_bytes(one.peak_bytes)} for one batch of {len(x)} ({one.method}, {one.device})")
+
+
+def _exercise_model() -> nn.Module:
+    with torch.random.fork_rng(devices=[]):  # the learner's random stream is left alone
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Linear(10, 32), nn.Tanh(), nn.Linear(32, 4))
+
+
+def check_accumulation(fn: Callable[[nn.Module, list], object]) -> None:
+    """Exercise (04): `fn(model, micro_batches)` must leave in ``.grad`` the gradient of
+    the mean cross-entropy over all samples, as if they were one batch.
+
+    Tried with equal micro-batches (4 × 6) and unequal ones (5 + 3 + 8 + 8).
+    """
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randn(24, 10, generator=g), torch.randint(0, 4, (24,), generator=g)
+    cases = [("4 equal micro-batches", [6, 6, 6, 6]), ("unequal micro-batches 5+3+8+8", [5, 3, 8, 8])]
+    for name, sizes in cases:
+        model = _exercise_model()
+        ref = gradients(model, [(x, y)], loss_fn=F.cross_entropy)
+        model.zero_grad(set_to_none=True)
+        fn(model, list(zip(x.split(sizes), y.split(sizes))))
+        got = flat_grad(model)
+        ratio = (got @ ref / (ref @ ref)).item()
+        if abs(ratio - len(sizes)) < 0.05 * len(sizes):
+            raise AssertionError(f"{name}: your gradient is {ratio:.2f}× the big-batch one: "
+                                 "scale each micro-batch's loss before backward().")
+        if not torch.allclose(got, ref, atol=FP32_ATOL, rtol=FP32_RTOL) and len(set(sizes)) > 1:
+            raise AssertionError(f"{name}: the gradients differ (relative {rel_error(got, ref):.1e}). "
+                                 "Dividing by k weights a sample in a small micro-batch more: "
+                                 "weight each loss by len(y) / (all samples).")
+        check.close(got, ref, what=f"exercise, {name}: your gradients vs one big batch",
+                    atol=FP32_ATOL, rtol=FP32_RTOL)

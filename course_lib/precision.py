@@ -1,0 +1,466 @@
+"""Mixed precision up close: what 16-bit formats keep and lose, loss scaling, and
+training runs compared by precision.
+
+    print(format_table())                       # fp32 / fp16 / bf16 limits
+    print(cast_table([1e-8, 1.0, 70000.0]))     # what survives a cast
+    rows = underflow_rows(activation_grads(model, x, y), [1, 2**16])
+    result = train_run("bf16", make_model, TensorBatches(x, y, 64), steps=20, lr=3e-3)
+
+Every number here is computed, never assumed: casts are real casts, gradients come
+from a real backward pass, runs are real training runs through `course_lib.train`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, Sequence
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from course_lib import check, memory, train
+from course_lib.bench import fmt_bytes, fmt_time
+from course_lib.device import label as device_label
+
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+# Training precisions: label -> (TrainConfig.amp, TF32 for fp32 matmuls/convs on CUDA).
+PRECISIONS = {
+    "fp32": ("off", False),
+    "fp32+TF32": ("off", True),
+    "fp16+GradScaler": ("fp16", False),
+    "bf16": ("bf16", False),
+    "pure .half()": ("off", False),  # model.half() and fp16 inputs: no fp32 anywhere
+}
+ModelFn = Callable[[], nn.Module]
+
+
+def _dtype(name: str | torch.dtype) -> torch.dtype:
+    if isinstance(name, torch.dtype):
+        return name
+    if name not in DTYPES:
+        raise ValueError(f"Unknown format {name!r}: choose one of {', '.join(DTYPES)}.")
+    return DTYPES[name]
+
+
+# ---- the formats --------------------------------------------------------------------
+
+@dataclass
+class FormatFacts:
+    """The limits of one floating-point format (from ``torch.finfo``)."""
+
+    name: str
+    bits: int
+    mantissa_bits: int  # stored fraction bits (precision is one more)
+    max: float  # largest finite value
+    smallest_normal: float  # below this, values lose bits (subnormal)
+    smallest_subnormal: float  # below half of this, values flush to 0
+    eps: float  # gap between 1.0 and the next value
+
+
+def format_facts(name: str) -> FormatFacts:
+    """Limits of `name` (fp32, fp16 or bf16)."""
+    dt = _dtype(name)
+    fi = torch.finfo(dt)
+    mantissa = -round(math.log2(fi.eps))
+    return FormatFacts(name, fi.bits, mantissa, fi.max, fi.smallest_normal,
+                       fi.smallest_normal * fi.eps, fi.eps)
+
+
+def format_table(names: Sequence[str] = ("fp32", "fp16", "bf16")) -> str:
+    """The limits of each format, one row each."""
+    head = f"{'format':<6} | {'bits':>4} | {'mantissa':>8} | {'max':>10} | {'smallest normal':>15} | " \
+           f"{'smallest subnormal':>18} | {'eps':>9}"
+    lines = [head, "-" * len(head)]
+    for f in map(format_facts, names):
+        lines.append(f"{f.name:<6} | {f.bits:>4} | {f.mantissa_bits:>8} | {f.max:>10.5g} | "
+                     f"{f.smallest_normal:>15.3g} | {f.smallest_subnormal:>18.3g} | {f.eps:>9.3g}")
+    return "\n".join(lines)
+
+
+def cast(value: float, name: str | torch.dtype) -> float:
+    """`value` rounded to the format `name` and read back as a Python float."""
+    return torch.tensor(value, dtype=torch.float64).to(_dtype(name)).item()
+
+
+def fate(value: float, name: str | torch.dtype) -> str:
+    """What a cast to `name` does to `value`: exact, rounded, subnormal, → 0 or → inf."""
+    got, fi = cast(value, name), torch.finfo(_dtype(name))
+    if got == value:
+        return "exact"
+    if math.isinf(got):
+        return "overflow → inf"
+    if got == 0:
+        return "underflow → 0"
+    rel = f"{abs(got - value) / abs(value):.0e} off"
+    return f"subnormal, {rel}" if abs(value) < fi.smallest_normal else f"rounded, {rel}"
+
+
+def survives(value: float, name: str | torch.dtype = "fp16", rtol: float = 1e-3) -> bool:
+    """True when `value` comes back from a cast finite and within `rtol` of itself."""
+    got = cast(value, name)
+    return math.isfinite(got) and abs(got - value) <= rtol * abs(value)
+
+
+def cast_table(values: Sequence[float], names: Sequence[str] = ("fp16", "bf16")) -> str:
+    """Each value, its cast to each format, and what happened to it."""
+    head = f"{'value':>10} | " + " | ".join(f"{n:>11} {'(what happened)':<22}" for n in names)
+    lines = [head.rstrip(), "-" * len(head)]
+    for v in values:
+        cells = [f"{cast(v, n):>11.5g} {'(' + fate(v, n) + ')':<22}" for n in names]
+        lines.append((f"{v:>10.6g} | " + " | ".join(cells)).rstrip())
+    return "\n".join(lines)
+
+
+# ---- gradients and loss scaling -------------------------------------------------------
+
+def activation_grads(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
+                     layers: tuple[type, ...] = (nn.Conv2d, nn.Linear)) -> torch.Tensor:
+    """fp32 gradients of the loss w.r.t. every conv/linear output, flattened into one tensor
+    in backward order (last layer first).
+
+    These are the tensors backward passes between layers; under fp16 autocast they are
+    fp16, so these are the values that must fit fp16's range. Parameter grads are cleared.
+    """
+    grads: list[torch.Tensor] = []
+
+    def on_output(_module: nn.Module, _inputs, output: torch.Tensor) -> None:
+        if isinstance(output, torch.Tensor) and output.requires_grad:
+            output.register_hook(lambda g: grads.append(g.detach().flatten().float()))
+
+    handles = [m.register_forward_hook(on_output) for m in model.modules() if isinstance(m, layers)]
+    if not handles:
+        raise ValueError("The model has no Conv2d or Linear layer whose output gradients could be captured.")
+    try:
+        train.cross_entropy(model(x), y).backward()
+    finally:
+        for h in handles:
+            h.remove()
+    model.zero_grad(set_to_none=True)
+    return torch.cat(grads)
+
+
+@dataclass
+class ScaleRow:
+    """What a cast to a 16-bit format does to gradients multiplied by `scale`."""
+
+    scale: float
+    n: int  # elements
+    flushed: int  # nonzero before, exactly 0 after the cast
+    subnormal: int  # nonzero but below the smallest normal: fewer significant bits
+    overflowed: int  # became ±inf
+
+    @property
+    def lost(self) -> int:
+        """Elements gone: flushed to 0 or overflowed to inf."""
+        return self.flushed + self.overflowed
+
+    @property
+    def damaged_pct(self) -> float:
+        """Percent of elements flushed, subnormal (bits lost) or overflowed."""
+        return 100 * (self.lost + self.subnormal) / max(1, self.n)
+
+    def __str__(self) -> str:
+        pct = lambda k: f"{k:>11,} ({100 * k / max(1, self.n):5.2f}%)"  # noqa: E731
+        return f"2^{math.log2(self.scale):<4.0f} | {pct(self.flushed)} | {pct(self.subnormal)} | {pct(self.overflowed)}"
+
+
+def underflow_rows(grads: torch.Tensor, scales: Sequence[float],
+                   name: str | torch.dtype = "fp16") -> list[ScaleRow]:
+    """Cast `grads * scale` to `name` for each scale and count what is lost."""
+    dt, nonzero = _dtype(name), grads != 0
+    tiny = torch.finfo(dt).smallest_normal
+    rows = []
+    for s in scales:
+        if s <= 0:
+            raise ValueError(f"Loss scales must be positive, got {s}.")
+        h = (grads * s).to(dt)
+        rows.append(ScaleRow(float(s), grads.numel(), int(((h == 0) & nonzero).sum()),
+                             int(((h != 0) & (h.abs() < tiny)).sum()), int(h.isinf().sum())))
+    return rows
+
+
+def underflow_table(rows: Sequence[ScaleRow]) -> str:
+    """The rows of :func:`underflow_rows` as a table (scales shown as powers of two)."""
+    head = f"{'scale':<6} | {'flushed to 0':>20} | {'subnormal':>20} | {'overflow to inf':>20}"
+    return "\n".join([head, "-" * len(head), *map(str, rows)])
+
+
+def needed_scale(g_min: float, name: str | torch.dtype = "fp16") -> float:
+    """The smallest power of two S with ``g_min * S`` >= the format's smallest normal."""
+    if g_min <= 0:
+        raise ValueError(f"The gradient magnitude must be positive, got {g_min}.")
+    return 2.0 ** max(0, math.ceil(math.log2(torch.finfo(_dtype(name)).smallest_normal / g_min)))
+
+
+def check_loss_scale(fn: Callable[[float], float]) -> None:
+    """Exercise: `fn(g_min)` must return the smallest power-of-two loss scale that lifts
+    `g_min` to fp16's smallest normal (6.1e-5), and 1 when no scaling is needed."""
+    for g in (1e-7, 3e-6, 2.0**-20, 1e-3):
+        got, want = fn(g), needed_scale(g)
+        if got != want and got * 2 == want:
+            raise AssertionError(f"loss_scale({g:g}) = {got:g}: {g:g} × {got:g} = {g * got:.3g} "
+                                 f"is still below 6.1e-5; expected {want:g}")
+        check.expect(f"loss scale for g = {g:g}", got, want)
+
+
+def check_survivors(fn: Callable[[float], bool], values: Sequence[float]) -> None:
+    """Exercise: `fn(v)` must say whether v comes back from a cast to fp16 finite and
+    within 0.1% of itself; compared with real casts of every value in `values`."""
+    got = [v for v in values if fn(v)]
+    want = [v for v in values if survives(v, "fp16")]
+    check.expect("values that survive fp16 (finite, within 0.1%)", got, want)
+
+
+# ---- optimizers in pure fp16 ----------------------------------------------------------
+
+@dataclass
+class HalfStep:
+    """One optimizer step taken with fp16 weights, gradients and optimizer state."""
+
+    optimizer: str
+    elements: int  # parameter elements
+    nonzero_grads: int  # elements whose gradient is not 0: the step should move them
+    unchanged: int  # ... of which the fp16 weight did not change (w - lr*g == w in fp16)
+    nonfinite: int  # weights that became inf or NaN
+    state_zero: int | None  # Adam: second-moment elements exactly 0 in fp16 (None for SGD)
+
+
+def half_step(make_model: ModelFn, x: torch.Tensor, y: torch.Tensor, optimizer: str = "sgd",
+              lr: float = 1e-3, seed: int = 0) -> HalfStep:
+    """One step of `optimizer` on `make_model().half()` and fp16 inputs: what moved?"""
+    if optimizer not in ("sgd", "adamw"):
+        raise ValueError(f"optimizer must be sgd or adamw, got {optimizer!r}.")
+    torch.manual_seed(seed)
+    model = make_model().to(x.device, torch.float16)
+    params = list(model.parameters())
+    before = [p.detach().clone() for p in params]
+    opt = (torch.optim.SGD(params, lr=lr) if optimizer == "sgd"
+           else torch.optim.AdamW(params, lr=lr))
+    train.cross_entropy(model(x.half()), y).backward()
+    moving = [p.grad != 0 for p in params]
+    opt.step()
+    unchanged = sum(int((m & (p.detach() == b)).sum()) for p, b, m in zip(params, before, moving))
+    zero = sum(int((opt.state[p]["exp_avg_sq"] == 0).sum()) for p in params) if optimizer == "adamw" else None
+    return HalfStep(optimizer, sum(p.numel() for p in params), sum(int(m.sum()) for m in moving),
+                    unchanged, sum(int((~p.detach().isfinite()).sum()) for p in params), zero)
+
+
+# ---- GradScaler, step by step ---------------------------------------------------------
+
+@dataclass
+class ScalerRow:
+    """One step of :func:`scaler_demo`."""
+
+    step: int
+    scale: float  # loss scale used for this step's backward
+    injected: bool  # an inf was put into a gradient
+    stepped: bool  # the weights changed
+    next_scale: float
+
+    def __str__(self) -> str:
+        return (f"{self.step:>4} | {self.scale:>9g} | {'inf' if self.injected else '-':>9} | "
+                f"{'yes' if self.stepped else 'SKIPPED':>13} | {self.next_scale:>10g}")
+
+
+def scaler_demo(steps: int = 6, inject: Sequence[int] = (2, 3), init_scale: float = 2.0**16,
+                growth_interval: int = 2) -> list[ScalerRow]:
+    """Train a tiny linear model on CPU with GradScaler; put an inf into a gradient at
+    the steps in `inject` (1-based) and record what the scaler does."""
+    if steps < 1 or any(not 1 <= s <= steps for s in inject):
+        raise ValueError(f"Need steps >= 1 and injected steps within 1..{steps}, got {list(inject)}.")
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(16, 4, generator=g), torch.randn(16, 1, generator=g)
+    model = nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    scaler = torch.amp.GradScaler("cpu", init_scale=init_scale, growth_interval=growth_interval)
+    rows = []
+    for step in range(1, steps + 1):
+        opt.zero_grad(set_to_none=True)
+        scaler.scale(F.mse_loss(model(x), y)).backward()
+        if step in inject:
+            model.weight.grad[0, 0] = float("inf")  # what an overflow in backward leaves behind
+        before, scale = model.weight.detach().clone(), scaler.get_scale()
+        scaler.step(opt)  # skipped when any grad is inf/NaN
+        scaler.update()  # halves the scale after an overflow, doubles it after a clean run
+        stepped = not torch.equal(before, model.weight.detach())
+        rows.append(ScalerRow(step, scale, step in inject, stepped, scaler.get_scale()))
+    return rows
+
+
+def scaler_table(rows: Sequence[ScalerRow]) -> str:
+    """The rows of :func:`scaler_demo` as a table."""
+    head = f"{'step':>4} | {'scale':>9} | {'grad':>9} | {'optimizer step':>13} | {'next scale':>10}"
+    return "\n".join([head, "-" * len(head), *map(str, rows)])
+
+
+# ---- training runs by precision -------------------------------------------------------
+
+class TensorBatches:
+    """Batches indexed straight from tensors on the device (no workers, no collate).
+
+    Has ``len`` and a fresh seeded shuffle per pass, so `train.fit` can run several epochs.
+    """
+
+    def __init__(self, x: torch.Tensor, y: torch.Tensor, batch_size: int, seed: int = 0,
+                 drop_last: bool = True) -> None:
+        if len(x) != len(y) or not 1 <= batch_size <= len(x):
+            raise ValueError(f"Need as many inputs as targets and 1 <= batch_size <= {len(x)}, "
+                             f"got {len(x)} inputs, {len(y)} targets, batch {batch_size}.")
+        self.x, self.y, self.batch_size, self.drop_last = x, y, batch_size, drop_last
+        self.seed, self.passes = seed, 0
+
+    def __len__(self) -> int:
+        n = len(self.x)
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        g = torch.Generator().manual_seed(self.seed + self.passes)
+        self.passes += 1
+        order = torch.randperm(len(self.x), generator=g).to(self.x.device)
+        for b in range(len(self)):
+            idx = order[b * self.batch_size:(b + 1) * self.batch_size]
+            yield self.x[idx], self.y[idx]
+
+
+@contextlib.contextmanager
+def tf32(enabled: bool) -> Iterator[None]:
+    """Set TF32 for CUDA matmuls *and* cuDNN convolutions inside the block; restore after."""
+    old = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = enabled
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old
+
+
+def tf32_state() -> str:
+    """The two TF32 switches as they are now."""
+    return (f"torch.backends.cuda.matmul.allow_tf32 = {torch.backends.cuda.matmul.allow_tf32}, "
+            f"torch.backends.cudnn.allow_tf32 = {torch.backends.cudnn.allow_tf32}")
+
+
+CPU_16BIT_FLAGS = ("avx512_bf16", "amx_bf16", "avx512_fp16", "amx_fp16")  # native 16-bit math
+
+
+def cpu_16bit_flags(cpuinfo: str = "/proc/cpuinfo") -> list[str]:
+    """Which of CPU_16BIT_FLAGS this CPU reports (Linux; empty where unknown)."""
+    try:
+        with open(cpuinfo, encoding="utf-8") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        return []
+    return [flag for flag in CPU_16BIT_FLAGS if flag in flags]
+
+
+def available(device: torch.device | str) -> list[str]:
+    """The precisions worth comparing on `device` (TF32 only on CUDA GPUs that have it)."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return ["fp32", "fp16+GradScaler", "bf16"]
+    names = ["fp32"]
+    if torch.cuda.get_device_capability(device)[0] >= 8:
+        names.append("fp32+TF32")
+    names.append("fp16+GradScaler")
+    if torch.cuda.is_bf16_supported():
+        names.append("bf16")
+    return names
+
+
+@dataclass
+class RunResult:
+    """One training run at one precision."""
+
+    name: str
+    history: train.History
+    step_s: float  # median seconds per optimizer step, warm-up window excluded
+    batch_size: int
+    device: str
+    peak_bytes: int | None = None  # one training step, from course_lib.memory
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def images_per_s(self) -> float:
+        return self.batch_size / self.step_s if self.step_s else 0.0
+
+    @property
+    def final_loss(self) -> float:
+        return self.history.loss[-1]
+
+    @property
+    def first_nan_step(self) -> int | None:
+        """The first step whose loss was NaN or inf, None if none was."""
+        return next((s for s, v in zip(self.history.step, self.history.loss) if not math.isfinite(v)), None)
+
+    def __str__(self) -> str:
+        peak = "-" if self.peak_bytes is None else fmt_bytes(self.peak_bytes)
+        return (f"{self.name:<16} | {fmt_time(self.step_s):>9}/step | {self.images_per_s:>9,.0f} img/s | "
+                f"peak {peak:>10} | loss {self.final_loss:>7.4f} | "
+                f"{len(self.history.skipped_steps):>2} skipped | {self.device}")
+
+
+def train_run(name: str, make_model: ModelFn, batches: TensorBatches, *, steps: int, lr: float,
+              device: torch.device | str, channels_last: bool = False, log_every: int = 1,
+              optimizer: str = "adamw", seed: int = 0) -> RunResult:
+    """Train a fresh `make_model()` for `steps` optimizer steps at precision `name`.
+
+    `name` is a key of PRECISIONS. "pure .half()" converts the model and the inputs to
+    fp16 and trains them with no fp32 copy at all (the seeds' advice).
+    """
+    if name not in PRECISIONS:
+        raise ValueError(f"Unknown precision {name!r}: choose one of {', '.join(PRECISIONS)}.")
+    amp, use_tf32 = PRECISIONS[name]
+    torch.manual_seed(seed)
+    model, x = make_model(), batches.x
+    if name == "pure .half()":
+        model, x = model.half(), x.half()
+    batches = TensorBatches(x, batches.y, batches.batch_size, batches.seed)  # same order every run
+    cfg = train.TrainConfig(amp=amp, max_steps=steps, epochs=-(-steps // len(batches)), lr=lr,
+                            optimizer=optimizer, device=device, channels_last=channels_last,
+                            log_every=log_every, seed=seed)
+    with tf32(use_tf32):
+        history = train.fit(model, batches, cfg)
+    skip = log_every if len(history.step_time_s) > log_every else 0  # the warm-up window
+    return RunResult(name, history, history.median_step_time_s(skip), batches.batch_size,
+                     device_label(device))
+
+
+def step_peak_bytes(name: str, make_model: ModelFn, x: torch.Tensor, y: torch.Tensor, *,
+                    device: torch.device | str, channels_last: bool = False, lr: float = 1e-3) -> int:
+    """Peak memory one training step adds at precision `name` (after one warm-up step, so
+    the optimizer state already exists). CUDA: allocator; CPU: profiler memory events."""
+    amp, use_tf32 = PRECISIONS[name]
+    device = torch.device(device)
+    torch.manual_seed(0)
+    model = make_model().to(device)
+    if name == "pure .half()":
+        model, x = model.half(), x.half()
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    scaler = torch.amp.GradScaler(device.type) if amp == "fp16" else None
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        train.forward_backward(model, [(x, y)], device=device, amp=amp, scaler=scaler,
+                               channels_last=channels_last)
+        if scaler is None:
+            opt.step()
+        else:
+            scaler.step(opt)
+            scaler.update()
+
+    with tf32(use_tf32):
+        step()  # warm-up: optimizer state, cuDNN algorithm choice
+        return memory.peak_memory(step, device).peak_bytes
+
+
+def quick_run(name: str, make_model: ModelFn, batches: TensorBatches, steps: int = 5,
+              lr: float = 3e-3, device: torch.device | str = "cpu") -> str:
+    """A few steps at one precision, summarised in one line (the widget's work)."""
+    r = train_run(name, make_model, batches, steps=steps, lr=lr, device=device)
+    losses = r.history.loss
+    return (f"{name}: {steps} steps | {fmt_time(r.step_s)}/step | {r.images_per_s:,.0f} img/s | "
+            f"loss {losses[0]:.4f} → {losses[-1]:.4f} | {len(r.history.skipped_steps)} skipped | {r.device}")

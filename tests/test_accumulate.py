@@ -1,0 +1,186 @@
+"""Tests for course_lib.accumulate: k micro-batches vs one big batch, and what breaks it."""
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from course_lib import accumulate as acc
+from course_lib import models
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+
+
+def images(n: int = 12, res: int = 8, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(n, 3, res, res, generator=g), torch.randint(0, 6, (n,), generator=g)
+
+
+def bn_cnn() -> nn.Module:
+    torch.manual_seed(0)
+    return models.SmallCNN(width=4, resolution=8)
+
+
+def gn_cnn() -> nn.Module:
+    return acc.without_batchnorm(bn_cnn())
+
+
+def test_without_batchnorm_swaps_every_bn_and_keeps_the_rest():
+    bn = bn_cnn()
+    gn = acc.without_batchnorm(bn)
+    assert not any(isinstance(m, nn.BatchNorm2d) for m in gn.modules())
+    norms = [m for m in gn.modules() if isinstance(m, nn.GroupNorm)]
+    assert [(m.num_groups, m.num_channels) for m in norms] == [(4, 4), (8, 8), (16, 16)]
+    assert [m.num_groups for m in acc.without_batchnorm(bn, groups=3).modules()
+            if isinstance(m, nn.GroupNorm)] == [2, 2, 2]  # largest divisor of 4, 8, 16 up to 3
+    assert sum(p.numel() for p in gn.parameters()) == sum(p.numel() for p in bn.parameters())
+    assert torch.equal(gn.head.weight, bn.head.weight)
+    assert any(isinstance(m, nn.BatchNorm2d) for m in bn.modules())  # the original is untouched
+
+
+def test_split_batch_sizes_and_bad_input():
+    x, y = images(10)
+    assert [len(a) for a, _ in acc.split_batch(x, y, 3)] == [4, 3, 3]
+    assert torch.equal(torch.cat([b for _, b in acc.split_batch(x, y, 3)]), y)
+    with pytest.raises(ValueError, match="1 <= k <= batch size"):
+        acc.split_batch(x, y, 11)
+    with pytest.raises(ValueError, match="disagree"):
+        acc.split_batch(x, y[:5], 2)
+
+
+def test_weighted_micro_batches_equal_one_big_batch_even_when_unequal():
+    model, (x, y) = gn_cnn(), images(10)
+    ref = acc.gradients(model, [(x, y)])
+    for k in (2, 3, 10):
+        got = acc.gradients(model, acc.split_batch(x, y, k))
+        assert torch.allclose(got, ref, atol=acc.FP32_ATOL, rtol=acc.FP32_RTOL)
+    assert ref.numel() == sum(p.numel() for p in model.parameters())
+
+
+def test_wrong_scalings_measured():
+    model, (x, y) = gn_cnn(), images(12)
+    ref = acc.gradients(model, [(x, y)])
+    summed = acc.gradients(model, acc.split_batch(x, y, 4), scaling="sum")
+    assert torch.allclose(summed, 4 * ref, atol=4 * acc.FP32_ATOL, rtol=acc.FP32_RTOL)
+    equal = acc.gradients(model, acc.split_batch(x, y, 4), scaling="mean")
+    assert torch.allclose(equal, ref, atol=acc.FP32_ATOL, rtol=acc.FP32_RTOL)  # equal sizes: fine
+    unequal = [(x[:2], y[:2]), (x[2:], y[2:])]
+    assert acc.rel_error(acc.gradients(model, unequal, scaling="mean"), ref) > 1e-2
+    with pytest.raises(ValueError, match="Unknown scaling"):
+        acc.gradients(model, unequal, scaling="max")
+
+
+def test_batchnorm_breaks_equivalence_and_running_stats():
+    big, small = bn_cnn(), bn_cnn()
+    x, y = images(12)
+    g_big = acc.gradients(big, [(x, y)])
+    g_small = acc.gradients(small, acc.split_batch(x, y, 4))
+    assert acc.rel_error(g_small, g_big) > 1e-2
+    (s_big, n_big), (s_small, n_small) = acc.batchnorm_state(big), acc.batchnorm_state(small)
+    assert (n_big, n_small) == (1, 4)
+    assert (s_big - s_small).abs().max() > 1e-3
+    with pytest.raises(ValueError, match="no BatchNorm"):
+        acc.batchnorm_state(gn_cnn())
+
+
+def test_token_weighting_matches_the_global_token_mean():
+    torch.manual_seed(0)
+    model = acc.TinyLM(vocab=16, dim=8)
+    group = acc.token_micro_batches(((2, 12), (1, 3)), vocab=16)
+    x, y = acc.pad_to_one_batch(group)
+    assert x.shape == y.shape == (3, 12) and (y == -100).sum() == 9
+    ref = acc.gradients(model, [(x, y)])
+    assert torch.allclose(acc.gradients(model, group), ref, atol=acc.FP32_ATOL, rtol=acc.FP32_RTOL)
+    assert acc.rel_error(acc.gradients(model, group, scaling="mean"), ref) > 1e-2
+    tokens = torch.cat([F.cross_entropy(model(a).flatten(0, 1), b.flatten(), reduction="none")
+                        for a, b in group])
+    logits = model(x)
+    assert torch.allclose(F.cross_entropy(logits.flatten(0, 1), y.flatten()), tokens.mean())
+
+
+def test_bf16_accumulation_step_close_to_fp32():
+    x, y = images(16)
+    ref_model = gn_cnn()
+    ref = acc.gradients(ref_model, [(x, y)])
+    model = gn_cnn()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    grad = acc.accumulation_step(model, opt, acc.split_batch(x, y, 4), amp="bf16")
+    one_batch = acc.gradients(gn_cnn(), [(x, y)], amp="bf16")
+    # bf16 rounds the forward and backward; accumulating in fp32 .grad adds nothing to that
+    assert 0 < acc.rel_error(grad, ref) < 1.1 * acc.rel_error(one_batch, ref) + 1e-3
+    assert acc.rel_error(grad, ref) < 0.2  # a tiny random model: looser than the notebook's
+    assert not torch.equal(model.head.weight, ref_model.head.weight)  # it stepped
+
+
+def _fp16_step_updates_scale_once(device: str):
+    x, y = (t.to(device) for t in images(16))
+    model = gn_cnn().to(device)
+    ref = acc.gradients(model, [(x, y)])
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler(device, init_scale=1024.0, growth_interval=1)
+    grad = acc.accumulation_step(model, opt, acc.split_batch(x, y, 4), amp="fp16", scaler=scaler)
+    assert scaler.get_scale() == 2048.0  # one update per optimizer step, not per micro-batch
+    assert acc.rel_error(grad, ref) < acc.BF16_REL_TOL  # unscaled before it was read
+
+
+def test_fp16_gradscaler_step_on_cpu():
+    try:
+        torch.amp.GradScaler("cpu")
+    except Exception:
+        pytest.skip("this PyTorch has no CPU GradScaler")
+    _fp16_step_updates_scale_once("cpu")
+
+
+@needs_cuda
+@pytest.mark.gpu
+def test_fp16_gradscaler_step_on_cuda():
+    _fp16_step_updates_scale_once("cuda")
+
+
+def test_memory_stays_flat_with_accumulation():
+    model = gn_cnn()
+    x, y = images(64, res=16)
+    rows = acc.memory_sweep(model, x, y, micro=8, batches=[8, 64])
+    assert rows[0].one_batch.method == "profiler memory events"
+    assert rows[1].one_batch.peak_bytes > 3 * rows[0].one_batch.peak_bytes  # grows with the batch
+    assert rows[1].accumulated.peak_bytes < 0.5 * rows[1].one_batch.peak_bytes  # stays down
+    assert rows[1].k == 8 and "8 × 8" in acc.memory_table(rows)
+    with pytest.raises(ValueError, match="multiples of the micro-batch"):
+        acc.memory_sweep(model, x, y, micro=8, batches=[12])
+
+
+def test_explore_reports_difference_and_memory():
+    x, y = images(12)
+    line = acc.explore(gn_cnn(), x, y, 3)
+    assert line.startswith("k=3: micro-batches of 4") and "peak" in line and "max |Δgrad|" in line
+
+
+def test_exact_fp32_restores_flags():
+    before = (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32)
+    with acc.exact_fp32():
+        assert not torch.backends.cudnn.allow_tf32 and torch.backends.cudnn.deterministic
+    assert (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32) == before
+
+
+def test_exercise_check_accepts_right_and_explains_wrong(capsys):
+    def right(model, micro_batches):
+        n = sum(len(y) for _, y in micro_batches)
+        for x, y in micro_batches:
+            (F.cross_entropy(model(x), y) * len(y) / n).backward()
+
+    def summed(model, micro_batches):
+        for x, y in micro_batches:
+            F.cross_entropy(model(x), y).backward()
+
+    def divided_by_k(model, micro_batches):
+        for x, y in micro_batches:
+            (F.cross_entropy(model(x), y) / len(micro_batches)).backward()
+
+    rng = torch.get_rng_state()
+    acc.check_accumulation(right)
+    assert capsys.readouterr().out.count("✓") == 2
+    assert torch.equal(torch.get_rng_state(), rng)  # the learner's random stream is untouched
+    with pytest.raises(AssertionError, match="4.00× the big-batch"):
+        acc.check_accumulation(summed)
+    with pytest.raises(AssertionError, match=r"len\(y\) / \(all samples\)"):
+        acc.check_accumulation(divided_by_k)

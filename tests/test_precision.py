@@ -1,0 +1,224 @@
+"""Tests for course_lib.precision (CPU, tiny models)."""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from course_lib import models, precision
+
+
+def tiny_cnn() -> nn.Module:
+    return models.SmallCNN(num_classes=6, width=4, resolution=8)
+
+
+def tiny_linear() -> nn.Module:
+    return nn.Sequential(nn.Flatten(), nn.Linear(12, 3))
+
+
+@pytest.fixture
+def images():
+    g = torch.Generator().manual_seed(0)
+    return torch.randn(32, 3, 8, 8, generator=g), torch.arange(32) % 6
+
+
+@pytest.fixture
+def small_inputs():
+    """Inputs ~1e-4: linear-layer weight gradients ~1e-5, below what fp16 Adam can hold."""
+    g = torch.Generator().manual_seed(0)
+    return 1e-4 * torch.randn(16, 3, 2, 2, generator=g), torch.arange(16) % 3
+
+
+# -- formats and casts ----------------------------------------------------------------
+
+def test_format_facts_match_ieee_half_and_bfloat16():
+    fp16, bf16, fp32 = (precision.format_facts(n) for n in ("fp16", "bf16", "fp32"))
+    assert (fp16.max, fp16.smallest_normal, fp16.smallest_subnormal, fp16.eps) == (65504.0, 2**-14, 2**-24, 2**-10)
+    assert (fp16.mantissa_bits, bf16.mantissa_bits, fp32.mantissa_bits) == (10, 7, 23)
+    assert bf16.smallest_normal == fp32.smallest_normal  # same 8-bit exponent
+    assert "65504" in precision.format_table().replace(",", "") or "6.55e+04" in precision.format_table()
+
+
+def test_fate_names_what_a_cast_does():
+    assert precision.fate(1e-8, "fp16") == "underflow → 0"
+    assert precision.fate(70000.0, "fp16") == "overflow → inf"
+    assert precision.fate(1.0, "fp16") == "exact"
+    assert precision.fate(1e-6, "fp16").startswith("subnormal")
+    assert precision.fate(0.1, "fp16").startswith("rounded")
+    assert precision.fate(1e-8, "bf16").startswith("rounded")  # bf16 has fp32's range
+    assert precision.cast(65519.0, "fp16") == 65504.0
+
+
+def test_survives_and_table():
+    assert [precision.survives(v) for v in (1e-8, 1e-6, 1e-4, 1.0, 65504.0, 70000.0)] == \
+        [False, False, True, True, True, False]
+    assert precision.survives(1e-8, "bf16", rtol=1e-2)  # in range, 8 bits of precision
+    table = precision.cast_table([1e-8, 70000.0])
+    assert "underflow → 0" in table and "overflow → inf" in table
+
+
+def test_unknown_format_is_one_sentence():
+    with pytest.raises(ValueError, match="Unknown format 'fp8'"):
+        precision.format_facts("fp8")
+
+
+# -- gradients and loss scaling -----------------------------------------------------------
+
+def test_underflow_rows_count_exactly():
+    grads = torch.tensor([1e-9, -1e-6, 1e-3, 10.0, 0.0])
+    one, big = precision.underflow_rows(grads, [1.0, 2.0**16])
+    assert (one.flushed, one.subnormal, one.overflowed, one.n) == (1, 1, 0, 5)
+    assert (big.flushed, big.subnormal, big.overflowed) == (0, 0, 1)  # 10 * 65536 > 65504
+    assert one.lost == 1 and big.lost == 1
+    assert math.isclose(one.damaged_pct, 40.0)
+    assert "2^16" in precision.underflow_table([one, big])
+    with pytest.raises(ValueError, match="positive"):
+        precision.underflow_rows(grads, [0.0])
+
+
+def test_needed_scale_and_exercise_check(capsys):
+    assert precision.needed_scale(2**-14) == 1.0
+    assert precision.needed_scale(2**-20) == 2.0**6
+    assert precision.needed_scale(1e-3) == 1.0
+    assert precision.needed_scale(1e-7) * 1e-7 >= 2**-14 > precision.needed_scale(1e-7) / 2 * 1e-7
+    good = precision.needed_scale
+    precision.check_loss_scale(good)
+    assert "✓" in capsys.readouterr().out
+    with pytest.raises(AssertionError, match="still below"):
+        precision.check_loss_scale(lambda g: 2.0 ** math.floor(math.log2(2**-14 / g)))
+    with pytest.raises(ValueError, match="positive"):
+        precision.needed_scale(0.0)
+
+
+def test_check_survivors():
+    values = [1e-8, 1.0, 70000.0]
+    precision.check_survivors(lambda v: precision.survives(v), values)
+    with pytest.raises(AssertionError):
+        precision.check_survivors(lambda v: True, values)
+
+
+def test_activation_grads_capture_every_layer_output(images):
+    x, y = images[0][:2], images[1][:2]
+    torch.manual_seed(0)
+    model = tiny_cnn()
+    grads = precision.activation_grads(model, x, y)
+    # in backward order: the logits (2,6), then conv outputs (2,16,2,2), (2,8,4,4), (2,4,8,8)
+    assert grads.numel() == 12 + 128 + 256 + 512
+    logits = model(x)
+    expected = (F.softmax(logits, -1) - F.one_hot(y, 6)) / 2  # d(mean CE)/d logits
+    torch.testing.assert_close(grads[:12], expected.detach().flatten(), rtol=1e-4, atol=1e-7)
+    assert all(p.grad is None for p in model.parameters())
+    with pytest.raises(ValueError, match="no Conv2d or Linear"):
+        precision.activation_grads(nn.Sequential(nn.Flatten()), x, y)
+
+
+# -- pure fp16 optimizer steps and GradScaler ------------------------------------------------
+
+def test_half_adam_divides_by_zero_eps(small_inputs):
+    x, y = small_inputs
+    step = precision.half_step(tiny_linear, x, y, "adamw", lr=1e-3)
+    assert step.elements == 12 * 3 + 3
+    assert step.state_zero > 0 and step.nonfinite > 0  # v == 0 and eps == 0 -> m / 0
+
+
+def test_half_sgd_loses_small_updates(small_inputs):
+    x, y = small_inputs
+    step = precision.half_step(tiny_linear, x, y, "sgd", lr=1e-3)
+    assert step.state_zero is None and step.nonfinite == 0
+    assert 0 < step.unchanged <= step.nonzero_grads  # lr * g below half an fp16 step of w
+    with pytest.raises(ValueError, match="sgd or adamw"):
+        precision.half_step(tiny_linear, x, y, "lion")
+
+
+def test_scaler_demo_skips_exactly_the_injected_steps():
+    rows = precision.scaler_demo(steps=6, inject=(2, 3), growth_interval=2)
+    assert [r.stepped for r in rows] == [True, False, False, True, True, True]
+    assert [r.scale for r in rows] == [2.0**16, 2.0**16, 2.0**15, 2.0**14, 2.0**14, 2.0**15]
+    assert "SKIPPED" in precision.scaler_table(rows)
+    with pytest.raises(ValueError, match="within 1..3"):
+        precision.scaler_demo(steps=3, inject=(4,))
+
+
+# -- runs by precision -----------------------------------------------------------------------
+
+def test_tensor_batches_cover_each_sample_once_per_pass(images):
+    x, y = images
+    b = precision.TensorBatches(x, y, 10, seed=1, drop_last=False)
+    assert len(b) == 4
+    first = torch.cat([yb for _, yb in b])
+    second = torch.cat([xb for xb, _ in b])
+    assert sorted(first.tolist()) == sorted(y.tolist()) and len(second) == 32
+    again = precision.TensorBatches(x, y, 10, seed=1, drop_last=False)
+    assert torch.equal(torch.cat([yb for _, yb in again]), first)  # same seed, same order
+    assert len(precision.TensorBatches(x, y, 10)) == 3  # drop_last by default
+    with pytest.raises(ValueError, match="batch_size"):
+        precision.TensorBatches(x, y[:5], 10)
+
+
+def test_tf32_context_restores_both_switches():
+    old = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    with precision.tf32(True):
+        assert torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32
+    with precision.tf32(False):
+        assert "allow_tf32 = False, torch.backends.cudnn.allow_tf32 = False" in precision.tf32_state()
+    assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == old
+
+
+def test_available_on_cpu():
+    assert precision.available("cpu") == ["fp32", "fp16+GradScaler", "bf16"]
+
+
+def test_cpu_16bit_flags(tmp_path):
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx512f avx512_bf16 f16c\n")
+    assert precision.cpu_16bit_flags(str(info)) == ["avx512_bf16"]
+    assert precision.cpu_16bit_flags(str(tmp_path / "missing")) == []
+
+
+def test_train_run_fp32_learns_and_reports(images):
+    x, y = images
+    r = precision.train_run("fp32", tiny_cnn, precision.TensorBatches(x, y, 16), steps=20,
+                            lr=1e-2, device="cpu")
+    assert len(r.history.loss) == 20 and r.step_s > 0 and r.images_per_s > 0
+    assert min(r.history.loss[-5:]) < r.history.loss[0]
+    assert r.first_nan_step is None and "img/s" in str(r)
+
+
+@pytest.mark.parametrize("name", ["fp16+GradScaler", "bf16"])
+def test_train_run_amp_starts_where_fp32_starts(images, name):
+    x, y = images
+    batches = precision.TensorBatches(x, y, 16)
+    base = precision.train_run("fp32", tiny_cnn, batches, steps=3, lr=1e-3, device="cpu")
+    amp = precision.train_run(name, tiny_cnn, batches, steps=3, lr=1e-3, device="cpu")
+    assert all(math.isfinite(v) for v in amp.history.loss)
+    assert abs(amp.history.loss[0] - base.history.loss[0]) < 0.05  # same weights, same batch
+
+
+def test_pure_half_adam_run_goes_nan(small_inputs):
+    x, y = small_inputs
+    r = precision.train_run("pure .half()", tiny_linear, precision.TensorBatches(x, y, 8), steps=3,
+                            lr=1e-3, device="cpu")
+    assert r.first_nan_step == 2  # step 1's update wrote inf into the weights
+    with pytest.raises(ValueError, match="Unknown precision"):
+        precision.train_run("fp8", tiny_linear, precision.TensorBatches(x, y, 8), steps=1, lr=1e-3,
+                            device="cpu")
+
+
+def test_bf16_step_needs_less_memory_than_fp32():
+    make = partial(models.SmallCNN, num_classes=6, width=8, resolution=16)
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(32, 3, 16, 16, generator=g), torch.arange(32) % 6
+    fp32 = precision.step_peak_bytes("fp32", make, x, y, device="cpu")
+    bf16 = precision.step_peak_bytes("bf16", make, x, y, device="cpu")
+    assert 0 < bf16 < fp32  # activations saved for backward in 2 bytes, not 4
+
+
+def test_quick_run_summarises(images):
+    x, y = images
+    line = precision.quick_run("bf16", tiny_cnn, precision.TensorBatches(x, y, 16), steps=2)
+    assert line.startswith("bf16: 2 steps") and "img/s" in line and "→" in line
