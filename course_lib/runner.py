@@ -12,9 +12,14 @@ import nbformat
 import papermill as pm
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from papermill.exceptions import PapermillExecutionError
+from traitlets.config import Config
 
 from course_lib import report
 from course_lib.bench import fmt_time
+
+# Kernels talk to us over local sockets (IPC), not TCP: nothing listens on a port, and
+# ipykernel has no reason to warn about unencrypted TCP in every learner's `make course`.
+KERNEL_CONFIG = Config({"KernelManager": {"transport": "ipc"}})
 
 
 @dataclass
@@ -55,7 +60,8 @@ def execute(notebook: Path, profile: str, out_dir: Path, timeout_s: int = 900) -
     try:
         pm.execute_notebook(str(notebook), str(output), parameters={"PROFILE": profile},
                             cwd=str(notebook.parent), kernel_name="python3",
-                            progress_bar=False, execution_timeout=timeout_s)
+                            progress_bar=False, execution_timeout=timeout_s,
+                            config=KERNEL_CONFIG)
     except PapermillExecutionError as exc:
         error = f"{_failing_cell(output)}: {exc.ename}: {exc.evalue.splitlines()[0] if exc.evalue else ''}"
     except CellTimeoutError:

@@ -82,6 +82,7 @@ def test_successful_run_writes_notebook_html_reports_and_summary(tmp_path):
     out = run_course("--dir", str(tmp_path), "run", "00", "--profile", "smoke", "--out", "out",
                      cwd=tmp_path)
     assert out.returncode == 0, out.stderr
+    assert "without encryption" not in out.stderr  # kernels run over IPC, not TCP
     executed = nbformat.read(tmp_path / "out" / "00_ok.ipynb", as_version=4)
     printed = [o for c in executed.cells for o in c.get("outputs", []) if o.get("name") == "stdout"]
     assert printed and printed[-1]["text"].strip() == "smoke"  # the profile was injected
