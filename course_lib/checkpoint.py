@@ -115,11 +115,15 @@ class EpochBatchSampler(Sampler[list[int]]):
     def __len__(self) -> int:
         return self.n // self.batch_size if self.drop_last else -(-self.n // self.batch_size)
 
+    def order(self) -> torch.Tensor:
+        """This epoch's permutation of range(n) (the identity without shuffle)."""
+        if not self.shuffle:
+            return torch.arange(self.n)
+        return torch.randperm(self.n, generator=torch.Generator().manual_seed(
+            epoch_seed(self.seed, self.epoch)))
+
     def __iter__(self) -> Iterator[list[int]]:
-        order = torch.arange(self.n)
-        if self.shuffle:
-            g = torch.Generator().manual_seed(epoch_seed(self.seed, self.epoch))
-            order = torch.randperm(self.n, generator=g)
+        order = self.order()
         for b in range(self.start_batch, len(self)):
             yield order[b * self.batch_size:(b + 1) * self.batch_size].tolist()
 

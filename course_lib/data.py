@@ -3,7 +3,7 @@
 Shapes: every image is a function of (seed, split, index) alone, so DataLoader workers
 draw it on the fly (real CPU work, like JPEG decoding) and always draw the same pixels.
 `make_tensor_dataset` renders the same images in batches once and keeps them on the
-device, and `iterate_batches` serves them without Python-side per-item work.
+device (`loading.TensorLoader` serves them without Python-side per-item work).
 
 Real data never downloads unless asked (`download=True`); missing files raise
 `DatasetMissing` naming the folder to fill. Default root: `<repo>/data`, or `$COURSE_DATA_DIR`.
@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -161,26 +160,6 @@ def make_tensor_dataset(n: int, resolution: int = 32, seed: int = 0, split: str 
         x[lo:lo + len(idx)] = render(y[lo:lo + len(idx)].to(device), torch.stack(params).to(device),
                                      torch.stack(units).to(device), noise)
     return x, y.to(device)
-
-
-def iterate_batches(x: torch.Tensor, y: torch.Tensor, batch_size: int, shuffle: bool = True,
-                    generator: torch.Generator | None = None,
-                    drop_last: bool = False) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """Yield (x[idx], y[idx]) batches by indexing tensors where they live (no workers)."""
-    n = len(x)
-    if batch_size < 1 or len(y) != n:
-        raise ValueError(f"Need batch_size >= 1 and one label per image, "
-                         f"got batch_size={batch_size}, {len(y)} labels for {n} images.")
-    if shuffle:
-        gen_device = generator.device if generator is not None else x.device
-        order = torch.randperm(n, generator=generator, device=gen_device).to(x.device)
-    end = n - n % batch_size if drop_last else n
-    for lo in range(0, end, batch_size):
-        if shuffle:
-            idx = order[lo:lo + batch_size]
-            yield x[idx], y[idx]
-        else:
-            yield x[lo:lo + batch_size], y[lo:lo + batch_size]
 
 
 def loaders(n_train: int = 12_000, n_val: int = 2_000, resolution: int = 32, batch_size: int = 128,

@@ -48,8 +48,9 @@ class Throughput:
 class TensorLoader:
     """Batches of tensors that already live on the device, re-iterable with a length.
 
-    `train.fit` needs both (`len` for epochs, a fresh iterator per epoch); each pass
-    reshuffles with one seeded generator, so runs repeat exactly.
+    The order is a pure function of (seed, epoch), as with `train.make_loader`: `train.fit`
+    sets both through ``batch_sampler.set_epoch``, so a resumed run continues with exactly
+    the next batch. Each pass copies one permutation to the device; a batch is a gather there.
     """
 
     def __init__(self, x: torch.Tensor, y: torch.Tensor, batch_size: int, shuffle: bool = True,
@@ -57,17 +58,22 @@ class TensorLoader:
         if batch_size < 1 or len(x) != len(y) or len(x) == 0:
             raise ValueError(f"Need matching non-empty x and y and batch_size >= 1, got "
                              f"{len(x)} inputs, {len(y)} targets, batch_size {batch_size}.")
-        self.x, self.y, self.batch_size = x, y, batch_size
-        self.shuffle, self.drop_last = shuffle, drop_last
-        self.generator = torch.Generator(x.device).manual_seed(seed) if shuffle else None
+        self.x, self.y = x, y
+        self.batch_sampler = train.EpochBatchSampler(len(x), batch_size, shuffle, drop_last, seed)
+
+    @property
+    def batch_size(self) -> int:
+        return self.batch_sampler.batch_size
 
     def __len__(self) -> int:
-        n = len(self.x)
-        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+        return len(self.batch_sampler)
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        return data.iterate_batches(self.x, self.y, self.batch_size, self.shuffle,
-                                    self.generator, self.drop_last)
+        s, bs = self.batch_sampler, self.batch_size
+        order = s.order().to(self.x.device)  # one small copy per pass, no sync per batch
+        for b in range(s.start_batch, len(s)):
+            idx = order[b * bs:(b + 1) * bs]
+            yield self.x[idx], self.y[idx]
 
 
 class SyntheticBatches:

@@ -4,7 +4,7 @@ training runs compared by precision.
     print(format_table())                       # fp32 / fp16 / bf16 limits
     print(cast_table([1e-8, 1.0, 70000.0]))     # what survives a cast
     rows = underflow_rows(activation_grads(model, x, y), [1, 2**16])
-    result = train_run("bf16", make_model, TensorBatches(x, y, 64), steps=20, lr=3e-3)
+    result = train_run("bf16", make_model, TensorLoader(x, y, 64), steps=20, lr=3e-3)
 
 Every number here is computed, never assumed: casts are real casts, gradients come
 from a real backward pass, runs are real training runs through `course_lib.train`.
@@ -22,6 +22,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from course_lib import check, memory, train
+from course_lib.loading import TensorLoader
 from course_lib.bench import fmt_bytes, fmt_time
 from course_lib.device import label as device_label
 
@@ -298,33 +299,6 @@ def scaler_table(rows: Sequence[ScalerRow]) -> str:
 
 # ---- training runs by precision -------------------------------------------------------
 
-class TensorBatches:
-    """Batches indexed straight from tensors on the device (no workers, no collate).
-
-    Has ``len`` and a fresh seeded shuffle per pass, so `train.fit` can run several epochs.
-    """
-
-    def __init__(self, x: torch.Tensor, y: torch.Tensor, batch_size: int, seed: int = 0,
-                 drop_last: bool = True) -> None:
-        if len(x) != len(y) or not 1 <= batch_size <= len(x):
-            raise ValueError(f"Need as many inputs as targets and 1 <= batch_size <= {len(x)}, "
-                             f"got {len(x)} inputs, {len(y)} targets, batch {batch_size}.")
-        self.x, self.y, self.batch_size, self.drop_last = x, y, batch_size, drop_last
-        self.seed, self.passes = seed, 0
-
-    def __len__(self) -> int:
-        n = len(self.x)
-        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
-
-    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        g = torch.Generator().manual_seed(self.seed + self.passes)
-        self.passes += 1
-        order = torch.randperm(len(self.x), generator=g).to(self.x.device)
-        for b in range(len(self)):
-            idx = order[b * self.batch_size:(b + 1) * self.batch_size]
-            yield self.x[idx], self.y[idx]
-
-
 @contextlib.contextmanager
 def tf32(enabled: bool) -> Iterator[None]:
     """Set TF32 for CUDA matmuls *and* cuDNN convolutions inside the block; restore after."""
@@ -401,7 +375,7 @@ class RunResult:
                 f"{len(self.history.skipped_steps):>2} skipped | {self.device}")
 
 
-def train_run(name: str, make_model: ModelFn, batches: TensorBatches, *, steps: int, lr: float,
+def train_run(name: str, make_model: ModelFn, batches: TensorLoader, *, steps: int, lr: float,
               device: torch.device | str, channels_last: bool = False, log_every: int = 1,
               optimizer: str = "adamw", seed: int = 0) -> RunResult:
     """Train a fresh `make_model()` for `steps` optimizer steps at precision `name`.
@@ -416,7 +390,8 @@ def train_run(name: str, make_model: ModelFn, batches: TensorBatches, *, steps: 
     model, x = make_model(), batches.x
     if name == "pure .half()":
         model, x = model.half(), x.half()
-    batches = TensorBatches(x, batches.y, batches.batch_size, batches.seed)  # same order every run
+    batches = TensorLoader(x, batches.y, batches.batch_size,  # fit orders it by (seed, epoch)
+                           drop_last=batches.batch_sampler.drop_last)
     cfg = train.TrainConfig(amp=amp, max_steps=steps, epochs=-(-steps // len(batches)), lr=lr,
                             optimizer=optimizer, device=device, channels_last=channels_last,
                             log_every=log_every, seed=seed)
@@ -457,7 +432,7 @@ def step_peak_bytes(name: str, make_model: ModelFn, x: torch.Tensor, y: torch.Te
         return memory.peak_memory(step, device).peak_bytes
 
 
-def quick_run(name: str, make_model: ModelFn, batches: TensorBatches, steps: int = 5,
+def quick_run(name: str, make_model: ModelFn, batches: TensorLoader, steps: int = 5,
               lr: float = 3e-3, device: torch.device | str = "cpu") -> str:
     """A few steps at one precision, summarised in one line (the widget's work)."""
     r = train_run(name, make_model, batches, steps=steps, lr=lr, device=device)

@@ -331,8 +331,9 @@ class Trainer:
         sampler = getattr(loader, "batch_sampler", None)
         if isinstance(sampler, EpochBatchSampler):
             sampler.set_epoch(self.epoch, self.batch, seed=self.cfg.seed)
-            if loader.generator is not None:  # worker seeds depend on (seed, epoch) only
-                loader.generator.manual_seed(epoch_seed(self.cfg.seed, self.epoch))
+            generator = getattr(loader, "generator", None)  # a DataLoader's, for worker seeds
+            if generator is not None:  # worker seeds depend on (seed, epoch) only
+                generator.manual_seed(epoch_seed(self.cfg.seed, self.epoch))
             return iter(loader)
         if hasattr(getattr(loader, "sampler", None), "set_epoch"):
             loader.sampler.set_epoch(self.epoch)  # e.g. DistributedSampler

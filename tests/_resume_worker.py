@@ -15,7 +15,7 @@ import torch
 import torch.nn as nn
 from torch.utils.data import TensorDataset
 
-from course_lib import models, train
+from course_lib import loading, models, train
 
 N, BATCH, EPOCHS = 36, 4, 2  # 9 batches per epoch: an odd count leaves a partial group
 CASES: dict[str, dict] = {  # case -> model kind, config overrides, split step
@@ -28,6 +28,7 @@ CASES: dict[str, dict] = {  # case -> model kind, config overrides, split step
     "cnn_bn": dict(model="cnn", cfg=dict(channels_last=True, weight_decay=0.01), split=10),
     "epoch_end": dict(model="mlp_dropout", cfg=dict(), split=9),
     "workers": dict(model="mlp_dropout", cfg=dict(), split=13, loader=dict(num_workers=2)),
+    "tensors": dict(model="mlp_dropout", cfg=dict(accum_steps=2), split=6, loader="tensors"),
 }
 
 
@@ -46,7 +47,10 @@ def build(case: str, init_seed: int = 0) -> tuple[nn.Module, torch.utils.data.Da
     else:
         p = 0.3 if kind == "mlp_dropout" else 0.0
         model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Dropout(p), nn.Linear(16, 3))
-    return model, train.make_loader(dataset(kind), BATCH, **CASES[case].get("loader", {}))
+    loader = CASES[case].get("loader", {})
+    if loader == "tensors":  # loading.TensorLoader: batches gathered from resident tensors
+        return model, loading.TensorLoader(*dataset(kind).tensors, BATCH)
+    return model, train.make_loader(dataset(kind), BATCH, **loader)
 
 
 def config(case: str, **overrides) -> train.TrainConfig:

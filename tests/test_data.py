@@ -12,7 +12,7 @@ from fixtures_data import CIFAR10_CLASSES, cifar_labels, write_cifar10_fixture, 
 from torch.utils.data import DataLoader
 from torchvision import transforms as T
 
-from course_lib import data
+from course_lib import data, loading
 
 # ---- procedural shapes ----------------------------------------------------------------
 
@@ -76,8 +76,7 @@ def test_tensor_variant_on_cuda_matches_cpu_and_batches_stay_there():
     x_cpu, y_cpu = data.make_tensor_dataset(64)
     assert x.is_cuda and y.is_cuda and torch.equal(y.cpu(), y_cpu)
     torch.testing.assert_close(x.cpu(), x_cpu, atol=1e-4, rtol=1e-4)
-    gen = torch.Generator(device="cuda").manual_seed(0)
-    batches = list(data.iterate_batches(x, y, 16, generator=gen))
+    batches = list(loading.TensorLoader(x, y, 16))
     assert all(xb.is_cuda for xb, _ in batches) and sum(len(yb) for _, yb in batches) == 64
 
 
@@ -85,18 +84,6 @@ def test_pixels_are_roughly_normalised():
     x, _ = data.make_tensor_dataset(600)
     assert abs(x.mean().item()) < 0.3
     assert 0.7 < x.std().item() < 1.3
-
-
-def test_iterate_batches_covers_every_index_once_and_is_reproducible():
-    x, y = torch.arange(10).float()[:, None], torch.arange(10)
-    def order(seed: int) -> torch.Tensor:
-        batches = data.iterate_batches(x, y, 4, generator=torch.Generator().manual_seed(seed))
-        return torch.cat([yb for _, yb in batches])
-    seen, again = order(0), order(0)
-    assert sorted(seen.tolist()) == list(range(10)) and torch.equal(seen, again)
-    assert seen.tolist() != list(range(10))  # shuffled
-    plain = [yb.tolist() for _, yb in data.iterate_batches(x, y, 4, shuffle=False, drop_last=True)]
-    assert plain == [[0, 1, 2, 3], [4, 5, 6, 7]]
 
 
 def test_loaders_give_train_and_val_batches():
@@ -118,8 +105,6 @@ def test_bad_arguments_are_one_clear_error():
         data.ShapesDataset(10, resolution=4)
     with pytest.raises(IndexError, match="outside"):
         data.ShapesDataset(10)[10]
-    with pytest.raises(ValueError, match="batch_size"):
-        next(data.iterate_batches(torch.zeros(4, 1), torch.zeros(4), batch_size=0))
 
 
 # ---- learnable, but not by a linear model -------------------------------------------
@@ -135,8 +120,10 @@ def small_set():
 def _fit(model: nn.Module, xt, yt, epochs: int, lr: float = 3e-3) -> nn.Module:
     opt = torch.optim.AdamW(model.parameters(), lr)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, lr, total_steps=epochs * math.ceil(len(xt) / 64))
+    batches = loading.TensorLoader(xt, yt, 64)
     for epoch in range(epochs):
-        for xb, yb in data.iterate_batches(xt, yt, 64, generator=torch.Generator().manual_seed(epoch)):
+        batches.batch_sampler.set_epoch(epoch)
+        for xb, yb in batches:
             loss = F.cross_entropy(model(xb), yb)
             opt.zero_grad()
             loss.backward()

@@ -27,16 +27,22 @@ def assert_sane(r: Throughput, steps: int) -> None:
 
 # -- loaders ------------------------------------------------------------------------------
 
-def test_tensor_loader_covers_every_item_once_per_pass_and_reshuffles():
+def test_tensor_loader_order_is_a_function_of_seed_and_epoch():
     x, y = torch.arange(10.0)[:, None], torch.arange(10)
     loader = loading.TensorLoader(x, y, batch_size=4, seed=1)
-    assert len(loader) == 3
-    passes = [torch.cat([yb for _, yb in loader]) for _ in range(2)]
-    for p in passes:
-        assert sorted(p.tolist()) == list(range(10))
-    assert passes[0].tolist() != passes[1].tolist()  # a new order each epoch
+    assert len(loader) == 3 and loader.batch_size == 4
+
+    def one_pass(epoch: int, start_batch: int = 0) -> list[int]:
+        loader.batch_sampler.set_epoch(epoch, start_batch)
+        return torch.cat([yb for _, yb in loader]).tolist()
+
+    first, second = one_pass(0), one_pass(1)
+    assert sorted(first) == sorted(second) == list(range(10))  # every item once per pass
+    assert first != second and first != list(range(10))  # shuffled, anew each epoch
+    assert one_pass(0) == first  # the same epoch gives the same order
+    assert one_pass(1, start_batch=2) == second[8:]  # resuming skips finished batches
     again = loading.TensorLoader(x, y, batch_size=4, seed=1)
-    assert torch.cat([yb for _, yb in again]).tolist() == passes[0].tolist()  # seeded
+    assert torch.cat([yb for _, yb in again]).tolist() == first  # seeded
     for xb, yb in loading.TensorLoader(x, y, 4, shuffle=False):
         assert torch.equal(xb[:, 0].long(), yb)  # pairs stay together
 

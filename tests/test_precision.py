@@ -10,7 +10,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from course_lib import models, precision
+from course_lib import loading, models, precision
 
 
 def tiny_cnn() -> nn.Module:
@@ -146,20 +146,6 @@ def test_scaler_demo_skips_exactly_the_injected_steps():
 
 # -- runs by precision -----------------------------------------------------------------------
 
-def test_tensor_batches_cover_each_sample_once_per_pass(images):
-    x, y = images
-    b = precision.TensorBatches(x, y, 10, seed=1, drop_last=False)
-    assert len(b) == 4
-    first = torch.cat([yb for _, yb in b])
-    second = torch.cat([xb for xb, _ in b])
-    assert sorted(first.tolist()) == sorted(y.tolist()) and len(second) == 32
-    again = precision.TensorBatches(x, y, 10, seed=1, drop_last=False)
-    assert torch.equal(torch.cat([yb for _, yb in again]), first)  # same seed, same order
-    assert len(precision.TensorBatches(x, y, 10)) == 3  # drop_last by default
-    with pytest.raises(ValueError, match="batch_size"):
-        precision.TensorBatches(x, y[:5], 10)
-
-
 def test_tf32_context_restores_both_switches():
     old = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
     with precision.tf32(True):
@@ -182,7 +168,7 @@ def test_cpu_16bit_flags(tmp_path):
 
 def test_train_run_fp32_learns_and_reports(images):
     x, y = images
-    r = precision.train_run("fp32", tiny_cnn, precision.TensorBatches(x, y, 16), steps=20,
+    r = precision.train_run("fp32", tiny_cnn, loading.TensorLoader(x, y, 16), steps=20,
                             lr=1e-2, device="cpu")
     assert len(r.history.loss) == 20 and r.step_s > 0 and r.images_per_s > 0
     assert min(r.history.loss[-5:]) < r.history.loss[0]
@@ -192,7 +178,7 @@ def test_train_run_fp32_learns_and_reports(images):
 @pytest.mark.parametrize("name", ["fp16+GradScaler", "bf16"])
 def test_train_run_amp_starts_where_fp32_starts(images, name):
     x, y = images
-    batches = precision.TensorBatches(x, y, 16)
+    batches = loading.TensorLoader(x, y, 16)
     base = precision.train_run("fp32", tiny_cnn, batches, steps=3, lr=1e-3, device="cpu")
     amp = precision.train_run(name, tiny_cnn, batches, steps=3, lr=1e-3, device="cpu")
     assert all(math.isfinite(v) for v in amp.history.loss)
@@ -201,11 +187,11 @@ def test_train_run_amp_starts_where_fp32_starts(images, name):
 
 def test_pure_half_adam_run_goes_nan(small_inputs):
     x, y = small_inputs
-    r = precision.train_run("pure .half()", tiny_linear, precision.TensorBatches(x, y, 8), steps=3,
+    r = precision.train_run("pure .half()", tiny_linear, loading.TensorLoader(x, y, 8), steps=3,
                             lr=1e-3, device="cpu")
     assert r.first_nan_step == 2  # step 1's update wrote inf into the weights
     with pytest.raises(ValueError, match="Unknown precision"):
-        precision.train_run("fp8", tiny_linear, precision.TensorBatches(x, y, 8), steps=1, lr=1e-3,
+        precision.train_run("fp8", tiny_linear, loading.TensorLoader(x, y, 8), steps=1, lr=1e-3,
                             device="cpu")
 
 
@@ -220,5 +206,5 @@ def test_bf16_step_needs_less_memory_than_fp32():
 
 def test_quick_run_summarises(images):
     x, y = images
-    line = precision.quick_run("bf16", tiny_cnn, precision.TensorBatches(x, y, 16), steps=2)
+    line = precision.quick_run("bf16", tiny_cnn, loading.TensorLoader(x, y, 16), steps=2)
     assert line.startswith("bf16: 2 steps") and "img/s" in line and "→" in line
