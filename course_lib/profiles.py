@@ -83,7 +83,7 @@ SIZES: dict[str, dict[str, dict]] = {
                       steps=4, half_steps=3, demo_batch=32, log_every=1, channels_last=False,
                       widget_steps=3),
         "cpu": dict(model="smallcnn", width=16, resolution=32, n_train=2048, batch_size=64,
-                    steps=120, half_steps=30, demo_batch=64, log_every=1, channels_last=False,
+                    steps=90, half_steps=20, demo_batch=64, log_every=1, channels_last=False,
                     widget_steps=5),
         "gpu": dict(model="resnet50", width=0, resolution=128, n_train=4096, batch_size=256,
                     steps=80, half_steps=30, demo_batch=32, log_every=10, channels_last=True,
