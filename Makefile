@@ -8,6 +8,8 @@ STAMP   := $(VENV)/.installed
 PROFILE ?= auto
 OUT     ?= build
 JOBS    ?= 2
+# Containers and cloud GPU boxes often run as root; Jupyter refuses root without this flag.
+ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 
 .PHONY: course test lab clean
 
@@ -31,7 +33,7 @@ test: $(STAMP)
 ## Open JupyterLab on notebooks/ (localhost only, token-protected)
 lab: $(STAMP)
 	$(BIN)/python -m ipykernel install --sys-prefix --name gpu-course --display-name "Python (GPU course)"
-	$(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=notebooks
+	$(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=notebooks $(ALLOW_ROOT)
 
 clean:
 	rm -rf $(OUT) .pytest_cache

@@ -1,0 +1,69 @@
+"""`make lab` starts JupyterLab on localhost only, behind a token, also as root."""
+
+import os
+import re
+import shlex
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+from conftest import REPO
+
+
+def lab_command() -> list[str]:
+    """The `jupyter lab` line of `make lab`, as make would run it (dry run)."""
+    plan = subprocess.run(["make", "-n", "-s", "lab"], cwd=REPO, capture_output=True, text=True,
+                          check=True).stdout
+    line = next(ln for ln in plan.splitlines() if " lab " in f"{ln} " and "jupyter" in ln)
+    return shlex.split(line)
+
+
+def status(url: str, token: str | None) -> int | None:
+    headers = {"Authorization": f"token {token}"} if token else {}
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=5) as r:
+            return r.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except urllib.error.URLError:  # not listening (yet)
+        return None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_lab_binds_localhost_with_a_token():
+    cmd = lab_command()
+    assert "--ServerApp.ip=127.0.0.1" in cmd
+    assert not any("token=" in c.lower() and c.endswith("=") for c in cmd), "empty token"
+    port = free_port()
+    proc = subprocess.Popen([*cmd, f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
+                             "--ServerApp.open_browser=False"], cwd=REPO, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        token, log, deadline = None, [], time.monotonic() + 60
+        while token is None and time.monotonic() < deadline and proc.poll() is None:
+            log.append(proc.stdout.readline())
+            m = re.search(rf"http://127\.0\.0\.1:{port}/lab\?token=(\w+)", log[-1])
+            token = m and m.group(1)
+        assert token, "JupyterLab did not start:\n" + "".join(log[-20:])
+        url = f"http://127.0.0.1:{port}/api/status"
+        while (code := status(url, token)) is None and time.monotonic() < deadline:
+            time.sleep(0.2)  # the URL is printed just before the socket accepts connections
+        assert code == 200
+        assert status(url, None) == 403  # nothing without the token
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def test_lab_allows_root_only_for_root():
+    assert ("--allow-root" in lab_command()) == (os.getuid() == 0)
