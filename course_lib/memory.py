@@ -30,7 +30,7 @@ from torch import nn
 from torch.profiler import ProfilerActivity, profile
 
 from course_lib.bench import fmt_bytes
-from course_lib.device import pick, sync
+from course_lib.device import label, pick, sync
 
 _PREEXISTING = 1  # action index of Action.PREEXISTING in the profiler's raw timeline export
 _NEEDS_CUDA = ("Memory snapshots record the CUDA caching allocator, so they need a GPU; "
@@ -279,12 +279,33 @@ def largest_batch(try_fn: Callable[[int], object], *, start: int = 1, limit: int
     else:
         bad = batch
     if good == 0:
-        raise NoBatchFits(f"Even batch size {start} does not fit on {device}; shrink the model "
-                          "or input, or use bf16 autocast or activation checkpointing.")
+        raise _no_batch_fits(start, device)
     while bad - good > 1:
         mid = (good + bad) // 2
         good, bad = (mid, bad) if _fits(try_fn, mid, budget_bytes, device, verbose) else (good, mid)
     return good
+
+
+def fit_batch(try_fn: Callable[[int], object], batch: int,
+              device: torch.device | str | None = None) -> int:
+    """`batch`, or the first of batch/2, batch/4, ... for which `try_fn(batch)` does not run
+    out of memory: a profile's batch made to fit a smaller GPU, said in one sentence per
+    halving. A batch that fits costs one call; errors other than out-of-memory propagate."""
+    if batch < 1:
+        raise ValueError(f"Need batch >= 1, got {batch}.")
+    device = pick(str(device)) if device is not None else pick()
+    while not _fits(try_fn, batch, None, device, verbose=False):
+        if batch == 1:
+            raise _no_batch_fits(1, device)
+        print(f"Batch {batch} ran out of memory on {label(device)}: using {batch // 2} instead "
+              "(the same measurement at a smaller batch; notebook 09 finds the largest).")
+        batch //= 2
+    return batch
+
+
+def _no_batch_fits(batch: int, device: torch.device) -> NoBatchFits:
+    return NoBatchFits(f"Even batch size {batch} does not fit on {device}; shrink the model "
+                       "or input, or use bf16 autocast or activation checkpointing.")
 
 
 def oom_advice(exc: BaseException, batch_size: int) -> str:

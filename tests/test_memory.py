@@ -137,6 +137,35 @@ def test_largest_batch_catches_oom_and_respects_limit():
         memory.largest_batch(try_fn, start=64, limit=100, device="cpu")
 
 
+def test_fit_batch_halves_until_a_step_fits_and_says_so(capsys):
+    tried = []
+
+    def try_fn(batch: int) -> None:
+        tried.append(batch)
+        if batch > 40:
+            raise torch.OutOfMemoryError(f"CUDA out of memory. Tried to allocate {batch} MiB")
+
+    assert memory.fit_batch(try_fn, 128, device="cpu") == 32
+    assert tried == [128, 64, 32]
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 2 and out[0].startswith("Batch 128 ran out of memory on cpu") and "64" in out[0]
+    tried.clear()
+    assert memory.fit_batch(try_fn, 16, device="cpu") == 16 and tried == [16]  # one call
+    assert capsys.readouterr().out == ""  # nothing to say when it fits
+
+
+def test_fit_batch_gives_up_at_one_and_reraises_other_errors():
+    def oom(batch: int) -> None:
+        raise torch.OutOfMemoryError("CUDA out of memory.")
+
+    with pytest.raises(memory.NoBatchFits, match="Even batch size 1"):
+        memory.fit_batch(oom, 4, device="cpu")
+    with pytest.raises(KeyError):
+        memory.fit_batch(lambda b: {}[b], 4, device="cpu")
+    with pytest.raises(ValueError, match="batch >= 1"):
+        memory.fit_batch(oom, 0, device="cpu")
+
+
 def test_largest_batch_reraises_other_errors_and_checks_input():
     def broken(batch: int) -> None:
         raise KeyError("label")
