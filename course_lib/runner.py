@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -48,6 +50,21 @@ def _failing_cell(output: Path) -> str:
     return "unknown cell"
 
 
+@contextmanager
+def _kernel_env(**variables: str) -> Iterator[None]:
+    """Set environment variables for the kernels started inside the block; restore after."""
+    old = {k: os.environ.get(k) for k in variables}
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def execute(notebook: Path, profile: str, out_dir: Path, timeout_s: int = 900) -> RunResult:
     """Run `notebook` with ``PROFILE=profile`` in its own folder; write the executed copy."""
     out_dir = out_dir.resolve()  # the kernel runs in the notebook's folder, not ours
@@ -55,24 +72,19 @@ def execute(notebook: Path, profile: str, out_dir: Path, timeout_s: int = 900) -
     output = out_dir / notebook.name
     start = time.perf_counter()
     error = None
-    old = os.environ.get("COURSE_BUILD_DIR")
-    os.environ["COURSE_BUILD_DIR"] = str(out_dir)  # the kernel inherits it: reports land here
     try:
-        pm.execute_notebook(str(notebook), str(output), parameters={"PROFILE": profile},
-                            cwd=str(notebook.parent), kernel_name="python3",
-                            progress_bar=False, execution_timeout=timeout_s,
-                            config=KERNEL_CONFIG)
+        with _kernel_env(COURSE_BUILD_DIR=str(out_dir),  # reports land next to the notebooks
+                         COURSE_HEADLESS="1"):  # text progress bars, which a saved notebook keeps
+            pm.execute_notebook(str(notebook), str(output), parameters={"PROFILE": profile},
+                                cwd=str(notebook.parent), kernel_name="python3",
+                                progress_bar=False, execution_timeout=timeout_s,
+                                config=KERNEL_CONFIG, coalesce_streams=True)  # bar: last frame
     except PapermillExecutionError as exc:
         error = f"{_failing_cell(output)}: {exc.ename}: {exc.evalue.splitlines()[0] if exc.evalue else ''}"
     except CellTimeoutError:
         error = f"a cell ran longer than {timeout_s} s (cell time-out)"
     except DeadKernelError as exc:
         error = f"the kernel died ({exc}); often out of memory: try a smaller profile"
-    finally:
-        if old is None:
-            del os.environ["COURSE_BUILD_DIR"]
-        else:
-            os.environ["COURSE_BUILD_DIR"] = old
     return RunResult(notebook.stem, error is None, time.perf_counter() - start, str(output), error)
 
 

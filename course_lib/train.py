@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
+import sys
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
@@ -24,6 +26,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from tqdm.auto import tqdm
+from tqdm.std import tqdm as text_tqdm
 
 from .checkpoint import (CheckpointError, EpochBatchSampler, capture_rng, epoch_seed,
                          load_checkpoint, make_loader, restore_rng, save_checkpoint,
@@ -36,6 +39,14 @@ __all__ = ["TrainConfig", "History", "Trainer", "fit", "evaluate", "forward_back
 FORMAT = "course_lib.train/1"  # written into every checkpoint; checked on resume
 AMP_DTYPES = {"off": None, "fp16": torch.float16, "bf16": torch.bfloat16}
 LossFn = Callable[[Any, torch.Tensor], torch.Tensor]
+
+
+def progress(**kwargs: Any) -> tqdm:
+    """A tqdm.auto bar; a text bar on stdout when ``$COURSE_HEADLESS`` is set (``course run``
+    sets it), because a widget bar saved in an executed notebook keeps only its first frame."""
+    if os.environ.get("COURSE_HEADLESS"):
+        return text_tqdm(file=sys.stdout, mininterval=1.0, **kwargs)
+    return tqdm(**kwargs)
 
 
 def cross_entropy(output: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -298,8 +309,8 @@ class Trainer:
             self.load(resume_from)
         else:
             seed_everything(self.cfg.seed)
-        bar = tqdm(total=self._total_steps(), initial=self.step, unit="step",
-                   disable=not self.cfg.progress)
+        bar = progress(total=self._total_steps(), initial=self.step, unit="step",
+                       disable=not self.cfg.progress)
         self.model.train()
         batches = None
         self._restart_clock()
@@ -389,7 +400,8 @@ class Trainer:
 
     def _after_step(self, bar) -> None:
         if self.step % self.cfg.log_every == 0:
-            self._flush(bar)
+            self._flush()
+            self._show(bar)
         every = self.cfg.checkpoint_every
         if every and self.step % every == 0:
             self.save()
@@ -403,7 +415,8 @@ class Trainer:
             self._restart_clock()
 
     def _finish(self, bar) -> None:
-        self._flush(bar)
+        self._flush()
+        self._show(bar)  # the window may have been flushed at the epoch's end, without the bar
         bar.close()
         if self.cfg.checkpoint_path and self._saved_at != self.step:
             self.save()
@@ -416,7 +429,7 @@ class Trainer:
         _sync(self.device)
         self._t0, self._wait = time.perf_counter(), 0.0
 
-    def _flush(self, bar=None) -> None:
+    def _flush(self) -> None:
         """Sync once, then record the window's losses and timings (no per-step .item())."""
         if not self._window:
             return
@@ -429,8 +442,12 @@ class Trainer:
         h.train_time_s += now - self._t0
         h.data_wait_s += self._wait
         self._window, self._wait, self._t0 = [], 0.0, now
-        if bar is not None:
-            bar.set_postfix(loss=f"{h.loss[-1]:.4f}", lr=f"{h.lr[-1]:.2e}")
+
+    def _show(self, bar) -> None:
+        """The latest recorded loss and learning rate on the progress bar."""
+        h = self.history
+        if h.loss:
+            bar.set_postfix(loss=f"{h.loss[-1]:.4f}", lr=f"{h.lr[-1]:.2e}", refresh=False)
 
     def validate(self) -> tuple[float, float]:
         """Evaluate on the validation loader without touching the training RNG streams."""

@@ -77,7 +77,10 @@ def test_cell_timeout_is_reported(tmp_path):
 def test_successful_run_writes_notebook_html_reports_and_summary(tmp_path):
     write_notebook(tmp_path / "00_ok.ipynb", "print(PROFILE)",
                    "from course_lib import report\n"
-                   "rep = report.Report('00_ok', PROFILE, 'cpu'); rep.add('answer', 42); rep.save()")
+                   "rep = report.Report('00_ok', PROFILE, 'cpu'); rep.add('answer', 42); rep.save()",
+                   "from course_lib import train\n"
+                   "bar = train.progress(total=3, unit='step')\n"
+                   "for _ in range(3):\n    bar.update(1)\nbar.close()")
     # a relative --out must land next to the caller, not in the notebook's folder
     out = run_course("--dir", str(tmp_path), "run", "00", "--profile", "smoke", "--out", "out",
                      cwd=tmp_path)
@@ -85,7 +88,10 @@ def test_successful_run_writes_notebook_html_reports_and_summary(tmp_path):
     assert "without encryption" not in out.stderr  # kernels run over IPC, not TCP
     executed = nbformat.read(tmp_path / "out" / "00_ok.ipynb", as_version=4)
     printed = [o for c in executed.cells for o in c.get("outputs", []) if o.get("name") == "stdout"]
-    assert printed and printed[-1]["text"].strip() == "smoke"  # the profile was injected
+    assert printed and printed[0]["text"].strip() == "smoke"  # the profile was injected
+    bar = executed.cells[-1].outputs  # a text bar, its frames coalesced into the last one
+    assert [o["output_type"] for o in bar] == ["stream"] and "\r" not in bar[0]["text"]
+    assert "3/3" in bar[0]["text"] and "0/3" not in bar[0]["text"]
     assert (tmp_path / "out" / "00_ok.html").stat().st_size > 1000
     assert (tmp_path / "out" / "reports" / "00_ok.json").exists()
     summary = (tmp_path / "out" / "summary.md").read_text()
