@@ -29,7 +29,7 @@ import torch.nn.functional as F
 
 from course_lib import check, memory
 from course_lib.bench import fmt_bytes
-from course_lib.train import autocast, cross_entropy, forward_backward
+from course_lib.train import IGNORE_INDEX, autocast, cross_entropy, forward_backward
 
 __all__ = ["FP32_ATOL", "FP32_RTOL", "BF16_REL_TOL", "SCALINGS", "exact_fp32", "without_batchnorm",
            "split_batch", "flat_grad", "gradients", "rel_error", "batchnorm_state",
@@ -196,7 +196,7 @@ def token_micro_batches(shapes: Sequence[tuple[int, int]] = ((4, 64), (4, 16), (
 
 
 def pad_to_one_batch(group: list, pad_id: int = 0,
-                     ignore_index: int = -100) -> tuple[torch.Tensor, torch.Tensor]:
+                     ignore_index: int = IGNORE_INDEX) -> tuple[torch.Tensor, torch.Tensor]:
     """Stack micro-batches of different lengths into one padded batch.
 
     Padded targets are `ignore_index`, which cross-entropy skips, so the mean loss of this

@@ -34,7 +34,7 @@ from .checkpoint import (CheckpointError, EpochBatchSampler, capture_rng, epoch_
 
 __all__ = ["TrainConfig", "History", "Trainer", "fit", "evaluate", "forward_backward",
            "make_loader", "EpochBatchSampler", "warmup_cosine", "cross_entropy",
-           "save_checkpoint", "load_checkpoint", "CheckpointError"]
+           "save_checkpoint", "load_checkpoint", "CheckpointError", "IGNORE_INDEX", "progress"]
 
 FORMAT = "course_lib.train/1"  # written into every checkpoint; checked on resume
 AMP_DTYPES = {"off": None, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -130,7 +130,7 @@ class History:
     val_loss: list[float] = field(default_factory=list)
     val_accuracy: list[float] = field(default_factory=list)
     samples: int = 0  # inputs trained on (first dim of targets)
-    targets: int = 0  # target elements (= tokens for a language model)
+    targets: int = 0  # targets trained on, padding excluded (= tokens for a language model)
     train_time_s: float = 0.0  # wall time of training steps (eval and saving excluded)
     data_wait_s: float = 0.0  # part of train_time_s spent blocked on the loader
 
@@ -176,8 +176,17 @@ def _to(x: Any, device: torch.device, non_blocking: bool, channels_last: bool) -
     return x
 
 
-def _count(targets: Any) -> int:
-    return targets.numel() if isinstance(targets, torch.Tensor) else len(targets)
+IGNORE_INDEX = -100  # F.cross_entropy's default: padding targets, left out of every mean
+
+
+def _count(targets: Any) -> int | torch.Tensor:
+    """How many targets a mean loss averages over: class targets equal to IGNORE_INDEX
+    (padding) do not count. A count of a device tensor stays there (no sync)."""
+    if not isinstance(targets, torch.Tensor):
+        return len(targets)
+    if targets.is_floating_point():
+        return targets.numel()
+    return (targets != IGNORE_INDEX).sum()
 
 
 def autocast(device: torch.device, amp: str) -> contextlib.AbstractContextManager:
@@ -193,7 +202,8 @@ def forward_backward(model: nn.Module, group: list, loss_fn: LossFn = cross_entr
     """Accumulate gradients of one optimizer step's micro-batches; return the mean loss.
 
     Each micro-batch loss is weighted by its share of the group's targets (1/k for k
-    equal batches), so the summed gradient equals that of one batch holding them all.
+    equal batches; padding targets, IGNORE_INDEX, do not count), so the summed gradient
+    equals that of one batch holding them all.
     """
     device = torch.device(device)
     if not all(isinstance(b, (tuple, list)) and len(b) == 2 for b in group):
@@ -295,7 +305,7 @@ class Trainer:
         self._scale = self.scaler.get_scale() if self.scaler else 0.0
         self.history = History()
         self.epoch = self.batch = self.step = self.n_batches = 0
-        self._window: list[tuple[torch.Tensor, torch.Tensor | None]] = []  # since last sync
+        self._window: list[tuple] = []  # (loss, grad norm, targets) per step since the last sync
         self._wait, self._t0, self._saved_at, self._val_loader = 0.0, 0.0, -1, None
 
     # -- the loop -------------------------------------------------------------------
@@ -372,13 +382,13 @@ class Trainer:
         loss = forward_backward(self.forward, group, self.loss_fn, device=self.device, amp=cfg.amp,
                                 scaler=self.scaler, channels_last=cfg.channels_last,
                                 non_blocking=cfg.non_blocking)
-        self._window.append((loss, self._optimizer_step()))
+        targets = sum(_count(y) for _, y in group)  # on the device: read at the next sync
+        self._window.append((loss, self._optimizer_step(), targets))
         self.step += 1
         self.batch += len(group)
         h.step.append(self.step)
         h.lr.append(lr)
         h.samples += sum(y.shape[0] if isinstance(y, torch.Tensor) else len(y) for _, y in group)
-        h.targets += sum(_count(y) for _, y in group)
 
     def _optimizer_step(self) -> torch.Tensor | None:
         """Clip (after unscaling), step, update the scaler; returns the pre-clip norm."""
@@ -435,9 +445,10 @@ class Trainer:
             return
         _sync(self.device)
         now, h, n = time.perf_counter(), self.history, len(self._window)
-        h.loss += torch.stack([loss for loss, _ in self._window]).tolist()
-        norms = [norm for _, norm in self._window if norm is not None]
+        h.loss += torch.stack([loss for loss, _, _ in self._window]).tolist()
+        norms = [norm for _, norm, _ in self._window if norm is not None]
         h.grad_norm += torch.stack(norms).float().tolist() if norms else []
+        h.targets += int(sum(targets for _, _, targets in self._window))
         h.step_time_s += [(now - self._t0) / n] * n
         h.train_time_s += now - self._t0
         h.data_wait_s += self._wait

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import json
 import subprocess
@@ -160,6 +161,36 @@ def test_language_model_batches_and_loss():
     logits, targets = torch.randn(2, 5, 11), torch.randint(0, 11, (2, 5))
     expected = F.cross_entropy(logits.reshape(10, 11), targets.reshape(10))
     assert torch.allclose(train.cross_entropy(logits, targets), expected)
+
+
+def test_padding_targets_carry_no_weight_in_accumulation_or_counts():
+    """Micro-batches padded to their own length (-100 targets) == one batch of every real target."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Embedding(11, 8), nn.Linear(8, 11))
+    lengths = [[9, 3, 5], [2, 2]]  # real targets per row, in two micro-batches
+
+    def micro(rows: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        T = max(rows)
+        x = torch.randint(0, 11, (len(rows), T))
+        y = torch.randint(0, 11, (len(rows), T))
+        for r, n in enumerate(rows):
+            y[r, n:] = train.IGNORE_INDEX
+        return x, y
+
+    group = [micro(rows) for rows in lengths]
+    ref = copy.deepcopy(model)
+    logits = torch.cat([ref(x).flatten(0, 1) for x, _ in group])
+    targets = torch.cat([y.flatten() for _, y in group])
+    F.cross_entropy(logits, targets).backward()  # the mean over all 21 real targets
+    train.forward_backward(model, group)
+    for p, q in zip(ref.parameters(), model.parameters()):
+        assert torch.allclose(p.grad, q.grad, atol=1e-6)
+    history = train.fit(model, group, cpu(max_steps=2, accum_steps=1, log_every=1))
+    assert history.targets == 21  # padding is not counted as trained-on tokens
+    loss, _ = train.evaluate(model, group, "cpu")
+    mean = sum(F.cross_entropy(model(x).flatten(0, 1), y.flatten(), reduction="sum").item()
+               for x, y in group) / 21
+    assert abs(loss - mean) < 1e-5
 
 
 def test_evaluate_reports_loss_and_accuracy_and_restores_mode():
