@@ -44,7 +44,7 @@ class Timing:
         return None if self.work is None else self.work / self.median_s
 
     def __str__(self) -> str:
-        spread = f"± {fmt_time(self.iqr_s / 2)}"
+        spread = f"± {fmt_time(self.iqr_s / 2)}" if self.runs > 1 else "(one run)"  # no spread
         line = f"{self.name:<28} | {fmt_time(self.median_s):>10} {spread:<12} | "
         if self.rate is not None:
             line += f"{fmt_rate(self.rate, self.unit):>14} | "

@@ -9,8 +9,9 @@ from course_lib.device import cpu_name
 FAST = 0.01  # seconds per measurement: enough for behaviour, not for benchmarking
 
 
-def _timing(name="t", device="cpu (2 threads)", median_s=0.5, work=None, unit=""):
-    return bench.Timing(name, device, median_s, 0.1, 7, work, unit)
+def _timing(name="t", device="cpu (2 threads)", median_s=0.5, work=None, unit="", iqr_s=0.1,
+            runs=7):
+    return bench.Timing(name, device, median_s, iqr_s, runs, work, unit)
 
 
 def test_timing_fields_and_rate():
@@ -25,6 +26,9 @@ def test_timing_line_has_units_and_device():
     assert line.startswith("matmul") and "41.3 ms" in line
     assert "100.0 TFLOP/s" in line and line.endswith("cpu (2 threads)")
     assert "FLOP/s" not in str(_timing(median_s=0.0413))
+    assert "± 50 ms" in line  # half the interquartile range
+    single = str(_timing(median_s=0.0413, iqr_s=0.0, runs=1))
+    assert "(one run)" in single and "±" not in single  # one run has no spread to show
 
 
 @pytest.mark.parametrize("seconds, text", [(2.51, "2.51 s"), (0.0413, "41.3 ms"),
