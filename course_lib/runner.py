@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from unittest import mock
 
 import nbformat
 import papermill as pm
@@ -50,21 +49,6 @@ def _failing_cell(output: Path) -> str:
     return "unknown cell"
 
 
-@contextmanager
-def _kernel_env(**variables: str) -> Iterator[None]:
-    """Set environment variables for the kernels started inside the block; restore after."""
-    old = {k: os.environ.get(k) for k in variables}
-    os.environ.update(variables)
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
 def execute(notebook: Path, profile: str, out_dir: Path, timeout_s: int = 900) -> RunResult:
     """Run `notebook` with ``PROFILE=profile`` in its own folder; write the executed copy."""
     out_dir = out_dir.resolve()  # the kernel runs in the notebook's folder, not ours
@@ -73,8 +57,8 @@ def execute(notebook: Path, profile: str, out_dir: Path, timeout_s: int = 900) -
     start = time.perf_counter()
     error = None
     try:
-        with _kernel_env(COURSE_BUILD_DIR=str(out_dir),  # reports land next to the notebooks
-                         COURSE_HEADLESS="1"):  # text progress bars, which a saved notebook keeps
+        with mock.patch.dict(os.environ, COURSE_BUILD_DIR=str(out_dir),  # reports land here
+                             COURSE_HEADLESS="1"):  # text bars, which a saved notebook keeps
             pm.execute_notebook(str(notebook), str(output), parameters={"PROFILE": profile},
                                 cwd=str(notebook.parent), kernel_name="python3",
                                 progress_bar=False, execution_timeout=timeout_s,
