@@ -6,6 +6,8 @@ The course seeds shipped a CNN with three bugs; :data:`SEED_CNN_SOURCE` keeps it
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F  # the import the seeds forgot
@@ -118,8 +120,17 @@ class SeedCNN(nn.Module):
 '''
 
 
-def _one_line(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
+@dataclass
+class SeedBug:
+    """One bug of the seeds' CNN: what it is, the exception it really raises, the fix."""
+
+    bug: str
+    error: Exception  # the exception object itself: its type and shapes are the stable facts
+    fix: str
+
+    def __str__(self) -> str:
+        first = str(self.error).strip().splitlines()[0] if str(self.error).strip() else ""
+        return f"bug:   {self.bug}\nraises {type(self.error).__name__}: {first}\nfix:   {self.fix}"
 
 
 def _seed_model(with_f: bool) -> nn.Module:
@@ -130,8 +141,8 @@ def _seed_model(with_f: bool) -> nn.Module:
     return namespace["SeedCNN"]()
 
 
-def show_seed_bugs(batch: int = 2, resolution: int = 32) -> list[tuple[str, str, str]]:
-    """Run the seeds' CNN and return (bug, exception it raises, fix in SmallCNN) rows."""
+def show_seed_bugs(batch: int = 2, resolution: int = 32) -> list[SeedBug]:
+    """Run the seeds' CNN and return each bug with the exception it raises and its fix."""
     x = torch.randn(batch, 3, resolution, resolution)
     y = torch.randint(0, 6, (batch,))
     attempts = [
@@ -147,8 +158,8 @@ def show_seed_bugs(batch: int = 2, resolution: int = 32) -> list[tuple[str, str,
     for bug, run, fix in attempts:
         try:
             run()
-            error = "no error (unexpected)"
         except Exception as exc:  # the point is to show what each bug raises
-            error = _one_line(exc)
-        rows.append((bug, error, fix))
+            rows.append(SeedBug(bug, exc, fix))
+        else:
+            raise AssertionError(f"The seeds' bug {bug!r} raised nothing: the demonstration is broken.")
     return rows

@@ -83,10 +83,19 @@ def test_resnet_other_channels_and_unknown_name():
 
 
 def test_show_seed_bugs_runs_the_buggy_code():
-    rows = models.show_seed_bugs()
-    assert len(rows) == 3 and all(len(r) == 3 for r in rows)
-    errors = [error for _, error, _ in rows]
-    assert errors[0] == "NameError: name 'F' is not defined"
-    assert errors[1].startswith("RuntimeError: mat1 and mat2 shapes cannot be multiplied")
-    assert errors[2].startswith("RuntimeError") and "target" in errors[2]
-    assert all("\n" not in e for e in errors)
+    """Exception types and stable facts (the shapes), never PyTorch's wording."""
+    missing_f, flatten, loss_on_map = models.show_seed_bugs(batch=2, resolution=32)
+    assert isinstance(missing_f.error, NameError) and missing_f.error.name == "F"
+    assert isinstance(flatten.error, RuntimeError)
+    # 32 px -> three 2x2 pools -> (2, 64, 4, 4) flattened to 2x1024; nn.Linear(4096, 6) needs 4096
+    assert "2x1024" in str(flatten.error) and "4096x6" in str(flatten.error)
+    assert isinstance(loss_on_map.error, RuntimeError)
+    for row in (missing_f, flatten, loss_on_map):
+        text = str(row)
+        assert text.count("\n") == 2 and type(row.error).__name__ in text
+
+
+def test_show_seed_bugs_refuses_to_show_a_bug_that_did_not_fire():
+    # At 64 px the three pools leave 8x8 maps: 64*8*8 = 4096 fits the seeds' Linear by luck.
+    with pytest.raises(AssertionError, match="hard-coded flatten"):
+        models.show_seed_bugs(batch=2, resolution=64)
