@@ -28,8 +28,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from course_lib import check, memory
-from course_lib.bench import fmt_bytes
 from course_lib.train import IGNORE_INDEX, autocast, cross_entropy, forward_backward
+from course_lib.units import fmt_bytes
 
 __all__ = ["FP32_ATOL", "FP32_RTOL", "BF16_REL_TOL", "SCALINGS", "exact_fp32", "without_batchnorm",
            "split_batch", "flat_grad", "gradients", "rel_error", "batchnorm_state",

@@ -21,6 +21,7 @@ import torch
 logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
 from torch.utils import benchmark  # noqa: E402
 
+from course_lib import units
 from course_lib.device import cpu_name
 from course_lib.device import label as device_label
 from course_lib.device import sync as synchronize
@@ -44,36 +45,11 @@ class Timing:
         return None if self.work is None else self.work / self.median_s
 
     def __str__(self) -> str:
-        spread = f"± {fmt_time(self.iqr_s / 2)}" if self.runs > 1 else "(one run)"  # no spread
-        line = f"{self.name:<28} | {fmt_time(self.median_s):>10} {spread:<12} | "
+        spread = f"± {units.fmt_time(self.iqr_s / 2)}" if self.runs > 1 else "(one run)"  # no spread
+        line = f"{self.name:<28} | {units.fmt_time(self.median_s):>10} {spread:<12} | "
         if self.rate is not None:
-            line += f"{fmt_rate(self.rate, self.unit):>14} | "
+            line += f"{units.fmt_rate(self.rate, self.unit):>14} | "
         return line + self.device
-
-
-def fmt_time(seconds: float) -> str:
-    """Seconds in the unit a human reads: '41.3 ms', '12.0 µs', '2.51 s'."""
-    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
-        if abs(seconds) >= scale:
-            return f"{seconds / scale:.3g} {unit}"
-    return f"{seconds / 1e-9:.3g} ns"
-
-
-def fmt_bytes(n: float) -> str:
-    """Bytes in binary units: '12.4 GiB', '163.2 MiB', '512 B'."""
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    raise AssertionError("unreachable")
-
-
-def fmt_rate(rate: float, unit: str) -> str:
-    """A rate with an SI prefix: '198.4 TFLOP/s', '3.1 GB/s', '12.3 kimg/s'."""
-    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if rate >= scale:
-            return f"{rate / scale:.1f} {prefix}{unit}"
-    return f"{rate:.1f} {unit}"
 
 
 def time_fn(
@@ -164,8 +140,8 @@ def fmt_vs_peak(t: Timing, peak: Timing) -> str:
     if t.rate is None or peak.rate is None or t.unit != peak.unit:
         raise ValueError(f"Cannot compare {t.name!r} with {peak.name!r}: both need work in the same unit.")
     hardware = f"{t.device} {cpu_name()}" if t.device.startswith("cpu") else t.device
-    return (f"{t.name} | {fmt_rate(t.rate, t.unit)} | {t.rate / peak.rate:.0%} of "
-            f"{fmt_rate(peak.rate, peak.unit)} measured peak | {hardware}")
+    return (f"{t.name} | {units.fmt_rate(t.rate, t.unit)} | {t.rate / peak.rate:.0%} of "
+            f"{units.fmt_rate(peak.rate, peak.unit)} measured peak | {hardware}")
 
 
 def compare_devices(n: int, dtype: torch.dtype = torch.float32,
@@ -194,7 +170,7 @@ def tf32_matmul(enabled: bool) -> Iterator[None]:
 def time_copy_to_device(nbytes: int, device: torch.device | str, pinned: bool) -> Timing:
     """Host→device copy rate (B/s) for a pageable or pinned host buffer."""
     host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=pinned)
-    name = f"H→D {fmt_bytes(nbytes)} {'pinned' if pinned else 'pageable'}"
+    name = f"H→D {units.fmt_bytes(nbytes)} {'pinned' if pinned else 'pageable'}"
     return time_fn(lambda: host.to(device, non_blocking=pinned), name=name, device=device,
                    work=float(nbytes), unit="B/s")
 
@@ -203,6 +179,6 @@ def speedup_table(rows: list[Timing], baseline: Timing) -> str:
     """Rows as a text table with each one's speed relative to `baseline`."""
     lines = [f"{'what':<28} | {'median':>10} {'spread':<12} | {'speed-up':>8} | device"]
     for r in rows:
-        lines.append(f"{r.name:<28} | {fmt_time(r.median_s):>10} ± {fmt_time(r.iqr_s / 2):<10}"
+        lines.append(f"{r.name:<28} | {units.fmt_time(r.median_s):>10} ± {units.fmt_time(r.iqr_s / 2):<10}"
                      f" | {baseline.median_s / r.median_s:>7.2f}× | {r.device}")
     return "\n".join(lines)

@@ -29,8 +29,8 @@ import torch
 from torch import nn
 from torch.profiler import ProfilerActivity, profile
 
-from course_lib.bench import fmt_bytes
 from course_lib.device import label, pick, sync
+from course_lib.units import fmt_bytes
 
 _PREEXISTING = 1  # action index of Action.PREEXISTING in the profiler's raw timeline export
 _NEEDS_CUDA = ("Memory snapshots record the CUDA caching allocator, so they need a GPU; "

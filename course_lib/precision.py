@@ -22,9 +22,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from course_lib import check, memory, train
-from course_lib.bench import fmt_bytes, fmt_time
 from course_lib.device import label as device_label
 from course_lib.loading import TensorLoader
+from course_lib.units import fmt_bytes, fmt_time
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 # Training precisions: label -> (TrainConfig.amp, TF32 for fp32 matmuls/convs on CUDA).

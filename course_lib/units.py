@@ -1,0 +1,28 @@
+"""Numbers in the units a human reads: '41.3 ms', '12.4 GiB', '198.4 TFLOP/s'."""
+
+from __future__ import annotations
+
+
+def fmt_time(seconds: float) -> str:
+    """Seconds in the unit a human reads: '41.3 ms', '12.0 µs', '2.51 s'."""
+    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
+        if abs(seconds) >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds / 1e-9:.3g} ns"
+
+
+def fmt_bytes(n: float) -> str:
+    """Bytes in binary units: '12.4 GiB', '163.2 MiB', '512 B'."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def fmt_rate(rate: float, unit: str) -> str:
+    """A rate with an SI prefix: '198.4 TFLOP/s', '3.1 GB/s', '12.3 kimg/s'."""
+    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if rate >= scale:
+            return f"{rate / scale:.1f} {prefix}{unit}"
+    return f"{rate:.1f} {unit}"

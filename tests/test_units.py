@@ -1,0 +1,26 @@
+"""course_lib.units: sizes, times and rates in human units."""
+
+import pytest
+
+from course_lib import units
+
+
+@pytest.mark.parametrize("seconds, text", [(2.51, "2.51 s"), (0.0413, "41.3 ms"),
+                                           (12e-6, "12 µs"), (3e-9, "3 ns")])
+def test_fmt_time(seconds, text):
+    assert units.fmt_time(seconds) == text
+
+
+@pytest.mark.parametrize("n, text", [(512, "512 B"), (1536, "1.5 KiB"),
+                                     (163.2 * 2**20, "163.2 MiB"), (12.4 * 2**30, "12.4 GiB"),
+                                     (2**50, "1024.0 TiB"), (-3 * 2**20, "-3.0 MiB")])
+def test_fmt_bytes(n, text):
+    assert units.fmt_bytes(n) == text
+
+
+@pytest.mark.parametrize("rate, unit, text", [(198.4e12, "FLOP/s", "198.4 TFLOP/s"),
+                                              (3.1e9, "B/s", "3.1 GB/s"),
+                                              (12.3e3, "img/s", "12.3 kimg/s"),
+                                              (2e15, "FLOP/s", "2.0 PFLOP/s"), (7, "img/s", "7.0 img/s")])
+def test_fmt_rate(rate, unit, text):
+    assert units.fmt_rate(rate, unit) == text
