@@ -18,20 +18,20 @@ batch, the widget's work (:func:`explore`) and the exercise check.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 from dataclasses import dataclass
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Sequence
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from course_lib import check, memory
+from course_lib.device import tf32
 from course_lib.train import IGNORE_INDEX, autocast, cross_entropy, forward_backward
 from course_lib.units import fmt_bytes
 
-__all__ = ["FP32_ATOL", "FP32_RTOL", "BF16_REL_TOL", "SCALINGS", "exact_fp32", "without_batchnorm",
+__all__ = ["FP32_ATOL", "FP32_RTOL", "BF16_REL_TOL", "SCALINGS", "without_batchnorm",
            "split_batch", "flat_grad", "gradients", "rel_error", "batchnorm_state",
            "accumulation_step", "TinyLM", "token_micro_batches", "pad_to_one_batch",
            "MemoryRow", "step_memory", "memory_sweep", "memory_table", "explore",
@@ -44,23 +44,6 @@ SCALINGS = {
     "mean": "loss / k: the mean of micro-batch means",
     "sum": "loss un-divided: the sum of micro-batch means",
 }
-
-
-@contextlib.contextmanager
-def exact_fp32() -> Iterator[None]:
-    """Plain fp32 inside the block: TF32 off for matmuls and cuDNN, deterministic cuDNN.
-
-    On Ampere and newer GPUs, cuDNN convolutions use TF32 by default (10-bit mantissa),
-    which would hide an fp32 comparison behind TF32 rounding. No effect on CPU results.
-    """
-    b = torch.backends
-    saved = (b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32, b.cudnn.deterministic, b.cudnn.benchmark)
-    b.cuda.matmul.allow_tf32 = b.cudnn.allow_tf32 = b.cudnn.benchmark = False
-    b.cudnn.deterministic = True
-    try:
-        yield
-    finally:
-        (b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32, b.cudnn.deterministic, b.cudnn.benchmark) = saved
 
 
 def without_batchnorm(model: nn.Module, groups: int | None = None) -> nn.Module:
@@ -266,7 +249,7 @@ def memory_table(rows: Sequence[MemoryRow]) -> str:
 
 def explore(model: nn.Module, x: torch.Tensor, y: torch.Tensor, k: int) -> str:
     """Widget work: gradient difference and peak memory, one batch of x vs k micro-batches."""
-    with exact_fp32():
+    with tf32(False, deterministic=True):  # plain fp32 on GPUs too
         ref = gradients(model, [(x, y)])
         acc = gradients(model, split_batch(x, y, k))
     diff = (acc - ref).abs().max().item()

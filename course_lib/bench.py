@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import logging
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Sequence
 
 import torch
 
@@ -153,20 +152,6 @@ def compare_devices(n: int, dtype: torch.dtype = torch.float32,
     return [time_matmul(n, d, dtype, min_run_s) for d in devices]
 
 
-@contextmanager
-def tf32_matmul(enabled: bool) -> Iterator[None]:
-    """Set ``torch.backends.cuda.matmul.allow_tf32`` inside the block; restore it after.
-
-    TF32 runs fp32 matmuls on tensor cores (Ampere and newer) with a 10-bit mantissa.
-    """
-    old = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = enabled
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = old
-
-
 def time_copy_to_device(nbytes: int, device: torch.device | str, pinned: bool) -> Timing:
     """Host→device copy rate (B/s) for a pageable or pinned host buffer."""
     host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=pinned)
@@ -174,11 +159,3 @@ def time_copy_to_device(nbytes: int, device: torch.device | str, pinned: bool) -
     return time_fn(lambda: host.to(device, non_blocking=pinned), name=name, device=device,
                    work=float(nbytes), unit="B/s")
 
-
-def speedup_table(rows: list[Timing], baseline: Timing) -> str:
-    """Rows as a text table with each one's speed relative to `baseline`."""
-    lines = [f"{'what':<28} | {'median':>10} {'spread':<12} | {'speed-up':>8} | device"]
-    for r in rows:
-        lines.append(f"{r.name:<28} | {units.fmt_time(r.median_s):>10} ± {units.fmt_time(r.iqr_s / 2):<10}"
-                     f" | {baseline.median_s / r.median_s:>7.2f}× | {r.device}")
-    return "\n".join(lines)

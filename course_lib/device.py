@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import platform
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
+from typing import Iterator
 
 import torch
 import torch.distributed as dist
@@ -37,14 +39,27 @@ class DeviceInfo:
         return [(k, "-" if v is None else str(v)) for k, v in asdict(self).items()]
 
 
-def pick(prefer: str | None = None) -> torch.device:
-    """The device to train on: `prefer` if given, else CUDA when available, else CPU."""
-    if prefer:
+def pick(prefer: torch.device | str | None = None) -> torch.device:
+    """The device to train on: `prefer` if given, else CUDA when available, else CPU.
+
+    A CUDA device that is not there ('cuda' without a GPU, 'cuda:7' on a one-GPU
+    machine) raises :class:`NotEnoughGPUs` naming the devices that do exist.
+    """
+    if not prefer:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
         dev = torch.device(prefer)
-        if dev.type == "cuda" and not torch.cuda.is_available():
+    except RuntimeError:
+        raise ValueError(f"Unknown device {str(prefer)!r}: use 'cpu', 'cuda' or 'cuda:N'.") from None
+    if dev.type == "cuda":
+        have = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if have == 0:
             raise NotEnoughGPUs("You asked for CUDA but PyTorch sees no GPU here; use 'cpu'.")
-        return dev
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        if dev.index is not None and dev.index >= have:
+            names = "cuda:0" if have == 1 else f"cuda:0 to cuda:{have - 1}"
+            raise NotEnoughGPUs(f"{dev} does not exist here: PyTorch sees {have} "
+                                f"GPU{'s' if have > 1 else ''} ({names}).")
+    return dev
 
 
 def label(device: torch.device | str) -> str:
@@ -61,15 +76,62 @@ def sync(device: torch.device | str) -> None:
         torch.cuda.synchronize(device)
 
 
-def cpu_name() -> str:
-    """The CPU model, e.g. 'AMD EPYC 9B14' (Linux), else what the platform reports."""
+def cpuinfo(path: str | os.PathLike = "/proc/cpuinfo") -> dict[str, str]:
+    """The first processor's fields of a Linux ``/proc/cpuinfo`` ({} where it cannot be read).
+
+    ``cpuinfo()["model name"]`` → 'AMD EPYC 9B14'; ``cpuinfo()["flags"]`` → 'fpu vme … avx512_bf16'.
+    """
+    fields: dict[str, str] = {}
     try:
-        for line in open("/proc/cpuinfo", encoding="utf-8"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "cpu"
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                if not line.strip():
+                    if fields:  # a blank line ends the first processor's block
+                        break
+                    continue
+                key, sep, value = line.partition(":")
+                if sep:
+                    fields.setdefault(key.strip(), value.strip())
+    except (OSError, UnicodeDecodeError):
+        return {}
+    return fields
+
+
+def cpu_name(path: str | os.PathLike = "/proc/cpuinfo") -> str:
+    """The CPU model, e.g. 'AMD EPYC 9B14' (Linux), else what the platform reports."""
+    return cpuinfo(path).get("model name") or platform.processor() or platform.machine() or "cpu"
+
+
+def cpu_flags(path: str | os.PathLike = "/proc/cpuinfo") -> list[str]:
+    """The instruction-set flags the CPU reports ('flags' on x86, 'Features' on Arm; [] if unknown)."""
+    info = cpuinfo(path)
+    return (info.get("flags") or info.get("Features") or "").split()
+
+
+@contextmanager
+def tf32(enabled: bool, *, deterministic: bool = False) -> Iterator[None]:
+    """TF32 on or off for CUDA matmuls *and* cuDNN convolutions inside the block.
+
+    TF32 runs fp32 matmuls and convolutions on tensor cores (Ampere and newer) with a
+    10-bit mantissa. ``deterministic=True`` also makes cuDNN pick deterministic algorithms
+    (``cudnn.deterministic=True, cudnn.benchmark=False``), for exact fp32 comparisons.
+    Every switch is restored on exit, also after an exception. No effect on CPU results.
+    """
+    b = torch.backends
+    saved = (b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32, b.cudnn.deterministic, b.cudnn.benchmark)
+    b.cuda.matmul.allow_tf32 = b.cudnn.allow_tf32 = enabled
+    if deterministic:
+        b.cudnn.deterministic, b.cudnn.benchmark = True, False
+    try:
+        yield
+    finally:
+        b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32, b.cudnn.deterministic, b.cudnn.benchmark = saved
+
+
+def tf32_state() -> str:
+    """The two TF32 switches as they are now."""
+    return (f"torch.backends.cuda.matmul.allow_tf32 = {torch.backends.cuda.matmul.allow_tf32}, "
+            f"torch.backends.cudnn.allow_tf32 = {torch.backends.cudnn.allow_tf32}")
 
 
 def describe() -> DeviceInfo:

@@ -12,16 +12,16 @@ from a real backward pass, runs are real training runs through `course_lib.train
 
 from __future__ import annotations
 
-import contextlib
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Sequence
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from course_lib import check, memory, train
+from course_lib.device import cpu_flags, tf32
 from course_lib.device import label as device_label
 from course_lib.loading import TensorLoader
 from course_lib.units import fmt_bytes, fmt_time
@@ -299,33 +299,12 @@ def scaler_table(rows: Sequence[ScalerRow]) -> str:
 
 # ---- training runs by precision -------------------------------------------------------
 
-@contextlib.contextmanager
-def tf32(enabled: bool) -> Iterator[None]:
-    """Set TF32 for CUDA matmuls *and* cuDNN convolutions inside the block; restore after."""
-    old = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = enabled
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old
-
-
-def tf32_state() -> str:
-    """The two TF32 switches as they are now."""
-    return (f"torch.backends.cuda.matmul.allow_tf32 = {torch.backends.cuda.matmul.allow_tf32}, "
-            f"torch.backends.cudnn.allow_tf32 = {torch.backends.cudnn.allow_tf32}")
-
-
 CPU_16BIT_FLAGS = ("avx512_bf16", "amx_bf16", "avx512_fp16", "amx_fp16")  # native 16-bit math
 
 
-def cpu_16bit_flags(cpuinfo: str = "/proc/cpuinfo") -> list[str]:
+def cpu_16bit_flags(path: str = "/proc/cpuinfo") -> list[str]:
     """Which of CPU_16BIT_FLAGS this CPU reports (Linux; empty where unknown)."""
-    try:
-        with open(cpuinfo, encoding="utf-8") as f:
-            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
-    except OSError:
-        return []
+    flags = set(cpu_flags(path))
     return [flag for flag in CPU_16BIT_FLAGS if flag in flags]
 
 

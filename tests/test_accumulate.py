@@ -155,13 +155,6 @@ def test_explore_reports_difference_and_memory():
     assert line.startswith("k=3: micro-batches of 4") and "peak" in line and "max |Δgrad|" in line
 
 
-def test_exact_fp32_restores_flags():
-    before = (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32)
-    with acc.exact_fp32():
-        assert not torch.backends.cudnn.allow_tf32 and torch.backends.cudnn.deterministic
-    assert (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32) == before
-
-
 def test_exercise_check_accepts_right_and_explains_wrong(capsys):
     def right(model, micro_batches):
         n = sum(len(y) for _, y in micro_batches)

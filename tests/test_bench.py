@@ -119,24 +119,6 @@ def test_compare_devices_rejects_bad_size():
         bench.compare_devices(0)
 
 
-def test_tf32_matmul_sets_and_restores_the_flag():
-    before = torch.backends.cuda.matmul.allow_tf32
-    with bench.tf32_matmul(not before):
-        assert torch.backends.cuda.matmul.allow_tf32 is (not before)
-    assert torch.backends.cuda.matmul.allow_tf32 is before
-    with pytest.raises(RuntimeError):
-        with bench.tf32_matmul(not before):
-            raise RuntimeError("boom")
-    assert torch.backends.cuda.matmul.allow_tf32 is before  # restored after an error too
-
-
-def test_speedup_table_is_relative_to_baseline():
-    base, fast = _timing(name="fp32", median_s=2.0), _timing(name="bf16", median_s=0.5)
-    lines = bench.speedup_table([base, fast], base).splitlines()
-    assert lines[0].startswith("what") and len(lines) == 3
-    assert "1.00×" in lines[1] and lines[2].startswith("bf16") and "4.00×" in lines[2]
-
-
 @pytest.mark.gpu
 def test_cuda_timings():
     a = torch.randn(256, 256, device="cuda")

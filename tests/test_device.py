@@ -16,6 +16,111 @@ def test_asking_for_cuda_without_gpu_explains():
         device.pick("cuda")
 
 
+def _fake_gpus(monkeypatch, n: int) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: n > 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: n)
+
+
+@pytest.mark.parametrize("name", ["cuda:1", "cuda:7"])
+def test_a_gpu_index_that_does_not_exist_names_the_ones_that_do(monkeypatch, name):
+    _fake_gpus(monkeypatch, 1)
+    with pytest.raises(device.NotEnoughGPUs) as err:
+        device.pick(name)
+    assert str(err.value) == f"{name} does not exist here: PyTorch sees 1 GPU (cuda:0)."
+    _fake_gpus(monkeypatch, 4)
+    with pytest.raises(device.NotEnoughGPUs, match=r"sees 4 GPUs \(cuda:0 to cuda:3\)\.$"):
+        device.pick("cuda:4")
+
+
+def test_existing_gpus_are_picked(monkeypatch):
+    _fake_gpus(monkeypatch, 2)
+    assert device.pick() == torch.device("cuda")
+    assert device.pick("cuda") == torch.device("cuda")
+    assert device.pick("cuda:1") == torch.device("cuda", 1)
+    assert device.pick(torch.device("cuda", 0)) == torch.device("cuda", 0)
+
+
+def test_cuda_index_without_any_gpu_explains(monkeypatch):
+    _fake_gpus(monkeypatch, 0)
+    with pytest.raises(device.NotEnoughGPUs, match="sees no GPU"):
+        device.pick("cuda:0")
+
+
+def test_unknown_device_name_is_one_sentence():
+    with pytest.raises(ValueError) as err:
+        device.pick("gpu")
+    assert str(err.value) == "Unknown device 'gpu': use 'cpu', 'cuda' or 'cuda:N'."
+
+
+CPUINFO = """processor\t: 0
+vendor_id\t: AuthenticAMD
+model name\t: AMD EPYC 9B14
+flags\t\t: fpu sse2 avx512f avx512_bf16
+bogomips\t: 5200.00
+
+processor\t: 1
+vendor_id\t: AuthenticAMD
+model name\t: Some Other CPU
+flags\t\t: fpu
+
+"""
+
+
+def test_cpuinfo_reads_the_first_processor(tmp_path):
+    path = tmp_path / "cpuinfo"
+    path.write_text(CPUINFO)
+    info = device.cpuinfo(path)
+    assert info == {"processor": "0", "vendor_id": "AuthenticAMD", "model name": "AMD EPYC 9B14",
+                    "flags": "fpu sse2 avx512f avx512_bf16", "bogomips": "5200.00"}
+    assert device.cpu_name(path) == "AMD EPYC 9B14"
+    assert device.cpu_flags(path) == ["fpu", "sse2", "avx512f", "avx512_bf16"]
+
+
+def test_cpuinfo_on_arm_and_where_unreadable(tmp_path):
+    arm = tmp_path / "arm"
+    arm.write_text("processor\t: 0\nBogoMIPS\t: 50.00\nFeatures\t: fp asimd bf16\n\n"
+                   "processor\t: 1\nFeatures\t: fp\n")
+    assert device.cpu_flags(arm) == ["fp", "asimd", "bf16"]
+    assert device.cpu_name(arm)  # no model name: falls back to what the platform reports
+    missing = tmp_path / "missing"
+    assert device.cpuinfo(missing) == {} and device.cpu_flags(missing) == []
+    binary = tmp_path / "binary"
+    binary.write_bytes(b"\xff\xfe\x00")
+    assert device.cpuinfo(binary) == {}
+
+
+def _switches() -> tuple[bool, ...]:
+    b = torch.backends
+    return (b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32, b.cudnn.deterministic, b.cudnn.benchmark)
+
+
+@pytest.fixture
+def odd_switches():
+    """Start from a setting no default has, so 'restored' cannot pass by accident."""
+    b, saved = torch.backends, _switches()
+    b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32, b.cudnn.deterministic, b.cudnn.benchmark = (
+        True, False, False, True)
+    yield _switches()
+    b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32, b.cudnn.deterministic, b.cudnn.benchmark = saved
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_tf32_sets_both_switches_and_restores_them(odd_switches, enabled):
+    with device.tf32(enabled):
+        assert _switches() == (enabled, enabled, False, True)  # cuDNN's algorithm choice untouched
+        assert device.tf32_state() == (f"torch.backends.cuda.matmul.allow_tf32 = {enabled}, "
+                                       f"torch.backends.cudnn.allow_tf32 = {enabled}")
+    assert _switches() == odd_switches
+
+
+def test_tf32_deterministic_and_restored_after_an_exception(odd_switches):
+    with pytest.raises(KeyError):
+        with device.tf32(False, deterministic=True):
+            assert _switches() == (False, False, True, False)
+            raise KeyError("boom")
+    assert _switches() == odd_switches
+
+
 def test_describe_is_consistent_with_torch():
     info = device.describe()
     assert info.gpu_count == (torch.cuda.device_count() if torch.cuda.is_available() else 0)

@@ -146,23 +146,15 @@ def test_scaler_demo_skips_exactly_the_injected_steps():
 
 # -- runs by precision -----------------------------------------------------------------------
 
-def test_tf32_context_restores_both_switches():
-    old = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-    with precision.tf32(True):
-        assert torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32
-    with precision.tf32(False):
-        assert "allow_tf32 = False, torch.backends.cudnn.allow_tf32 = False" in precision.tf32_state()
-    assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == old
-
-
 def test_available_on_cpu():
     assert precision.available("cpu") == ["fp32", "fp16+GradScaler", "bf16"]
 
 
 def test_cpu_16bit_flags(tmp_path):
     info = tmp_path / "cpuinfo"
-    info.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx512f avx512_bf16 f16c\n")
-    assert precision.cpu_16bit_flags(str(info)) == ["avx512_bf16"]
+    info.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx512f amx_fp16 avx512_bf16 f16c\n\n"
+                    "processor\t: 1\nflags\t\t: avx512_fp16\n")
+    assert precision.cpu_16bit_flags(str(info)) == ["avx512_bf16", "amx_fp16"]  # the first CPU's
     assert precision.cpu_16bit_flags(str(tmp_path / "missing")) == []
 
 
