@@ -5,6 +5,7 @@ import re
 import shlex
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -13,9 +14,10 @@ from conftest import REPO
 
 
 def lab_command() -> list[str]:
-    """The `jupyter lab` line of `make lab`, as make would run it (dry run)."""
-    plan = subprocess.run(["make", "-n", "-s", "lab"], cwd=REPO, capture_output=True, text=True,
-                          check=True).stdout
+    """The `jupyter lab` line of `make lab`, as make would run it (dry run), in the
+    virtual environment running these tests (.venv, or .venv-oldest under `make test-oldest`)."""
+    plan = subprocess.run(["make", "-n", "-s", "lab", f"VENV={sys.prefix}"], cwd=REPO,
+                          capture_output=True, text=True, check=True).stdout
     line = next(ln for ln in plan.splitlines() if " lab " in f"{ln} " and "jupyter" in ln)
     return shlex.split(line)
 

@@ -4,6 +4,7 @@ import re
 import tomllib
 
 import yaml
+from packaging.version import Version
 
 from conftest import REPO
 
@@ -27,11 +28,30 @@ def test_environment_installs_the_pyproject_set():
     assert extra <= declared, f"declared in environment.yml but not in pyproject: {extra - declared}"
 
 
+def _floors() -> dict[str, str]:
+    reqs = PYPROJECT["project"]["dependencies"] + PYPROJECT["project"]["optional-dependencies"]["test"]
+    return {_name(r): r.split(">=", 1)[1] for r in reqs}
+
+
+def _oldest() -> dict[str, str]:
+    lines = (REPO / "constraints" / "oldest.txt").read_text().splitlines()
+    pins = [ln.split("#")[0].strip() for ln in lines if ln.split("#")[0].strip()]
+    return {_name(p): p.split("==", 1)[1] for p in pins}
+
+
 def test_dependencies_are_lower_bounds_not_pins():
     for req in PYPROJECT["project"]["dependencies"]:
         assert "==" not in req and ">=" in req, req
-    torch = next(r for r in PYPROJECT["project"]["dependencies"] if _name(r) == "torch")
-    assert torch == "torch>=2.4"
+    assert _floors()["torch"] == "2.6"  # public FSDP2 (fully_shard) arrived in torch 2.6
+
+
+def test_the_oldest_supported_set_pins_every_floor():
+    """constraints/oldest.txt (make test-oldest, run by CI) tests exactly what pyproject promises."""
+    floors, oldest = _floors(), _oldest()
+    assert set(oldest) == set(floors), f"pinned but not declared, or declared but not pinned: {set(oldest) ^ set(floors)}"
+    for name, floor in floors.items():
+        assert Version(oldest[name]) == Version(floor), \
+            f"{name}: pyproject promises >={floor}, constraints/oldest.txt tests {oldest[name]}"
 
 
 def test_readme_quick_start_and_ci_agree():
@@ -39,8 +59,9 @@ def test_readme_quick_start_and_ci_agree():
     assert "make course" in readme and "make test" in readme
     ci = (REPO / ".ci" / "run").read_text()
     commands = [ln.strip() for ln in ci.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
-    assert "make test" in commands
-    assert all(c in ("make test", "set -euo pipefail") or c.startswith("cd ") for c in commands)
+    assert commands[-2:] == ["make test", "make test-oldest"], "CI tests both ends of the range"
+    assert all(c in ("make test", "make test-oldest", "set -euo pipefail") or c.startswith("cd ")
+               for c in commands)
 
 
 def test_console_script_points_at_the_cli():
