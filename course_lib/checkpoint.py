@@ -1,36 +1,101 @@
-"""What exact resume needs: atomic checkpoint files, RNG states, a replayable batch order.
+"""Checkpoint files you can trust: atomic writes, a digest, clear errors, RNG states.
 
-A checkpoint is written to a temporary file in the destination folder and then
+A checkpoint is written to a temporary file in the destination folder, fsynced, then
 renamed over the old one (``os.replace`` is atomic on POSIX and Windows), so a crash
-mid-write leaves the previous checkpoint intact. Files are read back with
-``torch.load(..., weights_only=True)``: only tensors and plain containers, no code.
+mid-write leaves the previous checkpoint intact; temporary files that a killed save
+left behind are removed by the next save or load of that path. The file holds
+``{"format", "digest", "state"}``: the digest (SHA-256 over every key, number and
+tensor byte of `state`) is checked on load, so a flipped bit is an error, never
+different weights. Files are read back with ``torch.load(..., weights_only=True)``:
+only tensors and plain containers, no code.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import pickle
 import random
+import re
 import tempfile
+import zipfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset, Sampler
+import torch.nn as nn
+
+FORMAT = "course_lib.checkpoint/2"  # the file layout; a file without it was not written here
 
 
 class CheckpointError(RuntimeError):
-    """A checkpoint file is missing, corrupt, foreign, or does not fit the model."""
+    """A checkpoint file is missing, corrupt, foreign, or does not fit this run."""
+
+
+# ---- files ----------------------------------------------------------------------------
+
+def _temp_files(path: Path) -> list[Path]:
+    """Temporary files of `path` left by saves that never reached their rename."""
+    pattern = re.compile(rf"\.{re.escape(path.name)}\.[a-z0-9_]+\.tmp")  # mkstemp's names
+    if not path.parent.is_dir():
+        return []
+    return [p for p in path.parent.iterdir() if pattern.fullmatch(p.name)]
+
+
+def remove_stale_temp_files(path: str | os.PathLike) -> int:
+    """Delete temporary files a killed save of `path` left behind; returns how many.
+
+    One writer per checkpoint path is assumed: a save in flight elsewhere loses its file.
+    """
+    stale = _temp_files(Path(path))
+    for p in stale:
+        p.unlink(missing_ok=True)
+    return len(stale)
+
+
+def digest(state: Any) -> str:
+    """SHA-256 of everything `state` holds: keys, numbers, strings and tensor bytes."""
+    h = hashlib.sha256()
+    _feed(h, state)
+    return h.hexdigest()
+
+
+def _feed(h: Any, obj: Any) -> None:
+    """Add `obj` to hash `h`, its type and structure included (depth-first, in order)."""
+    if isinstance(obj, torch.Tensor):
+        t = obj.detach().cpu().contiguous()
+        h.update(f"T{t.dtype}{tuple(t.shape)};".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    elif isinstance(obj, dict):
+        h.update(f"D{len(obj)};".encode())
+        for key, value in obj.items():
+            _feed(h, key)
+            _feed(h, value)
+    elif isinstance(obj, (list, tuple)):
+        h.update(f"{type(obj).__name__[0]}{len(obj)};".encode())
+        for value in obj:
+            _feed(h, value)
+    elif isinstance(obj, float):
+        h.update(f"f{obj.hex()};".encode())
+    elif isinstance(obj, bytes):
+        h.update(f"b{len(obj)};".encode() + obj)
+    else:  # None, bool, int, str, torch.dtype ...: their repr is their value
+        text = repr(obj)
+        h.update(f"{type(obj).__name__}{len(text)};{text}".encode())
 
 
 def save_checkpoint(path: str | os.PathLike, state: dict[str, Any]) -> Path:
-    """Write `state` to `path` atomically: temp file in the same folder, fsync, rename."""
+    """Write `state` and its digest to `path` atomically: temp file in the same folder,
+    fsync, rename. Stale temporary files of earlier, killed saves are removed first."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temp_files(path)
+    payload = {"format": FORMAT, "digest": digest(state), "state": state}
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
-            torch.save(state, f)
+            torch.save(payload, f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)  # the atomic step: readers see the old file or the new one
@@ -41,21 +106,85 @@ def save_checkpoint(path: str | os.PathLike, state: dict[str, Any]) -> Path:
 
 
 def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict:
-    """Read a checkpoint written by :func:`save_checkpoint` (tensors and containers only)."""
-    path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"No checkpoint file at {path}.")
-    try:
-        state = torch.load(path, map_location=map_location, weights_only=True)
-    except Exception:  # truncated zip, pickled code, random bytes: all one answer
-        raise CheckpointError(
-            f"{path} is not a readable PyTorch checkpoint (corrupt, truncated, or not "
-            "tensors-only)."
-        ) from None
-    if not isinstance(state, dict):
-        raise CheckpointError(f"{path} holds a {type(state).__name__}, not a checkpoint dict.")
-    return state
+    """The state saved by :func:`save_checkpoint` at `path`, after checking its digest.
 
+    Also removes temporary files that killed saves of `path` left. Every failure is a
+    :class:`CheckpointError` of one sentence, with the underlying exception as its cause.
+    """
+    path = Path(path)
+    remove_stale_temp_files(path)
+    try:
+        payload = torch.load(path, map_location=map_location, weights_only=True)
+    except (FileNotFoundError, IsADirectoryError) as exc:
+        raise CheckpointError(f"No checkpoint file at {path}.") from exc
+    except pickle.UnpicklingError as exc:
+        if not zipfile.is_zipfile(path):
+            raise CheckpointError(f"{path} is not a PyTorch checkpoint: it is not the zip "
+                                  "archive that torch.save writes.") from exc
+        raise CheckpointError(f"{path} holds Python objects (classes or functions, not only "
+                              "tensors and containers) that weights_only loading refuses, so it "
+                              "was not written by save_checkpoint.") from exc
+    except Exception as exc:  # truncated or garbled archive: the reader's type varies
+        raise CheckpointError(f"{path} is corrupt or truncated: PyTorch could not read it "
+                              f"back ({type(exc).__name__}).") from exc
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        raise CheckpointError(f"{path} was not written by course_lib's save_checkpoint "
+                              f"(no {FORMAT!r} format tag).")
+    if digest(payload.get("state")) != payload.get("digest"):
+        raise CheckpointError(f"{path} is corrupt: its contents do not match the digest "
+                              "written when it was saved.")
+    return payload["state"]
+
+
+# ---- fitting a checkpoint to a run ----------------------------------------------------
+
+def check_same(path: str | os.PathLike, saved: dict[str, Any], current: dict[str, Any]) -> None:
+    """Raise CheckpointError naming the first field whose saved and current values differ.
+
+    A list value (e.g. the learning rate of every step) is compared item by item, over
+    the steps both lists hold, and the first differing step is named.
+    """
+    for name, now in current.items():
+        then = saved.get(name, "<absent>")
+        if isinstance(now, list) and isinstance(then, list):
+            for step, (a, b) in enumerate(zip(then, now)):
+                if a != b:
+                    _differs(path, f"{name}={a!r} at step {step}", f"{name}={b!r} at step {step}")
+        elif then != now:
+            _differs(path, f"{name}={then!r}", f"{name}={now!r}")
+
+
+def _differs(path: str | os.PathLike, then: str, now: str) -> None:
+    raise CheckpointError(f"{path} was saved with {then}, this run has {now}: "
+                          "resume with the same settings, or start a new run.")
+
+
+def load_weights(path: str | os.PathLike, model: nn.Module, saved: dict[str, torch.Tensor]) -> None:
+    """`model.load_state_dict(saved)`, after naming the first key that does not fit."""
+    mine = model.state_dict()
+    for key, tensor in mine.items():
+        if key not in saved:
+            _misfit(path, f"{key!r} is {_shape(tensor)} in the model and missing from the "
+                          "checkpoint")
+        if saved[key].shape != tensor.shape:
+            _misfit(path, f"{key!r} is {_shape(saved[key])} in the checkpoint and "
+                          f"{_shape(tensor)} in the model")
+    for key, tensor in saved.items():
+        if key not in mine:
+            _misfit(path, f"{key!r} is {_shape(tensor)} in the checkpoint and missing from "
+                          "the model")
+    model.load_state_dict(saved)
+
+
+def _shape(t: torch.Tensor) -> str:
+    return str(tuple(t.shape))
+
+
+def _misfit(path: str | os.PathLike, what: str) -> None:
+    raise CheckpointError(f"{path} does not fit this model: {what}.")
+
+
+# ---- random number generators ---------------------------------------------------------
 
 def capture_rng() -> dict[str, Any]:
     """The state of every global random generator training may draw from."""
@@ -87,54 +216,3 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
     random.seed(seed)
     np.random.seed(seed % 2**32)
-
-
-def epoch_seed(seed: int, epoch: int) -> int:
-    """The seed of one epoch's shuffle (and of its DataLoader worker seeds)."""
-    return seed * 1_000_003 + epoch
-
-
-class EpochBatchSampler(Sampler[list[int]]):
-    """Batches of indices whose order is a pure function of (seed, epoch).
-
-    ``set_epoch(epoch, start_batch)`` picks the permutation and where to begin, so a
-    resumed run skips finished batches without loading them.
-    """
-
-    def __init__(self, n: int, batch_size: int, shuffle: bool = True, drop_last: bool = False,
-                 seed: int = 0) -> None:
-        if batch_size < 1 or n < 1:
-            raise ValueError(f"Need n >= 1 samples and batch_size >= 1, got {n} and {batch_size}.")
-        self.n, self.batch_size, self.shuffle, self.drop_last = n, batch_size, shuffle, drop_last
-        self.seed, self.epoch, self.start_batch = seed, 0, 0
-
-    def set_epoch(self, epoch: int, start_batch: int = 0, seed: int | None = None) -> None:
-        self.epoch, self.start_batch = epoch, start_batch
-        self.seed = self.seed if seed is None else seed
-
-    def __len__(self) -> int:
-        return self.n // self.batch_size if self.drop_last else -(-self.n // self.batch_size)
-
-    def order(self) -> torch.Tensor:
-        """This epoch's permutation of range(n) (the identity without shuffle)."""
-        if not self.shuffle:
-            return torch.arange(self.n)
-        return torch.randperm(self.n, generator=torch.Generator().manual_seed(
-            epoch_seed(self.seed, self.epoch)))
-
-    def __iter__(self) -> Iterator[list[int]]:
-        order = self.order()
-        for b in range(self.start_batch, len(self)):
-            yield order[b * self.batch_size:(b + 1) * self.batch_size].tolist()
-
-
-def make_loader(dataset: Dataset, batch_size: int, *, shuffle: bool = True,
-                drop_last: bool = False, seed: int = 0, **loader_kwargs: Any) -> DataLoader:
-    """A DataLoader whose batch order `fit` can replay exactly when it resumes.
-
-    Other kwargs (num_workers, pin_memory, ...) go to DataLoader. Inside `fit` the
-    shuffle follows ``TrainConfig.seed``; `seed` here only matters outside `fit`.
-    """
-    sampler = EpochBatchSampler(len(dataset), batch_size, shuffle, drop_last, seed)
-    generator = torch.Generator().manual_seed(seed)  # worker seeds, not the global RNG
-    return DataLoader(dataset, batch_sampler=sampler, generator=generator, **loader_kwargs)

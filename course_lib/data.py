@@ -3,7 +3,11 @@
 Shapes: every image is a function of (seed, split, index) alone, so DataLoader workers
 draw it on the fly (real CPU work, like JPEG decoding) and always draw the same pixels.
 `make_tensor_dataset` renders the same images in batches once and keeps them on the
-device (`loading.TensorLoader` serves them without Python-side per-item work).
+device (`TensorLoader` serves them without Python-side per-item work).
+
+Batch order: `EpochBatchSampler` makes it a pure function of (seed, epoch), so
+`train.fit` resumes with exactly the next batch; `make_loader` (a DataLoader) and
+`TensorLoader` (tensors already on the device) both use it.
 
 Real data never downloads unless asked (`download=True`); missing files raise
 `DatasetMissing` naming the folder to fill. Default root: `<repo>/data`, or `$COURSE_DATA_DIR`.
@@ -16,9 +20,11 @@ import math
 import os
 from pathlib import Path
 
+from typing import Any, Iterator
+
 import torch
 import torchvision
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, Sampler
 from torchvision import transforms as T
 
 SHAPE_CLASSES = ("circle", "square", "triangle", "cross", "ring", "star")
@@ -180,6 +186,91 @@ def grid(images: torch.Tensor, nrow: int = 8, mean: float = MEAN, std: float = S
     """Un-normalise (B, C, H, W) images and tile them: a (3, H', W') tensor in [0, 1] for imshow."""
     images = (images.detach().cpu() * std + mean).clamp(0, 1)
     return torchvision.utils.make_grid(images, nrow=nrow, padding=1)
+
+
+# ---- batch order: a function of (seed, epoch), so a resumed run continues exactly ------
+
+def epoch_seed(seed: int, epoch: int) -> int:
+    """The seed of one epoch's shuffle (and of its DataLoader worker seeds)."""
+    return seed * 1_000_003 + epoch
+
+
+class EpochBatchSampler(Sampler[list[int]]):
+    """Batches of indices whose order is a pure function of (seed, epoch).
+
+    ``set_epoch(epoch, start_batch)`` picks the permutation and where to begin, so a
+    resumed run skips finished batches without loading them.
+    """
+
+    def __init__(self, n: int, batch_size: int, shuffle: bool = True, drop_last: bool = False,
+                 seed: int = 0) -> None:
+        if batch_size < 1 or n < 1:
+            raise ValueError(f"Need n >= 1 samples and batch_size >= 1, got {n} and {batch_size}.")
+        self.n, self.batch_size, self.shuffle, self.drop_last = n, batch_size, shuffle, drop_last
+        self.seed, self.epoch, self.start_batch = seed, 0, 0
+
+    def set_epoch(self, epoch: int, start_batch: int = 0, seed: int | None = None) -> None:
+        """Serve `epoch`'s order from batch `start_batch` on (and switch to `seed` if given)."""
+        self.epoch, self.start_batch = epoch, start_batch
+        self.seed = self.seed if seed is None else seed
+
+    def __len__(self) -> int:
+        return self.n // self.batch_size if self.drop_last else -(-self.n // self.batch_size)
+
+    def order(self) -> torch.Tensor:
+        """This epoch's permutation of range(n) (the identity without shuffle)."""
+        if not self.shuffle:
+            return torch.arange(self.n)
+        return torch.randperm(self.n, generator=torch.Generator().manual_seed(
+            epoch_seed(self.seed, self.epoch)))
+
+    def __iter__(self) -> Iterator[list[int]]:
+        order = self.order()
+        for b in range(self.start_batch, len(self)):
+            yield order[b * self.batch_size:(b + 1) * self.batch_size].tolist()
+
+
+def make_loader(dataset: Dataset, batch_size: int, *, shuffle: bool = True,
+                drop_last: bool = False, seed: int = 0, **loader_kwargs: Any) -> DataLoader:
+    """A DataLoader whose batch order `train.fit` can replay exactly when it resumes.
+
+    Other kwargs (num_workers, pin_memory, ...) go to DataLoader. Inside `fit` the
+    shuffle follows ``TrainConfig.seed``; `seed` here only matters outside `fit`.
+    """
+    sampler = EpochBatchSampler(len(dataset), batch_size, shuffle, drop_last, seed)
+    generator = torch.Generator().manual_seed(seed)  # worker seeds, not the global RNG
+    return DataLoader(dataset, batch_sampler=sampler, generator=generator, **loader_kwargs)
+
+
+class TensorLoader:
+    """Batches of tensors that already live on the device, re-iterable with a length.
+
+    The order is a pure function of (seed, epoch), as with `make_loader`: `train.fit`
+    sets both through ``batch_sampler.set_epoch``, so a resumed run continues with exactly
+    the next batch. Each pass copies one permutation to the device; a batch is a gather there.
+    """
+
+    def __init__(self, x: torch.Tensor, y: torch.Tensor, batch_size: int, shuffle: bool = True,
+                 seed: int = 0, drop_last: bool = False) -> None:
+        if batch_size < 1 or len(x) != len(y) or len(x) == 0:
+            raise ValueError(f"Need matching non-empty x and y and batch_size >= 1, got "
+                             f"{len(x)} inputs, {len(y)} targets, batch_size {batch_size}.")
+        self.x, self.y = x, y
+        self.batch_sampler = EpochBatchSampler(len(x), batch_size, shuffle, drop_last, seed)
+
+    @property
+    def batch_size(self) -> int:
+        return self.batch_sampler.batch_size
+
+    def __len__(self) -> int:
+        return len(self.batch_sampler)
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        s, bs = self.batch_sampler, self.batch_size
+        order = s.order().to(self.x.device)  # one small copy per pass, no sync per batch
+        for b in range(s.start_batch, len(s)):
+            idx = order[b * bs:(b + 1) * bs]
+            yield self.x[idx], self.y[idx]
 
 
 # ---- real datasets -------------------------------------------------------------------

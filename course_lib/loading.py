@@ -24,7 +24,7 @@ from course_lib import data, models, train
 from course_lib.device import label as device_label
 from course_lib.device import pick as pick_device
 
-__all__ = ["Throughput", "TensorLoader", "SyntheticBatches", "shapes_loader", "loader_name",
+__all__ = ["Throughput", "SyntheticBatches", "shapes_loader", "loader_name",
            "measure", "measure_loader", "measure_model", "table", "real_data_run"]
 
 
@@ -43,37 +43,6 @@ class Throughput:
         return (f"{self.name:<30} | {self.images_per_s:>9,.0f} img/s | data wait "
                 f"{100 * self.data_wait_share:>3.0f}% | {1e3 * self.step_s:>7.1f} ms/step | "
                 f"{self.device}")
-
-
-class TensorLoader:
-    """Batches of tensors that already live on the device, re-iterable with a length.
-
-    The order is a pure function of (seed, epoch), as with `train.make_loader`: `train.fit`
-    sets both through ``batch_sampler.set_epoch``, so a resumed run continues with exactly
-    the next batch. Each pass copies one permutation to the device; a batch is a gather there.
-    """
-
-    def __init__(self, x: torch.Tensor, y: torch.Tensor, batch_size: int, shuffle: bool = True,
-                 seed: int = 0, drop_last: bool = False) -> None:
-        if batch_size < 1 or len(x) != len(y) or len(x) == 0:
-            raise ValueError(f"Need matching non-empty x and y and batch_size >= 1, got "
-                             f"{len(x)} inputs, {len(y)} targets, batch_size {batch_size}.")
-        self.x, self.y = x, y
-        self.batch_sampler = train.EpochBatchSampler(len(x), batch_size, shuffle, drop_last, seed)
-
-    @property
-    def batch_size(self) -> int:
-        return self.batch_sampler.batch_size
-
-    def __len__(self) -> int:
-        return len(self.batch_sampler)
-
-    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        s, bs = self.batch_sampler, self.batch_size
-        order = s.order().to(self.x.device)  # one small copy per pass, no sync per batch
-        for b in range(s.start_batch, len(s)):
-            idx = order[b * bs:(b + 1) * bs]
-            yield self.x[idx], self.y[idx]
 
 
 class SyntheticBatches:
@@ -195,7 +164,7 @@ def real_data_run(name: str, steps: int = 20, batch_size: int = 64, n_val: int =
         raise ValueError(f"Unknown dataset {name!r}: choose one of {', '.join(REAL)}.")
     load, channels, resolution = REAL[name]
     train_set, test_set = load(root=root, train=True), load(root=root, train=False)
-    loader = train.make_loader(_first(train_set, steps * batch_size), batch_size, seed=seed)
+    loader = data.make_loader(_first(train_set, steps * batch_size), batch_size, seed=seed)
     val = DataLoader(_first(test_set, n_val), batch_size=256)
     torch.manual_seed(seed)
     model = models.SmallCNN(num_classes=10, in_channels=channels, resolution=resolution)

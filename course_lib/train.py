@@ -1,7 +1,7 @@
 """One training loop for the course: AMP, accumulation, clipping, schedule, compile,
 progress bar, metrics history, atomic checkpoints and exact resume.
 
-    loader = make_loader(dataset, batch_size=64)           # resumable shuffling
+    loader = data.make_loader(dataset, batch_size=64)      # resumable shuffling
     history = fit(model, loader, TrainConfig(epochs=2, amp="bf16"), val_loader=val)
     print(history.summary())
 
@@ -13,6 +13,7 @@ cross-entropy with classes in the last dimension, so (B, C) image logits and
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import os
 import sys
@@ -28,15 +29,13 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 from tqdm.std import tqdm as text_tqdm
 
-from .checkpoint import (CheckpointError, EpochBatchSampler, capture_rng, epoch_seed,
-                         load_checkpoint, make_loader, restore_rng, save_checkpoint,
-                         seed_everything)
+from course_lib import checkpoint, data, device
+from course_lib.checkpoint import CheckpointError
 
-__all__ = ["TrainConfig", "History", "Trainer", "fit", "evaluate", "forward_backward",
-           "make_loader", "EpochBatchSampler", "warmup_cosine", "cross_entropy",
-           "save_checkpoint", "load_checkpoint", "CheckpointError", "IGNORE_INDEX", "progress"]
+__all__ = ["TrainConfig", "History", "fit", "evaluate", "forward_backward", "warmup_cosine",
+           "cross_entropy", "lr_at", "IGNORE_INDEX", "progress"]
 
-FORMAT = "course_lib.train/1"  # written into every checkpoint; checked on resume
+FORMAT = "course_lib.train/2"  # written into every checkpoint's state; checked on resume
 AMP_DTYPES = {"off": None, "fp16": torch.float16, "bf16": torch.bfloat16}
 LossFn = Callable[[Any, torch.Tensor], torch.Tensor]
 
@@ -154,6 +153,13 @@ class History:
         times = sorted(self.step_time_s[skip:])
         return times[len(times) // 2] if times else 0.0
 
+    def add_validation(self, step: int, epoch: float, loss: float, accuracy: float) -> None:
+        """Record one validation pass."""
+        self.val_step.append(step)
+        self.val_epoch.append(epoch)
+        self.val_loss.append(loss)
+        self.val_accuracy.append(accuracy)
+
     def summary(self) -> str:
         """One line with units."""
         ms = 1e3 * self.train_time_s / max(1, len(self.step))
@@ -252,21 +258,105 @@ def _eval_sums(model, loader, device, amp, loss_fn, channels_last, non_blocking)
     return loss_sum, correct, count
 
 
-def _pick_device(device: str | torch.device | None) -> torch.device:
-    if device is None:
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device='cuda' was requested but PyTorch sees no GPU; use 'cpu' or None.")
-    return device
+def lr_at(cfg: TrainConfig, step: int) -> float:
+    """The learning rate of optimizer step `step` (0-based): ``cfg.lr * cfg.schedule(step)``."""
+    return cfg.lr * (cfg.schedule(step) if cfg.schedule else 1.0)
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+def fit(model: nn.Module, loader: Iterable, cfg: TrainConfig | None = None, *,
+        val_loader: Iterable | None = None, loss_fn: LossFn = cross_entropy,
+        resume_from: str | Path | None = None) -> History:
+    """Train `model` on `loader` under `cfg`; see :class:`TrainConfig` and :class:`History`.
+
+    The loop reads top to bottom: epoch -> accumulation group -> optimizer step -> log ->
+    checkpoint. `resume_from` continues a run saved by an earlier `fit` (in any process)
+    exactly where it stopped, after checking that it ran with the same settings.
+    """
+    cfg = cfg or TrainConfig()
+    n_batches = len(loader)
+    if n_batches == 0:
+        raise ValueError("The training loader is empty.")
+    dev = device.pick(cfg.device)
+    model.to(dev)
+    if cfg.channels_last:
+        model.to(memory_format=torch.channels_last)  # NHWC weights for 4-D convolutions
+    forward = torch.compile(model, mode=cfg.compile_mode) if cfg.compile else model
+    optimizer, scaler = make_optimizer(model, cfg), make_scaler(cfg.amp, dev)
+    plan = trajectory(cfg, loader)  # what a resumed run must share with the saved one
+    total = min(len(plan["lr"]), cfg.max_steps or len(plan["lr"]))  # optimizer steps in all
+
+    pos, history = Position(), History()
+    if resume_from is not None:
+        pos, history = load(resume_from, model, optimizer, scaler, plan)  # RNG states too
+    else:
+        checkpoint.seed_everything(cfg.seed)
+    scale = scaler.get_scale() if scaler else 0.0  # the scale drops only after an overflow
+    bar = progress(total=total, initial=pos.step, unit="step", disable=not cfg.progress)
+    window, saved_at = LogWindow(dev), pos.step
+    model.train()
+    while pos.epoch < cfg.epochs and pos.step < total:
+        batches = epoch_batches(loader, pos.epoch, pos.batch, cfg.seed)
+        for group in accumulation_groups(batches, cfg.accum_steps, n_batches - pos.batch, window):
+            lr = lr_at(cfg, pos.step)
+            for g in optimizer.param_groups:
+                g["lr"] = lr
+            optimizer.zero_grad(set_to_none=True)
+            loss = forward_backward(forward, group, loss_fn, device=dev, amp=cfg.amp,
+                                    scaler=scaler, channels_last=cfg.channels_last,
+                                    non_blocking=cfg.non_blocking)
+            norm = optimizer_step(model, optimizer, scaler, cfg.clip_grad_norm)
+            pos.step, pos.batch = pos.step + 1, pos.batch + len(group)
+            if scaler is not None:
+                scale, before = scaler.get_scale(), scale  # a sync; scaler.step just synced
+                if scale < before:
+                    history.skipped_steps.append(pos.step)  # inf/NaN grads: no update
+            history.step.append(pos.step)
+            history.lr.append(lr)
+            history.samples += sum(len(y) for _, y in group)
+            window.add(loss, norm, sum(_count(y) for _, y in group))  # no sync here
+            bar.update(1)
+
+            if pos.step % cfg.log_every == 0:
+                window.flush(history)  # the window's one sync
+                show(bar, history)
+            if cfg.checkpoint_every and pos.step % cfg.checkpoint_every == 0:
+                window.flush(history)
+                saved_at = save(cfg.checkpoint_path, model, optimizer, scaler, pos, history, plan)
+                window.restart()  # saving is not training time
+            if pos.step >= total:
+                break
+        if pos.step < total or pos.batch >= n_batches:  # the epoch is over
+            pos.epoch, pos.batch = pos.epoch + 1, 0
+            if val_loader is not None:
+                window.flush(history)
+                history.add_validation(pos.step, pos.epoch,
+                                       *validate(forward, val_loader, dev, cfg, loss_fn))
+                window.restart()
+
+    window.flush(history)
+    show(bar, history)  # the window may have been flushed at the epoch's end, without the bar
+    bar.close()
+    if cfg.checkpoint_path and saved_at != pos.step:
+        save(cfg.checkpoint_path, model, optimizer, scaler, pos, history, plan)
+    if val_loader is not None and (not history.val_step or history.val_step[-1] != pos.step):
+        history.add_validation(pos.step, pos.epoch + pos.batch / n_batches,
+                               *validate(forward, val_loader, dev, cfg, loss_fn))
+    return history
 
 
-def _make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
+# ---- the pieces of the loop ---------------------------------------------------------------
+
+@dataclass
+class Position:
+    """Where a run is: optimizer steps done, the epoch, micro-batches done in that epoch."""
+
+    step: int = 0
+    epoch: int = 0
+    batch: int = 0
+
+
+def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
+    """AdamW or SGD over the trainable parameters, as `cfg` says."""
     params = [p for p in model.parameters() if p.requires_grad]
     if cfg.optimizer == "sgd":
         return torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum,
@@ -274,251 +364,189 @@ def _make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer
     return torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
 
 
-def _make_scaler(amp: str, device: torch.device) -> torch.amp.GradScaler | None:
-    if amp == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
+def make_scaler(amp: str, dev: torch.device) -> torch.amp.GradScaler | None:
+    """A GradScaler for fp16 (None otherwise); bf16 on a GPU without it is one clear error."""
+    if amp == "bf16" and dev.type == "cuda" and not torch.cuda.is_bf16_supported():
         raise ValueError("amp='bf16' needs a GPU with bf16 support; use amp='fp16' here.")
     if amp != "fp16":
         return None
     try:
-        return torch.amp.GradScaler(device.type)
+        return torch.amp.GradScaler(dev.type)
     except Exception:
-        raise ValueError(f"amp='fp16' needs a GradScaler for {device.type}, which this PyTorch "
+        raise ValueError(f"amp='fp16' needs a GradScaler for {dev.type}, which this PyTorch "
                          "lacks; use amp='bf16' or 'off'.") from None
 
 
-class Trainer:
-    """Model, optimizer, scaler and the position in the data; :func:`fit` drives it.
+def epoch_batches(loader: Iterable, epoch: int, start: int, seed: int) -> Iterator:
+    """Iterator over `epoch`'s batches from micro-batch `start` on, in the epoch's fixed order."""
+    if start >= len(loader):
+        return iter(())
+    sampler = getattr(loader, "batch_sampler", None)
+    if isinstance(sampler, data.EpochBatchSampler):
+        sampler.set_epoch(epoch, start, seed=seed)
+        generator = getattr(loader, "generator", None)  # a DataLoader's, for worker seeds
+        if generator is not None:  # worker seeds depend on (seed, epoch) only
+            generator.manual_seed(data.epoch_seed(seed, epoch))
+        return iter(loader)
+    if hasattr(getattr(loader, "sampler", None), "set_epoch"):
+        loader.sampler.set_epoch(epoch)  # e.g. DistributedSampler
+    batches = iter(loader)
+    if start:
+        warnings.warn("This loader is not from data.make_loader: resuming skips batches by "
+                      "loading them, and the order may differ from the interrupted run.")
+        for _ in itertools.islice(batches, start):
+            pass
+    return batches
 
-    Position = (epoch, micro-batches done in this epoch, optimizer steps done); it is
-    saved with the RNG states, so a resumed run continues with exactly the next batch.
-    """
 
-    def __init__(self, model: nn.Module, cfg: TrainConfig, loss_fn: LossFn = cross_entropy):
-        self.cfg, self.loss_fn = cfg, loss_fn
-        self.device = _pick_device(cfg.device)
-        self.model = model.to(self.device)
-        if cfg.channels_last:
-            self.model.to(memory_format=torch.channels_last)
-        self.forward = torch.compile(model, mode=cfg.compile_mode) if cfg.compile else model
-        self.optimizer = _make_optimizer(self.model, cfg)
-        self.scaler = _make_scaler(cfg.amp, self.device)
-        self._scale = self.scaler.get_scale() if self.scaler else 0.0
-        self.history = History()
-        self.epoch = self.batch = self.step = self.n_batches = 0
-        self._window: list[tuple] = []  # (loss, grad norm, targets) per step since the last sync
-        self._wait, self._t0, self._saved_at, self._val_loader = 0.0, 0.0, -1, None
+def accumulation_groups(batches: Iterator, accum_steps: int, remaining: int,
+                        window: LogWindow) -> Iterator[list]:
+    """The epoch's groups of up to `accum_steps` micro-batches (the last may be partial);
+    stops after `remaining` batches or when the loader runs dry."""
+    while remaining > 0:
+        group = window.fetch(batches, min(accum_steps, remaining))
+        if not group:
+            return
+        remaining -= len(group)
+        yield group
 
-    # -- the loop -------------------------------------------------------------------
-    def fit(self, loader: Iterable, val_loader: Iterable | None = None,
-            resume_from: str | Path | None = None) -> History:
-        """Train until `epochs` or `max_steps`; returns (and keeps) the History."""
-        self.n_batches, self._val_loader = len(loader), val_loader
-        if self.n_batches == 0:
-            raise ValueError("The training loader is empty.")
-        if resume_from is not None:
-            self.load(resume_from)
-        else:
-            seed_everything(self.cfg.seed)
-        bar = progress(total=self._total_steps(), initial=self.step, unit="step",
-                       disable=not self.cfg.progress)
-        self.model.train()
-        batches = None
-        self._restart_clock()
-        while not self._finished():
-            if batches is None:
-                batches = self._epoch_batches(loader)
-            group = self._fetch(batches, min(self.cfg.accum_steps, self.n_batches - self.batch))
-            if group:
-                self._train_step(group)
-                bar.update(1)
-            if not group or self.batch >= self.n_batches:
-                self._end_epoch()
-                batches = None
-            if group:
-                self._after_step(bar)
-        self._finish(bar)
-        return self.history
 
-    def _total_steps(self) -> int:
-        total = self.cfg.epochs * -(-self.n_batches // self.cfg.accum_steps)
-        return min(total, self.cfg.max_steps or total)
+def optimizer_step(model: nn.Module, optimizer: torch.optim.Optimizer,
+                   scaler: torch.amp.GradScaler | None, clip: float | None) -> torch.Tensor | None:
+    """Clip (after unscaling), step, update the scaler; returns the pre-clip grad norm."""
+    norm = None
+    if clip:
+        if scaler is not None:
+            scaler.unscale_(optimizer)  # clip the true gradients, not the scaled ones
+        norm = nn.utils.clip_grad_norm_(model.parameters(), clip)
+    if scaler is None:
+        optimizer.step()
+    else:
+        scaler.step(optimizer)  # skipped when the gradients hold inf/NaN
+        scaler.update()
+    return norm
 
-    def _finished(self) -> bool:
-        max_steps = self.cfg.max_steps
-        return self.epoch >= self.cfg.epochs or (max_steps is not None and self.step >= max_steps)
 
-    def _epoch_batches(self, loader: Iterable) -> Iterator:
-        """Iterator over this epoch's remaining batches, in the epoch's fixed order."""
-        sampler = getattr(loader, "batch_sampler", None)
-        if isinstance(sampler, EpochBatchSampler):
-            sampler.set_epoch(self.epoch, self.batch, seed=self.cfg.seed)
-            generator = getattr(loader, "generator", None)  # a DataLoader's, for worker seeds
-            if generator is not None:  # worker seeds depend on (seed, epoch) only
-                generator.manual_seed(epoch_seed(self.cfg.seed, self.epoch))
-            return iter(loader)
-        if hasattr(getattr(loader, "sampler", None), "set_epoch"):
-            loader.sampler.set_epoch(self.epoch)  # e.g. DistributedSampler
-        batches = iter(loader)
-        if self.batch:
-            warnings.warn("This loader is not from train.make_loader: resuming skips batches by "
-                          "loading them, and the order may differ from the interrupted run.")
-            for _ in range(self.batch):
-                next(batches, None)
-        return batches
+class LogWindow:
+    """The steps since the last sync: losses, grad norms and target counts stay on the
+    device until :meth:`flush` syncs once and records them (no .item() per step)."""
 
-    def _fetch(self, batches: Iterator, k: int) -> list:
+    def __init__(self, dev: torch.device) -> None:
+        self.dev = dev
+        self.steps: list[tuple] = []  # (loss, grad norm or None, targets) per step
+        self.restart()
+
+    def restart(self) -> None:
+        """Start the clock again (after evaluation or saving, which are not training time)."""
+        device.sync(self.dev)
+        self.t0, self.wait = time.perf_counter(), 0.0
+
+    def fetch(self, batches: Iterator, k: int) -> list:
         """Up to k batches; the time spent here is the data wait."""
         t = time.perf_counter()
-        group = [b for _, b in zip(range(k), batches)]
-        self._wait += time.perf_counter() - t
+        group = list(itertools.islice(batches, k))
+        self.wait += time.perf_counter() - t
         return group
 
-    def _train_step(self, group: list) -> None:
-        cfg, h = self.cfg, self.history
-        lr = cfg.lr * (cfg.schedule(self.step) if cfg.schedule else 1.0)
-        for g in self.optimizer.param_groups:
-            g["lr"] = lr
-        self.optimizer.zero_grad(set_to_none=True)
-        loss = forward_backward(self.forward, group, self.loss_fn, device=self.device, amp=cfg.amp,
-                                scaler=self.scaler, channels_last=cfg.channels_last,
-                                non_blocking=cfg.non_blocking)
-        targets = sum(_count(y) for _, y in group)  # on the device: read at the next sync
-        self._window.append((loss, self._optimizer_step(), targets))
-        self.step += 1
-        self.batch += len(group)
-        h.step.append(self.step)
-        h.lr.append(lr)
-        h.samples += sum(y.shape[0] if isinstance(y, torch.Tensor) else len(y) for _, y in group)
+    def add(self, loss: torch.Tensor, norm: torch.Tensor | None, targets: Any) -> None:
+        self.steps.append((loss, norm, targets))
 
-    def _optimizer_step(self) -> torch.Tensor | None:
-        """Clip (after unscaling), step, update the scaler; returns the pre-clip norm."""
-        norm, clip = None, self.cfg.clip_grad_norm
-        if self.scaler is not None and clip:
-            self.scaler.unscale_(self.optimizer)
-        if clip:
-            norm = nn.utils.clip_grad_norm_(self.model.parameters(), clip)
-        if self.scaler is None:
-            self.optimizer.step()
-            return norm
-        self.scaler.step(self.optimizer)  # skipped when grads hold inf/NaN
-        self.scaler.update()
-        scale = self.scaler.get_scale()  # a sync, but scaler.step has just synced anyway
-        if scale < self._scale:  # the scale only shrinks after an overflow
-            self.history.skipped_steps.append(self.step + 1)
-        self._scale = scale
-        return norm
-
-    def _after_step(self, bar) -> None:
-        if self.step % self.cfg.log_every == 0:
-            self._flush()
-            self._show(bar)
-        every = self.cfg.checkpoint_every
-        if every and self.step % every == 0:
-            self.save()
-            self._restart_clock()
-
-    def _end_epoch(self) -> None:
-        self.epoch, self.batch = self.epoch + 1, 0
-        if self._val_loader is not None:
-            self._flush()
-            self.validate()
-            self._restart_clock()
-
-    def _finish(self, bar) -> None:
-        self._flush()
-        self._show(bar)  # the window may have been flushed at the epoch's end, without the bar
-        bar.close()
-        if self.cfg.checkpoint_path and self._saved_at != self.step:
-            self.save()
-        h = self.history
-        if self._val_loader is not None and (not h.val_step or h.val_step[-1] != self.step):
-            self.validate()
-
-    # -- measurements ------------------------------------------------------------------
-    def _restart_clock(self) -> None:
-        _sync(self.device)
-        self._t0, self._wait = time.perf_counter(), 0.0
-
-    def _flush(self) -> None:
-        """Sync once, then record the window's losses and timings (no per-step .item())."""
-        if not self._window:
+    def flush(self, h: History) -> None:
+        """Sync once, then record the window's losses and timings into `h`."""
+        if not self.steps:
             return
-        _sync(self.device)
-        now, h, n = time.perf_counter(), self.history, len(self._window)
-        h.loss += torch.stack([loss for loss, _, _ in self._window]).tolist()
-        norms = [norm for _, norm, _ in self._window if norm is not None]
+        device.sync(self.dev)
+        now, n = time.perf_counter(), len(self.steps)
+        h.loss += torch.stack([loss for loss, _, _ in self.steps]).tolist()
+        norms = [norm for _, norm, _ in self.steps if norm is not None]
         h.grad_norm += torch.stack(norms).float().tolist() if norms else []
-        h.targets += int(sum(targets for _, _, targets in self._window))
-        h.step_time_s += [(now - self._t0) / n] * n
-        h.train_time_s += now - self._t0
-        h.data_wait_s += self._wait
-        self._window, self._wait, self._t0 = [], 0.0, now
-
-    def _show(self, bar) -> None:
-        """The latest recorded loss and learning rate on the progress bar."""
-        h = self.history
-        if h.loss:
-            bar.set_postfix(loss=f"{h.loss[-1]:.4f}", lr=f"{h.lr[-1]:.2e}", refresh=False)
-
-    def validate(self) -> tuple[float, float]:
-        """Evaluate on the validation loader without touching the training RNG streams."""
-        cuda = self.device.type == "cuda"
-        devices = [self.device.index or torch.cuda.current_device()] if cuda else []
-        with torch.random.fork_rng(devices=devices):
-            loss, acc = evaluate(self.forward, self._val_loader, self.device, amp=self.cfg.amp,
-                                 loss_fn=self.loss_fn, channels_last=self.cfg.channels_last)
-        h = self.history
-        h.val_step.append(self.step)
-        h.val_epoch.append(self.epoch + self.batch / max(1, self.n_batches))
-        h.val_loss.append(loss)
-        h.val_accuracy.append(acc)
-        return loss, acc
-
-    # -- checkpoints -------------------------------------------------------------------
-    def state_dict(self) -> dict[str, Any]:
-        """Everything exact resume needs: weights, optimizer, scaler, position, RNG."""
-        return {
-            "format": FORMAT, "model": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "scaler": self.scaler.state_dict() if self.scaler else None, "amp": self.cfg.amp,
-            "step": self.step, "epoch": self.epoch, "batch": self.batch,
-            "batches_per_epoch": self.n_batches, "seed": self.cfg.seed,
-            "rng": capture_rng(), "history": asdict(self.history),
-        }
-
-    def save(self, path: str | Path | None = None) -> Path:
-        """Flush pending metrics and write an atomic checkpoint (default: cfg.checkpoint_path)."""
-        self._flush()
-        self._saved_at = self.step
-        return save_checkpoint(path or self.cfg.checkpoint_path, self.state_dict())
-
-    def load(self, path: str | Path) -> None:
-        """Restore a checkpoint written by :meth:`save`; RNG states are restored last."""
-        state = load_checkpoint(path)
-        if state.get("format") != FORMAT:
-            raise CheckpointError(f"{path} was not written by course_lib.train.")
-        if self.n_batches and state["batches_per_epoch"] != self.n_batches:
-            raise CheckpointError(f"{path} has {state['batches_per_epoch']} batches per epoch, "
-                                  f"this loader {self.n_batches}: resume with the same data.")
-        if state["amp"] != self.cfg.amp:
-            raise CheckpointError(f"{path} was saved with amp={state['amp']!r}; resume with it.")
-        try:
-            self.model.load_state_dict(state["model"])
-            self.optimizer.load_state_dict(state["optimizer"])
-        except (RuntimeError, ValueError, KeyError) as exc:
-            first = str(exc).strip().splitlines()[0]
-            raise CheckpointError(f"{path} does not fit this model: {first}") from None
-        if self.scaler is not None:
-            self.scaler.load_state_dict(state["scaler"])
-            self._scale = self.scaler.get_scale()
-        self.step, self.epoch, self.batch = state["step"], state["epoch"], state["batch"]
-        self.history = History(**state["history"])
-        self._saved_at = self.step
-        restore_rng(state["rng"])
+        h.targets += int(sum(targets for _, _, targets in self.steps))
+        h.step_time_s += [(now - self.t0) / n] * n
+        h.train_time_s += now - self.t0
+        h.data_wait_s += self.wait
+        self.steps, self.wait, self.t0 = [], 0.0, now
 
 
-def fit(model: nn.Module, loader: Iterable, cfg: TrainConfig | None = None, *,
-        val_loader: Iterable | None = None, loss_fn: LossFn = cross_entropy,
-        resume_from: str | Path | None = None) -> History:
-    """Train `model` on `loader` under `cfg`; see :class:`TrainConfig` and :class:`History`."""
-    return Trainer(model, cfg or TrainConfig(), loss_fn).fit(loader, val_loader, resume_from)
+def show(bar: tqdm, h: History) -> None:
+    """The latest recorded loss and learning rate on the progress bar."""
+    if h.loss:
+        bar.set_postfix(loss=f"{h.loss[-1]:.4f}", lr=f"{h.lr[-1]:.2e}", refresh=False)
+
+
+def validate(model: nn.Module, loader: Iterable, dev: torch.device, cfg: TrainConfig,
+             loss_fn: LossFn) -> tuple[float, float]:
+    """(loss, accuracy) on `loader`, without touching the training RNG streams."""
+    cuda = dev.type == "cuda"
+    index = dev.index if dev.index is not None else (torch.cuda.current_device() if cuda else 0)
+    with torch.random.fork_rng(devices=[index] if cuda else []):
+        return evaluate(model, loader, dev, amp=cfg.amp, loss_fn=loss_fn,
+                        channels_last=cfg.channels_last)
+
+
+# ---- checkpoints ----------------------------------------------------------------------
+
+def trajectory(cfg: TrainConfig, loader: Iterable) -> dict[str, Any]:
+    """What decides a run's path: resuming with any of it changed would silently diverge.
+
+    ``lr`` is the learning rate of every step the epochs hold (``max_steps`` aside, so a
+    run stopped early and resumed without it compares its whole schedule).
+    """
+    sampler = getattr(loader, "batch_sampler", None)
+    steps = cfg.epochs * -(-len(loader) // cfg.accum_steps)
+    return {
+        "seed": cfg.seed,
+        "optimizer": cfg.optimizer,
+        "weight_decay": cfg.weight_decay,
+        "momentum": cfg.momentum if cfg.optimizer == "sgd" else None,
+        "amp": cfg.amp,
+        "clip_grad_norm": cfg.clip_grad_norm,
+        "accum_steps": cfg.accum_steps,
+        "batch_size": getattr(sampler, "batch_size", None) or getattr(loader, "batch_size", None),
+        "dataset_size": _dataset_size(loader),
+        "batches_per_epoch": len(loader),
+        "lr": [lr_at(cfg, step) for step in range(steps)],
+    }
+
+
+def _dataset_size(loader: Iterable) -> int | None:
+    """How many samples one epoch draws from (None when the loader does not say)."""
+    sampler = getattr(loader, "batch_sampler", None)
+    if isinstance(sampler, data.EpochBatchSampler):
+        return sampler.n
+    try:
+        return len(loader.dataset)
+    except (AttributeError, TypeError):
+        return None
+
+
+def save(path: str | Path, model: nn.Module, optimizer: torch.optim.Optimizer,
+         scaler: torch.amp.GradScaler | None, pos: Position, history: History,
+         plan: dict[str, Any]) -> int:
+    """Write everything exact resume needs, atomically; returns the step saved."""
+    checkpoint.save_checkpoint(path, {
+        "format": FORMAT, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+        "scaler": scaler.state_dict() if scaler else None,
+        "step": pos.step, "epoch": pos.epoch, "batch": pos.batch,
+        "trajectory": plan, "rng": checkpoint.capture_rng(), "history": asdict(history),
+    })
+    return pos.step
+
+
+def load(path: str | Path, model: nn.Module, optimizer: torch.optim.Optimizer,
+         scaler: torch.amp.GradScaler | None, plan: dict[str, Any]) -> tuple[Position, History]:
+    """Restore a checkpoint written by :func:`save` into this run, after checking that it
+    ran with the same trajectory; RNG states are restored last."""
+    state = checkpoint.load_checkpoint(path)
+    if state.get("format") != FORMAT:
+        raise CheckpointError(f"{path} was not written by course_lib.train ({FORMAT}).")
+    checkpoint.check_same(path, state["trajectory"], plan)
+    checkpoint.load_weights(path, model, state["model"])
+    try:
+        optimizer.load_state_dict(state["optimizer"])
+    except (ValueError, KeyError) as exc:
+        raise CheckpointError(f"{path} does not fit this optimizer: its parameter groups "
+                              "differ from this model's trainable parameters.") from exc
+    if scaler is not None:
+        scaler.load_state_dict(state["scaler"])
+    checkpoint.restore_rng(state["rng"])
+    return Position(state["step"], state["epoch"], state["batch"]), History(**state["history"])

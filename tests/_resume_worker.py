@@ -15,7 +15,7 @@ import torch
 import torch.nn as nn
 from torch.utils.data import TensorDataset
 
-from course_lib import loading, models, train
+from course_lib import data, models, train
 
 N, BATCH, EPOCHS = 36, 4, 2  # 9 batches per epoch: an odd count leaves a partial group
 CASES: dict[str, dict] = {  # case -> model kind, config overrides, split step
@@ -48,9 +48,9 @@ def build(case: str, init_seed: int = 0) -> tuple[nn.Module, torch.utils.data.Da
         p = 0.3 if kind == "mlp_dropout" else 0.0
         model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Dropout(p), nn.Linear(16, 3))
     loader = CASES[case].get("loader", {})
-    if loader == "tensors":  # loading.TensorLoader: batches gathered from resident tensors
-        return model, loading.TensorLoader(*dataset(kind).tensors, BATCH)
-    return model, train.make_loader(dataset(kind), BATCH, **loader)
+    if loader == "tensors":  # data.TensorLoader: batches gathered from resident tensors
+        return model, data.TensorLoader(*dataset(kind).tensors, BATCH)
+    return model, data.make_loader(dataset(kind), BATCH, **loader)
 
 
 def config(case: str, **overrides) -> train.TrainConfig:

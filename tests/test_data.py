@@ -12,7 +12,7 @@ from fixtures_data import CIFAR10_CLASSES, cifar_labels, write_cifar10_fixture, 
 from torch.utils.data import DataLoader
 from torchvision import transforms as T
 
-from course_lib import data, loading
+from course_lib import data
 
 # ---- procedural shapes ----------------------------------------------------------------
 
@@ -76,7 +76,7 @@ def test_tensor_variant_on_cuda_matches_cpu_and_batches_stay_there():
     x_cpu, y_cpu = data.make_tensor_dataset(64)
     assert x.is_cuda and y.is_cuda and torch.equal(y.cpu(), y_cpu)
     torch.testing.assert_close(x.cpu(), x_cpu, atol=1e-4, rtol=1e-4)
-    batches = list(loading.TensorLoader(x, y, 16))
+    batches = list(data.TensorLoader(x, y, 16))
     assert all(xb.is_cuda for xb, _ in batches) and sum(len(yb) for _, yb in batches) == 64
 
 
@@ -120,7 +120,7 @@ def small_set():
 def _fit(model: nn.Module, xt, yt, epochs: int, lr: float = 3e-3) -> nn.Module:
     opt = torch.optim.AdamW(model.parameters(), lr)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, lr, total_steps=epochs * math.ceil(len(xt) / 64))
-    batches = loading.TensorLoader(xt, yt, 64)
+    batches = data.TensorLoader(xt, yt, 64)
     for epoch in range(epochs):
         batches.batch_sampler.set_epoch(epoch)
         for xb, yb in batches:

@@ -16,7 +16,9 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
 from course_lib import checkpoint, train
-from course_lib.train import CheckpointError, TrainConfig
+from course_lib.checkpoint import CheckpointError
+from course_lib.data import EpochBatchSampler, make_loader
+from course_lib.train import TrainConfig
 
 HERE = Path(__file__).parent
 _spec = importlib.util.spec_from_file_location("_resume_worker", HERE / "_resume_worker.py")
@@ -89,7 +91,7 @@ def test_resumed_weights_differ_from_fresh_init():
 def test_loss_decreases_and_history_is_complete():
     data = separable()
     val = DataLoader(data, batch_size=32)
-    history = train.fit(mlp(), train.make_loader(data, 8), cpu(epochs=6, lr=0.02, log_every=5),
+    history = train.fit(mlp(), make_loader(data, 8), cpu(epochs=6, lr=0.02, log_every=5),
                         val_loader=val)
     n = len(history.step)
     assert n == 6 * 8
@@ -119,7 +121,7 @@ def test_accumulation_matches_big_batch_including_partial_last_group():
     runs = {}
     for batch, accum in [(8, 1), (4, 2)]:
         model = mlp()
-        train.fit(model, train.make_loader(data, batch),
+        train.fit(model, make_loader(data, batch),
                   cpu(optimizer="sgd", lr=0.5, momentum=0.0, accum_steps=accum))
         runs[accum] = model
     for p, q in zip(runs[1].parameters(), runs[2].parameters()):
@@ -129,7 +131,7 @@ def test_accumulation_matches_big_batch_including_partial_last_group():
 
 def test_clipping_bounds_the_gradient_norm():
     model = mlp()
-    history = train.fit(model, train.make_loader(separable(), 64),
+    history = train.fit(model, make_loader(separable(), 64),
                         cpu(max_steps=1, clip_grad_norm=1e-3, optimizer="sgd"))
     norm = torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in model.parameters()]))
     assert history.grad_norm[0] > 1e-3  # it needed clipping ...
@@ -140,14 +142,14 @@ def test_fp16_overflow_steps_are_skipped_and_counted():
     model = mlp()
     before = [p.detach().clone() for p in model.parameters()]
     huge = lambda out, y: F.cross_entropy(out, y) * 1e5  # scaled grads overflow fp16
-    history = train.fit(model, train.make_loader(separable(), 16), cpu(max_steps=4, amp="fp16"),
+    history = train.fit(model, make_loader(separable(), 16), cpu(max_steps=4, amp="fp16"),
                         loss_fn=huge)
     assert history.skipped_steps == [1, 2, 3, 4]
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
 
 
 def test_bf16_trains_on_cpu():
-    history = train.fit(mlp(), train.make_loader(separable(), 8), cpu(epochs=4, amp="bf16", lr=0.02))
+    history = train.fit(mlp(), make_loader(separable(), 8), cpu(epochs=4, amp="bf16", lr=0.02))
     assert history.loss[-1] < history.loss[0] and not history.skipped_steps
 
 
@@ -156,7 +158,7 @@ def test_language_model_batches_and_loss():
     tokens = torch.randint(0, 11, (16, 9))
     data = TensorDataset(tokens[:, :-1], tokens[:, 1:])  # (B, T) inputs and next-token targets
     model = nn.Sequential(nn.Embedding(11, 8), nn.Linear(8, 11))  # logits (B, T, V)
-    history = train.fit(model, train.make_loader(data, 4), cpu(epochs=2))
+    history = train.fit(model, make_loader(data, 4), cpu(epochs=2))
     assert history.targets == 2 * 16 * 8 and history.samples == 2 * 16
     logits, targets = torch.randn(2, 5, 11), torch.randint(0, 11, (2, 5))
     expected = F.cross_entropy(logits.reshape(10, 11), targets.reshape(10))
@@ -222,7 +224,7 @@ def test_bad_config_is_one_clear_error(bad):
 
 
 def test_sampler_order_is_a_function_of_seed_and_epoch():
-    s = train.EpochBatchSampler(10, 3, seed=1)
+    s = EpochBatchSampler(10, 3, seed=1)
     s.set_epoch(0)
     epoch0 = list(s)
     assert sorted(i for b in epoch0 for i in b) == list(range(10)) and len(s) == len(epoch0) == 4
@@ -237,7 +239,7 @@ def test_sampler_order_is_a_function_of_seed_and_epoch():
 def test_compile_switch_goes_through_torch_compile(monkeypatch):
     calls = []
     monkeypatch.setattr(torch, "compile", lambda model, mode=None: calls.append(mode) or model)
-    train.fit(mlp(), train.make_loader(separable(), 32), cpu(compile=True, compile_mode="default"))
+    train.fit(mlp(), make_loader(separable(), 32), cpu(compile=True, compile_mode="default"))
     assert calls == ["default"]
 
 
@@ -245,10 +247,10 @@ def test_compile_switch_goes_through_torch_compile(monkeypatch):
 
 def test_checkpoints_every_n_steps_and_at_the_end(tmp_path, monkeypatch):
     saved = []
-    real = train.save_checkpoint
-    monkeypatch.setattr(train, "save_checkpoint", lambda p, s: saved.append(s["step"]) or real(p, s))
+    real = checkpoint.save_checkpoint
+    monkeypatch.setattr(checkpoint, "save_checkpoint", lambda p, s: saved.append(s["step"]) or real(p, s))
     path = tmp_path / "ckpt.pt"
-    train.fit(mlp(), train.make_loader(separable(), 8),
+    train.fit(mlp(), make_loader(separable(), 8),
               cpu(max_steps=7, checkpoint_path=path, checkpoint_every=3))
     assert saved == [3, 6, 7]
     state = checkpoint.load_checkpoint(path)
@@ -257,7 +259,7 @@ def test_checkpoints_every_n_steps_and_at_the_end(tmp_path, monkeypatch):
 
 def test_corrupt_or_foreign_checkpoint_raises_checkpoint_error(tmp_path):
     good = tmp_path / "good.pt"
-    train.fit(mlp(), train.make_loader(separable(), 8), cpu(max_steps=2, checkpoint_path=good))
+    train.fit(mlp(), make_loader(separable(), 8), cpu(max_steps=2, checkpoint_path=good))
     truncated, garbage, foreign, code = (tmp_path / n for n in ("t.pt", "g.pt", "f.pt", "c.pt"))
     truncated.write_bytes(good.read_bytes()[:200])
     garbage.write_bytes(b"not a checkpoint at all")
@@ -269,11 +271,11 @@ def test_corrupt_or_foreign_checkpoint_raises_checkpoint_error(tmp_path):
         assert "\n" not in str(err.value)
     for path in (foreign, truncated):
         with pytest.raises(CheckpointError):
-            train.fit(mlp(), train.make_loader(separable(), 8), cpu(), resume_from=path)
-    with pytest.raises(CheckpointError, match="batches per epoch"):
-        train.fit(mlp(), train.make_loader(separable(), 16), cpu(), resume_from=good)
+            train.fit(mlp(), make_loader(separable(), 8), cpu(), resume_from=path)
+    with pytest.raises(CheckpointError, match="batch_size=8, this run has batch_size=16"):
+        train.fit(mlp(), make_loader(separable(), 16), cpu(), resume_from=good)
     with pytest.raises(CheckpointError, match="does not fit"):
-        train.fit(mlp(classes=5), train.make_loader(separable(), 8), cpu(), resume_from=good)
+        train.fit(mlp(classes=5), make_loader(separable(), 8), cpu(), resume_from=good)
 
 
 def test_interrupted_save_leaves_old_checkpoint_and_no_partial_file(tmp_path, monkeypatch):
@@ -327,10 +329,10 @@ def test_cuda_training_and_resume(tmp_path, amp):
     data, path = separable(), tmp_path / "cuda.pt"
     cfg = dict(device="cuda", amp=amp, epochs=2, lr=0.02, channels_last=True)
     straight = mlp()
-    history = train.fit(straight, train.make_loader(data, 8, pin_memory=True), TrainConfig(**cfg))
-    train.fit(mlp(), train.make_loader(data, 8), TrainConfig(**cfg, max_steps=5, checkpoint_path=path))
+    history = train.fit(straight, make_loader(data, 8, pin_memory=True), TrainConfig(**cfg))
+    train.fit(mlp(), make_loader(data, 8), TrainConfig(**cfg, max_steps=5, checkpoint_path=path))
     resumed = mlp(seed=1)
-    again = train.fit(resumed, train.make_loader(data, 8), TrainConfig(**cfg), resume_from=path)
+    again = train.fit(resumed, make_loader(data, 8), TrainConfig(**cfg), resume_from=path)
     assert history.loss[-1] < history.loss[0] and again.step == history.step
     for p, q in zip(straight.parameters(), resumed.parameters()):
         assert torch.allclose(p, q, atol=1e-5)  # same kernels, so normally bitwise equal
