@@ -1,29 +1,22 @@
-"""How much memory does training take? Measure it, estimate it, find the limit.
+"""How much memory does training take? Measure it, estimate it, fit the batch to it.
 
 - :func:`track` / :func:`peak_memory`: the peak a piece of work *adds* to what was live
   when it started. CUDA: the caching allocator's counters. CPU: the profiler's memory
-  events (every tensor allocation and free, replayed over time).
+  events (every tensor allocation and free, replayed in time order).
 - :func:`estimate_training_memory`: parameters + gradients + optimizer state + activations.
-- :func:`largest_batch`: doubling then bisection, surviving out-of-memory errors;
-  :func:`oom_advice` turns an OOM into one sentence.
-- :func:`record_history` / :func:`dump_snapshot`: CUDA snapshots for pytorch.org/memory_viz.
+- :func:`fit_batch`: a profile's batch, halved until one step runs without out-of-memory.
 """
 
 from __future__ import annotations
 
 import gc
-import gzip
 import json
 import os
-import re
 import sys
 import tempfile
-import warnings
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
-from itertools import groupby
-from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 import torch
 from torch import nn
@@ -31,10 +24,6 @@ from torch.profiler import ProfilerActivity, profile
 
 from course_lib.device import label, pick, sync
 from course_lib.units import fmt_bytes
-
-_PREEXISTING = 1  # action index of Action.PREEXISTING in the profiler's raw timeline export
-_NEEDS_CUDA = ("Memory snapshots record the CUDA caching allocator, so they need a GPU; "
-               "on CPU use memory.peak_memory() for the profiler's view.")
 
 
 @dataclass
@@ -70,28 +59,35 @@ def _quiet_stderr() -> Iterator[None]:
         os.close(devnull)
 
 
-def _peak_added(raw_events: list) -> int:
-    """Highest live bytes above the start, from (time, action, ±bytes, category) events.
+def _peak_added(events: Iterable[tuple[float, int]]) -> int:
+    """Highest running sum of (time, ±bytes) events applied in time order, starting from 0.
 
-    Pre-existing tensors are the baseline, not counted; events with the same timestamp
-    are applied together, as in the profiler's own timeline plot.
+    Events at the same time keep their recorded order (the sort is stable).
     """
     live = peak = 0
-    for _, group in groupby(raw_events, key=lambda e: e[0]):
-        live += sum(n for _, action, n, _ in group if action != _PREEXISTING)
+    for _, n in sorted(events, key=lambda e: e[0]):
+        live += n
         peak = max(peak, live)
     return peak
 
 
+def _cpu_memory_events(trace: dict) -> list[tuple[float, int]]:
+    """(time in µs, ±bytes) of every CPU allocation and free in a Chrome trace export."""
+    return [(e["ts"], int(e["args"]["Bytes"])) for e in trace.get("traceEvents", [])
+            if e.get("name") == "[memory]" and int(e.get("args", {}).get("Device Type", 0)) == 0]
+
+
 def _profiler_peak(prof: profile) -> int:
-    """Peak bytes added during `prof`, read from the raw memory-timeline export."""
-    with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
-        # Deprecated in favour of CUDA snapshots, which have no CPU counterpart.
-        warnings.simplefilter("ignore", FutureWarning)
-        path = os.path.join(tmp, "timeline.raw.json.gz")
-        prof.export_memory_timeline(path, device="cpu")
-        with gzip.open(path, "rt") as f:
-            return _peak_added(json.load(f))
+    """Peak bytes added during `prof`, from the ``[memory]`` events of its Chrome trace.
+
+    ``prof.events()`` folds allocations made inside an op into that op's total, without
+    their times; the trace keeps each allocation and free with its own timestamp.
+    """
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "trace.json")
+        prof.export_chrome_trace(path)
+        with open(path, encoding="utf-8") as f:
+            return _peak_added(_cpu_memory_events(json.load(f)))
 
 
 @contextmanager
@@ -109,8 +105,7 @@ def _track_cuda(device: torch.device) -> Iterator[MemoryReading]:
 @contextmanager
 def _track_cpu(device: torch.device) -> Iterator[MemoryReading]:
     reading = MemoryReading(str(device), method="profiler memory events")
-    prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True,
-                   record_shapes=True, with_stack=True)  # the memory timeline needs all three
+    prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
     with _quiet_stderr():  # C++ writes only: exceptions, and Python output in Jupyter, still show
         prof.start()
         try:
@@ -130,7 +125,7 @@ def track(device: torch.device | str | None = None) -> AbstractContextManager[Me
     replayed in time order (frees of memory allocated before the block are invisible to
     it); the profiler slows the block and silences C-level stderr while it runs.
     """
-    device = pick(str(device)) if device is not None else pick()
+    device = pick(device) if device is not None else pick()
     if device.type == "cuda":
         return _track_cuda(device)
     if device.type == "cpu":
@@ -232,58 +227,19 @@ def is_oom(exc: BaseException) -> bool:
     return isinstance(exc, RuntimeError) and ("out of memory" in text or "can't allocate" in text)
 
 
-def _fits(try_fn: Callable[[int], object], batch: int, budget_bytes: int | None,
-          device: torch.device, verbose: bool) -> bool:
-    """Run `try_fn(batch)`; False on OOM or when its measured peak exceeds the budget."""
+def _fits(try_fn: Callable[[int], object], batch: int, device: torch.device) -> bool:
+    """Run `try_fn(batch)`; False if it ran out of memory. Other errors propagate."""
     try:
-        if budget_bytes is None:
-            try_fn(batch)
-            sync(device)
-            ok, note = True, "ran"
-        else:
-            peak = peak_memory(lambda: try_fn(batch), device).peak_bytes
-            ok, note = peak <= budget_bytes, f"peak {fmt_bytes(peak)}, budget {fmt_bytes(budget_bytes)}"
+        try_fn(batch)
+        sync(device)
+        return True
     except Exception as exc:  # only OOM is swallowed; anything else is re-raised
         if not is_oom(exc):
             raise
-        ok, note = False, "out of memory"
-    if not ok:  # outside the except block, so the traceback's tensors are already released
-        gc.collect()
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
-    if verbose:
-        print(f"batch {batch:>6}: {'fits' if ok else 'too big':<7} ({note})")
-    return ok
-
-
-def largest_batch(try_fn: Callable[[int], object], *, start: int = 1, limit: int = 4096,
-                  budget_bytes: int | None = None, device: torch.device | str | None = None,
-                  verbose: bool = False) -> int:
-    """The largest batch size in [start, limit] for which `try_fn(batch)` fits in memory.
-
-    Doubles from `start` until a batch fails, then bisects between the last success and
-    the first failure (memory must grow with the batch). Out-of-memory errors are caught
-    and the CUDA cache emptied. With `budget_bytes`, a batch fits when its measured peak
-    (:func:`peak_memory` on `device`) stays within the budget: a *simulated* smaller
-    memory, not a real OOM; that is how this runs on CPU.
-    """
-    if not 1 <= start <= limit:
-        raise ValueError(f"Need 1 <= start <= limit, got start={start}, limit={limit}.")
-    device = pick(str(device)) if device is not None else pick()
-    good, bad, batch = 0, limit + 1, start
-    while _fits(try_fn, batch, budget_bytes, device, verbose):
-        good = batch
-        if batch == limit:
-            break
-        batch = min(2 * batch, limit)
-    else:
-        bad = batch
-    if good == 0:
-        raise _no_batch_fits(start, device)
-    while bad - good > 1:
-        mid = (good + bad) // 2
-        good, bad = (mid, bad) if _fits(try_fn, mid, budget_bytes, device, verbose) else (good, mid)
-    return good
+    gc.collect()  # outside the except block, so the traceback's tensors are already released
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    return False
 
 
 def fit_batch(try_fn: Callable[[int], object], batch: int,
@@ -293,56 +249,12 @@ def fit_batch(try_fn: Callable[[int], object], batch: int,
     halving. A batch that fits costs one call; errors other than out-of-memory propagate."""
     if batch < 1:
         raise ValueError(f"Need batch >= 1, got {batch}.")
-    device = pick(str(device)) if device is not None else pick()
-    while not _fits(try_fn, batch, None, device, verbose=False):
+    device = pick(device) if device is not None else pick()
+    while not _fits(try_fn, batch, device):
         if batch == 1:
-            raise _no_batch_fits(1, device)
+            raise NoBatchFits(f"Even batch size 1 does not fit on {device}; shrink the model "
+                              "or input, or use bf16 autocast or activation checkpointing.")
         print(f"Batch {batch} ran out of memory on {label(device)}: using {batch // 2} instead "
-              "(the same measurement at a smaller batch; notebook 09 finds the largest).")
+              "(the same measurement at a smaller batch).")
         batch //= 2
     return batch
-
-
-def _no_batch_fits(batch: int, device: torch.device) -> NoBatchFits:
-    return NoBatchFits(f"Even batch size {batch} does not fit on {device}; shrink the model "
-                       "or input, or use bf16 autocast or activation checkpointing.")
-
-
-def oom_advice(exc: BaseException, batch_size: int) -> str:
-    """One sentence on what to do after `exc`, an out-of-memory error at `batch_size`."""
-    if not is_oom(exc):
-        raise ValueError(f"Not an out-of-memory error: {type(exc).__name__}: {str(exc)[:120]}")
-    m = re.search(r"Tried to allocate ([\d.]+ [KMGT]?i?B)", str(exc))
-    where = f"Out of memory at batch size {batch_size}" + (f" (it asked for {m.group(1)} more)" if m else "")
-    if batch_size <= 1:
-        return f"{where}: shrink the model or input, or use bf16 autocast or activation checkpointing."
-    half = batch_size // 2
-    return (f"{where}: use batch {half} with {batch_size // half} gradient-accumulation steps for "
-            "the same effective batch, or bf16 autocast, or activation checkpointing.")
-
-
-def record_history(enabled: bool = True, max_entries: int = 100_000) -> bool:
-    """Start (or stop) recording CUDA allocations with stack traces, for :func:`dump_snapshot`.
-
-    Returns True when recording changed; without CUDA it prints why and returns False.
-    """
-    if not torch.cuda.is_available():
-        if enabled:
-            print(_NEEDS_CUDA)
-        return False
-    torch.cuda.memory._record_memory_history("all" if enabled else None, max_entries=max_entries)
-    return True
-
-
-def dump_snapshot(path: str | os.PathLike) -> Path | None:
-    """Write the recorded CUDA snapshot (a pickle for https://pytorch.org/memory_viz).
-
-    Returns the path written; without CUDA it prints why and returns None.
-    """
-    if not torch.cuda.is_available():
-        print(_NEEDS_CUDA)
-        return None
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    torch.cuda.memory._dump_snapshot(str(path))
-    return path
