@@ -21,9 +21,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from course_lib import check, memory, train
+from course_lib.data import TensorLoader
 from course_lib.device import cpu_flags, tf32
 from course_lib.device import label as device_label
-from course_lib.loading import TensorLoader
 from course_lib.units import fmt_bytes, fmt_time
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -369,8 +369,9 @@ def train_run(name: str, make_model: ModelFn, batches: TensorLoader, *, steps: i
     model, x = make_model(), batches.x
     if name == "pure .half()":
         model, x = model.half(), x.half()
-    batches = TensorLoader(x, batches.y, batches.batch_size,  # fit orders it by (seed, epoch)
-                           drop_last=batches.batch_sampler.drop_last)
+    order = batches.batch_sampler  # a copy keeps the caller's loader as it was; fit sets its epoch
+    batches = TensorLoader(x, batches.y, order.batch_size, shuffle=order.shuffle, seed=order.seed,
+                           drop_last=order.drop_last)
     cfg = train.TrainConfig(amp=amp, max_steps=steps, epochs=-(-steps // len(batches)), lr=lr,
                             optimizer=optimizer, device=device, channels_last=channels_last,
                             log_every=log_every, seed=seed)

@@ -1,5 +1,7 @@
 """Tests for course_lib.accumulate: k micro-batches vs one big batch, and what breaks it."""
 
+import copy
+
 import pytest
 import torch
 import torch.nn as nn
@@ -135,6 +137,29 @@ def test_fp16_gradscaler_step_on_cpu():
 @pytest.mark.gpu
 def test_fp16_gradscaler_step_on_cuda():
     _fp16_step_updates_scale_once("cuda")
+
+
+def test_accumulation_step_skips_an_overflowed_step_through_the_scaler():
+    torch.manual_seed(0)
+    model = nn.Linear(4, 3)
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(8, 4, generator=g), torch.randint(0, 3, (8,), generator=g)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0, growth_interval=1)
+    before = [p.detach().clone() for p in model.parameters()]
+
+    bad_x = x.clone()
+    bad_x[5, 0] = float("inf")  # an overflow in the second micro-batch
+    acc.accumulation_step(model, opt, acc.split_batch(bad_x, y, 2), scaler=scaler)
+    assert all(torch.equal(p, b) for p, b in zip(model.parameters(), before))  # step skipped
+    assert scaler.get_scale() == 512.0  # and the scale halved
+
+    ref = acc.gradients(copy.deepcopy(model), [(x, y)])  # the true gradient, unscaled
+    grad = acc.accumulation_step(model, opt, acc.split_batch(x, y, 2), scaler=scaler)
+    assert torch.allclose(grad, ref, atol=acc.FP32_ATOL, rtol=acc.FP32_RTOL)  # read unscaled
+    moved = torch.cat([(b - p.detach()).flatten() for p, b in zip(model.parameters(), before)])
+    assert torch.allclose(moved, 0.1 * ref, atol=1e-6, rtol=1e-5)  # the step used the true gradient
+    assert scaler.get_scale() == 1024.0  # a clean step grows it again (growth_interval=1)
 
 
 def test_memory_stays_flat_with_accumulation():

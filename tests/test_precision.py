@@ -10,7 +10,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from course_lib import loading, models, precision
+from course_lib import data, models, precision
 
 
 def tiny_cnn() -> nn.Module:
@@ -160,17 +160,36 @@ def test_cpu_16bit_flags(tmp_path):
 
 def test_train_run_fp32_learns_and_reports(images):
     x, y = images
-    r = precision.train_run("fp32", tiny_cnn, loading.TensorLoader(x, y, 16), steps=20,
+    r = precision.train_run("fp32", tiny_cnn, data.TensorLoader(x, y, 16), steps=20,
                             lr=1e-2, device="cpu")
     assert len(r.history.loss) == 20 and r.step_s > 0 and r.images_per_s > 0
     assert min(r.history.loss[-5:]) < r.history.loss[0]
     assert r.first_nan_step is None and "img/s" in str(r)
 
 
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_train_run_keeps_the_callers_batch_order(shuffle):
+    x = torch.arange(12.0).view(12, 1, 1, 1).expand(12, 3, 2, 2).contiguous()  # row i is all i
+    y = torch.arange(12) % 3
+    seen: list[torch.Tensor] = []
+
+    def recording_linear() -> nn.Module:
+        model = tiny_linear()
+        model.register_forward_pre_hook(lambda _m, args: seen.append(args[0][:, 0, 0, 0].clone()))
+        return model
+
+    loader = data.TensorLoader(x, y, 4, shuffle=shuffle)
+    precision.train_run("fp32", recording_linear, loader, steps=3, lr=1e-3, device="cpu")
+    rows = torch.cat(seen).long()  # which rows were trained on, in order
+    assert sorted(rows.tolist()) == list(range(12))  # one epoch: every row once
+    assert (rows.tolist() == list(range(12))) is (not shuffle)  # in order exactly when not shuffled
+    assert loader.batch_sampler.epoch == 0 and loader.batch_sampler.shuffle is shuffle  # untouched
+
+
 @pytest.mark.parametrize("name", ["fp16+GradScaler", "bf16"])
 def test_train_run_amp_starts_where_fp32_starts(images, name):
     x, y = images
-    batches = loading.TensorLoader(x, y, 16)
+    batches = data.TensorLoader(x, y, 16)
     base = precision.train_run("fp32", tiny_cnn, batches, steps=3, lr=1e-3, device="cpu")
     amp = precision.train_run(name, tiny_cnn, batches, steps=3, lr=1e-3, device="cpu")
     assert all(math.isfinite(v) for v in amp.history.loss)
@@ -179,11 +198,11 @@ def test_train_run_amp_starts_where_fp32_starts(images, name):
 
 def test_pure_half_adam_run_goes_nan(small_inputs):
     x, y = small_inputs
-    r = precision.train_run("pure .half()", tiny_linear, loading.TensorLoader(x, y, 8), steps=3,
+    r = precision.train_run("pure .half()", tiny_linear, data.TensorLoader(x, y, 8), steps=3,
                             lr=1e-3, device="cpu")
     assert r.first_nan_step == 2  # step 1's update wrote inf into the weights
     with pytest.raises(ValueError, match="Unknown precision"):
-        precision.train_run("fp8", tiny_linear, loading.TensorLoader(x, y, 8), steps=1, lr=1e-3,
+        precision.train_run("fp8", tiny_linear, data.TensorLoader(x, y, 8), steps=1, lr=1e-3,
                             device="cpu")
 
 
@@ -198,5 +217,5 @@ def test_bf16_step_needs_less_memory_than_fp32():
 
 def test_quick_run_summarises(images):
     x, y = images
-    line = precision.quick_run("bf16", tiny_cnn, loading.TensorLoader(x, y, 16), steps=2)
+    line = precision.quick_run("bf16", tiny_cnn, data.TensorLoader(x, y, 16), steps=2)
     assert line.startswith("bf16: 2 steps") and "img/s" in line and "→" in line
