@@ -1,14 +1,24 @@
 """Helpers for the GPU Training Workbook; each module is one concern.
 
-profiles  run profiles (smoke/cpu/gpu/auto) and the per-notebook size table
-device    pick the device, describe the hardware, require_gpus
-bench     honest timing (torch.utils.benchmark, CUDA events), measured peak matmul rate
-report    per-notebook measurements (JSON) and the you-vs-reference table
-plot      the shared figures
-check     automatic checks for exercises and in-notebook claims
-data      procedural shapes dataset, CIFAR-10/MNIST loaders
-models    the fixed seed CNN, torchvision ResNets
-train     the training loop (AMP, accumulation, clipping, checkpoints, exact resume)
-memory    peak memory (CUDA allocator / profiler events), estimator, largest batch
-catalog, runner, cli   the `course` command: check and run
+Shared infrastructure, used by several notebooks and the `course` command:
+
+profiles    run profiles (smoke/cpu/gpu/auto) and the per-notebook size table
+device      pick the device, describe the hardware (cpuinfo), the TF32 switch, require_gpus
+units       times, sizes and rates in human units ('41.3 ms', '12.4 GiB', '3.1 GB/s')
+bench       honest timing (torch.utils.benchmark, CUDA events), measured peak matmul rate
+report      per-notebook measurements (JSON) and the you-vs-reference table
+plot        the shared figures
+check       automatic checks for exercises and in-notebook claims
+data        procedural shapes dataset, tensor and replayable loaders, CIFAR-10/MNIST
+models      the fixed seed CNN, torchvision ResNets
+train       the training loop (AMP, accumulation, clipping, LR schedule, exact resume)
+checkpoint  checkpoint files: atomic writes, a digest, clear errors, RNG states
+memory      peak memory (CUDA allocator / profiler events), estimator, fit_batch
+runner, cli, catalog   the `course` command: check and run
+
+One notebook each (its scaffolding, tested like the rest):
+
+loading     02 first CNN: data-loading throughput (workers, pinned memory, channels_last)
+precision   03 mixed precision: formats, loss scaling, runs compared by precision
+accumulate  04 gradient accumulation: micro-batches vs one big batch, what breaks it
 """
