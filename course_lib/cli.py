@@ -41,8 +41,15 @@ def _select(names: list[str], folder: Path) -> list[Path]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """Execute notebooks under one profile; non-zero exit if any fails."""
+    """Execute notebooks under one profile; non-zero exit if any fails.
+
+    With ``--record`` (gpu profile only, checked before anything runs) the reports that the
+    notebooks executed OK in this run saved are merged into ``results/<device>.json``.
+    """
     profile = profiles.resolve(args.profile)
+    if args.record and profile != "gpu":
+        raise report.RecordError(f"--record takes only the gpu profile, not {profile!r}: "
+                                 f"reference results come from full runs on a GPU.")
     out = Path(args.out)
     notebooks = _select(args.notebooks, Path(args.dir))
     results = []
@@ -56,11 +63,23 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not result.ok:
             tqdm.write(f"FAILED {nb.name}, {result.error}")
     print(runner.write_summary(results, profile, out))
-    failed = [r for r in results if not r.ok]
-    if args.record and not failed:
-        path = report.record_reference(report.load_reports(out / "reports"))
-        print(f"reference results recorded in {path}")
+    failed = [r.notebook for r in results if not r.ok]
+    if args.record:
+        _record([r for r in results if r.ok], failed, out)
     return 1 if failed else 0
+
+
+def _record(ok: list[runner.RunResult], failed: list[str], out: Path) -> None:
+    """Record the reports of the notebooks in `ok` (this run's, executed OK) as reference."""
+    found = runner.reports(ok, out)
+    silent = [r.notebook for r in ok if r.notebook not in found]
+    if failed:
+        print(f"course: not recorded, failed in this run: {', '.join(failed)}.", file=sys.stderr)
+    if silent:
+        print(f"course: not recorded, saved no report: {', '.join(silent)}.", file=sys.stderr)
+    if found or not failed:
+        path = report.record_reference(found)
+        print(f"reference results of {', '.join(found)} recorded in {path}")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -75,7 +94,8 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--timeout", type=int, default=900, help="seconds allowed per cell")
     run.add_argument("--no-html", action="store_true", help="skip the HTML export")
     run.add_argument("--record", action="store_true",
-                     help="merge the measurements into results/<device>.json (reference runs)")
+                     help="gpu profile only: merge the reports of the notebooks that ran OK into "
+                          "results/<device>.json (reference runs)")
     run.set_defaults(fn=cmd_run)
     return p
 
@@ -84,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return args.fn(args)
-    except profiles.ProfileError as exc:
+    except (profiles.ProfileError, report.RecordError) as exc:
         print(f"course: {exc}", file=sys.stderr)
         return 2
 

@@ -8,6 +8,7 @@ import datetime as _dt
 import json
 import os
 import re
+import tempfile
 from pathlib import Path
 
 import torch
@@ -27,6 +28,34 @@ def results_dir() -> Path:
     return Path(os.environ.get("COURSE_RESULTS_DIR") or REPO / "results")
 
 
+class RecordError(ValueError):
+    """Reports that must not become reference results (wrong profile, device or file)."""
+
+
+def report_path(notebook: str, build: Path | None = None) -> Path:
+    """Where a run whose build folder is `build` (default :func:`build_dir`) keeps the report
+    of `notebook` (the notebook file's stem): ``<build>/reports/<notebook>.json``."""
+    return Path(build or build_dir()) / "reports" / f"{notebook}.json"
+
+
+def write_text_atomic(path: Path, text: str) -> Path:
+    """Write `text` to `path` via a temporary file in the same folder and ``os.replace``,
+    so readers (and a crash mid-write) see the old file or the new one, never half of one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
 def _fmt(value: object) -> str:
     if isinstance(value, float):
         return f"{value:,.4g}" if abs(value) < 1e4 else f"{value:,.0f}"
@@ -44,6 +73,7 @@ class Report:
             "notebook": notebook,
             "profile": profile,
             "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else f"cpu: {info.name}",
+            "device_type": dev.type,  # "cuda" for a GPU run: only those become reference results
             "torch": info.torch,
             "cuda": info.cuda,
             "date": _dt.date.today().isoformat(),
@@ -60,12 +90,10 @@ class Report:
         return {**self.meta, "measurements": self.rows}
 
     def save(self, folder: Path | None = None) -> Path:
-        """Write ``<folder>/<notebook>.json`` (default ``build/reports``) and return its path."""
-        folder = Path(folder or build_dir() / "reports")
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"{self.notebook}.json"
-        path.write_text(json.dumps(self.to_dict(), indent=1))
-        return path
+        """Write ``<folder>/<notebook>.json`` (default :func:`report_path`) atomically and
+        return its path."""
+        path = Path(folder) / f"{self.notebook}.json" if folder else report_path(self.notebook)
+        return write_text_atomic(path, json.dumps(self.to_dict(), indent=1))
 
     def table(self) -> str:
         """This run's measurements beside the recorded reference run, if there is one."""
@@ -93,19 +121,56 @@ def reference(notebook: str) -> tuple[str | None, dict]:
     return None, {}
 
 
-def load_reports(folder: Path) -> dict[str, dict]:
-    """All notebook reports in `folder`, keyed by notebook name."""
-    return {p.stem: json.loads(p.read_text()) for p in sorted(Path(folder).glob("*.json"))}
+def device_slug(device: str) -> str:
+    """File name stem of a device's reference results: 'NVIDIA H100 80GB' -> 'nvidia-h100-80gb'."""
+    return re.sub(r"[^a-z0-9]+", "-", device.lower()).strip("-")
+
+
+def check_reference(reports: dict[str, dict]) -> str:
+    """The one GPU that made every report in `reports` (notebook -> report dict), or a
+    :class:`RecordError` if they are empty, from a profile other than gpu, from several
+    devices, or from a CPU."""
+    if not reports:
+        raise RecordError("Nothing to record: no notebook of this run wrote a report.")
+    not_gpu_profile = sorted(nb for nb, r in reports.items() if r.get("profile") != "gpu")
+    if not_gpu_profile:
+        raise RecordError(f"Reference results come from the gpu profile only, but the reports of "
+                          f"{', '.join(not_gpu_profile)} were made under another profile.")
+    devices = sorted({str(r.get("device")) for r in reports.values()})
+    if len(devices) > 1:
+        raise RecordError(f"The reports name {len(devices)} devices ({'; '.join(devices)}): "
+                          f"a reference run must come from one GPU.")
+    on_cpu = sorted(nb for nb, r in reports.items() if r.get("device_type") != "cuda")
+    if on_cpu:
+        raise RecordError(f"Reference results must come from a GPU, but {', '.join(on_cpu)} ran "
+                          f"on {devices[0]}.")
+    return devices[0]
 
 
 def record_reference(reports: dict[str, dict], folder: Path | None = None) -> Path:
-    """Merge this run's reports into ``results/<device>.json`` (one file per device)."""
-    first = next(iter(reports.values()))
-    slug = re.sub(r"[^a-z0-9]+", "-", first["device"].lower()).strip("-")
-    path = Path(folder or results_dir()) / f"{slug}.json"
-    data = json.loads(path.read_text()) if path.exists() else {"notebooks": {}}
-    data.update({k: first[k] for k in ("device", "torch", "cuda", "date")})
+    """Merge this run's reports (notebook -> report dict) into ``results/<device>.json``.
+
+    Every report must come from the same GPU under the gpu profile (else
+    :class:`RecordError`, nothing written). Each notebook entry keeps its own device,
+    torch/CUDA versions and date; the top level names the device and the latest recording.
+    Notebooks recorded again replace their old entry; the file is written atomically.
+    """
+    dev = check_reference(reports)
+    path = Path(folder or results_dir()) / f"{device_slug(dev)}.json"
+    data: dict = {"notebooks": {}}
+    if path.exists():
+        try:
+            data = json.loads(path.read_text())
+        except ValueError:
+            data = None
+        if not isinstance(data, dict) or not isinstance(data.get("notebooks"), dict):
+            raise RecordError(f"{path} is not a reference results file (JSON with a 'notebooks' "
+                              f"object); move it aside to record a new one.")
+        if data.get("device") != dev:
+            raise RecordError(f"{path} holds results of {data.get('device')!r}, not {dev!r}; move "
+                              f"it aside to record this device.")
+    latest = max(reports.values(), key=lambda r: str(r.get("date")))
+    data.update({k: latest.get(k) for k in ("device", "torch", "cuda", "date")})
     data["notebooks"].update(reports)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=1))
-    return path
+    data["notebooks"] = dict(sorted(data["notebooks"].items()))
+    return write_text_atomic(path, json.dumps(data, indent=1))

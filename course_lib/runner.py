@@ -9,18 +9,42 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from unittest import mock
 
+import ipykernel.kernelspec
 import nbformat
 import papermill as pm
+from jupyter_client import AsyncKernelManager
+from jupyter_client.kernelspec import NATIVE_KERNEL_NAME, KernelSpec, KernelSpecManager
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from papermill.exceptions import PapermillExecutionError
+from traitlets import default
 from traitlets.config import Config
 
 from course_lib import report
-from course_lib.bench import fmt_time
+from course_lib.units import fmt_time
 
 # Kernels talk to us over local sockets (IPC), not TCP: nothing listens on a port, and
 # ipykernel has no reason to warn about unencrypted TCP in every learner's `make course`.
 KERNEL_CONFIG = Config({"KernelManager": {"transport": "ipc"}})
+
+
+class CurrentEnvKernelSpecManager(KernelSpecManager):
+    """Kernelspecs as Jupyter finds them, except ``python3``: ipykernel in the interpreter
+    running this code (``sys.executable``), whatever ``python3`` spec the user installed."""
+
+    def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
+        if kernel_name == NATIVE_KERNEL_NAME:
+            return self.kernel_spec_class(resource_dir=ipykernel.kernelspec.RESOURCES,
+                                          **ipykernel.kernelspec.get_kernel_dict())
+        return super().get_kernel_spec(kernel_name)
+
+
+class CurrentEnvKernelManager(AsyncKernelManager):
+    """nbclient's kernel manager, with ``python3`` meaning this interpreter (like nbval's
+    ``--nbval-current-env``): notebooks run with the course's torch, not another Python's."""
+
+    @default("kernel_spec_manager")
+    def _kernel_spec_manager_default(self) -> KernelSpecManager:
+        return CurrentEnvKernelSpecManager(data_dir=self.data_dir)
 
 
 @dataclass
@@ -49,10 +73,27 @@ def _failing_cell(output: Path) -> str:
     return "unknown cell"
 
 
+def reports(results: list[RunResult], out_dir: Path) -> dict[str, dict]:
+    """The reports that the notebooks of `results` saved in this run, keyed by notebook.
+
+    :func:`execute` deletes a notebook's old report before running it, so a report found
+    here was written by this run; reports of notebooks not in `results` are ignored.
+    """
+    found = {}
+    for r in results:
+        path = report.report_path(r.notebook, out_dir)
+        if path.exists():
+            found[r.notebook] = json.loads(path.read_text())
+    return found
+
+
 def execute(notebook: Path, profile: str, out_dir: Path, timeout_s: int = 900) -> RunResult:
-    """Run `notebook` with ``PROFILE=profile`` in its own folder; write the executed copy."""
+    """Run `notebook` with ``PROFILE=profile`` in its own folder, in a kernel of this Python
+    (``sys.executable``); write the executed copy. Its report from an earlier run is deleted
+    first, so the report left afterwards (if any) is this run's."""
     out_dir = out_dir.resolve()  # the kernel runs in the notebook's folder, not ours
     out_dir.mkdir(parents=True, exist_ok=True)
+    report.report_path(notebook.stem, out_dir).unlink(missing_ok=True)
     output = out_dir / notebook.name
     start = time.perf_counter()
     error = None
@@ -60,7 +101,8 @@ def execute(notebook: Path, profile: str, out_dir: Path, timeout_s: int = 900) -
         with mock.patch.dict(os.environ, COURSE_BUILD_DIR=str(out_dir),  # reports land here
                              COURSE_HEADLESS="1"):  # text bars, which a saved notebook keeps
             pm.execute_notebook(str(notebook), str(output), parameters={"PROFILE": profile},
-                                cwd=str(notebook.parent), kernel_name="python3",
+                                cwd=str(notebook.parent), kernel_name=NATIVE_KERNEL_NAME,
+                                kernel_manager_class=CurrentEnvKernelManager,
                                 progress_bar=False, execution_timeout=timeout_s,
                                 config=KERNEL_CONFIG, coalesce_streams=True)  # bar: last frame
     except PapermillExecutionError as exc:
@@ -84,11 +126,11 @@ def export_html(executed: Path) -> Path:
 
 def summary(results: list[RunResult], profile: str, out_dir: Path) -> str:
     """A Markdown table of the run: notebook, status, wall time, measurements recorded."""
-    reports = report.load_reports(out_dir / "reports")
+    found = reports(results, out_dir)
     lines = [f"profile {profile}", "", "| notebook | status | wall time | measurements |",
              "|---|---|---|---|"]
     for r in results:
-        n = len(reports.get(r.notebook, {}).get("measurements", {}))
+        n = len(found.get(r.notebook, {}).get("measurements", {}))
         status = "ok" if r.ok else f"FAILED: {r.error}"
         lines.append(f"| {r.notebook} | {status} | {fmt_time(r.seconds)} | {n} |")
     total = sum(r.seconds for r in results)

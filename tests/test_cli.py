@@ -1,12 +1,14 @@
 """The `course` command as a user meets it: check, run, bad input, failing notebooks."""
 
+import json
+import os
 import subprocess
 import sys
 
 import nbformat
 import pytest
 
-from course_lib import catalog, cli, device
+from course_lib import catalog, cli, device, profiles, report, runner
 
 
 def run_course(*args: str, cwd=None) -> subprocess.CompletedProcess:
@@ -96,3 +98,126 @@ def test_successful_run_writes_notebook_html_reports_and_summary(tmp_path):
     assert (tmp_path / "out" / "reports" / "00_ok.json").exists()
     summary = (tmp_path / "out" / "summary.md").read_text()
     assert "| 00_ok | ok |" in summary and "| 1 |" in summary and "1/1 notebooks ok" in summary
+
+
+# ---- course run --record (no real notebook runs: runner.execute is replaced) ------------
+
+GPU = "NVIDIA Test GPU"
+
+
+class FakeRuns:
+    """Stands in for runner.execute: each notebook saves a report the way a notebook does
+    (report.Report(...).save()), made on `devices[stem]`, and fails if its stem is in `fail`."""
+
+    def __init__(self, devices: dict[str, str] | None = None, fail: tuple[str, ...] = ()):
+        self.devices, self.fail, self.calls = devices or {}, fail, []
+
+    def __call__(self, nb, profile, out_dir, timeout_s=900):
+        self.calls.append(nb.stem)
+        if nb.stem in self.fail:
+            return runner.RunResult(nb.stem, False, 0.5, str(out_dir / nb.name), "code cell 2: boom")
+        device_name = self.devices.get(nb.stem, GPU)
+        rep = report.Report(nb.stem, profile, "cpu")
+        if not device_name.startswith("cpu"):
+            rep.meta.update(device=device_name, device_type="cuda", cuda="12.8")
+        rep.add("rate", float(len(self.calls)), "GFLOP/s")
+        rep.save(report.report_path(nb.stem, out_dir).parent)
+        return runner.RunResult(nb.stem, True, 0.5, str(out_dir / nb.name))
+
+
+@pytest.fixture
+def course(tmp_path, monkeypatch):
+    """(notebook folder with 00_a, 01_b, 02_c, output folder, results folder, run)."""
+    nbs, out, results = tmp_path / "nbs", tmp_path / "out", tmp_path / "results"
+    nbs.mkdir()
+    for stem in ("00_a", "01_b", "02_c"):
+        (nbs / f"{stem}.ipynb").write_text("{}")
+    monkeypatch.setenv("COURSE_RESULTS_DIR", str(results))
+
+    def run(fake: FakeRuns, *args: str) -> int:
+        monkeypatch.setattr(runner, "execute", fake)
+        return cli.main(["--dir", str(nbs), "run", "--no-html", "--out", str(out), *args])
+
+    return nbs, out, results, run
+
+
+def stderr_lines(capsys) -> list[str]:
+    """What `course` said on stderr, less the progress bar's frames."""
+    err = capsys.readouterr().err.replace("\r", "\n")
+    return [ln for ln in err.splitlines() if ln.strip() and not ln.startswith("course run (")]
+
+
+@pytest.mark.parametrize("profile", ["smoke", "cpu", "auto"])
+def test_record_refuses_other_profiles_before_running_anything(course, capsys, monkeypatch, profile):
+    nbs, out, results, run = course
+    monkeypatch.setattr(profiles.torch.cuda, "is_available", lambda: False)  # auto -> cpu
+    fake = FakeRuns()
+    assert run(fake, "--profile", profile, "--record") == 2
+    resolved = "cpu" if profile == "auto" else profile
+    assert stderr_lines(capsys) == [f"course: --record takes only the gpu profile, not {resolved!r}: "
+                                    "reference results come from full runs on a GPU."]
+    assert fake.calls == [] and not out.exists() and not results.exists()
+
+
+def test_record_takes_only_reports_of_notebooks_that_ran_ok_now(course, capsys):
+    nbs, out, results, run = course
+    for stale in ("01_b", "09_old"):  # an earlier run's GPU reports, still in the output folder
+        rep = report.Report(stale, "gpu", "cpu")
+        rep.meta.update(device=GPU, device_type="cuda")
+        rep.save(out / "reports")
+    fake = FakeRuns(fail=("01_b",))
+    assert run(fake, "--profile", "gpu", "--record") == 1  # a failure is still a failed run
+    assert fake.calls == ["00_a", "01_b", "02_c"]
+    data = json.loads((results / "nvidia-test-gpu.json").read_text())
+    assert set(data["notebooks"]) == {"00_a", "02_c"}
+    assert "not recorded, failed in this run: 01_b." in capsys.readouterr().err
+
+
+def test_record_writes_exactly_the_executed_notebooks_and_merges(course, capsys):
+    nbs, out, results, run = course
+    assert run(FakeRuns(), "00", "01", "--profile", "gpu", "--record") == 0
+    assert run(FakeRuns(), "01", "02", "--profile", "gpu", "--record") == 0
+    files = list(results.iterdir())
+    assert [f.name for f in files] == ["nvidia-test-gpu.json"]
+    data = json.loads(files[0].read_text())
+    assert list(data["notebooks"]) == ["00_a", "01_b", "02_c"]
+    # 01_b was recorded again (as the second run's first notebook): its new entry replaced the old
+    assert [data["notebooks"][nb]["measurements"]["rate"]["value"] for nb in data["notebooks"]] == [1, 1, 2]
+    assert data["device"] == GPU and data["torch"] and data["date"]
+    for entry in data["notebooks"].values():
+        assert entry["device"] == GPU and entry["profile"] == "gpu" and entry["cuda"] == "12.8"
+    assert "recorded in" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("devices, named", [
+    ({"01_b": "NVIDIA Other GPU"}, f"(NVIDIA Other GPU; {GPU})"),
+    ({stem: "cpu" for stem in ("00_a", "01_b", "02_c")}, "must come from a GPU"),
+], ids=["mixed-devices", "cpu"])
+def test_record_refuses_reports_not_from_one_gpu(course, capsys, devices, named):
+    nbs, out, results, run = course
+    old = results / "nvidia-test-gpu.json"
+    results.mkdir()
+    old.write_text('{"device": "NVIDIA Test GPU", "notebooks": {}}')
+    assert run(FakeRuns(devices), "--profile", "gpu", "--record") == 2
+    lines = stderr_lines(capsys)
+    assert len(lines) == 1 and lines[0].startswith("course: ") and named in lines[0]
+    assert [f.name for f in results.iterdir()] == [old.name]
+    assert old.read_text() == '{"device": "NVIDIA Test GPU", "notebooks": {}}'
+
+
+def test_an_interrupted_record_leaves_the_previous_results_file(course, monkeypatch):
+    nbs, out, results, run = course
+    assert run(FakeRuns(), "00", "--profile", "gpu", "--record") == 0
+    path = results / "nvidia-test-gpu.json"
+    before = path.read_bytes()
+    real_replace = os.replace
+
+    def replace(src, dst):  # reports still save; the results file's rename fails
+        if os.path.dirname(dst) == str(results):
+            raise OSError("disk full (simulated)")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(report.os, "replace", replace)
+    with pytest.raises(OSError):
+        run(FakeRuns(), "--profile", "gpu", "--record")
+    assert path.read_bytes() == before and [f.name for f in results.iterdir()] == [path.name]

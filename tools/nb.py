@@ -7,8 +7,10 @@ Percent format: cells start with ``# %%`` (code) or ``# %% [markdown]``; tags go
 marker line as ``# %% tags=["parameters"]``. Markdown lines drop their leading ``# ``.
 
 ``freeze`` executes the notebook in its folder with ``COURSE_PROFILE=smoke`` (as nbval
-will), then strips every output and execution count except in cells tagged
-``keep_output``, whose deterministic output nbval compares (``nbval-check-output``).
+will), in a kernel of this Python (as ``course run`` does), then strips every output and
+execution count except in cells tagged ``keep_output``, whose deterministic output nbval
+compares (``nbval-check-output``). The notebook is rewritten atomically: a failed run or
+write leaves it as it was.
 """
 
 from __future__ import annotations
@@ -18,9 +20,13 @@ import os
 import re
 import sys
 from pathlib import Path
+from unittest import mock
 
 import nbformat
 from nbclient import NotebookClient
+
+from course_lib.report import write_text_atomic
+from course_lib.runner import CurrentEnvKernelManager
 
 MARKER = re.compile(r"^# %%(?P<md> \[markdown\])?(?: tags=(?P<tags>\[.*\]))?\s*$")
 
@@ -65,19 +71,26 @@ def strip(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     return nb
 
 
+def write_notebook(nb: nbformat.NotebookNode, path: Path) -> Path:
+    """Validate `nb` and write it to `path` atomically (temp file in the folder + os.replace)."""
+    nbformat.validate(nb)
+    return write_text_atomic(Path(path), nbformat.writes(nb))
+
+
 def freeze(path: Path) -> None:
     """Execute `path` under the smoke profile and strip it in place."""
     nb = nbformat.read(path, as_version=4)
-    os.environ["COURSE_PROFILE"] = "smoke"
-    NotebookClient(nb, timeout=600, kernel_name="python3",
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
-    nbformat.write(strip(nb), path)
+    with mock.patch.dict(os.environ, COURSE_PROFILE="smoke"):
+        NotebookClient(nb, timeout=600, kernel_name="python3",
+                       kernel_manager_class=CurrentEnvKernelManager,
+                       resources={"metadata": {"path": str(path.parent)}}).execute()
+    write_notebook(strip(nb), path)
     print(f"froze {path}")
 
 
 def main(argv: list[str]) -> None:
     if argv[:1] == ["new"] and len(argv) == 3:
-        nbformat.write(from_percent(Path(argv[1]).read_text()), argv[2])
+        write_notebook(from_percent(Path(argv[1]).read_text()), Path(argv[2]))
         print(f"wrote {argv[2]}")
     elif argv[:1] == ["freeze"] and len(argv) > 1:
         for p in argv[1:]:

@@ -1,0 +1,127 @@
+"""The notebook runner and the authoring tool: which Python runs the kernel, which reports
+belong to a run, and notebooks rewritten atomically."""
+
+import importlib.util
+import json
+import os
+import sys
+
+import nbformat
+import pytest
+from jupyter_client.kernelspec import KernelSpecManager
+
+from conftest import REPO
+from course_lib import report, runner
+
+
+def load_nb_tool():
+    """tools/nb.py as a module (tools/ is not a package)."""
+    spec = importlib.util.spec_from_file_location("nb_tool", REPO / "tools" / "nb.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def new_notebook(*sources: str, tags: list[str] | None = None) -> nbformat.NotebookNode:
+    nb = nbformat.v4.new_notebook()
+    params = nbformat.v4.new_code_cell('PROFILE = "auto"')
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [params] + [nbformat.v4.new_code_cell(s) for s in sources]
+    if tags:
+        nb.cells[-1].metadata["tags"] = tags
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    return nb
+
+
+def test_kernel_runs_in_this_python_despite_a_user_python3_kernelspec(tmp_path, monkeypatch):
+    decoy = tmp_path / "jupyter" / "kernels" / "python3"
+    decoy.mkdir(parents=True)
+    argv = ["/usr/bin/env", "false", "{connection_file}"]  # another "Python" that cannot start
+    (decoy / "kernel.json").write_text(json.dumps(
+        {"argv": argv, "display_name": "Python 3 (elsewhere)", "language": "python"}))
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "jupyter"))
+    assert KernelSpecManager().get_kernel_spec("python3").argv == argv  # Jupyter would pick it
+
+    nb_dir, out = tmp_path / "nbs", tmp_path / "out"
+    nb_dir.mkdir()
+    nbformat.write(new_notebook("import sys\nprint(sys.executable)"), nb_dir / "00_which.ipynb")
+    stale = report.report_path("00_which", out)
+    stale.parent.mkdir(parents=True)
+    stale.write_text(json.dumps(report.Report("00_which", "gpu", "cpu").to_dict()))
+
+    result = runner.execute(nb_dir / "00_which.ipynb", "smoke", out, timeout_s=120)
+    assert result.ok, result.error
+    executed = nbformat.read(result.output, as_version=4)
+    printed = [o["text"] for o in executed.cells[-1].outputs if o.get("name") == "stdout"]
+    assert [p.strip() for p in printed] == [sys.executable]
+    # the notebook saved no report this time: last run's report is gone, not taken for this one's
+    assert not stale.exists() and runner.reports([result], out) == {}
+
+
+def test_reports_are_those_of_the_notebooks_run(tmp_path):
+    for stem in ("00_a", "01_b"):
+        report.Report(stem, "smoke", "cpu").save(tmp_path / "reports")
+    results = [runner.RunResult("00_a", True, 1.0, str(tmp_path / "00_a.ipynb")),
+               runner.RunResult("02_c", True, 1.0, str(tmp_path / "02_c.ipynb"))]
+    found = runner.reports(results, tmp_path)
+    assert list(found) == ["00_a"] and found["00_a"]["notebook"] == "00_a"
+    summary = runner.summary(results, "smoke", tmp_path)
+    assert "| 00_a | ok |" in summary and "| 02_c | ok |" in summary and "01_b" not in summary
+
+
+def test_nb_write_is_atomic(tmp_path, monkeypatch):
+    nb_tool = load_nb_tool()
+    path = tmp_path / "00_x.ipynb"
+    nb_tool.write_notebook(new_notebook("x = 1"), path)
+    before = path.read_bytes()
+    assert nbformat.read(path, as_version=4).cells[-1].source == "x = 1"
+
+    def boom(src, dst):
+        raise OSError("disk full (simulated)")
+
+    monkeypatch.setattr(report.os, "replace", boom)
+    with pytest.raises(OSError):
+        nb_tool.write_notebook(new_notebook("x = 2"), path)
+    assert path.read_bytes() == before and os.listdir(tmp_path) == [path.name]
+
+
+class FakeClient:
+    """Stands in for nbclient's NotebookClient: 'executes' by giving every code cell output."""
+
+    seen: dict = {}
+    fail = False
+
+    def __init__(self, nb, **kwargs):
+        self.nb, FakeClient.seen = nb, dict(kwargs)
+
+    def execute(self):
+        FakeClient.seen["profile"] = os.environ.get("COURSE_PROFILE")
+        if FakeClient.fail:
+            raise RuntimeError("a cell failed (simulated)")
+        for i, cell in enumerate(self.nb.cells):
+            cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=f"out {i}\n")]
+            cell.execution_count = i + 1
+        return self.nb
+
+
+def test_freeze_keeps_only_kept_outputs_and_a_failed_run_leaves_the_notebook(tmp_path, monkeypatch):
+    nb_tool = load_nb_tool()
+    monkeypatch.setattr(nb_tool, "NotebookClient", FakeClient)
+    monkeypatch.delenv("COURSE_PROFILE", raising=False)
+    path = tmp_path / "00_x.ipynb"
+    nbformat.write(new_notebook("x = 1", "print(x)", tags=["keep_output"]), path)
+    FakeClient.fail = True
+    before = path.read_bytes()
+    with pytest.raises(RuntimeError):
+        nb_tool.freeze(path)
+    assert path.read_bytes() == before
+
+    FakeClient.fail = False
+    nb_tool.freeze(path)
+    frozen = nbformat.read(path, as_version=4)
+    assert [len(c.outputs) for c in frozen.cells] == [0, 0, 1]
+    assert frozen.cells[-1].outputs[0]["text"] == "out 2\n"
+    assert FakeClient.seen["profile"] == "smoke" and "COURSE_PROFILE" not in os.environ
+    assert FakeClient.seen["kernel_manager_class"] is runner.CurrentEnvKernelManager
+    assert os.listdir(tmp_path) == [path.name]
