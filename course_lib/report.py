@@ -40,11 +40,14 @@ def report_path(notebook: str, build: Path | None = None) -> Path:
 
 def write_text_atomic(path: Path, text: str) -> Path:
     """Write `text` to `path` via a temporary file in the same folder and ``os.replace``,
-    so readers (and a crash mid-write) see the old file or the new one, never half of one."""
+    so readers (and a crash mid-write) see the old file or the new one, never half of one.
+    The file keeps its permissions; a new one is readable by all (0644), not mkstemp's 0600."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.chmod(tmp, mode)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()

@@ -76,6 +76,10 @@ def test_save_is_atomic_and_a_failed_save_keeps_the_old_report(tmp_path, monkeyp
     path = rep.save(tmp_path)
     before = path.read_bytes()
     assert os.listdir(tmp_path) == [path.name]  # no temporary file left behind
+    assert path.stat().st_mode & 0o777 == 0o644  # readable by all, like a plain write
+    path.chmod(0o640)
+    rep.save(tmp_path)
+    assert path.stat().st_mode & 0o777 == 0o640  # a rewrite keeps the file's permissions
     rep.add("rate", 2.0)
     fail_replace(monkeypatch)
     with pytest.raises(OSError):
