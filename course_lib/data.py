@@ -15,6 +15,7 @@ Real data never downloads unless asked (`download=True`); missing files raise
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import os
@@ -23,9 +24,10 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import torch
-import torchvision
 from torch.utils.data import DataLoader, Dataset, Sampler
-from torchvision import transforms as T
+
+# torchvision (about 1.5 s to import) loads only when images are tiled or a real dataset
+# is read, so `train`, which imports this module for the batch order, starts fast.
 
 SHAPE_CLASSES = ("circle", "square", "triangle", "cross", "ring", "star")
 SPLITS = ("train", "val", "test")  # hashed by name into every image's seed
@@ -184,6 +186,8 @@ def loaders(n_train: int = 12_000, n_val: int = 2_000, resolution: int = 32, bat
 
 def grid(images: torch.Tensor, nrow: int = 8, mean: float = MEAN, std: float = STD) -> torch.Tensor:
     """Un-normalise (B, C, H, W) images and tile them: a (3, H', W') tensor in [0, 1] for imshow."""
+    import torchvision
+
     images = (images.detach().cpu() * std + mean).clamp(0, 1)
     return torchvision.utils.make_grid(images, nrow=nrow, padding=1)
 
@@ -306,19 +310,32 @@ def available(name: str, root: str | Path | None = None) -> bool:
     return all((folder / f).is_file() for f in FILES[name])
 
 
-class UnverifiedCIFAR10(torchvision.datasets.CIFAR10):
-    """torchvision's CIFAR10 with the md5 checks replaced by existence checks.
+@functools.cache
+def _unverified_cifar10() -> type:
+    import torchvision
 
-    torchvision compares every batch file with the md5 of the official archive, so a
-    subset, a re-pickled copy or a test fixture can never load. Setting the md5 entries to
-    None makes torchvision's own `check_integrity` test only that the file exists; all of
-    its reading code (pickle batches, HWC uint8 array, label names) runs unchanged. Used
-    only when the caller asks for it with `cifar10(..., verify=False)`.
-    """
+    class UnverifiedCIFAR10(torchvision.datasets.CIFAR10):
+        """torchvision's CIFAR10 with the md5 checks replaced by existence checks.
 
-    train_list = [[name, None] for name, _ in torchvision.datasets.CIFAR10.train_list]
-    test_list = [[name, None] for name, _ in torchvision.datasets.CIFAR10.test_list]
-    meta = {**torchvision.datasets.CIFAR10.meta, "md5": None}
+        torchvision compares every batch file with the md5 of the official archive, so a
+        subset, a re-pickled copy or a test fixture can never load. Setting the md5 entries
+        to None makes torchvision's own `check_integrity` test only that the file exists;
+        all of its reading code (pickle batches, HWC uint8 array, label names) runs
+        unchanged. Used only when the caller asks for it with `cifar10(..., verify=False)`.
+        """
+
+        train_list = [[name, None] for name, _ in torchvision.datasets.CIFAR10.train_list]
+        test_list = [[name, None] for name, _ in torchvision.datasets.CIFAR10.test_list]
+        meta = {**torchvision.datasets.CIFAR10.meta, "md5": None}
+
+    return UnverifiedCIFAR10
+
+
+def __getattr__(name: str) -> type:
+    """`data.UnverifiedCIFAR10`, built (and torchvision imported) on first use."""
+    if name == "UnverifiedCIFAR10":
+        return _unverified_cifar10()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _load(name: str, label: str, cls: type, root: str | Path | None, train: bool, download: bool,
@@ -349,8 +366,10 @@ def cifar10(root: str | Path | None = None, train: bool = True, download: bool =
     Default transform: ToTensor + Normalize(CIFAR10_STATS). `verify=False` skips the
     official md5 checks (see UnverifiedCIFAR10); the default keeps them.
     """
+    from torchvision import datasets, transforms as T
+
     transform = transform or T.Compose([T.ToTensor(), T.Normalize(*CIFAR10_STATS)])
-    cls = torchvision.datasets.CIFAR10 if verify else UnverifiedCIFAR10
+    cls = datasets.CIFAR10 if verify else _unverified_cifar10()
     hint = "the extracted files of cifar-10-python.tar.gz (data_batch_1..5, test_batch, batches.meta)"
     return _load("cifar10", "CIFAR-10", cls, root, train, download, transform, hint, checksums=verify)
 
@@ -362,6 +381,8 @@ def mnist(root: str | Path | None = None, train: bool = True, download: bool = F
     Default transform: ToTensor + Normalize(MNIST_STATS). torchvision checks only that
     the four raw files exist (their checksums are those of the .gz downloads).
     """
+    from torchvision import datasets, transforms as T
+
     transform = transform or T.Compose([T.ToTensor(), T.Normalize(*MNIST_STATS)])
     hint = "the four uncompressed files " + ", ".join(FILES["mnist"])
-    return _load("mnist", "MNIST", torchvision.datasets.MNIST, root, train, download, transform, hint)
+    return _load("mnist", "MNIST", datasets.MNIST, root, train, download, transform, hint)
