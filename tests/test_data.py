@@ -107,6 +107,53 @@ def test_bad_arguments_are_one_clear_error():
         data.ShapesDataset(10)[10]
 
 
+# ---- batch order: a function of (seed, epoch) ----------------------------------------
+
+
+def test_sampler_order_is_a_function_of_seed_and_epoch():
+    s = data.EpochBatchSampler(10, 3, seed=1)
+    s.set_epoch(0)
+    epoch0 = list(s)
+    assert sorted(i for b in epoch0 for i in b) == list(range(10)) and len(s) == len(epoch0) == 4
+    s.set_epoch(0, start_batch=2)
+    assert list(s) == epoch0[2:]
+    s.set_epoch(1)
+    assert list(s) != epoch0
+    s.set_epoch(0, seed=2)
+    assert list(s) != epoch0
+
+
+def test_tensor_loader_order_is_a_function_of_seed_and_epoch():
+    x, y = torch.arange(10.0)[:, None], torch.arange(10)
+    loader = data.TensorLoader(x, y, batch_size=4, seed=1)
+    assert len(loader) == 3 and loader.batch_size == 4
+
+    def one_pass(epoch: int, start_batch: int = 0) -> list[int]:
+        loader.batch_sampler.set_epoch(epoch, start_batch)
+        return torch.cat([yb for _, yb in loader]).tolist()
+
+    first, second = one_pass(0), one_pass(1)
+    assert sorted(first) == sorted(second) == list(range(10))  # every item once per pass
+    assert first != second and first != list(range(10))  # shuffled, anew each epoch
+    assert one_pass(0) == first  # the same epoch gives the same order
+    assert one_pass(1, start_batch=2) == second[8:]  # resuming skips finished batches
+    again = data.TensorLoader(x, y, batch_size=4, seed=1)
+    assert torch.cat([yb for _, yb in again]).tolist() == first  # seeded
+    for xb, yb in data.TensorLoader(x, y, 4, shuffle=False):
+        assert torch.equal(xb[:, 0].long(), yb)  # pairs stay together
+
+
+def test_tensor_loader_drop_last_and_bad_input():
+    x, y = torch.zeros(10, 2), torch.zeros(10, dtype=torch.long)
+    assert len(data.TensorLoader(x, y, 4, drop_last=True)) == 2
+    assert [len(b) for b, _ in data.TensorLoader(x, y, 4, drop_last=True)] == [4, 4]
+    with pytest.raises(ValueError, match="batch_size"):
+        data.TensorLoader(x, y[:5], 4)
+    with pytest.raises(ValueError, match="batch_size"):
+        data.TensorLoader(x, y, 0)
+
+
+
 # ---- learnable, but not by a linear model -------------------------------------------
 
 

@@ -17,7 +17,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from course_lib import checkpoint, train
 from course_lib.checkpoint import CheckpointError
-from course_lib.data import EpochBatchSampler, make_loader
+from course_lib.data import make_loader
 from course_lib.train import TrainConfig
 
 HERE = Path(__file__).parent
@@ -221,19 +221,6 @@ def test_bad_config_is_one_clear_error(bad):
     with pytest.raises(ValueError) as err:
         TrainConfig(**bad)
     assert str(err.value).endswith(".") and "\n" not in str(err.value)
-
-
-def test_sampler_order_is_a_function_of_seed_and_epoch():
-    s = EpochBatchSampler(10, 3, seed=1)
-    s.set_epoch(0)
-    epoch0 = list(s)
-    assert sorted(i for b in epoch0 for i in b) == list(range(10)) and len(s) == len(epoch0) == 4
-    s.set_epoch(0, start_batch=2)
-    assert list(s) == epoch0[2:]
-    s.set_epoch(1)
-    assert list(s) != epoch0
-    s.set_epoch(0, seed=2)
-    assert list(s) != epoch0
 
 
 def test_compile_switch_goes_through_torch_compile(monkeypatch):
