@@ -153,7 +153,6 @@ def test_tensor_loader_drop_last_and_bad_input():
         data.TensorLoader(x, y, 0)
 
 
-
 # ---- learnable, but not by a linear model -------------------------------------------
 
 
