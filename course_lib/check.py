@@ -1,7 +1,7 @@
 """Automatic checks for exercises and in-notebook claims, with friendly messages.
 
 Each check prints one line with what was expected and what was seen, and raises
-``AssertionError`` on failure so papermill and nbval both stop on it.
+``AssertionError`` on failure, so the notebook run (papermill, the tests) stops on it.
 """
 
 from __future__ import annotations
