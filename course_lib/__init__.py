@@ -12,7 +12,8 @@ check       automatic checks for exercises and in-notebook claims
 data        procedural shapes dataset, tensor and replayable loaders, CIFAR-10/MNIST
 models      the fixed seed CNN, torchvision ResNets
 train       the training loop (AMP, accumulation, clipping, LR schedule, exact resume)
-checkpoint  checkpoint files: atomic writes, a digest, clear errors, RNG states
+files       atomic writes (checkpoints, reports, results, notebooks) and their leftovers
+checkpoint  checkpoint files: a digest, clear errors, RNG states, fitting a run
 memory      peak memory (CUDA allocator / profiler events), estimator, fit_batch
 runner, cli, catalog   the `course` command: check and run
 

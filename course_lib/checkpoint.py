@@ -16,8 +16,6 @@ import hashlib
 import os
 import pickle
 import random
-import re
-import tempfile
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -25,6 +23,8 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn as nn
+
+from course_lib import files
 
 FORMAT = "course_lib.checkpoint/2"  # the file layout; a file without it was not written here
 
@@ -34,25 +34,6 @@ class CheckpointError(RuntimeError):
 
 
 # ---- files ----------------------------------------------------------------------------
-
-def _temp_files(path: Path) -> list[Path]:
-    """Temporary files of `path` left by saves that never reached their rename."""
-    pattern = re.compile(rf"\.{re.escape(path.name)}\.[a-z0-9_]+\.tmp")  # mkstemp's names
-    if not path.parent.is_dir():
-        return []
-    return [p for p in path.parent.iterdir() if pattern.fullmatch(p.name)]
-
-
-def remove_stale_temp_files(path: str | os.PathLike) -> int:
-    """Delete temporary files a killed save of `path` left behind; returns how many.
-
-    One writer per checkpoint path is assumed: a save in flight elsewhere loses its file.
-    """
-    stale = _temp_files(Path(path))
-    for p in stale:
-        p.unlink(missing_ok=True)
-    return len(stale)
-
 
 def digest(state: Any) -> str:
     """SHA-256 of everything `state` holds: keys, numbers, strings and tensor bytes."""
@@ -86,23 +67,10 @@ def _feed(h: Any, obj: Any) -> None:
 
 
 def save_checkpoint(path: str | os.PathLike, state: dict[str, Any]) -> Path:
-    """Write `state` and its digest to `path` atomically: temp file in the same folder,
-    fsync, rename. Stale temporary files of earlier, killed saves are removed first."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_temp_files(path)
+    """Write `state` and its digest to `path` atomically (:func:`files.atomic_write`: temp
+    file in the same folder, fsync, rename; stale temporary files of killed saves removed)."""
     payload = {"format": FORMAT, "digest": digest(state), "state": state}
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(payload, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)  # the atomic step: readers see the old file or the new one
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return files.atomic_write(path, lambda f: torch.save(payload, f))
 
 
 def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict:
@@ -112,7 +80,7 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
     :class:`CheckpointError` of one sentence, with the underlying exception as its cause.
     """
     path = Path(path)
-    remove_stale_temp_files(path)
+    files.remove_stale_temp_files(path)
     try:
         payload = torch.load(path, map_location=map_location, weights_only=True)
     except (FileNotFoundError, IsADirectoryError) as exc:

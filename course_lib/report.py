@@ -8,11 +8,11 @@ import datetime as _dt
 import json
 import os
 import re
-import tempfile
 from pathlib import Path
 
 import torch
 
+from course_lib import files
 from course_lib.device import describe
 
 REPO = Path(__file__).resolve().parent.parent
@@ -36,27 +36,6 @@ def report_path(notebook: str, build: Path | None = None) -> Path:
     """Where a run whose build folder is `build` (default :func:`build_dir`) keeps the report
     of `notebook` (the notebook file's stem): ``<build>/reports/<notebook>.json``."""
     return Path(build or build_dir()) / "reports" / f"{notebook}.json"
-
-
-def write_text_atomic(path: Path, text: str) -> Path:
-    """Write `text` to `path` via a temporary file in the same folder and ``os.replace``,
-    so readers (and a crash mid-write) see the old file or the new one, never half of one.
-    The file keeps its permissions; a new one is readable by all (0644), not mkstemp's 0600."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.chmod(tmp, mode)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
 
 
 def _fmt(value: object) -> str:
@@ -96,7 +75,7 @@ class Report:
         """Write ``<folder>/<notebook>.json`` (default :func:`report_path`) atomically and
         return its path."""
         path = Path(folder) / f"{self.notebook}.json" if folder else report_path(self.notebook)
-        return write_text_atomic(path, json.dumps(self.to_dict(), indent=1))
+        return files.write_text_atomic(path, json.dumps(self.to_dict(), indent=1))
 
     def table(self) -> str:
         """This run's measurements beside the recorded reference run, if there is one."""
@@ -176,4 +155,4 @@ def record_reference(reports: dict[str, dict], folder: Path | None = None) -> Pa
     data.update({k: latest.get(k) for k in ("device", "torch", "cuda", "date")})
     data["notebooks"].update(reports)
     data["notebooks"] = dict(sorted(data["notebooks"].items()))
-    return write_text_atomic(path, json.dumps(data, indent=1))
+    return files.write_text_atomic(path, json.dumps(data, indent=1))

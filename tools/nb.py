@@ -25,7 +25,7 @@ from unittest import mock
 import nbformat
 from nbclient import NotebookClient
 
-from course_lib.report import write_text_atomic
+from course_lib.files import write_text_atomic
 from course_lib.runner import CurrentEnvKernelManager
 
 MARKER = re.compile(r"^# %%(?P<md> \[markdown\])?(?: tags=(?P<tags>\[.*\]))?\s*$")
