@@ -25,7 +25,7 @@ endef
 # Unit tests and every notebook executed once under papermill (smoke), in the venv $(1)
 define pytest
 	$(1)/bin/python -c 'import torch, torchvision; print(f"testing with torch {torch.__version__}, torchvision {torchvision.__version__}")'
-	COURSE_PROFILE=smoke $(1)/bin/python -m pytest -n $(JOBS) --dist load tests
+	COURSE_PROFILE=smoke $(1)/bin/python -m pytest -n $(JOBS) --dist load --durations=15 tests
 endef
 
 $(VENV)/.installed: pyproject.toml
