@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -51,6 +53,26 @@ class CurrentEnvKernelManager(AsyncKernelManager):
     @default("kernel_spec_manager")
     def _kernel_spec_manager_default(self) -> KernelSpecManager:
         return CurrentEnvKernelSpecManager(data_dir=self.data_dir)
+
+    @default("ip")
+    def _ip_default(self) -> str:
+        """IPC sockets of this kernel alone, in a private (0700) temporary folder.
+
+        jupyter_client's default is ``kernel-ipc-1``, ``-2``… relative to the current folder,
+        numbered by the first free file: two kernels started at once from one folder (two
+        ``course run``, or tests in parallel) can take the same sockets and read each other's
+        replies (a widget cell waited out its whole 300 s time-out that way). The folder's
+        path is short: a socket's path must stay under about 100 bytes.
+        """
+        if self.transport != "ipc":
+            return super()._ip_default()
+        return os.path.join(tempfile.mkdtemp(prefix="course-kernel-"), "ipc")
+
+    def cleanup_ipc_files(self) -> None:
+        """Remove the sockets, then their private folder."""
+        super().cleanup_ipc_files()
+        if self.transport == "ipc" and os.path.basename(os.path.dirname(self.ip)).startswith("course-kernel-"):
+            shutil.rmtree(os.path.dirname(self.ip), ignore_errors=True)
 
 
 @dataclass

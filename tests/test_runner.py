@@ -50,13 +50,29 @@ def test_kernel_runs_in_this_python_despite_a_user_python3_kernelspec(tmp_path, 
     stale.parent.mkdir(parents=True)
     stale.write_text(json.dumps(report.Report("00_which", "gpu", "cpu").to_dict()))
 
+    monkeypatch.chdir(tmp_path)  # jupyter_client's own IPC default would put sockets here
     result = runner.execute(nb_dir / "00_which.ipynb", "smoke", out, timeout_s=120)
     assert result.ok, result.error
+    assert not list(tmp_path.glob("kernel-ipc*")) and not list(nb_dir.glob("kernel-ipc*"))
     executed = nbformat.read(result.output, as_version=4)
     printed = [o["text"] for o in executed.cells[-1].outputs if o.get("name") == "stdout"]
     assert [p.strip() for p in printed] == [sys.executable]
     # the notebook saved no report this time: last run's report is gone, not taken for this one's
     assert not stale.exists() and runner.reports([result], out) == {}
+
+
+def test_kernels_started_together_never_share_ipc_sockets(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    managers = [runner.CurrentEnvKernelManager(config=runner.KERNEL_CONFIG) for _ in range(3)]
+    paths = [km.ip for km in managers]
+    assert all(km.transport == "ipc" for km in managers)
+    assert len(set(paths)) == 3 and all(os.path.isabs(p) and len(p) < 80 for p in paths)
+    folder = os.path.dirname(paths[0])
+    assert oct(os.stat(folder).st_mode & 0o777) == "0o700"
+    managers[0].cleanup_ipc_files()
+    assert not os.path.exists(folder)
+    for km in managers[1:]:
+        km.cleanup_ipc_files()
 
 
 def test_reports_are_those_of_the_notebooks_run(tmp_path):
