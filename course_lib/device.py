@@ -39,6 +39,11 @@ class DeviceInfo:
         return [(k, "-" if v is None else str(v)) for k, v in asdict(self).items()]
 
 
+def gpu_count() -> int:
+    """CUDA GPUs PyTorch can use here (0 without CUDA)."""
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
 def pick(prefer: torch.device | str | None = None) -> torch.device:
     """The device to train on: `prefer` if given, else CUDA when available, else CPU.
 
@@ -52,7 +57,7 @@ def pick(prefer: torch.device | str | None = None) -> torch.device:
     except RuntimeError:
         raise ValueError(f"Unknown device {str(prefer)!r}: use 'cpu', 'cuda' or 'cuda:N'.") from None
     if dev.type == "cuda":
-        have = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        have = gpu_count()
         if have == 0:
             raise NotEnoughGPUs("You asked for CUDA but PyTorch sees no GPU here; use 'cpu'.")
         if dev.index is not None and dev.index >= have:
@@ -142,7 +147,7 @@ def describe() -> DeviceInfo:
     return DeviceInfo(
         name=props.name if props else cpu_name(),
         kind="cuda" if cuda else "cpu",
-        gpu_count=torch.cuda.device_count() if cuda else 0,
+        gpu_count=gpu_count(),
         memory_gib=round(props.total_memory / 2**30, 1) if props else None,
         capability=f"{props.major}.{props.minor}" if props else None,
         bf16=torch.cuda.is_bf16_supported() if cuda else True,
@@ -158,7 +163,7 @@ def describe() -> DeviceInfo:
 
 def gpu_shortfall(n: int) -> str | None:
     """None if at least `n` CUDA GPUs are visible, else one sentence saying what is missing."""
-    have = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    have = gpu_count()
     if have >= n:
         return None
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")

@@ -60,9 +60,8 @@ class CurrentEnvKernelManager(AsyncKernelManager):
 
         jupyter_client's default is ``kernel-ipc-1``, ``-2``… relative to the current folder,
         numbered by the first free file: two kernels started at once from one folder (two
-        ``course run``, or tests in parallel) can take the same sockets and read each other's
-        replies (a widget cell waited out its whole 300 s time-out that way). The folder's
-        path is short: a socket's path must stay under about 100 bytes.
+        ``course run``, or tests in parallel) can take the same sockets. The folder's path
+        is short: a socket's path must stay under about 100 bytes.
         """
         if self.transport != "ipc":
             return super()._ip_default()
