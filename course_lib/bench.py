@@ -9,6 +9,7 @@ around asynchronous GPU work.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -28,7 +29,12 @@ from course_lib.device import sync as synchronize
 
 @dataclass
 class Timing:
-    """One measurement row: median seconds per call, interquartile range, throughput."""
+    """One measurement row: median seconds per call, its quartiles, throughput.
+
+    The spread is that of the repeats after warm-up: ``q1_s``..``q3_s`` hold the middle
+    half of the per-call times (``iqr_s = q3_s - q1_s``). Rows built by hand may give
+    only ``iqr_s``; the quartiles are then taken as ``median_s ± iqr_s / 2``.
+    """
 
     name: str
     device: str
@@ -37,18 +43,91 @@ class Timing:
     runs: int
     work: float | None = None  # units of work per call (FLOPs, bytes, images…)
     unit: str = ""  # unit of `work` per second, e.g. "FLOP/s", "B/s", "img/s"
+    q1_s: float | None = None  # first quartile of the per-call times
+    q3_s: float | None = None  # third quartile
+
+    @property
+    def lo_s(self) -> float:
+        """Fast end of the middle half of the repeats (first quartile), in seconds."""
+        return self.q1_s if self.q1_s is not None else self.median_s - self.iqr_s / 2
+
+    @property
+    def hi_s(self) -> float:
+        """Slow end of the middle half of the repeats (third quartile), in seconds."""
+        return self.q3_s if self.q3_s is not None else self.median_s + self.iqr_s / 2
+
+    @property
+    def spread(self) -> float:
+        """Half the interquartile range relative to the median (0.05: ±5 %)."""
+        return self.iqr_s / 2 / self.median_s
 
     @property
     def rate(self) -> float | None:
-        """Work per second, or None when no work was given."""
+        """Work per second at the median, or None when no work was given."""
         return None if self.work is None else self.work / self.median_s
 
+    @property
+    def rate_lo(self) -> float | None:
+        """Work per second at the slow quartile."""
+        return None if self.work is None else self.work / self.hi_s
+
+    @property
+    def rate_hi(self) -> float | None:
+        """Work per second at the fast quartile."""
+        return None if self.work is None else self.work / max(self.lo_s, 1e-12)
+
     def __str__(self) -> str:
-        spread = f"± {units.fmt_time(self.iqr_s / 2)}" if self.runs > 1 else "(one run)"  # no spread
-        line = f"{self.name:<28} | {units.fmt_time(self.median_s):>10} {spread:<12} | "
+        spread = f"± {self.spread:.0%}" if self.runs > 1 else "(one run)"  # no spread
+        line = f"{self.name:<28} | {units.fmt_time(self.median_s):>10} {spread:<9} | "
         if self.rate is not None:
             line += f"{units.fmt_rate(self.rate, self.unit):>14} | "
-        return line + self.device
+        return line + f"{self.runs:>3} runs | {self.device}"
+
+
+@dataclass
+class Ratio:
+    """A ratio of two measurements with the range their spreads allow.
+
+    ``value`` is the ratio of the medians; ``lo``..``hi`` the ratio of the quartiles taken
+    the unfavourable and the favourable way round. A range that contains 1 means the two
+    measurements cannot be told apart by these repeats: :attr:`within_noise`.
+    """
+
+    name: str
+    value: float
+    lo: float
+    hi: float
+    more: str = "faster"  # the word for value > 1
+    less: str = "slower"  # the word for value < 1
+
+    @property
+    def within_noise(self) -> bool:
+        """True when the range of the ratio contains 1 (no difference beyond the spread)."""
+        return self.lo <= 1.0 <= self.hi
+
+    def __str__(self) -> str:
+        if self.lo == self.hi:
+            how = "one run each, no spread to judge it by"
+        elif self.within_noise:
+            how = "within the spread of the repeats: no measurable difference"
+        else:
+            how = f"{self.more if self.value > 1 else self.less}, beyond the spread of the repeats"
+        return f"{self.name}: {self.value:.2f}× ({self.lo:.2f}–{self.hi:.2f}) | {how}"
+
+
+def ratio_of(name: str, value: float, lo: float, hi: float, *, more: str = "higher",
+             less: str = "lower") -> Ratio:
+    """A :class:`Ratio` from numbers measured some other way (lo <= value <= hi)."""
+    if not lo <= value <= hi:
+        raise ValueError(f"A ratio's range must contain its value, got {value} outside {lo}–{hi}.")
+    return Ratio(name, value, lo, hi, more, less)
+
+
+def speedup(base: Timing, new: Timing, name: str | None = None) -> Ratio:
+    """How many times faster `new` runs than `base` (their median times), with the range
+    the quartiles of both allow: '{new} vs {base}: 1.21× (1.14–1.29) | faster, beyond …'."""
+    return Ratio(name or f"{new.name} vs {base.name}", base.median_s / new.median_s,
+                 base.lo_s / new.hi_s, base.hi_s / max(new.lo_s, 1e-12))
 
 
 def time_fn(
@@ -60,19 +139,40 @@ def time_fn(
     unit: str = "",
     warmup: int = 2,
     min_run_s: float = 0.2,
+    repeats: int | None = None,
 ) -> Timing:
-    """Median seconds per call of `fn`, with warm-up, via ``torch.utils.benchmark``.
+    """Median seconds per call of `fn` and its quartiles, after `warmup` calls, via
+    ``torch.utils.benchmark.Timer`` (which synchronises CUDA before reading the clock).
 
-    ``Timer.blocked_autorange`` repeats `fn` until `min_run_s` has passed and
-    synchronises CUDA before reading the clock, so queued kernels are counted.
+    By default the calls are grouped in blocks of about ``min_run_s / 10`` each (a short
+    call, a matmul, is repeated inside a block so the clock's overhead vanishes), and
+    3 to 10 blocks fill about `min_run_s`: each block gives one time per call, and
+    their median and quartiles are the result. ``repeats=R`` times exactly R single
+    calls instead (a whole training step per call), each between two synchronisations,
+    as the Timer does.
     """
+    if repeats is not None and repeats < 1:
+        raise ValueError(f"repeats must be a positive number of calls, got {repeats}.")
     for _ in range(warmup):
         fn()
     synchronize(device)
-    m = benchmark.Timer(stmt="fn()", globals={"fn": fn}, label=name).blocked_autorange(
-        min_run_time=min_run_s
-    )
-    return Timing(name, device_label(device), m.median, m.iqr, len(m.times), work, unit)
+    timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, label=name)
+    if repeats is None:
+        first = timer.timeit(number=1).times[0]  # one call, to size the blocks
+        number = max(1, round(min_run_s / 10 / max(first, 1e-9)))
+        blocks = max(3, min(10, math.ceil(min_run_s / (number * max(first, 1e-9)))))
+        times = [timer.timeit(number=number).times[0] for _ in range(blocks)]
+    else:  # what Timer does per block, one call at a time (Timer.timeit would add 2 warm-ups each)
+        times = []
+        for _ in range(repeats):
+            synchronize(device)
+            start = time.perf_counter()
+            fn()
+            synchronize(device)
+            times.append(time.perf_counter() - start)
+    q1, median, q3 = torch.tensor(times, dtype=torch.float64).quantile(
+        torch.tensor([0.25, 0.5, 0.75], dtype=torch.float64)).tolist()
+    return Timing(name, device_label(device), median, q3 - q1, len(times), work, unit, q1, q3)
 
 
 def time_cuda_events(fn: Callable[[], object], *, repeats: int = 10) -> float:

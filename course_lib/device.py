@@ -113,30 +113,50 @@ def cpu_flags(path: str | os.PathLike = "/proc/cpuinfo") -> list[str]:
     return (info.get("flags") or info.get("Features") or "").split()
 
 
+NEW_TF32_API = hasattr(torch.backends.cuda.matmul, "fp32_precision")  # PyTorch >= 2.9
+
+
 @contextmanager
 def tf32(enabled: bool, *, deterministic: bool = False) -> Iterator[None]:
     """TF32 on or off for CUDA matmuls *and* cuDNN convolutions inside the block.
 
     TF32 runs fp32 matmuls and convolutions on tensor cores (Ampere and newer) with a
-    10-bit mantissa. ``deterministic=True`` also makes cuDNN pick deterministic algorithms
-    (``cudnn.deterministic=True, cudnn.benchmark=False``), for exact fp32 comparisons.
-    Every switch is restored on exit, also after an exception. No effect on CPU results.
+    10-bit mantissa. The switches are ``torch.backends.cuda.matmul.fp32_precision`` and
+    ``torch.backends.cudnn.conv.fp32_precision`` (``"tf32"`` or ``"ieee"``) where this
+    PyTorch has them (2.9 on), else the legacy ``allow_tf32`` flags. ``deterministic=True``
+    also makes cuDNN pick deterministic algorithms (``cudnn.deterministic=True,
+    cudnn.benchmark=False``), for exact fp32 comparisons. Every switch is restored on exit,
+    also after an exception. No effect on CPU results. (Do not mix the two APIs in one
+    program: PyTorch then refuses to report the global matmul precision.)
     """
     b = torch.backends
-    saved = (b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32, b.cudnn.deterministic, b.cudnn.benchmark)
-    b.cuda.matmul.allow_tf32 = b.cudnn.allow_tf32 = enabled
+    if NEW_TF32_API:
+        saved = (b.cuda.matmul.fp32_precision, b.cudnn.conv.fp32_precision)
+        b.cuda.matmul.fp32_precision = b.cudnn.conv.fp32_precision = "tf32" if enabled else "ieee"
+    else:
+        saved = (b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32)
+        b.cuda.matmul.allow_tf32 = b.cudnn.allow_tf32 = enabled
+    saved_cudnn = (b.cudnn.deterministic, b.cudnn.benchmark)
     if deterministic:
         b.cudnn.deterministic, b.cudnn.benchmark = True, False
     try:
         yield
     finally:
-        b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32, b.cudnn.deterministic, b.cudnn.benchmark = saved
+        if NEW_TF32_API:
+            b.cuda.matmul.fp32_precision, b.cudnn.conv.fp32_precision = saved
+        else:
+            b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32 = saved
+        b.cudnn.deterministic, b.cudnn.benchmark = saved_cudnn
 
 
 def tf32_state() -> str:
-    """The two TF32 switches as they are now."""
-    return (f"torch.backends.cuda.matmul.allow_tf32 = {torch.backends.cuda.matmul.allow_tf32}, "
-            f"torch.backends.cudnn.allow_tf32 = {torch.backends.cudnn.allow_tf32}")
+    """The TF32 switches as they are now, named as this PyTorch spells them."""
+    b = torch.backends
+    if NEW_TF32_API:
+        return (f"torch.backends.cuda.matmul.fp32_precision = {b.cuda.matmul.fp32_precision!r}, "
+                f"torch.backends.cudnn.conv.fp32_precision = {b.cudnn.conv.fp32_precision!r}")
+    return (f"torch.backends.cuda.matmul.allow_tf32 = {b.cuda.matmul.allow_tf32}, "
+            f"torch.backends.cudnn.allow_tf32 = {b.cudnn.allow_tf32}")
 
 
 def describe() -> DeviceInfo:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from course_lib import files
+from course_lib import bench, files, units
 from course_lib.device import describe
 
 REPO = Path(__file__).resolve().parent.parent
@@ -62,11 +62,43 @@ class Report:
         }
         self.rows: dict[str, dict] = {}
 
-    def add(self, key: str, value: float | int | str | bool, unit: str = "", note: str = "") -> None:
-        """Record one measurement (`value` in `unit`), replacing an earlier one of the same key."""
+    def add(self, key: str, value: float | int | str, unit: str, note: str = "",
+            spread: tuple[float, float] | None = None) -> None:
+        """Record one measurement (`value` in `unit`, optionally the range `spread` = (lo, hi)
+        its repeats gave), replacing an earlier one of the same key.
+
+        The report holds measurements only: a unit is required, and a bool (a fact such as
+        "NCCL available") is refused.
+        """
         if isinstance(value, torch.Tensor):
             value = value.item()
-        self.rows[key] = {"value": value, "unit": unit, "note": note}
+        if isinstance(value, bool):
+            raise ValueError(f"{key!r}: the report holds measurements, not yes/no facts; print those instead.")
+        if not unit:
+            raise ValueError(f"{key!r}: every measurement needs its unit ('ms', 'GFLOP/s', '%', '×', 'nats'…).")
+        row = {"value": value, "unit": unit, "note": note}
+        if spread is not None:
+            row["spread"] = [float(spread[0]), float(spread[1])]
+        self.rows[key] = row
+
+    def record(self, *items: "bench.Timing | bench.Ratio", note: str = "") -> None:
+        """Record Timings and Ratios in one line, each under its own name, with its spread.
+
+        A Timing with work is recorded as its rate (e.g. GFLOP/s, img/s; the quartiles as the
+        range), one without as milliseconds per call; a Ratio as '×' with its range.
+        """
+        for item in items:
+            if isinstance(item, bench.Ratio):
+                self.add(item.name, item.value, "×", note, spread=(item.lo, item.hi))
+            elif isinstance(item, bench.Timing) and item.rate is not None:
+                scale, unit = units.rate_scale(item.rate, item.unit)
+                self.add(item.name, item.rate / scale, unit, note or item.device,
+                         spread=(item.rate_lo / scale, item.rate_hi / scale))
+            elif isinstance(item, bench.Timing):
+                self.add(item.name, item.median_s * 1e3, "ms", note or item.device,
+                         spread=(item.lo_s * 1e3, item.hi_s * 1e3))
+            else:
+                raise TypeError(f"record() takes bench.Timing and bench.Ratio, not {type(item).__name__}.")
 
     def to_dict(self) -> dict:
         return {**self.meta, "measurements": self.rows}
@@ -78,16 +110,19 @@ class Report:
         return files.write_text_atomic(path, json.dumps(self.to_dict(), indent=1))
 
     def table(self) -> str:
-        """This run's measurements beside the recorded reference run, if there is one."""
+        """This run's measurements, with the range of their repeats and their unit, beside
+        the recorded reference run (a GPU's, from ``results/``) when there is one."""
         ref_device, ref = reference(self.notebook)
-        head = f"{'measurement':<34} | {'this run':>16} | unit"
+        head = f"{'measurement':<36} | {'this run':>10} | {'range of repeats':>19} | {'unit':<8}"
         if ref:
             head += f" | reference ({ref_device})"
         lines = [f"{self.meta['device']}, profile {self.meta['profile']}", head, "-" * len(head)]
         for key, row in self.rows.items():
-            line = f"{key:<34} | {_fmt(row['value']):>16} | {row['unit']}"
+            lo_hi = row.get("spread")
+            rng = f"{_fmt(lo_hi[0])}–{_fmt(lo_hi[1])}" if lo_hi else "-"
+            line = f"{key:<36} | {_fmt(row['value']):>10} | {rng:>19} | {row['unit']:<8}"
             if ref:
-                line += f" | {_fmt(ref[key]['value']) if key in ref else '-'}"
+                line += f" | {_fmt(ref[key]['value']) + ' ' + ref[key]['unit'] if key in ref else '-'}"
             lines.append(line)
         if not ref:
             lines.append("(no reference GPU run recorded in results/ for this notebook yet)")

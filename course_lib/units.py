@@ -20,9 +20,15 @@ def fmt_bytes(n: float) -> str:
     return f"{n:.1f} TiB"
 
 
-def fmt_rate(rate: float, unit: str) -> str:
-    """A rate with an SI prefix: '198.4 TFLOP/s', '3.1 GB/s', '12.3 kimg/s'."""
+def rate_scale(rate: float, unit: str) -> tuple[float, str]:
+    """The SI scale that reads well for `rate`, with the prefixed unit: (1e9, 'GFLOP/s')."""
     for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
         if rate >= scale:
-            return f"{rate / scale:.1f} {prefix}{unit}"
-    return f"{rate:.1f} {unit}"
+            return scale, prefix + unit
+    return 1.0, unit
+
+
+def fmt_rate(rate: float, unit: str) -> str:
+    """A rate with an SI prefix: '198.4 TFLOP/s', '3.1 GB/s', '12.3 kimg/s'."""
+    scale, prefixed = rate_scale(rate, unit)
+    return f"{rate / scale:.1f} {prefixed}"

@@ -26,7 +26,7 @@ def test_timing_line_has_units_and_device():
     assert line.startswith("matmul") and "41.3 ms" in line
     assert "100.0 TFLOP/s" in line and line.endswith("cpu (2 threads)")
     assert "FLOP/s" not in str(_timing(median_s=0.0413))
-    assert "± 50 ms" in line  # half the interquartile range
+    assert "± 121%" in line and "7 runs" in line  # half the interquartile range / median
     single = str(_timing(median_s=0.0413, iqr_s=0.0, runs=1))
     assert "(one run)" in single and "±" not in single  # one run has no spread to show
 
@@ -134,3 +134,44 @@ def test_copy_to_device(pinned):
     t = bench.time_copy_to_device(2**20, "cuda", pinned=pinned)
     assert t.unit == "B/s" and t.work == 2**20 and t.rate > 0
     assert ("pinned" if pinned else "pageable") in t.name and "1.0 MiB" in t.name
+
+
+def test_time_fn_repeats_times_exactly_that_many_calls():
+    calls = []
+    t = bench.time_fn(lambda: calls.append(1), name="step", device="cpu", warmup=3, repeats=6)
+    assert len(calls) == 3 + 6 and t.runs == 6
+    assert t.lo_s <= t.median_s <= t.hi_s and t.iqr_s == pytest.approx(t.hi_s - t.lo_s)
+    with pytest.raises(ValueError, match="positive number of calls"):
+        bench.time_fn(lambda: None, name="x", device="cpu", repeats=0)
+
+
+def test_time_fn_blocks_give_several_runs():
+    t = bench.time_fn(lambda: sum(range(100)), name="sum", device="cpu", min_run_s=FAST)
+    assert 3 <= t.runs <= 10 and t.q1_s <= t.median_s <= t.q3_s
+
+
+def test_speedup_range_comes_from_the_quartiles():
+    base = bench.Timing("fp32", "cpu", 0.10, 0.02, 5, q1_s=0.09, q3_s=0.11)
+    new = bench.Timing("bf16", "cpu", 0.05, 0.01, 5, q1_s=0.045, q3_s=0.055)
+    r = bench.speedup(base, new)
+    assert r.name == "bf16 vs fp32" and r.value == pytest.approx(2.0)
+    assert (r.lo, r.hi) == (pytest.approx(0.09 / 0.055), pytest.approx(0.11 / 0.045))
+    assert not r.within_noise and "faster, beyond the spread" in str(r)
+    slower = bench.speedup(new, base)
+    assert slower.value == pytest.approx(0.5) and "slower, beyond the spread" in str(slower)
+
+
+def test_speedup_inside_the_spread_is_called_noise():
+    a = bench.Timing("a", "cpu", 0.100, 0.02, 5, q1_s=0.09, q3_s=0.11)
+    b = bench.Timing("b", "cpu", 0.097, 0.02, 5, q1_s=0.088, q3_s=0.108)
+    r = bench.speedup(a, b)
+    assert r.value > 1 and r.within_noise and "no measurable difference" in str(r)
+    one = bench.speedup(_timing(iqr_s=0.0, runs=1), _timing(median_s=0.25, iqr_s=0.0, runs=1))
+    assert "no spread to judge it by" in str(one)
+
+
+def test_ratio_of_needs_its_value_inside_its_range():
+    r = bench.ratio_of("memory", 0.5, 0.5, 0.5, more="more", less="less")
+    assert r.value == 0.5 and not r.within_noise
+    with pytest.raises(ValueError, match="must contain its value"):
+        bench.ratio_of("memory", 2.0, 0.5, 1.5)

@@ -79,7 +79,7 @@ def test_cell_timeout_is_reported(tmp_path):
 def test_successful_run_writes_notebook_html_reports_and_summary(tmp_path):
     write_notebook(tmp_path / "00_ok.ipynb", "print(PROFILE)",
                    "from course_lib import report\n"
-                   "rep = report.Report('00_ok', PROFILE, 'cpu'); rep.add('answer', 42); rep.save()",
+                   "rep = report.Report('00_ok', PROFILE, 'cpu'); rep.add('answer', 42, 'units'); rep.save()",
                    "from course_lib import train\n"
                    "bar = train.progress(total=3, unit='step')\n"
                    "for _ in range(3):\n    bar.update(1)\nbar.close()")

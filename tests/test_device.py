@@ -89,34 +89,60 @@ def test_cpuinfo_on_arm_and_where_unreadable(tmp_path):
     assert device.cpuinfo(binary) == {}
 
 
-def _switches() -> tuple[bool, ...]:
+def _tf32() -> tuple:
+    """The two TF32 switches through the API device.tf32 uses on this release."""
     b = torch.backends
-    return (b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32, b.cudnn.deterministic, b.cudnn.benchmark)
+    if device.NEW_TF32_API:
+        return (b.cuda.matmul.fp32_precision, b.cudnn.conv.fp32_precision)
+    return (b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32)
+
+
+def _set_tf32(matmul, conv) -> None:
+    b = torch.backends
+    if device.NEW_TF32_API:
+        b.cuda.matmul.fp32_precision, b.cudnn.conv.fp32_precision = matmul, conv
+    else:
+        b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32 = matmul, conv
+
+
+def _switches() -> tuple:
+    return (*_tf32(), torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark)
+
+
+def _on(enabled: bool):
+    """How the TF32 switches read when device.tf32(enabled) set them."""
+    return ("tf32" if enabled else "ieee") if device.NEW_TF32_API else enabled
 
 
 @pytest.fixture
 def odd_switches():
     """Start from a setting no default has, so 'restored' cannot pass by accident."""
     b, saved = torch.backends, _switches()
-    b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32, b.cudnn.deterministic, b.cudnn.benchmark = (
-        True, False, False, True)
+    _set_tf32(_on(True), _on(False))
+    b.cudnn.deterministic, b.cudnn.benchmark = False, True
     yield _switches()
-    b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32, b.cudnn.deterministic, b.cudnn.benchmark = saved
+    _set_tf32(*saved[:2])
+    b.cudnn.deterministic, b.cudnn.benchmark = saved[2:]
+
+
+def test_the_current_api_is_used_where_the_release_has_it():
+    assert device.NEW_TF32_API == hasattr(torch.backends.cudnn, "conv")
 
 
 @pytest.mark.parametrize("enabled", [True, False])
 def test_tf32_sets_both_switches_and_restores_them(odd_switches, enabled):
     with device.tf32(enabled):
-        assert _switches() == (enabled, enabled, False, True)  # cuDNN's algorithm choice untouched
-        assert device.tf32_state() == (f"torch.backends.cuda.matmul.allow_tf32 = {enabled}, "
-                                       f"torch.backends.cudnn.allow_tf32 = {enabled}")
+        assert _switches() == (_on(enabled), _on(enabled), False, True)  # cuDNN's choice untouched
+        state = device.tf32_state()
+        assert state.count(repr(_on(enabled)) if device.NEW_TF32_API else str(enabled)) >= 2
+        assert ("fp32_precision" in state) == device.NEW_TF32_API
     assert _switches() == odd_switches
 
 
 def test_tf32_deterministic_and_restored_after_an_exception(odd_switches):
     with pytest.raises(KeyError):
         with device.tf32(False, deterministic=True):
-            assert _switches() == (False, False, True, False)
+            assert _switches() == (_on(False), _on(False), True, False)
             raise KeyError("boom")
     assert _switches() == odd_switches
 

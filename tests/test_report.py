@@ -4,7 +4,7 @@ import os
 import pytest
 import torch
 
-from course_lib import report
+from course_lib import bench, report
 
 
 def gpu_report(notebook: str, device: str = "NVIDIA Test GPU", **measurements) -> dict:
@@ -26,7 +26,7 @@ def fail_replace(monkeypatch):
 def test_report_saves_measurements_with_units(tmp_path):
     rep = report.Report("01_gpu_vs_cpu", "smoke", "cpu")
     rep.add("cpu matmul peak", 101.5, "GFLOP/s")
-    rep.add("steps", torch.tensor(3))
+    rep.add("steps", torch.tensor(3), "steps")
     data = json.loads(rep.save(tmp_path).read_text())
     assert data["notebook"] == "01_gpu_vs_cpu" and data["profile"] == "smoke"
     assert data["device"].startswith("cpu") and data["torch"] == torch.__version__
@@ -72,7 +72,7 @@ def test_record_reference_merges_notebooks_and_replaces_rerecorded_ones(tmp_path
 
 def test_save_is_atomic_and_a_failed_save_keeps_the_old_report(tmp_path, monkeypatch):
     rep = report.Report("00_setup_check", "smoke", "cpu")
-    rep.add("rate", 1.0)
+    rep.add("rate", 1.0, "GFLOP/s")
     path = rep.save(tmp_path)
     before = path.read_bytes()
     assert os.listdir(tmp_path) == [path.name]  # no temporary file left behind
@@ -80,7 +80,7 @@ def test_save_is_atomic_and_a_failed_save_keeps_the_old_report(tmp_path, monkeyp
     path.chmod(0o640)
     rep.save(tmp_path)
     assert path.stat().st_mode & 0o777 == 0o640  # a rewrite keeps the file's permissions
-    rep.add("rate", 2.0)
+    rep.add("rate", 2.0, "GFLOP/s")
     fail_replace(monkeypatch)
     with pytest.raises(OSError):
         rep.save(tmp_path)
@@ -117,3 +117,30 @@ def test_an_interrupted_record_leaves_the_previous_results_intact(tmp_path, monk
     with pytest.raises(OSError):
         report.record_reference({"00_a": gpu_report("00_a", rate=2.0)}, tmp_path)
     assert path.read_bytes() == before and os.listdir(tmp_path) == [path.name]
+
+
+def test_add_refuses_facts_and_missing_units():
+    rep = report.Report("00_setup_check", "smoke", "cpu")
+    with pytest.raises(ValueError, match="measurements, not yes/no facts"):
+        rep.add("nccl available", False, "")
+    with pytest.raises(ValueError, match="needs its unit"):
+        rep.add("gpu count", 0, "")
+    assert rep.rows == {}
+
+
+def test_record_takes_timings_and_ratios_with_their_spread():
+    rep = report.Report("01_gpu_vs_cpu", "smoke", "cpu")
+    fast = bench.Timing("fast", "cpu", 0.010, 0.002, 5, work=2e9, unit="FLOP/s", q1_s=0.009, q3_s=0.011)
+    slow = bench.Timing("slow", "cpu", 0.020, 0.004, 5, q1_s=0.018, q3_s=0.022)
+    rep.record(fast, slow, bench.speedup(slow, fast))
+    rate = rep.rows["fast"]
+    assert rate["unit"] == "GFLOP/s" and rate["value"] == pytest.approx(200.0)
+    assert rate["spread"] == pytest.approx([2e9 / 0.011 / 1e9, 2e9 / 0.009 / 1e9])  # rate at q3, q1
+    assert rep.rows["slow"]["unit"] == "ms" and rep.rows["slow"]["spread"] == pytest.approx([18.0, 22.0])
+    ratio = rep.rows["fast vs slow"]
+    assert ratio["unit"] == "×" and ratio["value"] == pytest.approx(2.0)
+    assert ratio["spread"] == pytest.approx([0.018 / 0.011, 0.022 / 0.009])
+    table = rep.table()
+    assert "range of repeats" in table and all(key in table for key in rep.rows)
+    with pytest.raises(TypeError, match="takes bench.Timing and bench.Ratio"):
+        rep.record(3.0)
