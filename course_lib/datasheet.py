@@ -14,8 +14,8 @@ Each row's comment quotes what the document prints. For GeForce cards the whitep
 fp16 with fp16 accumulate and with fp32 accumulate; the fp32-accumulate rate is the one
 PyTorch's autocast runs at, and is the one taken.
 
-`memory_gib` is the capacity the document prints ("80GB"); GPU memory comes in binary
-sizes, so it is read as GiB. torch.cuda reports a little less (memory the driver keeps).
+`memory_gib` is the capacity the document prints ("80GB"), taken as GiB; the total that
+torch.cuda reports is somewhat lower (memory the driver and ECC keep).
 Compute capability is the one NVIDIA lists for the chip (developer.nvidia.com/cuda-gpus).
 
 Model FLOPs utilisation: MFU = achieved FLOP/s / datasheet peak, for the precision the
