@@ -15,7 +15,7 @@ fp16 with fp16 accumulate and with fp32 accumulate; the fp32-accumulate rate is 
 PyTorch's autocast runs at, and is the one taken.
 
 `memory_gib` is the capacity the document prints ("80GB"), taken as GiB; the total that
-torch.cuda reports is somewhat lower (memory the driver and ECC keep).
+torch.cuda reports is somewhat lower (memory the driver reserves).
 Compute capability is the one NVIDIA lists for the chip (developer.nvidia.com/cuda-gpus).
 
 Model FLOPs utilisation: MFU = achieved FLOP/s / datasheet peak, for the precision the
