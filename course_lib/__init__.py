@@ -5,8 +5,11 @@ Shared infrastructure, used by several notebooks and the `course` command:
 profiles    run profiles (smoke/cpu/gpu/auto) and the per-notebook size table
 device      pick the device, describe the hardware (cpuinfo), the TF32 switch, require_gpus
 units       times, sizes and rates in human units ('41.3 ms', '12.4 GiB', '3.1 GB/s')
-bench       honest timing (torch.utils.benchmark, CUDA events), measured peak matmul rate
-report      per-notebook measurements (JSON) and the you-vs-reference table
+bench       honest timing (torch.utils.benchmark, CUDA events): median and quartiles of repeats,
+            ratios with their range and a printed verdict, measured peak matmul rate
+datasheet   NVIDIA datasheet peaks (dense, with sources) for common GPUs, lookup by device name,
+            the denominator of MFU; shown as 'datasheet', never as a measurement
+report      per-notebook measurements with units and ranges (JSON), the you-vs-reference table
 plot        the shared figures
 check       automatic checks for exercises and in-notebook claims
 data        procedural shapes dataset, tensor and replayable loaders, CIFAR-10/MNIST
