@@ -14,14 +14,31 @@ def test_expect_fails_loudly():
         check.expect("answer", 3, 4)
 
 
-def test_close_reports_differences(capsys):
-    a = torch.ones(3)
-    check.close(a + 1e-7, a, what="sum", atol=1e-6)
-    assert "max abs diff" in capsys.readouterr().out
+def test_close_prints_what_the_tolerance_bounds(capsys):
+    a = torch.tensor([1.0, 100.0, -2.0], dtype=torch.float64)
+    check.close(a + torch.tensor([5.5e-6, 1e-5, 0.0], dtype=torch.float64), a, what="sum",
+                atol=1e-6, rtol=1e-5)
+    out = capsys.readouterr().out
+    assert "max |Δ| 1.00e-05" in out  # the largest difference, not a relative one
+    assert "atol 1e-06 + rtol 1e-05·|expected|" in out and "all 3 elements" in out
+    assert "worst at 50% of its allowance" in out  # 5.5e-6 of 1e-6 + 1e-5·1; 1e-5 of 1.001e-3 is 1%
+    assert "rel diff" not in out  # no unbounded relative figure beside a passing check
+
+
+def test_close_fails_with_count_and_worst_share():
+    a = torch.ones(4)
+    with pytest.raises(AssertionError, match=r"fails on 2 of 4 elements, worst at 909× its allowance"):
+        check.close(a + torch.tensor([1e-2, 1e-3, 0.0, 0.0]), a, what="sum", atol=1e-6, rtol=1e-5)
     with pytest.raises(AssertionError, match="not close"):
-        check.close(a + 1e-2, a, what="sum", atol=1e-6)
+        check.close(a * float("nan"), a, what="nan")
     with pytest.raises(AssertionError, match="shape"):
         check.close(torch.ones(2), a, what="sum")
+
+
+def test_close_treats_equal_values_as_zero_error(capsys):
+    a = torch.tensor([0.0, float("inf"), 3.0])
+    check.close(a.clone(), a, what="exact", atol=0.0, rtol=0.0)
+    assert "worst at 0% of its allowance ✓" in capsys.readouterr().out
 
 
 def test_between():
