@@ -215,20 +215,82 @@ def time_matmul(n: int, device: torch.device | str, dtype: torch.dtype = torch.f
                    unit="FLOP/s", min_run_s=min_run_s)
 
 
+def rate_curve(sizes: Sequence[int], device: torch.device | str,
+               dtype: torch.dtype = torch.float32, min_run_s: float = 0.2) -> list[Timing]:
+    """:func:`time_matmul` at each size in `sizes`, in order: one measured rate-vs-size curve."""
+    if not sizes:
+        raise ValueError("A rate curve needs at least one matrix size to measure.")
+    return [time_matmul(n, device, dtype, min_run_s) for n in sizes]
+
+
+def best_rate(timings: Sequence[Timing]) -> Timing:
+    """The timing with the highest median rate: the peak of a measured curve."""
+    if not timings or any(t.rate is None for t in timings):
+        raise ValueError("best_rate needs timings that all have a rate (work per second).")
+    return max(timings, key=lambda t: t.rate)
+
+
 def peak_matmul(device: torch.device | str, dtype: torch.dtype = torch.float32,
                 sizes: Sequence[int] = (1024, 2048, 4096, 8192),
                 min_run_s: float = 0.2) -> Timing:
-    """The best matmul rate measured here: our 'peak' for efficiency ratios.
+    """The best matmul rate measured here over `sizes`: our 'peak' for efficiency ratios.
 
     Measured in the same run on the same device, so "x % of peak" compares like
-    with like (never a datasheet constant for someone else's GPU).
+    with like (never a datasheet constant for someone else's GPU). When a notebook
+    has measured a rate curve already, take ``best_rate(curve)`` instead of measuring
+    the same sizes twice.
     """
     if not sizes:
         raise ValueError("peak_matmul needs at least one matrix size to measure.")
-    best = max((time_matmul(n, device, dtype, min_run_s) for n in sizes),
-               key=lambda t: t.rate or 0.0)
+    best = best_rate([time_matmul(n, device, dtype, min_run_s) for n in sizes])
     best.name = f"peak: {best.name}"
     return best
+
+
+def rate_ratio(a: Timing, b: Timing, name: str | None = None) -> Ratio:
+    """How many times the rate of `a` is the rate of `b` (medians), with the range their
+    quartiles allow: 'n=512 vs n=64: 3.10× (2.90–3.32) | higher, beyond the spread …'.
+
+    Unlike :func:`speedup`, the two may do different work (matmuls of different sizes)."""
+    if a.rate is None or b.rate is None or a.unit != b.unit:
+        raise ValueError(f"Cannot compare the rates of {a.name!r} and {b.name!r}: both need work "
+                         f"in the same unit.")
+    return ratio_of(name or f"{a.name} vs {b.name}", a.rate / b.rate, a.rate_lo / b.rate_hi,
+                    a.rate_hi / b.rate_lo, more="higher", less="lower")
+
+
+def first_reaching(timings: Sequence[Timing], peak: Timing, fraction: float = 0.9) -> Timing | None:
+    """The first of `timings` (in their order, e.g. by size) whose median rate is at least
+    `fraction` of the `peak` rate; None when none is."""
+    if not 0 < fraction <= 1:
+        raise ValueError(f"fraction must be in (0, 1], got {fraction}.")
+    return next((t for t in timings if t.rate is not None and t.rate >= fraction * peak.rate), None)
+
+
+def curve_verdicts(timings: Sequence[Timing], sizes: Sequence[int],
+                   fraction: float = 0.9) -> list[str]:
+    """What a measured rate-vs-size curve shows, one printed line each, from its numbers:
+    where its peak is, the smallest size within `fraction` of the peak, whether the rate
+    at the peak is above the smallest size's beyond the spread, and whether the rate after
+    the peak falls beyond the spread."""
+    if len(timings) != len(sizes) or not timings:
+        raise ValueError(f"Give one size per timing: {len(timings)} timings, {len(sizes)} sizes.")
+    best = best_rate(timings)
+    n_of = {id(t): n for t, n in zip(timings, sizes)}
+    peak_n, first, last = n_of[id(best)], timings[0], timings[-1]
+    lines = [f"peak of this curve: n={peak_n}, {units.fmt_rate(best.rate, best.unit)} "
+             f"(middle half of the repeats {units.fmt_rate(best.rate_lo, best.unit)}–"
+             f"{units.fmt_rate(best.rate_hi, best.unit)}) | {best.device}"]
+    reach = first_reaching(timings, best, fraction)
+    lines.append(f"smallest n at >= {fraction:.0%} of that peak: n={n_of[id(reach)]} "
+                 f"({reach.rate / best.rate:.0%})")
+    if best is not first:
+        lines.append(str(rate_ratio(best, first, f"rate at n={peak_n} vs n={sizes[0]}")))
+    else:
+        lines.append(f"the smallest size, n={sizes[0]}, is the peak: no size measured here ran faster")
+    if best is not last:
+        lines.append(str(rate_ratio(last, best, f"rate at n={sizes[-1]} vs the peak (n={peak_n})")))
+    return lines
 
 
 def fmt_vs_peak(t: Timing, peak: Timing) -> str:
@@ -252,10 +314,12 @@ def compare_devices(n: int, dtype: torch.dtype = torch.float32,
     return [time_matmul(n, d, dtype, min_run_s) for d in devices]
 
 
-def time_copy_to_device(nbytes: int, device: torch.device | str, pinned: bool) -> Timing:
-    """Host→device copy rate (B/s) for a pageable or pinned host buffer."""
+def time_copy_to_device(nbytes: int, device: torch.device | str, pinned: bool,
+                        min_run_s: float = 0.2) -> Timing:
+    """Host→device copy rate (B/s) for a pageable or pinned host buffer (the pinned copy
+    with ``non_blocking=True``; the timer synchronises before reading the clock)."""
     host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=pinned)
     name = f"H→D {units.fmt_bytes(nbytes)} {'pinned' if pinned else 'pageable'}"
     return time_fn(lambda: host.to(device, non_blocking=pinned), name=name, device=device,
-                   work=float(nbytes), unit="B/s")
+                   work=float(nbytes), unit="B/s", min_run_s=min_run_s)
 

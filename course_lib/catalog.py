@@ -20,18 +20,31 @@ class Entry:
     on_less: str  # what a machine with fewer GPUs still demonstrates
 
 
+# `on_less` says what a machine with fewer GPUs CAN show (what is measured there, and what
+# needs the GPU), never how a measurement will come out: the run says that.
 NOTEBOOKS = (
     Entry("00_setup_check", "setup check", 0, "everything"),
-    Entry("01_gpu_vs_cpu", "GPU vs CPU", 1, "CPU matmul rates vs measured peak; no async, H→D or TF32"),
-    Entry("02_first_cnn", "first CNN on GPU", 1, "training + DataLoader workers; no pinned-memory/channels_last gains"),
-    Entry("03_mixed_precision", "mixed precision (AMP)", 1, "bf16 autocast on CPU, fp16 range demo; no tensor-core speed-up"),
+    Entry("01_gpu_vs_cpu", "GPU vs CPU", 1,
+          "CPU matmul rate vs size, bf16 vs fp32 measured; asynchronous timing, host↔device "
+          "copies and TF32 need a GPU (datasheet figures shown instead)"),
+    Entry("02_first_cnn", "first CNN on GPU", 1,
+          "training, DataLoader workers, channels_last and bf16 measured on the CPU; pinned "
+          "memory and non_blocking copies need a GPU"),
+    Entry("03_mixed_precision", "mixed precision (AMP)", 1,
+          "fp32, bf16 and fp16+GradScaler training measured on the CPU, fp16 range demo; "
+          "tensor-core speed needs a GPU"),
     Entry("04_grad_accumulation", "gradient accumulation", 0, "everything (memory via profiler events)"),
-    Entry("05_data_parallel", "DataParallel", 2, "the mechanics, without scaling numbers"),
-    Entry("06_ddp", "DistributedDataParallel (+ FSDP)", 2, "2 gloo ranks on CPU: equivalence, collectives; no scaling"),
+    Entry("05_data_parallel", "DataParallel", 2,
+          "the mechanics (scatter, replicate, gather); scaling needs 2 GPUs"),
+    Entry("06_ddp", "DistributedDataParallel (+ FSDP)", 2,
+          "2 gloo ranks on the CPU: equivalence, collectives; NCCL and scaling need 2 GPUs"),
     Entry("07_attention", "attention from scratch", 0, "everything except GPU-only SDPA backends"),
-    Entry("08_transformer", "Transformer training", 1, "a small GPT on CPU; no MFU on tensor cores"),
-    Entry("09_memory", "memory monitoring", 1, "profiler memory events; no CUDA snapshots"),
-    Entry("10_compile_and_profile", "torch.compile and the profiler", 1, "CPU profiler traces; compile is slow and gives no speed-up on CPU"),
+    Entry("08_transformer", "Transformer training", 1,
+          "a small GPT trained on the CPU; tensor-core speed and MFU need a GPU"),
+    Entry("09_memory", "memory monitoring", 1,
+          "profiler memory events on the CPU; CUDA memory snapshots need a GPU"),
+    Entry("10_compile_and_profile", "torch.compile and the profiler", 1,
+          "CPU profiler traces and torch.compile on the CPU; CUDA kernels and graphs need a GPU"),
 )
 
 
@@ -48,7 +61,6 @@ def readiness(info: DeviceInfo, folder: Path = NOTEBOOK_DIR) -> list[tuple[str, 
             rows.append((e.stem, "not written yet", "-"))
         elif info.gpu_count >= e.gpus:
             rows.append((e.stem, "full", "everything"))
-        else:
-            need = f"needs {e.gpus} GPU{'s' if e.gpus > 1 else ''} for the rest"
-            rows.append((e.stem, "partial", f"{e.on_less} ({need})"))
+        else:  # on_less names what this machine shows and what needs the GPUs
+            rows.append((e.stem, "partial", e.on_less))
     return rows

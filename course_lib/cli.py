@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -40,13 +41,22 @@ def _select(names: list[str], folder: Path) -> list[Path]:
     return chosen
 
 
+def asked_profile(name: str | None) -> str:
+    """The profile as the user asked for it: --profile, else $COURSE_PROFILE, else 'auto'
+    (unresolved: 'auto' stays 'auto'; surrounding blanks and case are tidied)."""
+    return (name or os.environ.get("COURSE_PROFILE") or "auto").strip().lower()
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """Execute notebooks under one profile; non-zero exit if any fails.
 
     With ``--record`` (gpu profile only, checked before anything runs) the reports that the
     notebooks executed OK in this run saved are merged into ``results/<device>.json``.
+    The notebooks get the profile as asked ('auto' stays 'auto', so a notebook can say how
+    it was chosen); it is resolved here only to validate it, for --record and the summary.
     """
-    profile = profiles.resolve(args.profile)
+    asked = asked_profile(args.profile)
+    profile = profiles.resolve(asked)
     if args.record and profile != "gpu":
         raise report.RecordError(f"--record takes only the gpu profile, not {profile!r}: "
                                  f"reference results come from full runs on a GPU.")
@@ -56,13 +66,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     bar = tqdm(notebooks, desc=f"course run ({profile})", unit="notebook")
     for nb in bar:
         bar.set_postfix_str(nb.stem)
-        result = runner.execute(nb, profile, out, timeout_s=args.timeout)
+        result = runner.execute(nb, asked, out, timeout_s=args.timeout)
         results.append(result)
         if result.ok and not args.no_html:
             runner.export_html(Path(result.output))
         if not result.ok:
             tqdm.write(f"FAILED {nb.name}, {result.error}")
-    print(runner.write_summary(results, profile, out))
+    print(runner.write_summary(results, profile if asked == profile else f"{profile} (asked: {asked})", out))
     failed = [r.notebook for r in results if not r.ok]
     if args.record:
         _record([r for r in results if r.ok], failed, out)

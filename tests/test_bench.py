@@ -175,3 +175,64 @@ def test_ratio_of_needs_its_value_inside_its_range():
     assert r.value == 0.5 and not r.within_noise
     with pytest.raises(ValueError, match="must contain its value"):
         bench.ratio_of("memory", 2.0, 0.5, 1.5)
+
+
+def _rated(n, rate, spread=0.02):
+    """A matmul timing of size n at `rate` FLOP/s whose quartiles are ±`spread` of the median."""
+    median = bench.matmul_flops(n) / rate
+    return bench.Timing(f"matmul {n}×{n} float32", "cpu (2 threads)", median, 2 * spread * median,
+                        5, bench.matmul_flops(n), "FLOP/s", median * (1 - spread), median * (1 + spread))
+
+
+def test_rate_curve_times_each_size_in_order(monkeypatch):
+    fake, seen = _fake_time_matmul({64: 5e9, 128: 9e9})
+    monkeypatch.setattr(bench, "time_matmul", fake)
+    curve = bench.rate_curve([128, 64], "cpu", min_run_s=0.03)
+    assert seen == [(128, 0.03), (64, 0.03)] and [t.name for t in curve] == ["matmul 128×128", "matmul 64×64"]
+    with pytest.raises(ValueError, match="at least one matrix size"):
+        bench.rate_curve([], "cpu")
+
+
+def test_best_rate_is_the_highest_median_rate():
+    curve = [_rated(64, 5e9), _rated(128, 9e9), _rated(256, 8.9e9)]
+    assert bench.best_rate(curve) is curve[1]
+    with pytest.raises(ValueError, match="have a rate"):
+        bench.best_rate([_timing()])
+
+
+def test_rate_ratio_compares_rates_of_different_work():
+    small, big = _rated(64, 2e9), _rated(512, 6e9)
+    r = bench.rate_ratio(big, small, "n=512 vs n=64")
+    assert r.value == pytest.approx(3.0) and r.lo == pytest.approx(3.0 * 0.98 / 1.02)
+    assert r.hi == pytest.approx(3.0 * 1.02 / 0.98) and "higher, beyond the spread" in str(r)
+    noisy = bench.rate_ratio(_rated(512, 6.1e9, spread=0.1), _rated(1024, 6e9, spread=0.1))
+    assert noisy.within_noise and "no measurable difference" in str(noisy)
+    with pytest.raises(ValueError, match="same unit"):
+        bench.rate_ratio(big, _timing(work=1.0, unit="B/s"))
+
+
+def test_first_reaching_takes_the_first_size_within_the_fraction():
+    curve = [_rated(64, 5e9), _rated(128, 8.9e9), _rated(256, 10e9), _rated(512, 9.5e9)]
+    assert bench.first_reaching(curve, curve[2], 0.9) is curve[2]  # 8.9 < 9.0
+    assert bench.first_reaching(curve, curve[2], 0.85) is curve[1]
+    assert bench.first_reaching(curve[:2], _rated(1024, 100e9), 0.9) is None
+    with pytest.raises(ValueError, match="fraction"):
+        bench.first_reaching(curve, curve[2], 1.5)
+
+
+def test_curve_verdicts_follow_the_numbers():
+    rising = [_rated(64, 2e9), _rated(128, 5e9), _rated(256, 9.5e9), _rated(512, 10e9)]
+    lines = bench.curve_verdicts(rising, [64, 128, 256, 512])
+    assert lines[0].startswith("peak of this curve: n=512, 10.0 GFLOP/s")
+    assert lines[1] == "smallest n at >= 90% of that peak: n=256 (95%)"
+    assert lines[2].startswith("rate at n=512 vs n=64: 5.00×") and "higher, beyond" in lines[2]
+    assert len(lines) == 3  # the peak is the last size: nothing after it to compare
+    # a flat curve: the smallest size is already the peak, a later drop inside the noise
+    flat = [_rated(64, 10e9, 0.1), _rated(128, 9.8e9, 0.1)]
+    lines = bench.curve_verdicts(flat, [64, 128])
+    assert "n=64 (100%)" in lines[1] and "the smallest size, n=64, is the peak" in lines[2]
+    assert lines[3].startswith("rate at n=128 vs the peak (n=64): 0.98×") and "no measurable" in lines[3]
+    falling = [_rated(64, 2e9), _rated(512, 10e9), _rated(2048, 6e9)]
+    assert "lower, beyond the spread" in bench.curve_verdicts(falling, [64, 512, 2048])[-1]
+    with pytest.raises(ValueError, match="one size per timing"):
+        bench.curve_verdicts(falling, [64])

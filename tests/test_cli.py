@@ -110,10 +110,11 @@ class FakeRuns:
     (report.Report(...).save()), made on `devices[stem]`, and fails if its stem is in `fail`."""
 
     def __init__(self, devices: dict[str, str] | None = None, fail: tuple[str, ...] = ()):
-        self.devices, self.fail, self.calls = devices or {}, fail, []
+        self.devices, self.fail, self.calls, self.profiles = devices or {}, fail, [], []
 
     def __call__(self, nb, profile, out_dir, timeout_s=900):
         self.calls.append(nb.stem)
+        self.profiles.append(profile)
         if nb.stem in self.fail:
             return runner.RunResult(nb.stem, False, 0.5, str(out_dir / nb.name), "code cell 2: boom")
         device_name = self.devices.get(nb.stem, GPU)
@@ -221,3 +222,30 @@ def test_an_interrupted_record_leaves_the_previous_results_file(course, monkeypa
     with pytest.raises(OSError):
         run(FakeRuns(), "--profile", "gpu", "--record")
     assert path.read_bytes() == before and [f.name for f in results.iterdir()] == [path.name]
+
+
+@pytest.mark.parametrize("flag, env, asked, resolved", [
+    (["--profile", "auto"], None, "auto", "cpu"),
+    ([], None, "auto", "cpu"),
+    ([], "Smoke ", "smoke", "smoke"),
+    (["--profile", "cpu"], "smoke", "cpu", "cpu"),
+], ids=["auto", "default", "environment", "flag-beats-environment"])
+def test_notebooks_get_the_profile_as_asked(course, monkeypatch, flag, env, asked, resolved):
+    nbs, out, results, run = course
+    monkeypatch.setattr(profiles.torch.cuda, "is_available", lambda: False)  # auto -> cpu
+    if env is None:
+        monkeypatch.delenv("COURSE_PROFILE", raising=False)
+    else:
+        monkeypatch.setenv("COURSE_PROFILE", env)
+    fake = FakeRuns()
+    assert run(fake, *flag) == 0
+    assert fake.profiles == [asked] * 3  # 'auto' is passed on, for the notebook to resolve
+    head = (out / "summary.md").read_text().splitlines()[0]
+    assert head == (f"profile {resolved}" if asked == resolved else f"profile {resolved} (asked: {asked})")
+
+
+def test_asked_profile_is_not_resolved(monkeypatch):
+    monkeypatch.delenv("COURSE_PROFILE", raising=False)
+    assert cli.asked_profile(None) == "auto" and cli.asked_profile(" GPU") == "gpu"
+    monkeypatch.setenv("COURSE_PROFILE", "cpu")
+    assert cli.asked_profile(None) == "cpu" and cli.asked_profile("") == "cpu"
