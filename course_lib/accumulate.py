@@ -268,26 +268,37 @@ def _exercise_model() -> nn.Module:
 
 def check_accumulation(fn: Callable[[nn.Module, list], object]) -> None:
     """Exercise (04): `fn(model, micro_batches)` must leave in ``.grad`` the gradient of
-    the mean cross-entropy over all samples, as if they were one batch.
+    the mean cross-entropy over all real targets, as if the micro-batches were one batch.
 
-    Tried with equal micro-batches (4 × 6) and unequal ones (5 + 3 + 8 + 8).
+    Tried with equal micro-batches (4 × 6), unequal ones (5 + 3 + 8 + 8), and unequal ones
+    whose targets include padding (IGNORE_INDEX, -100: F.cross_entropy leaves them out of
+    its mean, so they must not count in the weights either).
     """
     g = torch.Generator().manual_seed(1)
     x, y = torch.randn(24, 10, generator=g), torch.randint(0, 4, (24,), generator=g)
-    cases = [("4 equal micro-batches", [6, 6, 6, 6]), ("unequal micro-batches 5+3+8+8", [5, 3, 8, 8])]
-    for name, sizes in cases:
+    y_pad = y.clone()
+    y_pad[[1, 2, 3, 9, 10, 17]] = IGNORE_INDEX  # 3 of the first 5, 2 of the next 3, 1 of 8, 0 of 8
+    cases = [("4 equal micro-batches", [6, 6, 6, 6], y),
+             ("unequal micro-batches 5+3+8+8", [5, 3, 8, 8], y),
+             ("unequal micro-batches 5+3+8+8 with 6 padding targets", [5, 3, 8, 8], y_pad)]
+    for name, sizes, targets in cases:
         model = _exercise_model()
-        ref = gradients(model, [(x, y)], loss_fn=F.cross_entropy)
+        ref = gradients(model, [(x, targets)], loss_fn=F.cross_entropy)
         model.zero_grad(set_to_none=True)
-        fn(model, list(zip(x.split(sizes), y.split(sizes))))
+        fn(model, list(zip(x.split(sizes), targets.split(sizes))))
         got = flat_grad(model)
         ratio = (got @ ref / (ref @ ref)).item()
         if abs(ratio - len(sizes)) < 0.05 * len(sizes):
             raise AssertionError(f"{name}: your gradient is {ratio:.2f}× the big-batch one: "
                                  "scale each micro-batch's loss before backward().")
-        if not torch.allclose(got, ref, atol=FP32_ATOL, rtol=FP32_RTOL) and len(set(sizes)) > 1:
-            raise AssertionError(f"{name}: the gradients differ (relative {rel_error(got, ref):.1e}). "
-                                 "Dividing by k weights a sample in a small micro-batch more: "
-                                 "weight each loss by len(y) / (all samples).")
+        if not torch.allclose(got, ref, atol=FP32_ATOL, rtol=FP32_RTOL):
+            if targets is y_pad:
+                raise AssertionError(f"{name}: the gradients differ (relative {rel_error(got, ref):.1e}). "
+                                     "Padding targets (-100) carry no loss: weight each micro-batch by "
+                                     "its real targets, (y != -100).sum(), over all real targets.")
+            if len(set(sizes)) > 1:
+                raise AssertionError(f"{name}: the gradients differ (relative {rel_error(got, ref):.1e}). "
+                                     "Dividing by k weights a sample in a small micro-batch more: "
+                                     "weight each loss by len(y) / (all samples).")
         check.close(got, ref, what=f"exercise, {name}: your gradients vs one big batch",
                     atol=FP32_ATOL, rtol=FP32_RTOL)

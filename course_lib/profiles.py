@@ -76,34 +76,38 @@ SIZES: dict[str, dict[str, dict]] = {
     },
     "03_mixed_precision": {
         # model: smallcnn (width = its channels) or a ResNet; n_train images of resolution px,
-        # tensor-resident; steps: optimizer steps per precision (loss curves, step time);
-        # half_steps: the pure .half() runs; demo_batch: batch of the gradient/update demos;
-        # log_every: steps per timing window (the first window is warm-up, not counted)
+        # tensor-resident; steps: optimizer steps per precision (loss curves); half_steps: the
+        # pure .half() runs; demo_batch: batch of the gradient/update demos; log_every: steps
+        # per loss record in the curves; repeats: timed training steps per precision (after 2
+        # warm-up steps); check_steps: steps of the inline-vs-library check; opt_run_s: seconds
+        # of optimizer.step() timing per AdamW variant
         "smoke": dict(model="smallcnn", width=8, resolution=16, n_train=256, batch_size=32,
                       steps=4, half_steps=3, demo_batch=32, log_every=1, channels_last=False,
-                      widget_steps=3),
+                      widget_steps=3, repeats=3, check_steps=2, opt_run_s=0.03),
         "cpu": dict(model="smallcnn", width=16, resolution=32, n_train=2048, batch_size=64,
                     steps=90, half_steps=20, demo_batch=64, log_every=1, channels_last=False,
-                    widget_steps=5),
+                    widget_steps=5, repeats=10, check_steps=3, opt_run_s=0.3),
         "gpu": dict(model="resnet50", width=0, resolution=128, n_train=4096, batch_size=256,
                     steps=80, half_steps=30, demo_batch=32, log_every=10, channels_last=True,
-                    widget_steps=20),
+                    widget_steps=20, repeats=20, check_steps=3, opt_run_s=0.3),
     },
     "04_grad_accumulation": {
         # batch: images in the gradient checks (split into K micro-batches; the check model is
         # fixed: SmallCNN width 16 at 32 px); mem_width / mem_micro / mem_batches: model width,
         # micro-batch and effective batches of the memory sweep; train_*: the four fit runs
         # (images, resolution, width, effective batch, epochs, learning rate); widget_max_k:
-        # slider maximum (at most `batch`)
+        # slider maximum (at most `batch`); time_repeats: timed optimizer steps (after 2 warm-up
+        # steps) of one batch vs K micro-batches
         "smoke": dict(batch=32, mem_width=8, mem_micro=8, mem_batches=[8, 16, 32],
                       train_n=256, train_res=16, train_width=8, train_batch=32, train_epochs=1,
-                      lr=3e-3, widget_max_k=8),
+                      lr=3e-3, widget_max_k=8, time_repeats=3),
         "cpu": dict(batch=64, mem_width=32, mem_micro=32, mem_batches=[32, 64, 128, 256, 512],
                     train_n=8192, train_res=16, train_width=16, train_batch=64, train_epochs=2,
-                    lr=3e-3, widget_max_k=16),
+                    lr=3e-3, widget_max_k=16, time_repeats=9),
         "gpu": dict(batch=256, mem_width=64, mem_micro=64,
                     mem_batches=[64, 128, 256, 512, 1024, 2048], train_n=16384, train_res=32,
-                    train_width=32, train_batch=256, train_epochs=3, lr=3e-3, widget_max_k=64),
+                    train_width=32, train_batch=256, train_epochs=3, lr=3e-3, widget_max_k=64,
+                    time_repeats=10),
     },
 }
 

@@ -182,6 +182,11 @@ def test_explore_reports_difference_and_memory():
 
 def test_exercise_check_accepts_right_and_explains_wrong(capsys):
     def right(model, micro_batches):
+        n_real = sum((y != -100).sum() for _, y in micro_batches)
+        for x, y in micro_batches:
+            (F.cross_entropy(model(x), y) * (y != -100).sum() / n_real).backward()
+
+    def by_samples(model, micro_batches):  # right without padding, wrong with it
         n = sum(len(y) for _, y in micro_batches)
         for x, y in micro_batches:
             (F.cross_entropy(model(x), y) * len(y) / n).backward()
@@ -196,9 +201,13 @@ def test_exercise_check_accepts_right_and_explains_wrong(capsys):
 
     rng = torch.get_rng_state()
     acc.check_accumulation(right)
-    assert capsys.readouterr().out.count("✓") == 2
+    assert capsys.readouterr().out.count("✓") == 3
     assert torch.equal(torch.get_rng_state(), rng)  # the learner's random stream is untouched
     with pytest.raises(AssertionError, match="4.00× the big-batch"):
         acc.check_accumulation(summed)
     with pytest.raises(AssertionError, match=r"len\(y\) / \(all samples\)"):
         acc.check_accumulation(divided_by_k)
+    capsys.readouterr()
+    with pytest.raises(AssertionError, match=r"Padding targets \(-100\)"):
+        acc.check_accumulation(by_samples)
+    assert capsys.readouterr().out.count("✓") == 2  # by_samples passed the cases without padding
