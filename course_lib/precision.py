@@ -308,6 +308,24 @@ def cpu_16bit_flags(path: str = "/proc/cpuinfo") -> list[str]:
     return [flag for flag in CPU_16BIT_FLAGS if flag in flags]
 
 
+def cpu_support(fmt: str, flags: Sequence[str] | None = None) -> str:
+    """One sentence: does this CPU report instructions for `fmt` ("fp16" or "bf16")?
+
+    `flags` defaults to :func:`cpu_16bit_flags`. Without them, PyTorch's CPU kernels convert
+    each 16-bit operand to fp32 and back: the format saves memory, not arithmetic.
+    """
+    if fmt not in ("fp16", "bf16"):
+        raise ValueError(f"fmt must be fp16 or bf16, got {fmt!r}.")
+    flags = cpu_16bit_flags() if flags is None else list(flags)
+    wanted = [f for f in CPU_16BIT_FLAGS if f.endswith(fmt)]
+    have = [f for f in wanted if f in flags]
+    if have:
+        return (f"This CPU reports {', '.join(have)}: it has {fmt} instructions, which PyTorch's "
+                f"CPU kernels use where they were written for them.")
+    return (f"This CPU reports none of {', '.join(wanted)}: {fmt} here is a format without hardware "
+            f"support, each operation converting to fp32 and back (a test of correctness, not of speed).")
+
+
 def available(device: torch.device | str) -> list[str]:
     """The precisions worth comparing on `device` (TF32 only on CUDA GPUs that have it)."""
     device = torch.device(device)
@@ -360,7 +378,9 @@ def train_run(name: str, make_model: ModelFn, batches: TensorLoader, *, steps: i
     """Train a fresh `make_model()` for `steps` optimizer steps at precision `name`.
 
     `name` is a key of PRECISIONS. "pure .half()" converts the model and the inputs to
-    fp16 and trains them with no fp32 copy at all (the seeds' advice).
+    fp16 and trains them with no fp32 copy at all (a widely copied tip). This is the general
+    loop for longer runs; notebook 03 writes the same step inline, and a test holds the two
+    to the same losses.
     """
     if name not in PRECISIONS:
         raise ValueError(f"Unknown precision {name!r}: choose one of {', '.join(PRECISIONS)}.")
@@ -380,6 +400,53 @@ def train_run(name: str, make_model: ModelFn, batches: TensorLoader, *, steps: i
     skip = log_every if len(history.step_time_s) > log_every else 0  # the warm-up window
     return RunResult(name, history, history.median_step_time_s(skip), batches.batch_size,
                      device_label(device))
+
+
+def compare_losses(name: str, losses: Sequence[float], base: Sequence[float], base_name: str = "fp32",
+                   last: int = 10) -> str:
+    """One-line verdict on a loss curve against a baseline curve on the same batches.
+
+    NaN/inf anywhere is a failure (named with its step). Otherwise the means of the last
+    `last` losses are compared with the spread of the baseline's own step-to-step noise there
+    (half the interquartile range of those losses): a gap inside it is called that.
+    """
+    bad = next((i + 1 for i, v in enumerate(losses) if not math.isfinite(v)), None)
+    if bad is not None:
+        return f"{name}: loss NaN/inf from step {bad} on: training failed"
+    k = max(1, min(last, len(losses), len(base)))
+    tail = torch.tensor(list(base)[-k:], dtype=torch.float64)
+    mine = sum(list(losses)[-k:]) / k
+    ref = tail.mean().item()
+    q1, q3 = tail.quantile(torch.tensor([0.25, 0.75], dtype=torch.float64)).tolist()
+    noise = (q3 - q1) / 2
+    gap = mine - ref
+    how = ("within the step-to-step spread of the baseline: no measurable difference"
+           if abs(gap) <= noise else f"{'higher' if gap > 0 else 'lower'} than {base_name}, "
+           f"beyond the step-to-step spread of the baseline")
+    return (f"{name} vs {base_name}, mean loss of the last {k} steps: {mine:.4f} vs {ref:.4f} "
+            f"(gap {gap:+.4f}, spread ±{noise:.4f}) | {how}")
+
+
+def damage_figure(rows: Sequence[ScaleRow], title: str = ""):
+    """Grouped bars per loss scale: % of elements flushed to 0, subnormal, overflowed to inf
+    (three separate counts, each labelled; none added to another)."""
+    import matplotlib.pyplot as plt  # only where a figure is drawn
+
+    kinds = (("flushed to 0", "flushed", "tab:red"), ("subnormal (bits lost)", "subnormal", "tab:orange"),
+             ("overflow to inf", "overflowed", "tab:purple"))
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.6 * len(rows)), 3.8))
+    width = 0.8 / len(kinds)
+    for k, (label, attr, color) in enumerate(kinds):
+        pcts = [100 * getattr(r, attr) / max(1, r.n) for r in rows]
+        xs = [i + (k - 1) * width for i in range(len(rows))]
+        rects = ax.bar(xs, pcts, width, label=label, color=color)
+        ax.bar_label(rects, labels=[f"{p:.2f}" for p in pcts], fontsize=7, rotation=90, padding=2)
+    ax.set_xticks(range(len(rows)), [f"S = 2^{math.log2(r.scale):.0f}" for r in rows])
+    ax.set(ylabel="% of gradient elements", title=title)
+    ax.set_ylim(0, ax.get_ylim()[1] * 1.15)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
 
 
 def step_peak_bytes(name: str, make_model: ModelFn, x: torch.Tensor, y: torch.Tensor, *,

@@ -32,47 +32,45 @@ SIZES: dict[str, dict[str, dict]] = {
         "gpu": dict(check_n=64, cpu_n=1024, gpu_n=4096, min_run_s=0.2),
     },
     "01_gpu_vs_cpu": {
-        # sizes / gpu_sizes: matmul n for the CPU / GPU rate-vs-size curves; cpu_peak /
-        # gpu_peak: sizes probed for each device's measured peak; async_n: matmul of the sync
-        # demo; copy_mib: H→D buffer; dtype_n: fp32/TF32/bf16 matmul; check_n: accuracy check
-        # against fp64; widget_n / widget_max: slider default and maximum
-        "smoke": dict(sizes=[64, 128, 256, 512], cpu_peak=[256, 512],
-                      gpu_sizes=[128, 256, 512, 1024], gpu_peak=[1024],
+        # sizes / gpu_sizes: matmul n for the CPU / GPU rate-vs-size curves (each curve's best
+        # point is its measured peak); async_n: matmul of the sync demos; copy_mib: H→D buffer;
+        # dtype_n: fp32/TF32/bf16 matmul, also timed at dtype_n - 1 (multiples of 8);
+        # check_n: accuracy check against fp64; widget_n / widget_max: slider default and maximum
+        "smoke": dict(sizes=[64, 128, 256, 512], gpu_sizes=[128, 256, 512, 1024],
                       async_n=256, copy_mib=16, dtype_n=256, check_n=128,
                       widget_n=256, widget_max=1024, min_run_s=0.05),
-        "cpu": dict(sizes=[64, 128, 256, 512, 1024, 2048], cpu_peak=[512, 1024, 2048],
-                    gpu_sizes=[128, 256, 512, 1024, 2048], gpu_peak=[2048],
+        "cpu": dict(sizes=[64, 128, 256, 512, 1024, 2048], gpu_sizes=[128, 256, 512, 1024, 2048],
                     async_n=1024, copy_mib=64, dtype_n=1024, check_n=256,
                     widget_n=512, widget_max=2048, min_run_s=0.5),
-        "gpu": dict(sizes=[64, 128, 256, 512, 1024, 2048], cpu_peak=[512, 1024, 2048],
-                    gpu_sizes=[128, 256, 512, 1024, 2048, 4096, 8192], gpu_peak=[4096, 8192],
+        "gpu": dict(sizes=[64, 128, 256, 512, 1024, 2048],
+                    gpu_sizes=[128, 256, 512, 1024, 2048, 4096, 8192],
                     async_n=4096, copy_mib=256, dtype_n=8192, check_n=512,
                     widget_n=2048, widget_max=4096, min_run_s=0.2),
     },
     "02_first_cnn": {
         # n_train / n_val: shapes images, tensor-resident, of resolution px; width: SmallCNN
-        # channels; epochs: the accuracy run, which must reach acc_bar on the val split;
-        # workers / loader_batch / loader_steps: DataLoader settings measured (after a warm-up);
-        # model_steps: steps per channels_last / bf16 timing; resnet*: the ResNet timed, with
-        # resnet_runs (amp, layout) pairs; real_steps: CIFAR-10 / MNIST steps when the files
-        # exist; widget_steps: steps per widget measurement; min_run_s: per-image draw timing
+        # channels; batch_size: every SmallCNN batch; epochs: the accuracy run, which must reach
+        # acc_bar on the val split; workers: DataLoader settings timed; call_steps: training
+        # steps per timed call; repeats: timed calls after one warm-up call (median, quartiles);
+        # resnet*: the ResNet timed, with resnet_runs (amp, layout) pairs; real_steps: CIFAR-10 /
+        # MNIST steps when the files exist; min_run_s: per-image draw timing
         "smoke": dict(n_train=6400, n_val=256, resolution=32, width=16, batch_size=64, epochs=1,
-                      acc_bar=0.25, workers=[0, 1], loader_batch=32, loader_steps=2,
-                      model_steps=2, resnet="resnet18", resnet_res=32, resnet_small=False,
-                      resnet_batch=4, resnet_runs=[("off", "NCHW"), ("bf16", "channels_last")],
-                      real_steps=5, widget_steps=2, min_run_s=0.05),
+                      acc_bar=0.25, workers=[0, 1], call_steps=2, repeats=3,
+                      resnet="resnet18", resnet_res=32, resnet_small=False, resnet_batch=4,
+                      resnet_runs=[("off", "NCHW"), ("bf16", "channels_last")],
+                      real_steps=5, min_run_s=0.05),
         "cpu": dict(n_train=12_000, n_val=2000, resolution=32, width=32, batch_size=128, epochs=4,
-                    acc_bar=0.90, workers=[0, 1, 2], loader_batch=128, loader_steps=12,
-                    model_steps=8, resnet="resnet18", resnet_res=32, resnet_small=True,
-                    resnet_batch=16, real_steps=30, widget_steps=4, min_run_s=0.2,
+                    acc_bar=0.90, workers=[0, 1, 2], call_steps=4, repeats=8,
+                    resnet="resnet18", resnet_res=32, resnet_small=True, resnet_batch=16,
                     resnet_runs=[("off", "NCHW"), ("off", "channels_last"), ("bf16", "NCHW"),
-                                 ("bf16", "channels_last")]),
+                                 ("bf16", "channels_last")],
+                    real_steps=30, min_run_s=0.2),
         "gpu": dict(n_train=50_000, n_val=5000, resolution=32, width=32, batch_size=256, epochs=8,
-                    acc_bar=0.90, workers=[0, 1, 2, 4, 8], loader_batch=256, loader_steps=30,
-                    model_steps=20, resnet="resnet50", resnet_res=224, resnet_small=False,
-                    resnet_batch=128, real_steps=200, widget_steps=20, min_run_s=0.2,
+                    acc_bar=0.90, workers=[0, 1, 2, 4, 8], call_steps=10, repeats=10,
+                    resnet="resnet50", resnet_res=224, resnet_small=False, resnet_batch=128,
                     resnet_runs=[("off", "NCHW"), ("off", "channels_last"), ("bf16", "NCHW"),
-                                 ("bf16", "channels_last")]),
+                                 ("bf16", "channels_last")],
+                    real_steps=200, min_run_s=0.2),
     },
     "03_mixed_precision": {
         # model: smallcnn (width = its channels) or a ResNet; n_train images of resolution px,
