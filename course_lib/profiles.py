@@ -101,7 +101,7 @@ SIZES: dict[str, dict[str, dict]] = {
                       lr=3e-3, widget_max_k=8, time_repeats=3),
         "cpu": dict(batch=64, mem_width=32, mem_micro=32, mem_batches=[32, 64, 128, 256, 512],
                     train_n=8192, train_res=16, train_width=16, train_batch=64, train_epochs=2,
-                    lr=3e-3, widget_max_k=16, time_repeats=9),
+                    lr=3e-3, widget_max_k=16, time_repeats=15),
         "gpu": dict(batch=256, mem_width=64, mem_micro=64,
                     mem_batches=[64, 128, 256, 512, 1024, 2048], train_n=16384, train_res=32,
                     train_width=32, train_batch=256, train_epochs=3, lr=3e-3, widget_max_k=64,

@@ -211,3 +211,63 @@ def test_exercise_check_accepts_right_and_explains_wrong(capsys):
     with pytest.raises(AssertionError, match=r"Padding targets \(-100\)"):
         acc.check_accumulation(by_samples)
     assert capsys.readouterr().out.count("✓") == 2  # by_samples passed the cases without padding
+
+
+def _inline_step(model, opt, micro_batches, dtype=None, scaler=None):
+    """Notebook 04's loop, in plain PyTorch: each loss × its share, one step after the k-th."""
+    opt.zero_grad(set_to_none=True)
+    n_total = sum(len(yb) for _, yb in micro_batches)
+    for xb, yb in micro_batches:
+        with torch.autocast("cpu", dtype=dtype, enabled=dtype is not None):
+            loss = F.cross_entropy(model(xb), yb) * len(yb) / n_total
+        (loss if scaler is None else scaler.scale(loss)).backward()
+    if scaler is not None:
+        scaler.unscale_(opt)
+    grad = acc.flat_grad(model)
+    if scaler is None:
+        opt.step()
+    else:
+        scaler.step(opt)
+        scaler.update()
+    return grad
+
+
+def test_inline_loop_equals_the_library_loop_fp32_and_steps_like_one_batch():
+    x, y = images(12)
+    ref = gn_cnn()
+    for k in (3, 5):  # 5 gives unequal micro-batches 3+3+2+2+2
+        group = acc.split_batch(x, y, k)
+        model = gn_cnn()
+        grad = _inline_step(model, torch.optim.SGD(model.parameters(), lr=0.1), group)
+        assert torch.allclose(grad, acc.gradients(gn_cnn(), group), atol=acc.FP32_ATOL, rtol=acc.FP32_RTOL)
+        big = gn_cnn()
+        big_grad = _inline_step(big, torch.optim.SGD(big.parameters(), lr=0.1), [(x, y)])
+        assert torch.allclose(grad, big_grad, atol=acc.FP32_ATOL, rtol=acc.FP32_RTOL)
+        assert all(torch.allclose(p, q, atol=1e-7, rtol=1e-5) for p, q in zip(model.parameters(), big.parameters()))
+        assert not torch.equal(model.head.weight, ref.head.weight)  # it stepped
+
+
+@pytest.mark.parametrize("amp", ["bf16", "fp16"])
+def test_inline_amp_loop_equals_accumulation_step(amp):
+    if amp == "fp16":
+        try:
+            torch.amp.GradScaler("cpu")
+        except Exception:
+            pytest.skip("this PyTorch has no CPU GradScaler")
+    x, y = images(16)
+    group = acc.split_batch(x, y, 4)
+    dtype = torch.bfloat16 if amp == "bf16" else torch.float16
+
+    def scaler():
+        return torch.amp.GradScaler("cpu", init_scale=256.0, growth_interval=1) if amp == "fp16" else None
+
+    s_inline, s_lib = scaler(), scaler()
+    m_inline, m_lib = gn_cnn(), gn_cnn()
+    g_inline = _inline_step(m_inline, torch.optim.SGD(m_inline.parameters(), lr=0.1), group, dtype, s_inline)
+    g_lib = acc.accumulation_step(m_lib, torch.optim.SGD(m_lib.parameters(), lr=0.1), group, amp=amp,
+                                  scaler=s_lib)
+    assert torch.allclose(g_inline, g_lib, atol=acc.FP32_ATOL, rtol=acc.FP32_RTOL)
+    assert all(torch.allclose(p, q, atol=1e-7, rtol=1e-5) for p, q in zip(m_inline.parameters(), m_lib.parameters()))
+    assert 0 < acc.rel_error(g_inline, acc.gradients(gn_cnn(), [(x, y)])) < 0.2  # rounded, not broken
+    if amp == "fp16":
+        assert s_inline.get_scale() == s_lib.get_scale() == 512.0  # one update per optimizer step
