@@ -1,152 +1,114 @@
-"""How fast does data reach the model? Images/s and data-wait share of a training setup.
+"""How fast does data reach the model? Images/s and the data-wait share of a training loop.
 
-Every measurement trains for a few steps with :func:`course_lib.train.fit` and reads the
-throughput and the time blocked on the loader from its History, after a short warm-up
-run on the same model and loader (worker start-up and first-call costs such as kernel
-selection and allocator growth are not counted):
+Notebook 02 writes its loop inline; :func:`train_steps` is the same loop here (a test ties
+both to :func:`course_lib.train.fit`), and :func:`time_steps` times it the course's way:
+one long pass of the loader, warm-up calls (workers start, first-call costs), then
+repeated calls of a few steps each, with their median and quartiles:
 
-    r = measure_loader(num_workers=2, steps=20)
-    print(r)  # workers=2 | 1,234 img/s | data wait 12% | 103.7 ms/step | cpu (2 threads)
+    r = measure_loader(num_workers=2, steps=4, repeats=5)
+    print(r)  # workers=2 | 103.7 ms ± 3% | 4,936 img/s | 5 runs | cpu (2 threads) | data wait 12%
 """
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 from torch.utils.data import DataLoader, Dataset, Subset
 
-from course_lib import data, models, train
-from course_lib.device import label as device_label
+from course_lib import bench, data, models, train
 from course_lib.device import pick as pick_device
 
-__all__ = ["Throughput", "SyntheticBatches", "shapes_loader", "loader_name",
-           "measure", "measure_loader", "measure_model", "table", "real_data_run"]
+__all__ = ["Throughput", "shapes_loader", "loader_name", "train_steps", "time_steps",
+           "measure_loader", "real_data_run"]
 
 
 @dataclass
 class Throughput:
-    """One measured setup: images per second and the share of step time spent waiting for data."""
+    """One measured setup: the timing of its calls (rate in img/s) and the share of a call
+    spent waiting for the next batch."""
 
-    name: str
-    images_per_s: float
-    data_wait_share: float  # 0..1 of training time blocked on the loader
-    step_s: float  # mean seconds per optimizer step
-    steps: int  # steps measured (after the warm-up)
-    device: str
+    timing: bench.Timing
+    data_wait_share: float  # 0..1: median wait per call / median time per call
 
     def __str__(self) -> str:
-        return (f"{self.name:<30} | {self.images_per_s:>9,.0f} img/s | data wait "
-                f"{100 * self.data_wait_share:>3.0f}% | {1e3 * self.step_s:>7.1f} ms/step | "
-                f"{self.device}")
-
-
-class SyntheticBatches:
-    """The same random batch `steps` times, on `device`: model speed without any loading."""
-
-    def __init__(self, batch_size: int, resolution: int, steps: int, num_classes: int = 10,
-                 device: str | torch.device = "cpu", in_channels: int = 3) -> None:
-        g = torch.Generator().manual_seed(0)
-        self.x = torch.randn(batch_size, in_channels, resolution, resolution, generator=g).to(device)
-        self.y = torch.randint(0, num_classes, (batch_size,), generator=g).to(device)
-        self.steps = steps
-
-    def __len__(self) -> int:
-        return self.steps
-
-    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        return ((self.x, self.y) for _ in range(self.steps))
+        return f"{self.timing} | data wait {100 * self.data_wait_share:.0f}%"
 
 
 def shapes_loader(n: int, resolution: int = 32, batch_size: int = 128, num_workers: int = 0,
                   pin_memory: bool = False, seed: int = 0) -> DataLoader:
-    """A shuffled DataLoader that draws `n` ShapesDataset images on the fly.
+    """A shuffled DataLoader (seeded order) that draws `n` ShapesDataset images on the fly."""
+    ds = data.ShapesDataset(n, resolution, "train", seed)
+    return DataLoader(ds, batch_size=batch_size, shuffle=True, num_workers=num_workers,
+                      pin_memory=pin_memory, persistent_workers=num_workers > 0,
+                      generator=torch.Generator().manual_seed(seed))
 
-    Workers persist between passes, so a warm-up pass pays their start-up once.
+
+def loader_name(num_workers: int, pin_memory: bool = False) -> str:
+    """'workers=2 +pin': the label of one DataLoader setting."""
+    return f"workers={num_workers}" + (" +pin" if pin_memory else "")
+
+
+def train_steps(model: nn.Module, optimizer: torch.optim.Optimizer, batches: Iterator,
+                steps: int, device: torch.device | str) -> tuple[float, torch.Tensor]:
+    """Train `steps` steps on batches taken from the iterator `batches`; return the seconds
+    spent waiting for them and the last step's loss (not synchronised).
+
+    The loop notebook 02 writes inline: copies with ``non_blocking=True`` (asynchronous
+    only from pinned memory), cross-entropy, ``zero_grad(set_to_none=True)``, backward, step.
     """
-    extra = {"persistent_workers": True} if num_workers > 0 else {}
-    train_loader, _ = data.loaders(n_train=n, n_val=1, resolution=resolution,
-                                   batch_size=batch_size, num_workers=num_workers,
-                                   pin_memory=pin_memory, seed=seed, **extra)
-    return train_loader
+    wait, loss = 0.0, torch.zeros(())
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        x, y = next(batches)
+        wait += time.perf_counter() - t0
+        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        loss = F.cross_entropy(model(x), y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+    return wait, loss
 
 
-def loader_name(num_workers: int, pin_memory: bool = False, non_blocking: bool = False) -> str:
-    """'workers=2 +pin +non_blocking': the label of one DataLoader setting."""
-    return (f"workers={num_workers}" + (" +pin" if pin_memory else "")
-            + (" +non_blocking" if non_blocking else ""))
+def time_steps(run: Callable[[], float], *, name: str, device: torch.device | str,
+               images: int, repeats: int = 5, warmup: int = 1) -> Throughput:
+    """Time `run()`, which trains a few steps on `images` images in all and returns the
+    seconds it waited for batches: `warmup` calls, then `repeats` timed calls
+    (:func:`course_lib.bench.time_fn`); the rate is in img/s."""
+    waits: list[float] = []
+    timing = bench.time_fn(lambda: waits.append(run()), name=name, device=device, work=images,
+                           unit="img/s", warmup=warmup, repeats=repeats)
+    wait = torch.tensor(waits[warmup:], dtype=torch.float64).median().item()
+    return Throughput(timing, min(1.0, wait / timing.median_s))
 
 
-def measure(model: nn.Module, loader, cfg: train.TrainConfig, name: str,
-            warmup_steps: int = 2) -> Throughput:
-    """Train `warmup_steps` steps (not counted), then `cfg.max_steps` steps; report the latter.
+def measure_loader(num_workers: int = 0, pin_memory: bool = False, *, steps: int = 4,
+                   repeats: int = 5, warmup: int = 1, batch_size: int = 128, resolution: int = 32,
+                   width: int = 32, lr: float = 3e-3, device: str | torch.device | None = None,
+                   seed: int = 0) -> Throughput:
+    """Images/s of a fresh SmallCNN trained with :func:`train_steps` on shapes drawn by a
+    DataLoader with these settings, `steps` steps per timed call, over one pass of the loader.
 
-    Both runs use the same model and loader; the numbers come from the measured run's
-    History (``samples_per_s``, ``data_wait_share``).
+    `pin_memory` only acts when training on a GPU (PyTorch warns and ignores it without one).
     """
-    if cfg.max_steps is None:
-        raise ValueError("measure needs cfg.max_steps: how many steps to time.")
-    if warmup_steps > 0:
-        train.fit(model, loader, dataclasses.replace(cfg, max_steps=warmup_steps, progress=False,
-                                                     checkpoint_path=None, checkpoint_every=None))
-    h = train.fit(model, loader, cfg)
-    step_s = h.train_time_s / max(1, len(h.step))
-    return Throughput(name, h.samples_per_s, h.data_wait_share, step_s, len(h.step),
-                      device_label(pick_device(cfg.device)))
-
-
-def measure_loader(num_workers: int = 0, pin_memory: bool = False, non_blocking: bool = False, *,
-                   steps: int = 10, batch_size: int = 128, resolution: int = 32, width: int = 32,
-                   warmup_steps: int = 2, channels_last: bool = False, amp: str = "off",
-                   device: str | torch.device | None = None, seed: int = 0) -> Throughput:
-    """Images/s of a fresh SmallCNN trained on shapes drawn by a DataLoader with these settings.
-
-    `pin_memory` and `non_blocking` only act when training on a GPU (PyTorch warns and
-    ignores pinning without one).
-    """
-    if num_workers < 0 or steps < 1:
-        raise ValueError(f"Need num_workers >= 0 and steps >= 1, got {num_workers} and {steps}.")
-    loader = shapes_loader(batch_size * max(steps, warmup_steps), resolution, batch_size,
+    if num_workers < 0 or steps < 1 or repeats < 1 or warmup < 0:
+        raise ValueError(f"Need num_workers >= 0, steps >= 1, repeats >= 1 and warmup >= 0, got "
+                         f"{num_workers}, {steps}, {repeats} and {warmup}.")
+    dev = pick_device(device)
+    loader = shapes_loader(batch_size * steps * (warmup + repeats), resolution, batch_size,
                            num_workers, pin_memory, seed)
     torch.manual_seed(seed)
-    model = models.SmallCNN(width=width, resolution=resolution)
-    cfg = train.TrainConfig(max_steps=steps, log_every=steps, non_blocking=non_blocking,
-                            channels_last=channels_last, amp=amp, device=device, seed=seed)
-    return measure(model, loader, cfg, loader_name(num_workers, pin_memory, non_blocking),
-                   warmup_steps)
-
-
-def measure_model(model: nn.Module, *, batch_size: int, resolution: int, steps: int = 10,
-                  num_classes: int = 10, amp: str = "off", channels_last: bool = False,
-                  device: str | torch.device | None = None, name: str = "",
-                  warmup_steps: int = 2) -> Throughput:
-    """Training images/s of `model` on one synthetic batch already on the device (no loading)."""
-    dev = pick_device(device)
-    batches = SyntheticBatches(batch_size, resolution, max(steps, warmup_steps), num_classes, dev)
-    cfg = train.TrainConfig(max_steps=steps, log_every=steps, amp=amp, channels_last=channels_last,
-                            device=dev)
-    name = name or f"{type(model).__name__} {amp if amp != 'off' else 'fp32'} " + (
-        "channels_last" if channels_last else "NCHW")
-    return measure(model, batches, cfg, name, warmup_steps)
-
-
-def table(rows: list[Throughput], baseline: Throughput | None = None) -> str:
-    """Rows as a text table with each one's images/s relative to `baseline` (default: the first)."""
-    if not rows:
-        raise ValueError("table needs at least one measured row.")
-    base = baseline or rows[0]
-    head = (f"{'setup':<30} | {'images/s':>9} | {'speed-up':>8} | {'data wait':>9} | "
-            f"{'ms/step':>7} | device")
-    lines = [head, "-" * len(head)]
-    for r in rows:
-        speedup = r.images_per_s / base.images_per_s
-        lines.append(f"{r.name:<30} | {r.images_per_s:>9,.0f} | {speedup:>7.2f}× | "
-                     f"{100 * r.data_wait_share:>8.0f}% | {1e3 * r.step_s:>7.1f} | {r.device}")
-    return "\n".join(lines)
+    model = models.SmallCNN(width=width, resolution=resolution).to(dev)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+    batches = iter(loader)  # one pass for all calls: no epoch restarts inside the timing
+    return time_steps(lambda: train_steps(model, optimizer, batches, steps, dev)[0],
+                      name=loader_name(num_workers, pin_memory), device=dev,
+                      images=batch_size * steps, repeats=repeats, warmup=warmup)
 
 
 REAL = {  # name -> (loader function, input channels, resolution)

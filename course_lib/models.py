@@ -1,7 +1,7 @@
-"""Models for the image notebooks: the seeds' CNN made correct, and torchvision ResNets.
+"""Models for the image notebooks: a widely copied tutorial CNN made correct, and torchvision ResNets.
 
-The course seeds shipped a CNN with three bugs; :data:`SEED_CNN_SOURCE` keeps it and
-:func:`show_seed_bugs` runs it so notebook 02 can show the real exceptions.
+:data:`TUTORIAL_CNN_SOURCE` is the tutorial snippet, with its three bugs;
+:func:`show_tutorial_bugs` runs it so notebook 02 can show the real exceptions.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F  # the import the seeds forgot
+import torch.nn.functional as F  # the import the tutorial snippet forgot
 import torchvision
 
 MIN_RESOLUTION = 8  # three 2x2 max-pools need at least 8x8 input
@@ -29,7 +29,7 @@ def conv_block(c_in: int, c_out: int) -> nn.Sequential:
 class SmallCNN(nn.Module):
     """Three conv blocks, global average pooling, one linear layer -> logits (B, num_classes).
 
-    Global average pooling replaces the seeds' hard-coded flatten size, so the same
+    Global average pooling replaces the tutorial snippet's hard-coded flatten size, so the same
     weights accept any input of at least 8x8; `resolution` is the size the model is
     built for and is only checked.
     """
@@ -96,70 +96,111 @@ def count_params(model: nn.Module, trainable_only: bool = False) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)
 
 
-# The seeds' CNN, verbatim in spirit: run by show_seed_bugs(), never imported.
-SEED_CNN_SOURCE = '''
-import torch
+# A widely copied tutorial snippet: printed in notebook 02 and run by show_tutorial_bugs().
+TUTORIAL_CNN_SOURCE = '''import torch
 import torch.nn as nn
-# (missing) import torch.nn.functional as F
 
-class SeedCNN(nn.Module):
+class TutorialCNN(nn.Module):
     def __init__(self, num_classes=6):
         super().__init__()
         self.conv1 = nn.Conv2d(3, 32, 3, padding=1)
         self.conv2 = nn.Conv2d(32, 64, 3, padding=1)
         self.conv3 = nn.Conv2d(64, 64, 3, padding=1)
-        self.fc = nn.Linear(64 * 8 * 8, num_classes)  # assumes 8x8 maps: wrong for 32x32 in
+        self.fc = nn.Linear(64 * 8 * 8, num_classes)
 
     def features(self, x):
         x = F.max_pool2d(F.relu(self.conv1(x)), 2)
         x = F.max_pool2d(F.relu(self.conv2(x)), 2)
-        return F.max_pool2d(F.relu(self.conv3(x)), 2)  # 32 -> 4: (B, 64, 4, 4)
+        return F.max_pool2d(F.relu(self.conv3(x)), 2)
 
     def forward(self, x):
         return self.fc(self.features(x).flatten(1))
+
+def train_step(model, optimizer, x, y):
+    features = model.features(x)
+    loss = F.cross_entropy(features, y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.item()
 '''
+SNIPPET_FILE = "<tutorial snippet>"  # the file name its tracebacks show
+
+
+def numbered(source: str = TUTORIAL_CNN_SOURCE) -> str:
+    """The snippet with line numbers, as the learner reads it next to the errors."""
+    return "\n".join(f"{i:>2}  {line}" for i, line in enumerate(source.splitlines(), start=1))
 
 
 @dataclass
-class SeedBug:
-    """One bug of the seeds' CNN: what it is, the exception it really raises, the fix."""
+class TutorialBug:
+    """One bug of the tutorial snippet: the call that hits it, the snippet line that raises,
+    the exception it really raises, and the fix."""
 
     bug: str
+    call: str  # what was run, e.g. "model(x), x of shape (2, 3, 32, 32)"
+    line: int  # 1-based line of the snippet that raised
     error: Exception  # the exception object itself: its type and shapes are the stable facts
     fix: str
 
     def __str__(self) -> str:
-        first = str(self.error).strip().splitlines()[0] if str(self.error).strip() else ""
-        return f"bug:   {self.bug}\nraises {type(self.error).__name__}: {first}\nfix:   {self.fix}"
+        text = str(self.error).strip()
+        first = text.splitlines()[0] if text else ""
+        code = TUTORIAL_CNN_SOURCE.splitlines()[self.line - 1].strip()
+        return (f"bug:    {self.bug}\nrun:    {self.call}\nline {self.line:<2} {code}\n"
+                f"raises {type(self.error).__name__}: {first}\nfix:    {self.fix}")
 
 
-def _seed_model(with_f: bool) -> nn.Module:
-    namespace: dict = {"__name__": "seed_cnn"}
-    exec(SEED_CNN_SOURCE, namespace)  # our own constant, not user input
+def _snippet(with_f: bool) -> dict:
+    namespace: dict = {"__name__": "tutorial_snippet"}
+    exec(compile(TUTORIAL_CNN_SOURCE, SNIPPET_FILE, "exec"), namespace)  # our constant, not input
     if with_f:
         namespace["F"] = F
-    return namespace["SeedCNN"]()
+    return namespace
 
 
-def show_seed_bugs(batch: int = 2, resolution: int = 32) -> list[SeedBug]:
-    """Run the seeds' CNN and return each bug with the exception it raises and its fix."""
+def _snippet_line(exc: BaseException) -> int:
+    """The last line of the snippet in the exception's traceback."""
+    tb, line = exc.__traceback__, 0
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == SNIPPET_FILE:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+def show_tutorial_bugs(batch: int = 2, resolution: int = 32) -> list[TutorialBug]:
+    """Run the tutorial snippet and return each bug with the exception it raises and its fix.
+
+    1. ``model(x)`` as printed: ``F`` was never imported.
+    2. ``model(x)`` with ``F`` imported: the hard-coded flatten size.
+    3. ``train_step(...)`` with ``F`` imported: the feature map goes to ``cross_entropy``.
+    """
     x = torch.randn(batch, 3, resolution, resolution)
     y = torch.randint(0, 6, (batch,))
+    shape = f"x of shape {tuple(x.shape)}"
+
+    def step() -> None:
+        ns = _snippet(True)
+        model = ns["TutorialCNN"]()
+        ns["train_step"](model, torch.optim.SGD(model.parameters(), lr=0.1), x, y)
+
     attempts = [
-        ("forgot `import torch.nn.functional as F`", lambda: _seed_model(False)(x),
-         "import it at the top of the module"),
-        ("hard-coded flatten size 64*8*8", lambda: _seed_model(True)(x),
-         "global average pooling: any input size works"),
-        ("conv feature map fed to cross_entropy",
-         lambda: F.cross_entropy(_seed_model(True).features(x), y),
-         "loss on the (B, classes) logits"),
+        ("no `import torch.nn.functional as F`", f"model(x), {shape}",
+         lambda: _snippet(False)["TutorialCNN"]()(x), "add the import at the top"),
+        ("hard-coded flatten size 64 * 8 * 8", f"model(x), {shape}, with F imported",
+         lambda: _snippet(True)["TutorialCNN"]()(x),
+         "global average pooling: the linear layer sees 64 numbers at any input size"),
+        ("the conv feature map fed to cross_entropy",
+         f"train_step(model, optimizer, x, y), {shape}, y of shape {tuple(y.shape)}", step,
+         "the loss on the (B, classes) logits: model(x)"),
     ]
     rows = []
-    for bug, run, fix in attempts:
+    for bug, call, run, fix in attempts:
         try:
             run()
         except Exception as exc:  # the point is to show what each bug raises
-            rows.append(SeedBug(bug, exc, fix))
+            rows.append(TutorialBug(bug, call, _snippet_line(exc), exc, fix))
         else:
-            raise AssertionError(f"The seeds' bug {bug!r} raised nothing: the demonstration is broken.")
+            raise AssertionError(f"The snippet's bug {bug!r} raised nothing: the demonstration is broken.")
     return rows

@@ -2,38 +2,33 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 from fixtures_data import write_mnist_fixture
 
-from course_lib import data, loading, train
+from course_lib import data, loading, models, train
 from course_lib.loading import Throughput
-
-TINY = dict(steps=2, batch_size=8, resolution=16, width=4, warmup_steps=1, device="cpu")
-
 
 def tiny_net(classes: int = 10) -> nn.Module:
     return nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
                          nn.Flatten(), nn.Linear(4, classes))
 
 
-def assert_sane(r: Throughput, steps: int) -> None:
-    assert r.images_per_s > 0 and r.step_s > 0
+TINY = dict(steps=2, repeats=2, warmup=1, batch_size=8, resolution=16, width=4, device="cpu")
+
+
+def assert_sane(r: Throughput, runs: int) -> None:
+    assert r.timing.rate > 0 and r.timing.median_s > 0 and r.timing.unit == "img/s"
     assert 0.0 <= r.data_wait_share <= 1.0
-    assert r.steps == steps
-    assert "img/s" in str(r) and r.name in str(r)
+    assert r.timing.runs == runs
+    assert "img/s" in str(r) and r.timing.name in str(r) and "data wait" in str(r)
 
 
 # -- loaders ------------------------------------------------------------------------------
-
-def test_synthetic_batches_repeat_one_batch():
-    b = loading.SyntheticBatches(4, 16, steps=3, num_classes=5)
-    items = list(b)
-    assert len(b) == 3 and len(items) == 3
-    assert items[0][0].shape == (4, 3, 16, 16) and int(items[0][1].max()) < 5
-    assert all(x is items[0][0] for x, _ in items)
-
 
 def test_shapes_loader_draws_the_dataset_images():
     loader = loading.shapes_loader(12, resolution=16, batch_size=4, seed=3)
@@ -44,18 +39,83 @@ def test_shapes_loader_draws_the_dataset_images():
     assert len(loader) == 3
 
 
+def test_workers_change_the_speed_not_the_batches():
+    serial = list(loading.shapes_loader(12, resolution=16, batch_size=4, seed=3))
+    parallel = list(loading.shapes_loader(12, resolution=16, batch_size=4, num_workers=2, seed=3))
+    assert len(serial) == len(parallel) == 3
+    for (xa, ya), (xb, yb) in zip(serial, parallel):
+        assert torch.equal(xa, xb) and torch.equal(ya, yb)
+
+
 def test_loader_name():
     assert loading.loader_name(0) == "workers=0"
-    assert loading.loader_name(2, True, True) == "workers=2 +pin +non_blocking"
+    assert loading.loader_name(2, True) == "workers=2 +pin"
 
 
-# -- measurements -------------------------------------------------------------------------
+# -- the loop and its timing --------------------------------------------------------------
+
+def notebook_loop(model, opt, batches, steps, dev):
+    """Notebook 02's inline loop, as printed there."""
+    wait = 0.0
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        x, y = next(batches)
+        wait += time.perf_counter() - t0
+        x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    return wait, loss
+
+
+@pytest.mark.parametrize("loop", [loading.train_steps, notebook_loop], ids=["library", "notebook"])
+def test_the_loop_trains_exactly_like_train_fit(loop):
+    """Same initial weights and batches: the loop's losses and weights are train.fit's."""
+    def fresh():
+        torch.manual_seed(0)
+        return models.SmallCNN(width=4, resolution=16)
+
+    loader = lambda: loading.shapes_loader(4 * 8, resolution=16, batch_size=8, seed=1)  # noqa: E731
+    model, losses = fresh(), []
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    batches = iter(loader())
+    for _ in range(4):
+        losses.append(loop(model, opt, batches, 1, "cpu")[1].item())
+    ref = fresh()
+    h = train.fit(ref, loader(), train.TrainConfig(lr=3e-3, weight_decay=0.01, log_every=1,
+                                                    device="cpu"))
+    assert h.step[-1] == 4
+    assert torch.allclose(torch.tensor(losses), torch.tensor(h.loss), rtol=1e-6, atol=0)
+    for a, b in zip(model.state_dict().values(), ref.state_dict().values()):
+        assert torch.allclose(a.float(), b.float(), rtol=1e-6, atol=1e-7)
+
+
+def test_train_steps_returns_the_wait_for_slow_batches():
+    def slow():
+        while True:
+            time.sleep(0.02)
+            yield torch.randn(2, 3, 8, 8), torch.tensor([0, 1])
+
+    model = tiny_net(2)
+    wait, loss = loading.train_steps(model, torch.optim.SGD(model.parameters(), lr=0.1), slow(),
+                                     3, "cpu")
+    assert wait >= 3 * 0.02 and loss.dim() == 0
+
+
+def test_time_steps_counts_only_the_timed_calls():
+    calls = []
+    r = loading.time_steps(lambda: calls.append(1) or 0.0, name="x", device="cpu", images=10,
+                           repeats=3, warmup=2)
+    assert len(calls) == 5 and r.timing.runs == 3 and r.data_wait_share == 0.0
+    assert r.timing.rate == pytest.approx(10 / r.timing.median_s)
+
 
 @pytest.mark.parametrize("workers", [0, 1])
 def test_measure_loader_reports_images_per_s_and_data_wait(workers):
     r = loading.measure_loader(workers, **TINY)
-    assert_sane(r, steps=2)
-    assert r.name == f"workers={workers}" and r.device.startswith("cpu")
+    assert_sane(r, runs=2)
+    assert r.timing.name == f"workers={workers}" and r.timing.device.startswith("cpu")
 
 
 def test_measure_loader_rejects_bad_settings():
@@ -65,40 +125,12 @@ def test_measure_loader_rejects_bad_settings():
         loading.measure_loader(0, **{**TINY, "steps": 0})
 
 
-def test_measure_needs_max_steps_and_trains_the_model():
-    model = tiny_net()
-    batches = loading.SyntheticBatches(8, 16, steps=4)
-    with pytest.raises(ValueError, match="max_steps"):
-        loading.measure(model, batches, train.TrainConfig(device="cpu"), "x")
-    before = [p.detach().clone() for p in model.parameters()]
-    r = loading.measure(model, batches, train.TrainConfig(max_steps=3, device="cpu"), "tiny", 1)
-    assert_sane(r, steps=3)
-    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
-
-
-@pytest.mark.parametrize("amp,channels_last", [("off", False), ("off", True), ("bf16", True)])
-def test_measure_model_layouts_and_precisions(amp, channels_last):
-    r = loading.measure_model(tiny_net(), batch_size=4, resolution=16, steps=2, amp=amp,
-                              channels_last=channels_last, device="cpu", warmup_steps=1)
-    assert_sane(r, steps=2)
-    assert ("channels_last" in r.name) == channels_last
-    assert ("bf16" in r.name) == (amp == "bf16")
-
-
-def test_table_shows_speedups_against_the_first_row():
-    rows = [Throughput("a", 100.0, 0.5, 0.1, 5, "cpu"), Throughput("b", 250.0, 0.1, 0.04, 5, "cpu")]
-    text = loading.table(rows)
-    assert "1.00×" in text and "2.50×" in text and "50%" in text and "10%" in text
-    with pytest.raises(ValueError, match="at least one"):
-        loading.table([])
-
-
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-def test_measure_loader_pinned_non_blocking_on_gpu():
-    r = loading.measure_loader(1, True, True, **{**TINY, "device": "cuda"})
-    assert_sane(r, steps=2)
-    assert "+pin +non_blocking" in r.name and not r.device.startswith("cpu")
+def test_measure_loader_pinned_on_gpu():
+    r = loading.measure_loader(1, True, **{**TINY, "device": "cuda"})
+    assert_sane(r, runs=2)
+    assert "+pin" in r.timing.name and not r.timing.device.startswith("cpu")
 
 
 # -- real datasets ------------------------------------------------------------------------

@@ -82,20 +82,33 @@ def test_resnet_other_channels_and_unknown_name():
         models.resnet("resnet7")
 
 
-def test_show_seed_bugs_runs_the_buggy_code():
-    """Exception types and stable facts (the shapes), never PyTorch's wording."""
-    missing_f, flatten, loss_on_map = models.show_seed_bugs(batch=2, resolution=32)
+def test_show_tutorial_bugs_runs_the_buggy_code():
+    """Exception types, the snippet lines that raise and the shapes; never PyTorch's wording."""
+    missing_f, flatten, loss_on_map = models.show_tutorial_bugs(batch=2, resolution=32)
+    lines = models.TUTORIAL_CNN_SOURCE.splitlines()
     assert isinstance(missing_f.error, NameError) and missing_f.error.name == "F"
-    assert isinstance(flatten.error, RuntimeError)
+    assert "F.max_pool2d" in lines[missing_f.line - 1]  # the first use of F, in features()
+    assert isinstance(flatten.error, RuntimeError) and "self.fc(" in lines[flatten.line - 1]
     # 32 px -> three 2x2 pools -> (2, 64, 4, 4) flattened to 2x1024; nn.Linear(4096, 6) needs 4096
     assert "2x1024" in str(flatten.error) and "4096x6" in str(flatten.error)
     assert isinstance(loss_on_map.error, RuntimeError)
+    assert "cross_entropy(features" in lines[loss_on_map.line - 1]  # inside the printed train_step
     for row in (missing_f, flatten, loss_on_map):
         text = str(row)
-        assert text.count("\n") == 2 and type(row.error).__name__ in text
+        assert text.count("\n") == 4 and type(row.error).__name__ in text
+        assert f"line {row.line}" in text
 
 
-def test_show_seed_bugs_refuses_to_show_a_bug_that_did_not_fire():
-    # At 64 px the three pools leave 8x8 maps: 64*8*8 = 4096 fits the seeds' Linear by luck.
+def test_tutorial_snippet_is_printed_whole_with_line_numbers():
+    numbered = models.numbered().splitlines()
+    source = models.TUTORIAL_CNN_SOURCE.splitlines()
+    assert len(numbered) == len(source)
+    assert all(n.endswith(s) and n.lstrip().startswith(str(i)) for i, (n, s) in
+               enumerate(zip(numbered, source), start=1))
+    assert any("def train_step" in line for line in source)  # the third bug's code is shown too
+
+
+def test_show_tutorial_bugs_refuses_to_show_a_bug_that_did_not_fire():
+    # At 64 px the three pools leave 8x8 maps: 64*8*8 = 4096 fits the snippet's Linear by luck.
     with pytest.raises(AssertionError, match="hard-coded flatten"):
-        models.show_seed_bugs(batch=2, resolution=64)
+        models.show_tutorial_bugs(batch=2, resolution=64)
