@@ -156,7 +156,8 @@ def time_fn(
     for _ in range(warmup):
         fn()
     synchronize(device)
-    timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, label=name)
+    timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, label=name,
+                            num_threads=torch.get_num_threads())  # its default is 1 thread
     if repeats is None:
         first = timer.timeit(number=1).times[0]  # one call, to size the blocks
         number = max(1, round(min_run_s / 10 / max(first, 1e-9)))

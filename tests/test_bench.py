@@ -236,3 +236,16 @@ def test_curve_verdicts_follow_the_numbers():
     assert "lower, beyond the spread" in bench.curve_verdicts(falling, [64, 512, 2048])[-1]
     with pytest.raises(ValueError, match="one size per timing"):
         bench.curve_verdicts(falling, [64])
+
+
+def test_time_fn_measures_with_torch_s_thread_count():
+    """torch.utils.benchmark.Timer runs on 1 thread unless told otherwise: a CPU rate
+    labelled 'cpu (2 threads)' must come from 2 threads."""
+    seen, before = [], torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        bench.time_fn(lambda: seen.append(torch.get_num_threads()), name="threads", device="cpu",
+                      warmup=0, min_run_s=FAST)
+    finally:
+        torch.set_num_threads(before)
+    assert seen and set(seen) == {2}
