@@ -8,6 +8,8 @@ around asynchronous GPU work.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
 import math
 import time
@@ -16,10 +18,12 @@ from typing import Callable, Sequence
 
 import torch
 
-# torch.utils.benchmark imports cpp_extension, which warns "No CUDA runtime is found" on
-# CPU-only machines with a CUDA build of torch: noise for learners, not a problem.
+# torch.utils.benchmark imports cpp_extension, which says "No CUDA runtime is found" on
+# CPU-only machines with a CUDA build of torch (a log warning from 2.7 on, a print to
+# stderr before): noise for learners, not a problem.
 logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
-from torch.utils import benchmark  # noqa: E402
+with contextlib.redirect_stderr(io.StringIO()):
+    from torch.utils import benchmark  # noqa: E402
 
 from course_lib import units
 from course_lib.device import cpu_name
