@@ -86,7 +86,7 @@ SIZES: dict[str, dict[str, dict]] = {
                     steps=90, half_steps=20, demo_batch=64, log_every=1, channels_last=False,
                     widget_steps=5, repeats=10, check_steps=3, opt_run_s=0.3),
         "gpu": dict(model="resnet50", width=0, resolution=128, n_train=4096, batch_size=256,
-                    steps=80, half_steps=30, demo_batch=32, log_every=10, channels_last=True,
+                    steps=80, half_steps=30, demo_batch=32, log_every=2, channels_last=True,
                     widget_steps=20, repeats=20, check_steps=3, opt_run_s=0.3),
     },
     "04_grad_accumulation": {
