@@ -5,6 +5,8 @@ training runs compared by precision.
     print(cast_table([1e-8, 1.0, 70000.0]))     # what survives a cast
     rows = underflow_rows(activation_grads(model, x, y), [1, 2**16])
     result = train_run("bf16", make_model, TensorLoader(x, y, 64), steps=20, lr=3e-3)
+    print(compare_losses("bf16", result.history.loss, fp32_result.history.loss))  # a verdict
+    print(cpu_support("fp16"))                  # does this CPU have fp16 instructions?
 
 Every number here is computed, never assumed: casts are real casts, gradients come
 from a real backward pass, runs are real training runs through `course_lib.train`.
@@ -483,6 +485,9 @@ def quick_run(name: str, make_model: ModelFn, batches: TensorLoader, steps: int 
               lr: float = 3e-3, device: torch.device | str = "cpu") -> str:
     """A few steps at one precision, summarised in one line (the widget's work)."""
     r = train_run(name, make_model, batches, steps=steps, lr=lr, device=device)
-    losses = r.history.loss
-    return (f"{name}: {steps} steps | {fmt_time(r.step_s)}/step | {r.images_per_s:,.0f} img/s | "
-            f"loss {losses[0]:.4f} → {losses[-1]:.4f} | {len(r.history.skipped_steps)} skipped | {r.device}")
+    losses, times = r.history.loss, r.history.step_time_s[1:] or r.history.step_time_s  # after step 1
+    q1, q3 = torch.tensor(times, dtype=torch.float64).quantile(
+        torch.tensor([0.25, 0.75], dtype=torch.float64)).tolist()
+    return (f"{name}: {steps} steps | {fmt_time(r.step_s)}/step (quartiles {fmt_time(q1)}–{fmt_time(q3)} "
+            f"of {len(times)} steps after the first) | loss {losses[0]:.4f} → {losses[-1]:.4f} | "
+            f"{len(r.history.skipped_steps)} skipped | {r.device}")

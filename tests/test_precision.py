@@ -219,8 +219,9 @@ def test_bf16_step_needs_less_memory_than_fp32():
 
 def test_quick_run_summarises(images):
     x, y = images
-    line = precision.quick_run("bf16", tiny_cnn, data.TensorLoader(x, y, 16), steps=2)
-    assert line.startswith("bf16: 2 steps") and "img/s" in line and "→" in line
+    line = precision.quick_run("bf16", tiny_cnn, data.TensorLoader(x, y, 16), steps=3)
+    assert line.startswith("bf16: 3 steps") and "→" in line
+    assert "of 2 steps after the first" in line  # the spread of the steps after the warm-up one
 
 
 # -- the notebook's inline training step is the library's ------------------------------------
