@@ -4,6 +4,7 @@ belong to a run, and notebooks rewritten atomically."""
 import importlib.util
 import json
 import os
+import shutil
 import sys
 
 import nbformat
@@ -141,3 +142,13 @@ def test_freeze_keeps_only_kept_outputs_and_a_failed_run_leaves_the_notebook(tmp
     assert FakeClient.seen["profile"] == "smoke" and "COURSE_PROFILE" not in os.environ
     assert FakeClient.seen["kernel_manager_class"] is runner.CurrentEnvKernelManager
     assert os.listdir(tmp_path) == [path.name]
+
+
+@pytest.mark.parametrize("notebook", sorted(p.name for p in (REPO / "notebooks").glob("*.ipynb")))
+def test_every_course_notebook_exports_to_html(tmp_path, notebook):
+    """The markdown of the real notebooks goes through nbconvert's markdown parser (mistune);
+    nbconvert < 7.16.5 fails there with mistune >= 3.1."""
+    copy = tmp_path / notebook
+    shutil.copy(REPO / "notebooks" / notebook, copy)
+    html = runner.export_html(copy).read_text(encoding="utf-8")
+    assert html.lstrip().lower().startswith("<!doctype html") and "<h1" in html
