@@ -13,11 +13,15 @@ from unittest import mock
 
 import nbformat
 import papermill as pm
+from queue import Empty
+
 from jupyter_client import AsyncKernelManager
+from jupyter_client.asynchronous import AsyncKernelClient
+from jupyter_client.channels import AsyncZMQSocketChannel
 from jupyter_client.kernelspec import NATIVE_KERNEL_NAME, KernelSpec, KernelSpecManager
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from papermill.exceptions import PapermillExecutionError
-from traitlets import default
+from traitlets import DottedObjectName, Type, default
 from traitlets.config import Config
 
 from course_lib import report
@@ -46,9 +50,44 @@ class CurrentEnvKernelSpecManager(KernelSpecManager):
         return spec
 
 
+POLL_S = 1.0  # longest single wait on a kernel socket; a long wait is a series of these
+
+
+class PollingChannel(AsyncZMQSocketChannel):
+    """A kernel channel whose long waits are a series of polls of at most :data:`POLL_S`.
+
+    nbclient waits for a cell's reply with one poll as long as the cell's time-out. In fresh
+    CI runs a widget cell's reply sometimes reached it only when that poll expired (the
+    kernel had finished in a second; jupyter/nbclient#312 reports the same with ipywidgets),
+    so one lost wake-up cost the whole time-out. A new poll sees a message that is already
+    waiting, so the cost of a lost wake-up is at most POLL_S.
+    """
+
+    async def get_msg(self, timeout: float | None = None) -> dict:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = POLL_S if deadline is None else min(POLL_S, max(0.0, deadline - time.monotonic()))
+            try:
+                return await super().get_msg(timeout=left)
+            except Empty:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise
+
+
+class CurrentEnvKernelClient(AsyncKernelClient):
+    """nbclient's kernel client, with :class:`PollingChannel` for replies and outputs."""
+
+    shell_channel_class = Type(PollingChannel)
+    iopub_channel_class = Type(PollingChannel)
+
+
 class CurrentEnvKernelManager(AsyncKernelManager):
     """nbclient's kernel manager, with ``python3`` meaning this interpreter (like nbval's
-    ``--nbval-current-env``): notebooks run with the course's torch, not another Python's."""
+    ``--nbval-current-env``): notebooks run with the course's torch, not another Python's,
+    and a client whose waits cannot stall on a lost wake-up (:class:`PollingChannel`)."""
+
+    client_class = DottedObjectName("course_lib.runner.CurrentEnvKernelClient")
+    client_factory = Type(klass=CurrentEnvKernelClient)
 
     @default("kernel_spec_manager")
     def _kernel_spec_manager_default(self) -> KernelSpecManager:

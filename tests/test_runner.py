@@ -1,14 +1,18 @@
 """The notebook runner and the authoring tool: which Python runs the kernel, which reports
 belong to a run, and notebooks rewritten atomically."""
 
+import asyncio
 import importlib.util
 import json
 import os
 import shutil
 import sys
+import time
+from queue import Empty
 
 import nbformat
 import pytest
+from jupyter_client.channels import AsyncZMQSocketChannel
 from jupyter_client.kernelspec import KernelSpecManager
 
 from conftest import REPO
@@ -152,3 +156,45 @@ def test_every_course_notebook_exports_to_html(tmp_path, notebook):
     shutil.copy(REPO / "notebooks" / notebook, copy)
     html = runner.export_html(copy).read_text(encoding="utf-8")
     assert html.lstrip().lower().startswith("<!doctype html") and "<h1" in html
+
+
+def test_a_lost_wake_up_costs_one_poll_not_the_cell_time_out(monkeypatch):
+    """A reply already waiting is found by the next short poll (jupyter/nbclient#312)."""
+    asked, answers = [], iter([Empty, Empty, {"msg_id": "reply"}])
+
+    async def fake_get_msg(self, timeout=None):
+        asked.append(timeout)
+        answer = next(answers)
+        if answer is Empty:
+            raise Empty
+        return answer
+
+    monkeypatch.setattr(AsyncZMQSocketChannel, "get_msg", fake_get_msg)
+    channel = runner.PollingChannel.__new__(runner.PollingChannel)  # no socket: get_msg is faked
+    assert asyncio.run(channel.get_msg(timeout=120)) == {"msg_id": "reply"}
+    assert len(asked) == 3 and all(0 < t <= runner.POLL_S for t in asked)
+
+
+def test_polling_still_times_out_at_the_deadline(monkeypatch):
+    async def never(self, timeout=None):
+        await asyncio.sleep(timeout)
+        raise Empty
+
+    monkeypatch.setattr(AsyncZMQSocketChannel, "get_msg", never)
+    monkeypatch.setattr(runner, "POLL_S", 0.01)
+    channel = runner.PollingChannel.__new__(runner.PollingChannel)
+    start = time.monotonic()
+    with pytest.raises(Empty):
+        asyncio.run(channel.get_msg(timeout=0.05))
+    assert 0.05 <= time.monotonic() - start < 1.0
+
+
+def test_the_course_kernel_client_polls_replies_and_outputs():
+    km = runner.CurrentEnvKernelManager(config=runner.KERNEL_CONFIG)
+    try:
+        assert km.client_factory is runner.CurrentEnvKernelClient
+        client = km.client()
+        assert client.shell_channel_class is runner.PollingChannel
+        assert client.iopub_channel_class is runner.PollingChannel
+    finally:
+        km.cleanup_ipc_files()
