@@ -220,12 +220,55 @@ def time_matmul(n: int, device: torch.device | str, dtype: torch.dtype = torch.f
                    unit="FLOP/s", min_run_s=min_run_s)
 
 
+def time_in_rounds(fns: dict[str, Callable[[], object]], *, device: torch.device | str,
+                   work: float | dict[str, float] | None = None, unit: str = "",
+                   min_run_s: float = 0.2, rounds: int = 5) -> list[Timing]:
+    """Time several functions in turns: `rounds` rounds, each timing every function once
+    with :func:`time_fn` (about ``min_run_s / rounds`` each, 2 warm-up calls in the first
+    round, 1 after). A slow spell of the machine then falls on all of them alike instead
+    of on whichever ran during it. One Timing per function, in the order given: median
+    and quartiles of its per-round medians. `work` is one amount for all, or one per name.
+    """
+    if rounds < 1 or not fns:
+        raise ValueError(f"Need at least one function and rounds >= 1, got {len(fns)} and {rounds}.")
+    works = work if isinstance(work, dict) else {name: work for name in fns}
+    if set(works) != set(fns):
+        raise ValueError(f"Give the work of every function: missing {sorted(set(fns) - set(works))}.")
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for r in range(rounds):
+        for name, fn in fns.items():
+            t = time_fn(fn, name=name, device=device, warmup=2 if r == 0 else 1,
+                        min_run_s=min_run_s / rounds)
+            times[name].append(t.median_s)
+    rows = []
+    for name, ts in times.items():
+        q1, median, q3 = torch.tensor(ts, dtype=torch.float64).quantile(
+            torch.tensor([0.25, 0.5, 0.75], dtype=torch.float64)).tolist()
+        rows.append(Timing(name, device_label(device), median, q3 - q1, len(ts), works[name], unit,
+                           q1, q3))
+    return rows
+
+
 def rate_curve(sizes: Sequence[int], device: torch.device | str,
-               dtype: torch.dtype = torch.float32, min_run_s: float = 0.2) -> list[Timing]:
-    """:func:`time_matmul` at each size in `sizes`, in order: one measured rate-vs-size curve."""
+               dtype: torch.dtype = torch.float32, min_run_s: float = 0.2,
+               rounds: int = 1) -> list[Timing]:
+    """Matmul rate at each size in `sizes`: one measured rate-vs-size curve, in size order.
+
+    ``rounds=1`` times each size once with :func:`time_matmul`, one after the other;
+    ``rounds=R > 1`` times all sizes in turns (:func:`time_in_rounds`), so that a slow spell
+    of the machine does not pass for a dip of the curve."""
     if not sizes:
         raise ValueError("A rate curve needs at least one matrix size to measure.")
-    return [time_matmul(n, device, dtype, min_run_s) for n in sizes]
+    if rounds == 1:
+        return [time_matmul(n, device, dtype, min_run_s) for n in sizes]
+    fns, work = {}, {}
+    for n in sizes:
+        a = torch.randn(n, n, device=device, dtype=dtype)
+        b = torch.randn(n, n, device=device, dtype=dtype)
+        name = f"matmul {n}×{n} {str(dtype).removeprefix('torch.')}"
+        fns[name], work[name] = (lambda a=a, b=b: a @ b), matmul_flops(n)
+    return time_in_rounds(fns, device=device, work=work, unit="FLOP/s", min_run_s=min_run_s,
+                          rounds=rounds)
 
 
 def best_rate(timings: Sequence[Timing]) -> Timing:

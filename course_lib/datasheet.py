@@ -14,8 +14,9 @@ Each row's comment quotes what the document prints. For GeForce cards the whitep
 fp16 with fp16 accumulate and with fp32 accumulate; the fp32-accumulate rate is the one
 PyTorch's autocast runs at, and is the one taken.
 
-`memory_gib` is the capacity the document prints ("80GB"), taken as GiB; the total that
-torch.cuda reports is somewhat lower (memory the driver reserves).
+`memory_gib` (kept under that name for existing callers) holds the capacity in GB as the
+document prints it ("80GB"); the table labels it "memory GB". The total torch.cuda reports,
+in GiB, is lower (GiB are larger units, and the driver reserves some memory).
 Compute capability is the one NVIDIA lists for the chip (developer.nvidia.com/cuda-gpus).
 
 Model FLOPs utilisation: MFU = achieved FLOP/s / datasheet peak, for the precision the
@@ -47,12 +48,13 @@ _ADA = ("NVIDIA Ada GPU Architecture whitepaper, Appendix A (GeForce RTX 4090)",
 
 @dataclass(frozen=True)
 class Spec:
-    """One GPU's datasheet row: peak rates in TFLOP/s (dense), memory in GiB and GB/s."""
+    """One GPU's datasheet row: peak rates in TFLOP/s (dense), memory capacity in GB (as
+    the datasheet prints it) and bandwidth in GB/s."""
 
     name: str
     architecture: str
     capability: str  # CUDA compute capability, "9.0" for Hopper
-    memory_gib: float
+    memory_gib: float  # GB, as the datasheet prints it (the name is historical)
     fp32_tflops: float  # CUDA cores, no tensor cores
     tf32_tflops: float | None  # None: no TF32 tensor cores (before Ampere)
     bf16_tflops: float | None  # None: no bf16 tensor cores (before Ampere)
@@ -141,7 +143,7 @@ def _fmt(x: float | None) -> str:
 def table(rows: tuple[Spec, ...] = SPECS) -> str:
     """Plain-text table of `rows`, sources as numbered notes below it."""
     sources = list(dict.fromkeys(r.source for r in rows))
-    head = ("GPU", "arch", "CC", "memory GiB", "memory GB/s", "fp32 TFLOP/s", "tf32 TFLOP/s",
+    head = ("GPU", "arch", "CC", "memory GB", "memory GB/s", "fp32 TFLOP/s", "tf32 TFLOP/s",
             "bf16 TFLOP/s", "fp16 TFLOP/s", "source")
     body = [(r.name, r.architecture, r.capability, _fmt(r.memory_gib), _fmt(r.mem_bw_gbs),
              _fmt(r.fp32_tflops), _fmt(r.tf32_tflops), _fmt(r.bf16_tflops), _fmt(r.fp16_tflops),

@@ -34,17 +34,18 @@ SIZES: dict[str, dict[str, dict]] = {
     "01_gpu_vs_cpu": {
         # sizes / gpu_sizes: matmul n for the CPU / GPU rate-vs-size curves (each curve's best
         # point is its measured peak); async_n: matmul of the sync demos; copy_mib: H→D buffer;
-        # dtype_n: fp32/TF32/bf16 matmul, also timed at dtype_n - 1 (multiples of 8);
+        # dtype_n: fp32/TF32/bf16 matmul; mult8_n: a multiple of 8 that is not a power of two,
+        # timed against mult8_n - 1; rounds: rounds of the in-turn timings;
         # check_n: accuracy check against fp64; widget_n / widget_max: slider default and maximum
         "smoke": dict(sizes=[64, 128, 256, 512], gpu_sizes=[128, 256, 512, 1024],
-                      async_n=256, copy_mib=16, dtype_n=256, check_n=128,
+                      async_n=256, copy_mib=16, dtype_n=256, mult8_n=264, check_n=128, rounds=3,
                       widget_n=256, widget_max=1024, min_run_s=0.05),
         "cpu": dict(sizes=[64, 128, 256, 512, 1024, 2048], gpu_sizes=[128, 256, 512, 1024, 2048],
-                    async_n=1024, copy_mib=64, dtype_n=1024, check_n=256,
+                    async_n=1024, copy_mib=64, dtype_n=1024, mult8_n=1032, check_n=256, rounds=5,
                     widget_n=512, widget_max=2048, min_run_s=0.5),
         "gpu": dict(sizes=[64, 128, 256, 512, 1024, 2048],
                     gpu_sizes=[128, 256, 512, 1024, 2048, 4096, 8192],
-                    async_n=4096, copy_mib=256, dtype_n=8192, check_n=512,
+                    async_n=4096, copy_mib=256, dtype_n=8192, mult8_n=4104, check_n=512, rounds=5,
                     widget_n=2048, widget_max=4096, min_run_s=0.2),
     },
     "02_first_cnn": {

@@ -249,3 +249,36 @@ def test_time_fn_measures_with_torch_s_thread_count():
     finally:
         torch.set_num_threads(before)
     assert seen and set(seen) == {2}
+
+
+def test_time_in_rounds_alternates_and_merges_rounds(monkeypatch):
+    calls = []
+    fake = {"a": 1.0, "b": 2.0}
+
+    def fake_time_fn(fn, *, name, device, warmup, min_run_s, **_):
+        calls.append((name, warmup))
+        fake[name] += 1.0  # each round of a function is slower by 1 s
+        return bench.Timing(name, "cpu", fake[name], 0.0, 1)
+
+    monkeypatch.setattr(bench, "time_fn", fake_time_fn)
+    rows = bench.time_in_rounds({"a": lambda: None, "b": lambda: None}, device="cpu",
+                                work={"a": 10.0, "b": 20.0}, unit="FLOP/s", rounds=3)
+    # in turns: a, b, a, b, a, b; two warm-up calls in the first round only
+    assert calls == [("a", 2), ("b", 2), ("a", 1), ("b", 1), ("a", 1), ("b", 1)]
+    assert [r.name for r in rows] == ["a", "b"]
+    assert rows[0].median_s == 3.0 and (rows[0].q1_s, rows[0].q3_s) == (2.5, 3.5)  # rounds 2, 3, 4 s
+    assert rows[1].work == 20.0 and rows[1].runs == 3 and rows[1].unit == "FLOP/s"
+
+
+def test_time_in_rounds_refuses_missing_work_or_rounds():
+    with pytest.raises(ValueError):
+        bench.time_in_rounds({"a": lambda: None}, device="cpu", work={"b": 1.0})
+    with pytest.raises(ValueError):
+        bench.time_in_rounds({"a": lambda: None}, device="cpu", rounds=0)
+
+
+def test_rate_curve_in_rounds_times_real_matmuls():
+    curve = bench.rate_curve([32, 16], "cpu", min_run_s=0.02, rounds=3)
+    assert [t.name for t in curve] == ["matmul 32×32 float32", "matmul 16×16 float32"]
+    assert [t.work for t in curve] == [bench.matmul_flops(32), bench.matmul_flops(16)]
+    assert all(t.runs == 3 and t.q1_s <= t.median_s <= t.q3_s for t in curve)

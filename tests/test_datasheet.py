@@ -52,7 +52,7 @@ def test_table_one_line_per_spec_and_no_none():
     text = datasheet.table()
     assert "NVIDIA datasheet figures, not measurements; dense tensor-core rates" in text
     assert "None" not in text
-    for unit in ("TFLOP/s", "GB/s", "GiB"):
+    for unit in ("TFLOP/s", "GB/s", "memory GB "):
         assert unit in text
     for s in SPECS:
         assert sum(line.startswith(s.name + " ") for line in text.splitlines()) == 1, s.name
