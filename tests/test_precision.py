@@ -96,9 +96,14 @@ def test_needed_scale_and_exercise_check(capsys):
         precision.needed_scale(0.0)
 
 
-def test_check_survivors():
-    values = [1e-8, 1.0, 70000.0]
-    precision.check_survivors(lambda v: precision.survives(v), values)
+def test_check_survivors_uses_the_normal_range():
+    values = [0.0, 1e-8, 6e-5, 2.0**-14, 1.0, 65504.0, 70000.0]
+    # 6e-5 is subnormal in fp16 yet within 0.1% after the cast: it does not stay normal
+    assert precision.survives(6e-5) and not precision.stays_normal(6e-5)
+    assert [precision.stays_normal(v) for v in values] == [True, False, False, True, True, True, False]
+    precision.check_survivors(lambda v: v == 0 or 2**-14 <= abs(v) <= 65504, values)  # the limits
+    with pytest.raises(AssertionError):
+        precision.check_survivors(lambda v: precision.survives(v), values)  # within 0.1%: not the same
     with pytest.raises(AssertionError):
         precision.check_survivors(lambda v: True, values)
 
@@ -292,24 +297,31 @@ def test_inline_step_check_catches_a_different_optimizer(images):
 
 def test_cpu_support_is_one_sentence_from_the_flags():
     none = precision.cpu_support("fp16", flags=["avx512_bf16"])
-    assert "none of avx512_fp16, amx_fp16" in none and "without hardware support" in none
+    assert "none of avx512_fp16, amx_fp16" in none and "no optimised fp16 kernels" in none
     have = precision.cpu_support("bf16", flags=["avx512_bf16"])
-    assert "reports avx512_bf16" in have and "without" not in have
+    assert "reports avx512_bf16" in have and "no optimised" not in have
     assert none.count(". ") == 0 and have.count(". ") == 0
     with pytest.raises(ValueError, match="fp16 or bf16"):
         precision.cpu_support("fp8", flags=[])
 
 
-def test_compare_losses_verdicts():
+def test_compare_losses_is_a_paired_test():
     base = [2.0, 1.9, 1.8, 1.7, 1.6, 1.5, 1.55, 1.45, 1.5, 1.4]
+    wiggle = [0.01, -0.01] * 5  # per-step noise of the difference, mean 0
     assert "NaN/inf from step 3" in precision.compare_losses("x", [2.0, 1.9, float("nan"), 1.0], base)
-    same = precision.compare_losses("bf16", [v + 0.001 for v in base], base, last=4)
-    assert "no measurable difference" in same and "+0.0010" in same
-    worse = precision.compare_losses("fp16", [v + 0.5 for v in base], base, last=4)
-    assert "higher than fp32, beyond" in worse
+    same = precision.compare_losses("bf16", [v + w for v, w in zip(base, wiggle)], base, last=4)
+    assert "no measurable difference" in same and "+0.0000" in same
+    # a small shift, far inside the baseline's step-to-step spread (±0.05) but steady on every
+    # step: the paired differences see it (the old unpaired test called this "no difference")
+    shift = [v + 0.02 + w / 10 for v, w in zip(base, wiggle)]
+    worse = precision.compare_losses("fp16", shift, base, last=10)
+    assert "higher than fp32, beyond 2 standard errors" in worse and "+0.0200" in worse
     better = precision.compare_losses("fp16", [v - 0.5 for v in base], base, last=4)
     assert "lower than fp32, beyond" in better
-
+    # a large difference that flips sign from step to step averages out within its error
+    noisy = precision.compare_losses("fp16", [v + 10 * w for v, w in zip(base, wiggle)], base, last=10)
+    assert "no measurable difference" in noisy
+    assert "too few" in precision.compare_losses("fp16", [1.0], [1.1])
 
 def test_damage_figure_keeps_the_three_counts_apart():
     import matplotlib
