@@ -222,24 +222,35 @@ def time_matmul(n: int, device: torch.device | str, dtype: torch.dtype = torch.f
 
 def time_in_rounds(fns: dict[str, Callable[[], object]], *, device: torch.device | str,
                    work: float | dict[str, float] | None = None, unit: str = "",
-                   min_run_s: float = 0.2, rounds: int = 5) -> list[Timing]:
-    """Time several functions in turns: `rounds` rounds, each timing every function once
-    with :func:`time_fn` (about ``min_run_s / rounds`` each, 2 warm-up calls in the first
-    round, 1 after). A slow spell of the machine then falls on all of them alike instead
-    of on whichever ran during it. One Timing per function, in the order given: median
-    and quartiles of its per-round medians. `work` is one amount for all, or one per name.
+                   min_run_s: float = 0.2, rounds: int = 5, warmup: int = 2) -> list[Timing]:
+    """Time several functions in turns, so that a slow spell of the machine falls on all of
+    them alike instead of on whichever ran during it.
+
+    Each function is warmed up and its block size fixed first (calls per block so that one
+    block lasts about ``min_run_s / rounds``, from the fastest of 3 single calls); then
+    `rounds` rounds each time one block of every function, in the order given (the
+    ``torch.utils.benchmark.Timer`` runs 2 warm-up calls before each block and synchronises
+    CUDA). One Timing per function: median and quartiles of its per-round times per call.
+    `work` is one amount for all functions, or one per name.
     """
     if rounds < 1 or not fns:
         raise ValueError(f"Need at least one function and rounds >= 1, got {len(fns)} and {rounds}.")
     works = work if isinstance(work, dict) else {name: work for name in fns}
     if set(works) != set(fns):
         raise ValueError(f"Give the work of every function: missing {sorted(set(fns) - set(works))}.")
+    timers, numbers = {}, {}
+    for name, fn in fns.items():
+        for _ in range(warmup):
+            fn()
+        synchronize(device)
+        timers[name] = benchmark.Timer(stmt="fn()", globals={"fn": fn}, label=name,
+                                       num_threads=torch.get_num_threads())  # its default is 1 thread
+        single = min(timers[name].timeit(number=1).times[0] for _ in range(3))
+        numbers[name] = max(1, round(min_run_s / rounds / max(single, 1e-9)))
     times: dict[str, list[float]] = {name: [] for name in fns}
-    for r in range(rounds):
-        for name, fn in fns.items():
-            t = time_fn(fn, name=name, device=device, warmup=2 if r == 0 else 1,
-                        min_run_s=min_run_s / rounds)
-            times[name].append(t.median_s)
+    for _ in range(rounds):
+        for name in fns:
+            times[name].append(timers[name].timeit(number=numbers[name]).times[0])
     rows = []
     for name, ts in times.items():
         q1, median, q3 = torch.tensor(ts, dtype=torch.float64).quantile(
