@@ -175,7 +175,15 @@ def time_fn(
             fn()
             synchronize(device)
             times.append(time.perf_counter() - start)
-    q1, median, q3 = torch.tensor(times, dtype=torch.float64).quantile(
+    return timing_of(times, name=name, device=device, work=work, unit=unit)
+
+
+def timing_of(times: Sequence[float], *, name: str, device: torch.device | str,
+              work: float | None = None, unit: str = "") -> Timing:
+    """A :class:`Timing` from per-call seconds measured elsewhere: median and quartiles."""
+    if not times:
+        raise ValueError(f"No times to summarise for {name!r}: measure at least one call.")
+    q1, median, q3 = torch.tensor(list(times), dtype=torch.float64).quantile(
         torch.tensor([0.25, 0.5, 0.75], dtype=torch.float64)).tolist()
     return Timing(name, device_label(device), median, q3 - q1, len(times), work, unit, q1, q3)
 
@@ -251,13 +259,32 @@ def time_in_rounds(fns: dict[str, Callable[[], object]], *, device: torch.device
     for _ in range(rounds):
         for name in fns:
             times[name].append(timers[name].timeit(number=numbers[name]).times[0])
-    rows = []
-    for name, ts in times.items():
-        q1, median, q3 = torch.tensor(ts, dtype=torch.float64).quantile(
-            torch.tensor([0.25, 0.5, 0.75], dtype=torch.float64)).tolist()
-        rows.append(Timing(name, device_label(device), median, q3 - q1, len(ts), works[name], unit,
-                           q1, q3))
-    return rows
+    return [timing_of(ts, name=name, device=device, work=works[name], unit=unit)
+            for name, ts in times.items()]
+
+
+def time_in_turns(fns: dict[str, Callable[[], object]], *, device: torch.device | str,
+                  work: float | None = None, unit: str = "", warmup: int = 2,
+                  repeats: int = 5) -> list[Timing]:
+    """Time several long calls (whole training steps) in turns: `warmup` calls of each, then
+    `repeats` rounds in which each runs once, between two synchronisations. A slow spell of
+    the machine then falls on every setting alike. For short calls (a matmul), where one call
+    is too brief to time alone, use :func:`time_in_rounds`. One Timing per function."""
+    if repeats < 1 or warmup < 0 or not fns:
+        raise ValueError(f"Need at least one function, repeats >= 1 and warmup >= 0, got "
+                         f"{len(fns)}, {repeats} and {warmup}.")
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            synchronize(device)
+            start = time.perf_counter()
+            fn()
+            synchronize(device)
+            times[name].append(time.perf_counter() - start)
+    return [timing_of(ts, name=name, device=device, work=work, unit=unit) for name, ts in times.items()]
 
 
 def rate_curve(sizes: Sequence[int], device: torch.device | str,

@@ -22,12 +22,10 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader, Dataset, Subset
 
 from course_lib import bench, data, models, train
-from course_lib.device import label as device_label
 from course_lib.device import pick as pick_device
-from course_lib.device import sync
 
 __all__ = ["Throughput", "shapes_loader", "loader_name", "train_steps", "time_steps",
-           "time_in_turns", "measure_loader", "real_data_run"]
+           "measure_loader", "real_data_run"]
 
 
 @dataclass
@@ -87,36 +85,6 @@ def time_steps(run: Callable[[], float], *, name: str, device: torch.device | st
                            unit="img/s", warmup=warmup, repeats=repeats)
     wait = torch.tensor(waits[warmup:], dtype=torch.float64).median().item()
     return Throughput(timing, min(1.0, wait / timing.median_s))
-
-
-def time_in_turns(fns: dict[str, Callable[[], object]], *, device: torch.device | str,
-                  work: float | None = None, unit: str = "", warmup: int = 2,
-                  repeats: int = 5) -> list[bench.Timing]:
-    """Time several step functions in turns: `warmup` calls of each, then `repeats` rounds
-    in which each runs once, timed between two synchronisations. A slow spell of the machine
-    (another process, a clock change) then falls on every setting alike instead of on
-    whichever ran during it. One Timing per function: median and quartiles of its rounds."""
-    if repeats < 1 or warmup < 0 or not fns:
-        raise ValueError(f"Need at least one function, repeats >= 1 and warmup >= 0, got "
-                         f"{len(fns)}, {repeats} and {warmup}.")
-    for fn in fns.values():
-        for _ in range(warmup):
-            fn()
-    times: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            sync(device)
-            start = time.perf_counter()
-            fn()
-            sync(device)
-            times[name].append(time.perf_counter() - start)
-    rows = []
-    for name, ts in times.items():
-        q1, median, q3 = torch.tensor(ts, dtype=torch.float64).quantile(
-            torch.tensor([0.25, 0.5, 0.75], dtype=torch.float64)).tolist()
-        rows.append(bench.Timing(name, device_label(device), median, q3 - q1, len(ts), work, unit,
-                                 q1, q3))
-    return rows
 
 
 def measure_loader(num_workers: int = 0, pin_memory: bool = False, *, steps: int = 4,

@@ -1,5 +1,7 @@
 """course_lib.bench: behaviour only (what is measured, how it is reported), never speed."""
 
+import time
+
 import pytest
 import torch
 
@@ -276,3 +278,27 @@ def test_rate_curve_in_rounds_times_real_matmuls():
     assert [t.name for t in curve] == ["matmul 32×32 float32", "matmul 16×16 float32"]
     assert [t.work for t in curve] == [bench.matmul_flops(32), bench.matmul_flops(16)]
     assert all(t.runs == 3 and t.q1_s <= t.median_s <= t.q3_s for t in curve)
+
+
+def test_time_in_turns_runs_the_settings_in_rounds():
+    order = []
+    fns = {name: (lambda n=name: order.append(n)) for name in ("a", "b", "c")}
+    rows = bench.time_in_turns(fns, device="cpu", work=4, unit="img/s", warmup=1, repeats=3)
+    assert order == ["a", "b", "c"] + ["a", "b", "c"] * 3  # warm-ups, then rounds
+    assert [r.name for r in rows] == ["a", "b", "c"]
+    for r in rows:
+        assert r.runs == 3 and r.lo_s <= r.median_s <= r.hi_s and r.rate == 4 / r.median_s
+    with pytest.raises(ValueError, match="repeats"):
+        bench.time_in_turns(fns, device="cpu", repeats=0)
+
+
+def test_time_in_turns_spreads_a_slow_spell_over_every_setting():
+    """A slow spell lasting one round slows one call of each setting, not all of one setting."""
+    clock = {"calls": 0}
+
+    def step():
+        clock["calls"] += 1
+        time.sleep(0.03 if 3 <= clock["calls"] <= 4 else 0.002)  # round 2 of 3 is slow
+
+    rows = bench.time_in_turns({"x": step, "y": step}, device="cpu", warmup=0, repeats=3)
+    assert all(r.median_s < 0.02 for r in rows)  # the median of each ignores the slow round

@@ -111,30 +111,6 @@ def test_time_steps_counts_only_the_timed_calls():
     assert r.timing.rate == pytest.approx(10 / r.timing.median_s)
 
 
-def test_time_in_turns_runs_the_settings_in_rounds():
-    order = []
-    fns = {name: (lambda n=name: order.append(n)) for name in ("a", "b", "c")}
-    rows = loading.time_in_turns(fns, device="cpu", work=4, unit="img/s", warmup=1, repeats=3)
-    assert order == ["a", "b", "c"] + ["a", "b", "c"] * 3  # warm-ups, then rounds
-    assert [r.name for r in rows] == ["a", "b", "c"]
-    for r in rows:
-        assert r.runs == 3 and r.lo_s <= r.median_s <= r.hi_s and r.rate == 4 / r.median_s
-    with pytest.raises(ValueError, match="repeats"):
-        loading.time_in_turns(fns, device="cpu", repeats=0)
-
-
-def test_time_in_turns_spreads_a_slow_spell_over_every_setting():
-    """A slow spell lasting one round slows one call of each setting, not all of one setting."""
-    clock = {"calls": 0}
-
-    def step():
-        clock["calls"] += 1
-        time.sleep(0.03 if 3 <= clock["calls"] <= 4 else 0.002)  # round 2 of 3 is slow
-
-    rows = loading.time_in_turns({"x": step, "y": step}, device="cpu", warmup=0, repeats=3)
-    assert all(r.median_s < 0.02 for r in rows)  # the median of each ignores the slow round
-
-
 @pytest.mark.parametrize("workers", [0, 1])
 def test_measure_loader_reports_images_per_s_and_data_wait(workers):
     r = loading.measure_loader(workers, **TINY)
