@@ -391,15 +391,6 @@ def fmt_vs_peak(t: Timing, peak: Timing) -> str:
             f"{units.fmt_rate(peak.rate, peak.unit)} measured peak | {hardware}")
 
 
-def compare_devices(n: int, dtype: torch.dtype = torch.float32,
-                    min_run_s: float = 0.1) -> list[Timing]:
-    """Time an n×n matmul on the CPU and, when CUDA is available, on the current GPU."""
-    if n < 1:
-        raise ValueError(f"Matrix size must be a positive integer, got {n}.")
-    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
-    return [time_matmul(n, d, dtype, min_run_s) for d in devices]
-
-
 def time_copy_to_device(nbytes: int, device: torch.device | str, pinned: bool,
                         min_run_s: float = 0.2) -> Timing:
     """Host→device copy rate (B/s) for a pageable or pinned host buffer (the pinned copy
