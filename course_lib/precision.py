@@ -23,6 +23,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from course_lib import check, memory, train
+from course_lib.bench import timing_of
 from course_lib.data import TensorLoader
 from course_lib.device import cpu_flags, tf32
 from course_lib.device import label as device_label
@@ -496,8 +497,7 @@ def quick_run(name: str, make_model: ModelFn, batches: TensorLoader, steps: int 
     """A few steps at one precision, summarised in one line (the widget's work)."""
     r = train_run(name, make_model, batches, steps=steps, lr=lr, device=device)
     losses, times = r.history.loss, r.history.step_time_s[1:] or r.history.step_time_s  # after step 1
-    q1, q3 = torch.tensor(times, dtype=torch.float64).quantile(
-        torch.tensor([0.25, 0.75], dtype=torch.float64)).tolist()
-    return (f"{name}: {steps} steps | {fmt_time(r.step_s)}/step (quartiles {fmt_time(q1)}–{fmt_time(q3)} "
+    t = timing_of(times, name=name, device=device)
+    return (f"{name}: {steps} steps | {fmt_time(r.step_s)}/step (quartiles {fmt_time(t.lo_s)}–{fmt_time(t.hi_s)} "
             f"of {len(times)} steps after the first) | loss {losses[0]:.4f} → {losses[-1]:.4f} | "
             f"{len(r.history.skipped_steps)} skipped | {r.device}")
