@@ -1,0 +1,438 @@
+"""Distributed runs with PyTorch's own tools: `torchrun` launched from a notebook, and the few
+helpers the distributed scripts in ``scripts/`` use.
+
+Notebook side: :func:`launch` runs ``python -m torch.distributed.run … scripts/NAME.py`` (the
+kernel's Python, so the kernel's packages), streams every rank's lines as they come, stops the
+job after a wall-clock timeout, and on failure raises :class:`LaunchError`: one sentence that
+names the failing rank and why, then that rank's last lines. :func:`launch_together` runs
+several ``torchrun`` commands at once (two "nodes" on one machine). The rendezvous binds to
+127.0.0.1 unless you name another host.
+
+Script side: :func:`entry` wraps a script's ``main`` (each rank records whether it started,
+finished or raised, so the launcher can say which rank failed), :func:`setup` /
+:func:`teardown` the process group with a timeout, :func:`print0`, :func:`seed_all`,
+:func:`save0` (rank 0 writes a checkpoint atomically, every rank waits for it).
+
+Why files and ``torchrun``: ``mp.spawn`` of a function defined in a notebook fails (the
+workers cannot import ``__main__``), and a script that runs under ``torchrun`` here runs
+unchanged on a cluster.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import queue
+import random
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import torch
+import torch.distributed as dist
+
+from course_lib import checkpoint, files
+
+SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+HOST = "127.0.0.1"  # rendezvous on the loopback interface: nothing outside this machine can join
+STATUS_ENV = "COURSE_DIST_STATUS"  # folder where each rank records started / done / error
+BACKEND_ENV = "COURSE_DIST_BACKEND"  # force "gloo" or "nccl" in the scripts
+
+
+class LaunchError(RuntimeError):
+    """A distributed job failed or timed out; the message names the rank and why."""
+
+
+# ---- launching (notebook side) ---------------------------------------------------------------
+
+def script(name: str) -> Path:
+    """The path of ``scripts/NAME`` (``.py`` optional), or one sentence if it is not there."""
+    path = SCRIPTS / (name if name.endswith(".py") else f"{name}.py")
+    if not path.is_file():
+        have = ", ".join(sorted(p.name for p in SCRIPTS.glob("*.py"))) or "none"
+        raise FileNotFoundError(f"No distributed script {path.name} in {SCRIPTS} (there: {have}).")
+    return path
+
+
+def free_port(host: str = HOST) -> int:
+    """A TCP port free on `host` now (the OS picks it; another program could take it later)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def backend_for(nproc_per_node: int) -> str:
+    """'nccl' when every local rank can have its own GPU, else 'gloo' (CPU tensors).
+
+    NCCL refuses two ranks on one GPU, so two ranks on a one-GPU machine use gloo.
+    """
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return "nccl" if dist.is_nccl_available() and 0 < nproc_per_node <= gpus else "gloo"
+
+
+def torchrun_command(path: str | Path, args: Sequence[str] = (), *, nproc: int = 2,
+                     nnodes: int = 1, node_rank: int = 0, host: str = HOST, port: int | None = None,
+                     max_restarts: int = 0, run_id: str = "course") -> list[str]:
+    """The ``torchrun`` command line (as ``python -m torch.distributed.run``) for a script.
+
+    c10d rendezvous at ``host:port`` (a free port on 127.0.0.1 by default); ``--tee=3`` prefixes
+    every line a worker prints with ``[default<local rank>]:``.
+    """
+    if nproc < 1 or nnodes < 1 or not 0 <= node_rank < nnodes:
+        raise ValueError(f"Need nproc >= 1, nnodes >= 1 and 0 <= node_rank < nnodes, got "
+                         f"nproc={nproc}, nnodes={nnodes}, node_rank={node_rank}.")
+    port = port or free_port(host)
+    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nnodes={nnodes}",
+           f"--nproc_per_node={nproc}", f"--node_rank={node_rank}", "--rdzv_backend=c10d",
+           f"--rdzv_endpoint={host}:{port}", f"--rdzv_id={run_id}",
+           f"--max_restarts={max_restarts}", "--tee=3"]
+    if host in ("127.0.0.1", "localhost"):
+        cmd.append(f"--local_addr={host}")
+    return cmd + [str(path), *map(str, args)]
+
+
+def shell(cmd: Sequence[str]) -> str:
+    """`cmd` as you would type it: ``torchrun`` instead of ``python -m torch.distributed.run``."""
+    words = list(cmd)
+    if words[1:3] == ["-m", "torch.distributed.run"]:
+        words = ["torchrun"] + words[3:]
+    return " ".join(words)
+
+
+@dataclass
+class Run:
+    """What one ``torchrun`` job did: its command, exit code, wall time and output lines."""
+
+    command: list[str]
+    returncode: int | None  # None: stopped by the timeout
+    seconds: float
+    lines: list[str] = field(default_factory=list)
+    status_dir: Path | None = None
+    failure: str | None = None  # the one-sentence diagnosis when it failed
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    def rank_lines(self, local_rank: int) -> list[str]:
+        """The lines local rank `local_rank` printed, without torchrun's prefix."""
+        tag = f"[default{local_rank}]:"
+        return [ln[len(tag):] for ln in self.lines if ln.startswith(tag)]
+
+
+def _env(status_dir: Path, threads: int, extra: dict[str, str] | None) -> dict[str, str]:
+    env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS=str(threads))
+    env[STATUS_ENV] = str(status_dir)
+    env.update(extra or {})
+    return env
+
+
+def _reader(proc: subprocess.Popen, tag: str, q: queue.Queue) -> None:
+    for line in proc.stdout:  # type: ignore[union-attr]
+        q.put((tag, line.rstrip("\n")))
+    q.put((tag, None))
+
+
+def _stop(procs: list[subprocess.Popen], status_dir: Path) -> None:
+    """Stop torchrun agents (SIGTERM, then SIGKILL) and any rank still alive."""
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + 5
+    for p in procs:
+        try:
+            p.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+    for st in _statuses(status_dir).values():  # ranks in their own sessions, if any are left
+        try:
+            os.kill(int(st["pid"]), signal.SIGKILL)
+        except (ProcessLookupError, PermissionError, KeyError, ValueError):
+            pass
+
+
+def launch_together(commands: Sequence[Sequence[str]], *, timeout_s: float = 120,
+                    threads: int = 1, env: dict[str, str] | None = None, echo: bool = True,
+                    check: bool = True, status_dir: str | Path | None = None,
+                    tags: Sequence[str] | None = None) -> list[Run]:
+    """Run several ``torchrun`` commands at once, streaming their lines, within `timeout_s`.
+
+    Each rank runs with `threads` intra-op threads (``OMP_NUM_THREADS``; torchrun's default is
+    1). With `check`, a failed or timed-out job raises :class:`LaunchError`.
+    """
+    keep = status_dir is not None
+    status = Path(status_dir) if keep else Path(tempfile.mkdtemp(prefix="status-", dir=files_dir()))
+    status.mkdir(parents=True, exist_ok=True)
+    for old in status.glob("rank*.json"):
+        old.unlink()
+    tags = list(tags or ([""] if len(commands) == 1 else [f"node{i}" for i in range(len(commands))]))
+    q: queue.Queue = queue.Queue()
+    start = time.monotonic()
+    procs = []
+    for cmd, tag in zip(commands, tags):
+        p = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             bufsize=1, env=_env(status, threads, env), start_new_session=True)
+        procs.append(p)
+        threading.Thread(target=_reader, args=(p, tag, q), daemon=True).start()
+    lines: dict[str, list[str]] = {t: [] for t in tags}
+    open_streams, timed_out = len(procs), False
+    while open_streams:
+        left = timeout_s - (time.monotonic() - start)
+        if left <= 0:
+            timed_out = True
+            _stop(procs, status)
+            break
+        try:
+            tag, line = q.get(timeout=min(left, 0.5))
+        except queue.Empty:
+            continue
+        if line is None:
+            open_streams -= 1
+            continue
+        lines[tag].append(line)
+        if echo and not _noise(line):
+            print(f"{tag} {line}" if tag else line, flush=True)
+    for p in procs:
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            _stop([p], status)
+    seconds = time.monotonic() - start
+    runs = [Run(list(cmd), None if timed_out else p.returncode, seconds, lines[tag], status)
+            for cmd, p, tag in zip(commands, procs, tags)]
+    if timed_out or any(not r.ok for r in runs):
+        message = diagnose(runs, timed_out, timeout_s)
+        for r in runs:
+            r.failure = message
+    if not keep:
+        shutil.rmtree(status, ignore_errors=True)
+    if check and runs[0].failure:
+        raise LaunchError(runs[0].failure)
+    return runs
+
+
+def launch(name: str | Path, args: Sequence[str] = (), *, nproc: int = 2, timeout_s: float = 120,
+           max_restarts: int = 0, threads: int = 1, env: dict[str, str] | None = None,
+           echo: bool = True, check: bool = True) -> Run:
+    """Run ``scripts/NAME`` under ``torchrun --nproc_per_node=nproc`` on this machine.
+
+    Lines stream as the ranks print them; the job is stopped after `timeout_s` seconds. With
+    `check` (default), a failure raises :class:`LaunchError` naming the failing rank; without
+    it, the returned :class:`Run` carries the diagnosis in ``failure``.
+    """
+    path = name if isinstance(name, Path) else script(name)
+    cmd = torchrun_command(path, args, nproc=nproc, max_restarts=max_restarts)
+    return launch_together([cmd], timeout_s=timeout_s, threads=threads, env=env, echo=echo,
+                           check=check)[0]
+
+
+def files_dir(*parts: str) -> Path:
+    """A folder under ``<build>/dist/`` (:func:`report.build_dir`) for a run's files."""
+    from course_lib.report import build_dir  # here: the scripts never need it
+
+    path = build_dir().joinpath("dist", *parts)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+_NOISE = re.compile(r"^\*+$|OMP_NUM_THREADS environment variable|"
+                    r"please further tune the variable|No CUDA runtime is found")
+
+
+def _noise(line: str) -> bool:
+    """torchrun's banner about OMP_NUM_THREADS (we set it, so it says nothing), and a CUDA build
+    of torch warning on a machine without CUDA that it found no CUDA runtime."""
+    return bool(_NOISE.search(line))
+
+
+def _statuses(status_dir: Path | None) -> dict[int, dict]:
+    out = {}
+    for p in sorted(Path(status_dir).glob("rank*.json")) if status_dir else []:
+        try:
+            st = json.loads(p.read_text())
+            out[int(st["rank"])] = st
+        except (OSError, ValueError, KeyError):
+            continue
+    return out
+
+
+_ROOT = re.compile(r"Root Cause.*?rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+)", re.S)
+
+
+def diagnose(runs: Sequence[Run], timed_out: bool = False, timeout_s: float = 0) -> str:
+    """One sentence on why a job failed (which rank, why), then that rank's last lines.
+
+    The rank comes from the files each rank writes through :func:`entry` (a Python exception,
+    with its time) and, for a rank that died without one (killed, ``os._exit``, a crash), from
+    torchrun's own "root cause" summary.
+    """
+    statuses = _statuses(runs[0].status_dir)
+    name = Path(runs[0].command[-1]).name
+    for part in runs[0].command[::-1]:
+        if part.endswith(".py"):
+            name = Path(part).name
+            break
+    if timed_out:
+        waiting = sorted(r for r, st in statuses.items() if st.get("state") == "started")
+        who = f"; ranks still running: {', '.join(map(str, waiting))}" if waiting else ""
+        return (f"{name} did not finish within {timeout_s:.0f} s and was stopped{who}."
+                + _tail(runs, waiting[0] if waiting else None))
+    errors = sorted((st["time"], r) for r, st in statuses.items() if st.get("state") == "error")
+    root_rank, code = None, None
+    for run in runs:
+        m = _ROOT.search("\n".join(run.lines))
+        if m:
+            root_rank, code = int(m[1]), int(m[2])
+            break
+    if root_rank is None and errors:
+        root_rank = errors[0][1]
+    if root_rank is None:
+        codes = ", ".join(str(r.returncode) for r in runs)
+        return f"{name} failed (exit code {codes}) before any rank reported an error." + _tail(runs, None)
+    st = statuses.get(root_rank, {})
+    if st.get("state") == "error":
+        why = f"raised {st['error']}: {st['message']}"
+    elif code is not None and code < 0:
+        why = f"was killed by signal {signal.Signals(-code).name} without a Python exception"
+    else:
+        why = f"exited (code {code}) without a Python exception"
+    others = [f"rank {r} then {statuses[r]['error']}" for _, r in errors if r != root_rank]
+    then = f" ({'; '.join(others)})" if others else ""
+    return f"{name} failed: rank {root_rank} {why}{then}." + _tail(runs, root_rank)
+
+
+def _tail(runs: Sequence[Run], rank: int | None, n: int = 6) -> str:
+    if rank is None:
+        lines = [ln for r in runs for ln in r.lines if not _noise(ln)][-n:]
+    else:
+        lines = []
+        for node, r in enumerate(runs):
+            st = _statuses(r.status_dir).get(rank, {})
+            local = st.get("local_rank", rank - node * _nproc(r))
+            lines += r.rank_lines(int(local)) if node == st.get("node", node) else []
+        lines = lines[-n:]
+    return ("\nLast lines:\n  " + "\n  ".join(lines)) if lines else ""
+
+
+def _nproc(run: Run) -> int:
+    for part in run.command:
+        if part.startswith("--nproc_per_node="):
+            return int(part.split("=")[1])
+    return 1
+
+
+# ---- inside the scripts (one process per rank) -----------------------------------------------
+
+@dataclass(frozen=True)
+class Ctx:
+    """This process's place in the job."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    device: torch.device
+    backend: str
+
+
+def _status(state: str, **extra: Any) -> None:
+    folder = os.environ.get(STATUS_ENV)
+    if not folder:
+        return
+    rank = int(os.environ.get("RANK", 0))
+    local = int(os.environ.get("LOCAL_RANK", 0))
+    node = int(os.environ.get("GROUP_RANK", 0))
+    record = dict(rank=rank, local_rank=local, node=node, pid=os.getpid(), state=state,
+                  time=time.time(), attempt=int(os.environ.get("TORCHELASTIC_RESTART_COUNT", 0)),
+                  **extra)
+    files.write_text_atomic(Path(folder) / f"rank{rank}.json", json.dumps(record))
+
+
+def entry(main: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorate a script's ``main``: record 'started', then 'done' or the exception that ended
+    it (type, message, time), for the launcher's diagnosis; the exception still propagates."""
+
+    @functools.wraps(main)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        _status("started")
+        try:
+            result = main(*args, **kwargs)
+        except BaseException as exc:  # noqa: BLE001 - recorded, then re-raised
+            _status("error", error=type(exc).__name__, message=str(exc).splitlines()[0][:300]
+                    if str(exc) else "", traceback=traceback.format_exc(limit=-3))
+            raise
+        _status("done")
+        return result
+
+    return wrapped
+
+
+def setup(backend: str | None = None, timeout_s: float = 60) -> Ctx:
+    """Join the process group torchrun describes (``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR`` …).
+
+    `backend`: 'nccl' (one GPU per rank), 'gloo' (CPU), or None for ``COURSE_DIST_BACKEND`` or
+    :func:`backend_for`. A collective that waits longer than `timeout_s` raises instead of
+    hanging for ever.
+    """
+    if "RANK" not in os.environ:
+        raise RuntimeError("This script is meant to run under torchrun, e.g. "
+                           "`torchrun --nproc_per_node=2 scripts/ddp_train.py`.")
+    local = int(os.environ["LOCAL_RANK"])
+    backend = backend or os.environ.get(BACKEND_ENV) or backend_for(int(os.environ["LOCAL_WORLD_SIZE"]))
+    if backend == "nccl":
+        device = torch.device("cuda", local)
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+    dist.init_process_group(backend, timeout=timedelta(seconds=timeout_s))
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", 1)))
+    return Ctx(dist.get_rank(), dist.get_world_size(), local, device, backend)
+
+
+def teardown() -> None:
+    """Leave the process group (every rank, at the end of the script)."""
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def print0(*args: Any, **kwargs: Any) -> None:
+    """print on rank 0 only (every rank when no process group is up)."""
+    if not dist.is_initialized() or dist.get_rank() == 0:
+        print(*args, **kwargs, flush=True)
+
+
+def seed_all(seed: int) -> None:
+    """Seed Python, NumPy and torch (every device) with `seed`."""
+    random.seed(seed)
+    try:
+        import numpy as np
+        np.random.seed(seed % 2**32)
+    except ImportError:  # pragma: no cover - numpy comes with torch's wheels
+        pass
+    torch.manual_seed(seed)
+
+
+def save0(path: str | Path, state: dict[str, Any]) -> None:
+    """Rank 0 writes `state` atomically (:func:`checkpoint.save_checkpoint`); every rank waits
+    at a barrier, so no rank reads the file before it is complete."""
+    if not dist.is_initialized() or dist.get_rank() == 0:
+        checkpoint.save_checkpoint(path, state)
+    if dist.is_initialized():
+        dist.barrier()
+
+
+def write_json0(path: str | Path, obj: Any) -> None:
+    """Rank 0 writes `obj` as JSON atomically (results the notebook reads)."""
+    if not dist.is_initialized() or dist.get_rank() == 0:
+        files.write_text_atomic(path, json.dumps(obj, indent=1))

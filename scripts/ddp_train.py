@@ -1,0 +1,157 @@
+"""DistributedDataParallel training of a small MLP on the procedural shapes (notebook 06).
+
+Run it by hand from the repository root:
+
+    torchrun --nproc_per_node=2 scripts/ddp_train.py --epochs 2
+    torchrun --nproc_per_node=2 --max_restarts=1 scripts/ddp_train.py --ckpt build/ckpt.pt \
+        --save-every 4 --crash-at 6          # rank 1 dies at step 6; torchrun restarts, resumes
+
+Every rank builds the same dataset; DistributedSampler hands each rank its own 1/W of it,
+reshuffled every epoch by ``set_epoch``; DDP averages the gradients during ``backward()``.
+Rank 0 writes the final weights (and checkpoints) to ``--out``; with ``--bench-steps`` every
+rank also times training steps on a fixed batch (results.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.benchmark import Timer
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+
+from course_lib import checkpoint, data
+from course_lib import dist as cdist
+
+
+def make_model(resolution: int, hidden: int, classes: int = 6) -> nn.Module:
+    """The MLP every rank trains: (B, 3, R, R) images -> (B, classes) logits. No BatchNorm and
+    no dropout, so W ranks compute exactly what one process would."""
+    return nn.Sequential(nn.Flatten(), nn.Linear(3 * resolution * resolution, hidden), nn.ReLU(),
+                         nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, classes))
+
+
+def parse() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--n", type=int, default=1024, help="images in the dataset")
+    p.add_argument("--res", type=int, default=16, help="image resolution (pixels)")
+    p.add_argument("--hidden", type=int, default=128, help="MLP width")
+    p.add_argument("--batch", type=int, default=32, help="images per rank per step")
+    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="build/dist/ddp_train", help="folder for final.pt, results.json")
+    p.add_argument("--ckpt", default="", help="checkpoint file: saved every --save-every steps, "
+                                               "resumed from when it exists")
+    p.add_argument("--save-every", type=int, default=0)
+    p.add_argument("--crash-at", type=int, default=-1, help="rank --crash-rank raises at this "
+                                                             "step on the first attempt")
+    p.add_argument("--crash-rank", type=int, default=1)
+    p.add_argument("--bench-steps", type=int, default=0, help="steps per timed call (0: no timing)")
+    p.add_argument("--bench-repeats", type=int, default=5)
+    p.add_argument("--timeout", type=float, default=60, help="process-group timeout (s)")
+    return p.parse_args()
+
+
+@cdist.entry
+def main() -> None:
+    a = parse()
+    out = Path(a.out)
+    ctx = cdist.setup(timeout_s=a.timeout)  # init_process_group("gloo" or "nccl", timeout=...)
+    cdist.print0(f"world size {ctx.world_size}, backend {ctx.backend}, device {ctx.device}, "
+                 f"{torch.get_num_threads()} thread(s) per rank")
+
+    # ---- the core: the same code as notebook 06, section 1 ----
+    x, y = data.make_tensor_dataset(a.n, a.res, seed=a.seed)  # every rank: the same images
+    dataset = TensorDataset(x, y)
+    sampler = DistributedSampler(dataset, shuffle=True, seed=a.seed, drop_last=True)  # 1/W each
+    loader = DataLoader(dataset, batch_size=a.batch, sampler=sampler, drop_last=True)
+
+    torch.manual_seed(a.seed)  # the same initial weights everywhere (DDP also broadcasts rank 0's)
+    model = make_model(a.res, a.hidden).to(ctx.device)
+    ddp = DDP(model, device_ids=[ctx.local_rank] if ctx.device.type == "cuda" else None)
+    opt = torch.optim.SGD(ddp.parameters(), lr=a.lr, momentum=0.9)
+
+    step, first_epoch, skip = resume(a, model, opt, ctx, len(loader))
+    for epoch in range(first_epoch, a.epochs):
+        sampler.set_epoch(epoch)  # a new shuffle each epoch, the same on every rank
+        for xb, yb in itertools.islice(loader, skip, None):
+            crash_if_asked(a, step)
+            xb, yb = xb.to(ctx.device), yb.to(ctx.device)
+            loss = F.cross_entropy(ddp(xb), yb)  # mean over this rank's batch
+            opt.zero_grad(set_to_none=True)
+            loss.backward()  # DDP all-reduces (averages) gradients, bucket by bucket
+            opt.step()  # the same update on every rank: weights stay identical
+            step += 1
+            if a.save_every and a.ckpt and step % a.save_every == 0:
+                cdist.save0(a.ckpt, dict(model=model.state_dict(), opt=opt.state_dict(), step=step))
+        skip = 0
+        cdist.print0(f"epoch {epoch}: step {step}, last loss {loss.item():.4f} (rank 0's batch)")
+    # ---- end of the core ----
+
+    cdist.save0(out / "final.pt", dict(model=model.state_dict(), step=step))
+    results = dict(world_size=ctx.world_size, backend=ctx.backend, device=str(ctx.device),
+                   threads=torch.get_num_threads(), steps=step, steps_per_epoch=len(loader))
+    if a.bench_steps:
+        results.update(bench(a, model, ddp, opt, ctx))
+    cdist.write_json0(out / "results.json", results)
+    cdist.teardown()
+
+
+def resume(a: argparse.Namespace, model: nn.Module, opt: torch.optim.Optimizer, ctx: cdist.Ctx,
+           steps_per_epoch: int) -> tuple[int, int, int]:
+    """(step, epoch, batches to skip in that epoch): from the checkpoint when one exists, which
+    every rank loads (rank 0 wrote it), else from the start."""
+    if not (a.ckpt and Path(a.ckpt).exists()):
+        return 0, 0, 0
+    state = checkpoint.load_checkpoint(a.ckpt, map_location=ctx.device)
+    model.load_state_dict(state["model"])
+    opt.load_state_dict(state["opt"])
+    step = state["step"]
+    print(f"rank {ctx.rank}: resumed from {a.ckpt} at step {step}", flush=True)
+    return step, step // steps_per_epoch, step % steps_per_epoch
+
+
+def crash_if_asked(a: argparse.Namespace, step: int) -> None:
+    """The failure lab's crash: on the first attempt only, so the restart gets past it."""
+    first_attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", 0)) == 0
+    if first_attempt and step == a.crash_at and dist.get_rank() == a.crash_rank:
+        raise RuntimeError(f"simulated crash of rank {a.crash_rank} at step {step}")
+
+
+def bench(a: argparse.Namespace, model: nn.Module, ddp: DDP, opt: torch.optim.Optimizer,
+          ctx: cdist.Ctx) -> dict:
+    """Seconds per training step on a fixed batch, `bench_repeats` calls of `bench_steps` steps
+    after one warm-up call; at world size 1 the plain model too (DDP's own overhead). Every
+    rank runs the same number of steps (a collective per step), rank 0 reports."""
+    xb, yb = data.make_tensor_dataset(a.batch, a.res, seed=a.seed + 1)
+    xb, yb = xb.to(ctx.device), yb.to(ctx.device)
+
+    def step(net: nn.Module) -> None:
+        loss = F.cross_entropy(net(xb), yb)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    nets = {"ddp": ddp} if ctx.world_size > 1 else {"plain": model, "ddp": ddp}
+    timers = {k: Timer("step(net)", globals=dict(step=step, net=net), num_threads=torch.get_num_threads())
+              for k, net in nets.items()}
+    times: dict[str, list[float]] = {k: [] for k in nets}
+    for t in timers.values():
+        t.timeit(a.bench_steps)  # warm-up
+    for _ in range(a.bench_repeats):  # in turns, so drift hits both alike
+        for k, t in timers.items():
+            times[k].append(t.timeit(a.bench_steps).mean)  # seconds per step
+    return dict(step_s=times, batch_per_rank=a.batch, samples_per_step=a.batch * ctx.world_size)
+
+
+if __name__ == "__main__":
+    main()
