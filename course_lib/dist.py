@@ -234,6 +234,10 @@ def launch(name: str | Path, args: Sequence[str] = (), *, nproc: int = 2, timeou
     """
     path = name if isinstance(name, Path) else script(name)
     cmd = torchrun_command(path, args, nproc=nproc, max_restarts=max_restarts)
+    if max_restarts:
+        # Restarted ranks must not share the rendezvous store with the failed attempt: they
+        # would read its stale addresses and fail to connect (pytorch/pytorch#135712).
+        env = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1", **(env or {})}
     return launch_together([cmd], timeout_s=timeout_s, threads=threads, env=env, echo=echo,
                            check=check)[0]
 
@@ -313,6 +317,16 @@ def diagnose(runs: Sequence[Run], timed_out: bool = False, timeout_s: float = 0)
     return f"{name} failed: rank {root_rank} {why}{then}." + _tail(runs, root_rank)
 
 
+_RANK_PREFIX = re.compile(r"^\[rank\d+\]:")  # torch prefixes a failing rank's traceback lines
+_CPP_PLACE = re.compile(r"^\[[^\]]+\.(?:cc|cpp|h|hpp):\d+\]\s*")  # "[.../unbound_buffer.cc:78] "
+
+
+def _first_line(message: str) -> str:
+    """The first line of an exception message, without a C++ source location in front."""
+    first = message.splitlines()[0] if message else ""
+    return _CPP_PLACE.sub("", first)[:300]
+
+
 def _tail(runs: Sequence[Run], rank: int | None, n: int = 6) -> str:
     if rank is None:
         lines = [ln for r in runs for ln in r.lines if not _noise(ln)][-n:]
@@ -322,7 +336,7 @@ def _tail(runs: Sequence[Run], rank: int | None, n: int = 6) -> str:
             st = _statuses(r.status_dir).get(rank, {})
             local = st.get("local_rank", rank - node * _nproc(r))
             lines += r.rank_lines(int(local)) if node == st.get("node", node) else []
-        lines = lines[-n:]
+        lines = [_RANK_PREFIX.sub("", ln) for ln in lines][-n:]
     return ("\nLast lines:\n  " + "\n  ".join(lines)) if lines else ""
 
 
@@ -331,6 +345,60 @@ def _nproc(run: Run) -> int:
         if part.startswith("--nproc_per_node="):
             return int(part.split("=")[1])
     return 1
+
+
+def launch_nodes(name: str, args: Sequence[str] = (), *, nnodes: int = 2, nproc: int = 1,
+                 timeout_s: float = 120, threads: int = 1, echo: bool = True) -> list[Run]:
+    """Rehearse a multi-node job on this machine: `nnodes` torchrun agents, each started as
+    ``--nnodes=N --node_rank=i`` with the same c10d rendezvous endpoint on 127.0.0.1, as N
+    machines would be. Lines are tagged ``node0``, ``node1``, ..."""
+    path, port = script(name), free_port()
+    cmds = [torchrun_command(path, args, nproc=nproc, nnodes=nnodes, node_rank=i, port=port)
+            for i in range(nnodes)]
+    return launch_together(cmds, timeout_s=timeout_s, threads=threads, echo=echo)
+
+
+def node_commands(name: str, args: Sequence[str] = (), *, nnodes: int = 2, nproc: int = 8,
+                  head: str = "10.0.0.1", port: int = 29500) -> list[str]:
+    """The commands to type on each of `nnodes` real machines (``head``: the address of the
+    first machine, reachable from the others; every machine runs the same rendezvous id)."""
+    return [f"torchrun --nnodes={nnodes} --nproc_per_node={nproc} --node_rank={i} "
+            f"--rdzv_backend=c10d --rdzv_endpoint={head}:{port} --rdzv_id=course "
+            f"scripts/{script(name).name} {' '.join(args)}".rstrip()
+            for i in range(nnodes)]
+
+
+def slurm_script(name: str, args: Sequence[str] = (), *, nodes: int = 2, gpus_per_node: int = 8,
+                 hours: int = 1) -> str:
+    """A Slurm batch script: one torchrun per node (``srun``), the first node of the allocation
+    as the rendezvous host, the job id as the rendezvous id."""
+    return "\n".join([
+        "#!/bin/bash",
+        f"#SBATCH --job-name={script(name).stem}",
+        f"#SBATCH --nodes={nodes}",
+        "# one torchrun per node; each starts that node's ranks (one per GPU)",
+        "#SBATCH --ntasks-per-node=1",
+        f"#SBATCH --gpus-per-node={gpus_per_node}",
+        f"#SBATCH --time={hours:02d}:00:00",
+        "",
+        'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+        "srun torchrun --nnodes=\"$SLURM_NNODES\" --nproc_per_node=" + str(gpus_per_node) + " \\",
+        '    --rdzv_backend=c10d --rdzv_endpoint="$head:29500" --rdzv_id="$SLURM_JOB_ID" \\',
+        f"    scripts/{script(name).name} {' '.join(args)}".rstrip(),
+        ""])
+
+
+def source(name: str, start: str = "# ---- the core", end: str = "# ---- end of the core") -> str:
+    """The lines of ``scripts/NAME`` between the markers `start` and `end`, numbered as in the
+    file, so a notebook shows the exact code it runs."""
+    lines = script(name).read_text().splitlines()
+    first = next((i for i, ln in enumerate(lines) if ln.strip().startswith(start)), None)
+    last = next((i for i, ln in enumerate(lines) if ln.strip().startswith(end)), None)
+    if first is None or last is None or last <= first:
+        raise ValueError(f"scripts/{script(name).name} has no block between {start!r} and {end!r}.")
+    body = lines[first + 1:last]
+    indent = min(len(ln) - len(ln.lstrip()) for ln in body if ln.strip())
+    return "\n".join(f"{first + 2 + i:4d}  {ln[indent:]}" for i, ln in enumerate(body))
 
 
 # ---- inside the scripts (one process per rank) -----------------------------------------------
@@ -369,8 +437,8 @@ def entry(main: Callable[..., Any]) -> Callable[..., Any]:
         try:
             result = main(*args, **kwargs)
         except BaseException as exc:  # noqa: BLE001 - recorded, then re-raised
-            _status("error", error=type(exc).__name__, message=str(exc).splitlines()[0][:300]
-                    if str(exc) else "", traceback=traceback.format_exc(limit=-3))
+            _status("error", error=type(exc).__name__, message=_first_line(str(exc)),
+                    traceback=traceback.format_exc(limit=-3))
             raise
         _status("done")
         return result

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import torch
@@ -28,20 +28,13 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.benchmark import Timer
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
-from course_lib import checkpoint, data
+from course_lib import checkpoint, data, ddp as course_ddp
 from course_lib import dist as cdist
-
-
-def make_model(resolution: int, hidden: int, classes: int = 6) -> nn.Module:
-    """The MLP every rank trains: (B, 3, R, R) images -> (B, classes) logits. No BatchNorm and
-    no dropout, so W ranks compute exactly what one process would."""
-    return nn.Sequential(nn.Flatten(), nn.Linear(3 * resolution * resolution, hidden), nn.ReLU(),
-                         nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, classes))
 
 
 def parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--n", type=int, default=1024, help="images in the dataset")
+    p.add_argument("--images", type=int, default=1024, help="images in the dataset")
     p.add_argument("--res", type=int, default=16, help="image resolution (pixels)")
     p.add_argument("--hidden", type=int, default=128, help="MLP width")
     p.add_argument("--batch", type=int, default=32, help="images per rank per step")
@@ -65,75 +58,81 @@ def parse() -> argparse.Namespace:
 def main() -> None:
     a = parse()
     out = Path(a.out)
-    ctx = cdist.setup(timeout_s=a.timeout)  # init_process_group("gloo" or "nccl", timeout=...)
-    cdist.print0(f"world size {ctx.world_size}, backend {ctx.backend}, device {ctx.device}, "
-                 f"{torch.get_num_threads()} thread(s) per rank")
+    # ---- the core (notebook 06 prints these lines) ----
+    local_rank = int(os.environ["LOCAL_RANK"])  # torchrun sets RANK, WORLD_SIZE, LOCAL_RANK, ...
+    backend = cdist.backend_for(int(os.environ["LOCAL_WORLD_SIZE"]))  # nccl: a GPU per rank
+    device = torch.device("cuda", local_rank) if backend == "nccl" else torch.device("cpu")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    dist.init_process_group(backend, timeout=timedelta(seconds=a.timeout))  # waits for all ranks
+    rank, world_size = dist.get_rank(), dist.get_world_size()
 
-    # ---- the core: the same code as notebook 06, section 1 ----
-    x, y = data.make_tensor_dataset(a.n, a.res, seed=a.seed)  # every rank: the same images
+    x, y = data.make_tensor_dataset(a.images, a.res, seed=a.seed)  # every rank: the same images
     dataset = TensorDataset(x, y)
     sampler = DistributedSampler(dataset, shuffle=True, seed=a.seed, drop_last=True)  # 1/W each
     loader = DataLoader(dataset, batch_size=a.batch, sampler=sampler, drop_last=True)
 
     torch.manual_seed(a.seed)  # the same initial weights everywhere (DDP also broadcasts rank 0's)
-    model = make_model(a.res, a.hidden).to(ctx.device)
-    ddp = DDP(model, device_ids=[ctx.local_rank] if ctx.device.type == "cuda" else None)
+    model = course_ddp.mlp(a.res, a.hidden).to(device)  # Flatten + 3 Linear layers
+    ddp = DDP(model, device_ids=[local_rank] if device.type == "cuda" else None)
     opt = torch.optim.SGD(ddp.parameters(), lr=a.lr, momentum=0.9)
+    cdist.print0(f"world size {world_size}, backend {backend}, device {device}, "
+                 f"{torch.get_num_threads()} thread(s) per rank")
 
-    step, first_epoch, skip = resume(a, model, opt, ctx, len(loader))
+    step, first_epoch, skip = resume(a, model, opt, device, len(loader))  # 0, 0, 0 without --ckpt
     for epoch in range(first_epoch, a.epochs):
         sampler.set_epoch(epoch)  # a new shuffle each epoch, the same on every rank
         for xb, yb in itertools.islice(loader, skip, None):
-            crash_if_asked(a, step)
-            xb, yb = xb.to(ctx.device), yb.to(ctx.device)
+            crash_if_asked(a, step, rank)
+            xb, yb = xb.to(device), yb.to(device)
             loss = F.cross_entropy(ddp(xb), yb)  # mean over this rank's batch
             opt.zero_grad(set_to_none=True)
-            loss.backward()  # DDP all-reduces (averages) gradients, bucket by bucket
-            opt.step()  # the same update on every rank: weights stay identical
+            loss.backward()  # DDP averages gradients over the ranks, bucket by bucket
+            opt.step()  # the same update on every rank: the weights stay identical
             step += 1
-            if a.save_every and a.ckpt and step % a.save_every == 0:
+            if a.ckpt and a.save_every and step % a.save_every == 0:  # rank 0 writes, all wait
                 cdist.save0(a.ckpt, dict(model=model.state_dict(), opt=opt.state_dict(), step=step))
         skip = 0
         cdist.print0(f"epoch {epoch}: step {step}, last loss {loss.item():.4f} (rank 0's batch)")
-    # ---- end of the core ----
 
     cdist.save0(out / "final.pt", dict(model=model.state_dict(), step=step))
-    results = dict(world_size=ctx.world_size, backend=ctx.backend, device=str(ctx.device),
+    results = dict(world_size=world_size, backend=backend, device=str(device),
                    threads=torch.get_num_threads(), steps=step, steps_per_epoch=len(loader))
     if a.bench_steps:
-        results.update(bench(a, model, ddp, opt, ctx))
+        results.update(bench(a, model, ddp, opt, device))
     cdist.write_json0(out / "results.json", results)
-    cdist.teardown()
+    dist.destroy_process_group()
+    # ---- end of the core ----
 
 
-def resume(a: argparse.Namespace, model: nn.Module, opt: torch.optim.Optimizer, ctx: cdist.Ctx,
-           steps_per_epoch: int) -> tuple[int, int, int]:
+def resume(a: argparse.Namespace, model: nn.Module, opt: torch.optim.Optimizer,
+           device: torch.device, steps_per_epoch: int) -> tuple[int, int, int]:
     """(step, epoch, batches to skip in that epoch): from the checkpoint when one exists, which
     every rank loads (rank 0 wrote it), else from the start."""
     if not (a.ckpt and Path(a.ckpt).exists()):
         return 0, 0, 0
-    state = checkpoint.load_checkpoint(a.ckpt, map_location=ctx.device)
+    state = checkpoint.load_checkpoint(a.ckpt, map_location=device)
     model.load_state_dict(state["model"])
     opt.load_state_dict(state["opt"])
     step = state["step"]
-    print(f"rank {ctx.rank}: resumed from {a.ckpt} at step {step}", flush=True)
+    print(f"rank {dist.get_rank()}: resumed from {a.ckpt} at step {step}", flush=True)
     return step, step // steps_per_epoch, step % steps_per_epoch
 
 
-def crash_if_asked(a: argparse.Namespace, step: int) -> None:
+def crash_if_asked(a: argparse.Namespace, step: int, rank: int) -> None:
     """The failure lab's crash: on the first attempt only, so the restart gets past it."""
     first_attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", 0)) == 0
-    if first_attempt and step == a.crash_at and dist.get_rank() == a.crash_rank:
+    if first_attempt and step == a.crash_at and rank == a.crash_rank:
         raise RuntimeError(f"simulated crash of rank {a.crash_rank} at step {step}")
 
 
 def bench(a: argparse.Namespace, model: nn.Module, ddp: DDP, opt: torch.optim.Optimizer,
-          ctx: cdist.Ctx) -> dict:
+          device: torch.device) -> dict:
     """Seconds per training step on a fixed batch, `bench_repeats` calls of `bench_steps` steps
     after one warm-up call; at world size 1 the plain model too (DDP's own overhead). Every
     rank runs the same number of steps (a collective per step), rank 0 reports."""
     xb, yb = data.make_tensor_dataset(a.batch, a.res, seed=a.seed + 1)
-    xb, yb = xb.to(ctx.device), yb.to(ctx.device)
+    xb, yb = xb.to(device), yb.to(device)
 
     def step(net: nn.Module) -> None:
         loss = F.cross_entropy(net(xb), yb)
@@ -141,7 +140,7 @@ def bench(a: argparse.Namespace, model: nn.Module, ddp: DDP, opt: torch.optim.Op
         loss.backward()
         opt.step()
 
-    nets = {"ddp": ddp} if ctx.world_size > 1 else {"plain": model, "ddp": ddp}
+    nets = {"ddp": ddp} if dist.get_world_size() > 1 else {"plain": model, "ddp": ddp}
     timers = {k: Timer("step(net)", globals=dict(step=step, net=net), num_threads=torch.get_num_threads())
               for k, net in nets.items()}
     times: dict[str, list[float]] = {k: [] for k in nets}
@@ -150,7 +149,7 @@ def bench(a: argparse.Namespace, model: nn.Module, ddp: DDP, opt: torch.optim.Op
     for _ in range(a.bench_repeats):  # in turns, so drift hits both alike
         for k, t in timers.items():
             times[k].append(t.timeit(a.bench_steps).mean)  # seconds per step
-    return dict(step_s=times, batch_per_rank=a.batch, samples_per_step=a.batch * ctx.world_size)
+    return dict(step_s=times, batch_per_rank=a.batch, samples_per_step=a.batch * dist.get_world_size())
 
 
 if __name__ == "__main__":

@@ -1,0 +1,146 @@
+"""06 DistributedDataParallel: the model, the single-process reference and the exercise checks.
+
+The launcher and the helpers the scripts use live in :mod:`course_lib.dist`; this module holds
+what notebook 06 and ``scripts/ddp_train.py`` share.
+
+Why one process can reproduce W ranks: ``DistributedSampler`` shuffles the same permutation on
+every rank (seeded by ``seed + epoch``) and gives rank r the positions r, r + W, r + 2W, ...
+So the i-th batches of the W ranks (b images each) together hold positions
+[i·W·b, (i+1)·W·b) of that permutation: the i-th batch of one process with batch W·b. DDP
+averages the W ranks' gradients of their mean losses, which is the gradient of the mean loss
+over those W·b images: the same step.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+from unittest import mock
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils.data import BatchSampler, DistributedSampler, TensorDataset
+
+
+def mlp(resolution: int, hidden: int, classes: int = 6) -> nn.Module:
+    """The MLP of scripts/ddp_train.py: (B, 3, R, R) images -> (B, classes) logits. No BatchNorm
+    and no dropout, so W ranks compute exactly what one process computes."""
+    return nn.Sequential(nn.Flatten(), nn.Linear(3 * resolution * resolution, hidden), nn.ReLU(),
+                         nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, classes))
+
+
+def train_single(x: torch.Tensor, y: torch.Tensor, *, world_size: int, batch: int, epochs: int,
+                 lr: float, hidden: int, seed: int = 0) -> nn.Module:
+    """One process, no process group: the training W ranks of `batch` images each do in
+    scripts/ddp_train.py (SGD, momentum 0.9), on the same global batches of W·batch images."""
+    dataset = TensorDataset(x, y)
+    torch.manual_seed(seed)
+    model = mlp(x.shape[-1], hidden)
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    sampler = DistributedSampler(dataset, num_replicas=1, rank=0, shuffle=True, seed=seed,
+                                 drop_last=True)  # the permutation every rank draws
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        for idx in BatchSampler(sampler, world_size * batch, drop_last=True):
+            loss = F.cross_entropy(model(x[idx]), y[idx])  # mean over W·batch images
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+    return model
+
+
+def rank_orders(n: int, world_size: int, epochs: int, *, seed: int = 0,
+                set_epoch: bool = True) -> list[list[list[int]]]:
+    """orders[epoch][rank]: the indices DistributedSampler gives each rank in each epoch,
+    with or without ``sampler.set_epoch(epoch)``."""
+    dataset = range(n)
+    orders = []
+    for epoch in range(epochs):
+        row = []
+        for rank in range(world_size):
+            sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True,
+                                         seed=seed, drop_last=True)  # type: ignore[arg-type]
+            if set_epoch:
+                sampler.set_epoch(epoch)
+            row.append(list(sampler))
+        orders.append(row)
+    return orders
+
+
+# ---- exercise checks ---------------------------------------------------------------------------
+
+def check_epoch_orders(fn: Callable[[int, int, int, int], list[list[int]]], n: int = 12,
+                       world_size: int = 2, epochs: int = 3) -> None:
+    """Exercise: ``fn(n, world_size, rank, epochs)`` returns rank `rank`'s index order for each
+    epoch. Checked: every epoch is a fresh shuffle, ranks split the data without overlap, and the
+    orders are DistributedSampler's with ``set_epoch``."""
+    got = [fn(n, world_size, rank, epochs) for rank in range(world_size)]  # got[rank][epoch]
+    want = rank_orders(n, world_size, epochs)
+    if any(len(g) != epochs for g in got):
+        raise AssertionError(f"Return one order per epoch ({epochs} lists), got {[len(g) for g in got]}.")
+    for rank in range(world_size):
+        if all(got[rank][e] == got[rank][0] for e in range(1, epochs)):
+            raise AssertionError(f"Rank {rank} sees the same order in every epoch: "
+                                 "call sampler.set_epoch(epoch) before each epoch.")
+    for epoch in range(epochs):
+        seen = [i for rank in range(world_size) for i in got[rank][epoch]]
+        if len(seen) != len(set(seen)):
+            raise AssertionError(f"In epoch {epoch} two ranks share images: give each rank its "
+                                 "own rank number.")
+        for rank in range(world_size):
+            if got[rank][epoch] != want[epoch][rank]:
+                raise AssertionError(f"Rank {rank}, epoch {epoch}: {got[rank][epoch]} is not "
+                                     f"DistributedSampler's order {want[epoch][rank]}.")
+    print(f"✓ {world_size} ranks × {epochs} epochs: a new shuffle every epoch, no image on two ranks")
+
+
+_COLLECTIVES = ("all_reduce", "broadcast", "all_gather", "all_gather_into_tensor",
+                "reduce_scatter_tensor", "reduce", "barrier", "all_gather_object")
+
+
+def collective_calls(fn: Callable[[torch.Tensor], object], world_size: int = 2) -> list[list[str]]:
+    """calls[rank]: the collectives ``fn(loss)`` calls when run as each rank, in order.
+
+    Simulated in this process: ``torch.distributed``'s rank queries answer as rank r, and its
+    collectives are recorded (an all-reduce multiplies by the world size, as if every rank held
+    the same value) instead of communicating.
+    """
+    calls: list[list[str]] = []
+    for rank in range(world_size):
+        seen: list[str] = []
+
+        def record(name: str) -> Callable[..., None]:
+            def collective(tensor: object = None, *args: object, **kwargs: object) -> None:
+                seen.append(name)
+                if name == "all_reduce" and isinstance(tensor, torch.Tensor):
+                    tensor.mul_(world_size)
+            return collective
+
+        patches = [mock.patch.object(dist, name, record(name)) for name in _COLLECTIVES]
+        patches += [mock.patch.object(dist, "get_rank", lambda *a, r=rank, **k: r),
+                    mock.patch.object(dist, "get_world_size", lambda *a, **k: world_size),
+                    mock.patch.object(dist, "is_initialized", lambda: True)]
+        for p in patches:
+            p.start()
+        try:
+            fn(torch.tensor(1.0))
+        finally:
+            for p in patches:
+                p.stop()
+        calls.append(seen)
+    return calls
+
+
+def check_same_collectives(fn: Callable[[torch.Tensor], object], world_size: int = 2) -> None:
+    """Exercise: every rank must call the same collectives in the same order, or the ranks that
+    called one wait for the others until the process group's timeout."""
+    calls = collective_calls(fn, world_size)
+    if not calls[0]:
+        raise AssertionError("No rank calls a collective: the loss is never averaged over ranks.")
+    for rank in range(1, world_size):
+        if calls[rank] != calls[0]:
+            raise AssertionError(f"Rank 0 calls {calls[0] or 'nothing'}, rank {rank} calls "
+                                 f"{calls[rank] or 'nothing'}: the ranks would wait for each other "
+                                 "until the timeout. Call collectives on every rank.")
+    print(f"✓ all {world_size} ranks call {', '.join(calls[0])} in the same order")

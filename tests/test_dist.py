@@ -1,0 +1,214 @@
+"""course_lib.dist and scripts/ddp_train.py, failure_lab.py under real torchrun (2 gloo ranks)."""
+
+import json
+import subprocess
+import time
+
+import pytest
+import torch
+
+from course_lib import checkpoint, data, ddp, dist
+
+SMALL = dict(images=256, res=8, hidden=32, batch=16, epochs=2, lr=0.05)
+
+
+def _args(out, **over) -> list[str]:
+    cfg = {**SMALL, **over}
+    return [f"--{k}={v}" for k, v in cfg.items()] + [f"--out={out}"]
+
+
+def _reference() -> dict[str, torch.Tensor]:
+    x, y = data.make_tensor_dataset(SMALL["images"], SMALL["res"])
+    model = ddp.train_single(x, y, world_size=2, batch=SMALL["batch"], epochs=SMALL["epochs"],
+                             lr=SMALL["lr"], hidden=SMALL["hidden"])
+    return model.state_dict()
+
+
+def _assert_equal_to_reference(final: dict[str, torch.Tensor]) -> None:
+    ref = _reference()
+    assert final.keys() == ref.keys()
+    for k in ref:  # fp32; only the order of the gradient sums differs
+        torch.testing.assert_close(final[k], ref[k], atol=1e-6, rtol=1e-5)
+
+
+# ---- launches ---------------------------------------------------------------------------------
+
+def test_ddp_on_two_ranks_equals_one_process_on_the_global_batches(tmp_path):
+    run = dist.launch("ddp_train", _args(tmp_path, **{"bench-steps": 1, "bench-repeats": 2}),
+                      timeout_s=120, echo=False)
+    assert run.ok and run.returncode == 0
+    final = checkpoint.load_checkpoint(tmp_path / "final.pt")
+    steps_per_epoch = SMALL["images"] // (2 * SMALL["batch"])
+    assert final["step"] == SMALL["epochs"] * steps_per_epoch
+    _assert_equal_to_reference(final["model"])
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["world_size"] == 2 and results["backend"] == "gloo"
+    assert len(results["step_s"]["ddp"]) == 2 and all(t > 0 for t in results["step_s"]["ddp"])
+
+
+def test_two_node_rehearsal_trains_the_same_weights(tmp_path):
+    runs = dist.launch_nodes("ddp_train", _args(tmp_path), nnodes=2, nproc=1, timeout_s=120,
+                             echo=False)
+    assert [r.returncode for r in runs] == [0, 0]
+    assert any("--node_rank=1" in part for part in runs[1].command)
+    _assert_equal_to_reference(checkpoint.load_checkpoint(tmp_path / "final.pt")["model"])
+
+
+def test_restart_resumes_from_the_checkpoint_without_losing_a_step(tmp_path):
+    ckpt = tmp_path / "ckpt.pt"
+    run = dist.launch("ddp_train", _args(tmp_path) + [f"--ckpt={ckpt}", "--save-every=3",
+                                                     "--crash-at=5"],
+                      max_restarts=1, timeout_s=120, echo=False)
+    assert run.ok
+    for local in (0, 1):  # every rank loaded rank 0's checkpoint of step 3
+        assert any("resumed" in ln and "step 3" in ln for ln in run.rank_lines(local))
+    final = checkpoint.load_checkpoint(tmp_path / "final.pt")
+    assert final["step"] == SMALL["epochs"] * SMALL["images"] // (2 * SMALL["batch"])
+    _assert_equal_to_reference(final["model"])
+
+
+def test_a_rank_that_raises_fails_the_job_fast_with_the_rank_named():
+    start = time.monotonic()
+    with pytest.raises(dist.LaunchError) as err:
+        dist.launch("failure_lab", ["--mode=raise", "--rank=1"], timeout_s=60, echo=False)
+    assert time.monotonic() - start < 40
+    message = str(err.value)
+    assert message.startswith("failure_lab.py failed: rank 1 raised ValueError")
+    assert "Last lines:" in message
+
+
+def test_a_killed_rank_is_named_without_an_exception():
+    run = dist.launch("failure_lab", ["--mode=kill", "--rank=1"], timeout_s=60, echo=False,
+                      check=False)
+    assert not run.ok and run.failure is not None
+    assert "rank 1 was killed by signal SIGKILL" in run.failure
+
+
+def test_a_skipped_collective_ends_by_the_process_group_timeout():
+    run = dist.launch("failure_lab", ["--mode=skip", "--rank=1", "--timeout=2"], timeout_s=60,
+                      echo=False, check=False)
+    assert not run.ok
+    assert run.seconds < 40  # the 2 s process-group timeout, not the 60 s wall clock
+    assert run.failure.startswith("failure_lab.py failed: rank 0 raised")  # the rank left waiting
+
+
+def test_the_wall_clock_timeout_stops_every_process():
+    run = dist.launch("failure_lab", ["--mode=sleep", "--steps=7777"], timeout_s=10, echo=False,
+                      check=False)
+    assert run.returncode is None and "did not finish within 10 s" in run.failure
+    time.sleep(1)
+    left = subprocess.run(["pgrep", "-f", "failure_lab.py --mode=sleep --steps=7777"],
+                          capture_output=True, text=True).stdout.split()
+    assert left == []
+
+
+# ---- the launcher's pieces --------------------------------------------------------------------
+
+def test_torchrun_command_binds_the_rendezvous_to_loopback():
+    cmd = dist.torchrun_command(dist.script("ddp_train"), ["--epochs=1"], nproc=2, port=29999)
+    assert cmd[1:3] == ["-m", "torch.distributed.run"]
+    assert "--rdzv_endpoint=127.0.0.1:29999" in cmd and "--nproc_per_node=2" in cmd
+    assert cmd[-2:] == [str(dist.script("ddp_train")), "--epochs=1"]
+    assert dist.shell(cmd).startswith("torchrun --nnodes=1")
+    with pytest.raises(ValueError):
+        dist.torchrun_command("x.py", nnodes=2, node_rank=2)
+
+
+def test_missing_script_is_one_sentence():
+    with pytest.raises(FileNotFoundError, match="No distributed script nope.py"):
+        dist.script("nope")
+
+
+def test_backend_is_nccl_only_with_a_gpu_per_rank(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert dist.backend_for(2) == "gloo"  # NCCL cannot place two ranks on one GPU
+    assert dist.backend_for(1) == ("nccl" if torch.distributed.is_nccl_available() else "gloo")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert dist.backend_for(1) == "gloo"
+
+
+def test_entry_records_the_exception_of_a_rank(tmp_path, monkeypatch):
+    monkeypatch.setenv(dist.STATUS_ENV, str(tmp_path))
+    monkeypatch.setenv("RANK", "3")
+
+    @dist.entry
+    def main():
+        raise KeyError("no such batch")
+
+    with pytest.raises(KeyError):
+        main()
+    status = json.loads((tmp_path / "rank3.json").read_text())
+    assert status["state"] == "error" and status["error"] == "KeyError" and status["rank"] == 3
+
+
+def test_diagnose_prefers_the_rank_that_raised_first(tmp_path):
+    for rank, t, err in ((0, 2.0, "RuntimeError"), (1, 1.0, "ValueError")):
+        (tmp_path / f"rank{rank}.json").write_text(json.dumps(
+            dict(rank=rank, local_rank=rank, node=0, pid=1, state="error", time=t, error=err,
+                 message="m")))
+    run = dist.Run(["python", "-m", "torch.distributed.run", "--nproc_per_node=2", "s.py"], 1, 1.0,
+                   ["[default1]:last words"], tmp_path)
+    message = dist.diagnose([run])
+    assert message.startswith("s.py failed: rank 1 raised ValueError: m (rank 0 then RuntimeError).")
+    assert message.endswith("last words")
+
+
+def test_source_shows_the_core_of_the_script():
+    core = dist.source("ddp_train")
+    for step in ("init_process_group", "DistributedSampler", "set_epoch", "DDP(", "backward()",
+                 "destroy_process_group"):
+        assert step in core
+    with pytest.raises(ValueError):
+        dist.source("ddp_train", start="# no such marker")
+
+
+def test_multi_node_commands_and_slurm_script(tmp_path):
+    cmds = dist.node_commands("ddp_train", ["--epochs=1"], nnodes=2, nproc=8, head="10.1.2.3")
+    assert [("--node_rank=0" in c, "--node_rank=1" in c) for c in cmds] == [(True, False), (False, True)]
+    assert all("--rdzv_endpoint=10.1.2.3:29500" in c and c.endswith("--epochs=1") for c in cmds)
+    path = tmp_path / "job.sh"
+    path.write_text(dist.slurm_script("ddp_train", nodes=4, gpus_per_node=8))
+    assert subprocess.run(["bash", "-n", str(path)]).returncode == 0  # valid shell
+    assert "#SBATCH --nodes=4" in path.read_text()
+
+
+# ---- notebook 06's helpers ---------------------------------------------------------------------
+
+def test_rank_orders_split_the_data_and_reshuffle_only_with_set_epoch():
+    orders = ddp.rank_orders(12, 2, 3)
+    for epoch in orders:
+        assert sorted(epoch[0] + epoch[1]) == list(range(12))
+    assert orders[0][0] != orders[1][0]
+    frozen = ddp.rank_orders(12, 2, 3, set_epoch=False)
+    assert frozen[0] == frozen[1] == frozen[2] == [orders[0][0], orders[0][1]]
+
+
+def test_check_epoch_orders_catches_a_missing_set_epoch():
+    def good(n, world, rank, epochs):
+        return [o[rank] for o in ddp.rank_orders(n, world, epochs)]
+
+    def forgot(n, world, rank, epochs):
+        return [o[rank] for o in ddp.rank_orders(n, world, epochs, set_epoch=False)]
+
+    ddp.check_epoch_orders(good)
+    with pytest.raises(AssertionError, match="set_epoch"):
+        ddp.check_epoch_orders(forgot)
+
+
+def test_check_same_collectives_catches_a_rank_zero_only_collective():
+    import torch.distributed as tdist
+
+    def rank0_only(loss):
+        if tdist.get_rank() == 0:
+            tdist.all_reduce(loss)
+
+    def every_rank(loss):
+        tdist.all_reduce(loss)
+        loss /= tdist.get_world_size()
+
+    assert ddp.collective_calls(rank0_only) == [["all_reduce"], []]
+    with pytest.raises(AssertionError, match="rank 1 calls nothing"):
+        ddp.check_same_collectives(rank0_only)
+    ddp.check_same_collectives(every_rank)
+    assert not tdist.is_initialized()  # the simulation left torch.distributed as it was
