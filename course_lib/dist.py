@@ -131,6 +131,13 @@ class Run:
         tag = f"[default{local_rank}]:"
         return [ln[len(tag):] for ln in self.lines if ln.startswith(tag)]
 
+    def said(self, local_rank: int, n: int = 2) -> list[str]:
+        """The last `n` lines the script itself printed on `local_rank` (no traceback lines,
+        which torch prefixes with ``[rank<r>]:``, no log records)."""
+        own = [ln for ln in self.rank_lines(local_rank)
+               if not _RANK_PREFIX.match(ln) and not _LOG_RECORD.match(ln)]
+        return own[-n:]
+
 
 def _env(status_dir: Path, threads: int, extra: dict[str, str] | None) -> dict[str, str]:
     env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS=str(threads))
@@ -166,11 +173,14 @@ def _stop(procs: list[subprocess.Popen], status_dir: Path) -> None:
 def launch_together(commands: Sequence[Sequence[str]], *, timeout_s: float = 120,
                     threads: int = 1, env: dict[str, str] | None = None, echo: bool = True,
                     check: bool = True, status_dir: str | Path | None = None,
-                    tags: Sequence[str] | None = None) -> list[Run]:
-    """Run several ``torchrun`` commands at once, streaming their lines, within `timeout_s`.
+                    tags: Sequence[str] | None = None,
+                    envs: Sequence[dict[str, str]] | None = None) -> list[Run]:
+    """Run the ``torchrun`` commands of one job at once (one per node), streaming their lines,
+    within `timeout_s`.
 
     Each rank runs with `threads` intra-op threads (``OMP_NUM_THREADS``; torchrun's default is
-    1). With `check`, a failed or timed-out job raises :class:`LaunchError`.
+    1); `envs` adds variables per command. With `check`, a failed or timed-out job raises
+    :class:`LaunchError`.
     """
     keep = status_dir is not None
     status = Path(status_dir) if keep else Path(tempfile.mkdtemp(prefix="status-", dir=files_dir()))
@@ -181,9 +191,10 @@ def launch_together(commands: Sequence[Sequence[str]], *, timeout_s: float = 120
     q: queue.Queue = queue.Queue()
     start = time.monotonic()
     procs = []
-    for cmd, tag in zip(commands, tags):
+    for i, (cmd, tag) in enumerate(zip(commands, tags)):
+        extra = {**(env or {}), **(envs[i] if envs else {})}
         p = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                             bufsize=1, env=_env(status, threads, env), start_new_session=True)
+                             bufsize=1, env=_env(status, threads, extra), start_new_session=True)
         procs.append(p)
         threading.Thread(target=_reader, args=(p, tag, q), daemon=True).start()
     lines: dict[str, list[str]] = {t: [] for t in tags}
@@ -318,6 +329,7 @@ def diagnose(runs: Sequence[Run], timed_out: bool = False, timeout_s: float = 0)
 
 
 _RANK_PREFIX = re.compile(r"^\[rank\d+\]:")  # torch prefixes a failing rank's traceback lines
+_LOG_RECORD = re.compile(r"^[IWEF]\d{4} \d\d:\d\d")  # "W1123 09:29:16.204000 ..." from torch's logs
 _CPP_PLACE = re.compile(r"^\[[^\]]+\.(?:cc|cpp|h|hpp):\d+\]\s*")  # "[.../unbound_buffer.cc:78] "
 
 
@@ -351,11 +363,35 @@ def launch_nodes(name: str, args: Sequence[str] = (), *, nnodes: int = 2, nproc:
                  timeout_s: float = 120, threads: int = 1, echo: bool = True) -> list[Run]:
     """Rehearse a multi-node job on this machine: `nnodes` torchrun agents, each started as
     ``--nnodes=N --node_rank=i`` with the same c10d rendezvous endpoint on 127.0.0.1, as N
-    machines would be. Lines are tagged ``node0``, ``node1``, ..."""
+    machines would be. Lines are tagged ``node0``, ``node1``, ...
+
+    Each "node" sees its own GPUs (``CUDA_VISIBLE_DEVICES``) when there are enough for one per
+    rank, as separate machines would; otherwise none, and the ranks use gloo on the CPU."""
     path, port = script(name), free_port()
     cmds = [torchrun_command(path, args, nproc=nproc, nnodes=nnodes, node_rank=i, port=port)
             for i in range(nnodes)]
-    return launch_together(cmds, timeout_s=timeout_s, threads=threads, echo=echo)
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if gpus >= nnodes * nproc:
+        envs = [{"CUDA_VISIBLE_DEVICES": ",".join(str(i * nproc + j) for j in range(nproc))}
+                for i in range(nnodes)]
+    else:
+        envs = [{"CUDA_VISIBLE_DEVICES": ""} for _ in range(nnodes)]
+    return launch_together(cmds, timeout_s=timeout_s, threads=threads, echo=echo, envs=envs)
+
+
+def launch_each(jobs: Sequence[tuple[str, Sequence[str], dict[str, Any]]], *,
+                timeout_s: float = 120) -> list[Run]:
+    """Run independent jobs ``(script, args, launch keywords)`` at the same time, without
+    streaming (their lines would interleave) and without raising: each :class:`Run` carries
+    its lines and, when it failed, its diagnosis. For demonstrations, never for timing."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(job: tuple[str, Sequence[str], dict[str, Any]]) -> Run:
+        name, args, kw = job
+        return launch(name, args, timeout_s=timeout_s, echo=False, check=False, **kw)
+
+    with ThreadPoolExecutor(len(jobs)) as pool:
+        return list(pool.map(one, jobs))
 
 
 def node_commands(name: str, args: Sequence[str] = (), *, nnodes: int = 2, nproc: int = 8,

@@ -8,8 +8,8 @@ Every rank runs a few "training steps", each ending in an all-reduce of its loss
 --at, rank --rank misbehaves:
 
 raise  it raises an exception; torchrun sees it exit and stops the other ranks.
-skip   it skips the all-reduce (the bug ``if rank == 0: dist.all_reduce(...)`` in reverse)
-       and goes on with work that holds no collective; the ranks waiting in the all-reduce
+skip   it skips the all-reduce (the bug ``if rank == 0: dist.all_reduce(...)``, seen from
+       rank 1) and goes on with work that holds no collective; the ranks waiting in the all-reduce
        raise when the process group's timeout (--timeout seconds) expires.
 kill   it is killed by SIGKILL (out of host memory, a preempted node): no Python exception.
 sleep  every rank sleeps without a collective (for the launcher's own wall-clock timeout).
