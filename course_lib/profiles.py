@@ -113,19 +113,24 @@ SIZES: dict[str, dict[str, dict]] = {
         # epochs, lr); bench_steps x bench_repeats: timed steps per rank (scaling, DDP overhead);
         # save_every / crash_at: the restart demo's checkpoint interval and crash step;
         # pg_timeout_s: process-group timeout of the skipped-collective demo;
-        # comm_*: scripts/ddp_comm.py (bucketing, overlap, no_sync); fsdp_*: scripts/fsdp_vs_ddp.py;
+        # comm_*: scripts/ddp_comm.py: comm_layers Linear(comm_width, comm_width), comm_batch rows
+        # per rank (comm_k micro-batches for no_sync), comm_bucket_caps: bucket_cap_mb values (MiB)
+        # shown beside DDP's default, comm_repeats timed rounds; fsdp_*: scripts/fsdp_vs_ddp.py;
         # fake_worlds: world sizes simulated with the fake process group
         "smoke": dict(n=512, res=16, hidden=64, batch=32, epochs=2, lr=0.05, bench_steps=2,
                       bench_repeats=3, save_every=3, crash_at=5, pg_timeout_s=3,
                       comm_width=256, comm_layers=4, comm_batch=32, comm_k=4, comm_repeats=3,
+                      comm_bucket_caps=[0.1],
                       fsdp_width=128, fsdp_layers=4, fsdp_steps=3, fake_worlds=[8, 64]),
         "cpu": dict(n=4096, res=16, hidden=256, batch=64, epochs=3, lr=0.05, bench_steps=5,
                     bench_repeats=7, save_every=10, crash_at=45, pg_timeout_s=5,
                     comm_width=1024, comm_layers=6, comm_batch=64, comm_k=4, comm_repeats=7,
+                    comm_bucket_caps=[1],
                     fsdp_width=512, fsdp_layers=6, fsdp_steps=5, fake_worlds=[8, 64]),
         "gpu": dict(n=65536, res=32, hidden=4096, batch=512, epochs=2, lr=0.05, bench_steps=20,
                     bench_repeats=10, save_every=20, crash_at=50, pg_timeout_s=10,
-                    comm_width=4096, comm_layers=8, comm_batch=256, comm_k=4, comm_repeats=10,
+                    comm_width=2048, comm_layers=16, comm_batch=1024, comm_k=4, comm_repeats=10,
+                    comm_bucket_caps=[4, 64],
                     fsdp_width=4096, fsdp_layers=8, fsdp_steps=10, fake_worlds=[8, 64]),
     },
 }
