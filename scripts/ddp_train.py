@@ -73,7 +73,7 @@ def main() -> None:
     loader = DataLoader(dataset, batch_size=a.batch, sampler=sampler, drop_last=True)
 
     torch.manual_seed(a.seed)  # the same initial weights everywhere (DDP also broadcasts rank 0's)
-    model = course_ddp.mlp(a.res, a.hidden).to(device)  # Flatten + 3 Linear layers
+    model = course_ddp.mlp(a.res, a.hidden).to(device)  # 3 Linear layers, GELU between
     ddp = DDP(model, device_ids=[local_rank] if device.type == "cuda" else None)
     opt = torch.optim.SGD(ddp.parameters(), lr=a.lr, momentum=0.9)
     cdist.print0(f"world size {world_size}, backend {backend}, device {device}, "
