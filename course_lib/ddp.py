@@ -104,8 +104,12 @@ _COLLECTIVES = ("all_reduce", "broadcast", "all_gather", "all_gather_into_tensor
                 "reduce_scatter_tensor", "reduce", "barrier", "all_gather_object")
 
 
+_IN_PLACE = "(changed the caller's loss in place)"
+
+
 def collective_calls(fn: Callable[[torch.Tensor], object], world_size: int = 2) -> list[list[str]]:
-    """calls[rank]: the collectives ``fn(loss)`` calls when run as each rank, in order.
+    """calls[rank]: the collectives ``fn(loss)`` calls when run as each rank, in order (and a
+    note when `fn` changed `loss` in place).
 
     Simulated in this process: ``torch.distributed``'s rank queries answer as rank r, and its
     collectives are recorded (an all-reduce multiplies by the world size, as if every rank held
@@ -128,11 +132,14 @@ def collective_calls(fn: Callable[[torch.Tensor], object], world_size: int = 2) 
                     mock.patch.object(dist, "is_initialized", lambda: True)]
         for p in patches:
             p.start()
+        loss = torch.tensor(1.0)
         try:
-            fn(torch.tensor(1.0))
+            fn(loss)
         finally:
             for p in patches:
                 p.stop()
+        if loss.item() != 1.0:
+            seen.append(_IN_PLACE)
         calls.append(seen)
     return calls
 
@@ -140,7 +147,8 @@ def collective_calls(fn: Callable[[torch.Tensor], object], world_size: int = 2) 
 def check_same_collectives(fn: Callable[[torch.Tensor], object], world_size: int = 2) -> None:
     """Exercise: every rank must call the same collectives in the same order, or the ranks that
     called one wait for the others until the process group's timeout."""
-    calls = collective_calls(fn, world_size)
+    noted = collective_calls(fn, world_size)
+    calls = [[c for c in row if c != _IN_PLACE] for row in noted]
     if not calls[0]:
         raise AssertionError("No rank calls a collective: the loss is never averaged over ranks.")
     for rank in range(1, world_size):
@@ -148,4 +156,8 @@ def check_same_collectives(fn: Callable[[torch.Tensor], object], world_size: int
             raise AssertionError(f"Rank 0 calls {calls[0] or 'nothing'}, rank {rank} calls "
                                  f"{calls[rank] or 'nothing'}: the ranks would wait for each other "
                                  "until the timeout. Call collectives on every rank.")
+    if any(_IN_PLACE in row for row in noted):
+        raise AssertionError("Every rank calls the same collectives, but the function changed the "
+                             "loss it was given (all_reduce works in place): reduce a copy, "
+                             "`loss.detach().clone()`.")
     print(f"✓ all {world_size} ranks call {', '.join(calls[0])} in the same order")

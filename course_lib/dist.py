@@ -396,18 +396,20 @@ def launch_each(jobs: Sequence[tuple[str, Sequence[str], dict[str, Any]]], *,
 
 def node_commands(name: str, args: Sequence[str] = (), *, nnodes: int = 2, nproc: int = 8,
                   head: str = "10.0.0.1", port: int = 29500) -> list[str]:
-    """The commands to type on each of `nnodes` real machines (``head``: the address of the
-    first machine, reachable from the others; every machine runs the same rendezvous id)."""
-    return [f"torchrun --nnodes={nnodes} --nproc_per_node={nproc} --node_rank={i} "
-            f"--rdzv_backend=c10d --rdzv_endpoint={head}:{port} --rdzv_id=course "
-            f"scripts/{script(name).name} {' '.join(args)}".rstrip()
-            for i in range(nnodes)]
+    """The command to type on each of `nnodes` real machines (``head``: the address of the
+    first machine, reachable from the others). With c10d rendezvous every machine types the
+    same line: the agents number the nodes as they join (no ``--node_rank``)."""
+    line = (f"torchrun --nnodes={nnodes} --nproc_per_node={nproc} --rdzv_backend=c10d "
+            f"--rdzv_endpoint={head}:{port} --rdzv_id=course "
+            f"scripts/{script(name).name} {' '.join(args)}").rstrip()
+    return [line] * nnodes
 
 
 def slurm_script(name: str, args: Sequence[str] = (), *, nodes: int = 2, gpus_per_node: int = 8,
-                 hours: int = 1) -> str:
-    """A Slurm batch script: one torchrun per node (``srun``), the first node of the allocation
-    as the rendezvous host, the job id as the rendezvous id."""
+                 cpus_per_node: int = 64, hours: int = 1) -> str:
+    """A Slurm batch script: one torchrun per node (``srun``) with all of the node's CPU cores
+    (Slurm's default is often one per task), the first node of the allocation as the
+    rendezvous host, the job id as the rendezvous id."""
     return "\n".join([
         "#!/bin/bash",
         f"#SBATCH --job-name={script(name).stem}",
@@ -415,9 +417,11 @@ def slurm_script(name: str, args: Sequence[str] = (), *, nodes: int = 2, gpus_pe
         "# one torchrun per node; each starts that node's ranks (one per GPU)",
         "#SBATCH --ntasks-per-node=1",
         f"#SBATCH --gpus-per-node={gpus_per_node}",
+        f"#SBATCH --cpus-per-task={cpus_per_node}",
         f"#SBATCH --time={hours:02d}:00:00",
         "",
         'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+        "export SRUN_CPUS_PER_TASK=$SLURM_CPUS_PER_TASK  # srun does not inherit it (Slurm >= 22.05)",
         "srun torchrun --nnodes=\"$SLURM_NNODES\" --nproc_per_node=" + str(gpus_per_node) + " \\",
         '    --rdzv_backend=c10d --rdzv_endpoint="$head:29500" --rdzv_id="$SLURM_JOB_ID" \\',
         f"    scripts/{script(name).name} {' '.join(args)}".rstrip(),

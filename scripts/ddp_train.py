@@ -105,6 +105,7 @@ def main() -> None:
     # ---- end of the core ----
 
 
+# ---- resume (notebook 06 prints these lines) ----
 def resume(a: argparse.Namespace, model: nn.Module, opt: torch.optim.Optimizer,
            device: torch.device, steps_per_epoch: int) -> tuple[int, int, int]:
     """(step, epoch, batches to skip in that epoch): from the checkpoint when one exists, which
@@ -117,6 +118,7 @@ def resume(a: argparse.Namespace, model: nn.Module, opt: torch.optim.Optimizer,
     step = state["step"]
     print(f"rank {dist.get_rank()}: resumed from {a.ckpt} at step {step}", flush=True)
     return step, step // steps_per_epoch, step % steps_per_epoch
+# ---- end of resume
 
 
 def crash_if_asked(a: argparse.Namespace, step: int, rank: int) -> None:

@@ -165,8 +165,8 @@ def test_source_shows_the_core_of_the_script():
 
 def test_multi_node_commands_and_slurm_script(tmp_path):
     cmds = dist.node_commands("ddp_train", ["--epochs=1"], nnodes=2, nproc=8, head="10.1.2.3")
-    assert [("--node_rank=0" in c, "--node_rank=1" in c) for c in cmds] == [(True, False), (False, True)]
-    assert all("--rdzv_endpoint=10.1.2.3:29500" in c and c.endswith("--epochs=1") for c in cmds)
+    assert len(cmds) == 2 and cmds[0] == cmds[1]  # c10d: the agents number the nodes
+    assert "--rdzv_endpoint=10.1.2.3:29500" in cmds[0] and cmds[0].endswith("--epochs=1")
     path = tmp_path / "job.sh"
     path.write_text(dist.slurm_script("ddp_train", nodes=4, gpus_per_node=8))
     assert subprocess.run(["bash", "-n", str(path)]).returncode == 0  # valid shell
@@ -204,10 +204,15 @@ def test_check_same_collectives_catches_a_rank_zero_only_collective():
             tdist.all_reduce(loss)
 
     def every_rank(loss):
-        tdist.all_reduce(loss)
-        loss /= tdist.get_world_size()
+        mean = loss.detach().clone()
+        tdist.all_reduce(mean)
 
-    assert ddp.collective_calls(rank0_only) == [["all_reduce"], []]
+    def every_rank_in_place(loss):
+        tdist.all_reduce(loss)
+
+    assert ddp.collective_calls(rank0_only) == [["all_reduce", "(changed the caller's loss in place)"], []]
+    with pytest.raises(AssertionError, match="in place"):
+        ddp.check_same_collectives(every_rank_in_place)
     with pytest.raises(AssertionError, match="rank 1 calls nothing"):
         ddp.check_same_collectives(rank0_only)
     ddp.check_same_collectives(every_rank)
