@@ -41,7 +41,7 @@ def train_single(x: torch.Tensor, y: torch.Tensor, *, world_size: int, batch: in
     scripts/ddp_train.py (SGD, momentum 0.9), on the same global batches of W·batch images."""
     dataset = TensorDataset(x, y)
     torch.manual_seed(seed)
-    model = mlp(x.shape[-1], hidden)
+    model = mlp(x.shape[-1], hidden).to(x.device)
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
     sampler = DistributedSampler(dataset, num_replicas=1, rank=0, shuffle=True, seed=seed,
                                  drop_last=True)  # the permutation every rank draws
