@@ -35,6 +35,16 @@ def mlp(resolution: int, hidden: int, classes: int = 6) -> nn.Module:
                          nn.Linear(hidden, hidden), nn.GELU(), nn.Linear(hidden, classes))
 
 
+def deep_mlp(width: int, layers: int) -> nn.Sequential:
+    """`layers` Linear(width, width) with ReLU between: (B, width) -> (B, width), the model of
+    scripts/ddp_comm.py and fsdp_vs_ddp.py. No norm layer, no dropout: each sample's output
+    depends on its own input only."""
+    blocks: list[nn.Module] = []
+    for i in range(layers):
+        blocks += [nn.Linear(width, width)] + ([nn.ReLU()] if i < layers - 1 else [])
+    return nn.Sequential(*blocks)
+
+
 def train_single(x: torch.Tensor, y: torch.Tensor, *, world_size: int, batch: int, epochs: int,
                  lr: float, hidden: int, seed: int = 0) -> nn.Module:
     """One process, no process group: the training W ranks of `batch` images each do in

@@ -172,9 +172,7 @@ def _stop(procs: list[subprocess.Popen], status_dir: Path) -> None:
 
 def launch_together(commands: Sequence[Sequence[str]], *, timeout_s: float = 120,
                     threads: int = 1, env: dict[str, str] | None = None, echo: bool = True,
-                    check: bool = True, status_dir: str | Path | None = None,
-                    tags: Sequence[str] | None = None,
-                    envs: Sequence[dict[str, str]] | None = None) -> list[Run]:
+                    check: bool = True, envs: Sequence[dict[str, str]] | None = None) -> list[Run]:
     """Run the ``torchrun`` commands of one job at once (one per node), streaming their lines,
     within `timeout_s`.
 
@@ -182,12 +180,8 @@ def launch_together(commands: Sequence[Sequence[str]], *, timeout_s: float = 120
     1); `envs` adds variables per command. With `check`, a failed or timed-out job raises
     :class:`LaunchError`.
     """
-    keep = status_dir is not None
-    status = Path(status_dir) if keep else Path(tempfile.mkdtemp(prefix="status-", dir=files_dir()))
-    status.mkdir(parents=True, exist_ok=True)
-    for old in status.glob("rank*.json"):
-        old.unlink()
-    tags = list(tags or ([""] if len(commands) == 1 else [f"node{i}" for i in range(len(commands))]))
+    status = Path(tempfile.mkdtemp(prefix="status-", dir=files_dir()))  # this job's rank files
+    tags = [""] if len(commands) == 1 else [f"node{i}" for i in range(len(commands))]
     q: queue.Queue = queue.Queue()
     start = time.monotonic()
     procs = []
@@ -227,8 +221,7 @@ def launch_together(commands: Sequence[Sequence[str]], *, timeout_s: float = 120
         message = diagnose(runs, timed_out, timeout_s)
         for r in runs:
             r.failure = message
-    if not keep:
-        shutil.rmtree(status, ignore_errors=True)
+    shutil.rmtree(status, ignore_errors=True)
     if check and runs[0].failure:
         raise LaunchError(runs[0].failure)
     return runs

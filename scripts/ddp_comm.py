@@ -36,6 +36,7 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.benchmark import Timer
 
+from course_lib import ddp as course_ddp
 from course_lib import dist as cdist
 
 GRAD_RTOL = 1e-5  # fp32 gradients, the same sums in another order: |Δ| <= 1e-5·(|g| + max|g|)
@@ -60,15 +61,6 @@ def parse() -> argparse.Namespace:
     if a.k < 2 or a.batch % a.k:
         raise ValueError(f"--k must be >= 2 and divide --batch, got k={a.k}, batch={a.batch}.")
     return a
-
-
-def make_mlp(width: int, layers: int) -> nn.Sequential:
-    """`layers` Linear(width, width) with ReLU between: (B, width) -> (B, width). No norm layers,
-    no dropout: every rank's gradient is a plain function of its own rows."""
-    blocks: list[nn.Module] = []
-    for i in range(layers):
-        blocks += [nn.Linear(width, width)] + ([nn.ReLU()] if i < layers - 1 else [])
-    return nn.Sequential(*blocks)
 
 
 # ---- 1. collectives ----------------------------------------------------------------------------
@@ -270,8 +262,8 @@ def main() -> None:
     results["collectives"] = every
 
     # ---- 2. buckets: one DDP per bucket cap, same starting weights ----
-    torch.manual_seed(a.seed)
-    base = make_mlp(a.width, a.layers).to(dev)
+    cdist.seed_all(a.seed)  # every rank: the same starting weights
+    base = course_ddp.deep_mlp(a.width, a.layers).to(dev)
     params = list(base.parameters())
     results["param_bytes"] = sum(p.numel() * p.element_size() for p in params)
     results["param_tensors"] = len(params)

@@ -26,6 +26,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from course_lib import ddp as course_ddp
 from course_lib import dist as cdist
 from course_lib import fsdp
 
@@ -45,15 +46,6 @@ def parse() -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--timeout", type=float, default=60, help="process-group timeout (s)")
     return p.parse_args()
-
-
-def make_model(width: int, layers: int) -> nn.Sequential:
-    """`layers` Linear(width, width) with ReLU between: (B, width) -> (B, width). No norm layer,
-    no dropout: each sample's output depends on its own input only."""
-    mods: list[nn.Module] = []
-    for i in range(layers):
-        mods += [nn.Linear(width, width)] + ([nn.ReLU()] if i < layers - 1 else [])
-    return nn.Sequential(*mods)
 
 
 def train(net: nn.Module, opt: torch.optim.Optimizer, xs: torch.Tensor, ys: torch.Tensor) -> list[float]:
@@ -84,8 +76,8 @@ def main() -> None:
         raise RuntimeError(f"FSDP2 trains on CPU tensors from torch {fsdp.CPU_MIN_TORCH} on; this "
                            f"is torch {torch.__version__} (on GPUs with nccl it works).")
 
-    torch.manual_seed(a.seed)  # every rank: the same initial weights and the same data
-    model = make_model(a.width, a.layers).to(ctx.device)
+    cdist.seed_all(a.seed)  # every rank: the same initial weights and the same data
+    model = course_ddp.deep_mlp(a.width, a.layers).to(ctx.device)
     x = torch.randn(a.steps, W, a.batch, a.width, device=ctx.device)  # (steps, W, B, width)
     y = torch.randn(a.steps, W, a.batch, a.width, device=ctx.device)
     xs, ys = x[:, rank], y[:, rank]  # this rank's batch of each step: (steps, B, width)
