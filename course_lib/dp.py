@@ -52,6 +52,12 @@ def replicas(model: nn.Module, k: int) -> list[nn.Module]:
     return [model] + [copy.deepcopy(model) for _ in range(k - 1)]
 
 
+def layer_stack(width: int, layers: int) -> nn.Sequential:
+    """`layers` × Linear(width, width): many small layers are mostly Python work per call, a few
+    large ones mostly kernel time (the GIL measurement of notebook 05 and scripts/replica_procs.py)."""
+    return nn.Sequential(*[nn.Linear(width, width) for _ in range(layers)])
+
+
 def thread_apply(modules: Sequence[nn.Module], inputs: Sequence[torch.Tensor]) -> list[Any]:
     """Run ``modules[i](inputs[i])`` on one Python thread each, as ``parallel_apply`` does,
     and return the outputs in order. Grad mode is per thread, so each thread takes the caller's;

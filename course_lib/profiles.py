@@ -108,6 +108,23 @@ SIZES: dict[str, dict[str, dict]] = {
                     train_width=32, train_batch=256, train_epochs=3, lr=3e-3, widget_max_k=64,
                     time_repeats=10),
     },
+    "05_data_parallel": {
+        # batch: images of res px in the mechanism checks (the snippet's model, width channels;
+        # SmallCNN of bn_width with BatchNorm); gil_*: replicas timed one after another and on one
+        # thread each, (width, layers, batch) of a model of many small layers and of one of a few
+        # large ones, gil_run_s seconds over gil_rounds rounds; with 2 GPUs or more: DataParallel
+        # against DDP (scripts/ddp_train.py) on ddp.mlp(res, hidden), batch images per GPU,
+        # bench_repeats calls of bench_steps steps, replicate timed for rep_run_s seconds
+        "smoke": dict(batch=12, res=16, width=8, bn_width=4, gil_small=(32, 48, 8),
+                      gil_large=(512, 3, 256), gil_run_s=0.3, gil_rounds=3,
+                      hidden=256, dp_batch=64, bench_steps=2, bench_repeats=3, rep_run_s=0.05),
+        "cpu": dict(batch=24, res=32, width=16, bn_width=8, gil_small=(32, 64, 8),
+                    gil_large=(1024, 4, 256), gil_run_s=1.0, gil_rounds=5,
+                    hidden=1024, dp_batch=128, bench_steps=5, bench_repeats=5, rep_run_s=0.2),
+        "gpu": dict(batch=24, res=32, width=16, bn_width=8, gil_small=(32, 64, 8),
+                    gil_large=(1024, 4, 256), gil_run_s=1.0, gil_rounds=5,
+                    hidden=4096, dp_batch=512, bench_steps=20, bench_repeats=10, rep_run_s=0.5),
+    },
     "06_ddp": {
         # train: scripts/ddp_train.py (n images of res px, MLP width hidden, batch per rank,
         # epochs, lr); bench_steps x bench_repeats: timed steps per rank (scaling, DDP overhead);

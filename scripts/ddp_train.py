@@ -132,7 +132,10 @@ def bench(a: argparse.Namespace, model: nn.Module, ddp: DDP, opt: torch.optim.Op
           device: torch.device) -> dict:
     """Seconds per training step on a fixed batch, `bench_repeats` calls of `bench_steps` steps
     after one warm-up call; at world size 1 the plain model too (DDP's own overhead). Every
-    rank runs the same number of steps (a collective per step), rank 0 reports."""
+    rank runs the same number of steps (a collective per step), rank 0 reports, with every
+    rank's peak allocated GPU memory during the timed steps (bytes; 0 on the CPU)."""
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
     xb, yb = data.make_tensor_dataset(a.batch, a.res, seed=a.seed + 1)
     xb, yb = xb.to(device), yb.to(device)
 
@@ -151,7 +154,11 @@ def bench(a: argparse.Namespace, model: nn.Module, ddp: DDP, opt: torch.optim.Op
     for _ in range(a.bench_repeats):  # in turns, so drift hits both alike
         for k, t in timers.items():
             times[k].append(t.timeit(a.bench_steps).mean)  # seconds per step
-    return dict(step_s=times, batch_per_rank=a.batch, samples_per_step=a.batch * dist.get_world_size())
+    peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else 0
+    peaks: list[int] = [0] * dist.get_world_size()
+    dist.all_gather_object(peaks, peak)  # rank r's peak in peaks[r]
+    return dict(step_s=times, batch_per_rank=a.batch, samples_per_step=a.batch * dist.get_world_size(),
+                peak_bytes=peaks)
 
 
 if __name__ == "__main__":

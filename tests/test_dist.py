@@ -44,6 +44,7 @@ def test_ddp_on_two_ranks_equals_one_process_on_the_global_batches(tmp_path):
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["world_size"] == 2 and results["backend"] == "gloo"
     assert len(results["step_s"]["ddp"]) == 2 and all(t > 0 for t in results["step_s"]["ddp"])
+    assert results["peak_bytes"] == [0, 0]  # one entry per rank; no GPU memory on the CPU
 
 
 def test_two_node_rehearsal_trains_the_same_weights(tmp_path):

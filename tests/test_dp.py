@@ -2,6 +2,7 @@
 against PyTorch's own scatter and DataParallel where there are GPUs."""
 
 import copy
+import json
 
 import pytest
 import torch
@@ -134,3 +135,16 @@ def test_on_two_gpus_data_parallel_matches_the_one_device_arithmetic():
     dp.data_parallel_step(ref, x.cuda(), y.cuda(), 2)
     for p, q in zip(model.parameters(), ref.parameters()):
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-6)
+
+
+def test_replica_procs_times_every_model_in_every_round(tmp_path):
+    from course_lib import dist
+
+    run = dist.launch("replica_procs", ["--model=16,4,2", "--model=64,2,8", "--seconds=0.05",
+                                        "--rounds=2", f"--out={tmp_path}"], nproc=2, timeout_s=120,
+                      echo=False)
+    assert run.returncode == 0
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["world_size"] == 2
+    assert set(results["seconds_per_call"]) == {"16,4,2", "64,2,8"}
+    assert all(len(r) == 2 and min(r) > 0 for r in results["seconds_per_call"].values())
