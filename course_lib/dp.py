@@ -10,8 +10,11 @@ so that a machine without two GPUs can check the mathematics, and gives the exer
 
 from __future__ import annotations
 
+import ast
 import copy
+import inspect
 import math
+import textwrap
 import threading
 from typing import Any, Callable, Sequence
 
@@ -120,9 +123,32 @@ def state_bytes(model: nn.Module) -> int:
 CHECK_CASES = ((8, 2), (10, 4), (9, 4), (3, 4), (1, 8), (128, 3), (100, 7), (64, 8), (7, 1))
 
 
+SPLITTERS = {"chunk", "split", "tensor_split", "scatter", "scatter_kwargs", "array_split"}
+
+
+def called_names(fn: Callable) -> set[str]:
+    """Names of the functions and methods `fn`'s source calls (empty when the source cannot be
+    read or parsed, e.g. a function typed at an interactive prompt)."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError, SyntaxError):
+        return set()
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            names.add(f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", ""))
+    return names
+
+
 def check_chunk_sizes(fn: Callable[[int, int], list[int]]) -> None:
     """Exercise: ``fn(n, k)`` returns the rows each device gets when DataParallel scatters a
-    batch of n over k devices, checked against :func:`scatter_sizes` on several cases."""
+    batch of n over k devices, worked out from n and k (no chunk, split or scatter call),
+    checked against :func:`scatter_sizes` on several cases."""
+    used = sorted(called_names(fn) & SPLITTERS)
+    if used:
+        raise AssertionError(f"Work the sizes out from n and k with arithmetic: calling "
+                             f"{', '.join(used)} lets PyTorch answer for you.")
     for n, k in CHECK_CASES:
         got, want = list(fn(n, k)), scatter_sizes(n, k)
         if got == want:

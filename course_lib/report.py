@@ -129,13 +129,21 @@ class Report:
         return "\n".join(lines)
 
 
-def reference(notebook: str) -> tuple[str | None, dict]:
-    """(device, measurements) of the first recorded reference run that has `notebook`."""
+def references(notebook: str) -> list[tuple[str | None, dict]]:
+    """(device, measurements) of every recorded reference run that has `notebook`, in file
+    name order (one file per device in ``results/``)."""
+    runs = []
     for path in sorted(results_dir().glob("*.json")):
         data = json.loads(path.read_text())
         if notebook in data.get("notebooks", {}):
-            return data.get("device"), data["notebooks"][notebook]["measurements"]
-    return None, {}
+            runs.append((data.get("device"), data["notebooks"][notebook]["measurements"]))
+    return runs
+
+
+def reference(notebook: str) -> tuple[str | None, dict]:
+    """(device, measurements) of the first recorded reference run that has `notebook`."""
+    runs = references(notebook)
+    return runs[0] if runs else (None, {})
 
 
 def device_slug(device: str) -> str:

@@ -1,14 +1,17 @@
-"""The replicas of notebook 05's GIL measurement, one per process, as DDP runs them.
+"""K replicas run three ways: one after another, a Python thread each, a process each (notebook 05).
 
-Run it by hand from the repository root:
+Run it by hand from the repository root (K = 2 processes):
 
     torchrun --nproc_per_node=2 scripts/replica_procs.py --model 32,64,8 --model 1024,4,256
 
-For each ``--model WIDTH,LAYERS,BATCH`` every rank builds the same stack of Linear layers
-(``course_lib.dp.layer_stack``) and runs its forward on its own (BATCH, WIDTH) input, without
-autograd, with 1 thread per operation. The ranks start each of ``--rounds`` rounds together (a
-barrier) and run the same number of calls; a round's time per call is the slowest rank's, since
-a training step waits for the slowest. Rank 0 writes ``--out/results.json``.
+For each ``--model WIDTH,LAYERS,BATCH`` every rank builds the same K replicas of a stack of
+Linear layers (``course_lib.dp.layer_stack``) and K (BATCH, WIDTH) pieces, and runs the forward
+passes without autograd, with 1 thread per operation, so that the workers are the only
+parallelism. Rank 0 alone times the K replicas one after another and on one Python thread each
+(as DataParallel's ``parallel_apply`` runs them), in turns, while the other ranks wait; then
+every rank runs its own replica at the same time, as DDP does, and a round takes as long as the
+slowest rank. All three are timed by the same loop. Rank 0 writes ``--out/results.json``:
+seconds per call of each way, one value per round.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
+from typing import Callable
 
 import torch
 import torch.distributed as dist
@@ -33,48 +37,79 @@ def parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", type=triple, action="append", required=True,
                    help="WIDTH,LAYERS,BATCH of one model (repeat for more)")
-    p.add_argument("--seconds", type=float, default=1.0, help="seconds of calls per model")
-    p.add_argument("--rounds", type=int, default=5, help="timed rounds per model")
+    p.add_argument("--seconds", type=float, default=1.0, help="seconds of calls per way and model")
+    p.add_argument("--rounds", type=int, default=5, help="timed rounds per way and model")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="build/dist/replica_procs", help="folder for results.json")
     p.add_argument("--timeout", type=float, default=60, help="process-group timeout (s)")
     return p.parse_args()
 
 
-def seconds_per_call(fn, calls: int) -> float:
+def seconds_per_call(fn: Callable[[], object], calls: int) -> float:
     start = time.perf_counter()
     for _ in range(calls):
         fn()
     return (time.perf_counter() - start) / calls
 
 
+def calls_for(fn: Callable[[], object], seconds: float) -> int:
+    """Calls that last about `seconds`, from the fastest of 3 single calls after 2 warm-ups."""
+    seconds_per_call(fn, 2)
+    single = min(seconds_per_call(fn, 1) for _ in range(3))
+    return max(1, round(seconds / max(single, 1e-9)))
+
+
+def in_turns(ways: dict[str, Callable[[], object]], seconds: float, rounds: int) -> dict[str, list[float]]:
+    """Seconds per call of each way, `rounds` rounds in which each way runs once in turn."""
+    calls = {name: calls_for(fn, seconds / rounds) for name, fn in ways.items()}
+    times: dict[str, list[float]] = {name: [] for name in ways}
+    for _ in range(rounds):
+        for name, fn in ways.items():
+            times[name].append(seconds_per_call(fn, calls[name]))
+    return times
+
+
+def together(fn: Callable[[], object], seconds: float, rounds: int, world_size: int) -> list[float]:
+    """Every rank runs `fn` the same number of times, starting together; per round, the slowest
+    rank's seconds per call."""
+    calls = torch.tensor([calls_for(fn, seconds / rounds)])
+    dist.broadcast(calls, src=0)  # rank 0's count, so that every rank makes the same calls
+    times = []
+    for _ in range(rounds):
+        dist.barrier()  # start together
+        every = [0.0] * world_size
+        dist.all_gather_object(every, seconds_per_call(fn, int(calls)))
+        times.append(max(every))
+    return times
+
+
 @cdist.entry
 def main() -> None:
     a = parse()
     ctx = cdist.setup("gloo", timeout_s=a.timeout)
-    torch.set_num_threads(1)  # as the notebook's threads: one core per operation
+    torch.set_num_threads(1)  # one core per operation: only the workers run in parallel
+    k = ctx.world_size
     results = {}
     for width, layers, batch in a.model:
         torch.manual_seed(a.seed)
-        net = dp.layer_stack(width, layers)
-        x = torch.randn(batch, width)  # this rank's piece
+        # ---- the three ways (notebook 05 prints these lines) ----
+        reps = dp.replicas(dp.layer_stack(width, layers), k)  # k copies of layers × Linear
+        ins = [torch.randn(batch, width) for _ in reps]  # one (batch, width) piece per replica
         with torch.no_grad():
-            seconds_per_call(lambda: net(x), 2)  # warm-up
-            single = min(seconds_per_call(lambda: net(x), 1) for _ in range(3))
-            calls = torch.tensor([max(1, round(a.seconds / a.rounds / single))])
-            dist.broadcast(calls, src=0)  # rank 0's count, so every rank makes the same calls
-            rounds = []
-            for _ in range(a.rounds):
-                dist.barrier()  # start together
-                mine = seconds_per_call(lambda: net(x), int(calls))
-                every = [0.0] * ctx.world_size
-                dist.all_gather_object(every, mine)
-                rounds.append(max(every))
-        results[f"{width},{layers},{batch}"] = rounds
-        cdist.print0(f"{layers} × Linear({width}, {width}) on {batch} rows: {int(calls)} calls "
-                     f"per round, {a.rounds} rounds")
+            times = {}
+            if ctx.rank == 0:  # rank 0 alone, while the other ranks wait at the barrier
+                times = in_turns({
+                    "one after another": lambda: [r(x) for r, x in zip(reps, ins)],
+                    "a thread each": lambda: dp.thread_apply(reps, ins),  # as parallel_apply
+                }, a.seconds, a.rounds)
+            dist.barrier()
+            mine = lambda: reps[ctx.rank](ins[ctx.rank])  # noqa: E731 - this rank's replica
+            times["a process each"] = together(mine, a.seconds, a.rounds, k)  # as DDP
+        # ---- end of the three ways ----
+        results[f"{width},{layers},{batch}"] = times
+        cdist.print0(f"{layers} × Linear({width}, {width}) on {batch} rows: timed three ways")
     cdist.write_json0(Path(a.out) / "results.json",
-                      dict(world_size=ctx.world_size, threads=1, seconds_per_call=results))
+                      dict(world_size=k, threads_per_op=1, seconds_per_call=results))
     cdist.teardown()
 
 

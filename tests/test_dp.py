@@ -114,9 +114,20 @@ def test_check_chunk_sizes_accepts_scatters_rule():
     dp.check_chunk_sizes(dp.chunk_sizes)
 
 
+def test_called_names_reads_calls_not_docstrings():
+    def sizes(n, k):
+        """Not ``x.chunk(k)``."""
+        return [len(p) for p in torch.arange(n).split(3)]
+
+    assert {"split", "arange", "len"} <= dp.called_names(sizes)
+    assert "chunk" not in dp.called_names(sizes)
+    assert dp.called_names(print) == set()  # a builtin has no Python source
+
+
 @pytest.mark.parametrize("wrong", [
     lambda n, k: [n // k + (i < n % k) for i in range(k)],  # balanced split: not what chunk does
     lambda n, k: [n // k] * k,  # loses the remainder
+    lambda n, k: [len(c) for c in torch.arange(n).chunk(k)],  # right, but PyTorch answers
 ])
 def test_check_chunk_sizes_rejects_other_splits(wrong):
     with pytest.raises(AssertionError):
@@ -147,4 +158,6 @@ def test_replica_procs_times_every_model_in_every_round(tmp_path):
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["world_size"] == 2
     assert set(results["seconds_per_call"]) == {"16,4,2", "64,2,8"}
-    assert all(len(r) == 2 and min(r) > 0 for r in results["seconds_per_call"].values())
+    for ways in results["seconds_per_call"].values():
+        assert set(ways) == {"one after another", "a thread each", "a process each"}
+        assert all(len(rounds) == 2 and min(rounds) > 0 for rounds in ways.values())

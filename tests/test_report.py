@@ -52,6 +52,17 @@ def test_recorded_reference_appears_beside_this_run(tmp_path, monkeypatch):
     assert "reference (NVIDIA Test GPU)" in mine.table() and "700" in mine.table()
 
 
+def test_references_lists_every_device_that_recorded_the_notebook(tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_RESULTS_DIR", str(tmp_path))
+    report.record_reference({"05_data_parallel": gpu_report("05_data_parallel", "GPU B", rate=2.0)})
+    report.record_reference({"05_data_parallel": gpu_report("05_data_parallel", "GPU A", rate=1.0)})
+    report.record_reference({"01_gpu_vs_cpu": gpu_report("01_gpu_vs_cpu", "GPU C", rate=3.0)})
+    runs = report.references("05_data_parallel")
+    assert [(dev, m["rate"]["value"]) for dev, m in runs] == [("GPU A", 1.0), ("GPU B", 2.0)]
+    assert report.reference("05_data_parallel")[0] == "GPU A"
+    assert report.references("09_memory") == [] and report.reference("09_memory") == (None, {})
+
+
 def test_record_reference_merges_notebooks_and_replaces_rerecorded_ones(tmp_path):
     report.record_reference({"00_setup_check": gpu_report("00_setup_check", rate=1.0),
                              "01_gpu_vs_cpu": gpu_report("01_gpu_vs_cpu", rate=2.0)}, tmp_path)
