@@ -23,24 +23,17 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
-def chunk_sizes(n: int, k: int) -> list[int]:
-    """Rows per device when DataParallel scatters a batch of `n` over `k` devices.
+def scatter_sizes(n: int, k: int) -> list[int]:
+    """Rows per device when DataParallel scatters a batch of `n` over `k` devices, from PyTorch
+    itself: ``torch.nn.parallel.scatter`` on the first `k` GPUs when there are that many, else
+    ``Tensor.chunk``, the call scatter makes. Every piece holds ceil(n / k) rows except the
+    last, so there can be fewer than k pieces, and DataParallel then uses fewer devices:
 
-    ``scatter`` calls ``tensor.chunk(k)``: every chunk holds ceil(n / k) rows except the last,
-    so there can be fewer than k chunks, and DataParallel then uses fewer devices:
-
-    >>> chunk_sizes(10, 4), chunk_sizes(9, 4), chunk_sizes(3, 4)
-    ([3, 3, 3, 1], [3, 3, 3], [1, 1, 1])
+    >>> scatter_sizes(10, 4), scatter_sizes(9, 4)
+    ([3, 3, 3, 1], [3, 3, 3])
     """
     if n < 1 or k < 1:
         raise ValueError(f"A batch of n >= 1 rows over k >= 1 devices, got n={n}, k={k}.")
-    size = math.ceil(n / k)
-    return [size] * (n // size) + ([n % size] if n % size else [])
-
-
-def scatter_sizes(n: int, k: int) -> list[int]:
-    """Rows per device from PyTorch itself: ``torch.nn.parallel.scatter`` on the first `k` GPUs
-    when there are that many, else ``Tensor.chunk``, the call scatter makes (no chunk sizes)."""
     rows = torch.arange(n)
     if torch.cuda.is_available() and torch.cuda.device_count() >= k:
         from torch.nn.parallel import scatter

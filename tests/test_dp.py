@@ -3,6 +3,7 @@ against PyTorch's own scatter and DataParallel where there are GPUs."""
 
 import copy
 import json
+import math
 
 import pytest
 import torch
@@ -16,21 +17,27 @@ def _batch(n: int, res: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.randn(n, 3, res, res), torch.randint(0, 6, (n,))
 
 
+def ceil_rule(n: int, k: int) -> list[int]:
+    """The exercise's answer: ceil(n / k) rows per piece, the last one what is left."""
+    size = math.ceil(n / k)
+    return [size] * (n // size) + ([n % size] if n % size else [])
+
+
 @pytest.mark.parametrize("k", range(1, 10))
-def test_chunk_sizes_are_tensor_chunk_sizes(k):
+def test_scatter_sizes_follow_the_ceil_rule(k):
     for n in range(1, 41):
-        assert dp.chunk_sizes(n, k) == [len(c) for c in torch.arange(n).chunk(k)], (n, k)
+        assert dp.scatter_sizes(n, k) == ceil_rule(n, k), (n, k)
 
 
-def test_chunk_sizes_can_leave_devices_idle():
-    sizes = dp.chunk_sizes(9, 4)
+def test_scatter_can_leave_devices_idle():
+    sizes = dp.scatter_sizes(9, 4)
     assert len(sizes) < 4 and sum(sizes) == 9
 
 
 @pytest.mark.parametrize("n, k", [(0, 2), (4, 0), (-1, 3)])
-def test_chunk_sizes_refuses_empty_batches_and_no_devices(n, k):
+def test_scatter_sizes_refuses_empty_batches_and_no_devices(n, k):
     with pytest.raises(ValueError):
-        dp.chunk_sizes(n, k)
+        dp.scatter_sizes(n, k)
 
 
 def test_scatter_sizes_without_enough_gpus_is_what_scatter_calls():
@@ -111,7 +118,7 @@ def test_state_bytes_counts_parameters_and_buffers():
 
 
 def test_check_chunk_sizes_accepts_scatters_rule():
-    dp.check_chunk_sizes(dp.chunk_sizes)
+    dp.check_chunk_sizes(ceil_rule)
 
 
 def test_called_names_reads_calls_not_docstrings():
@@ -138,7 +145,7 @@ def test_check_chunk_sizes_rejects_other_splits(wrong):
 def test_on_two_gpus_data_parallel_matches_the_one_device_arithmetic():
     if torch.cuda.device_count() < 2:
         pytest.skip("needs 2 GPUs")
-    assert dp.scatter_sizes(10, 2) == dp.chunk_sizes(10, 2)
+    assert dp.scatter_sizes(10, 2) == ceil_rule(10, 2) == [5, 5]
     x, y = _batch(10)
     model = ddp.mlp(8, 32).cuda()
     ref = copy.deepcopy(model)
