@@ -13,7 +13,6 @@ from __future__ import annotations
 import ast
 import copy
 import inspect
-import math
 import textwrap
 import threading
 from typing import Any, Callable, Sequence
@@ -49,8 +48,9 @@ def replicas(model: nn.Module, k: int) -> list[nn.Module]:
 
 
 def layer_stack(width: int, layers: int) -> nn.Sequential:
-    """`layers` × Linear(width, width): many small layers are mostly Python work per call, a few
-    large ones mostly kernel time (the GIL measurement of notebook 05 and scripts/replica_procs.py)."""
+    """`layers` × Linear(width, width), the models of notebook 05's GIL measurement
+    (scripts/replica_procs.py): many small layers, where per-layer overhead dominates, and a few
+    large ones, where the matrix products dominate."""
     return nn.Sequential(*[nn.Linear(width, width) for _ in range(layers)])
 
 
