@@ -21,6 +21,7 @@ unchanged on a cluster.
 from __future__ import annotations
 
 import functools
+import gc
 import json
 import os
 import queue
@@ -462,7 +463,11 @@ def _status(state: str, **extra: Any) -> None:
 
 def entry(main: Callable[..., Any]) -> Callable[..., Any]:
     """Decorate a script's ``main``: record 'started', then 'done' or the exception that ended
-    it (type, message, time), for the launcher's diagnosis; the exception still propagates."""
+    it (type, message, time), for the launcher's diagnosis; the exception still propagates.
+
+    After ``main`` returns, a garbage collection frees whatever still holds the process group
+    (a DDP model's reducer keeps it alive after ``destroy_process_group``) while the interpreter
+    is whole: freed during interpreter shutdown instead, gloo's threads can abort the process."""
 
     @functools.wraps(main)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
@@ -473,6 +478,7 @@ def entry(main: Callable[..., Any]) -> Callable[..., Any]:
             _status("error", error=type(exc).__name__, message=_first_line(str(exc)),
                     traceback=traceback.format_exc(limit=-3))
             raise
+        gc.collect()
         _status("done")
         return result
 
@@ -502,8 +508,11 @@ def setup(backend: str | None = None, timeout_s: float = 60) -> Ctx:
 
 
 def teardown() -> None:
-    """Leave the process group (every rank, at the end of the script)."""
+    """Leave the process group (every rank, at the end of the script): a barrier first, so that
+    no rank closes its connections while another is still finishing (rank 0 writing results),
+    then ``destroy_process_group``."""
     if dist.is_initialized():
+        dist.barrier()
         dist.destroy_process_group()
 
 
