@@ -38,7 +38,9 @@ NOTEBOOKS = (
           "the mechanics (scatter, replicate, gather); scaling needs 2 GPUs"),
     Entry("06_ddp", "DistributedDataParallel (+ FSDP)", 2,
           "2 gloo ranks on the CPU: equivalence, collectives; NCCL and scaling need 2 GPUs"),
-    Entry("07_attention", "attention from scratch", 0, "everything except GPU-only SDPA backends"),
+    Entry("07_attention", "attention from scratch", 1,
+          "naive attention against SDPA (time and memory) and the CPU's flash and math kernels "
+          "measured; the flash, memory-efficient and cuDNN GPU kernels need a GPU"),
     Entry("08_transformer", "Transformer training", 1,
           "a small GPT trained on the CPU; tensor-core speed and MFU need a GPU"),
     Entry("09_memory", "memory monitoring", 1,

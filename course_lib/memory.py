@@ -41,7 +41,7 @@ class MemoryReading:
 
 
 @contextmanager
-def _quiet_stderr() -> Iterator[None]:
+def quiet_stderr() -> Iterator[None]:
     """Point file descriptor 2 at /dev/null inside the block; always restore it after.
 
     A CUDA build of torch without a GPU makes the profiler print 'USDT: profiler_start'
@@ -106,7 +106,7 @@ def _track_cuda(device: torch.device) -> Iterator[MemoryReading]:
 def _track_cpu(device: torch.device) -> Iterator[MemoryReading]:
     reading = MemoryReading(str(device), method="profiler memory events")
     prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
-    with _quiet_stderr():  # C++ writes only: exceptions, and Python output in Jupyter, still show
+    with quiet_stderr():  # C++ writes only: exceptions, and Python output in Jupyter, still show
         prof.start()
         try:
             yield reading
@@ -236,10 +236,19 @@ def _fits(try_fn: Callable[[int], object], batch: int, device: torch.device) -> 
     except Exception as exc:  # only OOM is swallowed; anything else is re-raised
         if not is_oom(exc):
             raise
-    gc.collect()  # outside the except block, so the traceback's tensors are already released
+    free()  # outside the except block, so the traceback's tensors are already released
+    return False
+
+
+def free() -> None:
+    """Collect garbage and hand CUDA's cached blocks back, after an out-of-memory error.
+
+    Call it outside the ``except`` block: the exception's traceback holds the frames (and
+    their tensors) of the failed call until the block ends.
+    """
+    gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
-    return False
 
 
 def fit_batch(try_fn: Callable[[int], object], batch: int,

@@ -1,0 +1,414 @@
+"""Attention written out: masks, scaled dot-product attention, multi-head attention, its cost.
+
+The notebook on attention types each piece inline; this module is the same code, tested
+against PyTorch's ``scaled_dot_product_attention`` and ``nn.MultiheadAttention``, and it is
+the attention the GPT model uses.
+
+Masks follow SDPA's convention: a boolean mask is True where a query *may* attend to a key.
+(``nn.MultiheadAttention``'s ``attn_mask`` and ``key_padding_mask`` are the opposite: True
+means "ignore".) Shapes: B batch, H heads, T (or Tq, Tk) positions, d head size, C = H·d.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Sequence
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.profiler import ProfilerActivity, profile
+from torch.utils.flop_counter import FlopCounterMode
+
+from course_lib import bench, memory
+from course_lib.bench import Timing
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+# The snippet this topic is usually taught from (tutorials, blog posts, answers): it forgets
+# `import math`, and its -1e9 does not fit in float16. Run by the attention notebook.
+SNIPPET_SOURCE = '''import torch
+import torch.nn.functional as F
+
+def scaled_dot_product_attention(q, k, v, mask=None):
+    d_k = q.size(-1)
+    scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(d_k)
+    if mask is not None:
+        scores = scores.masked_fill(mask == 0, -1e9)
+    attn = F.softmax(scores, dim=-1)
+    return torch.matmul(attn, v), attn
+'''
+
+
+def causal_mask(t_q: int, t_k: int | None = None, device: torch.device | str | None = None) -> torch.Tensor:
+    """(Tq, Tk) bool, True where key j <= query i: each position sees itself and the past.
+
+    Aligned at the top left, as ``scaled_dot_product_attention(..., is_causal=True)`` is.
+    """
+    t_k = t_q if t_k is None else t_k
+    return torch.ones(t_q, t_k, dtype=torch.bool, device=device).tril()
+
+
+def padding_mask(lengths: Sequence[int] | torch.Tensor, t: int, *, left: bool = False,
+                 device: torch.device | str | None = None) -> torch.Tensor:
+    """(B, T) bool, True at the real tokens of sequences of `lengths` padded to `t`.
+
+    Padding sits after the tokens (right), or before them with ``left=True``.
+    """
+    lengths = torch.as_tensor(lengths, device=device)
+    if lengths.ndim != 1 or len(lengths) == 0 or bool((lengths < 0).any()) or bool((lengths > t).any()):
+        raise ValueError(f"Need one length per sequence, each in 0..{t}, got {lengths.tolist()}.")
+    pos = torch.arange(t, device=device)  # (T,)
+    if left:
+        return pos >= (t - lengths)[:, None]  # (B, T)
+    return pos < lengths[:, None]  # (B, T)
+
+
+def combine(key_mask: torch.Tensor | None = None, causal: bool = False, t_q: int | None = None,
+            device: torch.device | str | None = None) -> torch.Tensor | None:
+    """One boolean mask for SDPA from a (B, Tk) key mask and/or the causal rule.
+
+    Returns (B, 1, Tq, Tk) (broadcast over heads), (Tq, Tk) for the causal rule alone, or
+    None when there is nothing to mask. The causal rule alone needs `t_q` (and `device`).
+    """
+    if key_mask is None:
+        if not causal:
+            return None
+        if t_q is None:
+            raise ValueError("A causal mask alone needs the sequence length t_q.")
+        return causal_mask(t_q, device=device)
+    t_k = key_mask.shape[-1]
+    mask = key_mask[:, None, None, :]  # (B, 1, 1, Tk)
+    if causal:
+        mask = mask & causal_mask(t_q or t_k, t_k, device=key_mask.device)  # (B, 1, Tq, Tk)
+    return mask
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None,
+              dropout_p: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """softmax(q kᵀ / √d) v, written out; returns (output, weights).
+
+    q: (..., Tq, d), k and v: (..., Tk, d); `mask` broadcasts to (..., Tq, Tk), True = may
+    attend. Output (..., Tq, d); weights (..., Tq, Tk), each row summing to 1, or all 0 for a
+    query that may attend to nothing (as SDPA gives; a plain softmax over -inf would give NaN).
+    """
+    scale = 1.0 / math.sqrt(q.size(-1))
+    scores = q @ k.transpose(-2, -1) * scale  # (..., Tq, Tk)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = scores.softmax(dim=-1)  # (..., Tq, Tk)
+    if mask is not None:
+        weights = weights.masked_fill(~mask, 0.0)  # a fully masked row: NaN -> 0
+    if dropout_p > 0.0:
+        weights = F.dropout(weights, p=dropout_p)
+    return weights @ v, weights  # (..., Tq, d)
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head self-attention: one matmul for q, k and v, H heads of size C/H, an output
+    projection. ``sdpa=True`` runs PyTorch's fused kernel, ``False`` the written-out
+    :func:`attention`; both compute the same function (the tests assert it).
+
+    The parameters have ``nn.MultiheadAttention``'s layout (``qkv.weight`` is its
+    ``in_proj_weight``), so :meth:`copy_from` takes its weights as they are. `dropout` drops
+    attention weights in training, as ``nn.MultiheadAttention`` does.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, *, bias: bool = True, dropout: float = 0.0,
+                 sdpa: bool = True) -> None:
+        super().__init__()
+        if d_model % n_heads:
+            raise ValueError(f"The width {d_model} must split evenly into {n_heads} heads.")
+        self.n_heads, self.dropout, self.sdpa = n_heads, dropout, sdpa
+        self.qkv = nn.Linear(d_model, 3 * d_model, bias=bias)  # q, k, v projections in one matmul
+        self.proj = nn.Linear(d_model, d_model, bias=bias)  # mixes the heads' outputs
+
+    def forward(self, x: torch.Tensor, *, causal: bool = False, key_mask: torch.Tensor | None = None,
+                need_weights: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """(B, T, C) -> (B, T, C); with ``need_weights=True`` also the (B, H, T, T) weights.
+
+        `key_mask`: (B, T) bool, True at real tokens (see :func:`padding_mask`). The weights
+        need the written-out path, since SDPA does not return them.
+        """
+        B, T, C = x.shape
+        q, k, v = self.qkv(x).split(C, dim=2)  # 3 × (B, T, C)
+        q, k, v = (t.view(B, T, self.n_heads, C // self.n_heads).transpose(1, 2)
+                   for t in (q, k, v))  # 3 × (B, H, T, d)
+        p = self.dropout if self.training else 0.0
+        weights = None
+        if self.sdpa and not need_weights:
+            if key_mask is None:  # is_causal lets the kernel skip the masked blocks
+                y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=causal)
+            else:
+                y = F.scaled_dot_product_attention(q, k, v, attn_mask=combine(key_mask, causal, T, x.device),
+                                                   dropout_p=p)
+        else:
+            y, weights = attention(q, k, v, combine(key_mask, causal, T, x.device), dropout_p=p)
+        y = y.transpose(1, 2).reshape(B, T, C)  # (B, T, H, d) -> (B, T, C): heads side by side
+        y = self.proj(y)
+        return (y, weights) if need_weights else y
+
+    @torch.no_grad()
+    def copy_from(self, mha: nn.MultiheadAttention) -> "MultiHeadAttention":
+        """Take the weights of an ``nn.MultiheadAttention`` of the same width and heads."""
+        if mha.in_proj_weight is None or mha.num_heads != self.n_heads or \
+                mha.embed_dim != self.proj.in_features or (mha.in_proj_bias is None) != (self.qkv.bias is None):
+            raise ValueError("copy_from needs an nn.MultiheadAttention of the same width, heads and "
+                             "bias, with equal query, key and value sizes.")
+        self.qkv.weight.copy_(mha.in_proj_weight)  # (3C, C): rows of W_q, W_k, W_v
+        self.proj.weight.copy_(mha.out_proj.weight)
+        if self.qkv.bias is not None:
+            self.qkv.bias.copy_(mha.in_proj_bias)
+            self.proj.bias.copy_(mha.out_proj.bias)
+        return self
+
+
+def attention_flops(batch: int, heads: int, t_q: int, head_dim: int, t_k: int | None = None) -> int:
+    """FLOPs of attention's two matmuls, q kᵀ and weights·v, forward: 2 · 2·B·H·Tq·Tk·d.
+
+    The softmax and the scaling add O(B·H·Tq·Tk), not counted (as PyTorch's FlopCounterMode).
+    A causal kernel may skip the masked half; this counts the full square.
+    """
+    t_k = t_q if t_k is None else t_k
+    return 4 * batch * heads * t_q * t_k * head_dim
+
+
+def counted_flops(fn: Callable[[], object]) -> int:
+    """FLOPs of `fn()` as ``torch.utils.flop_counter.FlopCounterMode`` counts them."""
+    with FlopCounterMode(display=False) as counter:
+        fn()
+    return counter.get_total_flops()
+
+
+def check_flops(fn: Callable[[int, int, int, int], float]) -> None:
+    """Exercise check: `fn(B, H, T, d)` against the FLOPs PyTorch's counter finds in the
+    written-out attention on tensors of those shapes."""
+    for b, h, t, d in [(1, 1, 8, 4), (2, 4, 16, 8), (3, 2, 32, 16), (1, 12, 64, 64)]:
+        q = torch.randn(b, h, t, d)
+        want = counted_flops(lambda: attention(q, q, q))
+        got = fn(b, h, t, d)
+        if got != want:
+            raise AssertionError(f"attention FLOPs for B={b}, H={h}, T={t}, d={d}: got {got:,}, "
+                                 f"PyTorch's FlopCounterMode counts {want:,}")
+    print(f"attention FLOPs agree with FlopCounterMode on 4 shapes (last: B={b}, H={h}, T={t}, "
+          f"d={d}: {want:,}) ✓")
+
+
+def check_causal_mask(fn: Callable[[int], torch.Tensor]) -> None:
+    """Exercise check: `fn(T)` is a (T, T) boolean mask that makes SDPA compute what
+    ``is_causal=True`` computes, for several T."""
+    torch.manual_seed(0)
+    for t in (1, 2, 5, 16):
+        mask = fn(t)
+        if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.shape != (t, t):
+            got = f"{mask.dtype} of shape {tuple(mask.shape)}" if isinstance(mask, torch.Tensor) else type(mask).__name__
+            raise AssertionError(f"causal mask for T={t}: got {got}, expected torch.bool of shape ({t}, {t})")
+        q, k, v = torch.randn(3, 1, 2, t, 8, dtype=torch.float64)
+        got = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        want = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        if not torch.allclose(got, want, atol=1e-12, rtol=0):
+            row = int((got - want).abs().amax(dim=(0, 1, 3)).argmax())
+            raise AssertionError(f"causal mask for T={t}: query {row} sees a different set of keys "
+                                 "than is_causal=True gives it")
+    print("your causal mask gives what is_causal=True gives, for T = 1, 2, 5 and 16 ✓")
+
+
+# ---- which SDPA kernel runs, and each one timed
+
+# The ATen op each backend runs (a profile of one call shows which one ran).
+BACKEND_OPS = {
+    "aten::_scaled_dot_product_flash_attention": "FLASH_ATTENTION",
+    "aten::_scaled_dot_product_flash_attention_for_cpu": "FLASH_ATTENTION",
+    "aten::_scaled_dot_product_efficient_attention": "EFFICIENT_ATTENTION",
+    "aten::_scaled_dot_product_cudnn_attention": "CUDNN_ATTENTION",
+    "aten::_scaled_dot_product_attention_math": "MATH",
+    "aten::_scaled_dot_product_attention_math_for_mps": "MATH",
+    "aten::_scaled_dot_product_fused_attention_overrideable": "OVERRIDEABLE",
+}
+
+
+def backend_used(fn: Callable[[], object]) -> str:
+    """The SDPA backend `fn()` ran, read from the ATen ops a profile of one call records:
+    'FLASH_ATTENTION', 'EFFICIENT_ATTENTION', 'CUDNN_ATTENTION', 'MATH' (or 'none')."""
+    with memory.quiet_stderr(), profile(activities=[ProfilerActivity.CPU]) as prof:
+        fn()
+    found = [BACKEND_OPS[e.name] for e in prof.events() if e.name in BACKEND_OPS]
+    return found[0] if found else "none"
+
+
+def backends_for(device: torch.device | str) -> list[SDPBackend]:
+    """The SDPA backends PyTorch has for `device`'s type (CUDA: four; CPU: flash and math)."""
+    if torch.device(device).type == "cuda":
+        return [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION,
+                SDPBackend.CUDNN_ATTENTION, SDPBackend.MATH]
+    return [SDPBackend.FLASH_ATTENTION, SDPBackend.MATH]
+
+
+@dataclass
+class BackendRow:
+    """One SDPA backend on given inputs: its timing, or why it cannot run them."""
+
+    backend: str
+    timing: Timing | None
+    reason: str = ""  # why PyTorch refused the inputs (its warning), when timing is None
+
+
+def time_backends(step: Callable[[], object], device: torch.device | str, *,
+                  backends: Sequence[SDPBackend] | None = None, repeats: int = 5) -> list[BackendRow]:
+    """Time `step()` (calls SDPA) with each backend forced by ``sdpa_kernel``.
+
+    A backend that cannot take these inputs raises RuntimeError ("no available kernel") and
+    warns why; its row keeps the first warning instead of a timing.
+    """
+    rows = []
+    for backend in backends or backends_for(device):
+        with sdpa_kernel(backend), warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                t = bench.time_fn(step, name=backend.name, device=device, repeats=repeats)
+            except RuntimeError:
+                why = next((str(w.message).strip().splitlines()[0] for w in caught), "")
+                rows.append(BackendRow(backend.name, None, why or "no kernel for these inputs"))
+                continue
+        rows.append(BackendRow(backend.name, t))
+    return rows
+
+
+# ---- time and peak memory against sequence length
+
+@dataclass
+class Point:
+    """One implementation at one sequence length: time of forward+backward and peak memory."""
+
+    name: str
+    length: int
+    timing: Timing | None = None  # None: ran out of memory (or skipped after it did)
+    peak_bytes: int | None = None
+    oom: bool = False
+
+
+def fwd_bwd(fn: Callable[..., torch.Tensor], shape: tuple[int, int, int, int],
+            device: torch.device | str, dtype: torch.dtype = torch.float32,
+            seed: int = 0) -> Callable[[], None]:
+    """A step that runs `fn(q, k, v)` forward and backward on random (B, H, T, d) inputs.
+
+    The inputs and the output's gradient are made once, outside the step; the step frees
+    the inputs' gradients it made, so each call starts from the same memory.
+    """
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    q, k, v, grad = (torch.randn(shape, generator=g, dtype=dtype).to(device) for _ in range(4))
+    for t in (q, k, v):
+        t.requires_grad_(True)
+
+    def step() -> None:
+        fn(q, k, v).backward(grad)
+        q.grad = k.grad = v.grad = None
+
+    return step
+
+
+def sweep(fns: dict[str, Callable[..., torch.Tensor]], lengths: Sequence[int], *, batch: int,
+          heads: int, head_dim: int, device: torch.device | str, dtype: torch.dtype = torch.float32,
+          repeats: int = 3, on_point: Callable[[Point], None] | None = None) -> list[Point]:
+    """Time and peak memory of forward+backward for each function and length.
+
+    Each point: ``memory.peak_memory`` of one step (the bytes it adds), then
+    ``bench.time_fn`` over `repeats` steps after warm-up. A function that runs out of memory
+    gets an ``oom`` point and is skipped at the longer lengths. `on_point` sees each point
+    as it is measured (to print progress).
+    """
+    points, failed = [], set()
+    for t in sorted(lengths):
+        for name, fn in fns.items():
+            point = Point(name, t, oom=name in failed)
+            if not point.oom:
+                try:
+                    step = fwd_bwd(fn, (batch, heads, t, head_dim), device, dtype)
+                    point.peak_bytes = memory.peak_memory(step, device).peak_bytes
+                    point.timing = bench.time_fn(step, name=f"{name}, T={t}", device=device,
+                                                 warmup=1, repeats=repeats)
+                except Exception as exc:  # only out-of-memory is a result; the rest is a bug
+                    if not memory.is_oom(exc):
+                        raise
+                    point = Point(name, t, oom=True)
+                    failed.add(name)
+                step = None
+                if point.oom:
+                    memory.free()  # after the except block, which held the failed step's frames
+            points.append(point)
+            if on_point:
+                on_point(point)
+    return points
+
+
+def growth_exponent(lengths: Sequence[float], values: Sequence[float]) -> float:
+    """p in value ∝ lengthᵖ: the slope of a least-squares line through log(value) against
+    log(length). Needs two lengths or more and positive values."""
+    if len(lengths) != len(values) or len(set(lengths)) < 2 or min(values) <= 0:
+        raise ValueError("A growth exponent needs positive values at two lengths or more.")
+    x = torch.tensor(lengths, dtype=torch.float64).log()
+    y = torch.tensor(values, dtype=torch.float64).log()
+    x = x - x.mean()
+    return float((x * (y - y.mean())).sum() / (x * x).sum())
+
+
+# ---- a task whose attention can be read: the running maximum, left-padded
+
+PAD = 0  # token 0 pads; real tokens are 1 .. vocab-1
+
+
+def running_max_batch(n: int, t: int, vocab: int, *, min_len: int = 1,
+                      generator: torch.Generator | None = None
+                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """n sequences of 1..vocab-1 of random lengths min_len..t, left-padded with :data:`PAD`.
+
+    Returns tokens (n, T), key_mask (n, T) True at real tokens, and targets (n, T): at each
+    real position the largest token so far, -100 at the padding (``cross_entropy`` skips it).
+    Causal attention solves it in one layer: look at the largest token in the past.
+    """
+    if not 1 <= min_len <= t or vocab < 3:
+        raise ValueError(f"Need 1 <= min_len <= t and vocab >= 3, got min_len={min_len}, t={t}, vocab={vocab}.")
+    lengths = torch.randint(min_len, t + 1, (n,), generator=generator)
+    key_mask = padding_mask(lengths, t, left=True)  # (n, T)
+    tokens = torch.randint(1, vocab, (n, t), generator=generator).masked_fill(~key_mask, PAD)
+    targets = tokens.cummax(dim=1).values.masked_fill(~key_mask, -100)  # PAD = 0 never wins
+    return tokens, key_mask, targets
+
+
+def share_on_max(weights: torch.Tensor, tokens: torch.Tensor, key_mask: torch.Tensor) -> torch.Tensor:
+    """(H,) share of each head's attention, over the real queries, that falls on keys holding
+    the largest token so far (the running-max task's answer). weights (B, H, T, T)."""
+    T = tokens.shape[1]
+    best = tokens.masked_fill(~key_mask, PAD).cummax(dim=1).values  # (B, T) running max
+    target = (tokens[:, None, :] == best[:, :, None]) & key_mask[:, None, :]  # (B, Tq, Tk)
+    target &= causal_mask(T, device=tokens.device)  # only keys in the past hold it
+    on = (weights * target[:, None]).sum(dim=-1)  # (B, H, Tq)
+    return (on * key_mask[:, None]).sum(dim=(0, 2)) / key_mask.sum()  # (H,)
+
+
+def plot_weights(weights: torch.Tensor, tokens: torch.Tensor, *, head: int, example: int,
+                 ax: "Axes | None" = None) -> "Figure":
+    """Heatmap of one head's attention weights for one example: rows are queries, columns
+    keys, each labelled with its token ('·' for padding). weights (B, H, T, T), tokens (B, T).
+    """
+    import matplotlib.pyplot as plt
+
+    B, H, T, _ = weights.shape
+    if not (0 <= head < H and 0 <= example < B):
+        raise ValueError(f"Choose head 0..{H - 1} and example 0..{B - 1}, got head {head}, example {example}.")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(4.6, 4))
+    w = weights[example, head].detach().float().cpu()  # (T, T)
+    image = ax.imshow(w.numpy(), vmin=0.0, vmax=1.0, cmap="viridis")
+    labels = ["·" if int(tok) == PAD else str(int(tok)) for tok in tokens[example]]
+    ax.set_xticks(range(T), labels)
+    ax.set_yticks(range(T), labels)
+    ax.set(xlabel="key (token it may look at)", ylabel="query (token looking)",
+           title=f"example {example}, head {head}")
+    ax.figure.colorbar(image, ax=ax, fraction=0.046, label="attention weight")
+    return ax.figure
