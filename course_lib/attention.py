@@ -199,23 +199,30 @@ def check_flops(fn: Callable[[int, int, int, int], float]) -> None:
           f"d={d}: {want:,}) ✓")
 
 
-def check_causal_mask(fn: Callable[[int], torch.Tensor]) -> None:
-    """Exercise check: `fn(T)` is a (T, T) boolean mask that makes SDPA compute what
-    ``is_causal=True`` computes, for several T."""
+def check_cached_causal_mask(fn: Callable[[int, int], torch.Tensor]) -> None:
+    """Exercise check: `fn(Tq, Tk)` is the (Tq, Tk) boolean mask of Tq new queries, the last
+    Tq of Tk positions, each seeing the keys up to its own position. Compared through SDPA
+    with PyTorch's ``torch.nn.attention.bias.causal_lower_right`` for several (Tq, Tk)."""
+    from torch.nn.attention.bias import causal_lower_right
+
     torch.manual_seed(0)
-    for t in (1, 2, 5, 16):
-        mask = fn(t)
-        if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.shape != (t, t):
-            got = f"{mask.dtype} of shape {tuple(mask.shape)}" if isinstance(mask, torch.Tensor) else type(mask).__name__
-            raise AssertionError(f"causal mask for T={t}: got {got}, expected torch.bool of shape ({t}, {t})")
-        q, k, v = torch.randn(3, 1, 2, t, 8, dtype=torch.float64)
+    for t_q, t_k in [(1, 1), (1, 5), (3, 7), (4, 4), (6, 16)]:
+        mask = fn(t_q, t_k)
+        if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.shape != (t_q, t_k):
+            got = (f"{mask.dtype} of shape {tuple(mask.shape)}" if isinstance(mask, torch.Tensor)
+                   else type(mask).__name__)
+            raise AssertionError(f"mask for Tq={t_q}, Tk={t_k}: got {got}, expected torch.bool of "
+                                 f"shape ({t_q}, {t_k})")
+        q = torch.randn(1, 2, t_q, 8, dtype=torch.float64)
+        k, v = torch.randn(2, 1, 2, t_k, 8, dtype=torch.float64)
         got = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-        want = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        want = F.scaled_dot_product_attention(q, k, v, attn_mask=causal_lower_right(t_q, t_k))
         if not torch.allclose(got, want, atol=1e-12, rtol=0):
             row = int((got - want).abs().amax(dim=(0, 1, 3)).argmax())
-            raise AssertionError(f"causal mask for T={t}: query {row} sees a different set of keys "
-                                 "than is_causal=True gives it")
-    print("your causal mask gives what is_causal=True gives, for T = 1, 2, 5 and 16 ✓")
+            raise AssertionError(f"mask for Tq={t_q}, Tk={t_k}: new query {row} (position "
+                                 f"{t_k - t_q + row}) sees a different set of keys than "
+                                 "causal_lower_right gives it")
+    print("your mask gives what causal_lower_right gives, for 5 (Tq, Tk) pairs up to (6, 16) ✓")
 
 
 # ---- which SDPA kernel runs, and each one timed
@@ -346,6 +353,46 @@ def sweep(fns: dict[str, Callable[..., torch.Tensor]], lengths: Sequence[int], *
     return points
 
 
+def plot_sweep(points: Sequence[Point], *, title: str = "") -> "Figure":
+    """Two log-log panels against sequence length: time of forward+backward (median, bars
+    from the quartiles) and peak memory, one line per implementation; a legend entry says
+    where one ran out of memory."""
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter
+
+    from course_lib.plot import plain_log_ticks
+
+    fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(10, 3.8))
+    for name in dict.fromkeys(p.name for p in points):
+        done = [p for p in points if p.name == name and not p.oom]
+        oom = [p.length for p in points if p.name == name and p.oom]
+        label = name + (f" (out of memory from T={min(oom)})" if oom else "")
+        if not done:
+            ax_t.plot([], [], label=label)
+            continue
+        lengths = [p.length for p in done]
+        med = [p.timing.median_s * 1e3 for p in done]
+        err = [[m - p.timing.lo_s * 1e3 for m, p in zip(med, done)],
+               [p.timing.hi_s * 1e3 - m for m, p in zip(med, done)]]
+        line = ax_t.errorbar(lengths, med, yerr=err, marker="o", capsize=3, label=label)
+        ax_m.plot(lengths, [p.peak_bytes / 2**20 for p in done], marker="o",
+                  color=line[0].get_color(), label=name)
+    lengths = sorted({p.length for p in points})
+    for ax, ylabel in ((ax_t, "forward + backward, ms"), (ax_m, "peak memory added, MiB")):
+        ax.set(xscale="log", yscale="log", xlabel="sequence length T", ylabel=ylabel)
+        ax.set_xticks(lengths, [str(t) for t in lengths])
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ys = [y for line in ax.get_lines() for y in line.get_ydata()]
+        if ys:
+            plain_log_ticks(ax.yaxis, min(ys), max(ys))
+        ax.grid(True, which="both", alpha=0.3)
+    ax_t.legend()
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
 def growth_exponent(lengths: Sequence[float], values: Sequence[float]) -> float:
     """p in value ∝ lengthᵖ: the slope of a least-squares line through log(value) against
     log(length). Needs two lengths or more and positive values."""
@@ -392,7 +439,7 @@ def share_on_max(weights: torch.Tensor, tokens: torch.Tensor, key_mask: torch.Te
 
 
 def plot_weights(weights: torch.Tensor, tokens: torch.Tensor, *, head: int, example: int,
-                 ax: "Axes | None" = None) -> "Figure":
+                 ax: "Axes | None" = None, title: str = "") -> "Figure":
     """Heatmap of one head's attention weights for one example: rows are queries, columns
     keys, each labelled with its token ('·' for padding). weights (B, H, T, T), tokens (B, T).
     """
@@ -409,6 +456,6 @@ def plot_weights(weights: torch.Tensor, tokens: torch.Tensor, *, head: int, exam
     ax.set_xticks(range(T), labels)
     ax.set_yticks(range(T), labels)
     ax.set(xlabel="key (token it may look at)", ylabel="query (token looking)",
-           title=f"example {example}, head {head}")
+           title=title or f"example {example}, head {head}")
     ax.figure.colorbar(image, ax=ax, fraction=0.046, label="attention weight")
     return ax.figure

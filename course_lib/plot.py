@@ -14,7 +14,7 @@ from course_lib.bench import Timing
 _PLAIN = FuncFormatter(lambda v, _: f"{v:g}")
 
 
-def _plain_log_ticks(axis: Axis, lo: float, hi: float) -> None:
+def plain_log_ticks(axis: Axis, lo: float, hi: float) -> None:
     """Label a log axis with plain numbers ('200', not '2×10²').
 
     Minor ticks get labels too when the axis spans less than a decade (all of them) or two
@@ -51,7 +51,7 @@ def rate_vs_size(curves: Mapping[str, tuple[Sequence[float], Sequence[float]]], 
     if logy:
         ax.set_yscale("log")
         if ys:
-            _plain_log_ticks(ax.yaxis, min(ys), max(ys))
+            plain_log_ticks(ax.yaxis, min(ys), max(ys))
     else:
         ax.set_ylim(bottom=0)
     ax.grid(True, which="both", alpha=0.3)

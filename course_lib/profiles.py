@@ -125,6 +125,28 @@ SIZES: dict[str, dict[str, dict]] = {
                     gil_large=(1024, 4, 256), gil_run_s=1.0, gil_rounds=5,
                     hidden=4096, dp_batch=512, bench_steps=20, bench_repeats=10, rep_run_s=0.5),
     },
+    "07_attention": {
+        # check: (B, H, T, d) of the equivalence checks, width = H·d for multi-head attention;
+        # lengths: the sweep's sequence lengths (forward+backward of batch x heads x T x head_dim
+        # in dtype, repeats timed calls after one warm-up, peak memory from one call); compare_t:
+        # the length whose speed-up and memory ratio are the verdict (one of lengths);
+        # backend_t: the length at which each SDPA backend is timed; toy_*: the running-maximum
+        # task (sequences of toy_t tokens from toy_vocab, model width toy_width, toy_heads
+        # heads, toy_steps AdamW steps of toy_batch sequences)
+        "smoke": dict(check=(2, 4, 16, 8), lengths=[64, 128, 256], batch=2, heads=4, head_dim=32,
+                      dtype="float32", repeats=2, compare_t=256, backend_t=256, backend_repeats=2,
+                      toy_t=10, toy_vocab=10, toy_width=32, toy_heads=2, toy_steps=80,
+                      toy_batch=64),
+        "cpu": dict(check=(2, 4, 16, 8), lengths=[128, 256, 512, 1024, 2048], batch=4, heads=8,
+                    head_dim=64, dtype="float32", repeats=3, compare_t=1024, backend_t=1024,
+                    backend_repeats=3, toy_t=12, toy_vocab=10, toy_width=32, toy_heads=2,
+                    toy_steps=300, toy_batch=64),
+        "gpu": dict(check=(2, 4, 16, 8),
+                    lengths=[512, 1024, 2048, 4096, 8192, 16384, 32768, 65536], batch=4, heads=16,
+                    head_dim=64, dtype="bfloat16", repeats=5, compare_t=4096, backend_t=4096,
+                    backend_repeats=10, toy_t=12, toy_vocab=10, toy_width=32, toy_heads=2,
+                    toy_steps=300, toy_batch=64),
+    },
     "06_ddp": {
         # train: scripts/ddp_train.py (n images of res px, MLP width hidden, batch per rank,
         # epochs, lr); bench_steps x bench_repeats: timed steps per rank (scaling, DDP overhead);

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from course_lib import attention as A
+from course_lib import bench
 
 matplotlib.use("Agg")
 
@@ -162,18 +163,19 @@ def test_flops_formula_matches_pytorchs_counter(b, h, t, d):
 
 def test_exercise_checks_accept_the_answer_and_refuse_wrong_ones(capsys):
     A.check_flops(lambda b, h, t, d: 4 * b * h * t * t * d)
-    A.check_causal_mask(lambda t: torch.ones(t, t, dtype=torch.bool).tril())
+    A.check_cached_causal_mask(lambda tq, tk: torch.ones(tq, tk, dtype=torch.bool).tril(tk - tq))
     assert "✓" in capsys.readouterr().out
     for wrong in (lambda b, h, t, d: 2 * b * h * t * t * d, lambda b, h, t, d: 4 * b * t * t * d,
                   lambda b, h, t, d: 4 * b * h * t * d * d):
         with pytest.raises(AssertionError):
             A.check_flops(wrong)
-    for wrong in (lambda t: torch.ones(t, t, dtype=torch.bool).triu(),  # the future, not the past
-                  lambda t: torch.ones(t, t).tril(),  # float: an additive bias, not a mask
-                  lambda t: torch.ones(t, t, dtype=torch.bool).tril(-1),  # forgets itself
-                  lambda t: [[True]]):
+    for wrong in (lambda tq, tk: torch.ones(tq, tk, dtype=torch.bool).tril(),  # top left: SDPA's is_causal
+                  lambda tq, tk: torch.ones(tq, tk, dtype=torch.bool).triu(tk - tq),  # the future
+                  lambda tq, tk: torch.ones(tq, tk).tril(tk - tq),  # float: an additive bias, not a mask
+                  lambda tq, tk: torch.ones(tq, tk, dtype=torch.bool).tril(tk - tq - 1),  # forgets itself
+                  lambda tq, tk: [[True]]):
         with pytest.raises(AssertionError):
-            A.check_causal_mask(wrong)
+            A.check_cached_causal_mask(wrong)
 
 
 def test_backend_used_names_the_kernel_forced():
@@ -229,6 +231,20 @@ def test_sweep_measures_every_point_and_skips_after_out_of_memory():
     naive16 = points[0]
     # the (1, 2, 16, 16) float32 scores are allocated inside the step at least once
     assert naive16.peak_bytes >= 1 * 2 * 16 * 16 * 4 and naive16.timing.runs == 2
+
+
+def test_plot_sweep_draws_time_and_memory_and_names_out_of_memory():
+    t = bench.timing_of([0.001, 0.002, 0.003], name="x", device="cpu")
+    points = [A.Point("naive", 16, t, 1000), A.Point("naive", 32, oom=True),
+              A.Point("sdpa", 16, t, 500), A.Point("sdpa", 32, t, 900)]
+    fig = A.plot_sweep(points, title="test")
+    ax_t, ax_m = fig.axes
+    assert [text.get_text() for text in ax_t.get_legend().get_texts()] == [
+        "naive (out of memory from T=32)", "sdpa"]
+    memory_lines = ax_m.get_lines()
+    assert [list(line.get_ydata()) for line in memory_lines] == [[1000 / 2**20], [500 / 2**20, 900 / 2**20]]
+    import matplotlib.pyplot as plt
+    plt.close("all")
 
 
 def test_sweep_lets_other_errors_through():
