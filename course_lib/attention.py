@@ -270,19 +270,23 @@ def time_backends(step: Callable[[], object], device: torch.device | str, *,
     """Time `step()` (calls SDPA) with each backend forced by ``sdpa_kernel``.
 
     A backend that cannot take these inputs raises RuntimeError ("no available kernel") and
-    warns why; its row keeps the first warning instead of a timing.
+    warns why: its row keeps the first warning instead of a timing. One that runs out of
+    memory says so, and the memory is freed before the next backend.
     """
     rows = []
     for backend in backends or backends_for(device):
         with sdpa_kernel(backend), warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
-                t = bench.time_fn(step, name=backend.name, device=device, repeats=repeats)
-            except RuntimeError:
+                rows.append(BackendRow(backend.name, bench.time_fn(step, name=backend.name, device=device,
+                                                                   repeats=repeats)))
+            except RuntimeError as exc:  # torch.OutOfMemoryError is a RuntimeError too
                 why = next((str(w.message).strip().splitlines()[0] for w in caught), "")
-                rows.append(BackendRow(backend.name, None, why or "no kernel for these inputs"))
-                continue
-        rows.append(BackendRow(backend.name, t))
+                oom = memory.is_oom(exc)
+                rows.append(BackendRow(backend.name, None, "out of memory" if oom else
+                                       why or "no kernel for these inputs"))
+        if rows[-1].reason == "out of memory":
+            memory.free()  # after the except block, which held the failed call's frames
     return rows
 
 
@@ -294,9 +298,10 @@ class Point:
 
     name: str
     length: int
-    timing: Timing | None = None  # None: ran out of memory (or skipped after it did)
+    timing: Timing | None = None  # None: ran out of memory, or skipped
     peak_bytes: int | None = None
-    oom: bool = False
+    oom: bool = False  # ran out of memory at this length (measuring memory or timing)
+    skipped: bool = False  # not tried: it ran out of memory at a shorter length
 
 
 def fwd_bwd(fn: Callable[..., torch.Tensor], shape: tuple[int, int, int, int],
@@ -307,8 +312,8 @@ def fwd_bwd(fn: Callable[..., torch.Tensor], shape: tuple[int, int, int, int],
     The inputs and the output's gradient are made once, outside the step; the step frees
     the inputs' gradients it made, so each call starts from the same memory.
     """
-    g = torch.Generator(device="cpu").manual_seed(seed)
-    q, k, v, grad = (torch.randn(shape, generator=g, dtype=dtype).to(device) for _ in range(4))
+    g = torch.Generator(device=device).manual_seed(seed)  # drawn where they are used: no copy
+    q, k, v, grad = (torch.randn(shape, generator=g, dtype=dtype, device=device) for _ in range(4))
     for t in (q, k, v):
         t.requires_grad_(True)
 
@@ -319,34 +324,69 @@ def fwd_bwd(fn: Callable[..., torch.Tensor], shape: tuple[int, int, int, int],
     return step
 
 
+def _oom_or_raise(exc: BaseException) -> bool:
+    """True for out-of-memory (a result of the sweep); anything else is a bug: re-raised."""
+    if not memory.is_oom(exc):
+        raise exc
+    return True
+
+
+def _time_in_turns(steps: dict[str, Callable[[], None]], device: torch.device | str,
+                   repeats: int) -> dict[str, Timing | None]:
+    """Timings of the steps in turns; if that runs out of memory, each alone (None: OOM)."""
+    try:
+        return {t.name: t for t in bench.time_in_turns(steps, device=device, warmup=1, repeats=repeats)}
+    except Exception as exc:
+        _oom_or_raise(exc)
+    memory.free()
+    out: dict[str, Timing | None] = {}
+    for name, step in steps.items():
+        try:
+            out[name] = bench.time_fn(step, name=name, device=device, warmup=1, repeats=repeats)
+        except Exception as exc:
+            _oom_or_raise(exc)
+            out[name] = None
+        memory.free()
+    return out
+
+
 def sweep(fns: dict[str, Callable[..., torch.Tensor]], lengths: Sequence[int], *, batch: int,
           heads: int, head_dim: int, device: torch.device | str, dtype: torch.dtype = torch.float32,
           repeats: int = 3, on_point: Callable[[Point], None] | None = None) -> list[Point]:
     """Time and peak memory of forward+backward for each function and length.
 
-    Each point: ``memory.peak_memory`` of one step (the bytes it adds), then
-    ``bench.time_fn`` over `repeats` steps after warm-up. A function that runs out of memory
-    gets an ``oom`` point and is skipped at the longer lengths. `on_point` sees each point
-    as it is measured (to print progress).
+    At each length: the peak memory one step of each function adds (``memory.peak_memory``),
+    then the functions that fit timed in turns, `repeats` rounds after one warm-up
+    (``bench.time_in_turns``: a slow spell of the machine falls on all alike). A function
+    that runs out of memory gets an ``oom`` point and ``skipped`` points at the longer
+    lengths. `on_point` sees each point when its length is done (to print progress).
     """
     points, failed = [], set()
     for t in sorted(lengths):
+        row = {name: Point(name, t, skipped=name in failed) for name in fns}
+        steps = {}
         for name, fn in fns.items():
-            point = Point(name, t, oom=name in failed)
-            if not point.oom:
-                try:
-                    step = fwd_bwd(fn, (batch, heads, t, head_dim), device, dtype)
-                    point.peak_bytes = memory.peak_memory(step, device).peak_bytes
-                    point.timing = bench.time_fn(step, name=f"{name}, T={t}", device=device,
-                                                 warmup=1, repeats=repeats)
-                except Exception as exc:  # only out-of-memory is a result; the rest is a bug
-                    if not memory.is_oom(exc):
-                        raise
-                    point = Point(name, t, oom=True)
+            if name in failed:
+                continue
+            try:
+                step = fwd_bwd(fn, (batch, heads, t, head_dim), device, dtype)
+                row[name].peak_bytes = memory.peak_memory(step, device).peak_bytes
+                steps[f"{name}, T={t}"] = step
+            except Exception as exc:
+                row[name].oom = _oom_or_raise(exc)
+            step = None
+            if row[name].oom:
+                failed.add(name)
+                memory.free()  # after the except block, which held the failed step's frames
+        timings = _time_in_turns(steps, device, repeats) if steps else {}
+        steps = {}
+        for name, point in row.items():
+            key = f"{name}, T={t}"
+            if key in timings:
+                point.timing = timings[key]
+                if point.timing is None:
+                    point.oom = True
                     failed.add(name)
-                step = None
-                if point.oom:
-                    memory.free()  # after the except block, which held the failed step's frames
             points.append(point)
             if on_point:
                 on_point(point)
@@ -355,18 +395,19 @@ def sweep(fns: dict[str, Callable[..., torch.Tensor]], lengths: Sequence[int], *
 
 def plot_sweep(points: Sequence[Point], *, title: str = "") -> "Figure":
     """Two log-log panels against sequence length: time of forward+backward (median, bars
-    from the quartiles) and peak memory, one line per implementation; a legend entry says
-    where one ran out of memory."""
+    from the quartiles) and peak memory, one line per implementation, with dashed guides
+    ∝ T and ∝ T² through the first point; a legend entry says where one ran out of memory."""
     import matplotlib.pyplot as plt
     from matplotlib.ticker import NullFormatter
 
     from course_lib.plot import plain_log_ticks
 
-    fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(10, 3.8))
+    fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(11, 4))
+    first: dict = {}  # panel -> (T, value) of the first point drawn, where the guides start
     for name in dict.fromkeys(p.name for p in points):
-        done = [p for p in points if p.name == name and not p.oom]
+        done = [p for p in points if p.name == name and p.timing is not None]
         oom = [p.length for p in points if p.name == name and p.oom]
-        label = name + (f" (out of memory from T={min(oom)})" if oom else "")
+        label = name + (f" (out of memory at T={min(oom)})" if oom else "")
         if not done:
             ax_t.plot([], [], label=label)
             continue
@@ -375,18 +416,26 @@ def plot_sweep(points: Sequence[Point], *, title: str = "") -> "Figure":
         err = [[m - p.timing.lo_s * 1e3 for m, p in zip(med, done)],
                [p.timing.hi_s * 1e3 - m for m, p in zip(med, done)]]
         line = ax_t.errorbar(lengths, med, yerr=err, marker="o", capsize=3, label=label)
-        ax_m.plot(lengths, [p.peak_bytes / 2**20 for p in done], marker="o",
-                  color=line[0].get_color(), label=name)
+        mib = [p.peak_bytes / 2**20 for p in done]
+        ax_m.plot(lengths, mib, marker="o", color=line[0].get_color(), label=label)
+        first.setdefault(ax_t, (lengths[0], med[0]))
+        first.setdefault(ax_m, (lengths[0], mib[0]))
     lengths = sorted({p.length for p in points})
     for ax, ylabel in ((ax_t, "forward + backward, ms"), (ax_m, "peak memory added, MiB")):
+        ys = [y for line in ax.get_lines() for y in line.get_ydata()]
+        if ax in first:
+            t0, y0 = first[ax]
+            for power, style in ((1, ":"), (2, "--")):
+                ax.plot(lengths, [y0 * (t / t0) ** power for t in lengths], style, color="grey",
+                        lw=1, label=f"∝ T{'²' if power == 2 else ''} (guide)")
         ax.set(xscale="log", yscale="log", xlabel="sequence length T", ylabel=ylabel)
         ax.set_xticks(lengths, [str(t) for t in lengths])
         ax.xaxis.set_minor_formatter(NullFormatter())
-        ys = [y for line in ax.get_lines() for y in line.get_ydata()]
         if ys:
+            ax.set_ylim(min(ys) / 1.5, max(ys) * 1.5)  # the data, not the guides, sets the range
             plain_log_ticks(ax.yaxis, min(ys), max(ys))
         ax.grid(True, which="both", alpha=0.3)
-    ax_t.legend()
+        ax.legend(fontsize=8)
     if title:
         fig.suptitle(title)
     fig.tight_layout()

@@ -128,7 +128,7 @@ SIZES: dict[str, dict[str, dict]] = {
     "07_attention": {
         # check: (B, H, T, d) of the equivalence checks, width = H·d for multi-head attention;
         # lengths: the sweep's sequence lengths (forward+backward of batch x heads x T x head_dim
-        # in dtype, repeats timed calls after one warm-up, peak memory from one call); compare_t:
+        # in dtype, repeats rounds in turns after one warm-up, peak memory from one call); compare_t:
         # the length whose speed-up and memory ratio are the verdict (one of lengths);
         # backend_t: the length at which each SDPA backend is timed; toy_*: the running-maximum
         # task (sequences of toy_t tokens from toy_vocab, model width toy_width, toy_heads
@@ -138,7 +138,7 @@ SIZES: dict[str, dict[str, dict]] = {
                       toy_t=10, toy_vocab=10, toy_width=32, toy_heads=2, toy_steps=80,
                       toy_batch=64),
         "cpu": dict(check=(2, 4, 16, 8), lengths=[128, 256, 512, 1024, 2048], batch=4, heads=8,
-                    head_dim=64, dtype="float32", repeats=3, compare_t=1024, backend_t=1024,
+                    head_dim=64, dtype="float32", repeats=5, compare_t=1024, backend_t=1024,
                     backend_repeats=3, toy_t=12, toy_vocab=10, toy_width=32, toy_heads=2,
                     toy_steps=300, toy_batch=64),
         "gpu": dict(check=(2, 4, 16, 8),
