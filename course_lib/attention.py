@@ -1,8 +1,8 @@
 """Attention written out: masks, scaled dot-product attention, multi-head attention, its cost.
 
 The notebook on attention types each piece inline; this module is the same code, tested
-against PyTorch's ``scaled_dot_product_attention`` and ``nn.MultiheadAttention``, and it is
-the attention the GPT model uses.
+against PyTorch's ``scaled_dot_product_attention`` and ``nn.MultiheadAttention``; the course's
+GPT model builds on :class:`MultiHeadAttention`.
 
 Masks follow SDPA's convention: a boolean mask is True where a query *may* attend to a key.
 (``nn.MultiheadAttention``'s ``attn_mask`` and ``key_padding_mask`` are the opposite: True
@@ -188,8 +188,9 @@ def counted_flops(fn: Callable[[], object]) -> int:
 def check_flops(fn: Callable[[int, int, int, int], float]) -> None:
     """Exercise check: `fn(B, H, T, d)` against the FLOPs PyTorch's counter finds in the
     written-out attention on tensors of those shapes."""
+    g = torch.Generator().manual_seed(0)  # the learner's random stream is left alone
     for b, h, t, d in [(1, 1, 8, 4), (2, 4, 16, 8), (3, 2, 32, 16), (1, 12, 64, 64)]:
-        q = torch.randn(b, h, t, d)
+        q = torch.randn(b, h, t, d, generator=g)
         want = counted_flops(lambda: attention(q, q, q))
         got = fn(b, h, t, d)
         if got != want:
@@ -205,7 +206,7 @@ def check_cached_causal_mask(fn: Callable[[int, int], torch.Tensor]) -> None:
     with PyTorch's ``torch.nn.attention.bias.causal_lower_right`` for several (Tq, Tk)."""
     from torch.nn.attention.bias import causal_lower_right
 
-    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(0)  # the learner's random stream is left alone
     for t_q, t_k in [(1, 1), (1, 5), (3, 7), (4, 4), (6, 16)]:
         mask = fn(t_q, t_k)
         if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.shape != (t_q, t_k):
@@ -213,8 +214,8 @@ def check_cached_causal_mask(fn: Callable[[int, int], torch.Tensor]) -> None:
                    else type(mask).__name__)
             raise AssertionError(f"mask for Tq={t_q}, Tk={t_k}: got {got}, expected torch.bool of "
                                  f"shape ({t_q}, {t_k})")
-        q = torch.randn(1, 2, t_q, 8, dtype=torch.float64)
-        k, v = torch.randn(2, 1, 2, t_k, 8, dtype=torch.float64)
+        q = torch.randn(1, 2, t_q, 8, dtype=torch.float64, generator=g)
+        k, v = torch.randn(2, 1, 2, t_k, 8, dtype=torch.float64, generator=g)
         got = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         want = F.scaled_dot_product_attention(q, k, v, attn_mask=causal_lower_right(t_q, t_k))
         if not torch.allclose(got, want, atol=1e-12, rtol=0):
