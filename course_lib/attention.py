@@ -266,6 +266,14 @@ class BackendRow:
     reason: str = ""  # why PyTorch refused the inputs (its warning), when timing is None
 
 
+def refusal(exc: RuntimeError, caught: Sequence[warnings.WarningMessage]) -> str:
+    """Why an SDPA call under a forced backend raised: 'out of memory', else the first line of
+    the first warning PyTorch gave (its reason for refusing the inputs), else a plain sentence."""
+    if memory.is_oom(exc):
+        return "out of memory"
+    return next((str(w.message).strip().splitlines()[0] for w in caught), "no kernel for these inputs")
+
+
 def time_backends(step: Callable[[], object], device: torch.device | str, *,
                   backends: Sequence[SDPBackend] | None = None, repeats: int = 5) -> list[BackendRow]:
     """Time `step()` (calls SDPA) with each backend forced by ``sdpa_kernel``.
@@ -282,10 +290,7 @@ def time_backends(step: Callable[[], object], device: torch.device | str, *,
                 rows.append(BackendRow(backend.name, bench.time_fn(step, name=backend.name, device=device,
                                                                    repeats=repeats)))
             except RuntimeError as exc:  # torch.OutOfMemoryError is a RuntimeError too
-                why = next((str(w.message).strip().splitlines()[0] for w in caught), "")
-                oom = memory.is_oom(exc)
-                rows.append(BackendRow(backend.name, None, "out of memory" if oom else
-                                       why or "no kernel for these inputs"))
+                rows.append(BackendRow(backend.name, None, refusal(exc, caught)))
         if rows[-1].reason == "out of memory":
             memory.free()  # after the except block, which held the failed call's frames
     return rows
@@ -325,11 +330,10 @@ def fwd_bwd(fn: Callable[..., torch.Tensor], shape: tuple[int, int, int, int],
     return step
 
 
-def _oom_or_raise(exc: BaseException) -> bool:
-    """True for out-of-memory (a result of the sweep); anything else is a bug: re-raised."""
+def _reraise_unless_oom(exc: BaseException) -> None:
+    """Out-of-memory is a result of the sweep; anything else is a bug: re-raised."""
     if not memory.is_oom(exc):
         raise exc
-    return True
 
 
 def _time_in_turns(steps: dict[str, Callable[[], None]], device: torch.device | str,
@@ -338,14 +342,14 @@ def _time_in_turns(steps: dict[str, Callable[[], None]], device: torch.device | 
     try:
         return {t.name: t for t in bench.time_in_turns(steps, device=device, warmup=1, repeats=repeats)}
     except Exception as exc:
-        _oom_or_raise(exc)
+        _reraise_unless_oom(exc)
     memory.free()
     out: dict[str, Timing | None] = {}
     for name, step in steps.items():
         try:
             out[name] = bench.time_fn(step, name=name, device=device, warmup=1, repeats=repeats)
         except Exception as exc:
-            _oom_or_raise(exc)
+            _reraise_unless_oom(exc)
             out[name] = None
         memory.free()
     return out
@@ -374,7 +378,8 @@ def sweep(fns: dict[str, Callable[..., torch.Tensor]], lengths: Sequence[int], *
                 row[name].peak_bytes = memory.peak_memory(step, device).peak_bytes
                 steps[f"{name}, T={t}"] = step
             except Exception as exc:
-                row[name].oom = _oom_or_raise(exc)
+                _reraise_unless_oom(exc)
+                row[name].oom = True
             step = None
             if row[name].oom:
                 failed.add(name)
