@@ -1,17 +1,21 @@
-"""Models for the image notebooks: a widely copied tutorial CNN made correct, and torchvision ResNets.
+"""The course's models: a widely copied tutorial CNN made correct, torchvision ResNets, and a
+GPT built from the attention of :mod:`course_lib.attention`.
 
 :data:`TUTORIAL_CNN_SOURCE` is the tutorial snippet, with its three bugs;
-:func:`show_tutorial_bugs` runs it so notebook 02 can show the real exceptions.
+:func:`show_tutorial_bugs` runs it so the first-CNN notebook can show the real exceptions.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F  # the import the tutorial snippet forgot
 import torchvision
+
+from course_lib.attention import MultiHeadAttention
 
 MIN_RESOLUTION = 8  # three 2x2 max-pools need at least 8x8 input
 
@@ -204,3 +208,157 @@ def show_tutorial_bugs(batch: int = 2, resolution: int = 32) -> list[TutorialBug
         else:
             raise AssertionError(f"The snippet's bug {bug!r} raised nothing: the demonstration is broken.")
     return rows
+
+
+# ---- GPT: a decoder-only Transformer ---------------------------------------------------
+
+@dataclass(frozen=True)
+class GPTConfig:
+    """The shape of a GPT. Defaults: a small byte-level model; :data:`GPT2_SMALL` is GPT-2's."""
+
+    vocab_size: int = 256  # token ids 0..vocab_size-1 (256: bytes)
+    block_size: int = 256  # context length T: the longest sequence the model reads
+    n_layer: int = 4  # Transformer blocks L
+    n_head: int = 4  # attention heads H per block
+    n_embd: int = 128  # width C; each head has C/H numbers
+    dropout: float = 0.0  # on embeddings, attention weights and residual branches (training only)
+    bias: bool = True  # biases in the linear layers and LayerNorms, as GPT-2
+    sdpa: bool = True  # PyTorch's fused attention; False: the written-out attention
+
+    def __post_init__(self) -> None:
+        sizes = dict(vocab_size=self.vocab_size, block_size=self.block_size, n_layer=self.n_layer,
+                     n_head=self.n_head, n_embd=self.n_embd)
+        for name, value in sizes.items():
+            if value < 1:
+                raise ValueError(f"GPTConfig.{name} must be at least 1, got {value}.")
+        if self.n_embd % self.n_head:
+            raise ValueError(f"GPTConfig: the width n_embd={self.n_embd} must split evenly into "
+                             f"n_head={self.n_head} heads.")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"GPTConfig.dropout must be in [0, 1), got {self.dropout}.")
+
+
+GPT2_SMALL = GPTConfig(vocab_size=50257, block_size=1024, n_layer=12, n_head=12, n_embd=768)
+
+
+class MLP(nn.Module):
+    """Position-wise feed-forward: C -> 4C -> GELU -> C. (B, T, C) -> (B, T, C)."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.fc = nn.Linear(cfg.n_embd, 4 * cfg.n_embd, bias=cfg.bias)
+        self.gelu = nn.GELU(approximate="tanh")  # GPT-2's GELU
+        self.proj = nn.Linear(4 * cfg.n_embd, cfg.n_embd, bias=cfg.bias)
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.drop(self.proj(self.gelu(self.fc(x))))
+
+
+class Block(nn.Module):
+    """Pre-norm Transformer block: x + attention(LN(x)), then x + MLP(LN(x))."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.ln1 = nn.LayerNorm(cfg.n_embd, bias=cfg.bias)
+        self.attn = MultiHeadAttention(cfg.n_embd, cfg.n_head, bias=cfg.bias, dropout=cfg.dropout,
+                                       sdpa=cfg.sdpa)
+        self.drop = nn.Dropout(cfg.dropout)  # on the attention branch, before the residual add
+        self.ln2 = nn.LayerNorm(cfg.n_embd, bias=cfg.bias)
+        self.mlp = MLP(cfg)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.drop(self.attn(self.ln1(x), causal=True))  # (B, T, C)
+        return x + self.mlp(self.ln2(x))
+
+
+class GPT(nn.Module):
+    """A decoder-only Transformer (GPT-2's layout): token and learned position embeddings,
+    `n_layer` pre-norm blocks of causal self-attention and MLP, a final LayerNorm, and an
+    output layer that shares its weights with the token embedding (weight tying).
+
+    ``model(idx)`` maps token ids (B, T) to next-token logits (B, T, vocab_size);
+    ``train.cross_entropy`` takes them as they are.
+    """
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)  # token -> vector
+        self.wpe = nn.Embedding(cfg.block_size, cfg.n_embd)  # position -> vector, learned
+        self.drop = nn.Dropout(cfg.dropout)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
+        self.ln_f = nn.LayerNorm(cfg.n_embd, bias=cfg.bias)
+        self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
+        self.lm_head.weight = self.wte.weight  # tied: one (V, C) matrix reads and writes tokens
+        self.apply(self._init)
+        for name, p in self.named_parameters():  # GPT-2: residual projections scaled by 1/√(2L)
+            if name.endswith(("attn.proj.weight", "mlp.proj.weight")):
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * cfg.n_layer))
+
+    @staticmethod
+    def _init(m: nn.Module) -> None:
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, mean=0.0, std=0.02)
+        if isinstance(m, nn.Linear) and m.bias is not None:
+            nn.init.zeros_(m.bias)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        """Token ids (B, T), T <= block_size -> logits (B, T, vocab_size)."""
+        B, T = idx.shape
+        if T > self.cfg.block_size:
+            raise ValueError(f"This GPT reads at most block_size={self.cfg.block_size} tokens, "
+                             f"got a sequence of {T}.")
+        pos = torch.arange(T, device=idx.device)  # (T,)
+        x = self.drop(self.wte(idx) + self.wpe(pos))  # (B, T, C)
+        for block in self.blocks:
+            x = block(x)
+        return self.lm_head(self.ln_f(x))  # (B, T, V)
+
+    def num_params(self, non_embedding: bool = True) -> int:
+        """Parameters, the tied embedding counted once. `non_embedding` leaves out the
+        position embedding (no matmul uses it); the token embedding stays, since as the
+        output layer it is a matmul on every token."""
+        n = sum(p.numel() for p in self.parameters())  # parameters() yields a tied tensor once
+        return n - self.wpe.weight.numel() if non_embedding else n
+
+    def flops_per_token(self) -> int:
+        """Training FLOPs per token, forward + backward: 6N + 12·L·T·C.
+
+        6N: every weight does a multiply-add (2 FLOPs) per token forward and two backward
+        (the gradients of its input and of itself). 12·L·T·C: attention's q·kᵀ and
+        weights·v, 2·2·T·C per token and layer forward, times 3 with the backward, over the
+        full T×T square (PaLM, appendix B; nanoGPT's estimate_mfu). N = num_params().
+        """
+        c = self.cfg
+        return 6 * self.num_params() + 12 * c.n_layer * c.block_size * c.n_embd
+
+    @torch.no_grad()
+    def generate(self, idx: torch.Tensor, max_new_tokens: int, *, temperature: float = 1.0,
+                 top_k: int | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
+        """Continue token ids (B, T0) by `max_new_tokens` sampled tokens -> (B, T0 + new).
+
+        Each step reads the last block_size tokens, divides the last position's logits by
+        `temperature` (below 1: sharper; 0: always the most likely token), keeps the `top_k`
+        most likely tokens (None: all), and samples from their softmax with `generator`.
+        """
+        if temperature < 0 or (top_k is not None and top_k < 1):
+            raise ValueError(f"generate needs temperature >= 0 and top_k >= 1 or None, got "
+                             f"{temperature} and {top_k}.")
+        was_training = self.training
+        self.eval()
+        try:
+            for _ in range(max_new_tokens):
+                logits = self(idx[:, -self.cfg.block_size:])[:, -1, :].float()  # (B, V)
+                if temperature == 0:
+                    nxt = logits.argmax(-1, keepdim=True)  # (B, 1)
+                else:
+                    logits = logits / temperature
+                    if top_k is not None and top_k < logits.size(-1):
+                        kth = logits.topk(top_k, dim=-1).values[:, -1:]  # (B, 1)
+                        logits = logits.masked_fill(logits < kth, float("-inf"))
+                    nxt = torch.multinomial(logits.softmax(-1), 1, generator=generator)  # (B, 1)
+                idx = torch.cat([idx, nxt], dim=1)
+        finally:
+            self.train(was_training)
+        return idx

@@ -112,3 +112,155 @@ def test_show_tutorial_bugs_refuses_to_show_a_bug_that_did_not_fire():
     # At 64 px the three pools leave 8x8 maps: 64*8*8 = 4096 fits the snippet's Linear by luck.
     with pytest.raises(AssertionError, match="hard-coded flatten"):
         models.show_tutorial_bugs(batch=2, resolution=64)
+
+
+# ---- GPT ------------------------------------------------------------------------------
+
+from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
+
+from course_lib import attention  # noqa: E402
+
+TINY = models.GPTConfig(vocab_size=61, block_size=16, n_layer=2, n_head=4, n_embd=32)
+
+
+def tiny_gpt(**changes) -> models.GPT:
+    torch.manual_seed(0)
+    return models.GPT(models.GPTConfig(**{**TINY.__dict__, **changes}))
+
+
+def test_gpt_maps_ids_to_logits_and_every_parameter_gets_a_gradient():
+    model = tiny_gpt()
+    idx = torch.randint(0, TINY.vocab_size, (3, 11))
+    logits = model(idx)
+    assert logits.shape == (3, 11, TINY.vocab_size) and logits.dtype == torch.float32
+    torch.nn.functional.cross_entropy(logits.flatten(0, 1), idx.flatten()).backward()
+    for name, p in model.named_parameters():
+        assert p.grad is not None and torch.isfinite(p.grad).all(), name
+        assert p.grad.abs().sum() > 0, name
+
+
+def test_gpt2_small_has_gpt2s_parameter_count():
+    with torch.device("meta"):  # shapes only: no 0.5 GB of weights
+        model = models.GPT(models.GPT2_SMALL)
+    assert model.num_params(non_embedding=False) == 124_439_808  # GPT-2 small, tied embeddings
+    assert model.num_params() == 124_439_808 - 1024 * 768  # less the position embedding
+
+
+def test_gpt_ties_the_output_layer_to_the_token_embedding():
+    model = tiny_gpt()
+    assert model.lm_head.weight is model.wte.weight
+    c = TINY
+    per_block = 12 * c.n_embd**2 + 13 * c.n_embd  # qkv, proj, fc, fc proj (+ biases), 2 LayerNorms
+    expected = c.n_layer * per_block + c.vocab_size * c.n_embd + 2 * c.n_embd + c.block_size * c.n_embd
+    assert models.count_params(model) == model.num_params(non_embedding=False) == expected
+
+
+def test_gpt_is_causal_a_token_changes_no_earlier_logit():
+    model = tiny_gpt().eval()
+    idx = torch.randint(0, TINY.vocab_size, (2, 12))
+    changed = idx.clone()
+    changed[:, 7] = (changed[:, 7] + 1) % TINY.vocab_size
+    a, b = model(idx), model(changed)
+    torch.testing.assert_close(a[:, :7], b[:, :7], rtol=0, atol=0)
+    assert not torch.allclose(a[:, 7:], b[:, 7:])
+
+
+def test_gpt_with_written_out_attention_equals_sdpa():
+    fused, written = tiny_gpt(), tiny_gpt(sdpa=False)
+    written.load_state_dict(fused.state_dict())
+    idx = torch.randint(0, TINY.vocab_size, (2, 16))
+    torch.testing.assert_close(written(idx), fused(idx), atol=1e-5, rtol=1e-4)
+
+
+def test_gpt_dropout_acts_only_in_training():
+    model = tiny_gpt(dropout=0.2)
+    idx = torch.randint(0, TINY.vocab_size, (2, 10))
+    assert not torch.equal(model(idx), model(idx))  # training: a new mask each call
+    model.eval()
+    torch.testing.assert_close(model(idx), model(idx), rtol=0, atol=0)
+    plain = tiny_gpt()  # dropout 0: training and evaluation compute the same
+    torch.testing.assert_close(plain(idx), plain.eval()(idx), rtol=0, atol=0)
+
+
+def test_gpt_refuses_too_long_inputs_and_bad_shapes():
+    with pytest.raises(ValueError):
+        tiny_gpt()(torch.zeros(1, TINY.block_size + 1, dtype=torch.long))
+    with pytest.raises(ValueError):
+        models.GPTConfig(n_embd=30, n_head=4)
+    with pytest.raises(ValueError):
+        models.GPTConfig(n_layer=0)
+    with pytest.raises(ValueError):
+        models.GPTConfig(dropout=1.0)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_flops_per_token_against_flop_counter(bias):
+    """FlopCounterMode counts every matmul of forward + backward: 6 FLOPs per matrix weight and
+    token plus attention's 12·L·T·C. 6N counts biases and LayerNorms too: within 2 %."""
+    model = tiny_gpt(bias=bias, n_embd=64)  # wide enough that biases and LayerNorms are < 2 %
+    B, c = 3, model.cfg
+    idx = torch.randint(0, c.vocab_size, (B, c.block_size))
+
+    def step():
+        model(idx).sum().backward()
+
+    with sdpa_kernel(SDPBackend.MATH):  # torch 2.6 does not count the CPU flash kernel
+        counted = attention.counted_flops(step)
+    matrices = sum(p.numel() for n, p in model.named_parameters() if p.dim() == 2 and n != "wpe.weight")
+    tokens = B * c.block_size
+    assert counted == (6 * matrices + 12 * c.n_layer * c.block_size * c.n_embd) * tokens
+    assert counted / tokens == pytest.approx(model.flops_per_token(), rel=0.02)
+    assert model.flops_per_token() == 6 * model.num_params() + 12 * c.n_layer * c.block_size * c.n_embd
+
+
+def test_generate_greedy_top_k_and_reproducible_sampling():
+    model = tiny_gpt()
+    prompt = torch.randint(0, TINY.vocab_size, (2, 5))
+    greedy = model.generate(prompt, 6, temperature=0)
+    assert greedy.shape == (2, 11) and torch.equal(greedy[:, :5], prompt)
+    g = torch.Generator().manual_seed(1)
+    torch.testing.assert_close(model.generate(prompt, 6, top_k=1, generator=g), greedy, rtol=0, atol=0)
+    a = model.generate(prompt, 8, temperature=0.8, generator=torch.Generator().manual_seed(3))
+    b = model.generate(prompt, 8, temperature=0.8, generator=torch.Generator().manual_seed(3))
+    assert torch.equal(a, b)
+    assert model.training  # generate restores the mode it found
+
+
+def test_generate_samples_only_from_the_top_k_and_crops_long_contexts():
+    model = tiny_gpt()
+    long_prompt = torch.randint(0, TINY.vocab_size, (1, TINY.block_size + 5))  # longer than the context
+    with torch.no_grad():
+        top3 = set(model.eval()(long_prompt[:, -TINY.block_size:])[0, -1].topk(3).indices.tolist())
+    g = torch.Generator().manual_seed(0)
+    drawn = {model.generate(long_prompt, 1, top_k=3, generator=g)[0, -1].item() for _ in range(60)}
+    assert drawn <= top3 and len(drawn) > 1
+    with pytest.raises(ValueError):
+        model.generate(long_prompt, 1, top_k=0)
+
+
+def test_a_tiny_gpt_learns_a_repeating_text():
+    model = tiny_gpt()
+    text = torch.tensor(list(b"def add(a, b):\n    return a + b\n" * 8))[:-1] % TINY.vocab_size
+    x = text[:-1].unfold(0, 16, 8)  # (N, 16) overlapping windows
+    y = text[1:].unfold(0, 16, 8)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    losses = []
+    for _ in range(60):
+        loss = torch.nn.functional.cross_entropy(model(x).flatten(0, 1), y.flatten())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[0] > 3.5  # about log(61) = 4.1 at initialisation
+    assert losses[-1] < 0.5 * losses[0]
+
+
+@pytest.mark.gpu
+def test_gpt_bf16_autocast_on_cuda_agrees_with_float32():
+    model = tiny_gpt().cuda()
+    idx = torch.randint(0, TINY.vocab_size, (4, 16), device="cuda")
+    ref = model(idx)
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        low = model(idx)
+    assert low.dtype == torch.bfloat16
+    torch.testing.assert_close(low.float(), ref, atol=5e-2, rtol=5e-2)
