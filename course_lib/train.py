@@ -32,10 +32,10 @@ from tqdm.std import tqdm as text_tqdm
 from course_lib import checkpoint, data, device
 from course_lib.checkpoint import CheckpointError
 
-__all__ = ["TrainConfig", "History", "fit", "evaluate", "forward_backward", "warmup_cosine",
+__all__ = ["TrainConfig", "History", "fit", "evaluate", "forward_backward", "warmup_cosine", "param_groups",
            "cross_entropy", "lr_at", "IGNORE_INDEX", "progress"]
 
-FORMAT = "course_lib.train/2"  # written into every checkpoint's state; checked on resume
+FORMAT = "course_lib.train/3"  # written into every checkpoint's state; checked on resume
 AMP_DTYPES = {"off": None, "fp16": torch.float16, "bf16": torch.bfloat16}
 LossFn = Callable[[Any, torch.Tensor], torch.Tensor]
 
@@ -79,6 +79,9 @@ class TrainConfig:
     weight_decay: float = 0.0
     optimizer: str = "adamw"  # adamw | sgd
     momentum: float = 0.9  # SGD only
+    betas: tuple[float, float] = (0.9, 0.999)  # AdamW only: decay rates of its two moment averages
+    fused: bool = False  # AdamW's fused implementation: one kernel updates every parameter
+    decay_matrices_only: bool = False  # weight decay on weights of 2+ dims only, not biases or norms
     amp: str = "off"  # off | fp16 (autocast + GradScaler) | bf16 (autocast, no scaler)
     accum_steps: int = 1  # micro-batches per optimizer step
     clip_grad_norm: float | None = None  # max total grad norm, None = no clipping
@@ -88,6 +91,7 @@ class TrainConfig:
     schedule: Callable[[int], float] | None = None  # step -> LR multiplier
     progress: bool = False  # tqdm bar
     log_every: int = 20  # sync + record losses and timings every N steps
+    eval_every: int | None = None  # optimizer steps between validation passes (None: each epoch's end)
     checkpoint_path: str | Path | None = None  # saved every `checkpoint_every` and at the end
     checkpoint_every: int | None = None  # optimizer steps
     seed: int = 0  # seeds torch/random/numpy and the shuffle order
@@ -106,6 +110,8 @@ class TrainConfig:
             (self.clip_grad_norm is None or self.clip_grad_norm > 0,
              "clip_grad_norm must be positive or None."),
             (self.log_every >= 1, f"log_every must be >= 1, got {self.log_every}."),
+            (self.eval_every is None or self.eval_every >= 1,
+             f"eval_every must be >= 1 or None, got {self.eval_every}."),
             (self.checkpoint_every is None or self.checkpoint_path is not None,
              "checkpoint_every needs a checkpoint_path."),
         ]
@@ -319,6 +325,11 @@ def fit(model: nn.Module, loader: Iterable, cfg: TrainConfig | None = None, *,
             if pos.step % cfg.log_every == 0:
                 window.flush(history)  # the window's one sync
                 show(bar, history)
+            if val_loader is not None and cfg.eval_every and pos.step % cfg.eval_every == 0:
+                window.flush(history)
+                history.add_validation(pos.step, pos.epoch + pos.batch / n_batches,
+                                       *validate(forward, val_loader, dev, cfg, loss_fn))
+                window.restart()  # evaluation is not training time
             if cfg.checkpoint_every and pos.step % cfg.checkpoint_every == 0:
                 window.flush(history)
                 saved_at = save(cfg.checkpoint_path, model, optimizer, scaler, pos, history, plan)
@@ -327,7 +338,7 @@ def fit(model: nn.Module, loader: Iterable, cfg: TrainConfig | None = None, *,
                 break
         if pos.step < total or pos.batch >= n_batches:  # the epoch is over
             pos.epoch, pos.batch = pos.epoch + 1, 0
-            if val_loader is not None:
+            if val_loader is not None and (not history.val_step or history.val_step[-1] != pos.step):
                 window.flush(history)
                 history.add_validation(pos.step, pos.epoch,
                                        *validate(forward, val_loader, dev, cfg, loss_fn))
@@ -355,13 +366,27 @@ class Position:
     batch: int = 0
 
 
+def param_groups(model: nn.Module, weight_decay: float, matrices_only: bool = False) -> list[dict]:
+    """The trainable parameters as optimizer groups. `matrices_only`: weight decay on weights
+    of 2 or more dims (linear and embedding matrices, conv kernels) and none on biases and
+    normalisation scales, which decay would only pull towards zero."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    if not matrices_only:
+        return [{"params": params, "weight_decay": weight_decay}]
+    return [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+
+
 def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
     """AdamW or SGD over the trainable parameters, as `cfg` says."""
-    params = [p for p in model.parameters() if p.requires_grad]
+    groups = param_groups(model, cfg.weight_decay, cfg.decay_matrices_only)
     if cfg.optimizer == "sgd":
-        return torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum,
-                               weight_decay=cfg.weight_decay)
-    return torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        return torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum)
+    try:
+        return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas, fused=cfg.fused or None)
+    except RuntimeError as exc:
+        raise ValueError(f"fused=True: this PyTorch has no fused AdamW for these parameters "
+                         f"({type(exc).__name__}); use fused=False.") from exc
 
 
 def make_scaler(amp: str, dev: torch.device) -> torch.amp.GradScaler | None:
@@ -498,6 +523,9 @@ def trajectory(cfg: TrainConfig, loader: Iterable) -> dict[str, Any]:
         "optimizer": cfg.optimizer,
         "weight_decay": cfg.weight_decay,
         "momentum": cfg.momentum if cfg.optimizer == "sgd" else None,
+        "betas": list(cfg.betas) if cfg.optimizer == "adamw" else None,
+        "fused": cfg.fused if cfg.optimizer == "adamw" else None,
+        "decay_matrices_only": cfg.decay_matrices_only,
         "amp": cfg.amp,
         "clip_grad_norm": cfg.clip_grad_norm,
         "accum_steps": cfg.accum_steps,

@@ -29,11 +29,19 @@ CASES: dict[str, dict] = {  # case -> model kind, config overrides, split step
     "epoch_end": dict(model="mlp_dropout", cfg=dict(), split=9),
     "workers": dict(model="mlp_dropout", cfg=dict(), split=13, loader=dict(num_workers=2)),
     "tensors": dict(model="mlp_dropout", cfg=dict(accum_steps=2), split=6, loader="tensors"),
+    "gpt": dict(model="gpt", cfg=dict(fused=True, betas=(0.9, 0.95), decay_matrices_only=True,
+                                      weight_decay=0.1, clip_grad_norm=1.0, accum_steps=2,
+                                      amp="bf16", eval_every=3),
+                split=5, loader="tensors"),
 }
+GPT = models.GPTConfig(vocab_size=23, block_size=8, n_layer=2, n_head=2, n_embd=16, dropout=0.1)
 
 
 def dataset(model: str) -> TensorDataset:
     g = torch.Generator().manual_seed(7)
+    if model == "gpt":  # next-token windows of a random token stream
+        tokens = torch.randint(0, GPT.vocab_size, (N * GPT.block_size + 1,), generator=g)
+        return TensorDataset(tokens[:-1].view(N, -1), tokens[1:].view(N, -1))
     x = torch.randn(N, 3, 8, 8, generator=g) if model == "cnn" else torch.randn(N, 8, generator=g)
     return TensorDataset(x, torch.randint(0, 3, (N,), generator=g))
 
@@ -44,6 +52,8 @@ def build(case: str, init_seed: int = 0) -> tuple[nn.Module, torch.utils.data.Da
     kind = CASES[case]["model"]
     if kind == "cnn":
         model = models.SmallCNN(num_classes=3, width=4, resolution=8, dropout=0.2)
+    elif kind == "gpt":
+        model = models.GPT(GPT)
     else:
         p = 0.3 if kind == "mlp_dropout" else 0.0
         model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Dropout(p), nn.Linear(16, 3))
@@ -51,6 +61,13 @@ def build(case: str, init_seed: int = 0) -> tuple[nn.Module, torch.utils.data.Da
     if loader == "tensors":  # data.TensorLoader: batches gathered from resident tensors
         return model, data.TensorLoader(*dataset(kind).tensors, BATCH)
     return model, data.make_loader(dataset(kind), BATCH, **loader)
+
+
+def val_loader(case: str) -> data.TensorLoader | None:
+    """The case's validation batches when it validates during training (eval_every)."""
+    if "eval_every" not in CASES[case]["cfg"]:
+        return None
+    return data.TensorLoader(*dataset(CASES[case]["model"]).tensors, BATCH, shuffle=False)
 
 
 def config(case: str, **overrides) -> train.TrainConfig:
@@ -64,9 +81,10 @@ def config(case: str, **overrides) -> train.TrainConfig:
 def main(jobs_file: str) -> None:
     for case, checkpoint, out in json.load(open(jobs_file)):
         model, loader = build(case, init_seed=999)  # wrong weights until the checkpoint loads
-        history = train.fit(model, loader, config(case), resume_from=checkpoint)
+        history = train.fit(model, loader, config(case), val_loader=val_loader(case),
+                            resume_from=checkpoint)
         torch.save({"state": model.state_dict(), "step": history.step, "loss": history.loss,
-                    "skipped": history.skipped_steps}, out)
+                    "skipped": history.skipped_steps, "val_loss": history.val_loss}, out)
 
 
 if __name__ == "__main__":

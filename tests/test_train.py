@@ -51,11 +51,13 @@ def resume_runs(tmp_path_factory):
     straight, jobs = {}, []
     for case, spec in worker.CASES.items():
         model, loader = worker.build(case)
-        history = train.fit(model, loader, worker.config(case))
+        val = worker.val_loader(case)
+        history = train.fit(model, loader, worker.config(case), val_loader=val)
         straight[case] = (model.state_dict(), history)
         model, loader = worker.build(case)
         ckpt = tmp / f"{case}.pt"
-        train.fit(model, loader, worker.config(case, max_steps=spec["split"], checkpoint_path=ckpt))
+        train.fit(model, loader, worker.config(case, max_steps=spec["split"], checkpoint_path=ckpt),
+                  val_loader=val)
         jobs.append([case, str(ckpt), str(tmp / f"{case}.out.pt")])
     (tmp / "jobs.json").write_text(json.dumps(jobs))
     proc = subprocess.run([sys.executable, str(HERE / "_resume_worker.py"), str(tmp / "jobs.json")],
@@ -77,6 +79,7 @@ def test_resume_in_fresh_process_is_bitwise_identical(resume_runs, case):
     assert again["step"] == history.step == list(range(1, len(history.step) + 1))  # none lost/repeated
     assert again["loss"] == history.loss  # the same batches, dropout masks and updates
     assert again["skipped"] == history.skipped_steps
+    assert again["val_loss"] == history.val_loss
 
 
 def test_resumed_weights_differ_from_fresh_init():
@@ -221,6 +224,45 @@ def test_bad_config_is_one_clear_error(bad):
     with pytest.raises(ValueError) as err:
         TrainConfig(**bad)
     assert str(err.value).endswith(".") and "\n" not in str(err.value)
+
+
+def test_param_groups_decay_matrices_only():
+    model = nn.Sequential(nn.Embedding(10, 8), nn.Linear(8, 8), nn.LayerNorm(8))
+    everything, split = train.param_groups(model, 0.1), train.param_groups(model, 0.1, True)
+    assert len(everything) == 1 and everything[0]["weight_decay"] == 0.1
+    decay, none = split
+    assert {id(p) for p in decay["params"]} == {id(model[0].weight), id(model[1].weight)}
+    assert {id(p) for p in none["params"]} == {id(model[1].bias), id(model[2].weight), id(model[2].bias)}
+    assert (decay["weight_decay"], none["weight_decay"]) == (0.1, 0.0)
+
+
+def test_adamw_settings_reach_the_optimizer():
+    model = mlp()
+    opt = train.make_optimizer(model, cpu(weight_decay=0.1, betas=(0.9, 0.95), fused=True,
+                                          decay_matrices_only=True))
+    assert [g["weight_decay"] for g in opt.param_groups] == [0.1, 0.0]
+    assert all(g["betas"] == (0.9, 0.95) and g["fused"] for g in opt.param_groups)
+    assert not train.make_optimizer(model, cpu()).defaults["fused"]
+
+
+def test_fused_adamw_trains_like_the_default_implementation():
+    runs = []
+    for fused in (False, True):
+        model = mlp()
+        train.fit(model, make_loader(separable(), 8), cpu(max_steps=6, fused=fused, weight_decay=0.1))
+        runs.append(model.state_dict())
+    for name in runs[0]:
+        torch.testing.assert_close(runs[1][name], runs[0][name], atol=1e-6, rtol=1e-5)
+
+
+def test_validation_every_n_steps_and_at_the_end():
+    ds = separable()
+    h = train.fit(mlp(), make_loader(ds, 8), cpu(epochs=2, eval_every=3),
+                  val_loader=make_loader(ds, 16, shuffle=False))
+    assert h.val_step == [3, 6, 8, 9, 12, 15, 16]  # every 3 steps, each epoch's end (8, 16) once
+    assert len(h.val_loss) == len(h.val_epoch) == 7 and h.val_epoch[2] == 1.0
+    with pytest.raises(ValueError):
+        TrainConfig(eval_every=0)
 
 
 def test_compile_switch_goes_through_torch_compile(monkeypatch):
