@@ -42,7 +42,8 @@ NOTEBOOKS = (
           "naive attention against SDPA (time and memory) and the CPU's flash and math kernels "
           "measured; the flash, memory-efficient and cuDNN GPU kernels need a GPU"),
     Entry("08_transformer", "Transformer training", 1,
-          "a small GPT trained on the CPU; tensor-core speed and MFU need a GPU"),
+          "a small GPT trained on the CPU, eager and compiled, MFU against the CPU's measured "
+          "peak; the GPT-2-small shape, tensor cores and datasheet MFU need a GPU"),
     Entry("09_memory", "memory monitoring", 1,
           "profiler memory events on the CPU; CUDA memory snapshots need a GPU"),
     Entry("10_compile_and_profile", "torch.compile and the profiler", 1,

@@ -147,6 +147,31 @@ SIZES: dict[str, dict[str, dict]] = {
                     backend_repeats=10, toy_t=12, toy_vocab=10, toy_width=32, toy_heads=2,
                     toy_steps=300, toy_batch=64),
     },
+    "08_transformer": {
+        # max_bytes: the corpus budget (None: all of it); block, n_layer, n_head, n_embd, dropout: the
+        # GPT (vocabulary from the tokenizer); micro sequences per micro-batch, accum micro-batches
+        # per optimizer step; steps optimizer steps in the run through train.fit (warmup of them,
+        # peak lr, decaying to lr·min_lr_ratio), validated every eval_every steps on val_batches
+        # micro-batches; check_steps: steps of the written-out loop compared with train.fit;
+        # time_repeats: timed steps per variant, in turns, after one warm-up; compile: time
+        # torch.compile against eager; fit_compile: compile the long run; peak_sizes: matmul sizes
+        # of the measured peak; resume_steps: the checkpoint demo's run, saved halfway;
+        # sample_tokens: tokens generated per prompt
+        "smoke": dict(max_bytes=300_000, block=64, n_layer=2, n_head=2, n_embd=64, dropout=0.0,
+                      micro=8, accum=2, steps=30, warmup=5, lr=3e-3, min_lr_ratio=0.1,
+                      eval_every=10, val_batches=4, check_steps=2, time_repeats=3, compile=False,
+                      fit_compile=False, peak_sizes=[256, 512], resume_steps=6, sample_tokens=60),
+        "cpu": dict(max_bytes=4_000_000, block=128, n_layer=4, n_head=4, n_embd=128, dropout=0.0,
+                    micro=16, accum=2, steps=300, warmup=30, lr=3e-3, min_lr_ratio=0.1,
+                    eval_every=50, val_batches=16, check_steps=3, time_repeats=5, compile=True,
+                    fit_compile=False, peak_sizes=[512, 1024, 2048], resume_steps=10,
+                    sample_tokens=200),
+        "gpu": dict(max_bytes=None, block=1024, n_layer=12, n_head=12, n_embd=768, dropout=0.0,
+                    micro=32, accum=16, steps=150, warmup=15, lr=1e-3, min_lr_ratio=0.1,
+                    eval_every=50, val_batches=20, check_steps=3, time_repeats=5, compile=True,
+                    fit_compile=True, peak_sizes=[4096, 8192, 16384], resume_steps=10,
+                    sample_tokens=300),
+    },
     "06_ddp": {
         # train: scripts/ddp_train.py (n images of res px, MLP width hidden, batch per rank,
         # epochs, lr); bench_steps x bench_repeats: timed steps per rank (scaling, DDP overhead);

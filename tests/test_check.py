@@ -57,3 +57,30 @@ def test_transfer_time_exercise():
     check.transfer_time(lambda nbytes, gbps: nbytes / (gbps * 1e9))
     with pytest.raises(AssertionError, match="expected"):
         check.transfer_time(lambda nbytes, gbps: nbytes / gbps)
+
+
+def test_gpt_flops_per_token_exercise_accepts_the_formula_and_refuses_6n_alone(capsys):
+    check.gpt_flops_per_token(lambda n, layers, t, c: 6 * n + 12 * layers * t * c)
+    assert "✓" in capsys.readouterr().out
+    with pytest.raises(AssertionError):
+        check.gpt_flops_per_token(lambda n, layers, t, c: 6 * n)  # attention's FLOPs left out
+    with pytest.raises(AssertionError):
+        check.gpt_flops_per_token(lambda n, layers, t, c: 2 * n + 4 * layers * t * c)  # forward only
+
+
+def test_gpt_flops_per_token_exercise_leaves_the_global_rng_alone():
+    torch.manual_seed(5)
+    expected = torch.rand(3)
+    torch.manual_seed(5)
+    check.gpt_flops_per_token(lambda n, layers, t, c: 6 * n + 12 * layers * t * c)
+    assert torch.equal(torch.rand(3), expected)
+
+
+def test_accum_steps_exercise():
+    import math
+
+    check.accum_steps(lambda target, micro, t, world: math.ceil(target / (micro * t * world)))
+    with pytest.raises(AssertionError):
+        check.accum_steps(lambda target, micro, t, world: target // (micro * t * world))  # rounds down
+    with pytest.raises(AssertionError):
+        check.accum_steps(lambda target, micro, t, world: math.ceil(target / (micro * t)))  # one GPU
