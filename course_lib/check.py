@@ -114,4 +114,4 @@ def accum_steps(fn: Callable[[int, int, int, int], int]) -> None:
             raise AssertionError(f"target {target:,} tokens, micro-batch {micro} × {t} tokens on "
                                  f"{world} GPU(s): got {got}, expected {want} micro-batches "
                                  f"({want * micro * t * world:,} tokens per step)")
-    _ok(f"accumulation steps on {len(cases)} cases (GPT-2: 524,288 tokens = 16 × 1024 × 32 on 1 GPU)")
+    _ok(f"accumulation steps on {len(cases)} cases (GPT-2's 524,288 tokens: 32 micro-batches of 16 × 1024 on 1 GPU)")

@@ -149,6 +149,23 @@ def tf32(enabled: bool, *, deterministic: bool = False) -> Iterator[None]:
         b.cudnn.deterministic, b.cudnn.benchmark = saved_cudnn
 
 
+@contextmanager
+def deterministic() -> Iterator[None]:
+    """Deterministic kernels inside the block (``torch.use_deterministic_algorithms(True,
+    warn_only=True)``): CUDA ops that add with atomics in whatever order threads finish
+    (embedding backward, index_add, flash attention's backward) take their deterministic
+    variants, so two identical runs give identical bits; an op without one warns instead of
+    failing. On CUDA, cuBLAS also needs ``CUBLAS_WORKSPACE_CONFIG=:4096:8`` set before its
+    first matmul. The previous setting is restored on exit. No effect on CPU results."""
+    saved = (torch.are_deterministic_algorithms_enabled(),
+             torch.is_deterministic_algorithms_warn_only_enabled())
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(saved[0], warn_only=saved[1])
+
+
 def tf32_state() -> str:
     """The TF32 switches as they are now, named as this PyTorch spells them."""
     b = torch.backends

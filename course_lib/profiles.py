@@ -167,9 +167,9 @@ SIZES: dict[str, dict[str, dict]] = {
                     fit_compile=False, peak_sizes=[512, 1024, 2048], resume_steps=10,
                     sample_tokens=200),
         "gpu": dict(max_bytes=None, block=1024, n_layer=12, n_head=12, n_embd=768, dropout=0.0,
-                    micro=32, accum=16, steps=150, warmup=15, lr=1e-3, min_lr_ratio=0.1,
+                    micro=32, accum=16, steps=150, warmup=15, lr=6e-4, min_lr_ratio=0.1,
                     eval_every=50, val_batches=20, check_steps=3, time_repeats=5, compile=True,
-                    fit_compile=True, peak_sizes=[4096, 8192, 16384], resume_steps=10,
+                    fit_compile=True, peak_sizes=[4096, 8192, 16384], resume_steps=6,
                     sample_tokens=300),
     },
     "06_ddp": {

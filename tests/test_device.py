@@ -183,3 +183,17 @@ def test_gpu_description():
     info = device.describe()
     assert info.memory_gib > 0 and info.capability and info.name == torch.cuda.get_device_name(0)
     assert "GiB" in device.banner("gpu", torch.device("cuda"))
+
+
+def test_deterministic_switches_on_inside_and_restores_the_setting():
+    before = (torch.are_deterministic_algorithms_enabled(),
+              torch.is_deterministic_algorithms_warn_only_enabled())
+    with device.deterministic():
+        assert torch.are_deterministic_algorithms_enabled()
+        assert torch.is_deterministic_algorithms_warn_only_enabled()  # warns, never fails
+    assert (torch.are_deterministic_algorithms_enabled(),
+            torch.is_deterministic_algorithms_warn_only_enabled()) == before
+    with pytest.raises(KeyError):
+        with device.deterministic():
+            raise KeyError("inside")
+    assert torch.are_deterministic_algorithms_enabled() == before[0]
