@@ -146,6 +146,22 @@ def reference(notebook: str) -> tuple[str | None, dict]:
     return runs[0] if runs else (None, {})
 
 
+def fmt_row(key: str, row: dict) -> str:
+    """One recorded measurement as a line: 'key: value (lo–hi) unit  note'."""
+    spread = f" ({_fmt(row['spread'][0])}–{_fmt(row['spread'][1])})" if row.get("spread") else ""
+    return f"{key}: {_fmt(row['value'])}{spread} {row['unit']}  {row.get('note', '')}".rstrip()
+
+
+def reference_text(notebook: str, prefixes: tuple[str, ...] = ()) -> str:
+    """The first recorded reference run of `notebook`, one line per measurement whose key
+    starts with one of `prefixes` (all when empty), or one line saying none is recorded."""
+    ref_device, ref = reference(notebook)
+    if not ref:
+        return "(no reference GPU run is recorded in results/ for this notebook yet)"
+    rows = [f"  {fmt_row(k, row)}" for k, row in ref.items() if not prefixes or k.startswith(prefixes)]
+    return "\n".join([f"reference run on {ref_device}:"] + rows)
+
+
 def device_slug(device: str) -> str:
     """File name stem of a device's reference results: 'NVIDIA H100 80GB' -> 'nvidia-h100-80gb'."""
     return re.sub(r"[^a-z0-9]+", "-", device.lower()).strip("-")

@@ -155,3 +155,21 @@ def test_record_takes_timings_and_ratios_with_their_spread():
     assert "range of repeats" in table and all(key in table for key in rep.rows)
     with pytest.raises(TypeError, match="takes bench.Timing and bench.Ratio"):
         rep.record(3.0)
+
+
+def test_reference_text_shows_the_first_run_filtered_or_says_none(tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_RESULTS_DIR", str(tmp_path))
+    assert "no reference" in report.reference_text("08_transformer")
+    rows = gpu_report("08_transformer", rate=700.0)
+    rows["measurements"]["kernel"] = {"value": "FLASH_ATTENTION", "unit": "kernel", "note": ""}
+    report.record_reference({"08_transformer": rows})
+    text = report.reference_text("08_transformer")
+    assert text.splitlines()[0] == "reference run on NVIDIA Test GPU:"
+    assert "700" in text and "FLASH_ATTENTION" in text  # numbers and words alike
+    only = report.reference_text("08_transformer", prefixes=("kern",))
+    assert "FLASH_ATTENTION" in only and "700" not in only
+
+
+def test_fmt_row_names_value_spread_unit_and_note():
+    line = report.fmt_row("SDPA", {"value": 2.5, "unit": "×", "note": "T=1024", "spread": [2.0, 3.0]})
+    assert line == "SDPA: 2.5 (2–3) × T=1024".replace("× T", "×  T")
