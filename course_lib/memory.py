@@ -20,7 +20,8 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 import torch
 from torch import nn
-from torch.profiler import ProfilerActivity, profile
+from torch.multiprocessing.reductions import StorageWeakRef
+from torch.profiler import ProfilerActivity, profile, record_function
 
 from course_lib.device import label, pick, sync
 from course_lib.units import fmt_bytes
@@ -71,23 +72,68 @@ def _peak_added(events: Iterable[tuple[float, int]]) -> int:
     return peak
 
 
-def _cpu_memory_events(trace: dict) -> list[tuple[float, int]]:
-    """(time in µs, ±bytes) of every CPU allocation and free in a Chrome trace export."""
-    return [(e["ts"], int(e["args"]["Bytes"])) for e in trace.get("traceEvents", [])
-            if e.get("name") == "[memory]" and int(e.get("args", {}).get("Device Type", 0)) == 0]
+@dataclass
+class Trace:
+    """What a CPU profile saw, on one clock (µs since the Unix epoch, as ``start_ns() / 1000``).
+
+    ``memory``: (time, ±bytes) of every CPU tensor allocation and free, in time order; a free
+    counts only if the allocation was in this profile.
+    ``annotations``: (name, start, end) of every ``record_function`` range, in start order.
+    """
+
+    memory: list[tuple[float, int]]
+    annotations: list[tuple[str, float, float]]
+
+    def live(self) -> list[tuple[float, int]]:
+        """(time, bytes live) after each event: the running sum from 0 at the profile's start."""
+        out, live = [], 0
+        for t, n in self.memory:
+            live += n
+            out.append((t, live))
+        return out
 
 
-def _profiler_peak(prof: profile) -> int:
-    """Peak bytes added during `prof`, from the ``[memory]`` events of its Chrome trace.
+def trace_of(prof: profile) -> Trace:
+    """The memory events and ``record_function`` ranges of a finished CPU profile.
 
     ``prof.events()`` folds allocations made inside an op into that op's total, without
-    their times; the trace keeps each allocation and free with its own timestamp.
+    their times; the Chrome trace keeps each allocation and free with its own timestamp.
+    The trace's times are offset by its ``baseTimeNanoseconds``; adding it back puts them on
+    the Unix clock of the profiler's memory timeline.
     """
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "trace.json")
         prof.export_chrome_trace(path)
         with open(path, encoding="utf-8") as f:
-            return _peak_added(_cpu_memory_events(json.load(f)))
+            trace = json.load(f)
+    base = trace.get("baseTimeNanoseconds", 0) / 1000
+    events = trace.get("traceEvents", [])
+    mem = sorted((e["ts"] + base, int(e["args"]["Bytes"]), e["args"].get("Addr")) for e in events
+                 if e.get("name") == "[memory]" and int(e.get("args", {}).get("Device Type", 0)) == 0)
+    spans = [(e["name"], e["ts"] + base, e["ts"] + base + e.get("dur", 0)) for e in events
+             if e.get("cat") == "user_annotation" and e.get("ph") == "X"]
+    return Trace(_own_frees(mem), sorted(spans, key=lambda a: a[1]))
+
+
+def _own_frees(events: Iterable[tuple[float, int, int | None]]) -> list[tuple[float, int]]:
+    """(time, ±bytes) in time order, keeping a free only if its address was allocated in these
+    events: the profiler also reports frees of tensors allocated under an earlier profile."""
+    live: set[int | None] = set()
+    out = []
+    for t, n, addr in events:
+        if n > 0:
+            live.add(addr)
+        elif addr in live:
+            live.discard(addr)
+        else:
+            continue
+        out.append((t, n))
+    return out
+
+
+def _profiler_peak(prof: profile) -> int:
+    """Peak bytes added during `prof`, from its trace's memory events."""
+    return _peak_added(trace_of(prof).memory)
 
 
 @contextmanager
@@ -140,7 +186,111 @@ def peak_memory(fn: Callable[[], object], device: torch.device | str | None = No
     return reading
 
 
-_OPTIMIZER_STATES = {"sgd": 0, "sgd_momentum": 1, "adam": 2, "adamw": 2}  # param-sized tensors each
+@dataclass
+class Phase:
+    """Bytes live during one phase of a step, counted from the tracker's start."""
+
+    name: str
+    start: int  # live when the phase began
+    peak: int  # the most live at any moment inside it
+    end: int  # live when it ended
+
+
+class PhaseTracker:
+    """Live memory per phase of training steps: ``with tracker.phase("forward"): ...``.
+
+    CUDA: before and after each phase, synchronise and read ``memory_allocated``; inside it,
+    ``max_memory_allocated`` after ``reset_peak_memory_stats``. CPU: a profiler with memory
+    events runs for the whole ``with`` block, each phase is a ``record_function`` range, and
+    the ranges are read from its trace at exit. Bytes count from the tracker's start, so
+    create the model inside the block to see everything (on a CPU, frees of tensors made
+    before the block are invisible to the profiler).
+    """
+
+    def __init__(self, device: torch.device | str | None = None) -> None:
+        self.device = pick(device) if device is not None else pick()
+        if self.device.type not in ("cuda", "cpu"):
+            raise ValueError(f"Memory tracking supports 'cuda' and 'cpu' devices, not {self.device.type!r}.")
+        self.phases: list[Phase] = []
+        self._names: list[str] = []
+        self._base = 0
+        self._prof: profile | None = None
+        self._quiet: AbstractContextManager[None] | None = None
+
+    def __enter__(self) -> PhaseTracker:
+        if self.device.type == "cuda":
+            sync(self.device)
+            self._base = torch.cuda.memory_allocated(self.device)
+        else:
+            self._quiet = quiet_stderr()  # the profiler's C++ noise on a CUDA build without GPU
+            self._quiet.__enter__()
+            self._prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+            self._prof.start()
+        return self
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Measure the block as one phase called `name`."""
+        if self.device.type == "cpu":
+            self._names.append(name)
+            with record_function(name):
+                yield
+            return
+        sync(self.device)
+        torch.cuda.reset_peak_memory_stats(self.device)
+        start = torch.cuda.memory_allocated(self.device)
+        yield
+        sync(self.device)
+        self.phases.append(Phase(name, start - self._base,
+                                 torch.cuda.max_memory_allocated(self.device) - self._base,
+                                 torch.cuda.memory_allocated(self.device) - self._base))
+
+    def __exit__(self, *exc: object) -> None:
+        if self._prof is None:
+            return
+        try:
+            self._prof.stop()
+        finally:
+            assert self._quiet is not None
+            self._quiet.__exit__(None, None, None)
+        self.phases = phases_of(trace_of(self._prof), self._names)
+
+    def table(self) -> str:
+        """One line per phase: live at start, peak, live at end."""
+        lines = [f"{'phase':<14} {'start':>11} {'peak':>11} {'end':>11}"]
+        lines += [f"{p.name:<14} {fmt_bytes(p.start):>11} {fmt_bytes(p.peak):>11} {fmt_bytes(p.end):>11}"
+                  for p in self.phases]
+        return "\n".join(lines)
+
+
+def phases_of(trace: Trace, names: Sequence[str]) -> list[Phase]:
+    """Start, peak and end of live bytes inside each ``record_function`` range of `trace`
+    named in `names` (in order; a name may repeat, one range each time)."""
+    live = trace.live()
+    spans = list(trace.annotations)
+    phases = []
+    for name in names:
+        i = next((k for k, span in enumerate(spans) if span[0] == name), None)
+        if i is None:
+            raise ValueError(f"The profile has no record_function range called {name!r}.")
+        _, t0, t1 = spans.pop(i)
+        before = [b for t, b in live if t < t0]
+        start = before[-1] if before else 0
+        inside = [b for t, b in live if t0 <= t <= t1]
+        phases.append(Phase(name, start, max([start, *inside]), inside[-1] if inside else start))
+    return phases
+
+
+# Optimizer state per trainable parameter, in parameter-sized tensors (PyTorch's optimizers).
+_OPTIMIZER_STATES = {"sgd": 0, "sgd_momentum": 1, "adam": 2, "adamw": 2}
+CUDA_BLOCK = 512  # bytes: the CUDA caching allocator rounds every allocation up to a multiple
+
+
+def allocated_bytes(nbytes: int, device: torch.device | str) -> int:
+    """What an allocation of `nbytes` takes on `device`: on CUDA, rounded up to 512 bytes."""
+    if torch.device(device).type == "cuda":
+        return -(-nbytes // CUDA_BLOCK) * CUDA_BLOCK
+    return nbytes
 
 
 @dataclass
@@ -155,6 +305,7 @@ class MemoryEstimate:
 
     @property
     def total(self) -> int:
+        """All four at once: the estimate of a step's peak."""
         return self.params + self.grads + self.optimizer + self.activations
 
     def rows(self) -> list[tuple[str, int]]:
@@ -166,53 +317,73 @@ class MemoryEstimate:
         return "\n".join(f"{name:<34} {fmt_bytes(n):>11}" for name, n in self.rows())
 
 
-def _optimizer_bytes(params: list[nn.Parameter], name: str) -> int:
-    if name not in _OPTIMIZER_STATES:
-        raise ValueError(f"Unknown optimizer {name!r}; choose one of {sorted(_OPTIMIZER_STATES)}.")
-    steps = 4 * len(params) if name.startswith("adam") else 0  # a float32 step count per tensor
-    return _OPTIMIZER_STATES[name] * sum(p.nbytes for p in params) + steps
+def optimizer_state_bytes(params: Sequence[torch.Tensor], optimizer: str = "adamw", *,
+                          fused: bool = False) -> int:
+    """Bytes of optimizer state on the parameters' device once the first step has run.
 
-
-def _activation_bytes(model: nn.Module, x: torch.Tensor, amp: torch.dtype | None) -> int:
-    """Bytes autograd saves for backward in one forward pass, once per storage.
-
-    Parameters are excluded; copies of them (bf16 weights under autocast) count.
+    SGD keeps nothing, SGD with momentum one buffer per parameter, Adam and AdamW two
+    (``exp_avg``, ``exp_avg_sq``, in the parameter's dtype) and a float32 ``step`` count
+    per parameter, which lives on the CPU unless the step is fused (or on a CPU anyway).
     """
-    weights = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    saved: dict[int, int] = {}
+    if optimizer not in _OPTIMIZER_STATES:
+        raise ValueError(f"Unknown optimizer {optimizer!r}; choose one of {sorted(_OPTIMIZER_STATES)}.")
+    total = 0
+    for p in params:
+        total += _OPTIMIZER_STATES[optimizer] * allocated_bytes(p.nbytes, p.device)
+        if optimizer.startswith("adam") and (fused or p.device.type == "cpu"):
+            total += allocated_bytes(4, p.device)
+    return total
+
+
+def activation_bytes(model: nn.Module, x: torch.Tensor, amp: torch.dtype | None = None,
+                     loss: Callable[[torch.Tensor], torch.Tensor] | None = None) -> int:
+    """Bytes autograd saves for backward in one forward pass (and `loss` of its output), once
+    per storage: what lives from the forward pass until ``backward()`` frees it.
+
+    Parameters are left out; copies of them (bf16 weights under autocast) count.
+    """
+    weights = {StorageWeakRef(p.untyped_storage()) for p in model.parameters()}
+    saved: dict[StorageWeakRef, int] = {}
 
     def pack(t: torch.Tensor) -> torch.Tensor:
-        storage = t.untyped_storage()
-        if storage.data_ptr() not in weights:
-            saved[storage.data_ptr()] = storage.nbytes()
+        key = StorageWeakRef(t.untyped_storage())
+        if key not in weights:
+            saved[key] = allocated_bytes(t.untyped_storage().nbytes(), t.device)
         return t
 
     autocast = torch.autocast(x.device.type, dtype=amp) if amp else nullcontext()
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), autocast:
         out = model(x)
+        if loss is not None:
+            out = loss(out)
     del out  # frees the graph and what it saved
     return sum(saved.values())
 
 
 def estimate_training_memory(model: nn.Module, example: torch.Tensor | Sequence[int],
-                             optimizer: str = "adamw",
-                             amp: torch.dtype | None = None) -> MemoryEstimate:
+                             optimizer: str = "adamw", amp: torch.dtype | None = None, *,
+                             fused: bool = False,
+                             loss: Callable[[torch.Tensor], torch.Tensor] | None = None,
+                             ) -> MemoryEstimate:
     """Estimate the memory of one training step of `model` on a batch like `example`.
 
     Parameters, gradients (trainable only) and optimizer state are exact for the dtypes
-    the parameters have now (convert the model first to estimate bf16 weights).
-    Activations are approximate, from one real forward pass: the bytes autograd saves
-    for backward (``saved_tensors_hooks``), which live until ``backward()``; op workspaces
-    and the backward pass's temporaries are not counted. `example` is an input tensor or
-    a shape (random float32 on the model's device); `amp` is an autocast dtype or None.
+    and device the parameters have now (convert the model first to estimate bf16 weights;
+    on CUDA each tensor is rounded up to the allocator's 512-byte block).
+    Activations come from one real forward pass (and `loss` of its output, when given):
+    the bytes autograd saves for backward (``saved_tensors_hooks``). Op workspaces and the
+    backward pass's temporaries are not counted. `example` is an input tensor or a shape
+    (random float32 on the model's device); `amp` is an autocast dtype or None. A model
+    made under ``FakeTensorMode`` gives the same estimate without allocating anything.
     """
     params = list(model.parameters())
     trainable = [p for p in params if p.requires_grad]
     if not isinstance(example, torch.Tensor):
         example = torch.randn(*example, device=params[0].device if params else "cpu")
-    return MemoryEstimate(sum(p.nbytes for p in params), sum(p.nbytes for p in trainable),
-                          _optimizer_bytes(trainable, optimizer),
-                          _activation_bytes(model, example, amp), optimizer)
+    return MemoryEstimate(sum(allocated_bytes(p.nbytes, p.device) for p in params),
+                          sum(allocated_bytes(p.nbytes, p.device) for p in trainable),
+                          optimizer_state_bytes(trainable, optimizer, fused=fused),
+                          activation_bytes(model, example, amp, loss), optimizer)
 
 
 class NoBatchFits(RuntimeError):
@@ -267,3 +438,98 @@ def fit_batch(try_fn: Callable[[int], object], batch: int,
               "(the same measurement at a smaller batch).")
         batch //= 2
     return batch
+
+
+@dataclass
+class BatchSearch:
+    """The largest batch that fit, and every batch tried on the way (batch, fitted)."""
+
+    largest: int
+    tried: list[tuple[int, bool]]
+    limit: int | None = None
+
+    def __str__(self) -> str:
+        steps = " ".join(f"{b}{'✓' if ok else '✗'}" for b, ok in self.tried)
+        capped = f" (the search stops at {self.limit})" if self.limit and self.largest == self.limit else ""
+        return f"largest batch that fits: {self.largest}{capped}; tried {steps}"
+
+
+def largest_batch(try_fn: Callable[[int], object], start: int = 1, *, limit: int | None = None,
+                  device: torch.device | str | None = None) -> BatchSearch:
+    """The largest batch for which `try_fn(batch)` does not run out of memory.
+
+    Doubles from `start` until a batch fails (or reaches `limit`), then bisects between the
+    last batch that fit and the first that did not: about 2·log2(answer) calls. Each
+    failure is caught (``torch.OutOfMemoryError`` or a CPU allocation failure) and its
+    memory freed before the next try; other errors propagate.
+    """
+    if start < 1 or (limit is not None and limit < start):
+        raise ValueError(f"Need 1 <= start <= limit, got start={start}, limit={limit}.")
+    device = pick(device) if device is not None else pick()
+    tried: list[tuple[int, bool]] = []
+
+    def fits(batch: int) -> bool:
+        tried.append((batch, _fits(try_fn, batch, device)))
+        return tried[-1][1]
+
+    good, bad, batch = 0, None, start
+    while bad is None:
+        if fits(batch):
+            good = batch
+            if batch == limit:
+                break
+            batch = batch * 2 if limit is None else min(batch * 2, limit)
+        else:
+            bad = batch
+    while bad is not None and bad - good > 1:
+        mid = (good + bad) // 2
+        good, bad = (mid, bad) if fits(mid) else (good, mid)
+    if good == 0:
+        raise NoBatchFits(f"Even batch size 1 does not fit on {device}; shrink the model "
+                          "or input, or use bf16 autocast or activation checkpointing.")
+    return BatchSearch(good, tried, limit)
+
+
+class OverBudget(torch.OutOfMemoryError):
+    """A step's measured peak was over the budget it was given: a CPU's stand-in for a GPU's
+    out-of-memory error (a CPU that runs out of memory swaps, then the OS kills the process)."""
+
+    def __init__(self, peak: int, budget: int) -> None:
+        super().__init__(f"The step's peak, {fmt_bytes(peak)}, is over its budget of {fmt_bytes(budget)}.")
+        self.peak, self.budget = peak, budget
+
+
+def within_budget(fn: Callable[[], object], budget: int,
+                  device: torch.device | str | None = None) -> MemoryReading:
+    """Call `fn()` once and measure its peak (:func:`track`); raise :class:`OverBudget` if the
+    peak is over `budget` bytes. The work has run: the budget is checked after the fact."""
+    reading = peak_memory(fn, device)
+    if reading.peak_bytes > budget:
+        raise OverBudget(reading.peak_bytes, budget)
+    return reading
+
+
+def oom_advice(exc: BaseException, device: torch.device | str | None = None,
+               batch: int | None = None) -> str:
+    """What an out-of-memory error means on `device`, with its numbers, and what to try.
+
+    Call it inside the ``except`` block (the allocator's counters then still hold the
+    failed step), and :func:`free` after the block.
+    """
+    device = pick(device) if device is not None else pick()
+    at = f" at batch {batch}" if batch is not None else ""
+    if isinstance(exc, OverBudget):
+        state = f"its peak, {fmt_bytes(exc.peak)}, is over its budget of {fmt_bytes(exc.budget)}"
+    elif device.type == "cuda":
+        allocated, reserved = torch.cuda.memory_allocated(device), torch.cuda.memory_reserved(device)
+        state = (f"{fmt_bytes(allocated)} allocated, {fmt_bytes(reserved)} reserved by PyTorch, "
+                 f"of {fmt_bytes(torch.cuda.get_device_properties(device).total_memory)}")
+        if reserved > 1.25 * allocated:
+            state += (" (reserved but not allocated: fragmentation, which "
+                      "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True reduces)")
+    else:
+        state = "the allocator refused the request"
+    return (f"Out of memory on {label(device)}{at}: {state}.\n"
+            "Try, in this order: a smaller micro-batch with gradient accumulation (same effective "
+            "batch); bf16 autocast (activations in half the bytes); activation checkpointing "
+            "(recompute in backward instead of storing); a smaller model or sequence.")

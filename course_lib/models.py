@@ -14,6 +14,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F  # the import the tutorial snippet forgot
 import torchvision
+from torch.utils.checkpoint import checkpoint
 
 from course_lib.attention import MultiHeadAttention
 
@@ -224,6 +225,7 @@ class GPTConfig:
     dropout: float = 0.0  # on embeddings, attention weights and residual branches (training only)
     bias: bool = True  # biases in the linear layers and LayerNorms, as GPT-2
     sdpa: bool = True  # PyTorch's fused attention; False: the written-out attention
+    checkpoint: bool = False  # activation checkpointing: keep each block's input, recompute the rest
 
     def __post_init__(self) -> None:
         sizes = dict(vocab_size=self.vocab_size, block_size=self.block_size, n_layer=self.n_layer,
@@ -312,7 +314,10 @@ class GPT(nn.Module):
         pos = torch.arange(T, device=idx.device)  # (T,)
         x = self.drop(self.wte(idx) + self.wpe(pos))  # (B, T, C)
         for block in self.blocks:
-            x = block(x)
+            if self.cfg.checkpoint and torch.is_grad_enabled():  # backward re-runs the block
+                x = checkpoint(block, x, use_reentrant=False)
+            else:
+                x = block(x)
         return self.lm_head(self.ln_f(x))  # (B, T, V)
 
     def num_params(self, non_embedding: bool = True) -> int:

@@ -189,3 +189,190 @@ def test_cuda_peak_grows_with_batch():
     small = memory.peak_memory(lambda: train_step(model, 16, "cuda"), "cuda")
     large = memory.peak_memory(lambda: train_step(model, 64, "cuda"), "cuda")
     assert large.peak_bytes > 2 * small.peak_bytes > 0
+
+
+# ---- per-phase tracking
+
+def tiny_gpt_step_phases(device: str = "cpu", set_to_none: bool = True):
+    """Model made inside the tracker, then two AdamW steps in named phases."""
+    from course_lib.models import GPT, GPTConfig
+    torch.manual_seed(0)
+    cfg = GPTConfig(vocab_size=64, block_size=32, n_layer=2, n_head=2, n_embd=32)
+    x = torch.randint(0, 64, (4, 32), device=device)
+    with memory.PhaseTracker(device) as tracker:
+        with tracker.phase("model"):
+            model = GPT(cfg).to(device)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        for _ in range(2):
+            with tracker.phase("forward"):
+                loss = model(x).float().square().mean()
+            with tracker.phase("backward"):
+                loss.backward()
+                del loss  # the scalar loss, 4 bytes: gone, so live bytes are exactly the gradients
+            with tracker.phase("optimizer"):
+                opt.step()
+                opt.zero_grad(set_to_none=set_to_none)
+    return tracker, model, opt
+
+
+def test_phase_tracker_static_terms_are_exact_on_cpu():
+    tracker, model, opt = tiny_gpt_step_phases()
+    names = [p.name for p in tracker.phases]
+    assert names == ["model"] + ["forward", "backward", "optimizer"] * 2
+    model_p, fwd1, bwd1, opt1, fwd2, bwd2, opt2 = tracker.phases
+    params = sum(p.nbytes for p in model.parameters())
+    state = sum(t.nbytes for s in opt.state.values() for t in s.values() if torch.is_tensor(t))
+    assert model_p.start == 0 and model_p.end == params
+    assert bwd1.end - fwd1.start == params  # the gradients, same shapes as the parameters
+    assert opt1.end - fwd1.start == state  # gradients freed (set_to_none), state created
+    assert fwd2.start == params + state == opt2.end
+    assert fwd1.peak >= fwd1.end > fwd1.start and bwd1.peak >= bwd1.start
+    assert "optimizer" in tracker.table() and len(tracker.table().splitlines()) == 8
+
+
+def test_zero_grad_without_set_to_none_keeps_the_gradients_live():
+    tracker, model, _ = tiny_gpt_step_phases(set_to_none=False)
+    params = sum(p.nbytes for p in model.parameters())
+    keep = tracker.phases[4].start  # second forward starts with params + state + gradients
+    tracker2, _, _ = tiny_gpt_step_phases(set_to_none=True)
+    assert keep - tracker2.phases[4].start == params
+
+
+def test_frees_of_tensors_made_under_an_earlier_profile_do_not_count():
+    with memory.PhaseTracker("cpu"):
+        old = torch.empty(8 * MiB, dtype=torch.uint8).fill_(1)  # allocated under the first profile
+    with memory.PhaseTracker("cpu") as tracker:
+        with tracker.phase("free the old, allocate 1 MiB"):
+            del old
+            new = torch.empty(MiB, dtype=torch.uint8).fill_(1)
+    (p,) = tracker.phases
+    assert (p.start, p.end) == (0, MiB)
+    del new
+
+
+def test_phases_of_reads_named_ranges_in_order():
+    trace = memory.Trace(memory=[(1.0, 100), (2.0, 50), (3.0, -100), (5.0, 10), (6.0, -50)],
+                         annotations=[("a", 0.5, 2.5), ("inner", 1.5, 1.6), ("a", 4.0, 6.0)])
+    first, second = memory.phases_of(trace, ["a", "a"])
+    assert (first.start, first.peak, first.end) == (0, 150, 150)
+    assert (second.start, second.peak, second.end) == (50, 60, 10)
+    with pytest.raises(ValueError, match="'b'"):
+        memory.phases_of(trace, ["b"])
+
+
+def test_phase_tracker_survives_an_exception():
+    with pytest.raises(ZeroDivisionError):
+        with memory.PhaseTracker("cpu") as tracker:
+            with tracker.phase("boom"):
+                1 / 0
+    with memory.PhaseTracker("cpu") as tracker:  # the profiler was stopped: a new one works
+        with tracker.phase("ok"):
+            alloc_mib(2)
+    assert tracker.phases[0].peak == pytest.approx(2 * MiB, rel=0.1)
+
+
+# ---- the estimator: fused state, CUDA rounding, fake tensors, checkpointing
+
+def test_optimizer_state_bytes_fused_and_per_device():
+    layer = nn.Linear(100, 30)  # 3000 + 30 numbers
+    assert memory.optimizer_state_bytes(list(layer.parameters()), "adam") == 2 * 3030 * 4 + 2 * 4
+    assert memory.allocated_bytes(30 * 4, "cuda") == 512 and memory.allocated_bytes(3000 * 4, "cuda") == 12288
+    assert memory.allocated_bytes(120, "cpu") == 120
+    opt = torch.optim.AdamW(layer.parameters(), fused=True)
+    layer(torch.randn(2, 100)).sum().backward()
+    opt.step()
+    real = sum(t.nbytes for s in opt.state.values() for t in s.values() if torch.is_tensor(t))
+    assert memory.optimizer_state_bytes(list(layer.parameters()), "adamw", fused=True) == real
+
+
+def test_estimate_under_fake_tensors_equals_the_real_one():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from course_lib.models import GPT, GPTConfig
+    cfg = GPTConfig(vocab_size=64, block_size=32, n_layer=2, n_head=2, n_embd=32)
+    real = memory.estimate_training_memory(GPT(cfg), torch.randint(0, 64, (4, 32)), amp=torch.bfloat16)
+    with FakeTensorMode():
+        fake = memory.estimate_training_memory(GPT(cfg), torch.randint(0, 64, (4, 32)), amp=torch.bfloat16)
+    assert fake == real
+
+
+def test_loss_adds_what_it_saves():
+    mlp = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 10))
+    without = memory.activation_bytes(mlp, torch.randn(8, 16))
+    with_loss = memory.activation_bytes(mlp, torch.randn(8, 16),
+                                        loss=lambda out: out.log_softmax(-1).mean())
+    assert with_loss - without == 8 * 10 * 4  # log_softmax keeps its (8, 10) float32 output
+
+
+def test_checkpointed_gpt_matches_and_saves_less():
+    from course_lib.models import GPT, GPTConfig
+    cfg = GPTConfig(vocab_size=64, block_size=32, n_layer=3, n_head=2, n_embd=32, dropout=0.1)
+    torch.manual_seed(0)
+    plain = GPT(cfg)
+    ckpt = GPT(GPTConfig(**{**cfg.__dict__, "checkpoint": True}))
+    ckpt.load_state_dict(plain.state_dict())
+    x = torch.randint(0, 64, (4, 32))
+    grads = []
+    for model in (plain, ckpt):
+        torch.manual_seed(1)  # the same dropout masks: checkpoint replays the RNG state
+        model(x).square().mean().backward()
+        grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
+    torch.testing.assert_close(grads[1], grads[0])
+    saved = [memory.activation_bytes(m, x) for m in (plain, ckpt)]
+    assert saved[1] < saved[0] / 2
+
+
+# ---- out of memory: the largest batch, a budget, advice
+
+@pytest.mark.parametrize("threshold", [1, 2, 3, 37, 64, 65, 100])
+def test_largest_batch_finds_the_threshold_exactly(threshold):
+    calls = []
+
+    def try_fn(batch: int) -> None:
+        calls.append(batch)
+        if batch > threshold:
+            raise torch.OutOfMemoryError("injected")
+
+    search = memory.largest_batch(try_fn, device="cpu")
+    assert search.largest == threshold and [b for b, _ in search.tried] == calls
+    assert all(ok == (b <= threshold) for b, ok in search.tried)
+    assert len(calls) <= 2 * threshold.bit_length() + 1
+    assert f"largest batch that fits: {threshold}" in str(search)
+
+
+def test_largest_batch_limit_start_and_errors():
+    def over_40(batch: int) -> None:
+        if batch > 40:
+            raise memory.OverBudget(batch, 40)
+
+    capped = memory.largest_batch(over_40, 8, limit=20, device="cpu")
+    assert capped.largest == 20 and capped.tried == [(8, True), (16, True), (20, True)]
+    assert memory.largest_batch(over_40, 100, device="cpu").largest == 40  # bisects below start
+    with pytest.raises(memory.NoBatchFits):
+        memory.largest_batch(lambda b: over_40(b + 100), device="cpu")
+    with pytest.raises(KeyError):
+        memory.largest_batch(lambda b: {}[b], device="cpu")
+    with pytest.raises(ValueError):
+        memory.largest_batch(over_40, 0, device="cpu")
+
+
+def test_within_budget_raises_an_out_of_memory_error_with_advice():
+    assert memory.within_budget(lambda: alloc_mib(1), 4 * MiB, "cpu").peak_bytes <= 4 * MiB
+    with pytest.raises(torch.OutOfMemoryError) as err:
+        memory.within_budget(lambda: alloc_mib(8), 4 * MiB, "cpu")
+    assert isinstance(err.value, memory.OverBudget) and memory.is_oom(err.value)
+    assert err.value.budget == 4 * MiB and err.value.peak >= 8 * MiB
+    advice = memory.oom_advice(err.value, "cpu", batch=256)
+    assert "batch 256" in advice and "4.0 MiB" in advice and "accumulation" in advice
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_cuda_phase_tracker_static_terms_are_exact():
+    tracker, model, opt = tiny_gpt_step_phases("cuda")
+    params = list(model.parameters())
+    est = memory.estimate_training_memory(model, torch.randint(0, 64, (4, 32), device="cuda"))
+    assert tracker.phases[0].end == est.params
+    fwd1, bwd1, opt1 = tracker.phases[1:4]
+    assert bwd1.end - fwd1.start == est.grads
+    assert opt1.end - fwd1.start == memory.optimizer_state_bytes(params, "adamw")
