@@ -172,6 +172,21 @@ SIZES: dict[str, dict[str, dict]] = {
                     fit_compile=True, peak_sizes=[4096, 8192, 16384], resume_steps=6,
                     sample_tokens=300),
     },
+    "09_memory": {
+        # block, n_layer, n_head, n_embd: the GPT measured (byte vocabulary); batch: its sequences
+        # per step; alloc_mib: the caching-allocator demo's tensor (GPU); budget_mib: the memory a
+        # step may use in the out-of-memory demo and the largest-batch search (CPU: a measured
+        # budget; GPU: set_per_process_memory_fraction, a smaller GPU), too_big: a batch over it;
+        # repeats: timed steps per variant, in turns, after one warm-up; frag_steps: steps of the
+        # fragmentation script (GPU); measure_mib: the widget measures estimates up to this
+        # (None: 80 % of the GPU's free memory)
+        "smoke": dict(block=64, n_layer=2, n_head=2, n_embd=64, batch=8, alloc_mib=64,
+                      budget_mib=24, too_big=512, repeats=3, frag_steps=20, measure_mib=64),
+        "cpu": dict(block=128, n_layer=4, n_head=4, n_embd=128, batch=16, alloc_mib=256,
+                    budget_mib=192, too_big=256, repeats=5, frag_steps=50, measure_mib=512),
+        "gpu": dict(block=1024, n_layer=12, n_head=12, n_embd=768, batch=8, alloc_mib=1024,
+                    budget_mib=16384, too_big=256, repeats=5, frag_steps=200, measure_mib=None),
+    },
     "06_ddp": {
         # train: scripts/ddp_train.py (n images of res px, MLP width hidden, batch per rank,
         # epochs, lr); bench_steps x bench_repeats: timed steps per rank (scaling, DDP overhead);

@@ -84,3 +84,20 @@ def test_accum_steps_exercise():
         check.accum_steps(lambda target, micro, t, world: target // (micro * t * world))  # rounds down
     with pytest.raises(AssertionError):
         check.accum_steps(lambda target, micro, t, world: math.ceil(target / (micro * t)))  # one GPU
+
+
+def test_adamw_state_bytes_exercise():
+    check.adamw_state_bytes(lambda m: sum(2 * p.nbytes + 4 for p in m.parameters() if p.requires_grad))
+    with pytest.raises(AssertionError, match="step count"):  # the 4-byte step forgotten
+        check.adamw_state_bytes(lambda m: sum(2 * p.nbytes for p in m.parameters() if p.requires_grad))
+    with pytest.raises(AssertionError):  # frozen parameters counted
+        check.adamw_state_bytes(lambda m: sum(2 * p.nbytes + 4 for p in m.parameters()))
+
+
+def test_saved_bytes_linear_gelu_exercise():
+    size = lambda dtype: torch.empty(0, dtype=dtype).element_size()  # noqa: E731
+    check.saved_bytes_linear_gelu(lambda b, i, o, d: b * (i + o) * size(d))
+    with pytest.raises(AssertionError):  # the linear's input forgotten
+        check.saved_bytes_linear_gelu(lambda b, i, o, d: b * o * size(d))
+    with pytest.raises(AssertionError):  # float32 assumed
+        check.saved_bytes_linear_gelu(lambda b, i, o, d: b * (i + o) * 4)

@@ -376,3 +376,14 @@ def test_cuda_phase_tracker_static_terms_are_exact():
     fwd1, bwd1, opt1 = tracker.phases[1:4]
     assert bwd1.end - fwd1.start == est.grads
     assert opt1.end - fwd1.start == memory.optimizer_state_bytes(params, "adamw")
+
+
+def test_explore_estimates_any_size_and_measures_only_small_ones():
+    from course_lib.models import GPT2_SMALL, GPTConfig
+    big = memory.explore(GPT2_SMALL, 8, "bf16 weights", "sgd", "cpu", measure_up_to=64 * MiB)
+    assert "124.4 M parameters" in big and "not run" in big  # nothing allocated for 124 M
+    small = memory.explore(GPTConfig(vocab_size=64, block_size=32, n_layer=2, n_head=2, n_embd=32),
+                           4, "fp32", "adamw", "cpu", measure_up_to=64 * MiB)
+    assert "measured peak" in small and "estimate" in small
+    with pytest.raises(ValueError, match="precision"):
+        memory.explore(GPT2_SMALL, 1, "fp8", device="cpu")
