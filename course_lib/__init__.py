@@ -13,11 +13,13 @@ report      per-notebook measurements with units and ranges (JSON), the you-vs-r
 plot        the shared figures
 check       automatic checks for exercises and in-notebook claims
 data        procedural shapes dataset, tensor and replayable loaders, CIFAR-10/MNIST
-models      the fixed seed CNN, torchvision ResNets
+models      the fixed seed CNN, torchvision ResNets, the GPT (activation checkpointing)
 train       the training loop (AMP, accumulation, clipping, LR schedule, exact resume)
 files       atomic writes (checkpoints, reports, results, notebooks) and their leftovers
 checkpoint  checkpoint files: a digest, clear errors, RNG states, fitting a run
-memory      peak memory (CUDA allocator / profiler events), estimator, fit_batch
+memory      live and peak memory per phase (CUDA allocator / profiler events), the estimator,
+            out-of-memory: fit_batch, largest_batch, a measured budget, advice
+timeline    memory over time: the profiler's categories, the CUDA allocator's snapshot
 runner, cli, catalog   the `course` command: check and run
 
 One notebook each (its scaffolding, tested like the rest):

@@ -1,15 +1,18 @@
-"""The few matplotlib figures the notebooks share. Each returns the figure."""
+"""The few matplotlib figures the notebooks share. Each returns the figure, except
+:func:`memory_timeline`, which draws on the axes it is given and returns them."""
 
 from __future__ import annotations
 
 from typing import Mapping, Sequence
 
 import matplotlib.pyplot as plt
+from matplotlib.axes import Axes
 from matplotlib.axis import Axis
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from course_lib.bench import Timing
+from course_lib.timeline import Timeline
 
 _PLAIN = FuncFormatter(lambda v, _: f"{v:g}")
 
@@ -108,3 +111,36 @@ def curves(series: Mapping[str, Sequence[float]], *, xlabel: str = "step",
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+_UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
+
+
+def memory_timeline(ax: Axes, tl: Timeline, marks: Sequence[tuple[str, float, float]] = (),
+                    unit: str = "MiB") -> Axes:
+    """Stacked areas of `tl`'s categories (those ever non-zero) against ms since its first
+    point, each level held until the next event. ``marks`` are (name, start, end) windows
+    on the timeline's clock (µs since the Unix epoch): every other one shaded, each named
+    at the top. The legend sits right of the axes (``fig.tight_layout()`` makes room)."""
+    if unit not in _UNITS:
+        raise ValueError(f"Unknown unit {unit!r}; choose one of {list(_UNITS)}.")
+    t0 = tl.times_us[0]
+    xs = [(t - t0) / 1e3 for t in tl.times_us]
+    base = [0.0] * len(xs)
+    for name, sizes in tl.by_category.items():
+        if any(sizes):
+            top = [b + n / _UNITS[unit] for b, n in zip(base, sizes)]
+            ax.fill_between(xs, base, top, step="post", label=name, linewidth=0)
+            base = top
+    for k, (name, start, end) in enumerate(marks):
+        x0, x1 = (start - t0) / 1e3, (end - t0) / 1e3
+        if k % 2 == 0:
+            ax.axvspan(x0, x1, color="0.92", zorder=0)
+        ax.text((x0 + x1) / 2, 0.98, name, transform=ax.get_xaxis_transform(), ha="center",
+                va="top", fontsize=8)
+    ax.set(xlabel="time (ms)", ylabel=f"live memory ({unit})")
+    ax.margins(y=0.15)  # room for the names of the marks
+    ax.set_ylim(bottom=0)
+    handles, labels = ax.get_legend_handles_labels()  # listed top down, as stacked
+    ax.legend(handles[::-1], labels[::-1], fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
+    return ax

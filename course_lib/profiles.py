@@ -181,9 +181,9 @@ SIZES: dict[str, dict[str, dict]] = {
         # fragmentation script (GPU); measure_mib: the widget measures estimates up to this
         # (None: 80 % of the GPU's free memory)
         "smoke": dict(block=64, n_layer=2, n_head=2, n_embd=64, batch=8, alloc_mib=64,
-                      budget_mib=24, too_big=512, repeats=3, frag_steps=20, measure_mib=64),
+                      budget_mib=24, too_big=256, repeats=3, frag_steps=20, measure_mib=64),
         "cpu": dict(block=128, n_layer=4, n_head=4, n_embd=128, batch=16, alloc_mib=256,
-                    budget_mib=192, too_big=256, repeats=5, frag_steps=50, measure_mib=512),
+                    budget_mib=192, too_big=128, repeats=5, frag_steps=50, measure_mib=512),
         "gpu": dict(block=1024, n_layer=12, n_head=12, n_embd=768, batch=8, alloc_mib=1024,
                     budget_mib=16384, too_big=256, repeats=5, frag_steps=200, measure_mib=None),
     },
