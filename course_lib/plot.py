@@ -136,10 +136,10 @@ def memory_timeline(ax: Axes, tl: Timeline, marks: Sequence[tuple[str, float, fl
         x0, x1 = (start - t0) / 1e3, (end - t0) / 1e3
         if k % 2 == 0:
             ax.axvspan(x0, x1, color="0.92", zorder=0)
-        ax.text((x0 + x1) / 2, 0.98, name, transform=ax.get_xaxis_transform(), ha="center",
-                va="top", fontsize=8)
+        ax.text((x0 + x1) / 2, 0.98 - 0.06 * (k % 2), name, transform=ax.get_xaxis_transform(),
+                ha="center", va="top", fontsize=8)  # every other name lower: short windows' names overlap
     ax.set(xlabel="time (ms)", ylabel=f"live memory ({unit})")
-    ax.margins(y=0.15)  # room for the names of the marks
+    ax.margins(y=0.2)  # room for the names of the marks
     ax.set_ylim(bottom=0)
     handles, labels = ax.get_legend_handles_labels()  # listed top down, as stacked
     ax.legend(handles[::-1], labels[::-1], fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
