@@ -53,6 +53,22 @@ def close(got: torch.Tensor, expected: torch.Tensor, *, what: str,
         f"worst at {worst:.0%} of its allowance")
 
 
+def allocated(what: str, measured: int, expected: int, tensors: int, device: torch.device | str) -> None:
+    """Assert that memory measured for `tensors` tensors matches the bytes `expected` of them
+    (already rounded to the CUDA allocator's 512-byte blocks). A CPU allocates exactly what is
+    asked. The CUDA caching allocator may hand a tensor over 1 MiB a cached block up to 1 MiB
+    larger (it splits a block only when the rest is over 1 MiB), so there `measured` may
+    exceed `expected` by at most 1 MiB per tensor, never fall short."""
+    if torch.device(device).type != "cuda":
+        expect(what, measured, expected)
+        return
+    slack = measured - expected
+    if not 0 <= slack <= tensors * 2**20:
+        raise AssertionError(f"{what}: measured {measured:,} bytes, expected {expected:,} plus at most "
+                             f"1 MiB of block tail for each of {tensors} tensors")
+    _ok(f"{what}: {measured:,} bytes, {expected:,} expected + {slack:,} of the allocator's block tails")
+
+
 def between(what: str, got: float, low: float, high: float, unit: str = "") -> None:
     """Assert ``low <= got <= high``."""
     if not low <= got <= high:

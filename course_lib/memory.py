@@ -510,11 +510,14 @@ def within_budget(fn: Callable[[], object], budget: int,
 
 
 def oom_advice(exc: BaseException, device: torch.device | str | None = None,
-               batch: int | None = None) -> str:
+               batch: int | None = None, *, limit: int | None = None, autocast: bool = False,
+               checkpointing: bool = False) -> str:
     """What an out-of-memory error means on `device`, with its numbers, and what to try.
 
-    Call it inside the ``except`` block (the allocator's counters then still hold the
-    failed step), and :func:`free` after the block.
+    `limit`: the bytes the process may use when a cap is set (``set_per_process_memory_fraction``),
+    printed instead of the GPU's size. `autocast` and `checkpointing` say what is already on,
+    so the advice leaves it out. Call it inside the ``except`` block (the allocator's counters
+    then still hold the failed step), and :func:`free` after the block.
     """
     device = pick(device) if device is not None else pick()
     at = f" at batch {batch}" if batch is not None else ""
@@ -522,17 +525,21 @@ def oom_advice(exc: BaseException, device: torch.device | str | None = None,
         state = f"its peak, {fmt_bytes(exc.peak)}, is over its budget of {fmt_bytes(exc.budget)}"
     elif device.type == "cuda":
         allocated, reserved = torch.cuda.memory_allocated(device), torch.cuda.memory_reserved(device)
-        state = (f"{fmt_bytes(allocated)} allocated, {fmt_bytes(reserved)} reserved by PyTorch, "
-                 f"of {fmt_bytes(torch.cuda.get_device_properties(device).total_memory)}")
+        of = (f"a cap of {fmt_bytes(limit)}" if limit is not None
+              else fmt_bytes(torch.cuda.get_device_properties(device).total_memory))
+        state = f"{fmt_bytes(allocated)} allocated, {fmt_bytes(reserved)} reserved by PyTorch, of {of}"
         if reserved > 1.25 * allocated:
             state += (" (reserved but not allocated: fragmentation, which "
                       "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True reduces)")
     else:
         state = "the allocator refused the request"
-    return (f"Out of memory on {label(device)}{at}: {state}.\n"
-            "Try, in this order: a smaller micro-batch with gradient accumulation (same effective "
-            "batch); bf16 autocast (activations in half the bytes); activation checkpointing "
-            "(recompute in backward instead of storing); a smaller model or sequence.")
+    tries = ["a smaller micro-batch with gradient accumulation (same effective batch)"]
+    if not autocast:
+        tries.append("bf16 autocast (matmul outputs kept in bf16)")
+    if not checkpointing:
+        tries.append("activation checkpointing (recompute in backward instead of storing)")
+    tries.append("a smaller model or sequence")
+    return f"Out of memory on {label(device)}{at}: {state}.\nTry, in this order: " + "; ".join(tries) + "."
 
 
 PRECISIONS = ("fp32", "bf16 autocast", "bf16 weights")

@@ -1,5 +1,5 @@
 """Fragmentation in PyTorch's CUDA caching allocator, with and without expandable segments
-(notebook 09). The allocator is configured once per process, before the first CUDA call, so
+(the memory notebook). The allocator is configured once per process, before the first CUDA call, so
 the notebook runs this script twice:
 
     python scripts/alloc_fragmentation.py --steps 200

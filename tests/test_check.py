@@ -101,3 +101,15 @@ def test_saved_bytes_linear_gelu_exercise():
         check.saved_bytes_linear_gelu(lambda b, i, o, d: b * o * size(d))
     with pytest.raises(AssertionError):  # float32 assumed
         check.saved_bytes_linear_gelu(lambda b, i, o, d: b * (i + o) * 4)
+
+
+def test_allocated_is_exact_on_cpu_and_allows_block_tails_on_cuda(capsys):
+    check.allocated("cpu bytes", 1024, 1024, 3, "cpu")
+    with pytest.raises(AssertionError):
+        check.allocated("cpu bytes", 1536, 1024, 3, "cpu")
+    check.allocated("cuda bytes", 1024 + 2**20, 1024, 2, "cuda")  # a tail: allowed
+    assert "block tails" in capsys.readouterr().out
+    with pytest.raises(AssertionError):
+        check.allocated("cuda bytes", 512, 1024, 2, "cuda")  # less than asked: impossible
+    with pytest.raises(AssertionError):
+        check.allocated("cuda bytes", 1024 + 3 * 2**20, 1024, 2, "cuda")  # more than 1 MiB each

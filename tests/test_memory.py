@@ -364,6 +364,9 @@ def test_within_budget_raises_an_out_of_memory_error_with_advice():
     assert err.value.budget == 4 * MiB and err.value.peak >= 8 * MiB
     advice = memory.oom_advice(err.value, "cpu", batch=256)
     assert "batch 256" in advice and "4.0 MiB" in advice and "accumulation" in advice
+    assert "autocast" in advice and "checkpointing" in advice
+    on = memory.oom_advice(err.value, "cpu", autocast=True, checkpointing=True)
+    assert "autocast" not in on and "checkpointing" not in on and "accumulation" in on
 
 
 @pytest.mark.gpu
