@@ -45,7 +45,9 @@ NOTEBOOKS = (
           "a small GPT trained on the CPU, eager and compiled, MFU against the CPU's measured "
           "peak; the GPT-2-small shape, tensor cores and datasheet MFU need a GPU"),
     Entry("09_memory", "memory monitoring", 1,
-          "profiler memory events on the CPU; CUDA memory snapshots need a GPU"),
+          "per-phase peaks, the estimate, out-of-memory and the largest batch, checkpointing and the "
+          "timeline measured on the CPU (profiler memory events); the caching allocator, empty_cache, "
+          "expandable segments and allocator snapshots need a GPU"),
     Entry("10_compile_and_profile", "torch.compile and the profiler", 1,
           "CPU profiler traces and torch.compile on the CPU; CUDA kernels and graphs need a GPU"),
 )
