@@ -3,8 +3,14 @@
 - :func:`track` / :func:`peak_memory`: the peak a piece of work *adds* to what was live
   when it started. CUDA: the caching allocator's counters. CPU: the profiler's memory
   events (every tensor allocation and free, replayed in time order).
-- :func:`estimate_training_memory`: parameters + gradients + optimizer state + activations.
-- :func:`fit_batch`: a profile's batch, halved until one step runs without out-of-memory.
+- :class:`PhaseTracker`: bytes live at the start, peak and end of each phase of a step
+  (forward, backward, optimizer), by the same counters.
+- :func:`estimate_training_memory`: parameters + gradients + optimizer state + activations
+  (exact static terms, activations from saved_tensors_hooks, fake tensors welcome);
+  :func:`explore` for any GPT size.
+- Out of memory: :func:`fit_batch` (a profile's batch, halved until a step fits),
+  :func:`largest_batch` (double, then bisect), :func:`within_budget` (a CPU's measured
+  stand-in), :func:`oom_advice`.
 """
 
 from __future__ import annotations

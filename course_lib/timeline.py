@@ -123,11 +123,11 @@ def record_history(max_entries: int = 100_000) -> Iterator[None]:
 
     Take the snapshot (:func:`dump_snapshot`, or ``torch.cuda.memory._snapshot()``) inside
     the block too: stopping the recording at its end drops the history. The history keeps
-    the last `max_entries` events (a few KB each, with their stack traces); older ones
-    fall out, and :func:`snapshot_timeline` starts from the earliest that is left.
+    the last `max_entries` events (with their Python stacks; C++ stacks make the dump slow);
+    older ones fall out, and :func:`snapshot_timeline` starts from the earliest that is left.
     """
     _needs_cuda("Recording the allocator's history")
-    torch.cuda.memory._record_memory_history(max_entries=max_entries)
+    torch.cuda.memory._record_memory_history(max_entries=max_entries, stacks="python")
     try:
         yield
     finally:

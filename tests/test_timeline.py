@@ -223,7 +223,7 @@ def test_recording_stops_even_when_the_block_fails(monkeypatch):
     with pytest.raises(KeyError):
         with timeline.record_history(max_entries=5):
             raise KeyError("inside")
-    assert calls == [{"max_entries": 5}, {"enabled": None}]
+    assert calls == [{"max_entries": 5, "stacks": "python"}, {"enabled": None}]
 
 
 @pytest.mark.gpu
