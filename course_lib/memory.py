@@ -66,18 +66,6 @@ def quiet_stderr() -> Iterator[None]:
         os.close(devnull)
 
 
-def _peak_added(events: Iterable[tuple[float, int]]) -> int:
-    """Highest running sum of (time, ±bytes) events applied in time order, starting from 0.
-
-    Events at the same time keep their recorded order (the sort is stable).
-    """
-    live = peak = 0
-    for _, n in sorted(events, key=lambda e: e[0]):
-        live += n
-        peak = max(peak, live)
-    return peak
-
-
 @dataclass
 class Trace:
     """What a CPU profile saw, on one clock (µs since the Unix epoch, as ``start_ns() / 1000``).
@@ -89,6 +77,11 @@ class Trace:
 
     memory: list[tuple[float, int]]
     annotations: list[tuple[str, float, float]]
+
+    @property
+    def peak(self) -> int:
+        """The most bytes live at any moment, counted from 0 at the profile's start."""
+        return max([0, *(b for _, b in self.live())])
 
     def live(self) -> list[tuple[float, int]]:
         """(time, bytes live) after each event: the running sum from 0 at the profile's start."""
@@ -137,11 +130,6 @@ def _own_frees(events: Iterable[tuple[float, int, int | None]]) -> list[tuple[fl
     return out
 
 
-def _profiler_peak(prof: profile) -> int:
-    """Peak bytes added during `prof`, from its trace's memory events."""
-    return _peak_added(trace_of(prof).memory)
-
-
 @contextmanager
 def _track_cuda(device: torch.device) -> Iterator[MemoryReading]:
     reading = MemoryReading(str(device), method="cuda allocator")
@@ -164,7 +152,15 @@ def _track_cpu(device: torch.device) -> Iterator[MemoryReading]:
             yield reading
         finally:
             prof.stop()
-        reading.peak_bytes = _profiler_peak(prof)
+        reading.peak_bytes = trace_of(prof).peak
+
+
+def _trackable(device: torch.device | str | None) -> torch.device:
+    """`device` (or the default one) if its memory can be tracked here: CUDA or CPU."""
+    device = pick(device) if device is not None else pick()
+    if device.type not in ("cuda", "cpu"):
+        raise ValueError(f"Memory tracking supports 'cuda' and 'cpu' devices, not {device.type!r}.")
+    return device
 
 
 def track(device: torch.device | str | None = None) -> AbstractContextManager[MemoryReading]:
@@ -177,12 +173,8 @@ def track(device: torch.device | str | None = None) -> AbstractContextManager[Me
     replayed in time order (frees of memory allocated before the block are invisible to
     it); the profiler slows the block and silences C-level stderr while it runs.
     """
-    device = pick(device) if device is not None else pick()
-    if device.type == "cuda":
-        return _track_cuda(device)
-    if device.type == "cpu":
-        return _track_cpu(device)
-    raise ValueError(f"Memory tracking supports 'cuda' and 'cpu' devices, not {device.type!r}.")
+    device = _trackable(device)
+    return _track_cuda(device) if device.type == "cuda" else _track_cpu(device)
 
 
 def peak_memory(fn: Callable[[], object], device: torch.device | str | None = None) -> MemoryReading:
@@ -214,9 +206,7 @@ class PhaseTracker:
     """
 
     def __init__(self, device: torch.device | str | None = None) -> None:
-        self.device = pick(device) if device is not None else pick()
-        if self.device.type not in ("cuda", "cpu"):
-            raise ValueError(f"Memory tracking supports 'cuda' and 'cpu' devices, not {self.device.type!r}.")
+        self.device = _trackable(device)
         self.phases: list[Phase] = []
         self._names: list[str] = []
         self._base = 0
