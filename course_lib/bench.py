@@ -391,6 +391,28 @@ def fmt_vs_peak(t: Timing, peak: Timing) -> str:
             f"{units.fmt_rate(peak.rate, peak.unit)} measured peak | {hardware}")
 
 
+def copy_bytes(nbytes: int) -> float:
+    """Bytes a copy of `nbytes` moves: it reads them and writes them (2·nbytes)."""
+    return 2.0 * nbytes
+
+
+def bandwidth_curve(sizes: Sequence[int], device: torch.device | str, min_run_s: float = 0.2,
+                    rounds: int = 5) -> list[Timing]:
+    """Memory bandwidth (B/s) of ``dst.copy_(src)`` for buffers of each size in `sizes`
+    (bytes), timed in turns (:func:`time_in_rounds`), in size order. Buffers larger than
+    the caches measure main memory; small ones, the caches that hold them."""
+    if not sizes:
+        raise ValueError("A bandwidth curve needs at least one buffer size (bytes) to measure.")
+    fns, work = {}, {}
+    for n in sizes:
+        src = torch.empty(n, dtype=torch.uint8, device=device).random_()
+        dst = torch.empty_like(src)
+        name = f"copy {units.fmt_bytes(n)}"
+        fns[name], work[name] = (lambda d=dst, s=src: d.copy_(s)), copy_bytes(n)
+    return time_in_rounds(fns, device=device, work=work, unit="B/s", min_run_s=min_run_s,
+                          rounds=rounds)
+
+
 def time_copy_to_device(nbytes: int, device: torch.device | str, pinned: bool,
                         min_run_s: float = 0.2) -> Timing:
     """Host→device copy rate (B/s) for a pageable or pinned host buffer (the pinned copy

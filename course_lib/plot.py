@@ -144,3 +144,53 @@ def memory_timeline(ax: Axes, tl: Timeline, marks: Sequence[tuple[str, float, fl
     handles, labels = ax.get_legend_handles_labels()  # listed top down, as stacked
     ax.legend(handles[::-1], labels[::-1], fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
     return ax
+
+
+_KIND_COLOURS = {"matmul": "tab:blue", "attention": "tab:purple", "element-wise": "tab:orange",
+                 "reduction & other": "tab:green", "copy": "tab:gray"}
+
+
+def roofline(ax: Axes, ops: Sequence, peak_flops: float, roofs: Mapping[str, float],
+             title: str = "") -> Axes:
+    """The roofline on log-log axes: FLOP/s against arithmetic intensity (FLOP/B).
+
+    `roofs` maps a name to a measured bandwidth (B/s), each drawn as min(peak, I·W); `ops`
+    are :class:`course_lib.roofline.OpTime` (those with FLOPs and time), one dot each at
+    (intensity, achieved FLOP/s), coloured by kind, its area by its share of the time."""
+    placed = [o for o in ops if o.flops > 0 and o.seconds > 0 and o.bytes > 0]
+    if not placed:
+        raise ValueError("No op to place: each needs FLOPs, bytes and a measured time.")
+    xs = [o.intensity for o in placed]
+    lo, hi = min(xs + [peak_flops / max(roofs.values())]) / 4, max(xs + [peak_flops / min(roofs.values())]) * 4
+    grid = [lo * (hi / lo) ** (k / 200) for k in range(201)]
+    for (name, bw), style in zip(roofs.items(), ("-", "--", ":", "-.")):
+        ax.plot(grid, [min(peak_flops, x * bw) for x in grid], style, color="black", lw=1.2,
+                label=f"{name}: {bw / 1e9:,.3g} GB/s, peak {peak_flops / 1e9:,.4g} GFLOP/s")
+    total = sum(o.seconds for o in placed)
+    for kind, colour in _KIND_COLOURS.items():
+        mine = [o for o in placed if o.kind == kind]
+        if mine:
+            ax.scatter([o.intensity for o in mine], [o.rate for o in mine], c=colour, alpha=0.7,
+                       s=[20 + 600 * o.seconds / total for o in mine], label=kind, edgecolors="none")
+    ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP / byte)",
+           ylabel="achieved FLOP/s", title=title)
+    ax.grid(True, which="both", alpha=0.25)
+    ax.legend(fontsize=7, loc="lower right")
+    return ax
+
+
+def breakdown(ax: Axes, rows: Mapping[str, Mapping[str, float]], unit: float = 1e-3,
+              unit_name: str = "ms") -> Axes:
+    """Horizontal stacked bars: one per variant (`rows` name -> {category: seconds}),
+    each split by category, in `unit_name`."""
+    names = list(rows)
+    cats = list(dict.fromkeys(c for r in rows.values() for c in r))
+    left = [0.0] * len(names)
+    for cat in cats:
+        widths = [rows[n].get(cat, 0.0) / unit for n in names]
+        ax.barh(names, widths, left=left, label=cat)
+        left = [a + b for a, b in zip(left, widths)]
+    ax.invert_yaxis()
+    ax.set(xlabel=f"time per step ({unit_name})")
+    ax.legend(fontsize=8, ncols=len(cats), loc="upper center", bbox_to_anchor=(0.5, -0.25))
+    return ax

@@ -187,6 +187,23 @@ SIZES: dict[str, dict[str, dict]] = {
         "gpu": dict(block=1024, n_layer=12, n_head=12, n_embd=768, batch=8, alloc_mib=1024,
                     budget_mib=16384, too_big=256, repeats=5, frag_steps=200, measure_mib=None),
     },
+    "10_compile_and_profile": {
+        # block, n_layer, n_head, n_embd: the GPT profiled (byte vocabulary); batch: sequences
+        # per step; profiled: steps in the profiler's active window (after one warm-up step);
+        # repeats: timed steps per variant, in turns, after one warm-up; compile: torch.compile
+        # (cold) against eager; peak_sizes: matmul sizes of the measured compute peak;
+        # bw_sizes: copy buffer sizes (bytes) of the measured bandwidth, the largest beyond the
+        # caches; op_steps: steps whose every op is timed for the roofline
+        "smoke": dict(block=64, n_layer=2, n_head=2, n_embd=64, batch=8, profiled=3, repeats=3,
+                      compile=False, peak_sizes=[256, 512], bw_sizes=[1 << 20, 16 << 20],
+                      op_steps=2),
+        "cpu": dict(block=128, n_layer=4, n_head=4, n_embd=128, batch=16, profiled=3, repeats=5,
+                    compile=True, peak_sizes=[512, 1024, 2048],
+                    bw_sizes=[1 << 20, 8 << 20, 64 << 20, 256 << 20], op_steps=3),
+        "gpu": dict(block=1024, n_layer=12, n_head=12, n_embd=768, batch=8, profiled=5, repeats=10,
+                    compile=True, peak_sizes=[4096, 8192, 16384],
+                    bw_sizes=[16 << 20, 256 << 20, 2 << 30, 8 << 30], op_steps=3),
+    },
     "06_ddp": {
         # train: scripts/ddp_train.py (n images of res px, MLP width hidden, batch per rank,
         # epochs, lr); bench_steps x bench_repeats: timed steps per rank (scaling, DDP overhead);

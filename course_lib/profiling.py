@@ -1,0 +1,253 @@
+"""Where a training step's time goes, read from a ``torch.profiler`` trace.
+
+The notebook profiles in plain PyTorch (``torch.profiler.profile`` with a schedule, one
+``prof.step()`` per training step) and writes the trace with ``export_chrome_trace``;
+this module reads that file, the format trace viewers (Perfetto, ``chrome://tracing``)
+and Holistic Trace Analysis read too:
+
+- :func:`load_trace`: the complete events ("ph": "X"), timestamps in µs.
+- :func:`breakdown`: each step's time by category. On a GPU, the GPU's timeline, as
+  HTA's temporal breakdown: *compute* (kernels), *copies* (memcpy, memset), *waiting*
+  (idle: the GPU waits for the CPU to queue work). On a CPU, where ops run as they are
+  called: *compute* (ops), *copies* (copy, fill and concatenate ops), *waiting* (ops that
+  read a value back to the host), *framework* (the rest: Python, dispatch, autograd).
+- :func:`syncs`: per step, the calls that made the CPU wait for a device value.
+- :class:`SyncCounter`: the same found while code runs, from the ops' own tags, on any
+  device (on a GPU, ``torch.cuda.set_sync_debug_mode`` says it too).
+"""
+
+from __future__ import annotations
+
+import json
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+STEP_PREFIX = "ProfilerStep#"  # the range prof.step() opens around each step
+GPU_CATEGORIES = ("compute", "copies", "waiting")
+CPU_CATEGORIES = ("compute", "copies", "waiting", "framework")
+# ops that read a device value on the host: the CPU waits for the GPU to get there
+SYNC_OPS = frozenset({"aten::_local_scalar_dense", "aten::nonzero", "aten::masked_select",
+                      "aten::_unique2", "aten::unique_consecutive", "aten::unique_dim",
+                      "aten::repeat_interleave"})
+SYNC_RUNTIME = frozenset({"cudaStreamSynchronize", "cudaDeviceSynchronize",
+                          "cudaEventSynchronize"})
+# CPU ops that move or fill memory without arithmetic
+COPY_OPS = frozenset({"aten::copy_", "aten::_to_copy", "aten::clone", "aten::cat",
+                      "aten::stack", "aten::fill_", "aten::zero_", "aten::index_select",
+                      "aten::_foreach_copy_", "aten::_foreach_zero_"})
+GPU_COPY_CATS = frozenset({"gpu_memcpy", "gpu_memset"})
+
+
+def load_trace(path: str | Path) -> list[dict[str, Any]]:
+    """The complete events of a trace written by ``prof.export_chrome_trace(path)``, in
+    time order; "ts" and "dur" in µs."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise FileNotFoundError(f"No profiler trace at {path}: write it with "
+                                f"prof.export_chrome_trace(path) first.") from None
+    events = doc["traceEvents"] if isinstance(doc, dict) else doc
+    return sorted((e for e in events if e.get("ph") == "X" and "dur" in e), key=lambda e: e["ts"])
+
+
+def steps(events: Sequence[dict]) -> list[tuple[float, float]]:
+    """(start, end) in µs of each ``ProfilerStep#N`` range, in order."""
+    ranges = [(e["ts"], e["ts"] + e["dur"]) for e in events
+              if e.get("cat") == "user_annotation" and e["name"].startswith(STEP_PREFIX)]
+    if not ranges:
+        raise ValueError("This trace has no ProfilerStep ranges: profile with a schedule and "
+                         "call prof.step() after each training step.")
+    return sorted(ranges)
+
+
+def _union(intervals: Iterable[tuple[float, float]]) -> float:
+    """Length of the union of (start, end) intervals."""
+    total, end = 0.0, float("-inf")
+    for s, e in sorted(intervals):
+        if e <= end:
+            continue
+        total += e - max(s, end)
+        end = e
+    return total
+
+
+def _clip(intervals: Iterable[tuple[float, float]], lo: float, hi: float) -> list[tuple[float, float]]:
+    return [(max(s, lo), min(e, hi)) for s, e in intervals if e > lo and s < hi]
+
+
+def _self_times(ops: Sequence[dict]) -> list[float]:
+    """Self time (µs) of each op: its duration less its direct children's, on its thread."""
+    selfs = [float(e["dur"]) for e in ops]
+    by_thread: dict[Any, list[int]] = {}
+    for i, e in enumerate(ops):
+        by_thread.setdefault((e.get("pid"), e.get("tid")), []).append(i)
+    for idx in by_thread.values():
+        stack: list[int] = []  # open ops, outermost first
+        for i in sorted(idx, key=lambda i: (ops[i]["ts"], -ops[i]["dur"])):
+            while stack and ops[stack[-1]]["ts"] + ops[stack[-1]]["dur"] <= ops[i]["ts"]:
+                stack.pop()
+            if stack:
+                selfs[stack[-1]] -= ops[i]["dur"]
+            stack.append(i)
+    return [max(s, 0.0) for s in selfs]
+
+
+def _cpu_breakdown(events: Sequence[dict], ranges: Sequence[tuple[float, float]]) -> list[dict[str, float]]:
+    ops = [e for e in events if e.get("cat") in ("cpu_op", "cuda_runtime")]
+    selfs = _self_times(ops)
+    starts = [s for s, _ in ranges]
+    out = [dict.fromkeys(CPU_CATEGORIES, 0.0) for _ in ranges]
+    for e, self_us in zip(ops, selfs):
+        i = bisect_right(starts, e["ts"]) - 1
+        if i < 0 or e["ts"] >= ranges[i][1]:
+            continue  # outside every step
+        name = e["name"]
+        if name in SYNC_OPS or name in SYNC_RUNTIME:
+            cat = "waiting"
+        elif name in COPY_OPS:
+            cat = "copies"
+        elif name.startswith("aten::"):
+            cat = "compute"
+        else:
+            continue  # autograd nodes, runtime calls: their self time is framework
+        out[i][cat] += self_us
+    for row, (s, e) in zip(out, ranges):
+        row["framework"] = max(0.0, (e - s) - sum(row.values()))
+    return [{k: v / 1e6 for k, v in row.items()} for row in out]
+
+
+def _gpu_breakdown(events: Sequence[dict], ranges: Sequence[tuple[float, float]]) -> list[dict[str, float]]:
+    launches = {e["args"]["correlation"]: e["ts"] for e in events
+                if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})}
+    starts = [s for s, _ in ranges]
+    work: list[list[dict]] = [[] for _ in ranges]  # the GPU work each step queued
+    for e in events:
+        if e.get("cat") != "kernel" and e.get("cat") not in GPU_COPY_CATS:
+            continue
+        launched = launches.get(e.get("args", {}).get("correlation"))
+        if launched is None:
+            continue
+        i = bisect_right(starts, launched) - 1
+        if 0 <= i and launched < ranges[i][1]:
+            work[i].append(e)
+    if not any(work):
+        raise ValueError("This trace has no GPU kernels inside its steps: profile with "
+                         "ProfilerActivity.CUDA.")
+    out = []
+    for i, w in enumerate(work):
+        if not w:
+            out.append(dict.fromkeys(GPU_CATEGORIES, 0.0))
+            continue
+        begin = min(e["ts"] for e in w)  # the GPU's step: from its first kernel ...
+        later = [min(e["ts"] for e in nxt) for nxt in work[i + 1:i + 2] if nxt]
+        end = later[0] if later else max(e["ts"] + e["dur"] for e in w)  # ... to the next step's
+        kernels = _clip([(e["ts"], e["ts"] + e["dur"]) for e in w if e["cat"] == "kernel"], begin, end)
+        moves = _clip([(e["ts"], e["ts"] + e["dur"]) for e in w if e["cat"] != "kernel"], begin, end)
+        compute = _union(kernels)
+        copies = _union(kernels + moves) - compute  # copies that overlap no kernel
+        out.append({"compute": compute / 1e6, "copies": copies / 1e6,
+                    "waiting": max(0.0, (end - begin) - compute - copies) / 1e6})
+    return out
+
+
+def breakdown(events: Sequence[dict], device: torch.device | str) -> list[dict[str, float]]:
+    """Each profiled step's time by category, in seconds: on a CUDA device the GPU's
+    timeline (:data:`GPU_CATEGORIES`), on a CPU the ops' self times (:data:`CPU_CATEGORIES`);
+    see the module's docstring. The categories of a step add up to its length."""
+    ranges = steps(events)
+    if torch.device(device).type == "cuda":
+        return _gpu_breakdown(events, ranges)
+    return _cpu_breakdown(events, ranges)
+
+
+@dataclass
+class StepSyncs:
+    """The synchronising calls in one profiled step: op or runtime name -> count, and the
+    seconds the CPU spent in them."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+def syncs(events: Sequence[dict]) -> list[StepSyncs]:
+    """Per profiled step, the calls that make the CPU wait for a device value: ops that
+    read one (``.item()``, ``bool()``, ``nonzero``…, :data:`SYNC_OPS`) and CUDA's
+    synchronize calls (:data:`SYNC_RUNTIME`), counted once each (a runtime call inside
+    such an op belongs to the op)."""
+    ranges = steps(events)
+    starts = [s for s, _ in ranges]
+    out = [StepSyncs() for _ in ranges]
+    inside: list[tuple[float, float]] = []  # the sync ops' own spans
+    for e in events:
+        if e.get("cat") == "cpu_op" and e["name"] in SYNC_OPS:
+            inside.append((e["ts"], e["ts"] + e["dur"]))
+    for e in events:
+        name, cat = e["name"], e.get("cat")
+        is_op = cat == "cpu_op" and name in SYNC_OPS
+        is_rt = cat == "cuda_runtime" and name in SYNC_RUNTIME
+        if not (is_op or is_rt):
+            continue
+        if is_rt and any(s <= e["ts"] < t for s, t in inside):
+            continue
+        i = bisect_right(starts, e["ts"]) - 1
+        if i < 0 or e["ts"] >= ranges[i][1]:
+            continue
+        out[i].counts[name] = out[i].counts.get(name, 0) + 1
+        out[i].seconds += e["dur"] / 1e6
+    return out
+
+
+def is_sync(func: torch._ops.OpOverload, args: Sequence, out: Any, host_reads: bool = True) -> bool:
+    """Whether an ATen call makes the host wait for the device: its result is a value the
+    host reads (tag ``data_dependent_output``: ``.item()``, ``bool()``, ``float()``), its
+    output's shape depends on the data (``dynamic_output_shape``: ``nonzero``, boolean
+    masks), or it copies a device tensor to the CPU (``.cpu()``, ``.tolist()`` on a GPU).
+
+    A read of a CPU tensor waits for nothing; ``host_reads=True`` counts it all the same,
+    for code run on a CPU in place of a GPU."""
+    tags = set(func.tags)
+    if torch.Tag.data_dependent_output in tags or torch.Tag.dynamic_output_shape in tags:
+        first = next((a for a in args if isinstance(a, torch.Tensor)), None)
+        return host_reads or (first is not None and first.device.type != "cpu")
+    if func.overloadpacket in (torch.ops.aten._to_copy, torch.ops.aten.copy_):
+        src = args[1] if func.overloadpacket is torch.ops.aten.copy_ else args[0]
+        dst = args[0] if func.overloadpacket is torch.ops.aten.copy_ else out
+        return (isinstance(src, torch.Tensor) and isinstance(dst, torch.Tensor)
+                and src.device.type != "cpu" and dst.device.type == "cpu")
+    return False
+
+
+class SyncCounter(TorchDispatchMode):
+    """Counts, while code runs, the ATen calls that make the host wait for a GPU
+    (:func:`is_sync`): ``with SyncCounter(device) as sc: …; sc.calls`` lists them in order.
+
+    On a CUDA `device`, only reads of GPU tensors count (an optimizer's step count kept on
+    the CPU is read for free). On a CPU, every read counts: it would wait if the tensors
+    were on a GPU, so keep host-side numbers (a non-fused optimizer's step) out of the code
+    measured. It sees ops, so on a CPU it misses what is not an op there: ``.tolist()``,
+    ``.numpy()`` and ``.cpu()`` of a CPU tensor read host memory directly; on a GPU each
+    is a copy to the host and counted."""
+
+    def __init__(self, device: torch.device | str = "cpu") -> None:
+        super().__init__()
+        self.host_reads = torch.device(device).type == "cpu"
+        self.calls: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if is_sync(func, args, out, self.host_reads):
+            self.calls.append(str(func.overloadpacket).replace("aten.", "aten::"))
+        return out
+
+    @property
+    def count(self) -> int:
+        return len(self.calls)

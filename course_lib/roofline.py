@@ -1,0 +1,266 @@
+"""The roofline: how fast can an op run on this device, given the FLOPs it does per byte
+it moves?
+
+An op that does F FLOPs and moves B bytes to and from memory has arithmetic intensity
+I = F / B. On a device whose peak compute is P FLOP/s and memory bandwidth W B/s, it
+can run at most at min(P, I·W) FLOP/s: below the ridge I = P / W it is *memory-bound*
+(bandwidth limits it), above it *compute-bound*. Both peaks are measured in the same run
+(``bench.peak_matmul``, ``bench.peak_bandwidth``).
+
+- :func:`count_ops`: every ATen op a function runs, with its FLOPs (PyTorch's own
+  formulas, ``torch.utils.flop_counter``, for matmuls and attention; one per element
+  for the rest) and the bytes it reads and writes, each operand once (the ideal traffic).
+- :func:`measure_ops`: the same ops timed by ``torch.profiler`` (a range around each;
+  on a GPU the kernels it launched), grouped by op and shapes: what to place on the plot.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left, bisect_right
+import os
+import tempfile
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import torch
+from torch.profiler import ProfilerActivity, profile, record_function
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+from torch.utils.flop_counter import flop_registry, sdpa_backward_flop_count, sdpa_flop_count
+
+from course_lib.device import sync
+from course_lib.memory import quiet_stderr
+from course_lib.profiling import load_trace
+
+KINDS = ("matmul", "attention", "element-wise", "reduction & other", "copy")
+_COPIES = {"aten::copy_", "aten::_to_copy", "aten::clone", "aten::cat", "aten::stack",
+           "aten::fill_", "aten::zero_", "aten::index_select", "aten::embedding",
+           "aten::embedding_dense_backward", "aten::_foreach_copy_", "aten::_foreach_zero_"}
+_NO_TRAFFIC = {"aten::empty", "aten::empty_strided", "aten::empty_like", "aten::detach",
+               "aten::lift_fresh", "aten::_unsafe_view", "aten::resize_"}
+_RANGE = "roofline op #"
+
+
+def _name(func: torch._ops.OpOverload) -> str:
+    return str(func.overloadpacket).replace("aten.", "aten::", 1)
+
+
+def touched_bytes(t: torch.Tensor) -> int:
+    """Bytes a tensor's elements occupy in memory, each once: a broadcast (stride 0)
+    dimension is not repeated."""
+    n = math.prod(s for s, st in zip(t.shape, t.stride()) if st != 0)
+    return n * t.element_size()
+
+
+@dataclass(frozen=True)
+class OpCount:
+    """One call of an ATen op: its name as the profiler writes it, its tensor inputs'
+    shapes, its kind (:data:`KINDS`), FLOPs and the bytes it reads and writes."""
+
+    name: str
+    shapes: tuple[tuple[int, ...], ...]
+    kind: str
+    flops: float
+    bytes: float
+
+    @property
+    def intensity(self) -> float:
+        """Arithmetic intensity, FLOPs per byte."""
+        return self.flops / self.bytes if self.bytes else math.inf
+
+
+def _kind(name: str, func: torch._ops.OpOverload) -> str:
+    if "attention" in name:
+        return "attention"
+    if func.overloadpacket in flop_registry:
+        return "matmul"
+    if name in _COPIES:
+        return "copy"
+    if torch.Tag.pointwise in func.tags or name.startswith("aten::_foreach_") or "adam" in name:
+        return "element-wise"
+    return "reduction & other"
+
+
+def _attention_flops(name: str, args: Sequence) -> float:
+    """FLOPs of a fused attention call by PyTorch's own formulas, the full T×S square."""
+    t = [a.shape for a in args if isinstance(a, torch.Tensor)]
+    if name.endswith("_backward"):  # (grad_out, query, key, value, …)
+        return sdpa_backward_flop_count(t[0], t[1], t[2], t[3])
+    return sdpa_flop_count(t[0], t[1], t[2])  # (query, key, value, …)
+
+
+def op_count(func: torch._ops.OpOverload, args: Sequence, kwargs: dict, out: Any) -> OpCount | None:
+    """What one ATen call costs (None for views and ops that move no data)."""
+    name = _name(func)
+    if func.namespace != "aten" or func.is_view or name in _NO_TRAFFIC:  # profiler marks, views
+        return None
+    inputs = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+    outputs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+    unique = list({id(t): t for t in inputs}.values())
+    nbytes = sum(touched_bytes(t) for t in unique) + sum(touched_bytes(t) for t in outputs)
+    kind = _kind(name, func)
+    if func.overloadpacket in flop_registry:
+        flops = flop_registry[func.overloadpacket](*args, **kwargs, out_val=out)
+    elif kind == "attention":  # a fused attention op without a registered formula (older torch)
+        flops = _attention_flops(name, args)
+    elif kind == "copy":
+        flops = 0
+    else:  # one operation per element of the largest operand
+        flops = max((t.numel() for t in inputs + outputs), default=0)
+    shapes = tuple(tuple(a.shape) for a in args if isinstance(a, torch.Tensor) and a.dim() > 0)
+    return OpCount(name, shapes, kind, float(flops), float(nbytes))
+
+
+class OpCounter(TorchDispatchMode):
+    """``with OpCounter() as c: …`` records an :class:`OpCount` for every ATen call that
+    moves data, in ``c.ops``. ``timed=True`` also opens a profiler range around every call,
+    ``roofline op #k`` with k counted from `first`, and keeps ``c.ranges[k]`` for those
+    counted, so that :func:`measure_ops` can time them."""
+
+    def __init__(self, timed: bool = False, first: int = 0) -> None:
+        super().__init__()
+        self.ops: list[OpCount] = []
+        self.timed = timed
+        self.next = first  # the next range's number
+        self.ranges: dict[int, OpCount] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        k = self.next
+        if self.timed:
+            self.next += 1
+            with record_function(f"{_RANGE}{k}"):
+                out = func(*args, **kwargs)
+        else:
+            out = func(*args, **kwargs)
+        count = op_count(func, args, kwargs, out)
+        if count is not None:
+            self.ops.append(count)
+            if self.timed:
+                self.ranges[k] = count
+        return out
+
+
+def count_ops(fn: Callable[[], object]) -> list[OpCount]:
+    """The ops `fn` runs, in order, each with its FLOPs and bytes."""
+    with OpCounter() as c:
+        fn()
+    return c.ops
+
+
+def total_flops(ops: Sequence[OpCount], kinds: Sequence[str] = ("matmul", "attention")) -> float:
+    """FLOPs of the ops of the given kinds (by default those PyTorch's formulas count)."""
+    return sum(o.flops for o in ops if o.kind in kinds)
+
+
+@dataclass
+class OpTime:
+    """One op with given input shapes, over a step: its calls, FLOPs, bytes and seconds."""
+
+    name: str
+    shapes: tuple[tuple[int, ...], ...]
+    kind: str
+    calls: int
+    flops: float
+    bytes: float
+    seconds: float
+
+    @property
+    def intensity(self) -> float:
+        return self.flops / self.bytes if self.bytes else math.inf
+
+    @property
+    def rate(self) -> float:
+        """Achieved FLOP/s."""
+        return self.flops / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def bandwidth(self) -> float:
+        """Achieved B/s."""
+        return self.bytes / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def label(self) -> str:
+        dims = " · ".join("×".join(map(str, s)) for s in self.shapes[:3])
+        return f"{self.name.removeprefix('aten::')} {dims}".strip()
+
+
+def measure_ops(fn: Callable[[], object], device: torch.device | str, steps: int = 3) -> list[OpTime]:
+    """Run `fn` (one training step) once to warm up, then `steps` times under
+    ``torch.profiler`` with every ATen op counted (:class:`OpCounter`) and timed: on a CPU
+    the op's range, on a GPU the kernels and copies launched inside it. Ops with the same
+    name and shapes are grouped; calls, FLOPs, bytes and seconds are per step, the
+    slowest first."""
+    dev = torch.device(device)
+    fn()
+    sync(dev)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
+    ranges: dict[int, OpCount] = {}
+    with quiet_stderr(), profile(activities=activities) as prof:
+        for _ in range(steps):
+            with OpCounter(timed=True, first=len(ranges) and max(ranges) + 1) as c:
+                fn()
+            sync(dev)
+            ranges.update(c.ranges)
+    fd, path = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    try:
+        prof.export_chrome_trace(path)
+        events = load_trace(path)
+    finally:
+        os.remove(path)
+    return _grouped(ranges, _range_seconds(events, dev), steps)
+
+
+def _range_seconds(events: Sequence[dict], dev: torch.device) -> dict[int, float]:
+    """Seconds of each ``roofline op #k`` range, by k: the range itself on a CPU, the GPU
+    work launched inside it (same thread) on a GPU."""
+    spans = {int(e["name"][len(_RANGE):]): e for e in events
+             if e.get("cat") == "user_annotation" and e["name"].startswith(_RANGE)}
+    if dev.type != "cuda":
+        return {k: e["dur"] / 1e6 for k, e in spans.items()}
+    gpu: dict[Any, float] = {}
+    for e in events:
+        if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and "correlation" in e.get("args", {}):
+            gpu[e["args"]["correlation"]] = gpu.get(e["args"]["correlation"], 0.0) + e["dur"]
+    launches = sorted((e["ts"], e.get("tid"), gpu[e["args"]["correlation"]]) for e in events
+                      if e.get("cat") == "cuda_runtime" and e.get("args", {}).get("correlation") in gpu)
+    times = [t for t, _, _ in launches]
+    out = {}
+    for k, s in spans.items():
+        lo, hi = bisect_left(times, s["ts"]), bisect_right(times, s["ts"] + s["dur"])
+        out[k] = sum(us for _, tid, us in launches[lo:hi] if tid == s.get("tid")) / 1e6
+    return out
+
+
+def _grouped(ranges: dict[int, OpCount], seconds: dict[int, float], steps: int) -> list[OpTime]:
+    """Calls, FLOPs, bytes and seconds per step of each (op, shapes), the slowest first."""
+    groups: dict[tuple, OpTime] = {}
+    for k, op in ranges.items():
+        g = groups.setdefault((op.name, op.shapes), OpTime(op.name, op.shapes, op.kind, 0, 0.0, 0.0, 0.0))
+        g.calls += 1
+        g.flops += op.flops
+        g.bytes += op.bytes
+        g.seconds += seconds.get(k, 0.0)
+    for g in groups.values():
+        g.calls = round(g.calls / steps)
+        g.flops /= steps
+        g.bytes /= steps
+        g.seconds /= steps
+    return sorted(groups.values(), key=lambda g: -g.seconds)
+
+
+def ridge(peak_flops: float, peak_bandwidth: float) -> float:
+    """The intensity (FLOP/B) where the two roofs meet: below it an op is memory-bound."""
+    return peak_flops / peak_bandwidth
+
+
+def attainable(intensity: float, peak_flops: float, peak_bandwidth: float) -> float:
+    """The most FLOP/s an op of this intensity can reach here: min(P, I·W)."""
+    return min(peak_flops, intensity * peak_bandwidth)
+
+
+def bound(intensity: float, peak_flops: float, peak_bandwidth: float) -> str:
+    """'memory-bound' below the ridge, 'compute-bound' at or above it."""
+    return "memory-bound" if intensity < ridge(peak_flops, peak_bandwidth) else "compute-bound"

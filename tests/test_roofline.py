@@ -1,0 +1,256 @@
+"""course_lib.roofline: FLOPs and bytes of ATen ops, their timing, the roofline itself;
+bench.bandwidth_curve and plot.roofline."""
+
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch import nn  # noqa: E402
+from torch.utils.flop_counter import FlopCounterMode, flop_registry  # noqa: E402
+
+from course_lib import bench, plot, units  # noqa: E402
+from course_lib.models import GPT, GPTConfig  # noqa: E402
+from course_lib.roofline import (KINDS, OpTime, attainable, bound, count_ops, measure_ops,  # noqa: E402
+                                 ridge, total_flops, touched_bytes)
+
+# ---- count_ops --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype, size", [(torch.float32, 4), (torch.bfloat16, 2)])
+def test_matmul_flops_and_bytes(dtype, size):
+    m, k, n = 3, 5, 7
+    a, b = torch.randn(m, k, dtype=dtype), torch.randn(k, n, dtype=dtype)
+    (op,) = count_ops(lambda: a @ b)
+    assert op.name == "aten::mm" and op.kind == "matmul"
+    assert op.shapes == ((m, k), (k, n))
+    assert op.flops == 2 * m * k * n
+    assert op.bytes == size * (m * k + k * n + m * n)
+    assert op.intensity == op.flops / op.bytes
+
+
+def test_elementwise_add():
+    n = 1000
+    a, b = torch.randn(n), torch.randn(n)
+    (op,) = count_ops(lambda: a + b)
+    assert op.name == "aten::add" and op.kind == "element-wise"
+    assert op.flops == n and op.bytes == 12 * n
+
+
+def test_an_operand_given_twice_is_read_once():
+    a = torch.randn(100)
+    (op,) = count_ops(lambda: a + a)
+    assert op.bytes == 8 * 100
+
+
+def test_touched_bytes_counts_broadcast_dims_once():
+    assert touched_bytes(torch.randn(3).expand(4, 3)) == 12
+    assert touched_bytes(torch.randn(4, 3)) == 48
+    assert touched_bytes(torch.randn(4, 3).t()) == 48  # transposed, not broadcast
+    assert touched_bytes(torch.zeros(5, dtype=torch.float16)) == 10
+
+
+def test_broadcast_operand_counted_once():
+    m, n = 6, 10
+    a, b = torch.randn(m, n), torch.randn(1, n)
+    (op,) = count_ops(lambda: a + b)
+    assert op.flops == m * n
+    assert op.bytes == 4 * (m * n + n + m * n)
+    ops = count_ops(lambda: a + b.expand(m, n))  # the expand is a view: not an op here
+    assert [o.name for o in ops] == ["aten::add"]
+    assert ops[0].bytes == 4 * (m * n + n + m * n)
+
+
+def test_views_and_empty_are_not_counted():
+    x = torch.randn(4, 6)
+    assert count_ops(lambda: x.view(6, 4)) == []
+    assert count_ops(lambda: x.t()) == []
+    assert count_ops(lambda: x[1:, ::2]) == []
+    assert count_ops(lambda: torch.empty(8, 8)) == []
+
+
+def test_copies_do_no_flops():
+    x = torch.randn(4, 6)
+    (op,) = count_ops(lambda: x.clone())
+    assert op.kind == "copy" and op.flops == 0 and op.bytes == 2 * 4 * 24
+
+
+def test_kinds_are_known():
+    x = torch.randn(8, 8)
+    ops = count_ops(lambda: (x @ x).relu().sum(dim=0).clone())
+    assert [o.kind for o in ops] == ["matmul", "element-wise", "reduction & other", "copy"]
+    assert all(o.kind in KINDS for o in ops)
+
+
+def test_sdpa_counted_as_pytorch_counts_it():
+    b, h, t, d = 2, 3, 16, 8
+    q, k, v = (torch.randn(b, h, t, d) for _ in range(3))
+    ops = count_ops(lambda: F.scaled_dot_product_attention(q, k, v))
+    attn = [o for o in ops if o.kind == "attention"]
+    assert len(attn) == 1
+    assert attn[0].flops == total_flops(ops) == 4 * b * h * t * t * d
+    if torch.ops.aten._scaled_dot_product_flash_attention_for_cpu in flop_registry:  # not in torch 2.6
+        with FlopCounterMode(display=False) as fc:
+            F.scaled_dot_product_attention(q, k, v)
+        assert attn[0].flops == fc.get_total_flops()
+
+
+def test_sdpa_backward_counted_with_its_recomputation():
+    b, h, t, d = 2, 3, 16, 8
+    q, k, v = (torch.randn(b, h, t, d, requires_grad=True) for _ in range(3))
+    out = F.scaled_dot_product_attention(q, k, v)
+    ops = count_ops(lambda: out.sum().backward())
+    attn = [o for o in ops if o.kind == "attention"]
+    assert len(attn) == 1
+    assert attn[0].flops == 10 * b * h * t * t * d  # scores again, then 4 matmuls for 3 gradients
+
+
+def test_profiler_marks_are_not_ops():
+    opt = torch.optim.SGD(nn.Linear(4, 4).parameters(), lr=0.1)
+    for p in opt.param_groups[0]["params"]:
+        p.grad = torch.ones_like(p)
+    assert all(o.name.startswith("aten::") for o in count_ops(opt.step))
+
+
+def test_gpt_forward_flops():
+    cfg = GPTConfig(block_size=16, n_layer=2, n_head=2, n_embd=32)
+    model = GPT(cfg)
+    B, T = 2, 16
+    x = torch.randint(0, cfg.vocab_size, (B, T))
+    # every 2-D weight but the position embedding is a matmul on every token (the tied token
+    # embedding as the output layer): 2 FLOPs per weight and token; biases and LayerNorms
+    # are not matmuls. Attention: q·kᵀ and weights·v over the full T×T square, 4·T·C per
+    # token and layer.
+    weights = sum(p.numel() for name, p in model.named_parameters()
+                  if p.dim() == 2 and name != "wpe.weight")
+    expected = 2 * weights * B * T + 4 * cfg.n_layer * T * cfg.n_embd * B * T
+    assert total_flops(count_ops(lambda: model(x))) == expected
+
+
+def test_total_flops_by_kind():
+    x = torch.randn(8, 8)
+    ops = count_ops(lambda: (x @ x + 1).sum())
+    assert total_flops(ops) == 2 * 8**3
+    assert total_flops(ops, kinds=("element-wise",)) == 64
+    assert total_flops(ops, kinds=KINDS) == 2 * 8**3 + 64 + 64
+
+
+# ---- measure_ops ------------------------------------------------------------------------
+
+
+def test_measure_ops_on_a_cpu_training_step():
+    model = nn.Sequential(nn.Linear(32, 64), nn.GELU(), nn.Linear(64, 8))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(16, 32)
+
+    def step():
+        opt.zero_grad()
+        model(x).square().mean().backward()
+        opt.step()
+
+    rows = measure_ops(step, "cpu", steps=2)
+    assert rows and all(isinstance(r, OpTime) for r in rows)
+    seconds = [r.seconds for r in rows]
+    assert seconds == sorted(seconds, reverse=True)
+    assert all(s >= 0 for s in seconds) and seconds[0] > 0
+    assert any(r.kind == "matmul" and r.calls >= 1 for r in rows)
+
+    one = count_ops(step)  # one step, grouped by op and shapes as measure_ops does
+    groups = {}
+    for o in one:
+        calls, flops, nbytes = groups.get((o.name, o.shapes), (0, 0.0, 0.0))
+        groups[(o.name, o.shapes)] = (calls + 1, flops + o.flops, nbytes + o.bytes)
+    assert {(r.name, r.shapes): r.calls for r in rows} == {k: c for k, (c, _, _) in groups.items()}
+    for r in rows:
+        _, flops, nbytes = groups[(r.name, r.shapes)]
+        assert r.flops == pytest.approx(flops, rel=1e-6) and r.bytes == pytest.approx(nbytes, rel=1e-6)
+    assert sum(r.flops for r in rows) == pytest.approx(sum(o.flops for o in one), rel=1e-6)
+
+
+# ---- the roofline -----------------------------------------------------------------------
+
+
+def test_ridge_attainable_bound():
+    P, W = 100.0, 10.0
+    assert ridge(P, W) == 10.0
+    assert attainable(1.0, P, W) == 10.0
+    assert attainable(50.0, P, W) == 100.0
+    assert attainable(10.0, P, W) == 100.0
+    assert bound(5.0, P, W) == "memory-bound"
+    assert bound(10.0, P, W) == "compute-bound"
+    assert bound(1e3, P, W) == "compute-bound"
+
+
+def test_optime_properties():
+    t = OpTime("aten::mm", ((3, 5), (5, 7)), "matmul", 2, 420.0, 84.0, 2e-6)
+    assert t.rate == pytest.approx(420.0 / 2e-6)
+    assert t.bandwidth == pytest.approx(84.0 / 2e-6)
+    assert t.intensity == 5.0
+    assert "mm" in t.label and "aten::" not in t.label
+    assert "3×5" in t.label and "5×7" in t.label
+    idle = OpTime("aten::empty_like", (), "reduction & other", 1, 0.0, 0.0, 0.0)
+    assert idle.rate == 0.0 and idle.bandwidth == 0.0 and idle.intensity == math.inf
+    assert idle.label == "empty_like"
+
+
+# ---- bench.bandwidth_curve --------------------------------------------------------------
+
+
+def test_copy_bytes():
+    assert bench.copy_bytes(1) == 2.0
+    assert bench.copy_bytes(1 << 20) == 2.0 * (1 << 20)
+
+
+def test_bandwidth_curve_on_cpu():
+    sizes = [1 << 16, 1 << 20]
+    curve = bench.bandwidth_curve(sizes, "cpu", min_run_s=0.02, rounds=2)
+    assert len(curve) == 2 and all(isinstance(t, bench.Timing) for t in curve)
+    assert [t.name for t in curve] == [f"copy {units.fmt_bytes(n)}" for n in sizes]
+    assert [t.work for t in curve] == [2.0 * n for n in sizes]
+    assert all(t.unit == "B/s" and t.runs == 2 and t.median_s > 0 for t in curve)
+
+
+def test_bandwidth_curve_needs_sizes():
+    with pytest.raises(ValueError):
+        bench.bandwidth_curve([], "cpu")
+
+
+# ---- plot.roofline ----------------------------------------------------------------------
+
+
+def _op(name, kind, flops, nbytes, seconds):
+    return OpTime(name, ((8, 8),), kind, 1, flops, nbytes, seconds)
+
+
+def test_plot_roofline_one_scatter_per_kind():
+    ops = [_op("aten::mm", "matmul", 1e9, 1e6, 1e-3),
+           _op("aten::addmm", "matmul", 2e9, 2e6, 2e-3),
+           _op("aten::gelu", "element-wise", 1e6, 8e6, 1e-3),
+           _op("aten::copy_", "copy", 0.0, 8e6, 1e-3),  # no FLOPs: not placed
+           _op("aten::sum", "reduction & other", 1e6, 4e6, 0.0)]  # not timed: not placed
+    roofs = {"DRAM": 20e9, "L2": 200e9}
+    fig, ax = plt.subplots()
+    try:
+        assert plot.roofline(ax, ops, 1e12, roofs, title="t") is ax
+        assert len(ax.collections) == 2  # matmul and element-wise
+        assert sorted(len(c.get_offsets()) for c in ax.collections) == [1, 2]
+        assert len(ax.lines) == len(roofs)
+        assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+        for line, bw in zip(ax.lines, roofs.values()):  # each roof is min(P, I·W)
+            xs, ys = line.get_data()
+            assert list(ys) == pytest.approx([min(1e12, x * bw) for x in xs])
+    finally:
+        plt.close(fig)
+
+
+def test_plot_roofline_needs_an_op_with_flops():
+    fig, ax = plt.subplots()
+    try:
+        with pytest.raises(ValueError):
+            plot.roofline(ax, [_op("aten::copy_", "copy", 0.0, 8e6, 1e-3)], 1e12, {"DRAM": 20e9})
+    finally:
+        plt.close(fig)
