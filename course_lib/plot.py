@@ -192,5 +192,5 @@ def breakdown(ax: Axes, rows: Mapping[str, Mapping[str, float]], unit: float = 1
         left = [a + b for a, b in zip(left, widths)]
     ax.invert_yaxis()
     ax.set(xlabel=f"time per step ({unit_name})")
-    ax.legend(fontsize=8, ncols=len(cats), loc="upper center", bbox_to_anchor=(0.5, -0.25))
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
     return ax

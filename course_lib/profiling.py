@@ -19,10 +19,12 @@ and Holistic Trace Analysis read too:
 from __future__ import annotations
 
 import json
+import logging
+from contextlib import contextmanager
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -34,6 +36,9 @@ CPU_CATEGORIES = ("compute", "copies", "waiting", "framework")
 SYNC_OPS = frozenset({"aten::_local_scalar_dense", "aten::nonzero", "aten::masked_select",
                       "aten::_unique2", "aten::unique_consecutive", "aten::unique_dim",
                       "aten::repeat_interleave"})
+# ops through which user code reads a value: a read below them is the user's
+SYNC_WRAPPERS = frozenset({"aten::item", "aten::is_nonzero", "aten::_is_all_true",
+                           "aten::_is_any_true", "aten::equal"})
 SYNC_RUNTIME = frozenset({"cudaStreamSynchronize", "cudaDeviceSynchronize",
                           "cudaEventSynchronize"})
 # CPU ops that move or fill memory without arithmetic
@@ -178,31 +183,70 @@ class StepSyncs:
         return sum(self.counts.values())
 
 
+def _parents(ops: Sequence[dict]) -> list[int | None]:
+    """Index of each op's direct caller among `ops` (same thread), None at the top."""
+    parents: list[int | None] = [None] * len(ops)
+    by_thread: dict[Any, list[int]] = {}
+    for i, e in enumerate(ops):
+        by_thread.setdefault((e.get("pid"), e.get("tid")), []).append(i)
+    for idx in by_thread.values():
+        stack: list[int] = []
+        for i in sorted(idx, key=lambda i: (ops[i]["ts"], -ops[i]["dur"])):
+            while stack and ops[stack[-1]]["ts"] + ops[stack[-1]]["dur"] <= ops[i]["ts"]:
+                stack.pop()
+            parents[i] = stack[-1] if stack else None
+            stack.append(i)
+    return parents
+
+
 def syncs(events: Sequence[dict]) -> list[StepSyncs]:
     """Per profiled step, the calls that make the CPU wait for a device value: ops that
     read one (``.item()``, ``bool()``, ``nonzero``…, :data:`SYNC_OPS`) and CUDA's
-    synchronize calls (:data:`SYNC_RUNTIME`), counted once each (a runtime call inside
-    such an op belongs to the op)."""
+    synchronize calls (:data:`SYNC_RUNTIME`), each counted once.
+
+    A read made inside another op's implementation (a CPU optimizer reading its step
+    count) is that op's business, not counted; in a trace with CUDA calls, a read that
+    waited for nothing (no synchronize or copy inside it: a CPU tensor's value) is not
+    counted either."""
     ranges = steps(events)
     starts = [s for s, _ in ranges]
+    ops = [e for e in events if e.get("cat") in ("cpu_op", "cuda_runtime")]
+    parents = _parents(ops)
+    on_gpu = any(e.get("cat") == "cuda_runtime" for e in ops)
+    waits = {i for i, e in enumerate(ops) if e.get("cat") == "cuda_runtime"
+             and (e["name"] in SYNC_RUNTIME or e["name"].startswith("cudaMemcpy"))}
+    waited_in: set[int] = set()  # ops with a synchronize or copy somewhere below them
+    for i in waits:
+        j = parents[i]
+        while j is not None and j not in waited_in:
+            waited_in.add(j)
+            j = parents[j]
     out = [StepSyncs() for _ in ranges]
-    inside: list[tuple[float, float]] = []  # the sync ops' own spans
-    for e in events:
-        if e.get("cat") == "cpu_op" and e["name"] in SYNC_OPS:
-            inside.append((e["ts"], e["ts"] + e["dur"]))
-    for e in events:
-        name, cat = e["name"], e.get("cat")
-        is_op = cat == "cpu_op" and name in SYNC_OPS
-        is_rt = cat == "cuda_runtime" and name in SYNC_RUNTIME
-        if not (is_op or is_rt):
-            continue
-        if is_rt and any(s <= e["ts"] < t for s, t in inside):
-            continue
+    counted_spans: list[tuple[float, float, Any]] = []
+
+    def add(e: dict) -> None:
         i = bisect_right(starts, e["ts"]) - 1
-        if i < 0 or e["ts"] >= ranges[i][1]:
+        if 0 <= i and e["ts"] < ranges[i][1]:
+            out[i].counts[e["name"]] = out[i].counts.get(e["name"], 0) + 1
+            out[i].seconds += e["dur"] / 1e6
+
+    for i, e in enumerate(ops):
+        if e.get("cat") != "cpu_op" or e["name"] not in SYNC_OPS:
             continue
-        out[i].counts[name] = out[i].counts.get(name, 0) + 1
-        out[i].seconds += e["dur"] / 1e6
+        j, inside_work = parents[i], False
+        while j is not None:  # called by user code (through item, is_nonzero…) or by an op?
+            if ops[j]["name"] not in SYNC_WRAPPERS:
+                inside_work = True
+                break
+            j = parents[j]
+        if inside_work or (on_gpu and i not in waited_in):
+            continue
+        add(e)
+        counted_spans.append((e["ts"], e["ts"] + e["dur"], e.get("tid")))
+    for e in ops:
+        if e.get("cat") == "cuda_runtime" and e["name"] in SYNC_RUNTIME and not any(
+                s <= e["ts"] < t and tid == e.get("tid") for s, t, tid in counted_spans):
+            add(e)
     return out
 
 
@@ -251,3 +295,28 @@ class SyncCounter(TorchDispatchMode):
     @property
     def count(self) -> int:
         return len(self.calls)
+
+
+@contextmanager
+def dynamo_log(graph_breaks: bool = True) -> Iterator[list[logging.LogRecord]]:
+    """TorchDynamo's log while compiling, collected instead of printed: what
+    ``TORCH_LOGS="graph_breaks"`` prints (``torch._logging.set_logs(graph_breaks=True)``),
+    and Dynamo's warnings, as ``logging.LogRecord`` objects in the list yielded."""
+    records: list[logging.LogRecord] = []
+
+    def keep(record: logging.LogRecord) -> bool:
+        if record.name.startswith("torch._dynamo"):
+            records.append(record)
+            return False  # collected, not printed
+        return True
+
+    torch._logging.set_logs(graph_breaks=graph_breaks)  # re-creates torch's log handlers
+    handlers = {h for name in ("torch", "torch._dynamo") for h in logging.getLogger(name).handlers}
+    for h in handlers:
+        h.addFilter(keep)
+    try:
+        yield records
+    finally:
+        for h in handlers:
+            h.removeFilter(keep)
+        torch._logging.set_logs()

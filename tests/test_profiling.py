@@ -260,6 +260,39 @@ def test_syncs_count_a_runtime_call_inside_a_sync_op_once():
     assert second.seconds == pytest.approx(7e-6, abs=1e-12)
 
 
+def test_syncs_leave_out_reads_inside_an_op_and_reads_that_waited_for_nothing():
+    events = [_ev("ProfilerStep#1", "user_annotation", 0, 100),
+              _ev("aten::_fused_adamw_", "cpu_op", 5, 20),  # reads its step counts itself
+              _ev("aten::_local_scalar_dense", "cpu_op", 6, 1),
+              _ev("aten::item", "cpu_op", 30, 10),  # a CPU tensor's value: nothing to wait for
+              _ev("aten::_local_scalar_dense", "cpu_op", 31, 8),
+              _ev("aten::is_nonzero", "cpu_op", 50, 20),  # `if t:` on a GPU tensor
+              _ev("aten::item", "cpu_op", 51, 18),
+              _ev("aten::_local_scalar_dense", "cpu_op", 52, 16),
+              _ev("cudaMemcpyAsync", "cuda_runtime", 53, 2),
+              _ev("cudaStreamSynchronize", "cuda_runtime", 56, 10)]
+    (step,) = profiling.syncs(events)
+    assert step.counts == {"aten::_local_scalar_dense": 1}
+    assert step.seconds == pytest.approx(16e-6, abs=1e-12)
+
+
+def test_syncs_of_a_cpu_step_with_a_fused_optimizer(tmp_path):
+    model = nn.Linear(8, 8)
+    opt = torch.optim.AdamW(model.parameters(), fused=True)  # on a CPU it reads its step counts
+    with profile(activities=[ProfilerActivity.CPU],
+                 schedule=schedule(wait=0, warmup=1, active=2, repeat=1)) as prof:
+        for _ in range(3):
+            loss = model(torch.randn(4, 8)).square().mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            loss.item()
+            prof.step()
+    prof.export_chrome_trace(str(tmp_path / "t.json"))
+    found = profiling.syncs(profiling.load_trace(tmp_path / "t.json"))
+    assert [s.counts for s in found] == [{"aten::_local_scalar_dense": 1}] * 2
+
+
 # ---- SyncCounter and is_sync -----------------------------------------------------------
 
 
