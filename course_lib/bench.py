@@ -62,8 +62,9 @@ class Timing:
 
     @property
     def spread(self) -> float:
-        """Half the interquartile range relative to the median (0.05: ±5 %)."""
-        return self.iqr_s / 2 / self.median_s
+        """Half the interquartile range relative to the median (0.05: ±5 %); 0 for a
+        median of 0 (a category that took no time in any step)."""
+        return self.iqr_s / 2 / self.median_s if self.median_s else 0.0
 
     @property
     def rate(self) -> float | None:
@@ -108,6 +109,11 @@ class Ratio:
     def within_noise(self) -> bool:
         """True when the range of the ratio contains 1 (no difference beyond the spread)."""
         return self.lo <= 1.0 <= self.hi
+
+    @property
+    def phrase(self) -> str:
+        """How a verdict says it: '1.10× faster', or below 1 the inverse, '1.08× slower'."""
+        return f"{self.value:.2f}× {self.more}" if self.value >= 1 else f"{1 / self.value:.2f}× {self.less}"
 
     def __str__(self) -> str:
         if self.lo == self.hi:

@@ -49,7 +49,9 @@ NOTEBOOKS = (
           "timeline measured on the CPU (profiler memory events); the caching allocator, empty_cache, "
           "expandable segments and allocator snapshots need a GPU"),
     Entry("10_compile_and_profile", "torch.compile and the profiler", 1,
-          "CPU profiler traces and torch.compile on the CPU; CUDA kernels and graphs need a GPU"),
+          "a step's profile by category, hidden syncs, torch.compile (default mode) with a graph "
+          "break, and the roofline measured on the CPU; GPU kernel timelines, "
+          "set_sync_debug_mode and CUDA graphs (reduce-overhead) need a GPU"),
 )
 
 

@@ -195,14 +195,14 @@ SIZES: dict[str, dict[str, dict]] = {
         # bw_sizes: copy buffer sizes (bytes) of the measured bandwidth, the largest beyond the
         # caches; op_steps: steps whose every op is timed for the roofline
         "smoke": dict(block=64, n_layer=2, n_head=2, n_embd=64, batch=8, profiled=3, repeats=3,
-                      compile=False, peak_sizes=[256, 512], bw_sizes=[1 << 20, 16 << 20],
+                      compile=False, peak_sizes=[256, 512], bw_sizes=[1 << 20, 256 << 20],
                       op_steps=2),
         "cpu": dict(block=128, n_layer=4, n_head=4, n_embd=128, batch=16, profiled=3, repeats=5,
                     compile=True, peak_sizes=[512, 1024, 2048],
                     bw_sizes=[1 << 20, 8 << 20, 64 << 20, 256 << 20], op_steps=3),
         "gpu": dict(block=1024, n_layer=12, n_head=12, n_embd=768, batch=8, profiled=5, repeats=10,
                     compile=True, peak_sizes=[4096, 8192, 16384],
-                    bw_sizes=[16 << 20, 256 << 20, 2 << 30, 8 << 30], op_steps=3),
+                    bw_sizes=[16 << 20, 256 << 20, 2 << 30], op_steps=3),
     },
     "06_ddp": {
         # train: scripts/ddp_train.py (n images of res px, MLP width hidden, batch per rank,

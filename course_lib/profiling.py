@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import warnings
 from contextlib import contextmanager
 from bisect import bisect_right
 from dataclasses import dataclass, field
@@ -46,6 +47,7 @@ COPY_OPS = frozenset({"aten::copy_", "aten::_to_copy", "aten::clone", "aten::cat
                       "aten::stack", "aten::fill_", "aten::zero_", "aten::index_select",
                       "aten::_foreach_copy_", "aten::_foreach_zero_"})
 GPU_COPY_CATS = frozenset({"gpu_memcpy", "gpu_memset"})
+LAUNCH_CATS = frozenset({"cuda_runtime", "cuda_driver"})  # cudaLaunchKernel; cuLaunchKernel (Triton)
 
 
 def load_trace(path: str | Path) -> list[dict[str, Any]]:
@@ -127,8 +129,8 @@ def _cpu_breakdown(events: Sequence[dict], ranges: Sequence[tuple[float, float]]
 
 
 def _gpu_breakdown(events: Sequence[dict], ranges: Sequence[tuple[float, float]]) -> list[dict[str, float]]:
-    launches = {e["args"]["correlation"]: e["ts"] for e in events
-                if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})}
+    launches = {e["args"]["correlation"]: e["ts"] for e in reversed(events)  # the earliest wins
+                if e.get("cat") in LAUNCH_CATS and "correlation" in e.get("args", {})}
     starts = [s for s, _ in ranges]
     work: list[list[dict]] = [[] for _ in ranges]  # the GPU work each step queued
     for e in events:
@@ -210,10 +212,10 @@ def syncs(events: Sequence[dict]) -> list[StepSyncs]:
     counted either."""
     ranges = steps(events)
     starts = [s for s, _ in ranges]
-    ops = [e for e in events if e.get("cat") in ("cpu_op", "cuda_runtime")]
+    ops = [e for e in events if e.get("cat") in ("cpu_op", *LAUNCH_CATS)]
     parents = _parents(ops)
-    on_gpu = any(e.get("cat") == "cuda_runtime" for e in ops)
-    waits = {i for i, e in enumerate(ops) if e.get("cat") == "cuda_runtime"
+    on_gpu = any(e.get("cat") in LAUNCH_CATS for e in ops)
+    waits = {i for i, e in enumerate(ops) if e.get("cat") in LAUNCH_CATS
              and (e["name"] in SYNC_RUNTIME or e["name"].startswith("cudaMemcpy"))}
     waited_in: set[int] = set()  # ops with a synchronize or copy somewhere below them
     for i in waits:
@@ -244,7 +246,7 @@ def syncs(events: Sequence[dict]) -> list[StepSyncs]:
         add(e)
         counted_spans.append((e["ts"], e["ts"] + e["dur"], e.get("tid")))
     for e in ops:
-        if e.get("cat") == "cuda_runtime" and e["name"] in SYNC_RUNTIME and not any(
+        if e.get("cat") in LAUNCH_CATS and e["name"] in SYNC_RUNTIME and not any(
                 s <= e["ts"] < t and tid == e.get("tid") for s, t, tid in counted_spans):
             add(e)
     return out
@@ -301,8 +303,10 @@ class SyncCounter(TorchDispatchMode):
 def dynamo_log(graph_breaks: bool = True) -> Iterator[list[logging.LogRecord]]:
     """TorchDynamo's log while compiling, collected instead of printed: what
     ``TORCH_LOGS="graph_breaks"`` prints (``torch._logging.set_logs(graph_breaks=True)``),
-    and Dynamo's warnings, as ``logging.LogRecord`` objects in the list yielded."""
+    and Dynamo's warnings, as ``logging.LogRecord`` objects in the list yielded. Python
+    warnings raised meanwhile (older Dynamo's "graph break" UserWarnings) are not shown."""
     records: list[logging.LogRecord] = []
+    quiet = warnings.catch_warnings()  # and Dynamo's UserWarnings (older torch) unshown
 
     def keep(record: logging.LogRecord) -> bool:
         if record.name.startswith("torch._dynamo"):
@@ -315,7 +319,9 @@ def dynamo_log(graph_breaks: bool = True) -> Iterator[list[logging.LogRecord]]:
     for h in handlers:
         h.addFilter(keep)
     try:
-        yield records
+        with quiet:
+            warnings.simplefilter("ignore")
+            yield records
     finally:
         for h in handlers:
             h.removeFilter(keep)

@@ -31,7 +31,7 @@ from torch.utils.flop_counter import flop_registry, sdpa_backward_flop_count, sd
 
 from course_lib.device import sync
 from course_lib.memory import quiet_stderr
-from course_lib.profiling import load_trace
+from course_lib.profiling import LAUNCH_CATS, load_trace
 
 KINDS = ("matmul", "attention", "element-wise", "reduction & other", "copy")
 _COPIES = {"aten::copy_", "aten::_to_copy", "aten::clone", "aten::cat", "aten::stack",
@@ -90,6 +90,16 @@ def _attention_flops(name: str, args: Sequence) -> float:
     return sdpa_flop_count(t[0], t[1], t[2])  # (query, key, value, …)
 
 
+def _written(func: torch._ops.OpOverload, args: Sequence, kwargs: dict) -> list[torch.Tensor]:
+    """The tensors an op writes in place (its schema marks them ``Tensor(a!)``)."""
+    out = []
+    for i, arg in enumerate(func._schema.arguments):
+        if arg.alias_info is not None and arg.alias_info.is_write:
+            value = args[i] if i < len(args) else kwargs.get(arg.name)
+            out += [t for t in tree_flatten(value)[0] if isinstance(t, torch.Tensor)]
+    return out
+
+
 def op_count(func: torch._ops.OpOverload, args: Sequence, kwargs: dict, out: Any) -> OpCount | None:
     """What one ATen call costs (None for views and ops that move no data)."""
     name = _name(func)
@@ -97,6 +107,8 @@ def op_count(func: torch._ops.OpOverload, args: Sequence, kwargs: dict, out: Any
         return None
     inputs = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
     outputs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+    returned = {id(t) for t in outputs}
+    outputs += [t for t in _written(func, args, kwargs) if id(t) not in returned]  # in place, returning None
     unique = list({id(t): t for t in inputs}.values())
     nbytes = sum(touched_bytes(t) for t in unique) + sum(touched_bytes(t) for t in outputs)
     kind = _kind(name, func)
@@ -106,6 +118,8 @@ def op_count(func: torch._ops.OpOverload, args: Sequence, kwargs: dict, out: Any
         flops = _attention_flops(name, args)
     elif kind == "copy":
         flops = 0
+    elif lists := [a for a in args if isinstance(a, (list, tuple)) and a and isinstance(a[0], torch.Tensor)]:
+        flops = sum(t.numel() for t in lists[0])  # a foreach / fused op: one per element of each tensor
     else:  # one operation per element of the largest operand
         flops = max((t.numel() for t in inputs + outputs), default=0)
     shapes = tuple(tuple(a.shape) for a in args if isinstance(a, torch.Tensor) and a.dim() > 0)
@@ -224,8 +238,12 @@ def _range_seconds(events: Sequence[dict], dev: torch.device) -> dict[int, float
     for e in events:
         if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and "correlation" in e.get("args", {}):
             gpu[e["args"]["correlation"]] = gpu.get(e["args"]["correlation"], 0.0) + e["dur"]
-    launches = sorted((e["ts"], e.get("tid"), gpu[e["args"]["correlation"]]) for e in events
-                      if e.get("cat") == "cuda_runtime" and e.get("args", {}).get("correlation") in gpu)
+    first: dict[Any, tuple] = {}  # correlation -> its earliest launch (runtime or driver call)
+    for e in events:
+        c = e.get("args", {}).get("correlation")
+        if e.get("cat") in LAUNCH_CATS and c in gpu and c not in first:
+            first[c] = (e["ts"], e.get("tid"), gpu[c])
+    launches = sorted(first.values())
     times = [t for t, _, _ in launches]
     out = {}
     for k, s in spans.items():

@@ -289,3 +289,9 @@ def test_time_in_turns_spreads_a_slow_spell_over_every_setting():
 
     rows = bench.time_in_turns({"x": step, "y": step}, device="cpu", warmup=0, repeats=3)
     assert all(r.median_s < 0.02 for r in rows)  # the median of each ignores the slow round
+
+
+def test_ratio_phrase_says_slower_with_the_inverse():
+    assert bench.Ratio("a vs b", 1.25, 1.2, 1.3).phrase == "1.25× faster"
+    assert bench.Ratio("a vs b", 0.8, 0.7, 0.9).phrase == "1.25× slower"
+    assert bench.ratio_of("x", 2.0, 1.5, 2.5).phrase == "2.00× higher"

@@ -212,6 +212,16 @@ def test_gpu_copy_under_a_kernel_is_compute_only():
     assert row == pytest.approx({"compute": 100e-6, "copies": 0.0, "waiting": 0.0}, abs=1e-12)
 
 
+def test_gpu_kernels_launched_through_the_driver_count():
+    events = [_ev("ProfilerStep#1", "user_annotation", 0, 100),
+              _ev("cuLaunchKernel", "cuda_driver", 10, 1, correlation=1),  # a Triton kernel
+              _ev("cudaLaunchKernel", "cuda_runtime", 20, 1, correlation=2),
+              _gpu("triton_fused", "kernel", 500, 30, 1),
+              _gpu("gemm", "kernel", 540, 60, 2)]
+    (row,) = profiling.breakdown(events, "cuda")
+    assert row == pytest.approx({"compute": 90e-6, "copies": 0.0, "waiting": 10e-6}, abs=1e-12)
+
+
 def test_gpu_breakdown_needs_kernels():
     events = [_ev("ProfilerStep#1", "user_annotation", 0, 100),
               _ev("cudaLaunchKernel", "cuda_runtime", 10, 2, correlation=1),

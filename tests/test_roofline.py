@@ -131,6 +131,15 @@ def test_gpt_forward_flops():
     assert total_flops(count_ops(lambda: model(x))) == expected
 
 
+def test_in_place_writes_are_counted_even_when_nothing_is_returned():
+    ts = [torch.randn(10), torch.randn(30)]
+    ops = count_ops(lambda: torch._foreach_add_(ts, 1.0))  # returns None, writes both lists' tensors
+    (op,) = ops
+    assert op.kind == "element-wise"
+    assert op.flops == 40  # one per element of every tensor in the list
+    assert op.bytes == 2 * 4 * 40  # each read once and written once
+
+
 def test_total_flops_by_kind():
     x = torch.randn(8, 8)
     ops = count_ops(lambda: (x @ x + 1).sum())
