@@ -87,20 +87,28 @@ def _clip(intervals: Iterable[tuple[float, float]], lo: float, hi: float) -> lis
     return [(max(s, lo), min(e, hi)) for s, e in intervals if e > lo and s < hi]
 
 
-def _self_times(ops: Sequence[dict]) -> list[float]:
-    """Self time (µs) of each op: its duration less its direct children's, on its thread."""
-    selfs = [float(e["dur"]) for e in ops]
+def _parents(ops: Sequence[dict]) -> list[int | None]:
+    """Index of each op's direct caller among `ops` (same thread), None at the top."""
+    parents: list[int | None] = [None] * len(ops)
     by_thread: dict[Any, list[int]] = {}
     for i, e in enumerate(ops):
         by_thread.setdefault((e.get("pid"), e.get("tid")), []).append(i)
     for idx in by_thread.values():
-        stack: list[int] = []  # open ops, outermost first
+        stack: list[int] = []
         for i in sorted(idx, key=lambda i: (ops[i]["ts"], -ops[i]["dur"])):
             while stack and ops[stack[-1]]["ts"] + ops[stack[-1]]["dur"] <= ops[i]["ts"]:
                 stack.pop()
-            if stack:
-                selfs[stack[-1]] -= ops[i]["dur"]
+            parents[i] = stack[-1] if stack else None
             stack.append(i)
+    return parents
+
+
+def _self_times(ops: Sequence[dict]) -> list[float]:
+    """Self time (µs) of each op: its duration less its direct children's, on its thread."""
+    selfs = [float(e["dur"]) for e in ops]
+    for i, parent in enumerate(_parents(ops)):
+        if parent is not None:
+            selfs[parent] -= ops[i]["dur"]
     return [max(s, 0.0) for s in selfs]
 
 
@@ -183,22 +191,6 @@ class StepSyncs:
     @property
     def total(self) -> int:
         return sum(self.counts.values())
-
-
-def _parents(ops: Sequence[dict]) -> list[int | None]:
-    """Index of each op's direct caller among `ops` (same thread), None at the top."""
-    parents: list[int | None] = [None] * len(ops)
-    by_thread: dict[Any, list[int]] = {}
-    for i, e in enumerate(ops):
-        by_thread.setdefault((e.get("pid"), e.get("tid")), []).append(i)
-    for idx in by_thread.values():
-        stack: list[int] = []
-        for i in sorted(idx, key=lambda i: (ops[i]["ts"], -ops[i]["dur"])):
-            while stack and ops[stack[-1]]["ts"] + ops[stack[-1]]["dur"] <= ops[i]["ts"]:
-                stack.pop()
-            parents[i] = stack[-1] if stack else None
-            stack.append(i)
-    return parents
 
 
 def syncs(events: Sequence[dict]) -> list[StepSyncs]:

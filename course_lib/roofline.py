@@ -31,12 +31,10 @@ from torch.utils.flop_counter import flop_registry, sdpa_backward_flop_count, sd
 
 from course_lib.device import sync
 from course_lib.memory import quiet_stderr
-from course_lib.profiling import LAUNCH_CATS, load_trace
+from course_lib.profiling import COPY_OPS, LAUNCH_CATS, load_trace
 
 KINDS = ("matmul", "attention", "element-wise", "reduction & other", "copy")
-_COPIES = {"aten::copy_", "aten::_to_copy", "aten::clone", "aten::cat", "aten::stack",
-           "aten::fill_", "aten::zero_", "aten::index_select", "aten::embedding",
-           "aten::embedding_dense_backward", "aten::_foreach_copy_", "aten::_foreach_zero_"}
+_COPIES = COPY_OPS | {"aten::embedding", "aten::embedding_dense_backward"}  # gathers move data too
 _NO_TRAFFIC = {"aten::empty", "aten::empty_strided", "aten::empty_like", "aten::detach",
                "aten::lift_fresh", "aten::_unsafe_view", "aten::resize_"}
 _RANGE = "roofline op #"
