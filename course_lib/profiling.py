@@ -87,6 +87,30 @@ def _clip(intervals: Iterable[tuple[float, float]], lo: float, hi: float) -> lis
     return [(max(s, lo), min(e, hi)) for s, e in intervals if e > lo and s < hi]
 
 
+def _step_of(ranges: Sequence[tuple[float, float]], starts: Sequence[float], ts: float) -> int | None:
+    """Index of the step range holding the time `ts` (µs), None outside every step."""
+    i = bisect_right(starts, ts) - 1
+    return i if i >= 0 and ts < ranges[i][1] else None
+
+
+def gpu_work(events: Sequence[dict]) -> list[tuple[float, Any, dict]]:
+    """Each GPU kernel, copy and fill of a trace with the CPU call that launched it:
+    (launch time µs, launching thread, the GPU event), matched by correlation id to the
+    earliest runtime or driver call (cudaLaunchKernel, cuLaunchKernel…), by launch time."""
+    launches: dict[Any, tuple[float, Any]] = {}
+    for e in events:
+        c = e.get("args", {}).get("correlation")
+        if e.get("cat") in LAUNCH_CATS and c is not None and c not in launches:
+            launches[c] = (e["ts"], e.get("tid"))
+    out = []
+    for e in events:
+        if e.get("cat") == "kernel" or e.get("cat") in GPU_COPY_CATS:
+            launch = launches.get(e.get("args", {}).get("correlation"))
+            if launch is not None:
+                out.append((launch[0], launch[1], e))
+    return sorted(out, key=lambda w: w[0])
+
+
 def _parents(ops: Sequence[dict]) -> list[int | None]:
     """Index of each op's direct caller among `ops` (same thread), None at the top."""
     parents: list[int | None] = [None] * len(ops)
@@ -118,8 +142,8 @@ def _cpu_breakdown(events: Sequence[dict], ranges: Sequence[tuple[float, float]]
     starts = [s for s, _ in ranges]
     out = [dict.fromkeys(CPU_CATEGORIES, 0.0) for _ in ranges]
     for e, self_us in zip(ops, selfs):
-        i = bisect_right(starts, e["ts"]) - 1
-        if i < 0 or e["ts"] >= ranges[i][1]:
+        i = _step_of(ranges, starts, e["ts"])
+        if i is None:
             continue  # outside every step
         name = e["name"]
         if name in SYNC_OPS or name in SYNC_RUNTIME:
@@ -137,18 +161,11 @@ def _cpu_breakdown(events: Sequence[dict], ranges: Sequence[tuple[float, float]]
 
 
 def _gpu_breakdown(events: Sequence[dict], ranges: Sequence[tuple[float, float]]) -> list[dict[str, float]]:
-    launches = {e["args"]["correlation"]: e["ts"] for e in reversed(events)  # the earliest wins
-                if e.get("cat") in LAUNCH_CATS and "correlation" in e.get("args", {})}
     starts = [s for s, _ in ranges]
     work: list[list[dict]] = [[] for _ in ranges]  # the GPU work each step queued
-    for e in events:
-        if e.get("cat") != "kernel" and e.get("cat") not in GPU_COPY_CATS:
-            continue
-        launched = launches.get(e.get("args", {}).get("correlation"))
-        if launched is None:
-            continue
-        i = bisect_right(starts, launched) - 1
-        if 0 <= i and launched < ranges[i][1]:
+    for launched, _, e in gpu_work(events):
+        i = _step_of(ranges, starts, launched)
+        if i is not None:
             work[i].append(e)
     if not any(work):
         raise ValueError("This trace has no GPU kernels inside its steps: profile with "
@@ -219,8 +236,8 @@ def syncs(events: Sequence[dict]) -> list[StepSyncs]:
     counted_spans: list[tuple[float, float, Any]] = []
 
     def add(e: dict) -> None:
-        i = bisect_right(starts, e["ts"]) - 1
-        if 0 <= i and e["ts"] < ranges[i][1]:
+        i = _step_of(ranges, starts, e["ts"])
+        if i is not None:
             out[i].counts[e["name"]] = out[i].counts.get(e["name"], 0) + 1
             out[i].seconds += e["dur"] / 1e6
 

@@ -31,7 +31,7 @@ from torch.utils.flop_counter import flop_registry, sdpa_backward_flop_count, sd
 
 from course_lib.device import sync
 from course_lib.memory import quiet_stderr
-from course_lib.profiling import COPY_OPS, LAUNCH_CATS, load_trace
+from course_lib.profiling import COPY_OPS, gpu_work, load_trace
 
 KINDS = ("matmul", "attention", "element-wise", "reduction & other", "copy")
 _COPIES = COPY_OPS | {"aten::embedding", "aten::embedding_dense_backward"}  # gathers move data too
@@ -51,6 +51,11 @@ def touched_bytes(t: torch.Tensor) -> int:
     return n * t.element_size()
 
 
+def intensity(flops: float, nbytes: float) -> float:
+    """Arithmetic intensity: FLOPs per byte moved (infinite when nothing moves)."""
+    return flops / nbytes if nbytes else math.inf
+
+
 @dataclass(frozen=True)
 class OpCount:
     """One call of an ATen op: its name as the profiler writes it, its tensor inputs'
@@ -65,7 +70,7 @@ class OpCount:
     @property
     def intensity(self) -> float:
         """Arithmetic intensity, FLOPs per byte."""
-        return self.flops / self.bytes if self.bytes else math.inf
+        return intensity(self.flops, self.bytes)
 
 
 def _kind(name: str, func: torch._ops.OpOverload) -> str:
@@ -180,7 +185,8 @@ class OpTime:
 
     @property
     def intensity(self) -> float:
-        return self.flops / self.bytes if self.bytes else math.inf
+        """Arithmetic intensity, FLOPs per byte."""
+        return intensity(self.flops, self.bytes)
 
     @property
     def rate(self) -> float:
@@ -232,21 +238,12 @@ def _range_seconds(events: Sequence[dict], dev: torch.device) -> dict[int, float
              if e.get("cat") == "user_annotation" and e["name"].startswith(_RANGE)}
     if dev.type != "cuda":
         return {k: e["dur"] / 1e6 for k, e in spans.items()}
-    gpu: dict[Any, float] = {}
-    for e in events:
-        if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and "correlation" in e.get("args", {}):
-            gpu[e["args"]["correlation"]] = gpu.get(e["args"]["correlation"], 0.0) + e["dur"]
-    first: dict[Any, tuple] = {}  # correlation -> its earliest launch (runtime or driver call)
-    for e in events:
-        c = e.get("args", {}).get("correlation")
-        if e.get("cat") in LAUNCH_CATS and c in gpu and c not in first:
-            first[c] = (e["ts"], e.get("tid"), gpu[c])
-    launches = sorted(first.values())
-    times = [t for t, _, _ in launches]
+    work = gpu_work(events)  # sorted by launch time
+    times = [t for t, _, _ in work]
     out = {}
     for k, s in spans.items():
         lo, hi = bisect_left(times, s["ts"]), bisect_right(times, s["ts"] + s["dur"])
-        out[k] = sum(us for _, tid, us in launches[lo:hi] if tid == s.get("tid")) / 1e6
+        out[k] = sum(e["dur"] for _, tid, e in work[lo:hi] if tid == s.get("tid")) / 1e6
     return out
 
 
