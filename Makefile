@@ -8,17 +8,21 @@ VENV       := .venv
 OLDEST     := .venv-oldest
 PROFILE    ?= auto
 COURSE_OUT ?= build
+STUDENT_OUT ?= $(COURSE_OUT)/student
 JOBS       ?= 2
+# Authoring: the notebooks NB (default: all), and nbstripout's settings for committing them
+NB         ?= notebooks/[0-9][0-9]_*.ipynb
+STRIP       = $(VENV)/bin/nbstripout --keep-id --extra-keys "metadata.language_info metadata.jupytext"
 # Containers and cloud GPU boxes often run as root; Jupyter refuses root without this flag.
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: course test test-oldest lab clean
+.PHONY: course test test-oldest lab student freeze check-stripped clean
 
 # $(1): the virtual environment's folder; $(2): extra pip arguments (constraints)
 define install
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "the course needs Python >= 3.11, found " + sys.version.split()[0]'
 	$(PYTHON) -m venv $(1)
-	$(1)/bin/python -m pip install --progress-bar off -e '.[test]' $(2)
+	$(1)/bin/python -m pip install --progress-bar off -e '.[test,instructor]' $(2)
 	touch $(1)/.installed
 endef
 
@@ -47,10 +51,25 @@ test: $(VENV)/.installed
 test-oldest: $(OLDEST)/.installed
 	$(call pytest,$(OLDEST))
 
-## Open JupyterLab on notebooks/ (localhost only, token-protected)
+## Open JupyterLab on notebooks/ (localhost only, token-protected). The notebooks' kernel,
+## python3, is this environment's interpreter in its own JupyterLab: nothing to register.
 lab: $(VENV)/.installed
-	$(VENV)/bin/python -m ipykernel install --sys-prefix --name gpu-course --display-name "Python (GPU course)"
 	$(VENV)/bin/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=notebooks $(ALLOW_ROOT)
+
+## Student copies of every notebook in STUDENT_OUT (build/student/): nbgrader replaces each
+## solution with a stub; the checks stay and report an unsolved exercise as "not done yet"
+student: $(VENV)/.installed
+	$(VENV)/bin/course student --out $(STUDENT_OUT)
+
+## For course authors: execute NB under smoke in this environment's kernel (nbconvert), then
+## strip every output but those of cells tagged keep_output, which the tests compare (nbstripout)
+freeze: $(VENV)/.installed
+	COURSE_PROFILE=smoke $(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.timeout=600 $(NB)
+	$(STRIP) $(NB)
+
+## Fails when a notebook in NB carries anything nbstripout would strip (the tests run it)
+check-stripped: $(VENV)/.installed
+	$(STRIP) --verify $(NB)
 
 clean:
 	rm -rf $(COURSE_OUT) .pytest_cache

@@ -269,6 +269,7 @@ def _exercise_model() -> nn.Module:
         return nn.Sequential(nn.Linear(10, 32), nn.Tanh(), nn.Linear(32, 4))
 
 
+@check.exercise()
 def check_accumulation(fn: Callable[[nn.Module, list], object]) -> None:
     """Exercise (04): `fn(model, micro_batches)` must leave in ``.grad`` the gradient of
     the mean cross-entropy over all real targets, as if the micro-batches were one batch.

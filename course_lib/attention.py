@@ -23,7 +23,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.profiler import ProfilerActivity, profile
 from torch.utils.flop_counter import FlopCounterMode
 
-from course_lib import bench, memory
+from course_lib import bench, check, memory
 from course_lib.bench import Timing
 
 if TYPE_CHECKING:
@@ -185,6 +185,7 @@ def counted_flops(fn: Callable[[], object]) -> int:
     return counter.get_total_flops()
 
 
+@check.exercise()
 def check_flops(fn: Callable[[int, int, int, int], float]) -> None:
     """Exercise check: `fn(B, H, T, d)` against the FLOPs PyTorch's counter finds in the
     written-out attention on tensors of those shapes."""
@@ -200,6 +201,7 @@ def check_flops(fn: Callable[[int, int, int, int], float]) -> None:
           f"d={d}: {want:,}) ✓")
 
 
+@check.exercise()
 def check_cached_causal_mask(fn: Callable[[int, int], torch.Tensor]) -> None:
     """Exercise check: `fn(Tq, Tk)` is the (Tq, Tk) boolean mask of Tq new queries, the last
     Tq of Tk positions, each seeing the keys up to its own position. Compared through SDPA

@@ -2,11 +2,17 @@
 
 Each check prints one line with what was expected and what was seen, and raises
 ``AssertionError`` on failure, so the notebook run (papermill, the tests) stops on it.
+
+Exercise checks are wrapped in :func:`exercise`: in a student copy (``course student``) the
+solutions are nbgrader's stubs, ``raise NotImplementedError()``, and a check on one prints
+``not done yet: …`` instead of stopping the notebook.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+import contextlib
+from types import TracebackType
+from typing import Callable, Iterator
 
 import torch
 from torch import nn
@@ -14,6 +20,37 @@ from torch import nn
 
 def _ok(msg: str) -> None:
     print(f"{msg} ✓")
+
+
+def unsolved(exc: BaseException) -> str | None:
+    """The name of the notebook function whose stub raised `exc`, or None when `exc` is not a
+    stub's: a bare ``NotImplementedError()`` (no message, as nbgrader writes it) raised by code
+    defined in the notebook (module ``__main__``). PyTorch's own NotImplementedErrors carry a
+    message and are raised in its modules: they are real errors."""
+    if type(exc) is not NotImplementedError or exc.args:
+        return None
+    tb: TracebackType | None = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None or tb.tb_frame.f_globals.get("__name__") != "__main__":
+        return None
+    return tb.tb_frame.f_code.co_name
+
+
+@contextlib.contextmanager
+def exercise() -> Iterator[None]:
+    """Run an exercise's check; an exercise not done yet prints one sentence and the notebook
+    runs on. As a block, ``with check.exercise(): ...``, or on a check function, ``@exercise()``.
+    Any other error, a failed check included, propagates."""
+    try:
+        yield
+    except NotImplementedError as exc:
+        name = unsolved(exc)
+        if name is None:
+            raise
+        where = "this cell" if name == "<module>" else f"`{name}`"
+        print(f"not done yet: {where} still raises NotImplementedError; write your code in its "
+              "place and run the cell again.")
 
 
 def expect(what: str, got: object, expected: object) -> None:
@@ -76,6 +113,7 @@ def between(what: str, got: float, low: float, high: float, unit: str = "") -> N
     _ok(f"{what}: {got:.4g} {unit} in [{low:g}, {high:g}]")
 
 
+@exercise()
 def flop_count(fn: Callable[[int, int, int], float]) -> None:
     """Exercise (01): `fn(m, k, n)` must return the FLOPs of an (m×k) @ (k×n) matmul."""
     for m, k, n in [(1, 1, 1), (2, 3, 4), (128, 64, 32), (4096, 4096, 4096)]:
@@ -86,6 +124,7 @@ def flop_count(fn: Callable[[int, int, int], float]) -> None:
     _ok("flop count for (m×k) @ (k×n): 2·m·k·n on 4 shapes")
 
 
+@exercise()
 def transfer_time(fn: Callable[[int, float], float]) -> None:
     """Exercise (01): `fn(nbytes, gb_per_s)` must return seconds to copy `nbytes` at that rate."""
     for nbytes, rate in [(10**9, 10.0), (256 * 2**20, 25.0), (1, 1.0)]:
@@ -95,6 +134,7 @@ def transfer_time(fn: Callable[[int, float], float]) -> None:
     _ok("transfer time = bytes / (GB/s · 1e9) on 3 cases")
 
 
+@exercise()
 def gpt_flops_per_token(fn: Callable[[int, int, int, int], float]) -> None:
     """Exercise (GPT training): `fn(n_params, n_layer, block_size, n_embd)` must give the
     training FLOPs per token of a GPT to within 3 % of what FlopCounterMode counts in a
@@ -119,6 +159,7 @@ def gpt_flops_per_token(fn: Callable[[int, int, int, int], float]) -> None:
     _ok(f"FLOPs per token within 3 % of FlopCounterMode on 3 GPTs (last: {got:,.0f} vs {counted:,.0f})")
 
 
+@exercise()
 def accum_steps(fn: Callable[[int, int, int, int], int]) -> None:
     """Exercise (GPT training): `fn(target_tokens, micro_batch, block_size, world_size)` must
     give the fewest micro-batches per optimizer step that reach `target_tokens` per step."""
@@ -134,6 +175,7 @@ def accum_steps(fn: Callable[[int, int, int, int], int]) -> None:
     _ok(f"accumulation steps on {len(cases)} cases (GPT-2's 524,288 tokens: 32 micro-batches of 16 × 1024 on 1 GPU)")
 
 
+@exercise()
 def adamw_state_bytes(fn: Callable[[nn.Module], int]) -> None:
     """Exercise (memory): `fn(model)` must give the bytes of AdamW's state once it has
     stepped: compared with a real (non-fused) AdamW's state tensors on 3 models."""
@@ -154,6 +196,7 @@ def adamw_state_bytes(fn: Callable[[nn.Module], int]) -> None:
     _ok(f"AdamW state bytes on {len(models)} models (a frozen bias and bf16 weights included)")
 
 
+@exercise()
 def saved_bytes_linear_gelu(fn: Callable[[int, int, int, torch.dtype], int]) -> None:
     """Exercise (memory): `fn(batch, in_features, out_features, dtype)` must give the bytes
     autograd saves for backward in ``gelu(linear(x))``, x of shape (batch, in_features) and
@@ -171,6 +214,7 @@ def saved_bytes_linear_gelu(fn: Callable[[int, int, int, torch.dtype], int]) -> 
     _ok("bytes saved by gelu(linear(x)) on 4 shapes and dtypes")
 
 
+@exercise()
 def arithmetic_intensity(add_fn: Callable[[int], float],
                          matmul_fn: Callable[[int, int, int, int], float]) -> None:
     """Exercise (roofline): `add_fn(n)` must give the FLOPs per byte of ``a + b`` for two
@@ -196,6 +240,7 @@ def arithmetic_intensity(add_fn: Callable[[int], float],
     _ok("arithmetic intensity of a + b (2 sizes) and of matmuls (3 shapes, float32, bfloat16, float64)")
 
 
+@exercise()
 def no_sync_loop(fn: Callable, reference: Callable) -> None:
     """Exercise (profiler): `fn(model, opt, batches)` must train as `reference` does and
     return the losses as one tensor, with no call that makes the host wait for the device

@@ -22,6 +22,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.data import BatchSampler, DistributedSampler, TensorDataset
 
+from course_lib import check
+
 
 def mlp(resolution: int, hidden: int, classes: int = 6) -> nn.Module:
     """The MLP of scripts/ddp_train.py: (B, 3, R, R) images -> (B, classes) logits. No BatchNorm
@@ -85,6 +87,7 @@ def rank_orders(n: int, world_size: int, epochs: int, *, seed: int = 0,
 
 # ---- exercise checks ---------------------------------------------------------------------------
 
+@check.exercise()
 def check_epoch_orders(fn: Callable[[int, int, int, int], list[list[int]]], n: int = 12,
                        world_size: int = 2, epochs: int = 3) -> None:
     """Exercise: ``fn(n, world_size, rank, epochs)`` returns rank `rank`'s index order for each
@@ -154,6 +157,7 @@ def collective_calls(fn: Callable[[torch.Tensor], object], world_size: int = 2) 
     return calls
 
 
+@check.exercise()
 def check_same_collectives(fn: Callable[[torch.Tensor], object], world_size: int = 2) -> None:
     """Exercise: every rank must call the same collectives in the same order, or the ranks that
     called one wait for the others until the process group's timeout."""

@@ -21,6 +21,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from course_lib import check
+
 
 def scatter_sizes(n: int, k: int) -> list[int]:
     """Rows per device when DataParallel scatters a batch of `n` over `k` devices, from PyTorch
@@ -134,6 +136,7 @@ def called_names(fn: Callable) -> set[str]:
     return names
 
 
+@check.exercise()
 def check_chunk_sizes(fn: Callable[[int, int], list[int]]) -> None:
     """Exercise: ``fn(n, k)`` returns the rows each device gets when DataParallel scatters a
     batch of n over k devices, worked out from n and k (no chunk, split or scatter call),

@@ -199,6 +199,7 @@ def needed_scale(g_min: float, name: str | torch.dtype = "fp16") -> float:
     return 2.0 ** max(0, math.ceil(math.log2(torch.finfo(_dtype(name)).smallest_normal / g_min)))
 
 
+@check.exercise()
 def check_loss_scale(fn: Callable[[float], float]) -> None:
     """Exercise: `fn(g_min)` must return the smallest power-of-two loss scale that lifts
     `g_min` to fp16's smallest normal (6.1e-5), and 1 when no scaling is needed."""
@@ -217,6 +218,7 @@ def stays_normal(value: float, name: str | torch.dtype = "fp16") -> bool:
     return value == 0 or (math.isfinite(got) and abs(got) >= torch.finfo(_dtype(name)).smallest_normal)
 
 
+@check.exercise()
 def check_survivors(fn: Callable[[float], bool], values: Sequence[float]) -> None:
     """Exercise: `fn(v)` must say whether v stays a normal fp16 number (see :func:`stays_normal`);
     compared with real casts of every value in `values`."""

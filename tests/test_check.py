@@ -145,3 +145,64 @@ def test_no_sync_loop_exercise():
     with pytest.raises(AssertionError):  # no training step: other losses
         check.no_sync_loop(lambda m, o, b: torch.stack([F.cross_entropy(m(xb).flatten(0, 1), yb.flatten()).detach()
                                                         for xb, yb in b]), reference)
+
+
+# ---- student copies: an unsolved exercise is reported, not raised -------------------------
+
+def _notebook_function(source: str):
+    """A function defined as in a notebook (module __main__), e.g. nbgrader's stub."""
+    namespace = {"__name__": "__main__"}
+    exec(source, namespace)
+    return next(v for k, v in namespace.items() if callable(v) and not k.startswith("__"))
+
+
+STUB = "def flops(m, k, n):\n    # YOUR CODE HERE\n    raise NotImplementedError()\n"
+
+
+def test_a_stub_in_an_exercise_check_prints_one_sentence_naming_it(capsys):
+    check.flop_count(_notebook_function(STUB))  # returns: the notebook runs on
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 1 and out[0].startswith("not done yet: `flops`")
+
+
+def test_every_exercise_check_reports_a_stub(capsys):
+    from course_lib import accumulate, attention, ddp, dp, precision
+    stub = _notebook_function("def answer(*args):\n    raise NotImplementedError()\n")
+    checks = [lambda: check.flop_count(stub), lambda: check.transfer_time(stub),
+              lambda: check.gpt_flops_per_token(stub), lambda: check.accum_steps(stub),
+              lambda: check.adamw_state_bytes(stub), lambda: check.saved_bytes_linear_gelu(stub),
+              lambda: check.arithmetic_intensity(stub, stub), lambda: check.no_sync_loop(stub, lambda *a: [0.0] * 3),
+              lambda: precision.check_loss_scale(stub), lambda: precision.check_survivors(stub, [1.0]),
+              lambda: accumulate.check_accumulation(stub), lambda: attention.check_flops(stub),
+              lambda: attention.check_cached_causal_mask(stub), lambda: ddp.check_epoch_orders(stub),
+              lambda: ddp.check_same_collectives(stub), lambda: dp.check_chunk_sizes(stub)]
+    for run in checks:
+        run()
+    out = capsys.readouterr().out
+    assert out.count("not done yet: `answer`") == len(checks)
+
+
+def test_the_exercise_block_reports_a_stub_and_lets_a_wrong_answer_fail(capsys):
+    stub = _notebook_function(STUB)
+    with check.exercise():
+        check.expect("flops", stub(1, 2, 3), 12)
+    assert capsys.readouterr().out.startswith("not done yet: `flops`")
+    wrong = _notebook_function("def flops(m, k, n):\n    return m * k * n\n")
+    with pytest.raises(AssertionError), check.exercise():
+        check.expect("flops", wrong(1, 2, 3), 12)
+
+
+@pytest.mark.parametrize("source", [
+    "def f():\n    raise NotImplementedError('not for this dtype')\n",  # a message: a real error
+    "def f():\n    raise TypeError()\n",
+])
+def test_other_errors_are_not_called_unsolved(source):
+    with pytest.raises((NotImplementedError, TypeError)), check.exercise():
+        _notebook_function(source)()
+
+
+def test_a_bare_not_implemented_error_from_a_library_is_a_real_error():
+    def library_function():  # defined in this test module, not in a notebook (__main__)
+        raise NotImplementedError()
+    with pytest.raises(NotImplementedError), check.exercise():
+        library_function()

@@ -69,3 +69,24 @@ def test_lab_binds_localhost_with_a_token():
 
 def test_lab_allows_root_only_for_root():
     assert ("--allow-root" in lab_command()) == (os.getuid() == 0)
+
+
+KERNEL_CMD = ("from jupyter_client import KernelManager; "
+              "print(KernelManager(kernel_name='python3').format_kernel_cmd()[0])")
+
+
+def test_the_notebooks_kernel_is_this_environment_even_with_another_python3_installed(tmp_path):
+    """The notebooks name `python3`; in this environment's JupyterLab that kernel runs this
+    environment's interpreter, also when the user has a `python3` kernelspec of another Python."""
+    import nbformat
+    from conftest import NOTEBOOKS
+    names = {nbformat.read(p, as_version=4).metadata["kernelspec"]["name"] for p in NOTEBOOKS}
+    assert names == {"python3"}
+    foreign = tmp_path / "kernels" / "python3"
+    foreign.mkdir(parents=True)
+    (foreign / "kernel.json").write_text('{"argv": ["/usr/bin/false", "-f", "{connection_file}"], '
+                                         '"display_name": "another Python", "language": "python"}')
+    env = {**os.environ, "JUPYTER_DATA_DIR": str(tmp_path)}
+    env.pop("JUPYTER_PATH", None)
+    ran = subprocess.run([sys.executable, "-c", KERNEL_CMD], env=env, capture_output=True, text=True, check=True)
+    assert os.path.realpath(ran.stdout.strip()) == os.path.realpath(sys.executable)

@@ -5,6 +5,8 @@ committed notebook. Committed notebooks carry no other output."""
 
 import json
 import re
+import subprocess
+import sys
 
 import nbformat
 import pytest
@@ -65,9 +67,12 @@ def test_notebook_runs_once_under_smoke(path):
     assert result.ok, f"{path.name}: {result.error}"
     report = json.loads((OUT / "reports" / f"{path.stem}.json").read_text())
     assert report["profile"] == "smoke" and report["measurements"], "the notebook recorded nothing"
-    problems = kept_output_mismatches(nbformat.read(path, as_version=4),
-                                      nbformat.read(result.output, as_version=4))
+    executed = nbformat.read(result.output, as_version=4)
+    problems = kept_output_mismatches(nbformat.read(path, as_version=4), executed)
     assert not problems, f"{path.name}: " + "\n".join(problems)
+    unsolved = [c.source.splitlines()[0] for c in executed.cells
+                if "not done yet:" in "".join(o.get("text", "") for o in c.get("outputs", []))]
+    assert not unsolved, f"{path.name}: the committed solutions must pass their checks: {unsolved}"
 
 
 def _nb(*cells: tuple[str, list[str], str]) -> nbformat.NotebookNode:
@@ -119,3 +124,36 @@ def test_notebook_is_committed_clean(path):
 
 def test_course_has_its_first_notebooks():
     assert [p.stem[:2] for p in NOTEBOOKS][:2] == ["00", "01"]
+
+
+# ---- authoring: `make freeze` (nbconvert + nbstripout) and `make check-stripped` ----------------
+
+def make(*args: str) -> subprocess.CompletedProcess:
+    """A Makefile target run with this test's environment as VENV (never reinstalled here)."""
+    return subprocess.run(["make", "-s", "-o", f"{sys.prefix}/.installed", f"VENV={sys.prefix}", *args],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+
+
+def test_committed_notebooks_are_what_nbstripout_leaves():
+    done = make("check-stripped")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_freeze_runs_under_smoke_keeps_only_kept_outputs_and_a_failure_changes_nothing(tmp_path):
+    nb = _nb(("import os\nPROFILE = os.environ.get('COURSE_PROFILE', 'auto')", ["parameters"], ""),
+             ("print(PROFILE)", ["keep_output", CHECKED], ""), ("print('a timing')", [], ""))
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    path = tmp_path / "00_x.ipynb"
+    nbformat.write(nb, path)
+    done = make("freeze", f"NB={path}")
+    assert done.returncode == 0, done.stdout + done.stderr
+    frozen = nbformat.read(path, as_version=4)
+    assert [_printed(c) for c in frozen.cells] == ["", "smoke\n", ""]
+    assert [c.get("id") for c in frozen.cells] == ["c0", "c1", "c2"]  # ids kept: the comparison needs them
+    assert make("check-stripped", f"NB={path}").returncode == 0
+
+    frozen.cells[2].source = "raise ValueError('a broken cell')"
+    nbformat.write(frozen, path)
+    before = path.read_bytes()
+    assert make("freeze", f"NB={path}").returncode != 0
+    assert path.read_bytes() == before

@@ -29,7 +29,10 @@ def test_environment_installs_the_pyproject_set():
 
 
 def _floors() -> dict[str, str]:
-    reqs = PYPROJECT["project"]["dependencies"] + PYPROJECT["project"]["optional-dependencies"]["test"]
+    """Every floor make test-oldest installs: the dependencies, the test and instructor extras
+    (the browser extra runs only with the newest releases, in make test-browser)."""
+    extras = PYPROJECT["project"]["optional-dependencies"]
+    reqs = PYPROJECT["project"]["dependencies"] + extras["test"] + extras["instructor"]
     return {_name(r): r.split(">=", 1)[1] for r in reqs}
 
 

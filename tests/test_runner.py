@@ -1,8 +1,6 @@
-"""The notebook runner and the authoring tool: which Python runs the kernel, which reports
-belong to a run, and notebooks rewritten atomically."""
+"""The notebook runner: which Python runs the kernel, which reports belong to a run."""
 
 import asyncio
-import importlib.util
 import json
 import os
 import shutil
@@ -19,21 +17,11 @@ from conftest import REPO
 from course_lib import report, runner
 
 
-def load_nb_tool():
-    """tools/nb.py as a module (tools/ is not a package)."""
-    spec = importlib.util.spec_from_file_location("nb_tool", REPO / "tools" / "nb.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def new_notebook(*sources: str, tags: list[str] | None = None) -> nbformat.NotebookNode:
+def new_notebook(*sources: str) -> nbformat.NotebookNode:
     nb = nbformat.v4.new_notebook()
     params = nbformat.v4.new_code_cell('PROFILE = "auto"')
     params.metadata["tags"] = ["parameters"]
     nb.cells = [params] + [nbformat.v4.new_code_cell(s) for s in sources]
-    if tags:
-        nb.cells[-1].metadata["tags"] = tags
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     return nb
 
@@ -89,63 +77,6 @@ def test_reports_are_those_of_the_notebooks_run(tmp_path):
     assert list(found) == ["00_a"] and found["00_a"]["notebook"] == "00_a"
     summary = runner.summary(results, "smoke", tmp_path)
     assert "| 00_a | ok |" in summary and "| 02_c | ok |" in summary and "01_b" not in summary
-
-
-def test_nb_write_is_atomic(tmp_path, monkeypatch):
-    nb_tool = load_nb_tool()
-    path = tmp_path / "00_x.ipynb"
-    nb_tool.write_notebook(new_notebook("x = 1"), path)
-    before = path.read_bytes()
-    assert nbformat.read(path, as_version=4).cells[-1].source == "x = 1"
-
-    def boom(src, dst):
-        raise OSError("disk full (simulated)")
-
-    monkeypatch.setattr(report.os, "replace", boom)
-    with pytest.raises(OSError):
-        nb_tool.write_notebook(new_notebook("x = 2"), path)
-    assert path.read_bytes() == before and os.listdir(tmp_path) == [path.name]
-
-
-class FakeClient:
-    """Stands in for nbclient's NotebookClient: 'executes' by giving every code cell output."""
-
-    seen: dict = {}
-    fail = False
-
-    def __init__(self, nb, **kwargs):
-        self.nb, FakeClient.seen = nb, dict(kwargs)
-
-    def execute(self):
-        FakeClient.seen["profile"] = os.environ.get("COURSE_PROFILE")
-        if FakeClient.fail:
-            raise RuntimeError("a cell failed (simulated)")
-        for i, cell in enumerate(self.nb.cells):
-            cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=f"out {i}\n")]
-            cell.execution_count = i + 1
-        return self.nb
-
-
-def test_freeze_keeps_only_kept_outputs_and_a_failed_run_leaves_the_notebook(tmp_path, monkeypatch):
-    nb_tool = load_nb_tool()
-    monkeypatch.setattr(nb_tool, "NotebookClient", FakeClient)
-    monkeypatch.delenv("COURSE_PROFILE", raising=False)
-    path = tmp_path / "00_x.ipynb"
-    nbformat.write(new_notebook("x = 1", "print(x)", tags=["keep_output"]), path)
-    FakeClient.fail = True
-    before = path.read_bytes()
-    with pytest.raises(RuntimeError):
-        nb_tool.freeze(path)
-    assert path.read_bytes() == before
-
-    FakeClient.fail = False
-    nb_tool.freeze(path)
-    frozen = nbformat.read(path, as_version=4)
-    assert [len(c.outputs) for c in frozen.cells] == [0, 0, 1]
-    assert frozen.cells[-1].outputs[0]["text"] == "out 2\n"
-    assert FakeClient.seen["profile"] == "smoke" and "COURSE_PROFILE" not in os.environ
-    assert FakeClient.seen["kernel_manager_class"] is runner.CurrentEnvKernelManager
-    assert os.listdir(tmp_path) == [path.name]
 
 
 @pytest.mark.parametrize("notebook", sorted(p.name for p in (REPO / "notebooks").glob("*.ipynb")))
