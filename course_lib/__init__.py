@@ -21,6 +21,8 @@ memory      live and peak memory per phase (CUDA allocator / profiler events), t
             out-of-memory: fit_batch, largest_batch, a measured budget, advice
 timeline    memory over time: the profiler's categories, the CUDA allocator's snapshot
 runner, cli, catalog   the `course` command: check and run
+cohort      a workshop's pre-flight: one machine's check report (JSON), many side by side
+student     student copies: nbgrader replaces each solution with a stub
 
 One notebook each (its scaffolding, tested like the rest):
 

@@ -1,30 +1,99 @@
-"""Command line: ``course check`` (readiness) and ``course run`` (execute notebooks)."""
+"""Command line: ``course check`` (readiness, a short measurement, ``--json`` for a workshop's
+pre-flight), ``course run`` (execute notebooks), ``course student`` (copies without solutions)
+and ``course cohort`` (many attendees' reports)."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
 
+import nbformat
+
 from tqdm.auto import tqdm
 
-from course_lib import catalog, device, profiles, report, runner
+from course_lib import catalog, cohort, device, files, profiles, report, runner, student
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    """Print the hardware and what each notebook can demonstrate on it."""
+    """Print the hardware, what each notebook can demonstrate on it and a short measurement;
+    with ``--json`` write all of it as one check report instead (``-``: to stdout)."""
     info = device.describe()
+    rows = catalog.readiness(info, Path(args.dir))
+    if args.json is not None:
+        data = cohort.check_report(args.name or cohort.attendee_name(), info, rows,
+                                   cohort.quick_measure(device.pick()), profiles.resolve("auto"))
+        return _write_json(data, args.json)
+    _print_check(info, rows)
+    quick = cohort.quick_measure(device.pick())
+    print("\nA short measurement (median per call, ± half the interquartile range of the repeats)")
+    print(f"{quick.matmul}\n{quick.copy}")
+    return 0
+
+
+def _write_json(data: dict, dest: str) -> int:
+    """Write `data` as JSON to the file `dest`, or to stdout when `dest` is '-'."""
+    text = json.dumps(data, indent=1, ensure_ascii=False) + "\n"
+    if dest == "-":
+        sys.stdout.write(text)
+    else:
+        print(f"check report written to {files.write_text_atomic(Path(dest), text)}")
+    return 0
+
+
+def _print_check(info: device.DeviceInfo, rows: list[tuple[str, str, str]]) -> None:
+    """The hardware and the readiness table, as ``course check`` prints them."""
     print("This machine")
     for key, value in info.rows():
         print(f"  {key:<12} {value}")
     print(f"  profile      auto -> {profiles.resolve('auto')}\n")
-    rows = catalog.readiness(info, Path(args.dir))
     width = max(len(r[0]) for r in rows)
     print(f"{'notebook':<{width}}  {'status':<15}  what this machine can demonstrate")
     for stem, status, what in rows:
         print(f"{stem:<{width}}  {status:<15}  {what}")
+
+
+def cmd_cohort(args: argparse.Namespace) -> int:
+    """Print one table of many attendees' reports and draw their measurements in one plot."""
+    folder = Path(args.folder)
+    if not folder.is_dir():
+        return _refuse(f"{folder} is not a folder; give the folder that holds the attendees' reports.")
+    attendees, notes = cohort.read(folder)
+    for note in notes:
+        print(f"course cohort: {note}", file=sys.stderr)
+    if not attendees:
+        return _refuse(f"no report in {folder} could be read: put each attendee's "
+                       f"`course check --json` report (and build/reports) there.")
+    print(cohort.table(attendees))
+    import matplotlib  # here, not at the top: only this command draws
+    matplotlib.use("Agg")  # to a file, never a window
+    from course_lib import plot
+    path = Path(args.plot) if args.plot else folder / "cohort.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    n = len(attendees)
+    fig = plot.cohort(cohort.panels(attendees), title=f"{n} attendee{'s' * (n != 1)}: median, error "
+                                                      f"bars the middle half of the repeats")
+    fig.savefig(path, dpi=120)
+    print(f"\nplot: {path}")
     return 0
+
+
+def cmd_student(args: argparse.Namespace) -> int:
+    """Write student copies of the chosen notebooks: nbgrader replaces each solution with a stub."""
+    out = Path(args.out)
+    notebooks = _select(args.notebooks, Path(args.dir))
+    written = student.write_copies(notebooks, out)
+    exercises = sum(len(student.exercise_cells(nbformat.read(p, as_version=4))) for p in notebooks)
+    print(f"{len(written)} student copies with {exercises} exercises to do in {out}/ "
+          f"(the notebooks in {args.dir} keep the solutions)")
+    return 0
+
+
+def _refuse(sentence: str) -> int:
+    print(f"course cohort: {sentence}", file=sys.stderr)
+    return 2
 
 
 def _select(names: list[str], folder: Path) -> list[Path]:
@@ -36,7 +105,7 @@ def _select(names: list[str], folder: Path) -> list[Path]:
     for name in names:
         hits = [p for p in every if p.stem == Path(name).stem or p.stem.startswith(f"{name}_")]
         if not hits:
-            raise SystemExit(f"course run: no notebook matches {name!r} in {folder}.")
+            raise SystemExit(f"course: no notebook matches {name!r} in {folder}.")
         chosen += hits
     return chosen
 
@@ -96,7 +165,19 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="course", description=__doc__)
     p.add_argument("--dir", default=str(catalog.NOTEBOOK_DIR), help="folder of the notebooks")
     sub = p.add_subparsers(dest="command", required=True)
-    sub.add_parser("check", help="what this machine can demonstrate").set_defaults(fn=cmd_check)
+    check = sub.add_parser("check", help="what this machine can demonstrate, and a short measurement")
+    check.add_argument("--json", nargs="?", const="-", default=None, metavar="FILE",
+                       help="write this machine's check report as JSON to FILE (no FILE or '-': stdout)")
+    check.add_argument("--name", default=None, help="the attendee's name in the report (default user@hostname)")
+    check.set_defaults(fn=cmd_check)
+    many = sub.add_parser("cohort", help="many attendees' reports: one table, one plot")
+    many.add_argument("folder", metavar="DIR", help="check reports (*.json) and DIR/<attendee>/ folders")
+    many.add_argument("--plot", default=None, metavar="FILE", help="the plot's PNG (default DIR/cohort.png)")
+    many.set_defaults(fn=cmd_cohort)
+    copies = sub.add_parser("student", help="student copies: each solution replaced by nbgrader's stub")
+    copies.add_argument("notebooks", nargs="*", help="e.g. 00 01_gpu_vs_cpu (default: all)")
+    copies.add_argument("--out", default=str(report.build_dir() / "student"), help="output folder (default build/student)")
+    copies.set_defaults(fn=cmd_student)
     run = sub.add_parser("run", help="execute notebooks headless with papermill")
     run.add_argument("notebooks", nargs="*", help="e.g. 00 01_gpu_vs_cpu (default: all)")
     run.add_argument("--profile", default=None, help="smoke | cpu | gpu | auto (default: $COURSE_PROFILE or auto)")
@@ -114,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return args.fn(args)
-    except (profiles.ProfileError, report.RecordError) as exc:
+    except (profiles.ProfileError, report.RecordError, student.StudentError) as exc:
         print(f"course: {exc}", file=sys.stderr)
         return 2
 

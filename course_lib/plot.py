@@ -15,6 +15,8 @@ from course_lib.bench import Timing
 from course_lib.timeline import Timeline
 
 _PLAIN = FuncFormatter(lambda v, _: f"{v:g}")
+SHORT = 20  # a series of at most this many points gets a marker on each (one point is no line)
+LOG_SPAN = 30  # bars whose largest value is more than this many times the smallest: log axis
 
 
 def plain_log_ticks(axis: Axis, lo: float, hi: float) -> None:
@@ -100,10 +102,11 @@ def timing_bars(timings: Sequence[Timing], *, ylabel: str, title: str = "", scal
 
 def curves(series: Mapping[str, Sequence[float]], *, xlabel: str = "step",
            ylabel: str = "loss", title: str = "", logy: bool = False) -> Figure:
-    """One line per series against its index (loss or accuracy curves side by side)."""
+    """One line per series against its index (loss or accuracy curves side by side); a short
+    series (at most :data:`SHORT` points, e.g. one epoch's accuracy) gets a marker per point."""
     fig, ax = plt.subplots(figsize=(6.5, 4))
     for label, ys in series.items():
-        ax.plot(range(1, len(ys) + 1), list(ys), label=label)
+        ax.plot(range(1, len(ys) + 1), list(ys), label=label, marker="o" if len(ys) <= SHORT else None)
     ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
     if logy:
         ax.set_yscale("log")
@@ -111,6 +114,47 @@ def curves(series: Mapping[str, Sequence[float]], *, xlabel: str = "step",
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+def cohort(panels: Mapping[str, Mapping[str, tuple[float, float, float] | None]], *,
+           title: str = "") -> Figure:
+    """One panel per measurement (``panels[xlabel][row] = (value, lo, hi)``, None where a row
+    has none): horizontal bars with the range of the repeats as error bars, the rows (one
+    per attendee, e.g. 'alice — NVIDIA H100') in the same order in every panel, '—' where
+    a row has no value. Each bar is annotated with its value (the median); a panel whose
+    values span more than :data:`LOG_SPAN` times (a GPU beside CPUs) has a log axis."""
+    rows = list(dict.fromkeys(r for p in panels.values() for r in p))
+    fig, axes = plt.subplots(1, len(panels), sharey=True, squeeze=False,
+                             figsize=(4.5 * len(panels) + 2.5, 1.2 + 0.45 * len(rows)))
+    for ax, (xlabel, values) in zip(axes[0], panels.items()):
+        _hbars(ax, rows, values)
+        ax.set(xlabel=xlabel)
+    axes[0][0].set_yticks(range(len(rows)), rows)
+    axes[0][0].set_ylim(len(rows) - 0.5, -0.5)  # first row on top
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def _hbars(ax: Axes, rows: Sequence[str], values: Mapping[str, tuple[float, float, float] | None]) -> None:
+    """Horizontal bars of `values` at the positions of `rows`; '—' for rows without a value."""
+    shown = [(y, values[r]) for y, r in enumerate(rows) if values.get(r)]
+    if shown:
+        ys, bars_ = [y for y, _ in shown], [b for _, b in shown]
+        xs = [v for v, _, _ in bars_]
+        ax.barh(ys, xs, xerr=_yerr(xs, [(lo, hi) for _, lo, hi in bars_]), capsize=3, color="tab:blue")
+        for y, (x, _, hi) in shown:
+            label = f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
+            ax.text(max(x, hi), y, f"  {label}", va="center", fontsize=8)  # beyond the error bar
+        if min(xs) > 0 and max(xs) / min(xs) > LOG_SPAN:  # GPUs and CPUs side by side
+            ax.set_xscale("log")
+            plain_log_ticks(ax.xaxis, min(xs), max(xs))
+    for y, r in enumerate(rows):
+        if not values.get(r):
+            ax.text(0.01, y, "—", va="center", transform=ax.get_yaxis_transform())
+    ax.margins(x=0.15)  # room for the labels beyond the longest bar
+    ax.grid(True, axis="x", alpha=0.3)
 
 
 _UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}

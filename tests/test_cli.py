@@ -8,7 +8,7 @@ import sys
 import nbformat
 import pytest
 
-from course_lib import catalog, cli, device, profiles, report, runner
+from course_lib import bench, catalog, cli, cohort, device, profiles, report, runner
 
 
 def run_course(*args: str, cwd=None) -> subprocess.CompletedProcess:
@@ -31,6 +31,48 @@ def test_check_prints_the_readiness_table():
     for entry in catalog.NOTEBOOKS:
         assert entry.stem in out.stdout
     assert "gpu_count" in out.stdout and "what this machine can demonstrate" in out.stdout
+    measured = out.stdout.split("A short measurement")[1].splitlines()[1:]
+    assert measured[0].startswith("matmul ") and "FLOP/s" in measured[0]
+    assert measured[1].startswith("copy ") and "B/s" in measured[1]
+
+
+def test_check_json_round_trips_through_the_cohort_reader(tmp_path):
+    folder = tmp_path / "cohort"
+    out = run_course("check", "--json", str(folder / "me.json"), "--name", "tester")
+    assert out.returncode == 0, out.stderr
+    (person,), notes = cohort.read(folder)
+    assert notes == [] and person.name == "tester"
+    data = person.check
+    info = device.describe()
+    assert data["hardware"]["cores"] >= 1 and len(data["hardware"]["gpus"]) == info.gpu_count
+    assert data["versions"]["torch"] == info.torch and data["profile"] == profiles.resolve("auto")
+    assert [(n["stem"], n["status"]) for n in data["notebooks"]] == [
+        (stem, status) for stem, status, _ in catalog.readiness(info)]
+    matmul, copy = data["measurements"]["matmul"], data["measurements"]["copy"]
+    assert (matmul["unit"], copy["unit"]) == ("GFLOP/s", "GB/s")
+    for m in (matmul, copy):
+        assert m["spread"][0] <= m["value"] <= m["spread"][1] and m["value"] > 0 and m["runs"] >= 3
+    row = cohort.summary_row(person)
+    assert row[0] == "tester" and row[2] == str(info.gpu_count) and row[7] == matmul["dtype"]
+
+
+def fake_quick(dev):
+    """A stand-in for the measurement: 100 GFLOP/s (90–125) and 10 GB/s (8–12.5)."""
+    matmul = bench.Timing("matmul 8×8 float32", "cpu (2 threads)", 0.01, 0.0, 5, 1e9, "FLOP/s", 0.008, 0.0111111)
+    copy = bench.Timing("copy 1 MiB", "cpu (2 threads)", 0.1, 0.0, 5, 1e9, "B/s", 0.08, 0.125)
+    return cohort.Quick(matmul, "float32", copy)
+
+
+def test_check_json_without_file_writes_only_json_to_stdout(capsys, monkeypatch):
+    monkeypatch.setattr(cohort, "quick_measure", fake_quick)
+    assert cli.main(["check", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["kind"] == "course-check" and data["schema"] == 1
+    assert data["name"] == cohort.attendee_name() and "@" in data["name"]
+    assert data["measurements"]["matmul"]["value"] == pytest.approx(100.0)
+    assert data["measurements"]["matmul"]["spread"] == pytest.approx([90.0, 125.0], rel=1e-4)
+    assert data["measurements"]["copy"]["spread"] == pytest.approx([8.0, 12.5])
+    assert data["measurements"]["matmul"]["dtype"] == "float32"
 
 
 def test_readiness_marks_gpu_notebooks_partial_without_gpus(tmp_path):
@@ -249,3 +291,22 @@ def test_asked_profile_is_not_resolved(monkeypatch):
     assert cli.asked_profile(None) == "auto" and cli.asked_profile(" GPU") == "gpu"
     monkeypatch.setenv("COURSE_PROFILE", "cpu")
     assert cli.asked_profile(None) == "cpu" and cli.asked_profile("") == "cpu"
+
+
+def test_student_writes_copies_without_solutions(tmp_path, capsys):
+    assert cli.main(["student", "00", "05", "--out", str(tmp_path)]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["00_setup_check.ipynb", "05_data_parallel.ipynb"]
+    for path in tmp_path.iterdir():
+        text = path.read_text()
+        assert "BEGIN SOLUTION" not in text and "raise NotImplementedError()" in text
+    assert capsys.readouterr().out.startswith("2 student copies with 2 exercises to do")
+
+
+def test_student_without_nbgrader_is_one_sentence(tmp_path, capsys, monkeypatch):
+    import importlib.util
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "nbgrader" else real(name, *a))
+    assert cli.main(["student", "00", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "[instructor]" in err[0]
+    assert list(tmp_path.iterdir()) == []

@@ -1,5 +1,6 @@
 """`make lab` starts JupyterLab on localhost only, behind a token, also as root."""
 
+import json
 import os
 import re
 import shlex
@@ -9,6 +10,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 from conftest import REPO
 
@@ -90,3 +92,15 @@ def test_the_notebooks_kernel_is_this_environment_even_with_another_python3_inst
     env.pop("JUPYTER_PATH", None)
     ran = subprocess.run([sys.executable, "-c", KERNEL_CMD], env=env, capture_output=True, text=True, check=True)
     assert os.path.realpath(ran.stdout.strip()) == os.path.realpath(sys.executable)
+
+
+def test_nbgrader_stays_out_of_the_learners_jupyterlab():
+    """make's install disables nbgrader's server and JupyterLab extensions: the course uses only
+    its generate_assignment command (course student)."""
+    from jupyter_core.paths import jupyter_config_path
+    from jupyter_server.extension.config import ExtensionConfigManager
+    enabled = ExtensionConfigManager(read_config_path=jupyter_config_path()).get_jpserver_extensions()
+    nbgrader = {name: on for name, on in enabled.items() if name.startswith("nbgrader")}
+    assert nbgrader and not any(nbgrader.values()), nbgrader
+    page = json.loads((Path(sys.prefix) / "etc" / "jupyter" / "labconfig" / "page_config.json").read_text())
+    assert page["disabledExtensions"].get("@jupyter/nbgrader") is True

@@ -72,3 +72,37 @@ def test_memory_timeline_units():
     with pytest.raises(ValueError, match="Unknown unit"):
         plot.memory_timeline(ax, _timeline(), unit="MB")
     plt.close("all")
+
+
+def test_short_curves_get_markers_long_ones_do_not():
+    fig = plot.curves({"accuracy": [0.42], "loss": [1.0 / (k + 1) for k in range(100)]})
+    one, many = fig.axes[0].get_lines()
+    assert one.get_marker() == "o" and list(one.get_xdata()) == [1]  # one epoch: one visible dot
+    assert many.get_marker() in (None, "None", "", " ")
+    plt.close("all")
+
+
+def test_cohort_bars_per_attendee_with_spread_and_blanks():
+    panels = {"matmul GFLOP/s": {"alice — GPU": (900.0, 880.0, 950.0), "bob — CPU": (100.0, 90.0, 110.0)},
+              "copy GB/s": {"alice — GPU": (2000.0, 1900.0, 2100.0), "bob — CPU": None}}
+    fig = plot.cohort(panels)
+    left, right = fig.axes
+    assert [t.get_text() for t in left.get_yticklabels()] == ["alice — GPU", "bob — CPU"]
+    assert [round(p.get_width()) for p in left.patches] == [900, 100]
+    assert [round(p.get_width()) for p in right.patches] == [2000]  # bob has no copy: no bar
+    (errors,) = [c for c in left.containers if c.__class__.__name__ == "ErrorbarContainer"]
+    segments = errors.lines[2][0].get_segments()  # one horizontal segment per bar
+    assert [(s[0][0], s[1][0]) for s in segments] == [(880.0, 950.0), (90.0, 110.0)]
+    assert "—" in [t.get_text().strip() for t in right.texts]
+    assert left.get_ylim()[0] > left.get_ylim()[1]  # the first attendee on top
+    assert (left.get_xlabel(), right.get_xlabel()) == ("matmul GFLOP/s", "copy GB/s")
+    plt.close("all")
+
+
+def test_cohort_panel_spanning_decades_is_logarithmic():
+    fig = plot.cohort({"matmul GFLOP/s": {"gpu": (600_000.0, 590_000.0, 610_000.0), "cpu": (200.0, 190.0, 210.0)},
+                       "copy GB/s": {"gpu": (3000.0, 2900.0, 3100.0), "cpu": (20.0, 19.0, 21.0)}})
+    assert [ax.get_xscale() for ax in fig.axes] == ["log", "log"]
+    fig = plot.cohort({"copy GB/s": {"a": (20.0, 19.0, 21.0), "b": (40.0, 39.0, 41.0)}})
+    assert fig.axes[0].get_xscale() == "linear"
+    plt.close("all")
