@@ -313,7 +313,7 @@ def fmt_value(row: dict | None, unit: str | None = None) -> str:
     value = get(row, "value")
     if value is None:
         return DASH
-    text = report._fmt(value)
+    text = report.fmt_value(value)
     spread = get(row, "spread")
     if isinstance(value, (int, float)) and value and spread and len(spread) == 2:
         text += f" ±{(spread[1] - spread[0]) / 2 / abs(value):.0%}"

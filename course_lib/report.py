@@ -38,7 +38,7 @@ def report_path(notebook: str, build: Path | None = None) -> Path:
     return Path(build or build_dir()) / "reports" / f"{notebook}.json"
 
 
-def _fmt(value: object) -> str:
+def fmt_value(value: object) -> str:
     if isinstance(value, float):
         return f"{value:,.4g}" if abs(value) < 1e4 else f"{value:,.0f}"
     return str(value)
@@ -119,10 +119,10 @@ class Report:
         lines = [f"{self.meta['device']}, profile {self.meta['profile']}", head, "-" * len(head)]
         for key, row in self.rows.items():
             lo_hi = row.get("spread")
-            rng = f"{_fmt(lo_hi[0])}–{_fmt(lo_hi[1])}" if lo_hi else "-"
-            line = f"{key:<36} | {_fmt(row['value']):>10} | {rng:>19} | {row['unit']:<8}"
+            rng = f"{fmt_value(lo_hi[0])}–{fmt_value(lo_hi[1])}" if lo_hi else "-"
+            line = f"{key:<36} | {fmt_value(row['value']):>10} | {rng:>19} | {row['unit']:<8}"
             if ref:
-                line += f" | {_fmt(ref[key]['value']) + ' ' + ref[key]['unit'] if key in ref else '-'}"
+                line += f" | {fmt_value(ref[key]['value']) + ' ' + ref[key]['unit'] if key in ref else '-'}"
             lines.append(line)
         if not ref:
             lines.append("(no reference GPU run recorded in results/ for this notebook yet)")
@@ -148,8 +148,8 @@ def reference(notebook: str) -> tuple[str | None, dict]:
 
 def fmt_row(key: str, row: dict) -> str:
     """One recorded measurement as a line: 'key: value (lo–hi) unit  note'."""
-    spread = f" ({_fmt(row['spread'][0])}–{_fmt(row['spread'][1])})" if row.get("spread") else ""
-    return f"{key}: {_fmt(row['value'])}{spread} {row['unit']}  {row.get('note', '')}".rstrip()
+    spread = f" ({fmt_value(row['spread'][0])}–{fmt_value(row['spread'][1])})" if row.get("spread") else ""
+    return f"{key}: {fmt_value(row['value'])}{spread} {row['unit']}  {row.get('note', '')}".rstrip()
 
 
 def reference_text(notebook: str, prefixes: tuple[str, ...] = ()) -> str:
