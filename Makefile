@@ -9,6 +9,7 @@ OLDEST     := .venv-oldest
 PROFILE    ?= auto
 COURSE_OUT ?= build
 STUDENT_OUT ?= $(COURSE_OUT)/student
+LAB_DIR    ?= notebooks
 JOBS       ?= 2
 # Authoring: the notebooks NB (default: all), and nbstripout's settings for committing them
 NB         ?= notebooks/[0-9][0-9]_*.ipynb
@@ -16,18 +17,18 @@ STRIP       = $(VENV)/bin/nbstripout --keep-id --extra-keys "metadata.language_i
 # Containers and cloud GPU boxes often run as root; Jupyter refuses root without this flag.
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: course test test-oldest lab student freeze check-stripped clean
+.PHONY: course test test-oldest test-browser lab student freeze check-stripped clean
 
-# $(1): the virtual environment's folder; $(2): extra pip arguments (constraints)
+# $(1): the virtual environment's folder; $(2): extra pip arguments (constraints).
+# nbgrader is installed for its generate_assignment command only (course student): its
+# JupyterLab menus and server extensions (formgrader, assignment lists) are switched off.
 define install
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "the course needs Python >= 3.11, found " + sys.version.split()[0]'
 	$(PYTHON) -m venv $(1)
 	$(1)/bin/python -m pip install --progress-bar off -e '.[test,instructor]' $(2)
-	# nbgrader is here for its generate_assignment command only: its JupyterLab menus and
-	# server extensions (formgrader, assignment lists) stay off in the learners' JupyterLab
 	for ext in formgrader validate_assignment assignment_list course_list; do \
-	    $(1)/bin/jupyter server extension disable --sys-prefix nbgrader.server_extensions.$$ext >/dev/null 2>&1; done
-	$(1)/bin/jupyter labextension disable --level=sys_prefix @jupyter/nbgrader >/dev/null 2>&1
+	    $(1)/bin/jupyter server extension disable --sys-prefix nbgrader.server_extensions.$$ext >/dev/null || exit 1; done
+	$(1)/bin/jupyter labextension disable --level=sys_prefix @jupyter/nbgrader >/dev/null
 	touch $(1)/.installed
 endef
 
@@ -56,17 +57,21 @@ test: $(VENV)/.installed
 test-oldest: $(OLDEST)/.installed
 	$(call pytest,$(OLDEST))
 
-## Every notebook run in JupyterLab in headless Chromium (Playwright; smoke): figures, widgets, no errors.
-## Serial: two notebooks at once on 2 cores took longer in all (201 s against 191 s, measured).
-test-browser: $(VENV)/.installed
+$(VENV)/.browser: $(VENV)/.installed
 	$(VENV)/bin/python -m pip install --progress-bar off -e '.[test,instructor,browser]'
+	touch $@
+
+## Every notebook's student copy run in JupyterLab in headless Chromium (Playwright; smoke):
+## figures and widgets rendered, each unsolved exercise reported, no error. Serial: two
+## notebooks at once on 2 cores took longer in all (201 s against 191 s, measured).
+test-browser: $(VENV)/.browser
 	@test -x /usr/bin/chromium || command -v chromium >/dev/null || { echo "make test-browser needs Chromium: install Debian's package with 'sudo apt-get install -y --no-install-recommends chromium'." >&2; exit 1; }
 	COURSE_PROFILE=smoke $(VENV)/bin/python -m pytest --durations=15 -m browser tests/test_browser.py
 
-## Open JupyterLab on notebooks/ (localhost only, token-protected). The notebooks' kernel,
-## python3, is this environment's interpreter in its own JupyterLab: nothing to register.
+## Open JupyterLab on LAB_DIR (notebooks/; build/student for the student copies), localhost
+## only, token-protected. The notebooks' kernel, python3, is this environment's interpreter.
 lab: $(VENV)/.installed
-	$(VENV)/bin/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=notebooks $(ALLOW_ROOT)
+	$(VENV)/bin/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=$(LAB_DIR) $(ALLOW_ROOT)
 
 ## Student copies of every notebook in STUDENT_OUT (build/student/): nbgrader replaces each
 ## solution with a stub; the checks stay and report an unsolved exercise as "not done yet"

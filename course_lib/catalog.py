@@ -60,14 +60,17 @@ def path_of(entry: Entry, folder: Path = NOTEBOOK_DIR) -> Path:
     return folder / f"{entry.stem}.ipynb"
 
 
+FULL, PARTIAL, MISSING = STATUSES = ("full", "partial", "not written yet")  # readiness's statuses
+
+
 def readiness(info: DeviceInfo, folder: Path = NOTEBOOK_DIR) -> list[tuple[str, str, str]]:
     """(notebook, status, what this machine can demonstrate) for every notebook."""
     rows = []
     for e in NOTEBOOKS:
         if not path_of(e, folder).exists():
-            rows.append((e.stem, "not written yet", "-"))
+            rows.append((e.stem, MISSING, "-"))
         elif info.gpu_count >= e.gpus:
-            rows.append((e.stem, "full", "everything"))
+            rows.append((e.stem, FULL, "everything"))
         else:  # on_less names what this machine shows and what needs the GPUs
-            rows.append((e.stem, "partial", e.on_less))
+            rows.append((e.stem, PARTIAL, e.on_less))
     return rows

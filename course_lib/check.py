@@ -135,10 +135,11 @@ def transfer_time(fn: Callable[[int, float], float]) -> None:
 
 
 @exercise()
-def gpt_flops_per_token(fn: Callable[[int, int, int, int], float]) -> None:
-    """Exercise (GPT training): `fn(n_params, n_layer, block_size, n_embd)` must give the
-    training FLOPs per token of a GPT to within 3 % of what FlopCounterMode counts in a
-    forward + backward pass of small GPTs (biases and LayerNorms are the difference)."""
+def gpt_forward_flops_per_token(fn: Callable[[int, int, int, int], float]) -> None:
+    """Exercise (GPT training): `fn(n_params, n_layer, block_size, n_embd)` must give the FLOPs
+    per token of a GPT's forward pass over a full context (inference without a KV cache) to
+    within 3 % of what FlopCounterMode counts in a forward pass of small GPTs (biases and
+    LayerNorms are the difference)."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     from course_lib.attention import counted_flops
@@ -150,13 +151,15 @@ def gpt_flops_per_token(fn: Callable[[int, int, int, int], float]) -> None:
             model = GPT(GPTConfig(vocab_size=128, block_size=t, n_layer=layers, n_head=heads,
                                   n_embd=width))
         idx = torch.randint(0, 128, (2, t), generator=g)
-        with sdpa_kernel(SDPBackend.MATH):  # a kernel every PyTorch's counter counts
-            counted = counted_flops(lambda: model(idx).sum().backward()) / idx.numel()
+        with sdpa_kernel(SDPBackend.MATH), torch.no_grad():  # a kernel every PyTorch's counter counts
+            counted = counted_flops(lambda: model(idx)) / idx.numel()
         got = fn(model.num_params(), layers, t, width)
         if not abs(got - counted) <= 0.03 * counted:
-            raise AssertionError(f"FLOPs per token, {layers} layers of width {width}, T={t}: got "
-                                 f"{got:,.0f}, FlopCounterMode counts {counted:,.0f} (allowed: ±3 %)")
-    _ok(f"FLOPs per token within 3 % of FlopCounterMode on 3 GPTs (last: {got:,.0f} vs {counted:,.0f})")
+            hint = (" (that is forward + backward, training's count: the forward pass is a third of it)"
+                    if abs(got - 3 * counted) <= 0.09 * counted else "")
+            raise AssertionError(f"forward FLOPs per token, {layers} layers of width {width}, T={t}: got "
+                                 f"{got:,.0f}, FlopCounterMode counts {counted:,.0f} (allowed: ±3 %){hint}")
+    _ok(f"forward FLOPs per token within 3 % of FlopCounterMode on 3 GPTs (last: {got:,.0f} vs {counted:,.0f})")
 
 
 @exercise()

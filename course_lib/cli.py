@@ -23,9 +23,13 @@ def cmd_check(args: argparse.Namespace) -> int:
     info = device.describe()
     rows = catalog.readiness(info, Path(args.dir))
     if args.json is not None:
-        data = cohort.check_report(args.name or cohort.attendee_name(), info, rows,
-                                   cohort.quick_measure(device.pick()), profiles.resolve("auto"))
-        return _write_json(data, args.json)
+        dest = None if args.json == "-" else Path(args.json)
+        if dest is not None and dest.is_dir():
+            dest = dest / f"{args.name or cohort.attendee_name()}.json"
+        name = args.name or (dest.stem if dest is not None else cohort.attendee_name())
+        data = cohort.check_report(name, info, rows, cohort.quick_measure(device.pick()),
+                                   profiles.resolve("auto"))
+        return _write_json(data, dest)
     _print_check(info, rows)
     quick = cohort.quick_measure(device.pick())
     print("\nA short measurement (median per call, ± half the interquartile range of the repeats)")
@@ -33,13 +37,17 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write_json(data: dict, dest: str) -> int:
-    """Write `data` as JSON to the file `dest`, or to stdout when `dest` is '-'."""
+def _write_json(data: dict, dest: Path | None) -> int:
+    """Write `data` as JSON to the file `dest`, or to stdout when `dest` is None."""
     text = json.dumps(data, indent=1, ensure_ascii=False) + "\n"
-    if dest == "-":
+    if dest is None:
         sys.stdout.write(text)
-    else:
-        print(f"check report written to {files.write_text_atomic(Path(dest), text)}")
+        return 0
+    try:
+        print(f"check report of {data['name']!r} written to {files.write_text_atomic(dest, text)}")
+    except OSError as exc:
+        print(f"course check: cannot write {dest}: {exc.strerror or exc}.", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -84,8 +92,8 @@ def cmd_student(args: argparse.Namespace) -> int:
     """Write student copies of the chosen notebooks: nbgrader replaces each solution with a stub."""
     out = Path(args.out)
     notebooks = _select(args.notebooks, Path(args.dir))
-    written = student.write_copies(notebooks, out)
     exercises = sum(len(student.exercise_cells(nbformat.read(p, as_version=4))) for p in notebooks)
+    written = student.write_copies(notebooks, out)
     print(f"{len(written)} student copies with {exercises} exercises to do in {out}/ "
           f"(the notebooks in {args.dir} keep the solutions)")
     return 0
@@ -168,7 +176,8 @@ def parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="what this machine can demonstrate, and a short measurement")
     check.add_argument("--json", nargs="?", const="-", default=None, metavar="FILE",
                        help="write this machine's check report as JSON to FILE (no FILE or '-': stdout)")
-    check.add_argument("--name", default=None, help="the attendee's name in the report (default user@hostname)")
+    check.add_argument("--name", default=None, help="the attendee's name in the report (default: the "
+                       "JSON file's name without .json, else user@hostname)")
     check.set_defaults(fn=cmd_check)
     many = sub.add_parser("cohort", help="many attendees' reports: one table, one plot")
     many.add_argument("folder", metavar="DIR", help="check reports (*.json) and DIR/<attendee>/ folders")

@@ -11,10 +11,11 @@ the versions, what each notebook can show there, and a short matmul and copy mea
       bob/                         one folder per attendee: the attendee is the folder name
         check.json                 bob's check report (a *.json with "kind": "course-check")
         build/reports/*.json       bob's notebook reports, copied as `course run` wrote them
-        …                          (every *.json below bob/ is his, at any depth)
+                                   (any folder named reports below bob/; other JSON is not read)
 
 A check report at the top whose name is also a folder's joins that folder's reports. Where an
-attendee has two reports of the same thing, the newest (by its date) is shown. A file that
+attendee has two reports of the same thing, the newest (by its date) is shown; on the same day,
+one not run under smoke. A file that
 cannot be read (not JSON, another kind, a missing name, a field of the wrong type) is named in
 one sentence and left out; a report without a section (no GPU, no measurement) shows "—".
 """
@@ -34,11 +35,10 @@ from typing import Any, Sequence
 
 import torch
 
-from course_lib import bench, device, report
+from course_lib import bench, catalog, device, report
 from course_lib.device import DeviceInfo
 
 KIND, SCHEMA = "course-check", 1  # the marker of a check report, and its layout's version
-STATUSES = ("full", "partial", "not written yet")  # what catalog.readiness says of a notebook
 DASH = "—"  # a blank: the report does not say
 
 # The short measurement of `course check`: <= ~10 s on 2 CPU cores, < 2 s on a GPU.
@@ -246,9 +246,15 @@ def attendee_of(path: Path, folder: Path, kind: str, data: dict) -> str:
     raise BadReport(f"a notebook report outside an attendee's folder ({folder}/<attendee>/…)")
 
 
+def _rank(data: dict) -> tuple[str, bool]:
+    """What makes a report the one to show: its date, then a run under a profile other than
+    smoke (a test run's numbers are the smallest sizes'); `course run` dates reports by day."""
+    return str(data.get("date") or ""), data.get("profile") != "smoke"
+
+
 def _keep(old: dict | None, new: dict) -> bool:
-    """True when `new` replaces `old`: there is none, or `new` is as new or newer."""
-    return old is None or str(new.get("date") or "") >= str(old.get("date") or "")
+    """True when `new` replaces `old`: there is none, or `new` ranks higher (a tie keeps `old`)."""
+    return old is None or _rank(new) > _rank(old)
 
 
 def add(person: Attendee, kind: str, data: dict) -> str | None:
@@ -261,8 +267,17 @@ def add(person: Attendee, kind: str, data: dict) -> str | None:
             person.notebooks[data["notebook"]] = data
     if old is None:
         return None
-    what = "check report" if kind == "check" else f"report of {data['notebook']}"
-    return f"{person.name} has two {what}s; the table shows the newer one"
+    what = "check reports" if kind == "check" else f"reports of {data['notebook']}"
+    return (f"{person.name} has two {what}; the table shows the newer one (on the same day, "
+            f"one not run under smoke)")
+
+
+def is_report_path(path: Path, folder: Path) -> bool:
+    """Whether `path` is where a report lies: in `folder` or an attendee's folder itself (check
+    reports), or in a ``reports`` folder (notebook reports). A copied build/ folder holds other
+    JSON (profiler traces, job files), which is not read."""
+    depth = len(path.relative_to(folder).parts)
+    return depth <= 2 or path.parent.name == "reports"
 
 
 def read(folder: Path) -> tuple[list[Attendee], list[str]]:
@@ -270,7 +285,7 @@ def read(folder: Path) -> tuple[list[Attendee], list[str]]:
     report replaced by a newer one)."""
     people: dict[str, Attendee] = {}
     notes = []
-    for path in sorted(folder.rglob("*.json")):
+    for path in sorted(p for p in folder.rglob("*.json") if is_report_path(p, folder)):
         try:
             kind, data = load(path)
             name = attendee_of(path, folder, kind, data)
@@ -326,7 +341,7 @@ def readiness_counts(check: dict | None) -> str:
     if not rows:
         return DASH
     counts = Counter(r.get("status") for r in rows)
-    return "/".join(str(counts[s]) for s in STATUSES)
+    return "/".join(str(counts[s]) for s in catalog.STATUSES)
 
 
 def summary_row(a: Attendee) -> list[str]:
@@ -363,7 +378,7 @@ def grid(head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 def table(attendees: Sequence[Attendee]) -> str:
     """Who can run what and the short measurements; then the notebook reports side by side."""
-    head = ["attendee", "device", "GPUs", "torch", "CUDA", "notebooks " + "/".join(STATUSES),
+    head = ["attendee", "device", "GPUs", "torch", "CUDA", "notebooks " + "/".join(catalog.STATUSES),
             "matmul GFLOP/s", "dtype", "copy GB/s"]
     text = grid(head, [summary_row(a) for a in attendees])
     text += "\n(measurements: median ± half the interquartile range of the repeats, relative)"
@@ -386,7 +401,7 @@ def _bar(row: dict | None) -> tuple[float, float, float] | None:
 
 def panels(attendees: Sequence[Attendee]) -> dict[str, dict[str, tuple[float, float, float] | None]]:
     """What plot.cohort draws: per measurement, per 'attendee — device', (value, lo, hi)."""
-    labels = {a.name: f"{a.name} — {device_of(a)}" for a in attendees}
+    labels = {a.name: a.name if device_of(a) == DASH else f"{a.name} — {device_of(a)}" for a in attendees}
     return {title: {labels[a.name]: _bar(get(a.check, "measurements", key)) for a in attendees}
             for key, title in (("matmul", "matmul GFLOP/s (each machine's fastest dtype)"),
-                               ("copy", "copy GB/s"))}
+                               ("copy", "copy GB/s (GPU memory on a GPU, else main memory)"))}

@@ -12,6 +12,7 @@ other line, the checks included, stays. A check on a stub prints ``not done yet:
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 import subprocess
 import sys
@@ -37,17 +38,15 @@ def exercise_cells(nb: nbformat.NotebookNode) -> list[int]:
     return [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and BEGIN in c.source]
 
 
-def solution_lines(source: str) -> list[str]:
-    """The lines between the markers of every solution region of a cell (stripped, non-empty)."""
-    inside, found = False, []
+def split(source: str) -> tuple[list[str], list[str]]:
+    """(lines inside solution regions, lines outside them) of a cell; marker lines in neither."""
+    inside, parts = False, ([], [])
     for line in source.splitlines():
-        if line.strip() == BEGIN:
-            inside = True
-        elif line.strip() == END:
-            inside = False
-        elif inside and line.strip():
-            found.append(line.strip())
-    return found
+        if line.strip() in (BEGIN, END):
+            inside = line.strip() == BEGIN
+        else:
+            parts[0 if inside else 1].append(line)
+    return parts
 
 
 def _check_markers(path: Path, nb: nbformat.NotebookNode) -> None:
@@ -68,11 +67,12 @@ def generate(notebooks: Sequence[Path], root: Path) -> Path:
     source = root / "source" / ASSIGNMENT
     source.mkdir(parents=True)
     for path in notebooks:
-        _check_markers(path, nbformat.read(path, as_version=4))
         shutil.copy2(path, source / path.name)
     cmd = [sys.executable, "-m", "nbgrader", "generate_assignment", ASSIGNMENT, "--no-db",
            "--no-metadata", "--force", f"--CourseDirectory.root={root}"]
-    done = subprocess.run(cmd, cwd=root, capture_output=True, text=True)
+    # nbgrader's defaults (stub, markers), not a user's ~/.jupyter/nbgrader_config.py
+    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(root / "config"), "JUPYTER_CONFIG_PATH": ""}
+    done = subprocess.run(cmd, cwd=root, capture_output=True, text=True, env=env)
     if done.returncode:
         errors = [ln for ln in done.stderr.splitlines() if "ERROR" in ln or "Error" in ln]
         raise StudentError(f"nbgrader could not write the student copies: "
@@ -87,7 +87,8 @@ def verify(source: nbformat.NotebookNode, copy: nbformat.NotebookNode) -> list[s
         return [f"{len(copy.cells)} cells, the source has {len(source.cells)}"]
     problems = []
     for i, (s, c) in enumerate(zip(source.cells, copy.cells)):
-        answer = solution_lines(s.source)
+        answer, outside = split(s.source)
+        answer = [ln.strip() for ln in answer if ln.strip()]
         if not answer:
             if c.source != s.source:
                 problems.append(f"cell {i} differs from the source but holds no exercise")
@@ -97,34 +98,41 @@ def verify(source: nbformat.NotebookNode, copy: nbformat.NotebookNode) -> list[s
         if c.source.count(STUB) != s.source.count(BEGIN):
             problems.append(f"cell {i} has {c.source.count(STUB)} stubs for {s.source.count(BEGIN)} exercises")
         kept = {ln.strip() for ln in c.source.splitlines()}
-        leaked = [ln for ln in answer if ln in kept and ln not in {ln.strip() for ln in _outside(s.source)}]
+        leaked = [ln for ln in answer if ln in kept and ln not in {o.strip() for o in outside}]
         if leaked:
             problems.append(f"cell {i} still shows its solution: {leaked[0]!r}")
     return problems
 
 
-def _outside(source: str) -> list[str]:
-    """The lines of a cell outside its solution regions (markers excluded)."""
-    inside, kept = False, []
-    for line in source.splitlines():
-        if line.strip() in (BEGIN, END):
-            inside = line.strip() == BEGIN
-        elif not inside:
-            kept.append(line)
-    return kept
+def refuse(notebooks: Sequence[Path], out: Path) -> None:
+    """One sentence for a selection that cannot give student copies in `out`: none, a notebook
+    without solution markers (a student copy already?), bad markers, or `out` being a folder
+    of the notebooks themselves (the copies would overwrite the solutions)."""
+    if not notebooks:
+        raise StudentError("no notebook to copy: choose notebooks named NN_name.ipynb.")
+    for path in notebooks:
+        if Path(out).resolve() == path.resolve().parent:
+            raise StudentError(f"{out} holds the notebooks themselves: the student copies would "
+                               f"overwrite their solutions; choose another folder.")
+        nb = nbformat.read(path, as_version=4)
+        if not exercise_cells(nb):
+            raise StudentError(f"{path.name} has no `{BEGIN}` marker: it has no exercise, or it is "
+                               f"a student copy already.")
+        _check_markers(path, nb)
 
 
 def write_copies(notebooks: Sequence[Path], out: Path) -> list[Path]:
     """Write a student copy of each notebook into `out` (same file names), checked with
-    :func:`verify`; return their paths."""
-    out.mkdir(parents=True, exist_ok=True)
+    :func:`verify`; return their paths. Nothing is written unless every copy is right."""
+    refuse(notebooks, out)
     with tempfile.TemporaryDirectory(prefix="course-student-") as tmp:
         release = generate(notebooks, Path(tmp))
-        written = []
+        copies = []
         for path in notebooks:
             copy = nbformat.read(release / path.name, as_version=4)
             problems = verify(nbformat.read(path, as_version=4), copy)
             if problems:
                 raise StudentError(f"the student copy of {path.name} is wrong: {problems[0]}.")
-            written.append(write_text_atomic(out / path.name, nbformat.writes(copy)))
-    return written
+            copies.append((path.name, nbformat.writes(copy)))
+    out.mkdir(parents=True, exist_ok=True)
+    return [write_text_atomic(out / name, text) for name, text in copies]

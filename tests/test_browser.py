@@ -1,13 +1,15 @@
-"""Every notebook run in a real browser, as a learner runs it: JupyterLab started the way
-`make lab` starts it, driven by headless Chromium through Playwright, under the smoke profile.
+"""Every notebook run in a real browser, as a learner runs it in a workshop: the student copy
+(`course student`: each solution replaced by nbgrader's stub) opened in JupyterLab started the
+way `make lab` starts it, driven by headless Chromium through Playwright, under smoke.
 
 For each notebook: open it, wait for its kernel, Run ▸ Run All Cells, wait until every code
 cell has run, then check what the page shows: no error output, every figure rendered, every
-widget rendered (not a placeholder). In 01 a slider is moved and in 02 an `interact_manual`
-button pressed; the widget's output must change. A failure leaves a full-page screenshot in
-build/browser/.
+widget rendered (not a placeholder), and under each exercise one "not done yet" sentence, the
+notebook running on. In 01 a slider is moved and in 02 an `interact_manual` button pressed;
+the widget's output must change. A failure leaves a full-page screenshot in build/browser/.
+(The committed notebooks, solutions included, run under papermill in `make test`.)
 
-The committed notebooks/ is never written: JupyterLab serves a temporary copy, autosave is
+The committed notebooks/ is never written: JupyterLab serves temporary copies, autosave is
 off, nothing is saved, and the run's files (reports, checkpoints, launched jobs) go to a
 temporary COURSE_BUILD_DIR; each test ends by checking that `git status` of notebooks/ is
 what it was. `make test-browser` runs this file (`make test` leaves it out: -m "not browser").
@@ -28,6 +30,7 @@ import nbformat
 import pytest
 
 from conftest import NOTEBOOKS, REPO
+from course_lib import student
 from test_lab import free_port, lab_command, status
 from test_notebooks import OUT as PAPERMILL_OUT  # this torch release's papermill copies (make test)
 
@@ -93,10 +96,10 @@ def _notebooks_status() -> str:
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    """JupyterLab, started with `make lab`'s command line, serving a temporary copy of notebooks/."""
+    """JupyterLab, started with `make lab`'s command line, serving the student copies."""
     root = tmp_path_factory.mktemp("browser")
     served = root / "notebooks"
-    shutil.copytree(REPO / "notebooks", served, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+    student.write_copies(NOTEBOOKS, served)
     for plugin, values in LAB_SETTINGS.items():
         file = root / "settings" / f"{plugin.replace(':', '/')}.jupyterlab-settings"
         file.parent.mkdir(parents=True, exist_ok=True)
@@ -268,8 +271,16 @@ def _first_line(source: str) -> str:
 
 
 def check_page(cells: list[dict], path: Path) -> list[str]:
-    """What is wrong with the executed notebook as the page shows it: one line per problem."""
+    """What is wrong with the executed student copy as the page shows it: one line per problem."""
     problems, failed = [], False
+    # Each exercise left undone says so once, under itself; no other cell does.
+    source = nbformat.read(path, as_version=4)
+    exercises = {source.cells[i].get("id") for i in student.exercise_cells(source)}
+    for i, cell in enumerate(cells):
+        said = cell["text"].count("not done yet:")
+        if said != (cell["id"] in exercises):
+            problems.append(f"code cell {i} ({_first_line(cell['source'])!r}) says 'not done yet' {said} "
+                            f"time(s), expected {int(cell['id'] in exercises)}")
     # Errors: an `error` output in a cell (stderr text is fine), or a traceback that a widget's
     # callback printed into its output.
     for i, cell in enumerate(cells):

@@ -60,20 +60,20 @@ def test_transfer_time_exercise():
         check.transfer_time(lambda nbytes, gbps: nbytes / gbps)
 
 
-def test_gpt_flops_per_token_exercise_accepts_the_formula_and_refuses_6n_alone(capsys):
-    check.gpt_flops_per_token(lambda n, layers, t, c: 6 * n + 12 * layers * t * c)
+def test_gpt_forward_flops_exercise_accepts_the_formula_and_refuses_training_and_2n_alone(capsys):
+    check.gpt_forward_flops_per_token(lambda n, layers, t, c: 2 * n + 4 * layers * t * c)
     assert "✓" in capsys.readouterr().out
     with pytest.raises(AssertionError):
-        check.gpt_flops_per_token(lambda n, layers, t, c: 6 * n)  # attention's FLOPs left out
-    with pytest.raises(AssertionError):
-        check.gpt_flops_per_token(lambda n, layers, t, c: 2 * n + 4 * layers * t * c)  # forward only
+        check.gpt_forward_flops_per_token(lambda n, layers, t, c: 2 * n)  # attention's FLOPs left out
+    with pytest.raises(AssertionError, match="a third"):  # the training count, printed earlier in 08
+        check.gpt_forward_flops_per_token(lambda n, layers, t, c: 6 * n + 12 * layers * t * c)
 
 
-def test_gpt_flops_per_token_exercise_leaves_the_global_rng_alone():
+def test_gpt_forward_flops_exercise_leaves_the_global_rng_alone():
     torch.manual_seed(5)
     expected = torch.rand(3)
     torch.manual_seed(5)
-    check.gpt_flops_per_token(lambda n, layers, t, c: 6 * n + 12 * layers * t * c)
+    check.gpt_forward_flops_per_token(lambda n, layers, t, c: 2 * n + 4 * layers * t * c)
     assert torch.equal(torch.rand(3), expected)
 
 
@@ -169,7 +169,7 @@ def test_every_exercise_check_reports_a_stub(capsys):
     from course_lib import accumulate, attention, ddp, dp, precision
     stub = _notebook_function("def answer(*args):\n    raise NotImplementedError()\n")
     checks = [lambda: check.flop_count(stub), lambda: check.transfer_time(stub),
-              lambda: check.gpt_flops_per_token(stub), lambda: check.accum_steps(stub),
+              lambda: check.gpt_forward_flops_per_token(stub), lambda: check.accum_steps(stub),
               lambda: check.adamw_state_bytes(stub), lambda: check.saved_bytes_linear_gelu(stub),
               lambda: check.arithmetic_intensity(stub, stub), lambda: check.no_sync_loop(stub, lambda *a: [0.0] * 3),
               lambda: precision.check_loss_scale(stub), lambda: precision.check_survivors(stub, [1.0]),

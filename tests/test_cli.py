@@ -75,6 +75,18 @@ def test_check_json_without_file_writes_only_json_to_stdout(capsys, monkeypatch)
     assert data["measurements"]["matmul"]["dtype"] == "float32"
 
 
+def test_check_json_names_the_attendee_after_the_file_or_writes_into_a_folder(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(cohort, "quick_measure", fake_quick)
+    assert cli.main(["check", "--json", str(tmp_path / "alice.json")]) == 0
+    assert json.loads((tmp_path / "alice.json").read_text())["name"] == "alice"
+    assert cli.main(["check", "--json", str(tmp_path), "--name", "bob"]) == 0  # a folder: <name>.json in it
+    assert json.loads((tmp_path / "bob.json").read_text())["name"] == "bob"
+    capsys.readouterr()
+    assert cli.main(["check", "--json", str(tmp_path / "alice.json" / "x.json")]) == 2  # a file is no folder
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("course check: cannot write")
+
+
 def test_readiness_marks_gpu_notebooks_partial_without_gpus(tmp_path):
     for entry in catalog.NOTEBOOKS:
         catalog.path_of(entry, tmp_path).write_text("{}")

@@ -120,7 +120,7 @@ def test_a_partial_report_shows_blanks(tmp_path, capsys):
     assert rows["nogpu"][2] == cohort.DASH and rows["nogpu"][-3:] == ["100 ±10%", "float32", cohort.DASH]
     panels = cohort.panels(cohort.read(tmp_path)[0])
     copies = list(panels.values())[1]
-    assert copies == {"bare — —": None, "nogpu — cpu: Test CPU": None}
+    assert copies == {"bare": None, "nogpu — cpu: Test CPU": None}  # no device known: the name alone
     assert is_png(tmp_path / "cohort.png")
 
 
@@ -194,3 +194,15 @@ def test_plot_goes_where_asked(tmp_path, capsys):
     target = tmp_path / "out" / "figure.png"
     code, out, _ = run_cohort(tmp_path / "in", capsys, "--plot", str(target))
     assert code == 0 and is_png(target) and not (tmp_path / "in" / "cohort.png").exists()
+
+
+def test_a_copied_build_folder_other_json_is_not_read_and_a_smoke_run_loses_a_tie(tmp_path, capsys):
+    write(tmp_path / "bob" / "check.json", check("bob"))
+    build = tmp_path / "bob" / "build"
+    notebook_report(build / "a-smoke-test" / "reports", "01_gpu_vs_cpu", profile="smoke", matmul_peak=3.0)
+    notebook_report(build / "reports", "01_gpu_vs_cpu", profile="cpu", matmul_peak=90.0)
+    write(build / "10_compile_and_profile" / "trace.json", {"traceEvents": []})  # a profiler trace
+    code, out, err = run_cohort(tmp_path, capsys)
+    assert code == 0
+    assert "90 ±10%" in out and "3 ±10%" not in out  # same day: the run not under smoke
+    assert len(err) == 1 and "two reports of 01_gpu_vs_cpu;" in err[0]
