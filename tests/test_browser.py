@@ -31,7 +31,7 @@ import pytest
 
 from conftest import NOTEBOOKS, REPO
 from course_lib import student
-from test_lab import free_port, lab_command, status
+from test_lab import free_port, lab_command, status, stop
 from test_notebooks import OUT as PAPERMILL_OUT  # this torch release's papermill copies (make test)
 
 try:
@@ -128,11 +128,7 @@ def lab(tmp_path_factory):
             time.sleep(0.3)
         yield server
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc, timeout_s=30)
 
 
 @pytest.fixture(scope="module")

@@ -35,6 +35,15 @@ def status(url: str, token: str | None) -> int | None:
         return None
 
 
+def stop(proc: subprocess.Popen, timeout_s: float = 10) -> None:
+    """Terminate a server, killed if it has not stopped after `timeout_s`."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -62,11 +71,7 @@ def test_lab_binds_localhost_with_a_token():
         assert code == 200
         assert status(url, None) == 403  # nothing without the token
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc)
 
 
 def test_lab_allows_root_only_for_root():
