@@ -64,7 +64,7 @@ class Quick:
 def dtypes_to_try(dev: torch.device) -> list[torch.dtype]:
     """The dtypes whose matmul may be fastest on `dev` (the CPU's depends on its instructions)."""
     if dev.type == "cuda":
-        return [torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16]
+        return [device.amp_dtype(dev)]  # bf16 only where native (a T4 emulates it)
     return [torch.float32, torch.bfloat16]
 
 

@@ -23,9 +23,9 @@ class DeviceInfo:
     name: str
     kind: str  # "cuda" or "cpu"
     gpu_count: int
-    memory_gib: float | None  # GPU memory of device 0; None on CPU
+    memory_gib: float | None  # memory of the described GPU (capped as the course uses it); None on CPU
     capability: str | None  # "9.0" for Hopper; None on CPU
-    bf16: bool  # bf16 matmuls supported natively (CPU: emulated, still True)
+    bf16: bool  # GPU: bf16 tensor cores (capability >= 8.0; a T4 emulates it); CPU: True (runs, speed varies)
     tf32: bool  # TF32 tensor cores (Ampere, capability >= 8.0)
     cpu_threads: int
     torch: str
@@ -64,7 +64,59 @@ def pick(prefer: torch.device | str | None = None) -> torch.device:
             names = "cuda:0" if have == 1 else f"cuda:0 to cuda:{have - 1}"
             raise NotEnoughGPUs(f"{dev} does not exist here: PyTorch sees {have} "
                                 f"GPU{'s' if have > 1 else ''} ({names}).")
+        limit_memory(dev)
     return dev
+
+
+MEMORY_CAP_ENV = "COURSE_GPU_MEMORY_GIB"  # e.g. 8: behave as an 8 GiB card (make test-gpu uses it)
+
+
+def memory_cap_gib() -> float | None:
+    """The GPU memory cap asked for in ``COURSE_GPU_MEMORY_GIB`` (GiB), or None when unset.
+
+    A value that is not a positive number raises ValueError in one sentence."""
+    raw = os.environ.get(MEMORY_CAP_ENV, "").strip()
+    if not raw:
+        return None
+    try:
+        cap = float(raw)
+    except ValueError:
+        cap = -1.0
+    if not cap > 0:
+        raise ValueError(f"{MEMORY_CAP_ENV}={raw!r} is not a memory size: give GiB as a positive "
+                         f"number, e.g. {MEMORY_CAP_ENV}=8.")
+    return cap
+
+
+def gpu_memory_gib(device: torch.device | str | None = None) -> float | None:
+    """Memory the course may use on a GPU, in GiB: the card's total, or less under
+    ``COURSE_GPU_MEMORY_GIB``. None without CUDA. `device` defaults to the current GPU."""
+    if not torch.cuda.is_available():
+        return None
+    total = torch.cuda.get_device_properties(_index(device)).total_memory / 2**30
+    cap = memory_cap_gib()
+    return total if cap is None else min(total, cap)
+
+
+def limit_memory(device: torch.device | str) -> None:
+    """Under ``COURSE_GPU_MEMORY_GIB=N`` let this process use at most N GiB of `device`, as if the
+    card were that small (``torch.cuda.set_per_process_memory_fraction``: an allocation over it
+    raises ``torch.OutOfMemoryError`` like a real full card). No-op when unset or on CPU."""
+    device = torch.device(device)
+    cap = memory_cap_gib()
+    if cap is None or device.type != "cuda":
+        return
+    total = torch.cuda.get_device_properties(_index(device)).total_memory / 2**30
+    torch.cuda.set_per_process_memory_fraction(min(1.0, cap / total), _index(device))
+
+
+def _index(device: torch.device | str | int | None) -> int:
+    """The CUDA index of `device` ('cuda' and None mean the current GPU)."""
+    if isinstance(device, int):
+        return device
+    if device is None or torch.device(device).index is None:
+        return torch.cuda.current_device()
+    return torch.device(device).index
 
 
 def label(device: torch.device | str) -> str:
@@ -113,50 +165,98 @@ def cpu_flags(path: str | os.PathLike = "/proc/cpuinfo") -> list[str]:
     return (info.get("flags") or info.get("Features") or "").split()
 
 
+def bf16_native(capability: tuple[int, int]) -> bool:
+    """Whether a CUDA GPU of this compute capability has bf16 tensor cores (Ampere, 8.0, on).
+
+    A T4 (7.5) or V100 (7.0) *runs* bf16 tensors, but emulated: matmuls through fp32 units and
+    convolutions outside cuDNN, many times slower than fp16, and
+    ``torch.cuda.is_bf16_supported()`` still says True there (it counts emulation by default).
+    """
+    return capability[0] >= 8
+
+
+def bf16_supported(device: torch.device | str) -> bool:
+    """bf16 worth using on `device`: native tensor cores on a CUDA GPU (:func:`bf16_native`,
+    asked of that GPU, not the current one; ROCm GPUs: True); on a CPU, True (bf16 runs
+    everywhere; whether it is fast depends on the CPU's instructions, see precision)."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return True
+    if torch.version.hip:
+        return True
+    return bf16_native(torch.cuda.get_device_capability(_index(device)))
+
+
+def amp_dtype(device: torch.device | str) -> torch.dtype:
+    """The 16-bit autocast dtype for `device`: bf16 where native, else fp16 (which then needs a
+    GradScaler in training)."""
+    return torch.bfloat16 if bf16_supported(device) else torch.float16
+
+
 NEW_TF32_API = hasattr(torch.backends.cuda.matmul, "fp32_precision")  # PyTorch >= 2.9
 
 
 @contextmanager
 def tf32(enabled: bool, *, deterministic: bool = False) -> Iterator[None]:
-    """TF32 on or off for CUDA matmuls *and* cuDNN convolutions inside the block.
+    """TF32 on or off for CUDA matmuls *and* every cuDNN op (convolutions, RNNs) inside the block.
 
     TF32 runs fp32 matmuls and convolutions on tensor cores (Ampere and newer) with a
-    10-bit mantissa. The switches are ``torch.backends.cuda.matmul.fp32_precision`` and
-    ``torch.backends.cudnn.conv.fp32_precision`` (``"tf32"`` or ``"ieee"``) where this
-    PyTorch has them (2.9 on), else the legacy ``allow_tf32`` flags. ``deterministic=True``
-    also makes cuDNN pick deterministic algorithms (``cudnn.deterministic=True,
-    cudnn.benchmark=False``), for exact fp32 comparisons. Every switch is restored on exit,
-    also after an exception. No effect on CPU results. (Do not mix the two APIs in one
-    program: PyTorch then refuses to report the global matmul precision.)
+    10-bit mantissa. The switches set are ``torch.backends.cuda.matmul.allow_tf32`` and
+    ``torch.backends.cudnn.allow_tf32``: in every supported PyTorch (2.6 on) each of them sets
+    its whole family, also the newer ``fp32_precision`` attributes (matmul; cuDNN conv *and*
+    rnn) and the legacy state that PyTorch's own code still reads (inductor's autotuning
+    does). Setting only some of the newer attributes (conv but not rnn, say) leaves the two
+    out of step, and PyTorch then raises when anything reads the legacy flags.
+    ``deterministic=True`` also makes cuDNN pick deterministic algorithms
+    (``cudnn.deterministic=True, cudnn.benchmark=False``), for exact fp32 comparisons. Every
+    switch is restored on exit, also after an exception. No effect on CPU results.
     """
     b = torch.backends
-    if NEW_TF32_API:
-        saved = (b.cuda.matmul.fp32_precision, b.cudnn.conv.fp32_precision)
-        b.cuda.matmul.fp32_precision = b.cudnn.conv.fp32_precision = "tf32" if enabled else "ieee"
-    else:
-        saved = (b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32)
-        b.cuda.matmul.allow_tf32 = b.cudnn.allow_tf32 = enabled
+    saved = _tf32_flags()
     saved_cudnn = (b.cudnn.deterministic, b.cudnn.benchmark)
+    _set_tf32_flags(enabled, enabled)
     if deterministic:
         b.cudnn.deterministic, b.cudnn.benchmark = True, False
     try:
         yield
     finally:
-        if NEW_TF32_API:
-            b.cuda.matmul.fp32_precision, b.cudnn.conv.fp32_precision = saved
-        else:
-            b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32 = saved
+        _set_tf32_flags(*saved)
         b.cudnn.deterministic, b.cudnn.benchmark = saved_cudnn
+
+
+def _tf32_flags() -> tuple[bool, bool]:
+    """(matmul, cuDNN) TF32 on or off now; a state left inconsistent by a mix of the two APIs
+    counts as on where any part of that family is on."""
+    b = torch.backends
+    try:
+        matmul = bool(b.cuda.matmul.allow_tf32)
+    except RuntimeError:  # the newer API set apart from the legacy one
+        matmul = b.cuda.matmul.fp32_precision == "tf32"
+    try:
+        cudnn = bool(b.cudnn.allow_tf32)
+    except RuntimeError:
+        cudnn = "tf32" in (b.cudnn.conv.fp32_precision, b.cudnn.rnn.fp32_precision)
+    return matmul, cudnn
+
+
+def _set_tf32_flags(matmul: bool, cudnn: bool) -> None:
+    torch.backends.cuda.matmul.allow_tf32 = matmul
+    torch.backends.cudnn.allow_tf32 = cudnn
 
 
 @contextmanager
 def deterministic() -> Iterator[None]:
-    """Deterministic kernels inside the block (``torch.use_deterministic_algorithms(True,
-    warn_only=True)``): CUDA ops that add with atomics in whatever order threads finish
-    (embedding backward, index_add, flash attention's backward) take their deterministic
-    variants, so two identical runs give identical bits; an op without one warns instead of
-    failing. On CUDA, cuBLAS also needs ``CUBLAS_WORKSPACE_CONFIG=:4096:8`` set before its
-    first matmul. The previous setting is restored on exit. No effect on CPU results."""
+    """Deterministic kernels where PyTorch has them, inside the block
+    (``torch.use_deterministic_algorithms(True, warn_only=True)``).
+
+    CUDA ops that add with atomics in whatever order threads finish (embedding backward,
+    index_add, scatter_add) take their deterministic variants. An op that has none only warns
+    (``warn_only``) and stays nondeterministic: among them the backward of
+    scaled_dot_product_attention's flash, memory-efficient and cuDNN kernels. So identical
+    bits from two runs of a model with attention also need its math backend
+    (``sdpa_kernel(SDPBackend.MATH)``), as :func:`exact` arranges. On CUDA, cuBLAS also needs
+    ``CUBLAS_WORKSPACE_CONFIG=:4096:8`` set before its first matmul. The previous setting is
+    restored on exit. No effect on CPU results."""
     saved = (torch.are_deterministic_algorithms_enabled(),
              torch.is_deterministic_algorithms_warn_only_enabled())
     torch.use_deterministic_algorithms(True, warn_only=True)
@@ -166,28 +266,44 @@ def deterministic() -> Iterator[None]:
         torch.use_deterministic_algorithms(saved[0], warn_only=saved[1])
 
 
+@contextmanager
+def exact() -> Iterator[None]:
+    """Everything that makes two identical CUDA runs give identical bits, for comparisons that
+    claim equality: :func:`deterministic` kernels, attention on SDPA's math backend (its fused
+    kernels' backward has no deterministic variant), no TF32 and deterministic cuDNN
+    algorithms. On a CPU only the attention backend changes, and results are as before."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    with deterministic(), sdpa_kernel(SDPBackend.MATH), tf32(False, deterministic=True):
+        yield
+
+
 def tf32_state() -> str:
-    """The TF32 switches as they are now, named as this PyTorch spells them."""
+    """The TF32 switches as they are now: the legacy flags, and where this PyTorch has them
+    (2.9 on) the per-op ``fp32_precision`` values ('none' means: not TF32, follow the parent)."""
     b = torch.backends
+    matmul, cudnn = _tf32_flags()
+    state = (f"torch.backends.cuda.matmul.allow_tf32 = {matmul}, "
+             f"torch.backends.cudnn.allow_tf32 = {cudnn}")
     if NEW_TF32_API:
-        return (f"torch.backends.cuda.matmul.fp32_precision = {b.cuda.matmul.fp32_precision!r}, "
-                f"torch.backends.cudnn.conv.fp32_precision = {b.cudnn.conv.fp32_precision!r}")
-    return (f"torch.backends.cuda.matmul.allow_tf32 = {b.cuda.matmul.allow_tf32}, "
-            f"torch.backends.cudnn.allow_tf32 = {b.cudnn.allow_tf32}")
+        state += (f" (fp32_precision: cuda.matmul {b.cuda.matmul.fp32_precision!r}, cudnn.conv "
+                  f"{b.cudnn.conv.fp32_precision!r}, cudnn.rnn {b.cudnn.rnn.fp32_precision!r})")
+    return state
 
 
-def describe() -> DeviceInfo:
-    """Describe the hardware and software stack of this machine."""
-    cuda = torch.cuda.is_available()
-    props = torch.cuda.get_device_properties(0) if cuda else None
+def describe(device: torch.device | str | None = None) -> DeviceInfo:
+    """Describe the hardware and software stack: of `device` when it is a GPU, else of the
+    current GPU when there is one (memory as the course may use it: :func:`gpu_memory_gib`)."""
+    cuda = torch.cuda.is_available() and (device is None or torch.device(device).type == "cuda")
+    index = _index(device) if cuda else None
+    props = torch.cuda.get_device_properties(index) if cuda else None
     major = props.major if props else 0
     return DeviceInfo(
         name=props.name if props else cpu_name(),
         kind="cuda" if cuda else "cpu",
         gpu_count=gpu_count(),
-        memory_gib=round(props.total_memory / 2**30, 1) if props else None,
+        memory_gib=round(gpu_memory_gib(index), 1) if props else None,
         capability=f"{props.major}.{props.minor}" if props else None,
-        bf16=torch.cuda.is_bf16_supported() if cuda else True,
+        bf16=bf16_supported(torch.device("cuda", index)) if cuda else True,
         tf32=cuda and major >= 8,
         cpu_threads=torch.get_num_threads(),
         torch=torch.__version__,
@@ -219,9 +335,10 @@ def require_gpus(n: int) -> None:
 
 def banner(profile: str, device: torch.device) -> str:
     """One line naming the profile and the hardware, printed at the top of each notebook."""
-    info = describe()
+    info = describe(device)
     if device.type == "cuda":
-        hw = f"{torch.cuda.get_device_name(device)} ({info.memory_gib} GiB, sm {info.capability})"
+        capped = " (capped by COURSE_GPU_MEMORY_GIB)" if memory_cap_gib() else ""
+        hw = f"{info.name} ({info.memory_gib} GiB{capped}, sm {info.capability})"
         hw += f", {info.gpu_count} GPU(s)"
     else:
         hw = f"CPU {info.name}, {info.cpu_threads} threads"

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from course_lib import check, memory, train
 from course_lib.bench import timing_of
 from course_lib.data import TensorLoader
-from course_lib.device import cpu_flags, tf32
+from course_lib.device import bf16_supported, cpu_flags, tf32
 from course_lib.device import label as device_label
 from course_lib.units import fmt_bytes, fmt_time
 
@@ -347,7 +347,7 @@ def available(device: torch.device | str) -> list[str]:
     if torch.cuda.get_device_capability(device)[0] >= 8:
         names.append("fp32+TF32")
     names.append("fp16+GradScaler")
-    if torch.cuda.is_bf16_supported():
+    if bf16_supported(device):  # native only: a T4 emulates bf16, many times slower
         names.append("bf16")
     return names
 

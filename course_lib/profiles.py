@@ -2,6 +2,11 @@
 
 Resolution order: an explicit name > the ``COURSE_PROFILE`` environment variable >
 ``auto`` (``gpu`` when CUDA is available, else ``cpu``).
+
+The ``gpu`` profile has three size classes, chosen from the memory of the GPU in hand
+(:data:`GPU_CLASSES`): ``large`` is each notebook's ``"gpu"`` entry; ``"gpu/medium"`` and
+``"gpu/small"`` list only the knobs they change from it. ``COURSE_GPU_MEMORY_GIB=8`` makes a
+bigger card behave as an 8 GiB one (sizes and allocator limit: :func:`device.limit_memory`).
 """
 
 from __future__ import annotations
@@ -11,12 +16,23 @@ from types import SimpleNamespace
 
 import torch
 
+from course_lib import device
+
 PROFILES = ("smoke", "cpu", "gpu")
 BUDGETS = {
     "smoke": "CI and quick checks: <= 30 s per notebook on 2 CPU cores",
     "cpu": "a laptop without a GPU: <= 3 min per notebook on 2 CPU cores",
-    "gpu": "any CUDA machine: sizes that saturate the GPU",
+    "gpu": "any CUDA machine: sizes chosen from its memory; <= 5 min per notebook on a T4, "
+           "<= 15 min for the whole course on one H100",
 }
+
+# (class, the least GPU memory in GiB for it, the cards it is sized for). A card reports a
+# little less than its label: a "16 GB" T4 has 14.6 GiB, a "12 GB" RTX 3060 11.8 GiB.
+GPU_CLASSES = (
+    ("large", 36, "A100 40/80 GB, H100, H200, A6000 48 GB"),
+    ("medium", 12, "T4 16 GB (the slowest: its time budget sets these), A10G / L4 24 GB, V100"),
+    ("small", 0, "6-12 GB cards: RTX 3060-4070, laptop GPUs"),
+)
 
 
 class ProfileError(ValueError):
@@ -232,6 +248,18 @@ SIZES: dict[str, dict[str, dict]] = {
 }
 
 
+def gpu_class(memory_gib: float | None) -> str:
+    """The size class for a GPU with `memory_gib` usable GiB (None: no GPU here, so the sizes
+    of the reference run, ``large``).
+
+    >>> gpu_class(14.6), gpu_class(7.6), gpu_class(79.1)
+    ('medium', 'small', 'large')
+    """
+    if memory_gib is None:
+        return "large"
+    return next(name for name, least, _ in GPU_CLASSES if memory_gib >= least)
+
+
 def resolve(name: str | None = None) -> str:
     """Turn 'auto', None or a profile name into one of PROFILES.
 
@@ -248,9 +276,31 @@ def resolve(name: str | None = None) -> str:
     return name
 
 
-def sizes(notebook: str, profile: str | None = None) -> SimpleNamespace:
-    """The size dial of `notebook` under `profile`, as attributes (``cfg.batch_size``)."""
+def sizes(notebook: str, profile: str | None = None, *,
+          memory_gib: float | None = None) -> SimpleNamespace:
+    """The size dial of `notebook` under `profile`, as attributes (``cfg.batch_size``).
+
+    Under ``gpu`` the class comes from `memory_gib` if given, else from the current GPU's
+    memory (:func:`device.gpu_memory_gib`); ``cfg.gpu_class`` names it and ``cfg.why`` says
+    why (both None outside ``gpu``).
+    """
     if notebook not in SIZES:
         raise ProfileError(f"No sizes for notebook {notebook!r}; known: {', '.join(SIZES)}.")
     profile = resolve(profile)
-    return SimpleNamespace(profile=profile, **SIZES[notebook][profile])
+    table = SIZES[notebook]
+    values, cls, why = dict(table[profile]), None, None
+    if profile == "gpu":
+        gib = device.gpu_memory_gib() if memory_gib is None else memory_gib
+        cls = gpu_class(gib)
+        values.update(table.get(f"gpu/{cls}", {}))
+        least = dict((c, lo) for c, lo, _ in GPU_CLASSES)[cls]
+        why = (f"{cls} sizes for a GPU of {gib:.1f} GiB (>= {least} GiB)" if gib is not None
+               else "large sizes, as in the reference run (no GPU here)")
+    return SimpleNamespace(profile=profile, gpu_class=cls, why=why, **values)
+
+
+def banner(cfg: SimpleNamespace, dev: torch.device) -> str:
+    """The notebook's first line: profile, device and hardware, and under ``gpu`` the size
+    class chosen and why."""
+    line = device.banner(cfg.profile, dev)
+    return line if cfg.why is None else f"{line}\n{cfg.why}"

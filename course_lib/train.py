@@ -391,8 +391,9 @@ def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
 
 def make_scaler(amp: str, dev: torch.device) -> torch.amp.GradScaler | None:
     """A GradScaler for fp16 (None otherwise); bf16 on a GPU without it is one clear error."""
-    if amp == "bf16" and dev.type == "cuda" and not torch.cuda.is_bf16_supported():
-        raise ValueError("amp='bf16' needs a GPU with bf16 support; use amp='fp16' here.")
+    if amp == "bf16" and not device.bf16_supported(dev):
+        raise ValueError(f"amp='bf16' needs bf16 tensor cores (compute capability 8.0 or newer; "
+                         f"{device.label(dev)} emulates bf16, slowly): use amp='fp16' here.")
     if amp != "fp16":
         return None
     try:

@@ -89,60 +89,64 @@ def test_cpuinfo_on_arm_and_where_unreadable(tmp_path):
     assert device.cpuinfo(binary) == {}
 
 
-def _tf32() -> tuple:
-    """The two TF32 switches through the API device.tf32 uses on this release."""
-    b = torch.backends
-    if device.NEW_TF32_API:
-        return (b.cuda.matmul.fp32_precision, b.cudnn.conv.fp32_precision)
-    return (b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32)
+def _legacy() -> tuple:
+    """The legacy TF32 flags (matmul, cuDNN); they raise when the two APIs are out of step."""
+    return (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
 
 
-def _set_tf32(matmul, conv) -> None:
+def _new() -> tuple:
+    """Whether the newer per-op switches (PyTorch >= 2.9) say TF32 for matmul, conv and rnn."""
     b = torch.backends
-    if device.NEW_TF32_API:
-        b.cuda.matmul.fp32_precision, b.cudnn.conv.fp32_precision = matmul, conv
-    else:
-        b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32 = matmul, conv
+    return tuple(x.fp32_precision == "tf32" for x in (b.cuda.matmul, b.cudnn.conv, b.cudnn.rnn))
 
 
 def _switches() -> tuple:
-    return (*_tf32(), torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark)
-
-
-def _on(enabled: bool):
-    """How the TF32 switches read when device.tf32(enabled) set them."""
-    return ("tf32" if enabled else "ieee") if device.NEW_TF32_API else enabled
+    return (*_legacy(), torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark)
 
 
 @pytest.fixture
 def odd_switches():
     """Start from a setting no default has, so 'restored' cannot pass by accident."""
     b, saved = torch.backends, _switches()
-    _set_tf32(_on(True), _on(False))
+    b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32 = True, False
     b.cudnn.deterministic, b.cudnn.benchmark = False, True
     yield _switches()
-    _set_tf32(*saved[:2])
+    b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32 = saved[:2]
     b.cudnn.deterministic, b.cudnn.benchmark = saved[2:]
 
 
-def test_the_current_api_is_used_where_the_release_has_it():
-    assert device.NEW_TF32_API == hasattr(torch.backends.cudnn, "conv")
-
-
 @pytest.mark.parametrize("enabled", [True, False])
-def test_tf32_sets_both_switches_and_restores_them(odd_switches, enabled):
+def test_tf32_sets_every_switch_consistently_and_restores_them(odd_switches, enabled):
     with device.tf32(enabled):
-        assert _switches() == (_on(enabled), _on(enabled), False, True)  # cuDNN's choice untouched
+        assert _switches() == (enabled, enabled, False, True)  # cuDNN's choice untouched
+        if device.NEW_TF32_API:  # the newer API agrees, so PyTorch's own readers do not raise
+            assert _new() == (enabled,) * 3
         state = device.tf32_state()
-        assert state.count(repr(_on(enabled)) if device.NEW_TF32_API else str(enabled)) >= 2
+        assert state.count(str(enabled)) >= 2
         assert ("fp32_precision" in state) == device.NEW_TF32_API
     assert _switches() == odd_switches
+
+
+@pytest.mark.skipif(not device.NEW_TF32_API, reason="the per-op fp32_precision API is PyTorch >= 2.9")
+def test_tf32_repairs_a_state_mixed_by_the_newer_api():
+    """Setting only cudnn.conv through the newer API leaves the legacy cuDNN flag out of step, and
+    PyTorch raises when it is read (inductor's autotuning reads it); device.tf32 sets both."""
+    b = torch.backends
+    saved = _legacy()
+    try:
+        b.cudnn.conv.fp32_precision = "ieee"  # rnn stays 'tf32': a mix
+        with pytest.raises(RuntimeError):
+            b.cudnn.allow_tf32
+        with device.tf32(False):
+            assert _legacy() == (False, False) and _new() == (False, False, False)
+    finally:
+        b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32 = saved
 
 
 def test_tf32_deterministic_and_restored_after_an_exception(odd_switches):
     with pytest.raises(KeyError):
         with device.tf32(False, deterministic=True):
-            assert _switches() == (_on(False), _on(False), True, False)
+            assert _switches() == (False, False, True, False)
             raise KeyError("boom")
     assert _switches() == odd_switches
 
@@ -197,3 +201,76 @@ def test_deterministic_switches_on_inside_and_restores_the_setting():
         with device.deterministic():
             raise KeyError("inside")
     assert torch.are_deterministic_algorithms_enabled() == before[0]
+
+
+@pytest.mark.parametrize("capability, native", [((7, 0), False), ((7, 5), False), ((8, 0), True),
+                                                ((8, 6), True), ((8, 9), True), ((9, 0), True)])
+def test_bf16_is_native_from_ampere_on(capability, native):
+    """V100 (7.0) and T4 (7.5) emulate bf16; A100 (8.0), A10G (8.6), L4 (8.9), H100 (9.0) do not."""
+    assert device.bf16_native(capability) is native
+
+
+def _fake_gpu_pair(monkeypatch, capabilities, current=0, total_gib=(16, 80)):
+    """Two fake GPUs: bf16 and memory are asked of the device named, not the current one."""
+    _fake_gpus(monkeypatch, len(capabilities))
+    monkeypatch.setattr(torch.version, "hip", None)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: current)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda i: capabilities[i])
+
+    class Props:
+        def __init__(self, i):
+            self.total_memory = int(total_gib[i] * 2**30)
+            self.name, (self.major, self.minor) = f"fake GPU {i}", capabilities[i]
+    monkeypatch.setattr(torch.cuda, "get_device_properties", Props)
+
+
+def test_bf16_and_amp_dtype_are_decided_for_the_device_asked_about(monkeypatch):
+    _fake_gpu_pair(monkeypatch, [(7, 5), (9, 0)], current=1)  # a T4 beside an H100, H100 current
+    assert not device.bf16_supported("cuda:0") and device.bf16_supported("cuda:1")
+    assert device.amp_dtype("cuda:0") == torch.float16  # with a GradScaler
+    assert device.amp_dtype("cuda") == torch.bfloat16  # 'cuda' is the current GPU
+    assert device.bf16_supported("cpu") and device.amp_dtype("cpu") == torch.bfloat16
+
+
+def test_describe_reads_the_gpu_it_is_given(monkeypatch):
+    _fake_gpu_pair(monkeypatch, [(7, 5), (9, 0)], current=0)
+    info = device.describe(torch.device("cuda", 1))
+    assert (info.name, info.capability, info.memory_gib, info.bf16, info.tf32) == (
+        "fake GPU 1", "9.0", 80.0, True, True)
+    info = device.describe()  # the current GPU: the T4-like one
+    assert (info.name, info.memory_gib, info.bf16, info.tf32) == ("fake GPU 0", 16.0, False, False)
+
+
+def test_memory_cap_shrinks_what_the_course_sees_and_limits_the_allocator(monkeypatch):
+    _fake_gpu_pair(monkeypatch, [(9, 0), (9, 0)], total_gib=(80, 80))
+    calls = []
+    monkeypatch.setattr(torch.cuda, "set_per_process_memory_fraction",
+                        lambda fraction, index: calls.append((fraction, index)))
+    monkeypatch.delenv(device.MEMORY_CAP_ENV, raising=False)
+    assert device.gpu_memory_gib("cuda:1") == 80.0
+    device.limit_memory("cuda:1")
+    assert calls == []  # no cap asked for: nothing limited
+    monkeypatch.setenv(device.MEMORY_CAP_ENV, "8")
+    assert device.gpu_memory_gib("cuda:1") == 8.0
+    assert device.pick("cuda:1") == torch.device("cuda", 1)
+    assert calls == [(0.1, 1)]  # pick applies the cap: 8 of 80 GiB on GPU 1
+    monkeypatch.setenv(device.MEMORY_CAP_ENV, "200")  # larger than the card: the card's size
+    assert device.gpu_memory_gib("cuda:0") == 80.0
+
+
+@pytest.mark.parametrize("raw", ["eight", "0", "-4"])
+def test_a_bad_memory_cap_is_one_sentence(monkeypatch, raw):
+    monkeypatch.setenv(device.MEMORY_CAP_ENV, raw)
+    with pytest.raises(ValueError) as err:
+        device.memory_cap_gib()
+    assert "COURSE_GPU_MEMORY_GIB" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_exact_pins_attention_to_the_math_backend_and_restores():
+    q = torch.randn(1, 2, 8, 4)
+    with device.exact():
+        assert torch.are_deterministic_algorithms_enabled()
+        assert torch.backends.cuda.flash_sdp_enabled() is False
+        assert torch.backends.cuda.math_sdp_enabled() is True
+        assert torch.nn.functional.scaled_dot_product_attention(q, q, q).shape == q.shape
+    assert torch.backends.cuda.flash_sdp_enabled() is True

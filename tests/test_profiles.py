@@ -36,11 +36,44 @@ def test_sizes_are_attributes_of_the_resolved_profile():
     assert cfg.sizes == profiles.SIZES["01_gpu_vs_cpu"]["smoke"]["sizes"]
 
 
+CLASSES = [name for name, _, _ in profiles.GPU_CLASSES]
+
+
 def test_every_notebook_has_all_three_profiles_with_the_same_knobs():
     for notebook, table in profiles.SIZES.items():
-        assert set(table) == set(profiles.PROFILES), notebook
+        assert set(profiles.PROFILES) <= set(table), notebook
+        assert set(table) - set(profiles.PROFILES) <= {f"gpu/{c}" for c in CLASSES[1:]}, notebook
         keys = {p: set(table[p]) for p in profiles.PROFILES}
         assert keys["smoke"] == keys["cpu"] == keys["gpu"], notebook
+        for cls in CLASSES[1:]:  # a smaller class changes knobs the gpu entry has, nothing else
+            assert set(table.get(f"gpu/{cls}", {})) <= keys["gpu"], (notebook, cls)
+
+
+@pytest.mark.parametrize("gib, cls", [(5.8, "small"), (7.6, "small"), (11.8, "small"),
+                                      (14.6, "medium"), (22.0, "medium"), (31.7, "medium"),
+                                      (39.4, "large"), (79.1, "large"), (None, "large")])
+def test_gpu_class_from_memory(gib, cls):
+    """An 8 GB card, a 12 GB RTX 3060 (11.8 GiB), a T4 (14.6), an A10G (22), a V100 32 GB,
+    an A100 40 GB, an H100; no GPU: the reference run's sizes."""
+    assert profiles.gpu_class(gib) == cls
+
+
+def test_gpu_sizes_follow_the_class_and_say_why():
+    for notebook, table in profiles.SIZES.items():
+        for gib, cls in [(80.0, "large"), (14.6, "medium"), (7.6, "small")]:
+            cfg = profiles.sizes(notebook, "gpu", memory_gib=gib)
+            assert cfg.gpu_class == cls and f"{gib:.1f} GiB" in cfg.why and cls in cfg.why
+            expected = {**table["gpu"], **table.get(f"gpu/{cls}", {})}
+            assert {k: getattr(cfg, k) for k in table["gpu"]} == expected
+    cpu = profiles.sizes("01_gpu_vs_cpu", "cpu")
+    assert cpu.gpu_class is None and cpu.why is None
+
+
+def test_the_banner_names_the_class_under_gpu():
+    cfg = profiles.sizes("01_gpu_vs_cpu", "gpu", memory_gib=7.6)
+    assert "small sizes for a GPU of 7.6 GiB" in profiles.banner(cfg, torch.device("cpu"))
+    smoke = profiles.sizes("01_gpu_vs_cpu", "smoke")
+    assert profiles.banner(smoke, torch.device("cpu")).count("\n") == 0
 
 
 def test_unknown_notebook_is_reported():
