@@ -10,7 +10,8 @@
   :func:`explore` for any GPT size.
 - Out of memory: :func:`fit_batch` (a profile's batch, halved until a step fits),
   :func:`largest_batch` (double, then bisect), :func:`within_budget` (a CPU's measured
-  stand-in), :func:`oom_advice`.
+  stand-in), :func:`oom_advice`, and :func:`guard` around work that may not fit (a timed
+  configuration on a small GPU): out of memory becomes one sentence and the notebook runs on.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from torch import nn
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from course_lib.device import label, pick, sync
+from course_lib.device import label, memory_cap_gib, pick, sync
 from course_lib.units import fmt_bytes
 
 
@@ -521,6 +522,9 @@ def oom_advice(exc: BaseException, device: torch.device | str | None = None,
         state = f"its peak, {fmt_bytes(exc.peak)}, is over its budget of {fmt_bytes(exc.budget)}"
     elif device.type == "cuda":
         allocated, reserved = torch.cuda.memory_allocated(device), torch.cuda.memory_reserved(device)
+        cap = memory_cap_gib()
+        if limit is None and cap is not None:  # COURSE_GPU_MEMORY_GIB: a smaller card simulated
+            limit = min(int(cap * 2**30), torch.cuda.get_device_properties(device).total_memory)
         of = (f"a cap of {fmt_bytes(limit)}" if limit is not None
               else fmt_bytes(torch.cuda.get_device_properties(device).total_memory))
         state = f"{fmt_bytes(allocated)} allocated, {fmt_bytes(reserved)} reserved by PyTorch, of {of}"
@@ -539,6 +543,39 @@ def oom_advice(exc: BaseException, device: torch.device | str | None = None,
 
 
 PRECISIONS = ("fp32", "bf16 autocast", "bf16 weights")
+
+
+@dataclass
+class Outcome:
+    """What :func:`guard` saw: ``ok`` unless the block ran out of memory, then ``advice``."""
+
+    ok: bool = True
+    advice: str | None = None
+
+
+@contextmanager
+def guard(what: str, device: torch.device | str | None = None, *, quiet: bool = False,
+          **advice: object) -> Iterator[Outcome]:
+    """Run a block that may not fit in memory; out of memory inside it is caught.
+
+    ``with memory.guard("ResNet-50 at batch 256", dev) as run: time_it()`` then ``run.ok``.
+    On out-of-memory the block stops, ``run.ok`` is False, ``run.advice`` holds
+    :func:`oom_advice` (`advice` passes its keywords: batch, autocast, checkpointing), which
+    is printed as ``what: <advice>`` unless `quiet`, and the cache is freed. Any other error
+    propagates unchanged.
+    """
+    outcome = Outcome()
+    try:
+        yield outcome
+    except Exception as exc:  # only out-of-memory is swallowed
+        if not is_oom(exc):
+            raise
+        outcome.ok = False
+        outcome.advice = oom_advice(exc, device, **advice)  # type: ignore[arg-type]
+    if not outcome.ok:
+        free()  # outside the except block: the traceback's tensors are gone
+        if not quiet:
+            print(f"{what}: {outcome.advice}")
 
 
 def _gpt_step(model: nn.Module, idx: torch.Tensor, opt: torch.optim.Optimizer,

@@ -390,3 +390,25 @@ def test_explore_estimates_any_size_and_measures_only_small_ones():
     assert "measured peak" in small and "estimate" in small
     with pytest.raises(ValueError, match="precision"):
         memory.explore(GPT2_SMALL, 1, "fp8", device="cpu")
+
+
+def test_guard_turns_out_of_memory_into_advice_and_runs_on(capsys):
+    with memory.guard("a step at batch 64", torch.device("cpu"), batch=64) as run:
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+    assert not run.ok and "at batch 64" in run.advice
+    out = capsys.readouterr().out
+    assert out.startswith("a step at batch 64: Out of memory") and "Try, in this order" in out
+    with memory.guard("fits", torch.device("cpu")) as run:
+        x = torch.ones(4).sum()
+    assert run.ok and run.advice is None and x.item() == 4
+    with pytest.raises(KeyError):  # anything but out-of-memory propagates
+        with memory.guard("broken", torch.device("cpu")):
+            raise KeyError("not memory")
+
+
+@pytest.mark.gpu
+def test_oom_advice_names_the_simulated_card(monkeypatch):
+    """Under COURSE_GPU_MEMORY_GIB the advice names the cap, not the card's full size."""
+    monkeypatch.setenv("COURSE_GPU_MEMORY_GIB", "8")
+    advice = memory.oom_advice(torch.OutOfMemoryError("x"), torch.device("cuda"))
+    assert "a cap of 8.0 GiB" in advice or "a cap of 8 GiB" in advice
