@@ -123,6 +123,9 @@ SIZES: dict[str, dict[str, dict]] = {
                     mem_batches=[64, 128, 256, 512, 1024, 2048], train_n=16384, train_res=32,
                     train_width=32, train_batch=256, train_epochs=3, lr=3e-3, widget_max_k=64,
                     time_repeats=10),
+        # the sweep's batch 2048 saves 2.4 GiB of activations (memory.estimate_training_memory,
+        # width 64 at 32 px): 8 GB cards stop at 1024 (1.2 GiB), leaving room for the workspaces
+        "gpu/small": dict(mem_batches=[64, 128, 256, 512, 1024]),
     },
     "05_data_parallel": {
         # batch: images of res px in the mechanism checks (the snippet's model, width channels;

@@ -9,6 +9,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
+import torch  # noqa: E402
 
 from course_lib import catalog, cli, cohort, report  # noqa: E402
 
@@ -206,3 +207,15 @@ def test_a_copied_build_folder_other_json_is_not_read_and_a_smoke_run_loses_a_ti
     assert code == 0
     assert "90 ±10%" in out and "3 ±10%" not in out  # same day: the run not under smoke
     assert len(err) == 1 and "two reports of 01_gpu_vs_cpu;" in err[0]
+
+
+def test_check_measures_fp16_on_a_gpu_that_only_emulates_bf16(monkeypatch):
+    """A T4 (sm 7.5): torch.cuda.is_bf16_supported() says True (emulation), the check times fp16."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.version, "hip", None)
+    for capability, dtype in [((7, 5), torch.float16), ((8, 6), torch.bfloat16)]:
+        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda i, c=capability: c)
+        assert cohort.dtypes_to_try(torch.device("cuda")) == [dtype]
+    assert torch.float32 in cohort.dtypes_to_try(torch.device("cpu"))
