@@ -7,9 +7,14 @@ training runs compared by precision.
     result = train_run("bf16", make_model, TensorLoader(x, y, 64), steps=20, lr=3e-3)
     print(compare_losses("bf16", result.history.loss, fp32_result.history.loss))  # a verdict
     print(cpu_support("fp16"))                  # does this CPU have fp16 instructions?
+    fc, feats = classifier_input(model, x)      # the last Linear and the fp32 features it gets
+    with torch.autocast("cuda", dtype=torch.float16):
+        out = fc(feats)
+    check_layer(layer_check("fp16+GradScaler", fc, feats, out, "cuda"), "cuda")  # fp16 really ran
 
 Every number here is computed, never assumed: casts are real casts, gradients come
-from a real backward pass, runs are real training runs through `course_lib.train`.
+from a real backward pass, runs are real training runs through `course_lib.train`, and the
+error a format must leave in a layer is worked out in fp64 on that layer's own numbers.
 """
 
 from __future__ import annotations
@@ -352,6 +357,188 @@ def available(device: torch.device | str) -> list[str]:
     return names
 
 
+def amp_note(device: torch.device | str) -> str | None:
+    """One sentence where bf16 is not native on `device` (a CUDA GPU before Ampere: a T4, a
+    V100): its 16-bit rows use fp16 autocast with a GradScaler instead. None where bf16 is native
+    (GPUs from Ampere on; CPUs run bf16 everywhere, at a speed that depends on their instructions)."""
+    device = torch.device(device)
+    if bf16_supported(device):
+        return None
+    major, minor = torch.cuda.get_device_capability(device)
+    return (f"{device_label(device)} (sm {major}.{minor}) has no bf16 tensor cores and would emulate "
+            f"bf16 many times slower, so the 16-bit rows here use fp16 autocast with a GradScaler.")
+
+
+def amp_name(device: torch.device | str) -> str:
+    """The 16-bit training precision for `device`: "bf16" where bf16 is native, else
+    "fp16+GradScaler" (:func:`course_lib.device.bf16_supported`)."""
+    return "bf16" if bf16_supported(device) else "fp16+GradScaler"
+
+
+# ---- did the format really run? one layer against its fp64 emulation -------------------
+
+# The format each precision rounds the inputs of a matmul to (autocast casts them; TF32 tensor
+# cores read 10 of fp32's 23 stored mantissa bits).
+PROBED = {"fp32+TF32": "tf32", "fp16+GradScaler": "fp16", "bf16": "bf16"}
+_ROUND_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+BAND = 2.0  # measured / emulated error must lie in [1/BAND, BAND]; the next format is 8x away
+
+
+def round_to(t: torch.Tensor, fmt: str, mode: str = "nearest") -> torch.Tensor:
+    """`t` rounded to the precision of `fmt`, returned as fp64 on the CPU.
+
+    fp16 / bf16: a real cast (round to nearest, ties to even), as autocast casts. tf32: fp32's
+    mantissa cut to 10 stored bits, either rounded to nearest (``mode="nearest"``) or truncated
+    (``mode="zero"``): which one a GPU's TF32 kernels use is theirs to choose. fp64: unchanged.
+    """
+    if fmt == "fp64":
+        return t.detach().cpu().double()
+    if fmt in _ROUND_DTYPES:
+        if mode != "nearest":
+            raise ValueError(f"{fmt} is reached by a cast, which rounds to nearest; got mode {mode!r}.")
+        return t.detach().cpu().to(_ROUND_DTYPES[fmt]).double()
+    if fmt != "tf32":
+        raise ValueError(f"Unknown format {fmt!r}: choose fp64, tf32, fp16 or bf16.")
+    if mode not in ("nearest", "zero"):
+        raise ValueError(f"mode must be 'nearest' or 'zero', got {mode!r}.")
+    bits = t.detach().cpu().float().contiguous().view(torch.int32)  # sign | exponent | 23 mantissa bits
+    drop = 23 - 10
+    if mode == "nearest":  # add half a TF32 step (ties to even), then cut
+        bits = bits + ((1 << (drop - 1)) - 1) + ((bits >> drop) & 1)
+    return (bits & ~((1 << drop) - 1)).view(torch.float32).double()
+
+
+def emulate(layer: nn.Module, x: torch.Tensor, fmt: str = "fp64", mode: str = "nearest") -> torch.Tensor:
+    """The output of `layer` (a Linear or Conv2d) on `x`, computed in fp64 on the CPU with its
+    input and weight rounded to `fmt` (:func:`round_to`). As on a GPU: fp16 / bf16 autocast also
+    casts the bias and returns a 16-bit output (rounded here too); TF32 rounds only the two
+    multiplied operands and returns fp32. ``fmt="fp64"``: the exact reference."""
+    params = {}
+    for name, p in layer.named_parameters():
+        params[name] = round_to(p, fmt if (fmt != "tf32" or name == "weight") else "fp64", mode)
+    out = torch.func.functional_call(layer, params, (round_to(x, fmt, mode),))
+    return round_to(out, fmt) if fmt in _ROUND_DTYPES else out
+
+
+def classifier_input(model: nn.Module, x: torch.Tensor) -> tuple[nn.Linear, torch.Tensor]:
+    """The model's last ``nn.Linear`` (its classifier) and the fp32 input it receives in one
+    forward pass of `x` (no gradients; train or eval mode as the model is)."""
+    seen: list[tuple[nn.Linear, torch.Tensor]] = []
+    hooks = [m.register_forward_hook(lambda m, args, _out: seen.append((m, args[0].detach())))
+             for m in model.modules() if isinstance(m, nn.Linear)]
+    if not hooks:
+        raise ValueError("The model has no nn.Linear layer to probe.")
+    try:
+        with torch.no_grad():
+            model(x)
+    finally:
+        for h in hooks:
+            h.remove()
+    return seen[-1]
+
+
+def _rel(y: torch.Tensor, ref: torch.Tensor) -> float:
+    return ((y.detach().cpu().double() - ref).norm() / ref.norm()).item()
+
+
+@dataclass
+class LayerCheck:
+    """The error one precision left in one layer's output, against what its format must leave."""
+
+    name: str  # the precision, a key of PROBED
+    layer: str  # what was probed
+    measured: float  # relative error (2-norm) of the device's output against fp64
+    nearest: float  # the same for the fp64 emulation, operands rounded to nearest
+    truncated: float | None = None  # tf32: the emulation with truncated operands
+    device: str = ""
+
+    @property
+    def low(self) -> float:
+        return self.nearest / BAND
+
+    @property
+    def high(self) -> float:
+        return BAND * max(self.nearest, self.truncated or 0.0)
+
+    @property
+    def telling(self) -> bool:
+        """False when the format leaves these numbers (nearly) as they are: nothing to tell."""
+        return self.nearest > 1e-6
+
+    @property
+    def ok(self) -> bool:
+        return not self.telling or self.low <= self.measured <= self.high
+
+    def __str__(self) -> str:
+        fmt = PROBED[self.name]
+        expect = (f"{self.nearest:.2e} rounded to nearest, {self.truncated:.2e} truncated"
+                  if self.truncated is not None else f"{self.nearest:.2e}")
+        head = (f"{self.name}, {self.layer}: relative error {self.measured:.2e}; {fmt} operands "
+                f"give {expect} on these numbers (fp64 emulation)")
+        if not self.telling:
+            return f"{head} | inconclusive: {fmt} leaves these numbers unchanged"
+        where = "in" if self.ok else "OUTSIDE"
+        return f"{head} | {where} [{self.low:.2e}, {self.high:.2e}]"
+
+
+def layer_check(name: str, layer: nn.Module, x: torch.Tensor, out: torch.Tensor,
+                device: torch.device | str = "cpu") -> LayerCheck:
+    """How far `out`, the output of `layer` on `x` computed at precision `name` (a key of
+    PROBED) on `device`, is from fp64, next to what the format must do to the same numbers
+    (:func:`emulate`). Autocast casts the operands exactly as the emulation does; only the
+    order of the fp32 additions differs (and cuBLAS may round partial sums to 16 bits), which
+    stays well inside a factor of 2. One format coarser or finer is 8× (3 mantissa bits) away,
+    and no rounding at all is orders of magnitude below."""
+    if name not in PROBED:
+        raise ValueError(f"No format to probe for {name!r}: choose one of {', '.join(PROBED)}.")
+    fmt, ref = PROBED[name], emulate(layer, x)
+    truncated = _rel(emulate(layer, x, fmt, "zero"), ref) if fmt == "tf32" else None
+    what = f"{type(layer).__name__}({', '.join(str(s) for s in layer.weight.shape[1::-1])})"
+    return LayerCheck(name, what, _rel(out, ref), _rel(emulate(layer, x, fmt), ref), truncated,
+                      device_label(device))
+
+
+def tf32_matmul_check(device: torch.device | str, n: int = 1024, seed: int = 0) -> LayerCheck:
+    """An n×n fp32 matmul on `device` with TF32 on (:func:`course_lib.device.tf32`), checked as
+    :func:`layer_check` checks a layer: shapes for which every TF32-capable GPU uses tensor cores."""
+    g = torch.Generator().manual_seed(seed)
+    layer = nn.Linear(n, n, bias=False)
+    with torch.no_grad():
+        layer.weight.copy_(torch.randn(n, n, generator=g))
+    x = torch.randn(n, n, generator=g)
+    layer_dev, x_dev = layer.to(device), x.to(device)
+    with torch.no_grad(), tf32(True):
+        out = layer_dev(x_dev)
+    check_ = layer_check("fp32+TF32", layer_dev, x_dev, out, device)
+    check_.layer = f"a {n}×{n} matmul"
+    return check_
+
+
+def check_layer(result: LayerCheck, device: torch.device | str) -> LayerCheck:
+    """Print `result` and assert it: the measured error must lie in its format's band.
+
+    TF32 is a permission, not an order: for a small layer cuBLAS may pick a kernel without
+    tensor cores and compute in full fp32. When the TF32 error is below the band, an n×n matmul
+    under the same switch (:func:`tf32_matmul_check`) decides: TF32 there passes, and the layer's
+    line says it ran in fp32; fp32 there too fails (the switch did nothing). Returns the check
+    that decided."""
+    if result.name == "fp32+TF32" and result.telling and result.measured < result.low:
+        print(result)
+        probe = tf32_matmul_check(device)
+        print(f"  this layer ran in full fp32 (its kernel does not use TF32 tensor cores); "
+              f"the switch itself, on {probe.layer}: {probe.measured:.2e} "
+              f"{'in' if probe.ok else 'OUTSIDE'} [{probe.low:.2e}, {probe.high:.2e}]"
+              f"{' ✓' if probe.ok else ''}")
+        result = probe
+    else:
+        print(f"{result} ✓" if result.ok else result)
+    if not result.ok:
+        raise AssertionError(f"{result.name}: the measured error {result.measured:.2e} is outside "
+                             f"[{result.low:.2e}, {result.high:.2e}], what {PROBED[result.name]} "
+                             f"gives these numbers: this is not {PROBED[result.name]} arithmetic")
+    return result
+
+
 @dataclass
 class RunResult:
     """One training run at one precision."""
@@ -464,12 +651,11 @@ def damage_figure(rows: Sequence[ScaleRow], title: str = ""):
     return fig
 
 
-def step_peak_bytes(name: str, make_model: ModelFn, x: torch.Tensor, y: torch.Tensor, *,
-                    device: torch.device | str, channels_last: bool = False, lr: float = 1e-3) -> int:
-    """Peak memory one training step adds at precision `name` (after one warm-up step, so
-    the optimizer state already exists). CUDA: allocator; CPU: profiler memory events."""
+def _stepper(name: str, make_model: ModelFn, x: torch.Tensor, y: torch.Tensor, *,
+             device: torch.device, channels_last: bool, lr: float) -> Callable[[], None]:
+    """A fresh `make_model()` (seed 0) with its AdamW (and GradScaler for fp16) on `device`:
+    one call trains one step on (x, y) at precision `name`, with its TF32 setting."""
     amp, use_tf32 = PRECISIONS[name]
-    device = torch.device(device)
     torch.manual_seed(0)
     model = make_model().to(device)
     if name == "pure .half()":
@@ -480,18 +666,44 @@ def step_peak_bytes(name: str, make_model: ModelFn, x: torch.Tensor, y: torch.Te
     scaler = torch.amp.GradScaler(device.type) if amp == "fp16" else None
 
     def step() -> None:
-        opt.zero_grad(set_to_none=True)
-        train.forward_backward(model, [(x, y)], device=device, amp=amp, scaler=scaler,
-                               channels_last=channels_last)
-        if scaler is None:
-            opt.step()
-        else:
-            scaler.step(opt)
-            scaler.update()
+        with tf32(use_tf32):
+            opt.zero_grad(set_to_none=True)
+            train.forward_backward(model, [(x, y)], device=device, amp=amp, scaler=scaler,
+                                   channels_last=channels_last)
+            if scaler is None:
+                opt.step()
+            else:
+                scaler.step(opt)
+                scaler.update()
 
-    with tf32(use_tf32):
-        step()  # warm-up: optimizer state, cuDNN algorithm choice
-        return memory.peak_memory(step, device).peak_bytes
+    return step
+
+
+def step_peak_bytes(name: str, make_model: ModelFn, x: torch.Tensor, y: torch.Tensor, *,
+                    device: torch.device | str, channels_last: bool = False, lr: float = 1e-3) -> int:
+    """Peak memory one training step adds at precision `name` (after one warm-up step, so
+    the optimizer state already exists). CUDA: allocator; CPU: profiler memory events."""
+    if name not in PRECISIONS:
+        raise ValueError(f"Unknown precision {name!r}: choose one of {', '.join(PRECISIONS)}.")
+    device = torch.device(device)
+    step = _stepper(name, make_model, x, y, device=device, channels_last=channels_last, lr=lr)
+    step()  # warm-up: optimizer state, cuDNN algorithm choice
+    return memory.peak_memory(step, device).peak_bytes
+
+
+def steps_at_once(names: Sequence[str], make_model: ModelFn, x: torch.Tensor, y: torch.Tensor, *,
+                  device: torch.device | str, channels_last: bool = False, lr: float = 1e-3) -> None:
+    """One training step on (x, y) at each precision in `names`, every model with its AdamW
+    state alive at once: the memory that timing those precisions in turns needs. Wrapped in
+    :func:`course_lib.memory.fit_batch`, it finds a batch at which every timed configuration fits."""
+    unknown = [n for n in names if n not in PRECISIONS]
+    if unknown:
+        raise ValueError(f"Unknown precision {unknown[0]!r}: choose from {', '.join(PRECISIONS)}.")
+    device = torch.device(device)
+    steps = [_stepper(n, make_model, x, y, device=device, channels_last=channels_last, lr=lr)
+             for n in names]
+    for step in steps:
+        step()
 
 
 def quick_run(name: str, make_model: ModelFn, batches: TensorLoader, steps: int = 5,

@@ -82,12 +82,26 @@ SIZES: dict[str, dict[str, dict]] = {
                     resnet_runs=[("off", "NCHW"), ("off", "channels_last"), ("bf16", "NCHW"),
                                  ("bf16", "channels_last")],
                     real_steps=30, min_run_s=0.2),
-        "gpu": dict(n_train=50_000, n_val=5000, resolution=32, width=32, batch_size=256, epochs=8,
-                    acc_bar=0.90, workers=[0, 1, 2, 4, 8], call_steps=10, repeats=10,
+        "gpu": dict(n_train=50_000, n_val=5000, resolution=32, width=32, batch_size=256, epochs=4,
+                    acc_bar=0.90, workers=[0, 1, 2, 4, 8], call_steps=4, repeats=6,
                     resnet="resnet50", resnet_res=224, resnet_small=False, resnet_batch=128,
                     resnet_runs=[("off", "NCHW"), ("off", "channels_last"), ("bf16", "NCHW"),
                                  ("bf16", "channels_last")],
                     real_steps=200, min_run_s=0.2),
+        # H100, ~60 s with start-up: SmallCNN (~60 MFLOP/img to train), 784 launch-bound steps of a
+        # few ms (~5 s, the linear baseline as many); a loader row draws 256·4·7 = 7,168 images at
+        # ~2,500 img/s per core (<= 3 s each, 7 rows); ResNet-50 at 224 px trains at 12.3 GFLOP/img:
+        # 4 configurations × 9 steps (fit, 2 warm-up, 6 timed) of 128 ≈ 4,600 images at >= 700 img/s
+        # (fp32) ≈ 5 s, + cudnn.benchmark's autotuning ≈ 10 s. Memory: fp32 saves ~85 MiB/img at
+        # 224 px (memory.estimate_training_memory): 10.6 GiB at 128 + 4 ResNet-50s with AdamW held
+        # at once (359 MiB each) ≈ 12 GiB. "bf16" rows: fp16 + GradScaler where bf16 is not native.
+        "gpu/medium": dict(workers=[0, 1, 2, 4], resnet_batch=64),
+        # T4 (ResNet-50 at 224 px: ~90 img/s fp32, ~250 img/s fp16; 2-4 host cores): 9 rounds of
+        # the 4 configurations at batch 64 ≈ 20 s, autotuning ≈ 30 s, the rest ≈ 40 s: ~2 min;
+        # batch 64 saves ≈ 5.3 GiB + 1.4 GiB of models < 14.6 GiB
+        "gpu/small": dict(workers=[0, 1, 2, 4], resnet_batch=32),
+        # 6-8 GB: batch 32 saves ≈ 2.7 GiB (fp32) + 1.4 GiB of models held at once < 7.6 GiB; where
+        # it still does not fit (6 GB cards), memory.fit_batch halves it
     },
     "03_mixed_precision": {
         # model: smallcnn (width = its channels) or a ResNet; n_train images of resolution px,
@@ -103,8 +117,18 @@ SIZES: dict[str, dict[str, dict]] = {
                     steps=90, half_steps=20, demo_batch=64, log_every=1, channels_last=False,
                     widget_steps=5, repeats=10, check_steps=3, opt_run_s=0.3),
         "gpu": dict(model="resnet50", width=0, resolution=128, n_train=4096, batch_size=256,
-                    steps=80, half_steps=30, demo_batch=32, log_every=2, channels_last=True,
-                    widget_steps=20, repeats=20, check_steps=3, opt_run_s=0.3),
+                    steps=60, half_steps=20, demo_batch=32, log_every=2, channels_last=True,
+                    widget_steps=20, repeats=10, check_steps=3, opt_run_s=0.3),
+        # H100, ~70 s with start-up: ResNet-50 at 128 px trains at 12.3·(128/224)² ≈ 4 GFLOP/img;
+        # each precision 81 steps of 256 (fit 1, checks 6, timing 12, peak 2, curves 60), fp32 40
+        # more and .half() 46 (the .half() runs): fp32 at >= 1,500 img/s ≈ 21 s, TF32, fp16 and bf16
+        # at >= 3,000 img/s ≈ 21 s, + ~30 ResNet-50s built on the CPU (0.3 s each). Memory: fp32
+        # saves ~27 MiB/img: 6.9 GiB at 256 + 4 models held at once (1.4 GiB) + images (0.8 GiB)
+        "gpu/medium": dict(batch_size=128),
+        # T4 (128 px: fp32 ~270 img/s, fp16 ~750 img/s; 2 precisions): fp32 121 + fp16 81 + .half()
+        # 46 steps of 128 ≈ 80 s, ~2.5 min in all; batch 128 saves ≈ 3.4 GiB (fp32)
+        "gpu/small": dict(batch_size=64, n_train=2048),
+        # 6-8 GB: batch 64 saves ≈ 1.7 GiB (fp32) + 1.4 GiB of models + 0.4 GiB of images
     },
     "04_grad_accumulation": {
         # batch: images in the gradient checks (split into K micro-batches; the check model is

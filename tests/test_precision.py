@@ -333,3 +333,127 @@ def test_damage_figure_keeps_the_three_counts_apart():
     assert heights == {"flushed to 0": [5.0, 0.0], "subnormal (bits lost)": [80.0, 0.0],
                        "overflow to inf": [0.0, 40.0]}
     assert [t.get_text() for t in ax.get_xticklabels()] == ["S = 2^0", "S = 2^32"]
+
+
+# -- did the format really run? one layer against its fp64 emulation --------------------------
+
+def test_round_to_tf32_keeps_ten_mantissa_bits_rounding_or_truncating():
+    step = 2.0**-10  # TF32's gap above 1.0
+    x = torch.tensor([1 + step / 2, 1 + 0.75 * step, 1 + 1.5 * step, -(1 + 0.75 * step), 3.0])
+    nearest = precision.round_to(x, "tf32", "nearest")
+    zero = precision.round_to(x, "tf32", "zero")
+    assert nearest.dtype == torch.float64
+    assert nearest.tolist() == [1.0, 1 + step, 1 + 2 * step, -(1 + step), 3.0]  # ties to even
+    assert zero.tolist() == [1.0, 1.0, 1 + step, -1.0, 3.0]  # toward zero
+    assert precision.round_to(torch.tensor([0.1]), "fp16").item() == torch.tensor(0.1).half().item()
+    with pytest.raises(ValueError, match="Unknown format"):
+        precision.round_to(x, "fp8")
+    with pytest.raises(ValueError):
+        precision.round_to(x, "fp16", "zero")  # a cast rounds to nearest
+
+
+def _probe(make, x):
+    torch.manual_seed(0)
+    model = make().train()  # as notebook 03 probes it: training mode (BatchNorm on batch statistics)
+    return precision.classifier_input(model, x)
+
+
+def _autocast_out(layer, feats, dtype):
+    with torch.no_grad(), torch.autocast("cpu", dtype=dtype or torch.bfloat16, enabled=dtype is not None):
+        return layer(feats)
+
+
+PROBE_MODELS = {
+    "smallcnn": (lambda: models.SmallCNN(num_classes=6, width=8, resolution=16), (16, 3, 16, 16)),
+    "resnet50": (lambda: models.resnet("resnet50", num_classes=6), (4, 3, 64, 64)),  # the gpu profile's model
+}
+
+
+@pytest.mark.parametrize("model", PROBE_MODELS)
+def test_layer_check_passes_the_format_that_ran_and_fails_the_others(model):
+    make, shape = PROBE_MODELS[model]
+    fc, feats = _probe(make, torch.rand(*shape, generator=torch.Generator().manual_seed(0)))
+    assert isinstance(fc, nn.Linear) and feats.shape == (shape[0], fc.in_features)
+    ran = {"fp16+GradScaler": torch.float16, "bf16": torch.bfloat16, "fp32": None}
+    for claimed in ("fp16+GradScaler", "bf16"):
+        for name, dtype in ran.items():
+            c = precision.layer_check(claimed, fc, feats, _autocast_out(fc, feats, dtype))
+            assert c.telling and c.ok is (name == claimed), str(c)
+        honest = precision.layer_check(claimed, fc, feats, _autocast_out(fc, feats, ran[claimed]))
+        assert math.isclose(honest.measured, honest.nearest, rel_tol=0.05)  # the same casts as the emulation
+        assert "in [" in str(honest)
+
+
+@pytest.mark.parametrize("model", PROBE_MODELS)
+def test_layer_check_of_tf32_accepts_either_rounding_and_nothing_else(model):
+    make, shape = PROBE_MODELS[model]
+    fc, feats = _probe(make, torch.rand(*shape, generator=torch.Generator().manual_seed(1)))
+
+    def tf32_out(mode):  # what TF32 tensor cores compute: 10-bit operands, fp32 sums, fp32 bias
+        w = precision.round_to(fc.weight, "tf32", mode).float()
+        return F.linear(precision.round_to(feats, "tf32", mode).float(), w, fc.bias)
+
+    for mode in ("nearest", "zero"):
+        c = precision.layer_check("fp32+TF32", fc, feats, tf32_out(mode))
+        assert c.ok and c.truncated >= c.nearest, str(c)
+    with torch.no_grad():
+        assert precision.layer_check("fp32+TF32", fc, feats, fc(feats)).measured < c.low  # full fp32
+    assert not precision.layer_check("fp32+TF32", fc, feats, _autocast_out(fc, feats, torch.bfloat16)).ok
+
+
+def test_check_layer_raises_on_a_wrong_format_and_tf32_falls_back_to_a_large_matmul(capsys):
+    fc, feats = _probe(PROBE_MODELS["smallcnn"][0], torch.rand(16, 3, 16, 16))
+    good = precision.layer_check("bf16", fc, feats, _autocast_out(fc, feats, torch.bfloat16))
+    assert precision.check_layer(good, "cpu") is good
+    with pytest.raises(AssertionError, match="not bf16"):
+        precision.check_layer(precision.layer_check("bf16", fc, feats, _autocast_out(fc, feats, torch.float16)), "cpu")
+    # TF32 below its band: a 1024² matmul under the same switch decides; a CPU has no TF32, so it fails
+    with torch.no_grad():
+        fp32 = precision.layer_check("fp32+TF32", fc, feats, fc(feats))
+    with pytest.raises(AssertionError, match="not tf32"):
+        precision.check_layer(fp32, "cpu")
+    assert "ran in full fp32" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="No format to probe"):
+        precision.layer_check("fp32", fc, feats, fc(feats))
+
+
+def test_emulate_a_convolution_agrees_with_cpu_autocast():
+    conv = nn.Conv2d(8, 16, 1)
+    x = torch.rand(4, 8, 6, 6, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        for claimed, dtype in (("bf16", torch.bfloat16), ("fp16+GradScaler", torch.float16)):
+            with torch.autocast("cpu", dtype=dtype):
+                out = conv(x)
+            assert precision.layer_check(claimed, conv, x, out).ok
+    assert precision.emulate(conv, x).shape == (4, 16, 6, 6)
+
+
+def test_steps_at_once_builds_every_model_before_stepping_any():
+    events: list[str] = []
+
+    def recording_cnn() -> nn.Module:
+        events.append("build")
+        model = tiny_cnn()
+        model.register_forward_pre_hook(lambda *_: events.append("step"))
+        return model
+
+    x, y = torch.randn(8, 3, 8, 8), torch.arange(8) % 6
+    precision.steps_at_once(["fp32", "fp16+GradScaler", "bf16"], recording_cnn, x, y, device="cpu")
+    assert events == ["build"] * 3 + ["step"] * 3  # all held at once, as when timed in turns
+    with pytest.raises(ValueError, match="Unknown precision"):
+        precision.steps_at_once(["fp8"], recording_cnn, x, y, device="cpu")
+
+
+def test_sixteen_bit_choice_where_bf16_is_not_native(monkeypatch):
+    assert precision.amp_name("cpu") == "bf16" and precision.amp_note("cpu") is None
+    monkeypatch.setattr(precision, "bf16_supported", lambda dev: False)  # a T4
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda dev=None: (7, 5))
+    monkeypatch.setattr(precision, "device_label", lambda dev: "Tesla T4")
+    assert precision.amp_name("cuda") == "fp16+GradScaler"
+    assert precision.available("cuda") == ["fp32", "fp16+GradScaler"]  # no TF32, no emulated bf16
+    note = precision.amp_note("cuda")
+    assert "sm 7.5" in note and "fp16" in note and note.count(". ") == 0
+    monkeypatch.setattr(precision, "bf16_supported", lambda dev: True)  # an A100
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda dev=None: (8, 0))
+    assert precision.available("cuda") == ["fp32", "fp32+TF32", "fp16+GradScaler", "bf16"]
+    assert precision.amp_note("cuda") is None
