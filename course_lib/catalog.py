@@ -43,7 +43,7 @@ NOTEBOOKS = (
           "measured; the flash, memory-efficient and cuDNN GPU kernels need a GPU"),
     Entry("08_transformer", "Transformer training", 1,
           "a small GPT trained on the CPU, eager and compiled, MFU against the CPU's measured "
-          "peak; the GPT-2-small shape, tensor cores and datasheet MFU need a GPU"),
+          "peak; a larger GPT, tensor cores and datasheet MFU need a GPU"),
     Entry("09_memory", "memory monitoring", 1,
           "per-phase peaks, the estimate, out-of-memory and the largest batch, checkpointing and the "
           "timeline measured on the CPU (profiler memory events); the caching allocator, empty_cache, "

@@ -209,11 +209,32 @@ SIZES: dict[str, dict[str, dict]] = {
                     eval_every=50, val_batches=16, check_steps=3, time_repeats=5, compile=True,
                     fit_compile=False, peak_sizes=[512, 1024, 2048], resume_steps=10,
                     sample_tokens=200),
-        "gpu": dict(max_bytes=None, block=1024, n_layer=12, n_head=12, n_embd=768, dropout=0.0,
-                    micro=32, accum=16, steps=150, warmup=15, lr=6e-4, min_lr_ratio=0.1,
-                    eval_every=50, val_batches=20, check_steps=3, time_repeats=5, compile=True,
-                    fit_compile=True, peak_sizes=[4096, 8192, 16384], resume_steps=6,
+        "gpu": dict(max_bytes=None, block=512, n_layer=8, n_head=8, n_embd=512, dropout=0.0,
+                    micro=32, accum=4, steps=300, warmup=30, lr=1e-3, min_lr_ratio=0.1,
+                    eval_every=50, val_batches=20, check_steps=3, time_repeats=8, compile=True,
+                    fit_compile=False, peak_sizes=[4096, 8192, 16384], resume_steps=6,
                     sample_tokens=300),
+        # H100, ~2 min: N = 25.3 M, 6N + 12·L·T·C = 177 MFLOP/token; 32·4·512 = 65,536 tokens per step
+        # = 11.6 TFLOP. The long run, 300 steps = 3.5 PFLOP (19.7 M tokens, < 1 pass over the 28.8 M
+        # of the stdlib): ~25 s at an assumed 15 % MFU (150 of the datasheet's 989 TFLOP/s bf16); timed
+        # steps 3 versions × 10 ≈ 4 s; fit probe, checks and resume (math attention) 60 micro-batches
+        # (1 M tokens) ≈ 5 s; one cold torch.compile (~1 min, assumed); fit_compile off: a second
+        # compile (training and evaluation graphs) would cost more than it saves in 300 steps.
+        # Memory (memory.estimate_training_memory, bf16 autocast, micro 32): parameters + gradients +
+        # AdamW 0.39 GiB per GPT, activations 2.4 GiB (SDPA) / 4.4 GiB (written-out attention, as the
+        # math backend): the fit probe's 3 GPTs ≈ 6 GiB.
+        "gpu/medium": dict(block=256, n_layer=6, n_head=6, n_embd=384, micro=32, accum=2, time_repeats=6,
+                           peak_sizes=[2048, 4096, 8192], sample_tokens=200),
+        # T4 (fp16 + GradScaler), ~3.5 min: N = 10.75 M, 71.6 MFLOP/token; 32·2·256 = 16,384 tokens per
+        # step = 1.17 TFLOP; 300 steps = 0.35 PFLOP ≈ 35 s at an assumed 10 TFLOP/s (15 % of the
+        # datasheet's 65 fp16; small matmuls); timed steps and checks ≈ 10 s; a cold torch.compile
+        # on a 2-core host ~1.5 min (assumed), start-up and corpus ~30 s. Memory (16-bit, micro 32):
+        # 0.16 GiB per GPT with AdamW, activations 0.7 GiB (SDPA) / 1.0 GiB (written-out): probe ≈ 1.5 GiB
+        "gpu/small": dict(block=256, n_layer=6, n_head=6, n_embd=384, micro=32, accum=2, steps=200,
+                          warmup=20, time_repeats=6, peak_sizes=[2048, 4096, 8192], sample_tokens=200),
+        # 6-12 GB cards, often no faster than a T4: medium's GPT, 200 steps (3.3 M tokens) ≈ 25 s at
+        # 10 TFLOP/s; the probe's ≈ 1.5 GiB leaves room on a 6 GB card beside a display; where it does
+        # not fit, memory.fit_batch halves the micro-batch and the accumulation doubles
     },
     "09_memory": {
         # block, n_layer, n_head, n_embd: the GPT measured (byte vocabulary); batch: its sequences

@@ -33,7 +33,7 @@ from course_lib import checkpoint, data, device
 from course_lib.checkpoint import CheckpointError
 
 __all__ = ["TrainConfig", "History", "fit", "evaluate", "forward_backward", "warmup_cosine", "param_groups",
-           "cross_entropy", "lr_at", "IGNORE_INDEX", "progress"]
+           "cross_entropy", "lr_at", "IGNORE_INDEX", "progress", "amp_for"]
 
 FORMAT = "course_lib.train/3"  # written into every checkpoint's state; checked on resume
 AMP_DTYPES = {"off": None, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -387,6 +387,27 @@ def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
     except RuntimeError as exc:
         raise ValueError(f"fused=True: this PyTorch has no fused AdamW for these parameters "
                          f"({type(exc).__name__}); use fused=False.") from exc
+
+
+def amp_for(dev: torch.device | str, cpu_flags: Iterable[str] | None = None) -> str:
+    """The 16-bit training precision worth using on `dev`, as :attr:`TrainConfig.amp` names it.
+
+    A CUDA GPU: "bf16" where it has bf16 tensor cores (:func:`device.bf16_supported`), else
+    "fp16" (autocast with a GradScaler: a T4 or a V100 would emulate bf16, slowly). A CPU: "bf16"
+    when it reports bf16 instructions (avx512_bf16 or amx_bf16, :data:`precision.CPU_16BIT_FLAGS`;
+    `cpu_flags` defaults to /proc/cpuinfo's), else "off", float32: without them bf16 takes slow
+    generic paths. Any other device: "off".
+    """
+    from course_lib import precision  # here: precision imports this module
+
+    dev = torch.device(dev)
+    if dev.type == "cuda":
+        return "bf16" if device.bf16_supported(dev) else "fp16"
+    if dev.type != "cpu":
+        return "off"
+    flags = device.cpu_flags() if cpu_flags is None else cpu_flags
+    native = [f for f in flags if f in precision.CPU_16BIT_FLAGS and f.endswith("bf16")]
+    return "bf16" if native else "off"
 
 
 def make_scaler(amp: str, dev: torch.device) -> torch.amp.GradScaler | None:

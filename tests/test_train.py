@@ -15,7 +15,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
-from course_lib import checkpoint, train
+from course_lib import checkpoint, data, device, models, train
 from course_lib.checkpoint import CheckpointError
 from course_lib.data import make_loader
 from course_lib.train import TrainConfig
@@ -149,6 +149,60 @@ def test_fp16_overflow_steps_are_skipped_and_counted():
                         loss_fn=huge)
     assert history.skipped_steps == [1, 2, 3, 4]
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+
+
+def test_amp_for_picks_bf16_where_native_fp16_on_older_gpus_and_off_on_plain_cpus(monkeypatch):
+    for capability, want in (((8, 0), "bf16"), ((7, 5), "fp16")):  # an A100; a T4
+        monkeypatch.setattr(device, "bf16_supported", lambda dev, c=capability: device.bf16_native(c))
+        assert train.amp_for("cuda") == want and train.amp_for("cuda:0") == want
+    assert train.amp_for("cpu", ["avx2", "avx512_bf16"]) == "bf16"
+    assert train.amp_for("cpu", ["avx2", "amx_bf16"]) == "bf16"
+    assert train.amp_for("cpu", ["avx2", "avx512_fp16"]) == "off"  # fp16 instructions only
+    assert train.amp_for("cpu", []) == "off"
+    assert train.amp_for("meta") == "off"
+
+
+@pytest.mark.parametrize("amp", ["off", "bf16", "fp16"])
+def test_fit_steps_like_the_loop_a_learner_types(amp):
+    """Notebook 08's check on a tiny GPT: autocast in `amp`'s format, a GradScaler enabled only
+    for fp16, each micro-batch's loss / k, unscale_ before clipping, scaler.step, scaler.update,
+    fused AdamW with decay on matrices only. fit must take the same steps."""
+    cfg = models.GPTConfig(vocab_size=23, block_size=8, n_layer=2, n_head=2, n_embd=16)
+    tokens = torch.randint(0, 23, (32 * 8 + 1,), generator=torch.Generator().manual_seed(0))
+    loader = data.TensorLoader(tokens[:-1].view(32, 8), tokens[1:].view(32, 8), 4, seed=0, drop_last=True)
+    steps, k, clip = 4, 2, 1.0
+    torch.manual_seed(0)
+    mine = models.GPT(cfg)
+    opt = torch.optim.AdamW(train.param_groups(mine, 0.1, matrices_only=True), lr=0.01,
+                            betas=(0.9, 0.95), fused=True)
+    scaler = torch.amp.GradScaler("cpu", enabled=amp == "fp16")
+    dtype = torch.float16 if amp == "fp16" else torch.bfloat16
+    loader.batch_sampler.set_epoch(0)
+    batches, losses = iter(loader), []
+    for _ in range(steps):
+        total = 0.0
+        for x, y in [next(batches) for _ in range(k)]:
+            with torch.autocast("cpu", dtype=dtype, enabled=amp != "off"):
+                loss = F.cross_entropy(mine(x).flatten(0, 1), y.flatten()) / k
+            scaler.scale(loss).backward()
+            total += loss.detach()
+        scaler.unscale_(opt)
+        nn.utils.clip_grad_norm_(mine.parameters(), clip)
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad(set_to_none=True)
+        losses.append(total.item())
+    torch.manual_seed(0)
+    theirs = models.GPT(cfg)
+    history = train.fit(theirs, loader, cpu(amp=amp, max_steps=steps, accum_steps=k, lr=0.01,
+                                            weight_decay=0.1, betas=(0.9, 0.95), fused=True,
+                                            decay_matrices_only=True, clip_grad_norm=clip,
+                                            log_every=1))
+    assert history.loss == pytest.approx(losses, rel=1e-6, abs=1e-6)
+    for p, q in zip(mine.parameters(), theirs.parameters()):
+        torch.testing.assert_close(q, p, atol=1e-6, rtol=1e-5)
+    assert scaler.is_enabled() == (amp == "fp16")
+    assert not history.skipped_steps and scaler.get_scale() == (2.0**16 if amp == "fp16" else 1.0)
 
 
 def test_bf16_trains_on_cpu():
