@@ -168,6 +168,30 @@ class MultiHeadAttention(nn.Module):
         return self
 
 
+AGREE_16BIT_ULPS = 8  # 16-bit agreement, in units of the format's last place (ε)
+
+
+def agreement(dtype: torch.dtype) -> dict[str, float]:
+    """The agreement asked of two correct attentions computed in `dtype`, on every element:
+    |Δ| ≤ atol + rtol·|expected|, as keywords for ``check.close``.
+
+    float32: atol 1e-5, rtol 1e-4: 7 significant digits, and two orders of the same additions
+    differ in the last ones. float16 and bfloat16: atol = rtol = 8ε, ε = 2⁻¹⁰ and 2⁻⁷ the gap
+    between 1 and the next number of the format (7.8e-3 and 6.3e-2): the written-out version
+    rounds the scores, the weights and each gradient to 16 bits where a fused kernel keeps them
+    in float32, so two correct results differ by a few ε (the tests see at most about half of
+    this allowance). A wrong mask or scale differs by far more. float64: 1e-12 and 1e-10.
+    """
+    if dtype == torch.float64:
+        return dict(atol=1e-12, rtol=1e-10)
+    if dtype == torch.float32:
+        return dict(atol=1e-5, rtol=1e-4)
+    if dtype in (torch.float16, torch.bfloat16):
+        eps = torch.finfo(dtype).eps
+        return dict(atol=AGREE_16BIT_ULPS * eps, rtol=AGREE_16BIT_ULPS * eps)
+    raise ValueError(f"No agreement is defined for {dtype}: use float64, float32, float16 or bfloat16.")
+
+
 def attention_flops(batch: int, heads: int, t_q: int, head_dim: int, t_k: int | None = None) -> int:
     """FLOPs of attention's two matmuls, q kᵀ and weights·v, forward: 2 · 2·B·H·Tq·Tk·d.
 

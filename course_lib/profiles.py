@@ -189,6 +189,25 @@ SIZES: dict[str, dict[str, dict]] = {
                     head_dim=64, dtype="bfloat16", repeats=5, compare_t=4096, backend_t=4096,
                     backend_repeats=10, toy_t=12, toy_vocab=10, toy_width=32, toy_heads=2,
                     toy_steps=300, toy_batch=64),
+        # dtype "bfloat16" runs as device.amp_dtype: float16 where bf16 is not native (a T4, a V100).
+        # One (4, 16, T, T) 16-bit matrix of scores is 128·T² bytes: 2 GiB at 4096, 8 GiB at 8192,
+        # 32 GiB at 16384, 512 GiB at 65536. The written-out step peaks at ~3.3 of them, the math
+        # kernel at ~6.5 (it computes 16-bit inputs in float32), both measured on a CPU: on an H100
+        # (79 GiB) the written-out version runs out of memory at 16384 and the sweep reports it in one
+        # line, then skips the longer lengths; SDPA adds ~4 tensors the size of q (the output and 3
+        # gradients, 64 MiB each at 8192). H100, ~1 min with start-up: SDPA's causal forward +
+        # backward ≈ 7·B·H·d·T² FLOPs = 1.2e14 at 65536, ~0.4 s per call at an assumed 300 TFLOP/s,
+        # 7 calls per length (memory, warm-up, 5 timed) ≈ 4 s for the whole sweep; the written-out
+        # one reads or writes ~10 T×T matrices per call (80 GiB at 8192: ~30 ms at 3 TB/s).
+        "gpu/medium": dict(lengths=[512, 1024, 2048, 4096, 8192, 16384], backend_t=2048),
+        # T4 (14.6 GiB, float16, memory-efficient kernel): written-out fits to 4096 (~6.6 GiB) and runs
+        # out of memory at 8192 (~26 GiB); the math kernel at 2048 needs ~3.3 GiB (backend_t). Time:
+        # 7·B·H·d·T² = 7.7e12 FLOPs at 16384, ~0.6 s per call at an assumed 12 TFLOP/s, ~7 s for
+        # the sweep; the written-out calls ~0.1 s at 4096; the whole notebook < 1.5 min
+        "gpu/small": dict(lengths=[512, 1024, 2048, 4096, 8192], compare_t=2048, backend_t=2048),
+        # 6-8 GB (5.8-7.6 GiB): written-out fits at 2048 (~1.7 GiB) and runs out at 4096 (~6.6 GiB,
+        # on a 6 GB card at least); the math kernel at 2048 ~3.3 GiB. SDPA at 8192: 1.9e12 FLOPs,
+        # ~0.2 s per call at an assumed 10 TFLOP/s
     },
     "08_transformer": {
         # max_bytes: the corpus budget (None: all of it); block, n_layer, n_head, n_embd, dropout: the
@@ -253,20 +272,41 @@ SIZES: dict[str, dict[str, dict]] = {
     },
     "10_compile_and_profile": {
         # block, n_layer, n_head, n_embd: the GPT profiled (byte vocabulary); batch: sequences
-        # per step; profiled: steps in the profiler's active window (after one warm-up step);
-        # repeats: timed steps per variant, in turns, after one warm-up; compile: torch.compile
-        # (cold) against eager; peak_sizes: matmul sizes of the measured compute peak;
-        # bw_sizes: copy buffer sizes (bytes) of the measured bandwidth, the largest beyond the
-        # caches; op_steps: steps whose every op is timed for the roofline
+        # per step (memory.fit_batch halves it where the notebook's peak does not fit); profiled:
+        # steps in the profiler's active window (after one warm-up step); repeats: timed steps per
+        # variant, in turns, after one warm-up; compile: torch.compile (cold) against eager;
+        # compile_breaks: also compile the two monitored GPTs of the graph-break demo; peak_sizes:
+        # matmul sizes of the measured compute peak; bw_sizes: copy buffer sizes (bytes) of the
+        # measured bandwidth, the largest beyond the caches; op_steps: steps whose every op is
+        # timed for the roofline
         "smoke": dict(block=64, n_layer=2, n_head=2, n_embd=64, batch=8, profiled=3, repeats=3,
-                      compile=False, peak_sizes=[256, 512], bw_sizes=[1 << 20, 256 << 20],
-                      op_steps=2),
+                      compile=False, compile_breaks=False, peak_sizes=[256, 512],
+                      bw_sizes=[1 << 20, 256 << 20], op_steps=2),
         "cpu": dict(block=128, n_layer=4, n_head=4, n_embd=128, batch=16, profiled=3, repeats=5,
-                    compile=True, peak_sizes=[512, 1024, 2048],
+                    compile=True, compile_breaks=True, peak_sizes=[512, 1024, 2048],
                     bw_sizes=[1 << 20, 8 << 20, 64 << 20, 256 << 20], op_steps=3),
-        "gpu": dict(block=1024, n_layer=12, n_head=12, n_embd=768, batch=8, profiled=5, repeats=10,
-                    compile=True, peak_sizes=[4096, 8192, 16384],
+        "gpu": dict(block=1024, n_layer=6, n_head=12, n_embd=768, batch=8, profiled=5, repeats=10,
+                    compile=True, compile_breaks=True, peak_sizes=[4096, 8192, 16384],
                     bw_sizes=[16 << 20, 256 << 20, 2 << 30], op_steps=3),
+        # H100, ~2.5 min: half of GPT-2 small (6 of its 12 layers, width 768, context 1024), N = 43.5 M,
+        # 6N + 12·L·T·C = 313 MFLOP/token, 8·1024 tokens = 2.6 TFLOP per step, ~10 ms at an assumed
+        # 250 TFLOP/s: the ~120 steps run ≈ 2 s. Compilation sets the time: cold default ~40 s,
+        # reduce-overhead ~20 s (warm Triton cache), the two monitored GPTs ~45 s, Dynamo's explain
+        # and 3 counting traces ~10 s (all assumed, 16 host cores); 12 layers would double most of it.
+        # Memory (memory.estimate_training_memory, 16-bit autocast, batch 8): parameters + gradients +
+        # AdamW 0.65 GiB per GPT, activations 1.4 GiB; the fit probe (3 GPTs, one step's activations
+        # kept as a CUDA graph pool keeps them, another step) ≈ 4.8 GiB.
+        "gpu/medium": dict(block=512, n_layer=4, n_embd=768, compile_breaks=False,
+                           bw_sizes=[16 << 20, 256 << 20, 1 << 30]),
+        # T4 (fp16 autocast + GradScaler), ~3 min: N = 28.9 M, 190 MFLOP/token, 8·512 tokens = 0.78 TFLOP
+        # per step, ~60 ms at an assumed 13 TFLOP/s (20 % of the datasheet's 65): ~95 steps ≈ 6 s.
+        # Compilation on a 2-core host (Colab): cold default ~70 s, reduce-overhead ~30 s, explain and
+        # counting traces ~15 s (assumed); the monitored GPTs are not compiled (two more would pass the
+        # 5-minute budget). Memory: 0.43 GiB per GPT with AdamW, activations 0.5 GiB: probe ≈ 2.3 GiB.
+        "gpu/small": dict(block=512, n_layer=4, n_embd=768, compile_breaks=False,
+                          peak_sizes=[2048, 4096, 8192], bw_sizes=[16 << 20, 256 << 20, 1 << 30]),
+        # 6-12 GB cards: medium's GPT, probe ≈ 2.3 GiB; the largest buffers after the models are
+        # freed: a copy of 1 GiB (2 GiB with its destination), matmuls of 8192² (3 × 128 MiB in 16-bit)
     },
     "06_ddp": {
         # train: scripts/ddp_train.py (n images of res px, MLP width hidden, batch per rank,

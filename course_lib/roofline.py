@@ -277,3 +277,26 @@ def attainable(intensity: float, peak_flops: float, peak_bandwidth: float) -> fl
 def bound(intensity: float, peak_flops: float, peak_bandwidth: float) -> str:
     """'memory-bound' below the ridge, 'compute-bound' at or above it."""
     return "memory-bound" if intensity < ridge(peak_flops, peak_bandwidth) else "compute-bound"
+
+
+def vs_datasheet(device_name: str | None, precision: str, peak_flops: float, bandwidth: float) -> str:
+    """One line: NVIDIA's datasheet roofs for the GPU called `device_name` in `precision`
+    ('fp32', 'tf32', 'bf16' or 'fp16', as :mod:`course_lib.datasheet` names them), labelled as
+    the datasheet's, and the measured roofs (`peak_flops` FLOP/s, `bandwidth` B/s) as shares of
+    them; or, when there is nothing to compare with, why (`device_name` None: a CPU)."""
+    from course_lib import datasheet
+    from course_lib.units import fmt_rate
+
+    if device_name is None:
+        return "A CPU has no entry in the course's datasheet table (NVIDIA GPUs only): the measured roofs only."
+    spec = datasheet.lookup(device_name)
+    if spec is None:
+        return f"{device_name} is not in the course's datasheet table: the measured roofs only."
+    tflops = datasheet.peak_tflops(spec, precision)
+    if tflops is None:
+        return (f"NVIDIA's datasheet gives {spec.name} no dense {precision} rate (no tensor cores for it): "
+                "the measured roofs only.")
+    flops, bw = tflops * 1e12, spec.mem_bw_gbs * 1e9
+    return (f"datasheet, not measured: {spec.name}, dense {precision} {fmt_rate(flops, 'FLOP/s')}, memory "
+            f"{fmt_rate(bw, 'B/s')}, ridge {ridge(flops, bw):.0f} FLOP/B ({spec.source_title}) | measured "
+            f"here: {peak_flops / flops:.0%} of its compute and {bandwidth / bw:.0%} of its bandwidth")

@@ -263,3 +263,27 @@ def test_plot_roofline_needs_an_op_with_flops():
             plot.roofline(ax, [_op("aten::copy_", "copy", 0.0, 8e6, 1e-3)], 1e12, {"DRAM": 20e9})
     finally:
         plt.close(fig)
+
+
+# ---- vs_datasheet --------------------------------------------------------------------------
+
+
+def test_vs_datasheet_states_shares_of_the_vendors_roofs_and_labels_them():
+    from course_lib import datasheet
+    from course_lib.roofline import vs_datasheet
+
+    spec = datasheet.lookup("NVIDIA H100 80GB HBM3")
+    flops, bw = datasheet.peak_tflops(spec, "bf16") * 1e12, spec.mem_bw_gbs * 1e9
+    line = vs_datasheet("NVIDIA H100 80GB HBM3", "bf16", flops / 2, bw / 4)
+    assert line.startswith("datasheet, not measured") and spec.name in line
+    assert "50% of its compute" in line and "25% of its bandwidth" in line
+    assert f"ridge {ridge(flops, bw):.0f} FLOP/B" in line
+
+
+def test_vs_datasheet_says_why_there_is_nothing_to_compare_with():
+    from course_lib.roofline import vs_datasheet
+
+    assert "CPU" in vs_datasheet(None, "fp32", 1e12, 1e11)
+    assert "not in the course's datasheet table" in vs_datasheet("Some Future GPU", "bf16", 1e12, 1e11)
+    t4 = vs_datasheet("Tesla T4", "bf16", 1e12, 1e11)  # Turing: no bf16 tensor cores
+    assert "no dense bf16 rate" in t4 and "%" not in t4
