@@ -8,6 +8,9 @@ VENV       := .venv
 OLDEST     := .venv-oldest
 PROFILE    ?= auto
 COURSE_OUT ?= build
+# make test-gpu: one part (PART=1..N, `course test-gpu --list`; empty: all in turn), its folder
+PART       ?=
+GPU_OUT    ?= gpu-check
 STUDENT_OUT ?= $(COURSE_OUT)/student
 LAB_DIR    ?= notebooks
 JOBS       ?= 2
@@ -17,7 +20,7 @@ STRIP       = $(VENV)/bin/nbstripout --keep-id --extra-keys "metadata.language_i
 # Containers and cloud GPU boxes often run as root; Jupyter refuses root without this flag.
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: course test test-oldest test-browser lab student freeze check-stripped clean
+.PHONY: course test test-oldest test-browser test-gpu lab student freeze check-stripped clean
 
 # $(1): the virtual environment's folder; $(2): extra pip arguments (constraints).
 # nbgrader is installed for its generate_assignment command only (course student): its
@@ -56,6 +59,13 @@ test: $(VENV)/.installed
 ## The same suite with the oldest supported releases (constraints/oldest.txt)
 test-oldest: $(OLDEST)/.installed
 	$(call pytest,$(OLDEST))
+
+## On a CUDA machine: pytest -m gpu, every notebook in the gpu profile with --record
+## (results/<device>.json), then every notebook again as on an 8 GiB card, all under GPU_OUT
+## (gpu-check/) with summary.md. PART=N runs one part (each about 8 min on one H100 by
+## estimate); without PART every part runs in turn. Without CUDA: one sentence, exit 2.
+test-gpu: $(VENV)/.installed
+	@$(VENV)/bin/course test-gpu $(if $(PART),--part $(PART)) --out $(GPU_OUT)
 
 $(VENV)/.browser: $(VENV)/.installed
 	$(VENV)/bin/python -m pip install --progress-bar off -e '.[test,instructor,browser]'

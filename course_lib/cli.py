@@ -1,6 +1,7 @@
 """Command line: ``course check`` (readiness, a short measurement, ``--json`` for a workshop's
-pre-flight), ``course run`` (execute notebooks), ``course student`` (copies without solutions)
-and ``course cohort`` (many attendees' reports)."""
+pre-flight), ``course run`` (execute notebooks), ``course student`` (copies without solutions),
+``course cohort`` (many attendees' reports) and ``course test-gpu`` (the whole course checked
+on a CUDA machine, in parts)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import nbformat
 
 from tqdm.auto import tqdm
 
-from course_lib import catalog, cohort, device, files, profiles, report, runner, student
+from course_lib import catalog, cohort, device, files, gpucheck, profiles, report, runner, student
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -169,6 +170,13 @@ def _record(ok: list[runner.RunResult], failed: list[str], out: Path) -> None:
         print(f"reference results of {', '.join(found)} recorded in {path}")
 
 
+def cmd_test_gpu(args: argparse.Namespace) -> int:
+    """pytest -m gpu, the course in the gpu profile with --record, then again as on an 8 GiB
+    card, in parts (``--part N``; ``--list`` shows them), all under ``--out``."""
+    return gpucheck.command(Path(args.dir), Path(args.out), part=args.part, list_only=args.list,
+                            timeout_s=args.timeout)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="course", description=__doc__)
     p.add_argument("--dir", default=str(catalog.NOTEBOOK_DIR), help="folder of the notebooks")
@@ -197,6 +205,14 @@ def parser() -> argparse.ArgumentParser:
                      help="gpu profile only: merge the reports of the notebooks that ran OK into "
                           "results/<device>.json (reference runs)")
     run.set_defaults(fn=cmd_run)
+    gpu = sub.add_parser("test-gpu", help="on a CUDA machine: pytest -m gpu, the gpu profile with "
+                         "--record, then as on an 8 GiB card; in parts of at most 9 min on one H100")
+    gpu.add_argument("--part", default=None, metavar="N", help="run part N only (default: all, in turn)")
+    gpu.add_argument("--list", action="store_true", help="print the parts and what each runs, run nothing")
+    gpu.add_argument("--out", default=str(report.REPO / "gpu-check"),
+                     help="output folder, shared by the parts (default gpu-check/ in the repository)")
+    gpu.add_argument("--timeout", type=int, default=gpucheck.CELL_TIMEOUT_S, help="seconds allowed per cell")
+    gpu.set_defaults(fn=cmd_test_gpu)
     return p
 
 
@@ -204,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return args.fn(args)
-    except (profiles.ProfileError, report.RecordError, student.StudentError) as exc:
+    except (profiles.ProfileError, report.RecordError, student.StudentError, gpucheck.GpuCheckError) as exc:
         print(f"course: {exc}", file=sys.stderr)
         return 2
 

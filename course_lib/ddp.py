@@ -68,16 +68,21 @@ def train_single(x: torch.Tensor, y: torch.Tensor, *, world_size: int, batch: in
 
 
 def rank_orders(n: int, world_size: int, epochs: int, *, seed: int = 0,
-                set_epoch: bool = True) -> list[list[list[int]]]:
+                set_epoch: bool = True, drop_last: bool = True) -> list[list[list[int]]]:
     """orders[epoch][rank]: the indices DistributedSampler gives each rank in each epoch,
-    with or without ``sampler.set_epoch(epoch)``."""
+    with or without ``sampler.set_epoch(epoch)``.
+
+    When `world_size` does not divide `n`, ``drop_last=True`` (scripts/ddp_train.py's setting)
+    leaves out the permutation's last ``n % world_size`` indices; ``drop_last=False`` (the
+    sampler's default) pads the permutation with its own first indices up to a multiple of
+    `world_size`, so those appear more than once in that epoch."""
     dataset = range(n)
     orders = []
     for epoch in range(epochs):
         row = []
         for rank in range(world_size):
             sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True,
-                                         seed=seed, drop_last=True)  # type: ignore[arg-type]
+                                         seed=seed, drop_last=drop_last)  # type: ignore[arg-type]
             if set_epoch:
                 sampler.set_epoch(epoch)
             row.append(list(sampler))

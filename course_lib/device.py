@@ -45,13 +45,14 @@ def gpu_count() -> int:
 
 
 def pick(prefer: torch.device | str | None = None) -> torch.device:
-    """The device to train on: `prefer` if given, else CUDA when available, else CPU.
+    """The device to train on: `prefer` if given, else CUDA when available, else CPU. On a
+    CUDA device it applies ``COURSE_GPU_MEMORY_GIB`` (:func:`limit_memory`).
 
     A CUDA device that is not there ('cuda' without a GPU, 'cuda:7' on a one-GPU
     machine) raises :class:`NotEnoughGPUs` naming the devices that do exist.
     """
     if not prefer:
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        prefer = "cuda" if torch.cuda.is_available() else "cpu"  # and the memory cap, below
     try:
         dev = torch.device(prefer)
     except RuntimeError:

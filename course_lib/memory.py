@@ -8,7 +8,8 @@
 - :func:`estimate_training_memory`: parameters + gradients + optimizer state + activations
   (exact static terms, activations from saved_tensors_hooks, fake tensors welcome);
   :func:`explore` for any GPT size.
-- Out of memory: :func:`fit_batch` (a profile's batch, halved until a step fits),
+- Out of memory: :func:`headroom` (what the GPU in hand can still take), :func:`fit_batch`
+  (a profile's batch, halved until a step fits),
   :func:`largest_batch` (double, then bisect), :func:`within_budget` (a CPU's measured
   stand-in), :func:`oom_advice`, and :func:`guard` around work that may not fit (a timed
   configuration on a small GPU): out of memory becomes one sentence and the notebook runs on.
@@ -30,7 +31,7 @@ from torch import nn
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from course_lib.device import label, memory_cap_gib, pick, sync
+from course_lib.device import bf16_supported, gpu_memory_gib, label, memory_cap_gib, pick, sync
 from course_lib.units import fmt_bytes
 
 
@@ -419,6 +420,23 @@ def free() -> None:
         torch.cuda.empty_cache()
 
 
+def headroom(device: torch.device | str | None = None) -> int:
+    """Bytes that new tensors on the CUDA `device` can still take: what the driver has free plus
+    the blocks PyTorch has cached but not allocated; under ``COURSE_GPU_MEMORY_GIB`` at most the
+    cap less what is allocated (the cap limits the bytes PyTorch reserves,
+    :func:`device.limit_memory`). ``torch.cuda.mem_get_info`` alone ignores the cap and the cache.
+    Size a demo from it, not from the card's total. Raises ValueError for a device that is not
+    a CUDA GPU."""
+    device = torch.device("cuda" if device is None else device)
+    if device.type != "cuda":
+        raise ValueError(f"headroom() measures a CUDA GPU's memory, not {device.type!r}.")
+    free_bytes, _ = torch.cuda.mem_get_info(device)
+    allocated = torch.cuda.memory_allocated(device)
+    cached = torch.cuda.memory_reserved(device) - allocated
+    usable = gpu_memory_gib(device) or 0.0  # the card's total, or less under COURSE_GPU_MEMORY_GIB
+    return max(0, min(free_bytes + cached, int(usable * 2**30) - allocated))
+
+
 def fit_batch(try_fn: Callable[[int], object], batch: int,
               device: torch.device | str | None = None) -> int:
     """`batch`, or the first of batch/2, batch/4, ... for which `try_fn(batch)` does not run
@@ -529,20 +547,24 @@ def oom_advice(exc: BaseException, device: torch.device | str | None = None,
               else fmt_bytes(torch.cuda.get_device_properties(device).total_memory))
         state = f"{fmt_bytes(allocated)} allocated, {fmt_bytes(reserved)} reserved by PyTorch, of {of}"
         if reserved > 1.25 * allocated:
-            state += (" (reserved but not allocated: fragmentation, which "
-                      "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True reduces)")
+            state += (" (reserved but not allocated: fragmentation, which expandable_segments:True "
+                      "in PYTORCH_CUDA_ALLOC_CONF and PYTORCH_ALLOC_CONF, set before the first CUDA "
+                      "call, reduces)")
     else:
         state = "the allocator refused the request"
     tries = ["a smaller micro-batch with gradient accumulation (same effective batch)"]
-    if not autocast:
-        tries.append("bf16 autocast (matmul outputs kept in bf16)")
+    if not autocast:  # the 16-bit format this device runs natively: fp16 (+ GradScaler) on a T4 or a V100
+        half = "bf16" if bf16_supported(device) else "fp16"
+        tries.append(f"{half} autocast (matmul outputs kept in {half}"
+                     f"{'; train with a GradScaler' if half == 'fp16' else ''})")
     if not checkpointing:
         tries.append("activation checkpointing (recompute in backward instead of storing)")
     tries.append("a smaller model or sequence")
     return f"Out of memory on {label(device)}{at}: {state}.\nTry, in this order: " + "; ".join(tries) + "."
 
 
-PRECISIONS = ("fp32", "bf16 autocast", "bf16 weights")
+PRECISIONS = ("fp32", "bf16 autocast", "fp16 autocast", "bf16 weights")
+_AUTOCAST = {"bf16 autocast": torch.bfloat16, "fp16 autocast": torch.float16}
 
 
 @dataclass
@@ -579,15 +601,15 @@ def guard(what: str, device: torch.device | str | None = None, *, quiet: bool = 
 
 
 def _gpt_step(model: nn.Module, idx: torch.Tensor, opt: torch.optim.Optimizer,
-              amp: torch.dtype | None, tracker: PhaseTracker) -> None:
-    with tracker.phase("forward"), torch.autocast(idx.device.type, dtype=amp or torch.float32,
-                                                  enabled=amp is not None):
+              amp: torch.dtype | None, tracker: PhaseTracker, scaler: torch.amp.GradScaler) -> None:
+    with tracker.phase("forward"), torch.autocast(idx.device.type, dtype=amp, enabled=amp is not None):
         loss = nn.functional.cross_entropy(model(idx).flatten(0, 1).float(), idx.flatten())
     with tracker.phase("backward"):
-        loss.backward()
+        scaler.scale(loss).backward()  # fp16: the loss × the scale; otherwise the loss itself
         del loss
     with tracker.phase("optimizer"):
-        opt.step()
+        scaler.step(opt)  # fp16: unscales, skips the step if a gradient overflowed; otherwise opt.step()
+        scaler.update()
         opt.zero_grad(set_to_none=True)
 
 
@@ -596,8 +618,9 @@ def explore(cfg: object, batch: int, precision: str = "fp32", optimizer: str = "
     """The training-memory estimate of a GPT shaped `cfg` (a ``models.GPTConfig``) at `batch`
     sequences, as a table; beside it the measured peak of two real steps when the estimate
     is at most `measure_up_to` bytes. The estimate uses fake tensors (nothing allocated),
-    so any size can be asked for. `precision`: 'fp32', 'bf16 autocast' (fp32 weights) or
-    'bf16 weights' (the whole model and its optimizer state in bf16)."""
+    so any size can be asked for. `precision`: 'fp32', 'bf16 autocast' or 'fp16 autocast' (fp32
+    weights; fp16 trains with a GradScaler, whose two 4-byte tensors are left out of the estimate)
+    or 'bf16 weights' (the whole model and its optimizer state in bf16)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from course_lib.models import GPT  # here, not at the top: models imports this module
@@ -605,7 +628,7 @@ def explore(cfg: object, batch: int, precision: str = "fp32", optimizer: str = "
     if precision not in PRECISIONS:
         raise ValueError(f"Unknown precision {precision!r}; choose one of {PRECISIONS}.")
     device = pick(device) if device is not None else pick()
-    amp = torch.bfloat16 if precision == "bf16 autocast" else None
+    amp = _AUTOCAST.get(precision)
     dtype = torch.bfloat16 if precision == "bf16 weights" else torch.float32
     shape = (batch, cfg.block_size)  # type: ignore[attr-defined]
 
@@ -639,13 +662,14 @@ def explore(cfg: object, batch: int, precision: str = "fp32", optimizer: str = "
            "sgd_momentum": lambda ps: torch.optim.SGD(ps, lr=1e-3, momentum=0.9),
            "adam": lambda ps: torch.optim.Adam(ps, lr=1e-3),
            "adamw": lambda ps: torch.optim.AdamW(ps, lr=1e-3)}[optimizer](model.parameters())
+    scaler = torch.amp.GradScaler(device.type, enabled=amp == torch.float16)
     with PhaseTracker(device) as tracker:
         for _ in range(2):  # the first step creates the optimizer state
-            _gpt_step(model, idx, opt, amp, tracker)
+            _gpt_step(model, idx, opt, amp, tracker, scaler)
     base = est.params  # the model was live before the tracker started
     peak = base + max(p.peak for p in tracker.phases)
     lines.append(f"{'measured peak (2 steps)':<34} {fmt_bytes(peak):>11}   "
                  f"estimate {100 * (est.total - peak) / peak:+.0f} %")
-    del model, idx, opt
+    del model, idx, opt, scaler
     free()
     return "\n".join(lines)

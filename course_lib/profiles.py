@@ -167,6 +167,11 @@ SIZES: dict[str, dict[str, dict]] = {
         "gpu": dict(batch=24, res=32, width=16, bn_width=8, gil_small=(32, 64, 8),
                     gil_large=(1024, 4, 256), gil_run_s=1.0, gil_rounds=5,
                     hidden=4096, dp_batch=512, bench_steps=20, bench_repeats=10, rep_run_s=0.5),
+        # No gpu/medium or gpu/small entry: nothing here comes near 6 GiB. The largest model is
+        # ddp.mlp(32, 4096): 3072·4096 + 4096² + 4096·6 ≈ 29 M parameters, 0.11 GiB in fp32, with
+        # gradients, SGD momentum and DDP's bucket 0.45 GiB per GPU (DataParallel's replicas: 0.11
+        # each); a batch of 512 takes 6 MiB of images and tens of MiB of activations (512 × 4096 × 4 B
+        # = 8 MiB per saved tensor).
     },
     "07_attention": {
         # check: (B, H, T, d) of the equivalence checks, width = H·d for multi-head attention;
@@ -262,13 +267,29 @@ SIZES: dict[str, dict[str, dict]] = {
         # budget; GPU: set_per_process_memory_fraction, a smaller GPU), too_big: a batch over it;
         # repeats: timed steps per variant, in turns, after one warm-up; frag_steps: steps of the
         # fragmentation script (GPU); measure_mib: the widget measures estimates up to this
-        # (None: 80 % of the GPU's free memory)
+        # (None: 80 % of what the GPU has left, memory.headroom). On a GPU alloc_mib and budget_mib are
+        # at most a quarter and a half of what it has left
         "smoke": dict(block=64, n_layer=2, n_head=2, n_embd=64, batch=8, alloc_mib=64,
                       budget_mib=24, too_big=256, repeats=3, frag_steps=20, measure_mib=64),
         "cpu": dict(block=128, n_layer=4, n_head=4, n_embd=128, batch=16, alloc_mib=256,
                     budget_mib=192, too_big=128, repeats=5, frag_steps=50, measure_mib=512),
         "gpu": dict(block=1024, n_layer=12, n_head=12, n_embd=768, batch=8, alloc_mib=1024,
                     budget_mib=16384, too_big=256, repeats=5, frag_steps=200, measure_mib=None),
+        # GPT-2 small's body on bytes: N = 86.0 M, fp32 weights 0.32 GiB, gradients 0.32, AdamW 0.64.
+        # Activations (memory.estimate_training_memory on fake tensors, 16-bit autocast, T = 1024): 0.32 GiB
+        # per sequence + 0.16 GiB of 16-bit weight copies; the notebook's largest moment (two GPTs with
+        # AdamW, one step; memory.fit_batch probes it and halves the batch where it does not fit) at
+        # batch 8 ≈ 2 × 0.96 + 0.32 + 2.74 = 5.0 GiB. The equivalence checks on the math backend run on
+        # 2 × 256 tokens. ~40 steps of 8.2 k tokens, 6N + attention ≈ 5.2 TFLOP each: seconds on an H100.
+        "gpu/medium": dict(budget_mib=6144),
+        # T4 (14.6 GiB, fp16 + GradScaler): batch 8's 5.0 GiB fits; ~40 steps at an assumed 20 TFLOP/s
+        # ≈ 0.26 s each, with the search and the two profiled runs ≈ 1.5 min in all (assumed). budget_mib
+        # is under half of what is left beside the notebook's GPT (~13 GiB): a step adds 0.48 GiB + 0.32 GiB
+        # per sequence, so about 17 sequences fit
+        "gpu/small": dict(batch=4, budget_mib=2048, alloc_mib=512),
+        # 6-8 GB (5.8-7.6 GiB; COURSE_GPU_MEMORY_GIB=8 simulates one): batch 4's largest moment
+        # ≈ 1.92 + 0.32 + 0.16 + 4 × 0.32 = 3.7 GiB beside a CUDA context of ~0.4 GiB; the budget 2 GiB
+        # (≈ 4 sequences) is under half of what is left; the allocator demo's tensor is 512 MiB
     },
     "10_compile_and_profile": {
         # block, n_layer, n_head, n_embd: the GPT profiled (byte vocabulary); batch: sequences
@@ -332,6 +353,13 @@ SIZES: dict[str, dict[str, dict]] = {
                     comm_width=2048, comm_layers=16, comm_batch=1024, comm_k=4, comm_repeats=10,
                     comm_bucket_caps=[4, 64],
                     fsdp_width=4096, fsdp_layers=8, fsdp_steps=10, fake_worlds=[8, 64]),
+        # No gpu/medium or gpu/small entry: per GPU the largest job is fsdp_vs_ddp.py's DDP copy,
+        # 8 Linear(4096, 4096) = 134 M parameters: 0.5 GiB of fp32 weights, 0.5 of gradients, 1.0
+        # of AdamW state and 0.5 of DDP's buckets: 2.5 GiB, and the FSDP2 copy's shards (2 GiB / W)
+        # beside it;
+        # ddp_comm.py holds 1 + len(comm_bucket_caps) DDP copies of 16 Linear(2048, 2048) (67 M
+        # parameters, 0.5 GiB with gradients, SGD without momentum, buckets 0.25 GiB each): about
+        # 2.3 GiB; ddp_train.py's 65,536 images of 32 px are 0.75 GiB. All fit a 6 GiB card.
     },
 }
 

@@ -94,8 +94,10 @@ def profiler_timeline(prof: profile, device: str | torch.device = "cpu") -> Time
         raise ValueError("The profile has not finished: build the timeline after its with block "
                          "ends (or after prof.stop()).")
     device = torch.device(device)
-    if device.type != "cpu" and device.index is None:
-        device = torch.device(device.type, 0)  # memory events name the device with its index
+    if device.type == "cuda":  # memory events name the device with its index: the current GPU's
+        device = torch.device("cuda", cuda_index(device))
+    elif device.type != "cpu" and device.index is None:
+        device = torch.device(device.type, 0)
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "timeline.json")
         # Newer torch deprecates this export (a FutureWarning) for the CUDA allocator's
@@ -110,6 +112,20 @@ def profiler_timeline(prof: profile, device: str | torch.device = "cpu") -> Time
     columns = list(zip(*sizes))[1:]  # column 0 is unused
     by_category = {name: list(col) for name, col in zip(_category_names(), columns, strict=True)}
     return Timeline(str(device), times, by_category, "profiler memory timeline")
+
+
+def cuda_index(device: torch.device | str | int | None = None) -> int:
+    """The index of a CUDA device: 'cuda:1' → 1; 'cuda' or None → the current GPU
+    (``torch.cuda.current_device()``), or 0 where this machine has no CUDA (a snapshot
+    or profile read elsewhere). Raises ValueError for a device that is not CUDA."""
+    if isinstance(device, int):
+        return device
+    device = torch.device("cuda" if device is None else device)
+    if device.type != "cuda":
+        raise ValueError(f"A CUDA allocator's record is per GPU: give 'cuda', 'cuda:N' or N, not {str(device)!r}.")
+    if device.index is not None:
+        return device.index
+    return torch.cuda.current_device() if torch.cuda.is_available() else 0
 
 
 def _needs_cuda(what: str) -> None:
@@ -142,12 +158,15 @@ def dump_snapshot(path: str | Path) -> Path:
     return Path(path)
 
 
-def snapshot_timeline(snapshot: dict[str, Any] | str | Path, device: int = 0) -> Timeline:
+def snapshot_timeline(snapshot: dict[str, Any] | str | Path,
+                      device: torch.device | str | int | None = None) -> Timeline:
     """Allocated and reserved bytes on GPU `device` after each allocator event of a snapshot.
 
     `snapshot` is the dict ``torch.cuda.memory._snapshot()`` returns or the pickle
-    :func:`dump_snapshot` wrote. Its ``device_traces`` are replayed in order: 'alloc' and
-    'free_completed' change allocated bytes, 'segment_alloc'/'segment_map' and
+    :func:`dump_snapshot` wrote; it holds every GPU's history (``device_traces``, a list
+    indexed by GPU). `device`: the GPU the work ran on, ``torch.device('cuda:1')``, 'cuda:1' or
+    1; 'cuda' or None: the current GPU (:func:`cuda_index`). Its trace is replayed in order:
+    'alloc' and 'free_completed' change allocated bytes, 'segment_alloc'/'segment_map' and
     'segment_free'/'segment_unmap' reserved bytes. The history may have lost its oldest
     events, so the start comes from the end: the snapshot's live blocks and segments, less
     what the events added. Allocated bytes are the sizes asked for, as PyTorch's viewer
@@ -158,6 +177,7 @@ def snapshot_timeline(snapshot: dict[str, Any] | str | Path, device: int = 0) ->
     if not isinstance(snapshot, dict):
         with open(snapshot, "rb") as f:
             snapshot = pickle.load(f)
+    device = cuda_index(device)
     traces = snapshot["device_traces"]
     events = [e for e in (traces[device] if device < len(traces) else [])
               if e["action"] in _ALLOCATED or e["action"] in _RESERVED]

@@ -254,6 +254,8 @@ def test_memory_cap_shrinks_what_the_course_sees_and_limits_the_allocator(monkey
     assert device.gpu_memory_gib("cuda:1") == 8.0
     assert device.pick("cuda:1") == torch.device("cuda", 1)
     assert calls == [(0.1, 1)]  # pick applies the cap: 8 of 80 GiB on GPU 1
+    assert device.pick() == torch.device("cuda")  # the notebooks' call: the current GPU, capped too
+    assert calls == [(0.1, 1), (0.1, 0)]
     monkeypatch.setenv(device.MEMORY_CAP_ENV, "200")  # larger than the card: the card's size
     assert device.gpu_memory_gib("cuda:0") == 80.0
 

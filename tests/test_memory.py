@@ -372,6 +372,9 @@ def test_within_budget_raises_an_out_of_memory_error_with_advice():
 @pytest.mark.gpu
 @needs_cuda
 def test_cuda_phase_tracker_static_terms_are_exact():
+    # Warm-up: cuBLAS takes its workspace from the caching allocator at the first matmul on a
+    # stream and keeps it, which would count as memory of the measured run's first forward.
+    tiny_gpt_step_phases("cuda")
     tracker, model, opt = tiny_gpt_step_phases("cuda")
     params = list(model.parameters())
     est = memory.estimate_training_memory(model, torch.randint(0, 64, (4, 32), device="cuda"))
@@ -406,9 +409,82 @@ def test_guard_turns_out_of_memory_into_advice_and_runs_on(capsys):
             raise KeyError("not memory")
 
 
+def test_headroom_counts_the_cache_and_honours_the_cap(monkeypatch):
+    """Free on the card plus PyTorch's cached blocks; under COURSE_GPU_MEMORY_GIB, the cap less what
+    is allocated (a fake 16 GiB GPU: 10 GiB free, 3 GiB allocated, 5 GiB reserved)."""
+    import types
+
+    GiB = 2**30
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: types.SimpleNamespace(total_memory=16 * GiB))
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (10 * GiB, 16 * GiB))
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: 3 * GiB)
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 5 * GiB)
+    monkeypatch.delenv("COURSE_GPU_MEMORY_GIB", raising=False)
+    assert memory.headroom("cuda") == 12 * GiB  # 10 free + 2 cached
+    monkeypatch.setenv("COURSE_GPU_MEMORY_GIB", "8")
+    assert memory.headroom("cuda") == 5 * GiB  # an 8 GiB card with 3 GiB allocated
+    monkeypatch.setenv("COURSE_GPU_MEMORY_GIB", "15.5")
+    assert memory.headroom() == 12 * GiB  # a cap above what the card has left changes nothing
+    monkeypatch.setenv("COURSE_GPU_MEMORY_GIB", "2")
+    assert memory.headroom("cuda") == 0  # already over the cap
+    with pytest.raises(ValueError, match="CUDA"):
+        memory.headroom("cpu")
+
+
 @pytest.mark.gpu
 def test_oom_advice_names_the_simulated_card(monkeypatch):
     """Under COURSE_GPU_MEMORY_GIB the advice names the cap, not the card's full size."""
     monkeypatch.setenv("COURSE_GPU_MEMORY_GIB", "8")
     advice = memory.oom_advice(torch.OutOfMemoryError("x"), torch.device("cuda"))
     assert "a cap of 8.0 GiB" in advice or "a cap of 8 GiB" in advice
+
+
+def test_fp16_autocast_is_estimated_and_explored_like_bf16():
+    """fp16 autocast (a T4's 16-bit format) saves the same bytes as bf16: both are 2-byte formats; explore
+    names it and measures it with a GradScaler."""
+    from course_lib.models import GPT, GPTConfig
+    cfg = GPTConfig(vocab_size=64, block_size=32, n_layer=2, n_head=2, n_embd=32)
+    torch.manual_seed(0)
+    model, idx = GPT(cfg), torch.randint(0, 64, (4, 32))
+    bf16, fp16, fp32 = (memory.estimate_training_memory(model, idx, amp=amp)
+                        for amp in (torch.bfloat16, torch.float16, None))
+    assert fp16.activations == bf16.activations != fp32.activations
+    assert "fp16 autocast" in memory.PRECISIONS
+    out = memory.explore(cfg, 4, "fp16 autocast", "adamw", "cpu", measure_up_to=64 * MiB)
+    assert "fp16 autocast" in out and "measured peak" in out
+
+
+def test_oom_advice_suggests_the_16_bit_format_the_device_runs(monkeypatch):
+    exc = memory.OverBudget(8 * MiB, 4 * MiB)
+    assert "bf16 autocast" in memory.oom_advice(exc, "cpu")
+    monkeypatch.setattr(memory, "bf16_supported", lambda device: False)  # a T4: bf16 only emulated
+    advice = memory.oom_advice(exc, "cpu")
+    assert "fp16 autocast" in advice and "GradScaler" in advice and "bf16" not in advice
+
+
+@pytest.mark.parametrize("cls, card_gib", [("large", 36.0), ("medium", 12.0), ("small", 5.8)])
+def test_09_gpu_sizes_fit_the_smallest_card_of_their_class(cls, card_gib):
+    """09's largest moment (two GPTs with fp32 weights and AdamW state, one 16-bit autocast step's
+    gradients and activations), estimated on fake tensors, takes at most 75 % of the smallest card of
+    each size class (a 6 GB card for small), leaving room for backward's temporaries and the CUDA
+    context; the out-of-memory demo's budget is at most half of the card."""
+    import torch.nn.functional as F
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from course_lib import models, profiles
+    cfg = profiles.sizes("09_memory", "gpu", memory_gib=card_gib)
+    assert cfg.gpu_class == cls
+    gcfg = models.GPTConfig(vocab_size=256, block_size=cfg.block, n_layer=cfg.n_layer,
+                            n_head=cfg.n_head, n_embd=cfg.n_embd)
+    with FakeTensorMode():
+        model = models.GPT(gcfg)
+        x = torch.randint(0, 256, (cfg.batch, cfg.block))
+        est = memory.estimate_training_memory(model, x, "adamw", amp=torch.float16,
+                                              loss=lambda logits: F.cross_entropy(logits.flatten(0, 1), x.flatten()))
+    largest = 2 * (est.params + est.optimizer) + est.grads + est.activations
+    GiB = 2**30
+    assert largest <= 0.75 * card_gib * GiB, f"{cls}: {largest / GiB:.2f} GiB on a {card_gib} GiB card"
+    assert cfg.budget_mib * MiB <= card_gib * GiB / 2  # the notebook also caps it at half its headroom
+    assert cfg.alloc_mib * MiB <= card_gib * GiB / 4

@@ -91,8 +91,8 @@ def test_profiler_timeline_hides_its_deprecation_warning(profiled):
 
 
 def test_profiler_timeline_of_a_device_the_profile_did_not_use(profiled):
-    with pytest.raises(ValueError, match="no memory on cuda:0"):  # "cuda" means GPU 0
-        timeline.profiler_timeline(profiled.prof, "cuda")
+    with pytest.raises(ValueError, match="no memory on cuda:0"):  # "cuda" without CUDA: GPU 0
+        timeline.profiler_timeline(profiled.prof, "cuda:0" if torch.cuda.is_available() else "cuda")
 
 
 def test_profiler_timeline_needs_the_three_flags_and_a_finished_profile():
@@ -193,6 +193,34 @@ def test_snapshot_of_another_device_and_from_a_pickle(tmp_path):
     assert timeline.snapshot_timeline(path) == timeline.snapshot_timeline(snap)
     assert timeline.snapshot_timeline(str(path), device=1).by_category["allocated"] == [2 * MiB]
     assert timeline.snapshot_timeline(snap, device=1).total == [2 * MiB]
+
+
+def test_snapshot_of_the_gpu_the_work_ran_on(monkeypatch):
+    """A learner on cuda:1 passes the device used: its trace, not GPU 0's (finding 6)."""
+    snap = _snapshot()
+    one = timeline.snapshot_timeline(snap, 1)
+    assert one.device == "cuda:1" and one.by_category["allocated"] == [2 * MiB]
+    assert timeline.snapshot_timeline(snap, torch.device("cuda:1")) == one
+    assert timeline.snapshot_timeline(snap, "cuda:1") == one
+    assert timeline.snapshot_timeline(snap, "cuda:0") == timeline.snapshot_timeline(snap, 0)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # 'cuda' means the current GPU
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    assert timeline.snapshot_timeline(snap, torch.device("cuda")) == one
+    assert timeline.snapshot_timeline(snap) == one
+    with pytest.raises(ValueError, match="per GPU"):
+        timeline.snapshot_timeline(snap, "cpu")
+
+
+def test_cuda_index_without_cuda_is_gpu_0(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert [timeline.cuda_index(d) for d in (None, "cuda", "cuda:3", 2)] == [0, 0, 3, 2]
+
+
+def test_profiler_timeline_of_cuda_is_the_current_gpu(profiled, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    with pytest.raises(ValueError, match="no memory on cuda:1"):  # a CPU profile: nothing on any GPU
+        timeline.profiler_timeline(profiled.prof, "cuda")
 
 
 def test_snapshot_without_a_history_for_the_device():

@@ -1,0 +1,73 @@
+"""Notebooks 05 and 06 at the ends of their knobs' ranges (smoke profile, gloo ranks on the CPU).
+
+The low ends are the defaults (K = 2, WORLD = 2, SEED = 0), which test_notebooks.py runs already;
+here each notebook runs once at its high ends (K = 8 and WORLD = 8, SEED = 2**63 - 1 in the same
+run), and a value outside a range must stop the notebook with one sentence. The padding and
+dropping of DistributedSampler at a world size that does not divide the data (WORLD = 3) is
+checked on the helper the notebook shows it with, without launching ranks.
+"""
+
+import json
+from contextlib import contextmanager
+from unittest import mock
+
+import pytest
+
+from conftest import REPO
+from course_lib import ddp, runner
+from test_notebooks import OUT  # the smoke runs' folder; each run here gets its own below it
+
+TOP_SEED = 2**63 - 1
+HIGH_ENDS = {"05_data_parallel": dict(K=8, SEED=TOP_SEED), "06_ddp": dict(WORLD=8, SEED=TOP_SEED)}
+OUTSIDE = {"05_data_parallel": (dict(K=9), "K must be an integer from 2 to 8"),
+           "06_ddp": (dict(WORLD=1), "WORLD must be an integer from 2 to 8")}
+
+
+@contextmanager
+def knobs(**values):
+    """runner.execute with `values` injected beside PROFILE (papermill parameters)."""
+    execute = runner.pm.execute_notebook
+
+    def with_knobs(*args, parameters, **kwargs):
+        return execute(*args, parameters={**parameters, **values}, **kwargs)
+
+    with mock.patch.object(runner.pm, "execute_notebook", with_knobs):
+        yield
+
+
+def run(name: str, values: dict, folder: str) -> runner.RunResult:
+    with knobs(**values):
+        return runner.execute(REPO / "notebooks" / f"{name}.ipynb", "smoke", OUT / "ranges" / folder,
+                              timeout_s=300)
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("name", HIGH_ENDS)
+def test_notebook_runs_at_the_high_end_of_every_knob(name):
+    values = HIGH_ENDS[name]
+    folder = f"{name}-high"
+    result = run(name, values, folder)
+    assert result.ok, f"{name} with {values}: {result.error}"
+    report = json.loads((OUT / "ranges" / folder / "reports" / f"{name}.json").read_text())
+    assert report["measurements"], "the notebook recorded nothing"
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("name", OUTSIDE)
+def test_a_value_outside_the_range_stops_the_notebook_with_one_sentence(name):
+    values, sentence = OUTSIDE[name]
+    result = run(name, values, f"{name}-outside")
+    assert not result.ok
+    assert f"ValueError: {sentence}" in result.error, result.error
+
+
+def test_sampler_pads_with_the_permutations_first_indices_when_world_does_not_divide_the_data():
+    perm = ddp.rank_orders(16, 1, 1)[0][0]  # the permutation every rank draws, epoch 0
+    padded = ddp.rank_orders(16, 3, 1, drop_last=False)[0]  # 3 ranks × 6 places for 16 indices
+    assert [len(order) for order in padded] == [6, 6, 6]
+    seen = sum(padded, [])
+    assert set(seen) == set(range(16))
+    assert sorted(i for i in set(seen) if seen.count(i) == 2) == sorted(perm[:2])
+    dropped = ddp.rank_orders(16, 3, 1)[0]  # drop_last=True: 3 × 5, the last index left out
+    assert sorted(sum(dropped, [])) == sorted(perm[:15])
+    assert all(order == perm[r:15:3] for r, order in enumerate(dropped))
