@@ -44,9 +44,11 @@ def gpu_count() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-def pick(prefer: torch.device | str | None = None) -> torch.device:
+def pick(prefer: torch.device | str | None = None, *, limit: bool = True) -> torch.device:
     """The device to train on: `prefer` if given, else CUDA when available, else CPU. On a
-    CUDA device it applies ``COURSE_GPU_MEMORY_GIB`` (:func:`limit_memory`).
+    CUDA device it applies ``COURSE_GPU_MEMORY_GIB`` (:func:`limit_memory`) unless `limit` is
+    False: library code that only names a device the notebook has picked passes False, so that
+    it never loosens a tighter cap the notebook set since (09's out-of-memory demo).
 
     A CUDA device that is not there ('cuda' without a GPU, 'cuda:7' on a one-GPU
     machine) raises :class:`NotEnoughGPUs` naming the devices that do exist.
@@ -65,7 +67,8 @@ def pick(prefer: torch.device | str | None = None) -> torch.device:
             names = "cuda:0" if have == 1 else f"cuda:0 to cuda:{have - 1}"
             raise NotEnoughGPUs(f"{dev} does not exist here: PyTorch sees {have} "
                                 f"GPU{'s' if have > 1 else ''} ({names}).")
-        limit_memory(dev)
+        if limit:
+            limit_memory(dev)
     return dev
 
 

@@ -392,7 +392,8 @@ def node_commands(name: str, args: Sequence[str] = (), *, nnodes: int = 2, nproc
                   head: str = "10.0.0.1", port: int = 29500) -> list[str]:
     """The command to type on each of `nnodes` real machines (``head``: the address of the
     first machine, reachable from the others). With c10d rendezvous every machine types the
-    same line: the agents number the nodes as they join (no ``--node_rank``)."""
+    same line (no ``--node_rank``): once all have joined, the agents number the nodes sorted by
+    host address, then process id."""
     line = (f"torchrun --nnodes={nnodes} --nproc_per_node={nproc} --rdzv_backend=c10d "
             f"--rdzv_endpoint={head}:{port} --rdzv_id=course "
             f"scripts/{script(name).name} {' '.join(args)}").rstrip()

@@ -159,7 +159,7 @@ def _track_cpu(device: torch.device) -> Iterator[MemoryReading]:
 
 def _trackable(device: torch.device | str | None) -> torch.device:
     """`device` (or the default one) if its memory can be tracked here: CUDA or CPU."""
-    device = pick(device) if device is not None else pick()
+    device = pick(device, limit=False)
     if device.type not in ("cuda", "cpu"):
         raise ValueError(f"Memory tracking supports 'cuda' and 'cpu' devices, not {device.type!r}.")
     return device
@@ -444,7 +444,7 @@ def fit_batch(try_fn: Callable[[int], object], batch: int,
     halving. A batch that fits costs one call; errors other than out-of-memory propagate."""
     if batch < 1:
         raise ValueError(f"Need batch >= 1, got {batch}.")
-    device = pick(device) if device is not None else pick()
+    device = pick(device, limit=False)
     while not _fits(try_fn, batch, device):
         if batch == 1:
             raise NoBatchFits(f"Even batch size 1 does not fit on {device}; shrink the model "
@@ -480,7 +480,7 @@ def largest_batch(try_fn: Callable[[int], object], start: int = 1, *, limit: int
     """
     if start < 1 or (limit is not None and limit < start):
         raise ValueError(f"Need 1 <= start <= limit, got start={start}, limit={limit}.")
-    device = pick(device) if device is not None else pick()
+    device = pick(device, limit=False)
     tried: list[tuple[int, bool]] = []
 
     def fits(batch: int) -> bool:
@@ -534,7 +534,7 @@ def oom_advice(exc: BaseException, device: torch.device | str | None = None,
     so the advice leaves it out. Call it inside the ``except`` block (the allocator's counters
     then still hold the failed step), and :func:`free` after the block.
     """
-    device = pick(device) if device is not None else pick()
+    device = pick(device, limit=False)
     at = f" at batch {batch}" if batch is not None else ""
     if isinstance(exc, OverBudget):
         state = f"its peak, {fmt_bytes(exc.peak)}, is over its budget of {fmt_bytes(exc.budget)}"
@@ -627,7 +627,7 @@ def explore(cfg: object, batch: int, precision: str = "fp32", optimizer: str = "
 
     if precision not in PRECISIONS:
         raise ValueError(f"Unknown precision {precision!r}; choose one of {PRECISIONS}.")
-    device = pick(device) if device is not None else pick()
+    device = pick(device, limit=False)
     amp = _AUTOCAST.get(precision)
     dtype = torch.bfloat16 if precision == "bf16 weights" else torch.float32
     shape = (batch, cfg.block_size)  # type: ignore[attr-defined]

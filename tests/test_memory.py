@@ -488,3 +488,22 @@ def test_09_gpu_sizes_fit_the_smallest_card_of_their_class(cls, card_gib):
     assert largest <= 0.75 * card_gib * GiB, f"{cls}: {largest / GiB:.2f} GiB on a {card_gib} GiB card"
     assert cfg.budget_mib * MiB <= card_gib * GiB / 2  # the notebook also caps it at half its headroom
     assert cfg.alloc_mib * MiB <= card_gib * GiB / 4
+
+
+def test_memory_helpers_never_reapply_the_cap(monkeypatch):
+    """09 tightens the allocator's cap for its out-of-memory demo, then calls fit_batch,
+    largest_batch and oom_advice on that GPU: naming the device must not reset the cap to
+    COURSE_GPU_MEMORY_GIB's (device.limit_memory), or the demo searches the whole card."""
+    from course_lib import device as course_device
+
+    def reapplied(dev):
+        raise AssertionError(f"limit_memory({dev}) called by a memory helper")
+
+    monkeypatch.setattr(course_device, "limit_memory", reapplied)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(memory, "_fits", lambda try_fn, batch, dev: True)  # no CUDA call here
+    for dev in ("cuda", "cuda:0", None):
+        assert memory.fit_batch(lambda b: None, 4, dev) == 4
+    with pytest.raises(AssertionError, match="limit_memory"):  # the notebook's own pick does apply it
+        course_device.pick("cuda")
