@@ -4,7 +4,8 @@ The low ends are the defaults (K = 2, WORLD = 2, SEED = 0), which test_notebooks
 here each notebook runs once at its high ends (K = 8 and WORLD = 8, SEED = 2**63 - 1 in the same
 run), and a value outside a range must stop the notebook with one sentence. The padding and
 dropping of DistributedSampler at a world size that does not divide the data (WORLD = 3) is
-checked on the helper the notebook shows it with, without launching ranks.
+checked on the helper the notebook shows it with, without launching ranks. The notebook runs
+are marked `extremes`: `make test` runs them, `make test-oldest` leaves them out (CI's time).
 """
 
 import json
@@ -42,6 +43,7 @@ def run(name: str, values: dict, folder: str) -> runner.RunResult:
 
 
 @pytest.mark.notebook
+@pytest.mark.extremes
 @pytest.mark.parametrize("name", HIGH_ENDS)
 def test_notebook_runs_at_the_high_end_of_every_knob(name):
     values = HIGH_ENDS[name]
@@ -53,6 +55,7 @@ def test_notebook_runs_at_the_high_end_of_every_knob(name):
 
 
 @pytest.mark.notebook
+@pytest.mark.extremes
 @pytest.mark.parametrize("name", OUTSIDE)
 def test_a_value_outside_the_range_stops_the_notebook_with_one_sentence(name):
     values, sentence = OUTSIDE[name]
