@@ -102,16 +102,31 @@ def gpu_memory_gib(device: torch.device | str | None = None) -> float | None:
     return total if cap is None else min(total, cap)
 
 
+def allocator_limit(device: torch.device | str | None = None) -> int | None:
+    """Under ``COURSE_GPU_MEMORY_GIB=N``, the bytes PyTorch's allocator may reserve on `device`
+    so that the process behaves as on a card of N GiB in all: N GiB less what the GPU holds
+    outside this allocator (the CUDA context, cuBLAS/cuDNN handles, other processes), which a
+    real card of that size must hold too. None when no cap is set."""
+    cap = memory_cap_gib()
+    if cap is None:
+        return None
+    index = _index(device)
+    free, total = torch.cuda.mem_get_info(index)
+    outside = max(0, total - free - torch.cuda.memory_reserved(index))
+    return max(0, min(total, int(cap * 2**30)) - outside)
+
+
 def limit_memory(device: torch.device | str) -> None:
     """Under ``COURSE_GPU_MEMORY_GIB=N`` let this process use at most N GiB of `device`, as if the
-    card were that small (``torch.cuda.set_per_process_memory_fraction``: an allocation over it
-    raises ``torch.OutOfMemoryError`` like a real full card). No-op when unset or on CPU."""
+    card were that small: the allocator may reserve :func:`allocator_limit` bytes
+    (``torch.cuda.set_per_process_memory_fraction``, a fraction of the card's total that counts
+    only the allocator's own reservations; an allocation over it raises
+    ``torch.OutOfMemoryError`` like a real full card). No-op when unset or on CPU."""
     device = torch.device(device)
-    cap = memory_cap_gib()
-    if cap is None or device.type != "cuda":
+    if memory_cap_gib() is None or device.type != "cuda":
         return
-    total = torch.cuda.get_device_properties(_index(device)).total_memory / 2**30
-    torch.cuda.set_per_process_memory_fraction(min(1.0, cap / total), _index(device))
+    total = torch.cuda.get_device_properties(_index(device)).total_memory
+    torch.cuda.set_per_process_memory_fraction(min(1.0, allocator_limit(device) / total), _index(device))
 
 
 def _index(device: torch.device | str | int | None) -> int:

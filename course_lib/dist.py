@@ -365,12 +365,24 @@ def launch_nodes(name: str, args: Sequence[str] = (), *, nnodes: int = 2, nproc:
     cmds = [torchrun_command(path, args, nproc=nproc, nnodes=nnodes, node_rank=i, port=port)
             for i in range(nnodes)]
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if gpus >= nnodes * nproc:
-        envs = [{"CUDA_VISIBLE_DEVICES": ",".join(str(i * nproc + j) for j in range(nproc))}
-                for i in range(nnodes)]
-    else:
-        envs = [{"CUDA_VISIBLE_DEVICES": ""} for _ in range(nnodes)]
+    envs = [{"CUDA_VISIBLE_DEVICES": v} for v in node_gpus(nnodes, nproc, gpus)]
     return launch_together(cmds, timeout_s=timeout_s, threads=threads, echo=echo, envs=envs)
+
+
+def node_gpus(nnodes: int, nproc: int, gpus: int, visible: str | None = None) -> list[str]:
+    """``CUDA_VISIBLE_DEVICES`` for each rehearsed node: `nproc` of the `gpus` this process sees
+    each, or '' for all (gloo on the CPU) when there are not enough. The GPUs are named as this
+    process's own ``CUDA_VISIBLE_DEVICES`` (`visible`, default: the environment's) names them, so
+    a notebook started on GPUs 4-7 keeps its nodes there.
+
+    >>> node_gpus(2, 2, 4, visible="4,5,6,7"), node_gpus(2, 1, 4, visible=""), node_gpus(2, 2, 3)
+    (['4,5', '6,7'], ['0', '1'], ['', ''])
+    """
+    if gpus < nnodes * nproc:
+        return [""] * nnodes
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "") if visible is None else visible
+    names = [v.strip() for v in visible.split(",") if v.strip()] or [str(i) for i in range(gpus)]
+    return [",".join(names[i * nproc + j] for j in range(nproc)) for i in range(nnodes)]
 
 
 def launch_each(jobs: Sequence[tuple[str, Sequence[str], dict[str, Any]]], *,

@@ -22,6 +22,7 @@ import json
 import os
 import sys
 import tempfile
+import traceback
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Sequence
@@ -31,7 +32,7 @@ from torch import nn
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from course_lib.device import bf16_supported, gpu_memory_gib, label, memory_cap_gib, pick, sync
+from course_lib.device import allocator_limit, bf16_supported, label, memory_cap_gib, pick, sync
 from course_lib.units import fmt_bytes
 
 
@@ -422,9 +423,8 @@ def free() -> None:
 
 def headroom(device: torch.device | str | None = None) -> int:
     """Bytes that new tensors on the CUDA `device` can still take: what the driver has free plus
-    the blocks PyTorch has cached but not allocated; under ``COURSE_GPU_MEMORY_GIB`` at most the
-    cap less what is allocated (the cap limits the bytes PyTorch reserves,
-    :func:`device.limit_memory`). ``torch.cuda.mem_get_info`` alone ignores the cap and the cache.
+    the blocks PyTorch has cached but not allocated; under ``COURSE_GPU_MEMORY_GIB`` at most
+    what the allocator may reserve there (:func:`device.allocator_limit`) less what is allocated. ``torch.cuda.mem_get_info`` alone ignores the cap and the cache.
     Size a demo from it, not from the card's total. Raises ValueError for a device that is not
     a CUDA GPU."""
     device = torch.device("cuda" if device is None else device)
@@ -433,8 +433,9 @@ def headroom(device: torch.device | str | None = None) -> int:
     free_bytes, _ = torch.cuda.mem_get_info(device)
     allocated = torch.cuda.memory_allocated(device)
     cached = torch.cuda.memory_reserved(device) - allocated
-    usable = gpu_memory_gib(device) or 0.0  # the card's total, or less under COURSE_GPU_MEMORY_GIB
-    return max(0, min(free_bytes + cached, int(usable * 2**30) - allocated))
+    limit = allocator_limit(device)  # None without COURSE_GPU_MEMORY_GIB
+    usable = free_bytes + cached if limit is None else min(free_bytes + cached, limit - allocated)
+    return max(0, usable)
 
 
 def fit_batch(try_fn: Callable[[int], object], batch: int,
@@ -594,8 +595,12 @@ def guard(what: str, device: torch.device | str | None = None, *, quiet: bool = 
             raise
         outcome.ok = False
         outcome.advice = oom_advice(exc, device, **advice)  # type: ignore[arg-type]
+        # The exception's traceback keeps the frames of the failed block's functions, and with
+        # them their tensors, alive until the with statement ends: drop their locals now, so
+        # that free() below can hand that memory back
+        traceback.clear_frames(exc.__traceback__)
     if not outcome.ok:
-        free()  # outside the except block: the traceback's tensors are gone
+        free()
         if not quiet:
             print(f"{what}: {outcome.advice}")
 

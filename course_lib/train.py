@@ -296,9 +296,8 @@ def fit(model: nn.Module, loader: Iterable, cfg: TrainConfig | None = None, *,
         pos, history = load(resume_from, model, optimizer, scaler, plan)  # RNG states too
     else:
         checkpoint.seed_everything(cfg.seed)
-    scale = scaler.get_scale() if scaler else 0.0  # the scale drops only after an overflow
     bar = progress(total=total, initial=pos.step, unit="step", disable=not cfg.progress)
-    window, saved_at = LogWindow(dev), pos.step
+    window, saved_at = LogWindow(dev, scaler.get_scale() if scaler else None), pos.step
     model.train()
     while pos.epoch < cfg.epochs and pos.step < total:
         batches = epoch_batches(loader, pos.epoch, pos.batch, cfg.seed)
@@ -312,10 +311,8 @@ def fit(model: nn.Module, loader: Iterable, cfg: TrainConfig | None = None, *,
                                     non_blocking=cfg.non_blocking)
             norm = optimizer_step(model, optimizer, scaler, cfg.clip_grad_norm)
             pos.step, pos.batch = pos.step + 1, pos.batch + len(group)
-            if scaler is not None:
-                scale, before = scaler.get_scale(), scale  # a sync; scaler.step just synced
-                if scale < before:
-                    history.skipped_steps.append(pos.step)  # inf/NaN grads: no update
+            if scaler is not None:  # the scale drops after a step with inf/NaN gradients (skipped)
+                window.add_scale(pos.step, scaler)  # read at the window's sync, not here
             history.step.append(pos.step)
             history.lr.append(lr)
             history.samples += sum(len(y) for _, y in group)
@@ -478,9 +475,11 @@ class LogWindow:
     """The steps since the last sync: losses, grad norms and target counts stay on the
     device until :meth:`flush` syncs once and records them (no .item() per step)."""
 
-    def __init__(self, dev: torch.device) -> None:
+    def __init__(self, dev: torch.device, scale: float | None = None) -> None:
         self.dev = dev
         self.steps: list[tuple] = []  # (loss, grad norm or None, targets) per step
+        self.scale = scale  # GradScaler's scale before the window's first step (None: no scaler)
+        self.scales: list[tuple[int, torch.Tensor]] = []  # (step, the scale after its update)
         self.restart()
 
     def restart(self) -> None:
@@ -498,6 +497,12 @@ class LogWindow:
     def add(self, loss: torch.Tensor, norm: torch.Tensor | None, targets: Any) -> None:
         self.steps.append((loss, norm, targets))
 
+    def add_scale(self, step: int, scaler: torch.amp.GradScaler) -> None:
+        """GradScaler's scale after `step`'s update, a copy left on the device: get_scale()
+        would sync every step (a fused optimizer's scaler.step does not sync on its own)."""
+        if scaler.is_enabled():  # a disabled scaler (bf16, fp32) has no scale and skips nothing
+            self.scales.append((step, scaler._scale.detach().clone()))  # update() rewrites it in place
+
     def flush(self, h: History) -> None:
         """Sync once, then record the window's losses and timings into `h`."""
         if not self.steps:
@@ -511,7 +516,12 @@ class LogWindow:
         h.step_time_s += [(now - self.t0) / n] * n
         h.train_time_s += now - self.t0
         h.data_wait_s += self.wait
-        self.steps, self.wait, self.t0 = [], 0.0, now
+        if self.scales:  # a step whose scale dropped found inf/NaN gradients and was skipped
+            for (step, _), scale in zip(self.scales, torch.stack([t for _, t in self.scales]).flatten().tolist()):
+                if self.scale is not None and scale < self.scale:
+                    h.skipped_steps.append(step)
+                self.scale = scale
+        self.steps, self.scales, self.wait, self.t0 = [], [], 0.0, now
 
 
 def show(bar: tqdm, h: History) -> None:

@@ -243,6 +243,9 @@ def test_describe_reads_the_gpu_it_is_given(monkeypatch):
 
 def test_memory_cap_shrinks_what_the_course_sees_and_limits_the_allocator(monkeypatch):
     _fake_gpu_pair(monkeypatch, [(9, 0), (9, 0)], total_gib=(80, 80))
+    GiB = 2**30  # each GPU: 0.5 GiB held outside PyTorch's allocator (the CUDA context), nothing reserved
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda i=None: (int(79.5 * GiB), 80 * GiB))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda i=None: 0)
     calls = []
     monkeypatch.setattr(torch.cuda, "set_per_process_memory_fraction",
                         lambda fraction, index: calls.append((fraction, index)))
@@ -253,9 +256,10 @@ def test_memory_cap_shrinks_what_the_course_sees_and_limits_the_allocator(monkey
     monkeypatch.setenv(device.MEMORY_CAP_ENV, "8")
     assert device.gpu_memory_gib("cuda:1") == 8.0
     assert device.pick("cuda:1") == torch.device("cuda", 1)
-    assert calls == [(0.1, 1)]  # pick applies the cap: 8 of 80 GiB on GPU 1
+    # pick applies the cap: an 8 GiB card less the 0.5 GiB its context takes, of 80 GiB, on GPU 1
+    assert calls == [(7.5 / 80, 1)] and device.allocator_limit("cuda:1") == int(7.5 * GiB)
     assert device.pick() == torch.device("cuda")  # the notebooks' call: the current GPU, capped too
-    assert calls == [(0.1, 1), (0.1, 0)]
+    assert calls == [(7.5 / 80, 1), (7.5 / 80, 0)]
     monkeypatch.setenv(device.MEMORY_CAP_ENV, "200")  # larger than the card: the card's size
     assert device.gpu_memory_gib("cuda:0") == 80.0
 

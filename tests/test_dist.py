@@ -218,3 +218,11 @@ def test_check_same_collectives_catches_a_rank_zero_only_collective():
         ddp.check_same_collectives(rank0_only)
     ddp.check_same_collectives(every_rank)
     assert not tdist.is_initialized()  # the simulation left torch.distributed as it was
+
+
+def test_rehearsed_nodes_keep_to_the_gpus_this_process_was_given():
+    """A notebook started with CUDA_VISIBLE_DEVICES=4,5,6,7 rehearses its nodes on 4-7, not 0-3."""
+    assert dist.node_gpus(2, 2, 4, visible="4,5,6,7") == ["4,5", "6,7"]
+    assert dist.node_gpus(2, 1, 4, visible="") == ["0", "1"]  # unset: the GPUs as numbered
+    assert dist.node_gpus(3, 1, 3, visible="GPU-a, GPU-b, GPU-c") == ["GPU-a", "GPU-b", "GPU-c"]
+    assert dist.node_gpus(2, 2, 3, visible="0,1,2") == ["", ""]  # too few: gloo on the CPU

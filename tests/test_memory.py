@@ -423,10 +423,12 @@ def test_headroom_counts_the_cache_and_honours_the_cap(monkeypatch):
     monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 5 * GiB)
     monkeypatch.delenv("COURSE_GPU_MEMORY_GIB", raising=False)
     assert memory.headroom("cuda") == 12 * GiB  # 10 free + 2 cached
-    monkeypatch.setenv("COURSE_GPU_MEMORY_GIB", "8")
-    assert memory.headroom("cuda") == 5 * GiB  # an 8 GiB card with 3 GiB allocated
+    monkeypatch.setenv("COURSE_GPU_MEMORY_GIB", "8")  # 16 - 10 free - 5 reserved: 1 GiB outside the allocator
+    assert memory.headroom("cuda") == 4 * GiB  # an 8 GiB card: 1 GiB context, 3 GiB allocated
+    monkeypatch.setenv("COURSE_GPU_MEMORY_GIB", "20")
+    assert memory.headroom() == 12 * GiB  # a cap above the card's size changes nothing
     monkeypatch.setenv("COURSE_GPU_MEMORY_GIB", "15.5")
-    assert memory.headroom() == 12 * GiB  # a cap above what the card has left changes nothing
+    assert memory.headroom() == int(11.5 * GiB)  # 15.5 - 1 outside - 3 allocated
     monkeypatch.setenv("COURSE_GPU_MEMORY_GIB", "2")
     assert memory.headroom("cuda") == 0  # already over the cap
     with pytest.raises(ValueError, match="CUDA"):
@@ -507,3 +509,24 @@ def test_memory_helpers_never_reapply_the_cap(monkeypatch):
         assert memory.fit_batch(lambda b: None, 4, dev) == 4
     with pytest.raises(AssertionError, match="limit_memory"):  # the notebook's own pick does apply it
         course_device.pick("cuda")
+
+
+def test_guard_frees_after_dropping_what_the_failed_block_held(monkeypatch):
+    """The failed step's tensors (here a stand-in) are gone when guard calls free()."""
+    import weakref
+
+    class Activations:  # a stand-in for the step's tensors
+        pass
+
+    seen = []
+
+    def step():
+        acts = Activations()
+        seen.append(weakref.ref(acts))
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    alive_at_free = []
+    monkeypatch.setattr(memory, "free", lambda: alive_at_free.append(seen[0]() is not None))
+    with memory.guard("a step", torch.device("cpu"), quiet=True) as run:
+        step()
+    assert not run.ok and alive_at_free == [False]
