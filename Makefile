@@ -8,6 +8,7 @@ VENV       := .venv
 OLDEST     := .venv-oldest
 PROFILE    ?= auto
 COURSE_OUT ?= build
+ARGS       ?=
 # make test-gpu: one part (PART=1..N, `course test-gpu --list`; empty: all in turn), its folder
 PART       ?=
 GPU_OUT    ?= gpu-check
@@ -49,10 +50,11 @@ $(VENV)/.installed: pyproject.toml
 $(OLDEST)/.installed: pyproject.toml constraints/oldest.txt
 	$(call install,$(OLDEST),-c constraints/oldest.txt)
 
-## Execute every notebook headless (profile: PROFILE=auto|smoke|cpu|gpu) into COURSE_OUT (build/)
+## Execute every notebook headless (profile: PROFILE=auto|smoke|cpu|gpu) into COURSE_OUT (build/);
+## ARGS: more of `course run`'s arguments, e.g. ARGS="08 -p TEXT_PATH my_corpus/ -p SEED 1"
 course: $(VENV)/.installed
 	$(VENV)/bin/course check
-	$(VENV)/bin/course run --profile $(PROFILE) --out $(COURSE_OUT)
+	$(VENV)/bin/course run --profile $(PROFILE) --out $(COURSE_OUT) $(ARGS)
 
 ## The whole test suite with the newest releases: unit tests, every notebook once (smoke)
 test: $(VENV)/.installed

@@ -140,11 +140,12 @@ def cmd_run(args: argparse.Namespace) -> int:
                                  f"reference results come from full runs on a GPU.")
     out = Path(args.out)
     notebooks = _select(args.notebooks, Path(args.dir))
+    given = {nb: runner.parameters(nb, args.parameters) for nb in notebooks}  # all checked first
     results = []
     bar = tqdm(notebooks, desc=f"course run ({profile})", unit="notebook")
     for nb in bar:
         bar.set_postfix_str(nb.stem)
-        result = runner.execute(nb, asked, out, timeout_s=args.timeout)
+        result = runner.execute(nb, asked, out, timeout_s=args.timeout, parameters=given[nb])
         results.append(result)
         if result.ok and not args.no_html:
             runner.export_html(Path(result.output))
@@ -199,6 +200,9 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("notebooks", nargs="*", help="e.g. 00 01_gpu_vs_cpu (default: all)")
     run.add_argument("--profile", default=None, help="smoke | cpu | gpu | auto (default: $COURSE_PROFILE or auto)")
     run.add_argument("--out", default=str(report.build_dir()), help="output folder (default build/)")
+    run.add_argument("-p", "--parameter", dest="parameters", nargs=2, action="append", default=[],
+                     metavar=("NAME", "VALUE"), help="a parameter of the notebooks run, as papermill's "
+                     "-p: course run 08 -p TEXT_PATH my_corpus/ -p SEED 1 (repeatable)")
     run.add_argument("--timeout", type=int, default=900, help="seconds allowed per cell")
     run.add_argument("--no-html", action="store_true", help="skip the HTML export")
     run.add_argument("--record", action="store_true",
@@ -220,7 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return args.fn(args)
-    except (profiles.ProfileError, report.RecordError, student.StudentError, gpucheck.GpuCheckError) as exc:
+    except (profiles.ProfileError, report.RecordError, student.StudentError, gpucheck.GpuCheckError,
+            runner.ParameterError) as exc:
         print(f"course: {exc}", file=sys.stderr)
         return 2
 

@@ -153,10 +153,50 @@ def reports(results: list[RunResult], out_dir: Path) -> dict[str, dict]:
     return found
 
 
-def execute(notebook: Path, profile: str, out_dir: Path, timeout_s: int = 900) -> RunResult:
-    """Run `notebook` with ``PROFILE=profile`` in its own folder, in a kernel of this Python
-    (``sys.executable``); write the executed copy. Its report from an earlier run is deleted
-    first, so the report left afterwards (if any) is this run's."""
+class ParameterError(ValueError):
+    """A parameter that a notebook's parameters cell does not have, in one sentence."""
+
+
+def typed(value: str) -> object:
+    """A value given on the command line, typed as papermill's own ``-p`` types it: True,
+    False, None, an int, a float, else the text itself ('my_corpus/' stays a string)."""
+    if value in ("True", "False", "None"):
+        return {"True": True, "False": False, "None": None}[value]
+    for kind in (int, float):
+        try:
+            return kind(value)
+        except ValueError:
+            pass
+    return value
+
+
+def parameters(notebook: Path, given: list[tuple[str, str]] | None) -> dict[str, object]:
+    """`given` (NAME, VALUE) pairs as typed parameters for `notebook`, checked against its
+    parameters cell (``papermill.inspect_notebook``): a name it does not have, or PROFILE (which
+    ``--profile`` sets), raises :class:`ParameterError` naming the parameters it has. A value
+    that names a file or folder existing here becomes its absolute path, since the notebook
+    runs in its own folder (``-p TEXT_PATH my_corpus/`` from the repository root)."""
+    values = {name: typed(value) for name, value in given or []}
+    values = {k: str(Path(v).resolve()) if isinstance(v, str) and v and Path(v).exists() else v
+              for k, v in values.items()}
+    if not values:
+        return {}
+    known = list(pm.inspect_notebook(str(notebook)))
+    settable = [k for k in known if k != "PROFILE"]
+    wrong = [name for name in values if name not in settable]
+    if wrong:
+        extra = " (the profile comes from --profile)" if "PROFILE" in wrong else ""
+        raise ParameterError(f"{notebook.stem} has no parameter {', '.join(map(repr, wrong))}{extra}; "
+                             f"its parameters: {', '.join(settable) or 'none'}.")
+    return values
+
+
+def execute(notebook: Path, profile: str, out_dir: Path, timeout_s: int = 900,
+            parameters: dict[str, object] | None = None) -> RunResult:
+    """Run `notebook` with ``PROFILE=profile`` (and `parameters`, see :func:`parameters`) in its
+    own folder, in a kernel of this Python (``sys.executable``); write the executed copy. Its
+    report from an earlier run is deleted first, so the report left afterwards (if any) is this
+    run's."""
     out_dir = out_dir.resolve()  # the kernel runs in the notebook's folder, not ours
     out_dir.mkdir(parents=True, exist_ok=True)
     report.report_path(notebook.stem, out_dir).unlink(missing_ok=True)
@@ -166,7 +206,7 @@ def execute(notebook: Path, profile: str, out_dir: Path, timeout_s: int = 900) -
     try:
         with mock.patch.dict(os.environ, COURSE_BUILD_DIR=str(out_dir),  # reports land here
                              COURSE_HEADLESS="1"):  # text bars, which a saved notebook keeps
-            pm.execute_notebook(str(notebook), str(output), parameters={"PROFILE": profile},
+            pm.execute_notebook(str(notebook), str(output), parameters={**(parameters or {}), "PROFILE": profile},
                                 cwd=str(notebook.parent), kernel_name=NATIVE_KERNEL_NAME,
                                 kernel_manager_class=CurrentEnvKernelManager,
                                 progress_bar=False, execution_timeout=timeout_s,

@@ -166,8 +166,9 @@ class FakeRuns:
     def __init__(self, devices: dict[str, str] | None = None, fail: tuple[str, ...] = ()):
         self.devices, self.fail, self.calls, self.profiles = devices or {}, fail, [], []
 
-    def __call__(self, nb, profile, out_dir, timeout_s=900):
+    def __call__(self, nb, profile, out_dir, timeout_s=900, parameters=None):
         self.calls.append(nb.stem)
+        self.parameters = parameters
         self.profiles.append(profile)
         if nb.stem in self.fail:
             return runner.RunResult(nb.stem, False, 0.5, str(out_dir / nb.name), "code cell 2: boom")
@@ -322,3 +323,55 @@ def test_student_without_nbgrader_is_one_sentence(tmp_path, capsys, monkeypatch)
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "[instructor]" in err[0]
     assert list(tmp_path.iterdir()) == []
+
+
+def _with_knobs(path) -> None:
+    """A notebook whose parameters cell has PROFILE, SEED and TEXT_PATH; it prints what it got."""
+    nb = nbformat.v4.new_notebook()
+    params = nbformat.v4.new_code_cell('PROFILE = "auto"\nSEED = 0  # any integer\nTEXT_PATH = None  # a file')
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [params, nbformat.v4.new_code_cell("print(repr(SEED), repr(TEXT_PATH))")]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, path)
+
+
+@pytest.mark.parametrize("text", ["True", "False", "None", "1", "-3", "0.5", "1e3", "my_corpus/", "1,2"])
+def test_command_line_values_are_typed_as_papermill_types_them(text):
+    papermill_cli = pytest.importorskip("papermill.cli")
+    if not hasattr(papermill_cli, "_resolve_type"):
+        pytest.skip("this papermill has no _resolve_type to compare with")
+    assert runner.typed(text) == papermill_cli._resolve_type(text)
+    assert type(runner.typed(text)) is type(papermill_cli._resolve_type(text))
+
+
+def test_parameters_from_the_command_line_reach_the_notebook(tmp_path):
+    nbs, here = tmp_path / "nbs", tmp_path / "here"  # the notebook runs in nbs/, the user types in here/
+    nbs.mkdir(), (here / "my_corpus").mkdir(parents=True)
+    _with_knobs(nbs / "00_knobs.ipynb")
+    out = run_course("--dir", str(nbs), "run", "00", "--profile", "smoke", "--no-html",
+                     "--out", str(tmp_path / "out"), "-p", "SEED", "7", "-p", "TEXT_PATH", "my_corpus/",
+                     cwd=here)
+    assert out.returncode == 0, out.stderr
+    executed = nbformat.read(tmp_path / "out" / "00_knobs.ipynb", as_version=4)
+    printed = "".join(o.get("text", "") for o in executed.cells[-1].outputs)
+    assert printed.strip() == f"7 {str(here / 'my_corpus')!r}"  # a path that exists: made absolute
+
+
+@pytest.mark.parametrize("name", ["FOO", "PROFILE"])
+def test_an_unknown_parameter_is_one_sentence_naming_the_notebooks_parameters(course, capsys, name):
+    nbs, out, results, run = course
+    _with_knobs(nbs / "03_knobs.ipynb")
+    fake = FakeRuns()
+    assert run(fake, "03", "-p", name, "1") == 2
+    assert fake.calls == []  # checked before anything runs
+    lines = stderr_lines(capsys)
+    assert len(lines) == 1 and lines[0].startswith(f"course: 03_knobs has no parameter '{name}'")
+    assert lines[0].endswith("its parameters: SEED, TEXT_PATH.")
+
+
+def test_parameters_are_passed_typed_to_each_notebook(course):
+    nbs, out, results, run = course
+    _with_knobs(nbs / "03_knobs.ipynb")
+    fake = FakeRuns()
+    assert run(fake, "03", "-p", "SEED", "7", "-p", "TEXT_PATH", "None") == 0
+    assert fake.calls == ["03_knobs"] and fake.parameters == {"SEED": 7, "TEXT_PATH": None}
