@@ -1,5 +1,6 @@
 """Shared test fixtures and paths."""
 
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -7,6 +8,13 @@ import torch
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+
+def needs_tool(module: str) -> pytest.MarkDecorator:
+    """Skip, with the reason, where an optional tool (an extra of pyproject.toml that make
+    installs) is absent: `pip install -e '.[test]'` alone (the conda environment) still passes."""
+    return pytest.mark.skipif(importlib.util.find_spec(module) is None,
+                              reason=f"needs {module}: pip install -e '.[test,instructor]' (make installs it)")
 
 
 @pytest.fixture(autouse=True)

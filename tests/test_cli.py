@@ -8,6 +8,7 @@ import sys
 import nbformat
 import pytest
 
+from conftest import needs_tool
 from course_lib import bench, catalog, cli, cohort, device, profiles, report, runner
 
 
@@ -306,6 +307,7 @@ def test_asked_profile_is_not_resolved(monkeypatch):
     assert cli.asked_profile(None) == "cpu" and cli.asked_profile("") == "cpu"
 
 
+@needs_tool("nbgrader")
 def test_student_writes_copies_without_solutions(tmp_path, capsys):
     assert cli.main(["student", "00", "05", "--out", str(tmp_path)]) == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["00_setup_check.ipynb", "05_data_parallel.ipynb"]

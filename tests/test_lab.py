@@ -12,7 +12,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from conftest import REPO
+from conftest import REPO, needs_tool
 
 
 def lab_command() -> list[str]:
@@ -99,6 +99,7 @@ def test_the_notebooks_kernel_is_this_environment_even_with_another_python3_inst
     assert os.path.realpath(ran.stdout.strip()) == os.path.realpath(sys.executable)
 
 
+@needs_tool("nbgrader")
 def test_nbgrader_stays_out_of_the_learners_jupyterlab():
     """make's install disables nbgrader's server and JupyterLab extensions: the course uses only
     its generate_assignment command (course student)."""

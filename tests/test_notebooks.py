@@ -12,7 +12,7 @@ import nbformat
 import pytest
 import torch
 
-from conftest import NOTEBOOKS, REPO
+from conftest import NOTEBOOKS, REPO, needs_tool
 from course_lib import runner
 
 # One folder per torch release, so the newest and the oldest-supported runs sit side by side.
@@ -134,11 +134,13 @@ def make(*args: str) -> subprocess.CompletedProcess:
                           cwd=REPO, capture_output=True, text=True, timeout=300)
 
 
+@needs_tool("nbstripout")
 def test_committed_notebooks_are_what_nbstripout_leaves():
     done = make("check-stripped")
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+@needs_tool("nbstripout")
 def test_freeze_runs_under_smoke_keeps_only_kept_outputs_and_a_failure_changes_nothing(tmp_path):
     nb = _nb(("import os\nPROFILE = os.environ.get('COURSE_PROFILE', 'auto')", ["parameters"], ""),
              ("print(PROFILE)", ["keep_output", CHECKED], ""), ("print('a timing')", [], ""))

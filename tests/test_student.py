@@ -5,7 +5,7 @@ reported once and no other error, in tests/test_browser.py (make test-browser, r
 import nbformat
 import pytest
 
-from conftest import NOTEBOOKS
+from conftest import NOTEBOOKS, needs_tool
 from course_lib import student
 
 ids = [p.stem for p in NOTEBOOKS]
@@ -18,6 +18,7 @@ def copies(tmp_path_factory):
     return {p.stem: p for p in written}
 
 
+@needs_tool("nbgrader")
 def test_every_notebook_has_an_exercise_and_a_copy(copies):
     assert sorted(copies) == ids
     for path in NOTEBOOKS:
@@ -25,6 +26,7 @@ def test_every_notebook_has_an_exercise_and_a_copy(copies):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
+@needs_tool("nbgrader")
 def test_copy_has_no_solution_and_keeps_every_other_line(path, copies):
     source = nbformat.read(path, as_version=4)
     copy = nbformat.read(copies[path.stem], as_version=4)
@@ -60,6 +62,7 @@ def test_nested_markers_get_one_sentence(tmp_path):
         student.write_copies([path], tmp_path / "out")
 
 
+@needs_tool("nbgrader")
 def test_refusals_are_one_sentence_and_write_nothing(tmp_path, copies):
     src = tmp_path / "src"
     src.mkdir()
