@@ -3,8 +3,13 @@
 Run it by hand from the repository root:
 
     torchrun --nproc_per_node=2 scripts/ddp_train.py --epochs 2
-    torchrun --nproc_per_node=2 --max_restarts=1 scripts/ddp_train.py --ckpt build/ckpt.pt \
-        --save-every 4 --crash-at 6          # rank 1 dies at step 6; torchrun restarts, resumes
+    TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 torchrun --standalone --nproc_per_node=2 --max_restarts=1 \
+        scripts/ddp_train.py --ckpt build/ckpt.pt --save-every 4 --crash-at 6
+
+The second: rank 1 dies at step 6, torchrun starts every rank again, and each resumes from
+the checkpoint of step 4. The variable keeps the restarted ranks off the failed attempt's
+rendezvous store, which they could not rejoin here (pytorch/pytorch#135712; notebook 06).
+Delete build/ckpt.pt to start afresh: a run that finds it resumes from it.
 
 Every rank builds the same dataset; DistributedSampler hands each rank its own 1/W of it,
 reshuffled every epoch by ``set_epoch``; DDP averages the gradients during ``backward()``.
