@@ -424,9 +424,9 @@ def free() -> None:
 def headroom(device: torch.device | str | None = None) -> int:
     """Bytes that new tensors on the CUDA `device` can still take: what the driver has free plus
     the blocks PyTorch has cached but not allocated; under ``COURSE_GPU_MEMORY_GIB`` at most
-    what the allocator may reserve there (:func:`device.allocator_limit`) less what is allocated. ``torch.cuda.mem_get_info`` alone ignores the cap and the cache.
-    Size a demo from it, not from the card's total. Raises ValueError for a device that is not
-    a CUDA GPU."""
+    what the allocator may reserve there (:func:`device.allocator_limit`) less what is allocated.
+    ``torch.cuda.mem_get_info`` alone ignores the cap and the cache. Size a demo from it, not
+    from the card's total. Raises ValueError for a device that is not a CUDA GPU."""
     device = torch.device("cuda" if device is None else device)
     if device.type != "cuda":
         raise ValueError(f"headroom() measures a CUDA GPU's memory, not {device.type!r}.")

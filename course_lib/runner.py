@@ -177,8 +177,6 @@ def parameters(notebook: Path, given: list[tuple[str, str]] | None) -> dict[str,
     that names a file or folder existing here becomes its absolute path, since the notebook
     runs in its own folder (``-p TEXT_PATH my_corpus/`` from the repository root)."""
     values = {name: typed(value) for name, value in given or []}
-    values = {k: str(Path(v).resolve()) if isinstance(v, str) and v and Path(v).exists() else v
-              for k, v in values.items()}
     if not values:
         return {}
     known = list(pm.inspect_notebook(str(notebook)))
@@ -188,7 +186,8 @@ def parameters(notebook: Path, given: list[tuple[str, str]] | None) -> dict[str,
         extra = " (the profile comes from --profile)" if "PROFILE" in wrong else ""
         raise ParameterError(f"{notebook.stem} has no parameter {', '.join(map(repr, wrong))}{extra}; "
                              f"its parameters: {', '.join(settable) or 'none'}.")
-    return values
+    return {k: str(Path(v).resolve()) if isinstance(v, str) and v and Path(v).exists() else v
+            for k, v in values.items()}
 
 
 def execute(notebook: Path, profile: str, out_dir: Path, timeout_s: int = 900,
@@ -206,7 +205,8 @@ def execute(notebook: Path, profile: str, out_dir: Path, timeout_s: int = 900,
     try:
         with mock.patch.dict(os.environ, COURSE_BUILD_DIR=str(out_dir),  # reports land here
                              COURSE_HEADLESS="1"):  # text bars, which a saved notebook keeps
-            pm.execute_notebook(str(notebook), str(output), parameters={**(parameters or {}), "PROFILE": profile},
+            pm.execute_notebook(str(notebook), str(output),
+                                parameters={**(parameters or {}), "PROFILE": profile},
                                 cwd=str(notebook.parent), kernel_name=NATIVE_KERNEL_NAME,
                                 kernel_manager_class=CurrentEnvKernelManager,
                                 progress_bar=False, execution_timeout=timeout_s,
