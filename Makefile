@@ -17,37 +17,41 @@ LAB_DIR    ?= notebooks
 JOBS       ?= 2
 # Authoring: the notebooks NB (default: all), and nbstripout's settings for committing them
 NB         ?= notebooks/[0-9][0-9]_*.ipynb
-STRIP       = $(VENV)/bin/nbstripout --keep-id --extra-keys "metadata.language_info metadata.jupytext"
+STRIP       = $(VENV)/bin/nbstripout --keep-id --keep-count --extra-keys "metadata.language_info metadata.jupytext"
 # Containers and cloud GPU boxes often run as root; Jupyter refuses root without this flag.
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 
 .PHONY: course test test-oldest test-browser test-gpu lab student freeze check-stripped clean
 
 # $(1): the virtual environment's folder; $(2): extra pip arguments (constraints).
-# nbgrader is installed for its generate_assignment command only (course student): its
-# JupyterLab menus and server extensions (formgrader, assignment lists) are switched off.
+# The course with EXTRAS, and jupyter-config/ (nbgrader's Jupyter extensions off): environment.yml
+# installs the same (tests/test_packaging.py).
+EXTRAS := test,instructor
 define install
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "the course needs Python >= 3.11, found " + sys.version.split()[0]'
 	$(PYTHON) -m venv $(1)
-	$(1)/bin/python -m pip install --progress-bar off -e '.[test,instructor]' $(2)
-	for ext in formgrader validate_assignment assignment_list course_list; do \
-	    $(1)/bin/jupyter server extension disable --sys-prefix nbgrader.server_extensions.$$ext >/dev/null || exit 1; done
-	$(1)/bin/jupyter labextension disable --level=sys_prefix @jupyter/nbgrader >/dev/null
+	$(1)/bin/python -m pip install --progress-bar off -e '.[$(EXTRAS)]' ./jupyter-config $(2)
 	touch $(1)/.installed
 endef
 
-# Unit tests and every notebook executed once under papermill (smoke), in the venv $(1);
+# Unit tests, then every notebook validated by nbval (smoke: every cell runs, the cells tagged
+# nbval-check-output must print what they print in the committed notebook), in the venv $(1);
 # $(2): more of the marker expression (the oldest set leaves out the notebooks at their knobs'
-# extremes, which make test runs: CI stays within its time)
+# extremes, which make test runs: CI stays within its time). nbval's other settings are in
+# pyproject.toml; what the notebooks write goes to build/nbval/<venv>/, not make course's
+# build/. The notebooks run one after another: two at once on 2 cores took 226 s
+# against 125 s in turn (each kernel's threads and processes compete for the cores).
 define pytest
 	$(1)/bin/python -c 'import torch, torchvision; print(f"testing with torch {torch.__version__}, torchvision {torchvision.__version__}")'
 	COURSE_PROFILE=smoke $(1)/bin/python -m pytest -n $(JOBS) --dist load --durations=15 -m "not browser$(2)" tests
+	COURSE_PROFILE=smoke COURSE_BUILD_DIR=$(CURDIR)/build/nbval/$(1) $(1)/bin/python -m pytest --durations=5 \
+	    --nbval-lax --nbval-cell-timeout=300 notebooks
 endef
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml jupyter-config/pyproject.toml
 	$(call install,$(VENV),)
 
-$(OLDEST)/.installed: pyproject.toml constraints/oldest.txt
+$(OLDEST)/.installed: pyproject.toml jupyter-config/pyproject.toml constraints/oldest.txt
 	$(call install,$(OLDEST),-c constraints/oldest.txt)
 
 ## Execute every notebook headless (profile: PROFILE=auto|smoke|cpu|gpu) into COURSE_OUT (build/);
@@ -56,7 +60,7 @@ course: $(VENV)/.installed
 	$(VENV)/bin/course check
 	$(VENV)/bin/course run --profile $(PROFILE) --out $(COURSE_OUT) $(ARGS)
 
-## The whole test suite with the newest releases: unit tests, every notebook once (smoke)
+## The whole test suite with the newest releases: unit tests, then every notebook validated by nbval (smoke)
 test: $(VENV)/.installed
 	$(call pytest,$(VENV))
 
@@ -72,7 +76,7 @@ test-gpu: $(VENV)/.installed
 	@$(VENV)/bin/course test-gpu $(if $(PART),--part $(PART)) --out $(GPU_OUT)
 
 $(VENV)/.browser: $(VENV)/.installed
-	$(VENV)/bin/python -m pip install --progress-bar off -e '.[test,instructor,browser]'
+	$(VENV)/bin/python -m pip install --progress-bar off -e '.[$(EXTRAS),browser]'
 	touch $@
 
 ## Every notebook's student copy run in JupyterLab in headless Chromium (Playwright; smoke):
@@ -93,7 +97,8 @@ student: $(VENV)/.installed
 	$(VENV)/bin/course student --out $(STUDENT_OUT)
 
 ## For course authors: execute NB under smoke in this environment's kernel (nbconvert), then
-## strip every output but those of cells tagged keep_output, which the tests compare (nbstripout)
+## strip every output but those of cells tagged keep_output, which nbval compares (nbstripout;
+## the execution counts stay: nbval refuses a cell that has outputs but no count)
 freeze: $(VENV)/.installed
 	COURSE_PROFILE=smoke $(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.timeout=600 $(NB)
 	$(STRIP) $(NB)

@@ -32,7 +32,7 @@ import pytest
 from conftest import NOTEBOOKS, REPO
 from course_lib import student
 from test_lab import free_port, lab_command, status, stop
-from test_notebooks import OUT as PAPERMILL_OUT  # this torch release's papermill copies (make test)
+from test_executed import smoke_copy  # make course PROFILE=smoke's executed copies (CI: just before)
 
 try:
     from playwright.sync_api import Error as PlaywrightError
@@ -238,16 +238,16 @@ def expectations(path: Path) -> tuple[dict[str, int], set[str], int]:
     """Figures per cell, the cells that show a widget, and the least number of figures in all.
 
     A stable fact, not a guess from the source: the papermill-executed copy of this notebook
-    that `make test` leaves in build/test-smoke-torch-<version>/ (CI runs it just before),
-    taken only for cells whose id *and* source are unchanged since. A cell drew there, under
+    that `make course PROFILE=smoke` leaves in build/ (CI runs it just before), taken only for
+    cells whose id *and* source are unchanged since. A cell drew there, under
     the same smoke profile, so it must draw here; whether a cell draws cannot be read off its
     source (a figure may come from a helper, a loop, or a branch the CPU does not take).
     Without such a copy: a widget for every cell that calls `interact(...)`, and at least one
     figure for a notebook that calls plot/plt (every notebook of the course draws).
     """
     cells = [c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
-    executed = PAPERMILL_OUT / path.name
-    ran = {c.get("id"): c for c in nbformat.read(executed, as_version=4).cells} if executed.exists() else {}
+    copy, _ = smoke_copy(path)
+    ran = {c.get("id"): c for c in copy.cells} if copy is not None else {}
     figures, widgets = {}, set()
     for cell in cells:
         copy = ran.get(cell.get("id"))

@@ -1,6 +1,5 @@
 """`make lab` starts JupyterLab on localhost only, behind a token, also as root."""
 
-import json
 import os
 import re
 import shlex
@@ -10,7 +9,6 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 from conftest import REPO, needs_tool
 
@@ -101,12 +99,13 @@ def test_the_notebooks_kernel_is_this_environment_even_with_another_python3_inst
 
 @needs_tool("nbgrader")
 def test_nbgrader_stays_out_of_the_learners_jupyterlab():
-    """make's install disables nbgrader's server and JupyterLab extensions: the course uses only
-    its generate_assignment command (course student)."""
+    """The course's install (make's venv or the conda environment) leaves nbgrader's server and
+    JupyterLab extensions off, as JupyterLab reads its settings: the course uses only its
+    generate_assignment command (course student)."""
     from jupyter_core.paths import jupyter_config_path
     from jupyter_server.extension.config import ExtensionConfigManager
+    from jupyterlab_server.config import get_static_page_config
     enabled = ExtensionConfigManager(read_config_path=jupyter_config_path()).get_jpserver_extensions()
     nbgrader = {name: on for name, on in enabled.items() if name.startswith("nbgrader")}
     assert nbgrader and not any(nbgrader.values()), nbgrader
-    page = json.loads((Path(sys.prefix) / "etc" / "jupyter" / "labconfig" / "page_config.json").read_text())
-    assert page["disabledExtensions"].get("@jupyter/nbgrader") is True
+    assert get_static_page_config(level="all")["disabledExtensions"].get("@jupyter/nbgrader") is True

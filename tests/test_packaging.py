@@ -21,10 +21,14 @@ def test_environment_installs_the_pyproject_set():
     conda = [d for d in env["dependencies"] if isinstance(d, str)]
     pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
     assert "python=3.11" in conda and "pip" in conda
-    assert "-e .[test]" in pip, "the pip section must install the project with its test extra"
+    makefile = (REPO / "Makefile").read_text()
+    extras = re.search(r"^EXTRAS\s*:?=\s*(\S+)", makefile, re.M).group(1)
+    assert "pip install --progress-bar off -e '.[$(EXTRAS)]' ./jupyter-config $(2)" in makefile
+    assert pip == [f"-e .[{extras}]", "./jupyter-config"], f"the pip section must install what make installs"
     declared = {_name(r) for r in PYPROJECT["project"]["dependencies"]}
-    declared |= {_name(r) for r in PYPROJECT["project"]["optional-dependencies"]["test"]}
-    extra = {_name(d) for d in conda + pip if not d.startswith("-e")} - {"python", "pip"}
+    for extra in extras.split(","):
+        declared |= {_name(r) for r in PYPROJECT["project"]["optional-dependencies"][extra]}
+    extra = {_name(d) for d in conda + pip if not d.startswith(("-e", "./"))} - {"python", "pip"}
     assert extra <= declared, f"declared in environment.yml but not in pyproject: {extra - declared}"
 
 
@@ -63,8 +67,9 @@ def test_readme_quick_start_and_ci_agree():
     ci = (REPO / ".ci" / "run").read_text()
     commands = [ln.strip() for ln in ci.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
     makes = [c for c in commands if "make " in c]
-    assert makes == ["make test", "CI=true make test-browser", "make test-oldest"], \
-        "CI tests both ends of the range, and the notebooks in a browser"
+    assert makes == ["make test", "make course PROFILE=smoke", "CI=true make test-browser", "make test-oldest"], \
+        "CI runs both README commands, tests both ends of the range, and the notebooks in a browser"
+    assert "COURSE_EXECUTED=build" in ci, "CI checks make course's executed copies (tests/test_executed.py)"
 
 
 def test_console_script_points_at_the_cli():

@@ -1,6 +1,6 @@
 """Notebooks 05 and 06 at the ends of their knobs' ranges (smoke profile, gloo ranks on the CPU).
 
-The low ends are the defaults (K = 2, WORLD = 2, SEED = 0), which test_notebooks.py runs already;
+The low ends are the defaults (K = 2, WORLD = 2, SEED = 0), which make test's nbval run covers;
 here each notebook runs once at its high ends (K = 8 and WORLD = 8, SEED = 2**63 - 1 in the same
 run), and a value outside a range must stop the notebook with one sentence. The padding and
 dropping of DistributedSampler at a world size that does not divide the data (WORLD = 3) is
@@ -13,10 +13,13 @@ from contextlib import contextmanager
 from unittest import mock
 
 import pytest
+import torch
 
 from conftest import REPO
 from course_lib import ddp, runner
-from test_notebooks import OUT  # the smoke runs' folder; each run here gets its own below it
+
+# One folder per torch release, so the newest and the oldest-supported runs sit side by side.
+OUT = REPO / "build" / f"test-smoke-torch-{torch.__version__.split('+')[0]}"
 
 TOP_SEED = 2**63 - 1
 HIGH_ENDS = {"05_data_parallel": dict(K=8, SEED=TOP_SEED), "06_ddp": dict(WORLD=8, SEED=TOP_SEED)}
