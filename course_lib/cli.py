@@ -138,6 +138,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.record and profile != "gpu":
         raise report.RecordError(f"--record takes only the gpu profile, not {profile!r}: "
                                  f"reference results come from full runs on a GPU.")
+    if args.record and device.gpu_count() == 0:  # refused before hours of gpu sizes on a CPU
+        raise report.RecordError("--record needs a CUDA GPU, and PyTorch sees none here: reference "
+                                 "results come from full runs on a GPU.")
     out = Path(args.out)
     notebooks = _select(args.notebooks, Path(args.dir))
     given = {nb: runner.parameters(nb, args.parameters) for nb in notebooks}  # all checked first

@@ -193,6 +193,7 @@ def course(tmp_path, monkeypatch):
 
     def run(fake: FakeRuns, *args: str) -> int:
         monkeypatch.setattr(runner, "execute", fake)
+        monkeypatch.setattr(cli.device, "gpu_count", lambda: 1)  # the runs are FakeRuns' GPU runs
         return cli.main(["--dir", str(nbs), "run", "--no-html", "--out", str(out), *args])
 
     return nbs, out, results, run
@@ -244,6 +245,17 @@ def test_record_writes_exactly_the_executed_notebooks_and_merges(course, capsys)
     for entry in data["notebooks"].values():
         assert entry["device"] == GPU and entry["profile"] == "gpu" and entry["cuda"] == "12.8"
     assert "recorded in" in capsys.readouterr().out
+
+
+def test_record_without_a_gpu_refuses_before_running_anything(course, capsys, monkeypatch):
+    nbs, out, results, run = course
+    fake = FakeRuns()
+    monkeypatch.setattr(runner, "execute", fake)
+    monkeypatch.setattr(cli.device, "gpu_count", lambda: 0)
+    assert cli.main(["--dir", str(nbs), "run", "--out", str(out), "--profile", "gpu", "--record"]) == 2
+    [line] = stderr_lines(capsys)
+    assert line.startswith("course: --record needs a CUDA GPU")
+    assert fake.calls == [] and not out.exists() and not results.exists()
 
 
 @pytest.mark.parametrize("devices, named", [
