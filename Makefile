@@ -37,7 +37,7 @@ endef
 # Unit tests, then every notebook validated by nbval (smoke: every cell runs, the cells tagged
 # nbval-check-output must print what they print in the committed notebook), in the venv $(1);
 # $(2): more of the marker expression (the oldest set leaves out the notebooks at their knobs'
-# extremes, which make test runs: CI stays within its time). nbval's other settings are in
+# extremes and the printed commands, which make test runs: CI stays within its time). nbval's other settings are in
 # pyproject.toml; what the notebooks write goes to build/nbval/<venv>/, not make course's
 # build/. The notebooks run one after another: two at once on 2 cores took 226 s
 # against 125 s in turn (each kernel's threads and processes compete for the cores).
@@ -66,7 +66,7 @@ test: $(VENV)/.installed
 
 ## The same suite with the oldest supported releases (constraints/oldest.txt)
 test-oldest: $(OLDEST)/.installed
-	$(call pytest,$(OLDEST), and not extremes)
+	$(call pytest,$(OLDEST), and not extremes and not printed)
 
 ## On a CUDA machine: pytest -m gpu, every notebook in the gpu profile with --record
 ## (results/<device>.json), then every notebook again as on an 8 GiB card, all under GPU_OUT

@@ -53,6 +53,7 @@ def test_the_pattern_finds_continued_and_prefixed_commands():
 
 
 @pytest.mark.notebook  # slow: about 60 s of torchrun jobs
+@pytest.mark.printed
 def test_every_printed_torchrun_command_runs_as_printed():
     env = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}"}
     commands = [c for path in SCRIPTS  # one after another: those without --standalone share port 29500

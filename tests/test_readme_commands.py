@@ -66,12 +66,14 @@ def test_every_readme_command_has_an_entry():
 
 
 @pytest.mark.notebook  # slow: three notebooks run (about 30 s)
+@pytest.mark.printed
 @pytest.mark.parametrize("command", sorted(RUN_HERE))
 def test_the_command_runs_as_printed(command, tmp_path):
     done = run(command, COURSE_BUILD_DIR=str(tmp_path))
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
 
 
+@pytest.mark.printed
 def test_the_workshop_round_trip_runs_as_printed(tmp_path):
     check, cohort = WORKSHOP
     assert run(check, cwd=tmp_path).returncode == 0
@@ -83,6 +85,7 @@ def test_the_workshop_round_trip_runs_as_printed(tmp_path):
     assert json.loads((tmp_path / "reports" / "alice.json").read_text())["name"] == "alice"
 
 
+@pytest.mark.printed
 @needs_tool("nbgrader")
 def test_make_student_writes_the_student_copies(tmp_path):
     done = run("make student", STUDENT_OUT=str(tmp_path))
