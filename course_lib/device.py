@@ -286,13 +286,14 @@ def deterministic() -> Iterator[None]:
 
 
 @contextmanager
-def exact() -> Iterator[None]:
+def exact(allow_tf32: bool = False) -> Iterator[None]:
     """Everything that makes two identical CUDA runs give identical bits, for comparisons that
     claim equality: :func:`deterministic` kernels, attention on SDPA's math backend (its fused
-    kernels' backward has no deterministic variant), no TF32 and deterministic cuDNN
-    algorithms. On a CPU only the attention backend changes, and results are as before."""
+    kernels' backward has no deterministic variant), TF32 off (on with `allow_tf32`: still the
+    same bits run to run) and deterministic cuDNN algorithms, none picked by timing. On a CPU
+    only the attention backend changes, and results are as before."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
-    with deterministic(), sdpa_kernel(SDPBackend.MATH), tf32(False, deterministic=True):
+    with deterministic(), sdpa_kernel(SDPBackend.MATH), tf32(allow_tf32, deterministic=True):
         yield
 
 

@@ -280,3 +280,18 @@ def test_exact_pins_attention_to_the_math_backend_and_restores():
         assert torch.backends.cuda.math_sdp_enabled() is True
         assert torch.nn.functional.scaled_dot_product_attention(q, q, q).shape == q.shape
     assert torch.backends.cuda.flash_sdp_enabled() is True
+
+
+@pytest.mark.parametrize("allow_tf32", [False, True])
+def test_exact_sets_tf32_as_asked_with_deterministic_cudnn_and_restores(allow_tf32):
+    b = torch.backends
+    before = (b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32, b.cudnn.deterministic, b.cudnn.benchmark)
+    b.cudnn.benchmark = True  # as 02's timing loops leave it: exact() must not pick kernels by timing
+    try:
+        with device.exact(allow_tf32=allow_tf32):
+            assert (b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32) == (allow_tf32, allow_tf32)
+            assert (b.cudnn.deterministic, b.cudnn.benchmark) == (True, False)
+        assert b.cudnn.benchmark is True
+    finally:
+        b.cudnn.benchmark = before[3]
+    assert (b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32, b.cudnn.deterministic) == before[:3]
