@@ -515,7 +515,8 @@ def setup(backend: str | None = None, timeout_s: float = 60) -> Ctx:
         torch.cuda.set_device(device)
     else:
         device = torch.device("cpu")
-    dist.init_process_group(backend, timeout=timedelta(seconds=timeout_s))
+    dist.init_process_group(backend, timeout=timedelta(seconds=timeout_s),
+                            device_id=device if device.type == "cuda" else None)  # barrier() needs it
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", 1)))
     return Ctx(dist.get_rank(), dist.get_world_size(), local, device, backend)
 

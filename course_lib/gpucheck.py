@@ -26,14 +26,15 @@ import torch
 
 from course_lib import report
 
-# Minutes per notebook on one H100 in the gpu profile. ESTIMATES from the notebooks' sizes,
-# not measurements: replace them with the wall times of summary.md once a run is recorded.
-# The 8 GiB pass runs the smaller sizes of that class, so the same figure bounds it.
+# Minutes per notebook on one H100 in the gpu profile: the longer of its two passes' wall times as
+# measured by test-gpu on 2026-11-25 (H100 80GB HBM3, torch 2.11.0+cu130; the rows of
+# results/nvidia-h100-80gb-hbm3.test-gpu.md), plus 10 %, rounded up to the next half minute.
+# 09's 8 GiB pass stopped early (out of memory), so its recorded pass stands for both.
 ESTIMATE_MIN = {"00": 0.5, "01": 1.0, "02": 1.5, "03": 1.5, "04": 1.0, "05": 1.0,
-                "06": 2.0, "07": 1.5, "08": 3.0, "09": 1.5, "10": 3.0}
-UNKNOWN_MIN = 3.0  # ESTIMATE for a notebook missing from the table: the largest figure in it
-PYTEST_MIN = 1.0  # ESTIMATE for `pytest -m gpu` (collection imports the course; 17 small tests)
-BUDGET_MIN = 8.0  # per part, by estimate: a margin under the 9 minutes a part may take
+                "06": 3.0, "07": 1.0, "08": 3.0, "09": 1.5, "10": 2.0}
+UNKNOWN_MIN = 3.0  # for a notebook missing from the table: the largest figure in it
+PYTEST_MIN = 1.0  # `pytest -m gpu`: 29 s measured, collection (which imports the course) included
+BUDGET_MIN = 8.0  # per part: a margin under the 9 minutes a part may take
 SMALL_GIB = 8  # the simulated card of the third pass (device.allocator_limit: 8 GiB in all, the
 # CUDA context included; a real 8 GB card reports a little less, so keep a margin in the sizes)
 CELL_TIMEOUT_S = 480  # a hung cell fails inside its part instead of outliving the command
@@ -58,7 +59,7 @@ class Item:
 
     step: str
     name: str
-    minutes: float  # estimated, H100
+    minutes: float  # expected on one H100 (ESTIMATE_MIN)
 
     @property
     def label(self) -> str:
@@ -77,13 +78,13 @@ class Part:
         return sum(i.minutes for i in self.items)
 
     def describe(self) -> str:
-        """'part 2 (~8 min by estimate): gpu profile, --record: 06 07 08 09'."""
+        """'part 2 (~7 min): gpu profile, --record: 06 07 08'."""
         groups: dict[str, list[str]] = {}
         for item in self.items:
             groups.setdefault(item.step, []).append(item.name if item.step == PYTEST else item.name[:2])
         what = "; ".join(STEPS[PYTEST][0] if step == PYTEST else f"{STEPS[step][0]}: {' '.join(names)}"
                          for step, names in groups.items())
-        return f"part {self.number} (~{self.minutes:g} min by estimate): {what}"
+        return f"part {self.number} (~{self.minutes:g} min): {what}"
 
 
 def estimate(stem: str, table: dict[str, float] | None = None) -> float:
@@ -131,8 +132,8 @@ def select(parts: list[Part], part: str | int | None) -> list[Part]:
 
 def plan_text(parts: list[Part]) -> str:
     """The plan as ``course test-gpu --list`` prints it."""
-    lines = [f"test-gpu runs in {len(parts)} parts of at most {BUDGET_MIN:g} min each by estimate "
-             f"(one H100; the estimates are a table in course_lib/gpucheck.py, not measurements):"]
+    lines = [f"test-gpu runs in {len(parts)} parts of at most {BUDGET_MIN:g} min each on one H100 (the "
+             f"wall times measured there, plus 10 %: a table in course_lib/gpucheck.py):"]
     lines += [f"  {p.describe()}" for p in parts]
     lines.append("Run one with `make test-gpu PART=N` or `python3 -m course_lib test-gpu --part N`; "
                  "without a part all run in turn.")

@@ -348,14 +348,14 @@ def activation_bytes(model: nn.Module, x: torch.Tensor, amp: torch.dtype | None 
         key = StorageWeakRef(t.untyped_storage())
         if key not in weights:
             saved[key] = allocated_bytes(t.untyped_storage().nbytes(), t.device)
-        return t
+        return t.detach()  # t itself, when an op saves its own output, would tie the graph in a cycle
 
     autocast = torch.autocast(x.device.type, dtype=amp) if amp else nullcontext()
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), autocast:
         out = model(x)
         if loss is not None:
             out = loss(out)
-    del out  # frees the graph and what it saved
+    del out  # frees the graph and what it saved (pack returned detached tensors: no cycle)
     return sum(saved.values())
 
 

@@ -69,7 +69,8 @@ def main() -> None:
     device = torch.device("cuda", local_rank) if backend == "nccl" else torch.device("cpu")
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    dist.init_process_group(backend, timeout=timedelta(seconds=a.timeout))  # waits for all ranks
+    dist.init_process_group(backend, timeout=timedelta(seconds=a.timeout),  # waits for all ranks
+                            device_id=device if device.type == "cuda" else None)  # the rank's GPU
     rank, world_size = dist.get_rank(), dist.get_world_size()
 
     x, y = data.make_tensor_dataset(a.images, a.res, seed=a.seed)  # every rank: the same images

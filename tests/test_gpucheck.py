@@ -22,7 +22,7 @@ def items_of(parts, step):
     return [i.name for p in parts for i in p.items if i.step == step]
 
 
-def test_every_notebook_of_the_course_has_an_estimate():
+def test_every_notebook_of_the_course_has_a_measured_time():
     assert sorted(s[:2] for s in STEMS) == sorted(gpucheck.ESTIMATE_MIN)
 
 
@@ -53,7 +53,7 @@ def test_the_course_plan_fits_the_budget_with_pytest_in_part_one():
     assert all(p.minutes <= gpucheck.BUDGET_MIN for p in parts)
     assert gpucheck.BUDGET_MIN < 9  # a part must finish in 9 minutes: the budget leaves a margin
     text = gpucheck.plan_text(parts)
-    assert all(f"part {p.number} " in text for p in parts) and "estimate" in text
+    assert all(f"part {p.number} " in text for p in parts) and "measured" in text
 
 
 def test_part_selection_and_bad_part_numbers():
