@@ -75,10 +75,16 @@ def free_port(host: str = HOST) -> int:
 
 
 def backend_for(nproc_per_node: int) -> str:
-    """'nccl' when every local rank can have its own GPU, else 'gloo' (CPU tensors).
+    """'nccl' when every local rank can have its own GPU, else 'gloo' (CPU tensors); the
+    backend named in ``COURSE_DIST_BACKEND`` when it is set (to compare jobs on one kind of device).
 
     NCCL refuses two ranks on one GPU, so two ranks on a one-GPU machine use gloo.
     """
+    forced = os.environ.get(BACKEND_ENV)
+    if forced:
+        if forced not in ("gloo", "nccl"):
+            raise ValueError(f"{BACKEND_ENV} is {forced!r}; use 'gloo' or 'nccl'.")
+        return forced
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     return "nccl" if dist.is_nccl_available() and 0 < nproc_per_node <= gpus else "gloo"
 
@@ -509,7 +515,7 @@ def setup(backend: str | None = None, timeout_s: float = 60) -> Ctx:
         raise RuntimeError("This script is meant to run under torchrun, e.g. "
                            "`torchrun --nproc_per_node=2 scripts/ddp_train.py`.")
     local = int(os.environ["LOCAL_RANK"])
-    backend = backend or os.environ.get(BACKEND_ENV) or backend_for(int(os.environ["LOCAL_WORLD_SIZE"]))
+    backend = backend or backend_for(int(os.environ["LOCAL_WORLD_SIZE"]))  # COURSE_DIST_BACKEND first
     if backend == "nccl":
         device = torch.device("cuda", local)
         torch.cuda.set_device(device)

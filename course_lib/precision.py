@@ -601,15 +601,21 @@ def train_run(name: str, make_model: ModelFn, batches: TensorLoader, *, steps: i
                      device_label(device))
 
 
+LEARNED_BELOW = 0.9  # a baseline has learned when its late losses average under 0.9 × chance's loss
+
+
 def compare_losses(name: str, losses: Sequence[float], base: Sequence[float], base_name: str = "fp32",
-                   last: int = 10) -> str:
+                   last: int = 10, chance: float | None = None) -> str:
     """One-line verdict on a loss curve against a baseline curve trained on the same batches
     in the same order.
 
     NaN/inf anywhere is a failure (named with its step). Otherwise a paired comparison over
     the last `last` steps: the per-step differences d_i = loss_i - base_i, their mean against
     its standard error std(d)/sqrt(n). A mean within 2 standard errors of 0 is "no measurable
-    difference"; fewer than 2 steps cannot tell.
+    difference"; fewer than 2 steps cannot tell. `chance`: the loss of a uniform guess
+    (ln(classes)); a baseline whose last losses average above LEARNED_BELOW × chance has not
+    learned yet, and two runs near chance say nothing about a format's effect on training:
+    the line then gives the numbers and no verdict.
     """
     bad = next((i + 1 for i, v in enumerate(losses) if not math.isfinite(v)), None)
     if bad is not None:
@@ -621,6 +627,9 @@ def compare_losses(name: str, losses: Sequence[float], base: Sequence[float], ba
     gap = d.mean().item()
     head = (f"{name} vs {base_name}, mean loss of the last {k} steps (same batches): "
             f"{mine.mean().item():.4f} vs {ref.mean().item():.4f}")
+    if chance is not None and ref.mean().item() >= LEARNED_BELOW * chance:
+        return (f"{head} | {base_name} has not learned yet (chance: {chance:.4f}; learned means below "
+                f"{LEARNED_BELOW:g}× that): no verdict on training from these runs")
     if k < 2:
         return f"{head} (gap {gap:+.4f}) | one step only: too few to tell a difference from noise"
     se = (d.std().item() / math.sqrt(k))
@@ -707,9 +716,10 @@ def steps_at_once(names: Sequence[str], make_model: ModelFn, x: torch.Tensor, y:
 
 
 def quick_run(name: str, make_model: ModelFn, batches: TensorLoader, steps: int = 5,
-              lr: float = 3e-3, device: torch.device | str = "cpu") -> str:
-    """A few steps at one precision, summarised in one line (the widget's work)."""
-    r = train_run(name, make_model, batches, steps=steps, lr=lr, device=device)
+              lr: float = 3e-3, device: torch.device | str = "cpu", channels_last: bool = False) -> str:
+    """A few steps at one precision, summarised in one line (the widget's work); `channels_last`
+    as in :func:`train_run`, so that its step times match the notebook's timed steps."""
+    r = train_run(name, make_model, batches, steps=steps, lr=lr, device=device, channels_last=channels_last)
     losses, times = r.history.loss, r.history.step_time_s[1:] or r.history.step_time_s  # after step 1
     t = timing_of(times, name=name, device=device)
     return (f"{name}: {steps} steps | {fmt_time(r.step_s)}/step (quartiles {fmt_time(t.lo_s)}–{fmt_time(t.hi_s)} "

@@ -109,24 +109,26 @@ SIZES: dict[str, dict[str, dict]] = {
         # pure .half() runs; demo_batch: batch of the gradient/update demos; log_every: steps
         # per loss record in the curves; repeats: timed training steps per precision (after 2
         # warm-up steps); check_steps: steps of the inline-vs-library check; opt_run_s: seconds
-        # of optimizer.step() timing per AdamW variant
+        # of optimizer.step() timing per AdamW variant; lr, sgd_lr: the learning rates LR and
+        # SGD_LR default to (AdamW; SGD with momentum in the pure .half() runs)
         "smoke": dict(model="smallcnn", width=8, resolution=16, n_train=256, batch_size=32,
                       steps=4, half_steps=3, demo_batch=32, log_every=1, channels_last=False,
-                      widget_steps=3, repeats=3, check_steps=2, opt_run_s=0.03),
+                      widget_steps=3, repeats=3, check_steps=2, opt_run_s=0.03, lr=3e-3, sgd_lr=0.05),
         "cpu": dict(model="smallcnn", width=16, resolution=32, n_train=2048, batch_size=64,
                     steps=90, half_steps=20, demo_batch=64, log_every=1, channels_last=False,
-                    widget_steps=5, repeats=10, check_steps=3, opt_run_s=0.3),
+                    widget_steps=5, repeats=10, check_steps=3, opt_run_s=0.3, lr=3e-3, sgd_lr=0.05),
         "gpu": dict(model="resnet50", width=0, resolution=128, n_train=4096, batch_size=256,
-                    steps=60, half_steps=20, demo_batch=32, log_every=2, channels_last=True,
-                    widget_steps=20, repeats=10, check_steps=3, opt_run_s=0.3),
-        # H100, ~70 s with start-up: ResNet-50 at 128 px trains at 12.3·(128/224)² ≈ 4 GFLOP/img;
-        # each precision 81 steps of 256 (fit 1, checks 6, timing 12, peak 2, curves 60), fp32 40
-        # more and .half() 46 (the .half() runs): fp32 at >= 1,500 img/s ≈ 21 s, TF32, fp16 and bf16
-        # at >= 3,000 img/s ≈ 21 s, + ~30 ResNet-50s built on the CPU (0.3 s each). Memory: fp32
-        # saves ~27 MiB/img: 6.9 GiB at 256 + 4 models held at once (1.4 GiB) + images (0.8 GiB)
+                    steps=150, half_steps=20, demo_batch=32, log_every=2, channels_last=True,
+                    widget_steps=20, repeats=10, check_steps=3, opt_run_s=0.3, lr=1e-3, sgd_lr=0.01),
+        # H100, measured 2026-11-25 with steps=60, lr=3e-3, sgd_lr=0.05: 69 s, and no run learned
+        # (fp32 AdamW ended at 1.83, chance ln 6 = 1.79; fp32 SGD rose from 2.09 to 3.15). Hence
+        # 150 steps at lr 1e-3 (of 3e-3, 1e-3, 3e-4, the only one below chance after 60 steps in a
+        # CPU stand-in: ResNet-50 at 64 px, batch 64) and SGD at 0.01; not yet run on a GPU.
+        # Steps measured there: fp32 112 ms, TF32 38 ms, fp16 34 ms, bf16 30 ms at batch 256, so the
+        # 90 more steps per precision add ~20 s. Memory: fp32 step peak 7.4 GiB at 256 (measured).
         "gpu/medium": dict(batch_size=128),
-        # T4 (128 px: fp32 ~270 img/s, fp16 ~750 img/s; 2 precisions): fp32 121 + fp16 81 + .half()
-        # 46 steps of 128 ≈ 80 s, ~2.5 min in all; batch 128 saves ≈ 3.4 GiB (fp32)
+        # T4 (128 px: fp32 ~270 img/s, fp16 ~750 img/s; 2 precisions): fp32 211 + fp16 171 + .half()
+        # 46 steps of 128 ≈ 140 s, ~3.5 min in all; batch 128 saves ≈ 3.4 GiB (fp32)
         "gpu/small": dict(batch_size=64, n_train=2048),
         # 6-8 GB: batch 64 saves ≈ 1.7 GiB (fp32) + 1.4 GiB of models + 0.4 GiB of images
     },

@@ -129,6 +129,16 @@ def test_backend_is_nccl_only_with_a_gpu_per_rank(monkeypatch):
     assert dist.backend_for(1) == "gloo"
 
 
+def test_a_forced_backend_wins_and_a_wrong_one_is_one_sentence(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    monkeypatch.setenv(dist.BACKEND_ENV, "gloo")  # 06: the 1-rank job on the W-rank job's device
+    assert dist.backend_for(1) == "gloo"
+    monkeypatch.setenv(dist.BACKEND_ENV, "mpi")
+    with pytest.raises(ValueError, match="COURSE_DIST_BACKEND"):
+        dist.backend_for(1)
+
+
 def test_entry_records_the_exception_of_a_rank(tmp_path, monkeypatch):
     monkeypatch.setenv(dist.STATUS_ENV, str(tmp_path))
     monkeypatch.setenv("RANK", "3")

@@ -322,6 +322,12 @@ def test_compare_losses_is_a_paired_test():
     noisy = precision.compare_losses("fp16", [v + 10 * w for v, w in zip(base, wiggle)], base, last=10)
     assert "no measurable difference" in noisy
     assert "too few" in precision.compare_losses("fp16", [1.0], [1.1])
+    # a baseline that has not learned (late losses near chance, ln 6 = 1.79): no verdict at all
+    near_chance = [1.85, 1.83, 1.84, 1.82]
+    line = precision.compare_losses("bf16", [v + 0.5 for v in near_chance], near_chance, chance=math.log(6))
+    assert "has not learned yet" in line and "beyond" not in line and "no measurable" not in line
+    assert "beyond 2 standard errors" in precision.compare_losses("bf16", [v - 0.5 for v in base], base,
+                                                                  last=4, chance=math.log(6))
 
 def test_damage_figure_keeps_the_three_counts_apart():
     import matplotlib
