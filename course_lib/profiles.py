@@ -138,20 +138,28 @@ SIZES: dict[str, dict[str, dict]] = {
         # micro-batch and effective batches of the memory sweep; train_*: the four fit runs
         # (images, resolution, width, effective batch, epochs, learning rate); widget_max_k:
         # slider maximum (at most `batch`); time_repeats: timed optimizer steps (after 2 warm-up
-        # steps) of one batch vs K micro-batches
+        # steps) of one batch vs K micro-batches, at each (width, batch) of time_sizes (the first:
+        # the fit runs' model and batch; every batch a multiple of 32, K's largest value)
         "smoke": dict(batch=32, mem_width=8, mem_micro=8, mem_batches=[8, 16, 32],
                       train_n=256, train_res=16, train_width=8, train_batch=32, train_epochs=1,
-                      lr=3e-3, widget_max_k=8, time_repeats=3),
+                      lr=3e-3, widget_max_k=8, time_repeats=3, time_sizes=[(8, 32)]),
         "cpu": dict(batch=64, mem_width=32, mem_micro=32, mem_batches=[32, 64, 128, 256, 512],
                     train_n=8192, train_res=16, train_width=16, train_batch=64, train_epochs=2,
-                    lr=3e-3, widget_max_k=16, time_repeats=15),
+                    lr=3e-3, widget_max_k=16, time_repeats=15, time_sizes=[(16, 64)]),
         "gpu": dict(batch=256, mem_width=64, mem_micro=64,
                     mem_batches=[64, 128, 256, 512, 1024, 2048], train_n=16384, train_res=32,
                     train_width=32, train_batch=256, train_epochs=3, lr=3e-3, widget_max_k=64,
-                    time_repeats=10),
+                    time_repeats=10, time_sizes=[(32, 256), (256, 2048)]),
         # the sweep's batch 2048 saves 2.4 GiB of activations (memory.estimate_training_memory,
-        # width 64 at 32 px): 8 GB cards stop at 1024 (1.2 GiB), leaving room for the workspaces
-        "gpu/small": dict(mem_batches=[64, 128, 256, 512, 1024]),
+        # width 64 at 32 px): 8 GB cards stop at 1024 (1.2 GiB), leaving room for the workspaces.
+        # time_sizes: on the H100 (2026-11-25) one step of width 32 at batch 256 took 3.37 ms and
+        # 4 × 64 took 13.3 ms: each pass cost its fixed overheads, not its work (76 kimg/s, about
+        # 60 MFLOP per image). Width 256 does 2·9·(256·512·16² + 512·1024·8²) ≈ 1.2 GFLOP per image
+        # forward, ~3.6 with backward: a pass of 512 images (2048 / K=4) ≈ 1.8 TFLOP, ~36 ms at the
+        # H100's 51 TFLOP/s fp32 (01), fewer with cuDNN's default TF32 convolutions: several times
+        # those overheads. Activations: 4.8 MiB per image (memory.estimate_training_memory), 9.6 GiB
+        # at 2048 (T4: ~0.9 s per step at 8.1 TFLOP/s, its fp32 in datasheet.py); 2.4 GiB at 512 on 8 GB cards.
+        "gpu/small": dict(mem_batches=[64, 128, 256, 512, 1024], time_sizes=[(32, 256), (256, 512)]),
     },
     "05_data_parallel": {
         # batch: images of res px in the mechanism checks (the snippet's model, width channels;
