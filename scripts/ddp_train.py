@@ -69,6 +69,10 @@ def main() -> None:
     device = torch.device("cuda", local_rank) if backend == "nccl" else torch.device("cpu")
     if device.type == "cuda":
         torch.cuda.set_device(device)
+        # the same bits from the same inputs (06's restart check): cuBLAS needs its workspace
+        # setting before its first call; ops without a deterministic kernel only warn
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.use_deterministic_algorithms(True, warn_only=True)
     dist.init_process_group(backend, timeout=timedelta(seconds=a.timeout),  # waits for all ranks
                             device_id=device if device.type == "cuda" else None)  # the rank's GPU
     rank, world_size = dist.get_rank(), dist.get_world_size()
