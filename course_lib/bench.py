@@ -271,25 +271,38 @@ def time_in_rounds(fns: dict[str, Callable[[], object]], *, device: torch.device
 
 def time_in_turns(fns: dict[str, Callable[[], object]], *, device: torch.device | str,
                   work: float | None = None, unit: str = "", warmup: int = 2,
-                  repeats: int = 5) -> list[Timing]:
+                  repeats: int = 5, min_turn_s: float = 0.0) -> list[Timing]:
     """Time several long calls (whole training steps) in turns: `warmup` calls of each, then
     `repeats` rounds in which each runs once, between two synchronisations. A slow spell of
     the machine then falls on every setting alike. For short calls (a matmul), where one call
-    is too brief to time alone, use :func:`time_in_rounds`. One Timing per function."""
-    if repeats < 1 or warmup < 0 or not fns:
-        raise ValueError(f"Need at least one function, repeats >= 1 and warmup >= 0, got "
-                         f"{len(fns)}, {repeats} and {warmup}.")
-    for fn in fns.values():
-        for _ in range(warmup):
+    is too brief to time alone, use :func:`time_in_rounds`. One Timing per function.
+
+    `min_turn_s`: a function whose call (its last warm-up, timed) takes less runs that many
+    calls back to back in each turn, and its time per call is the turn's over their number. On
+    a GPU a call of a millisecond timed alone between two synchronisations also counts the gap
+    while the host launches its first kernels; longer calls keep one call per turn."""
+    if repeats < 1 or warmup < 0 or min_turn_s < 0 or not fns:
+        raise ValueError(f"Need at least one function, repeats >= 1, warmup >= 0 and min_turn_s >= 0, "
+                         f"got {len(fns)}, {repeats}, {warmup} and {min_turn_s}.")
+    calls: dict[str, int] = {}
+    for name, fn in fns.items():
+        single = None
+        for _ in range(max(warmup, 1 if min_turn_s else 0)):  # one call at least, to size the turns
+            synchronize(device)
+            start = time.perf_counter()
             fn()
+            synchronize(device)
+            single = time.perf_counter() - start
+        calls[name] = 1 if single is None or not min_turn_s else max(1, math.ceil(min_turn_s / max(single, 1e-9)))
     times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(repeats):
         for name, fn in fns.items():
             synchronize(device)
             start = time.perf_counter()
-            fn()
+            for _ in range(calls[name]):
+                fn()
             synchronize(device)
-            times[name].append(time.perf_counter() - start)
+            times[name].append((time.perf_counter() - start) / calls[name])
     return [timing_of(ts, name=name, device=device, work=work, unit=unit) for name, ts in times.items()]
 
 

@@ -291,6 +291,27 @@ def test_time_in_turns_spreads_a_slow_spell_over_every_setting():
     assert all(r.median_s < 0.02 for r in rows)  # the median of each ignores the slow round
 
 
+def test_time_in_turns_runs_a_short_call_several_times_per_turn():
+    counts = {"short": 0, "long": 0}
+
+    def short():
+        counts["short"] += 1
+        time.sleep(0.002)
+
+    def long():
+        counts["long"] += 1
+        time.sleep(0.03)
+
+    rows = bench.time_in_turns({"short": short, "long": long}, device="cpu", warmup=1, repeats=3,
+                               min_turn_s=0.02)
+    assert counts["long"] == 1 + 3  # longer than a turn: one call per turn, as without min_turn_s
+    assert counts["short"] >= 1 + 3 * 5  # 0.02 s / at most 0.004 s per call: 5 calls or more a turn
+    by = {r.name: r for r in rows}
+    assert 0.002 <= by["short"].median_s < 0.01 and by["long"].median_s >= 0.03  # per call, not per turn
+    with pytest.raises(ValueError, match="min_turn_s"):
+        bench.time_in_turns({"short": short}, device="cpu", min_turn_s=-1)
+
+
 def test_ratio_phrase_says_slower_with_the_inverse():
     assert bench.Ratio("a vs b", 1.25, 1.2, 1.3).phrase == "1.25× faster"
     assert bench.Ratio("a vs b", 0.8, 0.7, 0.9).phrase == "1.25× slower"
