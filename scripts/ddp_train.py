@@ -65,7 +65,7 @@ def main() -> None:
     out = Path(a.out)
     # ---- the core (notebook 06 prints these lines) ----
     local_rank = int(os.environ["LOCAL_RANK"])  # torchrun sets RANK, WORLD_SIZE, LOCAL_RANK, ...
-    backend = cdist.backend_for(int(os.environ["LOCAL_WORLD_SIZE"]))  # nccl: a GPU per rank
+    backend = cdist.backend_for(int(os.environ["LOCAL_WORLD_SIZE"]))  # nccl with a GPU per rank, else gloo
     device = torch.device("cuda", local_rank) if backend == "nccl" else torch.device("cpu")
     if device.type == "cuda":
         torch.cuda.set_device(device)
