@@ -111,6 +111,43 @@ def test_time_steps_counts_only_the_timed_calls():
     assert r.timing.rate == pytest.approx(10 / r.timing.median_s)
 
 
+def test_warmup_uses_up_the_batches_the_workers_prepared_ahead():
+    assert loading.warmup_calls(0, 4) == 1  # no workers: one call, nothing prepared ahead
+    assert loading.warmup_calls(8, 4) == 1 + 4  # 8 workers x 2 batches = 16 batches = 4 calls of 4
+    assert loading.warmup_calls(2, 4) == 1 + 1 and loading.warmup_calls(3, 4) == 1 + 2  # rounded up
+    assert loading.warmup_calls(2, 4, prefetch_factor=4) == 1 + 2
+    with pytest.raises(ValueError, match="steps"):
+        loading.warmup_calls(2, 0)
+
+
+def test_a_full_prefetch_buffer_is_not_timed(monkeypatch):
+    """Calls served from batches prepared during the warm-up would be fast: with the warm-up of
+    warmup_calls, every timed call waits for batches made while it runs."""
+    import time
+
+    made = {"ready": 2 * 2}  # 2 workers x prefetch_factor 2, ready before the loop starts
+
+    def batches():
+        while True:
+            if made["ready"]:
+                made["ready"] -= 1
+            else:
+                time.sleep(0.01)  # a batch made now
+            yield torch.zeros(1), torch.zeros(1)
+
+    it = batches()
+
+    def call():
+        t0 = time.perf_counter()
+        for _ in range(2):
+            next(it)
+        return time.perf_counter() - t0
+
+    r = loading.time_steps(call, name="x", device="cpu", images=2, repeats=3,
+                           warmup=loading.warmup_calls(2, 2))
+    assert r.timing.lo_s >= 2 * 0.01 * 0.9 and r.data_wait_share > 0.9
+
+
 @pytest.mark.parametrize("workers", [0, 1])
 def test_measure_loader_reports_images_per_s_and_data_wait(workers):
     r = loading.measure_loader(workers, **TINY)
