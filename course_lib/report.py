@@ -130,18 +130,21 @@ class Report:
 
 
 def references(notebook: str) -> list[tuple[str | None, dict]]:
-    """(device, measurements) of every recorded reference run that has `notebook`, in file
-    name order (one file per device in ``results/``)."""
+    """(device, measurements) of every recorded reference run that has `notebook` (one file
+    per device in ``results/``), the most recently recorded first (ties in file name order):
+    a notebook changed since an older device's run is shown from the run of its current code."""
     runs = []
     for path in sorted(results_dir().glob("*.json")):
         data = json.loads(path.read_text())
-        if notebook in data.get("notebooks", {}):
-            runs.append((data.get("device"), data["notebooks"][notebook]["measurements"]))
-    return runs
+        entry = data.get("notebooks", {}).get(notebook)
+        if entry is not None:
+            runs.append((str(entry.get("date") or ""), data.get("device"), entry["measurements"]))
+    runs.sort(key=lambda run: run[0], reverse=True)  # stable: equal dates keep file name order
+    return [(device, measurements) for _, device, measurements in runs]
 
 
 def reference(notebook: str) -> tuple[str | None, dict]:
-    """(device, measurements) of the first recorded reference run that has `notebook`."""
+    """(device, measurements) of the most recent recorded reference run that has `notebook`."""
     runs = references(notebook)
     return runs[0] if runs else (None, {})
 
@@ -153,7 +156,7 @@ def fmt_row(key: str, row: dict) -> str:
 
 
 def reference_text(notebook: str, prefixes: tuple[str, ...] = ()) -> str:
-    """The first recorded reference run of `notebook`, one line per measurement whose key
+    """The most recent recorded reference run of `notebook`, one line per measurement whose key
     starts with one of `prefixes` (all when empty), or one line saying none is recorded."""
     ref_device, ref = reference(notebook)
     if not ref:

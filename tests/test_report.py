@@ -63,6 +63,16 @@ def test_references_lists_every_device_that_recorded_the_notebook(tmp_path, monk
     assert report.references("09_memory") == [] and report.reference("09_memory") == (None, {})
 
 
+def test_reference_is_the_most_recently_recorded_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_RESULTS_DIR", str(tmp_path))
+    old, new = gpu_report("02_first_cnn", "GPU A", rate=1.0), gpu_report("02_first_cnn", "GPU B", rate=2.0)
+    old["date"], new["date"] = "2026-01-01", "2026-02-01"
+    report.record_reference({"02_first_cnn": old})
+    report.record_reference({"02_first_cnn": new})
+    assert [dev for dev, _ in report.references("02_first_cnn")] == ["GPU B", "GPU A"]
+    assert report.reference("02_first_cnn")[1]["rate"]["value"] == 2.0
+
+
 def test_record_reference_merges_notebooks_and_replaces_rerecorded_ones(tmp_path):
     report.record_reference({"00_setup_check": gpu_report("00_setup_check", rate=1.0),
                              "01_gpu_vs_cpu": gpu_report("01_gpu_vs_cpu", rate=2.0)}, tmp_path)
