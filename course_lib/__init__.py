@@ -1,35 +1,40 @@
-"""Helpers for the GPU Training Workbook; each module is one concern.
+"""Helpers for the GPU Training Workbook, in three layers; imports run one way only,
+core ← lessons ← workshop (``tests/test_layout.py`` fails on any other import, and on a circle).
 
-Shared infrastructure, used by several notebooks and the `course` command:
+**Core** (``course_lib.<module>``): shared by several notebooks, the scripts and the tools;
+imports only core.
 
-profiles    run profiles (smoke/cpu/gpu/auto) and the per-notebook size table
-device      pick the device, describe the hardware (cpuinfo), the TF32 switch, require_gpus
+profiles    run profiles (smoke/cpu/gpu/auto), GPU classes, and every notebook's declaration:
+            title, GPUs it needs, what a smaller machine shows, its sizes per profile
+device      pick the device, describe the hardware (cpuinfo), the TF32 switch, which 16-bit
+            precisions it runs natively, the simulated small card
 units       times, sizes and rates in human units ('41.3 ms', '12.4 GiB', '3.1 GB/s')
-bench       honest timing (torch.utils.benchmark, CUDA events): median and quartiles of repeats,
-            ratios with their range and a printed verdict, measured peak matmul rate and bandwidth
+bench       honest timing (torch.utils.benchmark, synchronised clocks): median and quartiles of repeats,
+            comparisons timed in turns, ratios with their range and a printed verdict, measured
+            peak matmul rate and bandwidth
 datasheet   NVIDIA datasheet peaks (dense, with sources) for common GPUs, lookup by device name,
             the denominator of MFU; shown as 'datasheet', never as a measurement
 report      per-notebook measurements with units and ranges (JSON), the you-vs-reference table
 plot        the shared figures
-check       automatic checks for exercises and in-notebook claims
-data        procedural shapes dataset, tensor and replayable loaders, CIFAR-10/MNIST
-models      the fixed seed CNN, torchvision ResNets, the GPT (activation checkpointing)
+check       the mechanism of automatic checks (expect, close, between, exercise): each lesson's
+            exercise checks are built from it
+data        procedural shapes dataset, tensor and replayable loaders, CIFAR-10/MNIST, text corpus
+attention   attention written out: masks, scaled dot-product and multi-head attention (the GPT's)
+models      the seed CNN, torchvision ResNets, the GPT, the MLP of 05/06
 train       the training loop (AMP, accumulation, clipping, LR schedule, exact resume)
 files       atomic writes (checkpoints, reports, results, notebooks) and their leftovers
 checkpoint  checkpoint files: a digest, clear errors, RNG states, fitting a run
 memory      live and peak memory per phase (CUDA allocator / profiler events), the estimator,
             out-of-memory: fit_batch, largest_batch, a measured budget, advice
 timeline    memory over time: the profiler's categories, the CUDA allocator's snapshot
-runner, cli, catalog   the `course` command: check and run
-cohort      a workshop's pre-flight: one machine's check report (JSON), many side by side
-student     student copies: nbgrader replaces each solution with a stub
+profiling   a profiler trace's steps by category, its syncs, a sync counter, Dynamo's log
+roofline    every op's FLOPs and bytes, timed by the profiler, against the roofline
+dist        torchrun launched from a notebook, and the in-rank helpers of scripts/
 
-One notebook each (its scaffolding, tested like the rest):
+**Lessons** (``course_lib.lessons.nbNN``): one module per notebook ``NN_*.ipynb`` that needs
+scaffolding, holding it and that notebook's exercise checks (``check_<exercise>``); a lesson
+imports core and earlier lessons only, and has its tests.
 
-loading     02 first CNN: data-loading throughput (workers, pinned memory, channels_last)
-precision   03 mixed precision: formats, loss scaling, runs compared by precision
-accumulate  04 gradient accumulation: micro-batches vs one big batch, what breaks it
-profiling   10 compile and profile: a profiler trace's steps by category, its syncs, a sync
-            counter, Dynamo's graph-break log collected
-roofline    10 compile and profile: every op's FLOPs and bytes, timed by the profiler, and the roofline
+**Workshop** (``course_lib.workshop``): the ``course`` command and the tools around the course
+(run, check, cohort reports, student copies, test-gpu); it may import anything above.
 """

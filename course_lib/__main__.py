@@ -2,6 +2,6 @@
 
 import sys
 
-from course_lib.cli import main
+from course_lib.workshop.cli import main
 
 sys.exit(main())

@@ -1,9 +1,11 @@
 """Timing that tells the truth: warm-up, synchronisation, median and spread.
 
-Everything here goes through ``torch.utils.benchmark`` (which synchronises CUDA
-around each measurement) or CUDA events.  The one exception is
-:func:`time_without_sync`, which exists to *show* the pitfall of wall-clock timing
-around asynchronous GPU work.
+Everything here goes through ``torch.utils.benchmark`` (which synchronises CUDA around each
+measurement) or synchronises itself before reading the clock. Comparisons are timed in turns
+(:func:`turns`, :func:`time_in_rounds` for short calls, :func:`time_in_turns` for whole steps),
+so that a slow spell of the machine falls on every setting alike. The one exception is
+:func:`time_without_sync`, which exists to *show* the pitfall of wall-clock timing around
+asynchronous GPU work.
 """
 
 from __future__ import annotations
@@ -194,19 +196,6 @@ def timing_of(times: Sequence[float], *, name: str, device: torch.device | str,
     return Timing(name, device_label(device), median, q3 - q1, len(times), work, unit, q1, q3)
 
 
-def time_cuda_events(fn: Callable[[], object], *, repeats: int = 10) -> float:
-    """Median seconds per call measured with CUDA events on the current stream."""
-    times = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 1e3)
-    return sorted(times)[len(times) // 2]
-
-
 def time_without_sync(fn: Callable[[], object], repeats: int = 10) -> float:
     """The classic mistake, kept for demonstration: wall clock around async work.
 
@@ -234,37 +223,60 @@ def time_matmul(n: int, device: torch.device | str, dtype: torch.dtype = torch.f
                    unit="FLOP/s", min_run_s=min_run_s)
 
 
+def calls_per_block(fn: Callable[[], object], seconds: float, *, num_threads: int | None = None) -> int:
+    """Calls of `fn` that last about `seconds` back to back, from the fastest of 3 single calls
+    (``torch.utils.benchmark.Timer``, which synchronises CUDA); at least 1."""
+    timer = benchmark.Timer(stmt="fn()", globals={"fn": fn},
+                            num_threads=num_threads or torch.get_num_threads())  # its default is 1 thread
+    single = min(timer.timeit(number=1).times[0] for _ in range(3))
+    return max(1, round(seconds / max(single, 1e-9)))
+
+
+def turns(fns: dict[str, Callable[[], object]], *, rounds: int, block_s: float | None = None,
+          number: int | None = None, warmup: int = 2,
+          device: torch.device | str | None = None) -> dict[str, list[float]]:
+    """Seconds per call of each function in each of `rounds` rounds; in every round each
+    function runs one block of calls, in the order given, so that a slow spell of the machine
+    falls on all of them alike instead of on whichever ran during it. The primitive under
+    :func:`time_in_rounds`, and what the distributed scripts time with.
+
+    A block is `number` calls (the same count on every rank: their collectives stay paired), or
+    the calls that last about `block_s` (:func:`calls_per_block`, per function). Each function
+    is first called `warmup` times; ``torch.utils.benchmark.Timer`` then runs 2 warm-up calls
+    before each block and synchronises CUDA."""
+    if rounds < 1 or not fns or (number is None) == (block_s is None) or (number is not None and number < 1):
+        raise ValueError(f"Need at least one function, rounds >= 1 and either number >= 1 or block_s, "
+                         f"got {len(fns)}, {rounds}, {number} and {block_s}.")
+    timers, numbers = {}, {}
+    for name, fn in fns.items():
+        for _ in range(warmup):
+            fn()
+        if device is not None:
+            synchronize(device)
+        timers[name] = benchmark.Timer(stmt="fn()", globals={"fn": fn}, label=name,
+                                       num_threads=torch.get_num_threads())  # its default is 1 thread
+        numbers[name] = number if number is not None else calls_per_block(fn, block_s)
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name in fns:
+            times[name].append(timers[name].timeit(number=numbers[name]).times[0])
+    return times
+
+
 def time_in_rounds(fns: dict[str, Callable[[], object]], *, device: torch.device | str,
                    work: float | dict[str, float] | None = None, unit: str = "",
                    min_run_s: float = 0.2, rounds: int = 5, warmup: int = 2) -> list[Timing]:
-    """Time several functions in turns, so that a slow spell of the machine falls on all of
-    them alike instead of on whichever ran during it.
-
-    Each function is warmed up and its block size fixed first (calls per block so that one
-    block lasts about ``min_run_s / rounds``, from the fastest of 3 single calls); then
-    `rounds` rounds each time one block of every function, in the order given (the
-    ``torch.utils.benchmark.Timer`` runs 2 warm-up calls before each block and synchronises
-    CUDA). One Timing per function: median and quartiles of its per-round times per call.
-    `work` is one amount for all functions, or one per name.
+    """Time several short functions (a matmul) in turns (:func:`turns`, blocks of about
+    ``min_run_s / rounds`` each): one Timing per function, the median and quartiles of its
+    per-round times per call. `work` is one amount for all functions, or one per name. For
+    long calls (whole training steps) use :func:`time_in_turns`.
     """
     if rounds < 1 or not fns:
         raise ValueError(f"Need at least one function and rounds >= 1, got {len(fns)} and {rounds}.")
     works = work if isinstance(work, dict) else {name: work for name in fns}
     if set(works) != set(fns):
         raise ValueError(f"Give the work of every function: missing {sorted(set(fns) - set(works))}.")
-    timers, numbers = {}, {}
-    for name, fn in fns.items():
-        for _ in range(warmup):
-            fn()
-        synchronize(device)
-        timers[name] = benchmark.Timer(stmt="fn()", globals={"fn": fn}, label=name,
-                                       num_threads=torch.get_num_threads())  # its default is 1 thread
-        single = min(timers[name].timeit(number=1).times[0] for _ in range(3))
-        numbers[name] = max(1, round(min_run_s / rounds / max(single, 1e-9)))
-    times: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(rounds):
-        for name in fns:
-            times[name].append(timers[name].timeit(number=numbers[name]).times[0])
+    times = turns(fns, rounds=rounds, block_s=min_run_s / rounds, warmup=warmup, device=device)
     return [timing_of(ts, name=name, device=device, work=works[name], unit=unit)
             for name, ts in times.items()]
 
@@ -430,14 +442,3 @@ def bandwidth_curve(sizes: Sequence[int], device: torch.device | str, min_run_s:
         fns[name], work[name] = (lambda d=dst, s=src: d.copy_(s)), copy_bytes(n)
     return time_in_rounds(fns, device=device, work=work, unit="B/s", min_run_s=min_run_s,
                           rounds=rounds)
-
-
-def time_copy_to_device(nbytes: int, device: torch.device | str, pinned: bool,
-                        min_run_s: float = 0.2) -> Timing:
-    """Host→device copy rate (B/s) for a pageable or pinned host buffer (the pinned copy
-    with ``non_blocking=True``; the timer synchronises before reading the clock)."""
-    host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=pinned)
-    name = f"H→D {units.fmt_bytes(nbytes)} {'pinned' if pinned else 'pageable'}"
-    return time_fn(lambda: host.to(device, non_blocking=pinned), name=name, device=device,
-                   work=float(nbytes), unit="B/s", min_run_s=min_run_s)
-

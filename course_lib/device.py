@@ -6,7 +6,7 @@ import os
 import platform
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import torch
 import torch.distributed as dist
@@ -363,3 +363,64 @@ def banner(profile: str, device: torch.device) -> str:
     else:
         hw = f"CPU {info.name}, {info.cpu_threads} threads"
     return f"profile {profile} | device {device} | {hw} | torch {info.torch}"
+
+
+# ---- 16-bit precisions this device runs natively ----------------------------------------
+
+CPU_16BIT_FLAGS = ("avx512_bf16", "amx_bf16", "avx512_fp16", "amx_fp16")  # native 16-bit math
+
+
+def cpu_16bit_flags(path: str = "/proc/cpuinfo") -> list[str]:
+    """Which of CPU_16BIT_FLAGS this CPU reports (Linux; empty where unknown)."""
+    flags = set(cpu_flags(path))
+    return [flag for flag in CPU_16BIT_FLAGS if flag in flags]
+
+
+def cpu_support(fmt: str, flags: Sequence[str] | None = None) -> str:
+    """One sentence: does this CPU report instructions for `fmt` ("fp16" or "bf16")?
+
+    `flags` defaults to :func:`cpu_16bit_flags`. Without them, PyTorch has no optimised
+    kernels for the format on this CPU and takes slower generic paths.
+    """
+    if fmt not in ("fp16", "bf16"):
+        raise ValueError(f"fmt must be fp16 or bf16, got {fmt!r}.")
+    flags = cpu_16bit_flags() if flags is None else list(flags)
+    wanted = [f for f in CPU_16BIT_FLAGS if f.endswith(fmt)]
+    have = [f for f in wanted if f in flags]
+    if have:
+        return (f"This CPU reports {', '.join(have)}: it has {fmt} instructions, which PyTorch's "
+                f"CPU kernels use where they were written for them.")
+    return (f"This CPU reports none of {', '.join(wanted)}: PyTorch has no optimised {fmt} kernels "
+            f"for it and falls back to slower paths (the measured ratio below says how much slower).")
+
+
+def available(device: torch.device | str) -> list[str]:
+    """The precisions worth comparing on `device` (TF32 only on CUDA GPUs that have it)."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return ["fp32", "fp16+GradScaler", "bf16"]
+    names = ["fp32"]
+    if torch.cuda.get_device_capability(device)[0] >= 8:
+        names.append("fp32+TF32")
+    names.append("fp16+GradScaler")
+    if bf16_supported(device):  # native only: a T4 emulates bf16, many times slower
+        names.append("bf16")
+    return names
+
+
+def amp_note(device: torch.device | str) -> str | None:
+    """One sentence where bf16 is not native on `device` (a CUDA GPU before Ampere: a T4, a
+    V100): its 16-bit rows use fp16 autocast with a GradScaler instead. None where bf16 is native
+    (GPUs from Ampere on; CPUs run bf16 everywhere, at a speed that depends on their instructions)."""
+    device = torch.device(device)
+    if bf16_supported(device):
+        return None
+    major, minor = torch.cuda.get_device_capability(device)
+    return (f"{label(device)} (sm {major}.{minor}) has no bf16 tensor cores and would emulate "
+            f"bf16 many times slower, so the 16-bit rows here use fp16 autocast with a GradScaler.")
+
+
+def amp_name(device: torch.device | str) -> str:
+    """The 16-bit training precision for `device`: "bf16" where bf16 is native, else
+    "fp16+GradScaler" (:func:`course_lib.device.bf16_supported`)."""
+    return "bf16" if bf16_supported(device) else "fp16+GradScaler"

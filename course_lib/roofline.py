@@ -27,7 +27,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
-from torch.utils.flop_counter import flop_registry, sdpa_backward_flop_count, sdpa_flop_count
+from torch.utils.flop_counter import FlopCounterMode, flop_registry, sdpa_backward_flop_count, sdpa_flop_count
 
 from course_lib.device import sync
 from course_lib.memory import quiet_stderr
@@ -300,3 +300,10 @@ def vs_datasheet(device_name: str | None, precision: str, peak_flops: float, ban
     return (f"datasheet, not measured: {spec.name}, dense {precision} {fmt_rate(flops, 'FLOP/s')}, memory "
             f"{fmt_rate(bw, 'B/s')}, ridge {ridge(flops, bw):.0f} FLOP/B ({spec.source_title}) | measured "
             f"here: {peak_flops / flops:.0%} of its compute and {bandwidth / bw:.0%} of its bandwidth")
+
+
+def counted_flops(fn: Callable[[], object]) -> int:
+    """FLOPs of `fn()` as ``torch.utils.flop_counter.FlopCounterMode`` counts them."""
+    with FlopCounterMode(display=False) as counter:
+        fn()
+    return counter.get_total_flops()

@@ -298,6 +298,15 @@ def fit(model: nn.Module, loader: Iterable, cfg: TrainConfig | None = None, *,
         checkpoint.seed_everything(cfg.seed)
     bar = progress(total=total, initial=pos.step, unit="step", disable=not cfg.progress)
     window, saved_at = LogWindow(dev, scaler.get_scale() if scaler else None), pos.step
+
+    def validate_now(epoch: float) -> None:
+        """Validate once at this step (not again where it already was), outside training time."""
+        if val_loader is None or (history.val_step and history.val_step[-1] == pos.step):
+            return
+        window.flush(history)
+        history.add_validation(pos.step, epoch, *validate(forward, val_loader, dev, cfg, loss_fn))
+        window.restart()  # evaluation is not training time
+
     model.train()
     while pos.epoch < cfg.epochs and pos.step < total:
         batches = epoch_batches(loader, pos.epoch, pos.batch, cfg.seed)
@@ -322,11 +331,8 @@ def fit(model: nn.Module, loader: Iterable, cfg: TrainConfig | None = None, *,
             if pos.step % cfg.log_every == 0:
                 window.flush(history)  # the window's one sync
                 show(bar, history)
-            if val_loader is not None and cfg.eval_every and pos.step % cfg.eval_every == 0:
-                window.flush(history)
-                history.add_validation(pos.step, pos.epoch + pos.batch / n_batches,
-                                       *validate(forward, val_loader, dev, cfg, loss_fn))
-                window.restart()  # evaluation is not training time
+            if cfg.eval_every and pos.step % cfg.eval_every == 0:
+                validate_now(pos.epoch + pos.batch / n_batches)
             if cfg.checkpoint_every and pos.step % cfg.checkpoint_every == 0:
                 window.flush(history)
                 saved_at = save(cfg.checkpoint_path, model, optimizer, scaler, pos, history, plan)
@@ -335,20 +341,14 @@ def fit(model: nn.Module, loader: Iterable, cfg: TrainConfig | None = None, *,
                 break
         if pos.step < total or pos.batch >= n_batches:  # the epoch is over
             pos.epoch, pos.batch = pos.epoch + 1, 0
-            if val_loader is not None and (not history.val_step or history.val_step[-1] != pos.step):
-                window.flush(history)
-                history.add_validation(pos.step, pos.epoch,
-                                       *validate(forward, val_loader, dev, cfg, loss_fn))
-                window.restart()
+            validate_now(pos.epoch)
 
     window.flush(history)
     show(bar, history)  # the window may have been flushed at the epoch's end, without the bar
     bar.close()
     if cfg.checkpoint_path and saved_at != pos.step:
         save(cfg.checkpoint_path, model, optimizer, scaler, pos, history, plan)
-    if val_loader is not None and (not history.val_step or history.val_step[-1] != pos.step):
-        history.add_validation(pos.step, pos.epoch + pos.batch / n_batches,
-                               *validate(forward, val_loader, dev, cfg, loss_fn))
+    validate_now(pos.epoch + pos.batch / n_batches)
     return history
 
 
@@ -391,19 +391,17 @@ def amp_for(dev: torch.device | str, cpu_flags: Iterable[str] | None = None) -> 
 
     A CUDA GPU: "bf16" where it has bf16 tensor cores (:func:`device.bf16_supported`), else
     "fp16" (autocast with a GradScaler: a T4 or a V100 would emulate bf16, slowly). A CPU: "bf16"
-    when it reports bf16 instructions (avx512_bf16 or amx_bf16, :data:`precision.CPU_16BIT_FLAGS`;
+    when it reports bf16 instructions (avx512_bf16 or amx_bf16, :data:`device.CPU_16BIT_FLAGS`;
     `cpu_flags` defaults to /proc/cpuinfo's), else "off", float32: without them bf16 takes slow
     generic paths. Any other device: "off".
     """
-    from course_lib import precision  # here: precision imports this module
-
     dev = torch.device(dev)
     if dev.type == "cuda":
         return "bf16" if device.bf16_supported(dev) else "fp16"
     if dev.type != "cpu":
         return "off"
     flags = device.cpu_flags() if cpu_flags is None else cpu_flags
-    native = [f for f in flags if f in precision.CPU_16BIT_FLAGS and f.endswith("bf16")]
+    native = [f for f in flags if f in device.CPU_16BIT_FLAGS and f.endswith("bf16")]
     return "bf16" if native else "off"
 
 

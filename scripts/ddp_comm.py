@@ -34,10 +34,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel as DDP
-from torch.utils.benchmark import Timer
 
-from course_lib import ddp as course_ddp
+from course_lib import bench
 from course_lib import dist as cdist
+from course_lib.lessons import nb06
 
 GRAD_RTOL = 1e-5  # fp32 gradients, the same sums in another order: |Δ| <= 1e-5·(|g| + max|g|)
 
@@ -214,17 +214,10 @@ def compare(what: str, got: torch.Tensor, want: torch.Tensor) -> dict:
 
 def time_in_turns(fns: dict[str, Callable[[], None]], repeats: int,
                   number: int) -> dict[str, list[float]]:
-    """Seconds per call of each function: one warm-up round, then `repeats` rounds that time
-    every function in turn, `number` calls each (``Timer.timeit``: a fixed count on every rank,
-    so the ranks' collectives stay paired)."""
-    timers = {k: Timer("fn()", globals=dict(fn=fn), num_threads=torch.get_num_threads())
-              for k, fn in fns.items()}
-    for t in timers.values():
-        t.timeit(number)  # warm-up
-    times: dict[str, list[float]] = {k: [] for k in fns}
-    for _ in range(repeats):
-        for k, t in timers.items():
-            times[k].append(t.timeit(number).mean)
+    """Seconds per call of each function (``bench.turns``): `number` warm-up calls, then `repeats`
+    rounds that time every function in turn, `number` calls each (a fixed count on every rank, so
+    the ranks' collectives stay paired); the median of each printed."""
+    times = bench.turns(fns, rounds=repeats, number=number, warmup=number)
     for k, ts in times.items():
         median_ms = sorted(ts)[len(ts) // 2] * 1e3
         cdist.print0(f"{k:<36} {median_ms:8.2f} ms per step (median of {repeats})")
@@ -241,6 +234,101 @@ def accumulate(ddp: DDP, micro: list[tuple[torch.Tensor, torch.Tensor]], use_no_
         skip = use_no_sync and i < k - 1
         with ddp.no_sync() if skip else contextlib.nullcontext():  # forward and backward inside
             (F.mse_loss(ddp(xb), yb) / k).backward()
+
+
+def bucket_runs(a: argparse.Namespace, base: nn.Module, x: torch.Tensor, y: torch.Tensor,
+                ids: list[int] | None) -> tuple[dict, dict, list[dict]]:
+    """Section 2: one DDP copy of `base` per bucket cap, each with a logging comm hook; the
+    buckets of each, as timelines of the last iterations. (DDPs, their logs, the runs)."""
+    caps: list[float | None] = [*a.caps, None]  # None: DDP's default (25 MiB, first bucket 1 MiB)
+    ddps, logs, runs = {}, {}, []
+    for cap in caps:
+        label = "default" if cap is None else f"{cap:g} MiB"
+        ddp = DDP(copy.deepcopy(base), device_ids=ids, bucket_cap_mb=cap)
+        log = BucketLog(Clock(x.device))
+        ddp.register_comm_hook(log, logging_hook)  # once per DDP: state, hook
+        timeline(ddp, log, x, y, 2)  # pass 1: one bucket for all; then DDP rebuilds its buckets
+        iters = timeline(ddp, log, x, y, a.iters)
+        ddps[label], logs[label] = ddp, log
+        runs.append(dict(cap_mb=cap, label=label, iters=iters,
+                         reported_sizes=reported_bucket_sizes(ddp)))
+        sizes = [b["bytes"] for b in iters[-1]["buckets"]]
+        cdist.print0(f"bucket_cap_mb {label}: {len(sizes)} bucket(s) of "
+                     f"{', '.join(f'{s / 2**20:.2f}' for s in sizes)} MiB; DDP reports "
+                     f"{len(runs[-1]['reported_sizes'])}")
+    return ddps, logs, runs
+
+
+def overlap(a: argparse.Namespace, ddps: dict, logs: dict, opts: dict, x: torch.Tensor,
+            y: torch.Tensor) -> dict:
+    """Section 3: every DDP's gradients equal those of backward-then-one-all-reduce; then the
+    steps timed in turns."""
+    plain = ddps["default"]
+    g_ddp = {}
+    for label, ddp in ddps.items():  # no weights have changed yet: every copy equals `base`
+        ddp.zero_grad(set_to_none=True)
+        F.mse_loss(ddp(x), y).backward()
+        g_ddp[label] = flat_grad(ddp.module)
+    plain.zero_grad(set_to_none=True)
+    compute_then_communicate(plain, x, y)
+    g_manual = flat_grad(plain.module)
+    checks = [compare(f"gradients, DDP (bucket_cap_mb {label}) vs compute-then-communicate", g,
+                      g_manual) for label, g in g_ddp.items()]
+    for log in logs.values():
+        log.on = False  # steps are timed with the hook's all-reduce only
+
+    def ddp_step(label: str) -> Callable[[], None]:
+        def step() -> None:
+            opts[label].zero_grad(set_to_none=True)
+            F.mse_loss(ddps[label](x), y).backward()  # all-reduce bucket by bucket, during backward
+            opts[label].step()
+        return step
+
+    def manual_step() -> None:
+        opts["default"].zero_grad(set_to_none=True)
+        compute_then_communicate(plain, x, y)  # backward, then one all-reduce
+        opts["default"].step()
+
+    fns = {f"DDP, bucket_cap_mb {label}": ddp_step(label) for label in ddps}
+    fns["compute, then one all-reduce"] = manual_step
+    step_s = time_in_turns(fns, a.repeats, a.number)
+    return dict(step_s=step_s, checks=checks, number=a.number, repeats=a.repeats)
+
+
+def no_sync(a: argparse.Namespace, plain: DDP, log: BucketLog, opt: torch.optim.Optimizer,
+            buckets: int, x: torch.Tensor, y: torch.Tensor) -> dict:
+    """Section 4: k micro-batches with and without ``no_sync()``: all-reduces counted (the
+    hook's calls), accumulated gradients compared, a step of each timed in turns."""
+    micro = list(zip(x.chunk(a.k), y.chunk(a.k)))  # k × ((B/k, width), (B/k, width))
+    log.on = True
+    grads, calls = {}, {}
+    for use in (False, True):
+        plain.zero_grad(set_to_none=True)
+        log.clear()
+        accumulate(plain, micro, use)
+        calls[use] = len(log.rows)  # hook calls: one per bucket per all-reduced backward
+        grads[use] = flat_grad(plain.module)
+    log.on = False
+    if calls[False] != a.k * buckets or calls[True] != buckets:
+        raise AssertionError(f"all-reduce calls: {calls[False]} without no_sync (expected "
+                             f"{a.k} × {buckets}), {calls[True]} with it (expected {buckets})")
+    cdist.print0(f"bucket all-reduces per optimizer step: {calls[False]} without no_sync, "
+                 f"{calls[True]} with no_sync on the first {a.k - 1} micro-batches")
+    check = compare("accumulated gradients, no_sync vs all-reduce every micro-batch",
+                    grads[True], grads[False])
+
+    def acc_step(use: bool) -> Callable[[], None]:
+        def step() -> None:
+            opt.zero_grad(set_to_none=True)
+            accumulate(plain, micro, use)
+            opt.step()
+        return step
+
+    acc_s = time_in_turns({f"{a.k} micro-batches, all-reduce each": acc_step(False),
+                           f"{a.k} micro-batches, no_sync on {a.k - 1}": acc_step(True)},
+                          a.repeats, a.number)
+    return dict(buckets=buckets, calls_without=calls[False], calls_with=calls[True],
+                check=check, step_s=acc_s)
 
 
 @cdist.entry
@@ -263,7 +351,7 @@ def main() -> None:
 
     # ---- 2. buckets: one DDP per bucket cap, same starting weights ----
     cdist.seed_all(a.seed)  # every rank: the same starting weights
-    base = course_ddp.deep_mlp(a.width, a.layers).to(dev)
+    base = nb06.deep_mlp(a.width, a.layers).to(dev)
     params = list(base.parameters())
     results["param_bytes"] = sum(p.numel() * p.element_size() for p in params)
     results["param_tensors"] = len(params)
@@ -271,92 +359,16 @@ def main() -> None:
     x = torch.randn(a.batch, a.width, device=dev)  # (B, width)
     y = torch.randn(a.batch, a.width, device=dev)  # (B, width) regression targets
     ids = [ctx.local_rank] if dev.type == "cuda" else None
-
-    caps: list[float | None] = [*a.caps, None]  # None: DDP's default (25 MiB, first bucket 1 MiB)
-    ddps, logs, runs = {}, {}, []
-    for cap in caps:
-        label = "default" if cap is None else f"{cap:g} MiB"
-        ddp = DDP(copy.deepcopy(base), device_ids=ids, bucket_cap_mb=cap)
-        log = BucketLog(Clock(dev))
-        ddp.register_comm_hook(log, logging_hook)  # once per DDP: state, hook
-        timeline(ddp, log, x, y, 2)  # pass 1: one bucket for all; then DDP rebuilds its buckets
-        iters = timeline(ddp, log, x, y, a.iters)
-        ddps[label], logs[label] = ddp, log
-        runs.append(dict(cap_mb=cap, label=label, iters=iters,
-                         reported_sizes=reported_bucket_sizes(ddp)))
-        sizes = [b["bytes"] for b in iters[-1]["buckets"]]
-        cdist.print0(f"bucket_cap_mb {label}: {len(sizes)} bucket(s) of "
-                     f"{', '.join(f'{s / 2**20:.2f}' for s in sizes)} MiB; DDP reports "
-                     f"{len(runs[-1]['reported_sizes'])}")
+    ddps, logs, runs = bucket_runs(a, base, x, y, ids)
     results["buckets"] = runs
 
     # ---- 3. overlap: the same gradients, then step times in turns ----
-    plain = ddps["default"]
-    g_ddp = {}
-    for label, ddp in ddps.items():  # no weights have changed yet: every copy equals `base`
-        ddp.zero_grad(set_to_none=True)
-        F.mse_loss(ddp(x), y).backward()
-        g_ddp[label] = flat_grad(ddp.module)
-    plain.zero_grad(set_to_none=True)
-    compute_then_communicate(plain, x, y)
-    g_manual = flat_grad(plain.module)
-    checks = [compare(f"gradients, DDP (bucket_cap_mb {label}) vs compute-then-communicate", g,
-                      g_manual) for label, g in g_ddp.items()]
-    for log in logs.values():
-        log.on = False  # steps are timed with the hook's all-reduce only
-
     opts = {label: torch.optim.SGD(ddp.parameters(), lr=1e-3) for label, ddp in ddps.items()}
-
-    def ddp_step(label: str) -> Callable[[], None]:
-        def step() -> None:
-            opts[label].zero_grad(set_to_none=True)
-            F.mse_loss(ddps[label](x), y).backward()  # all-reduce bucket by bucket, during backward
-            opts[label].step()
-        return step
-
-    def manual_step() -> None:
-        opts["default"].zero_grad(set_to_none=True)
-        compute_then_communicate(plain, x, y)  # backward, then one all-reduce
-        opts["default"].step()
-
-    fns = {f"DDP, bucket_cap_mb {label}": ddp_step(label) for label in ddps}
-    fns["compute, then one all-reduce"] = manual_step
-    step_s = time_in_turns(fns, a.repeats, a.number)
-    results["overlap"] = dict(step_s=step_s, checks=checks, number=a.number, repeats=a.repeats)
+    results["overlap"] = overlap(a, ddps, logs, opts, x, y)
 
     # ---- 4. no_sync: count the all-reduces, compare the gradients, time a step ----
-    micro = list(zip(x.chunk(a.k), y.chunk(a.k)))  # k × ((B/k, width), (B/k, width))
-    log = logs["default"]
-    log.on = True
     buckets = len(runs[-1]["iters"][-1]["buckets"])
-    grads, calls = {}, {}
-    for use in (False, True):
-        plain.zero_grad(set_to_none=True)
-        log.clear()
-        accumulate(plain, micro, use)
-        calls[use] = len(log.rows)  # hook calls: one per bucket per all-reduced backward
-        grads[use] = flat_grad(plain.module)
-    log.on = False
-    if calls[False] != a.k * buckets or calls[True] != buckets:
-        raise AssertionError(f"all-reduce calls: {calls[False]} without no_sync (expected "
-                             f"{a.k} × {buckets}), {calls[True]} with it (expected {buckets})")
-    cdist.print0(f"bucket all-reduces per optimizer step: {calls[False]} without no_sync, "
-                 f"{calls[True]} with no_sync on the first {a.k - 1} micro-batches")
-    check = compare("accumulated gradients, no_sync vs all-reduce every micro-batch",
-                    grads[True], grads[False])
-
-    def acc_step(use: bool) -> Callable[[], None]:
-        def step() -> None:
-            opts["default"].zero_grad(set_to_none=True)
-            accumulate(plain, micro, use)
-            opts["default"].step()
-        return step
-
-    acc_s = time_in_turns({f"{a.k} micro-batches, all-reduce each": acc_step(False),
-                           f"{a.k} micro-batches, no_sync on {a.k - 1}": acc_step(True)},
-                          a.repeats, a.number)
-    results["no_sync"] = dict(buckets=buckets, calls_without=calls[False], calls_with=calls[True],
-                              check=check, step_s=acc_s)
+    results["no_sync"] = no_sync(a, ddps["default"], logs["default"], opts["default"], buckets, x, y)
 
     results["script_s"] = time.perf_counter() - start
     cdist.print0(f"done in {results['script_s']:.1f} s (rank 0, after start-up)")

@@ -33,7 +33,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.benchmark import Timer
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
-from course_lib import checkpoint, data, ddp as course_ddp
+from course_lib import checkpoint, data, models
 from course_lib import dist as cdist
 
 
@@ -83,7 +83,7 @@ def main() -> None:
     loader = DataLoader(dataset, batch_size=a.batch, sampler=sampler, drop_last=True)
 
     torch.manual_seed(a.seed)  # the same initial weights everywhere (DDP also broadcasts rank 0's)
-    model = course_ddp.mlp(a.res, a.hidden).to(device)  # 3 Linear layers, GELU between
+    model = models.mlp(a.res, a.hidden).to(device)  # 3 Linear layers, GELU between
     ddp = DDP(model, device_ids=[local_rank] if device.type == "cuda" else None)
     opt = torch.optim.SGD(ddp.parameters(), lr=a.lr, momentum=0.9)
     cdist.print0(f"world size {world_size}, backend {backend}, device {device}, "

@@ -26,9 +26,8 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from course_lib import ddp as course_ddp
 from course_lib import dist as cdist
-from course_lib import fsdp
+from course_lib.lessons import nb06
 
 # FSDP2 reduce-scatters the gradients where DDP all-reduces them: the same sums, possibly added
 # in another order, so the weights may differ by fp32 rounding, carried through the AdamW steps.
@@ -62,8 +61,8 @@ def train(net: nn.Module, opt: torch.optim.Optimizer, xs: torch.Tensor, ys: torc
 
 def held(model: nn.Module, opt: torch.optim.Optimizer) -> dict[str, int]:
     """Bytes of this rank's local parameters, gradients and optimizer state."""
-    return dict(params=fsdp.local_bytes(model), grads=fsdp.grad_bytes(model),
-                optim=fsdp.optimizer_state_bytes(opt))
+    return dict(params=nb06.local_bytes(model), grads=nb06.grad_bytes(model),
+                optim=nb06.optimizer_state_bytes(opt))
 
 
 @cdist.entry
@@ -72,12 +71,12 @@ def main() -> None:
     ctx = cdist.setup(timeout_s=a.timeout)  # init_process_group("gloo" or "nccl", timeout=...)
     W, rank = ctx.world_size, ctx.rank
     cdist.print0(f"world size {W}, backend {ctx.backend}, device {ctx.device}")
-    if ctx.device.type == "cpu" and not fsdp.trains_on_cpu():
-        raise RuntimeError(f"FSDP2 trains on CPU tensors from torch {fsdp.CPU_MIN_TORCH} on; this "
+    if ctx.device.type == "cpu" and not nb06.trains_on_cpu():
+        raise RuntimeError(f"FSDP2 trains on CPU tensors from torch {nb06.CPU_MIN_TORCH} on; this "
                            f"is torch {torch.__version__} (on GPUs with nccl it works).")
 
     cdist.seed_all(a.seed)  # every rank: the same initial weights and the same data
-    model = course_ddp.deep_mlp(a.width, a.layers).to(ctx.device)
+    model = nb06.deep_mlp(a.width, a.layers).to(ctx.device)
     x = torch.randn(a.steps, W, a.batch, a.width, device=ctx.device)  # (steps, W, B, width)
     y = torch.randn(a.steps, W, a.batch, a.width, device=ctx.device)
     xs, ys = x[:, rank], y[:, rank]  # this rank's batch of each step: (steps, B, width)
@@ -121,7 +120,7 @@ def main() -> None:
     results = dict(world_size=W, backend=ctx.backend, device=str(ctx.device), width=a.width,
                    layers=a.layers, steps=a.steps, batch_per_rank=a.batch, lr=a.lr,
                    shapes=shapes, n_params=sum(p.numel() for p in model.parameters()),
-                   total_param_bytes=fsdp.local_bytes(model),  # the unsharded model
+                   total_param_bytes=nb06.local_bytes(model),  # the unsharded model
                    per_rank={k: [row[k] for row in rows] for k in ("DDP", "FSDP2")},
                    atol=ATOL, rtol=RTOL, max_abs_diff=max_diff, worst_share=worst,
                    max_change=moved,

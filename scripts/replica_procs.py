@@ -5,12 +5,13 @@ Run it by hand from the repository root (K = 2 processes):
     torchrun --nproc_per_node=2 scripts/replica_procs.py --model 32,64,8 --model 1024,4,256
 
 For each ``--model WIDTH,LAYERS,BATCH`` every rank builds the same K replicas of a stack of
-Linear layers (``course_lib.dp.layer_stack``) and K (BATCH, WIDTH) pieces, and runs the forward
-passes without autograd, with 1 thread per operation, so that the workers are the only
+Linear layers (``course_lib.lessons.nb05.layer_stack``) and K (BATCH, WIDTH) pieces, and runs
+the forward passes without autograd, with 1 thread per operation, so that the workers are the only
 parallelism. Rank 0 alone times the K replicas one after another and on one Python thread each
 (as DataParallel's ``parallel_apply`` runs them), in turns, while the other ranks wait; then
 every rank runs its own replica at the same time, as DDP does, and a round takes as long as the
-slowest rank. All three are timed by the same loop. Rank 0 writes ``--out/results.json``:
+slowest rank. The first two are timed in turns by ``bench.turns``, the third in blocks of the
+same number of calls (``bench.calls_per_block``) on every rank. Rank 0 writes ``--out/results.json``:
 seconds per call of each way, one value per round.
 """
 
@@ -24,8 +25,9 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 
+from course_lib import bench
 from course_lib import dist as cdist
-from course_lib import dp
+from course_lib.lessons import nb05
 
 
 def triple(text: str) -> tuple[int, int, int]:
@@ -52,27 +54,11 @@ def seconds_per_call(fn: Callable[[], object], calls: int) -> float:
     return (time.perf_counter() - start) / calls
 
 
-def calls_for(fn: Callable[[], object], seconds: float) -> int:
-    """Calls that last about `seconds`, from the fastest of 3 single calls after 2 warm-ups."""
-    seconds_per_call(fn, 2)
-    single = min(seconds_per_call(fn, 1) for _ in range(3))
-    return max(1, round(seconds / max(single, 1e-9)))
-
-
-def in_turns(ways: dict[str, Callable[[], object]], seconds: float, rounds: int) -> dict[str, list[float]]:
-    """Seconds per call of each way, `rounds` rounds in which each way runs once in turn."""
-    calls = {name: calls_for(fn, seconds / rounds) for name, fn in ways.items()}
-    times: dict[str, list[float]] = {name: [] for name in ways}
-    for _ in range(rounds):
-        for name, fn in ways.items():
-            times[name].append(seconds_per_call(fn, calls[name]))
-    return times
-
-
 def together(fn: Callable[[], object], seconds: float, rounds: int, world_size: int) -> list[float]:
     """Every rank runs `fn` the same number of times, starting together; per round, the slowest
     rank's seconds per call."""
-    calls = torch.tensor([calls_for(fn, seconds / rounds)])
+    seconds_per_call(fn, 2)  # warm-up
+    calls = torch.tensor([bench.calls_per_block(fn, seconds / rounds)])
     dist.broadcast(calls, src=0)  # rank 0's count, so that every rank makes the same calls
     times = []
     for _ in range(rounds):
@@ -93,15 +79,15 @@ def main() -> None:
     for width, layers, batch in a.model:
         torch.manual_seed(a.seed)
         # ---- the three ways (notebook 05 prints these lines) ----
-        reps = dp.replicas(dp.layer_stack(width, layers), k)  # k copies of layers × Linear
+        reps = nb05.replicas(nb05.layer_stack(width, layers), k)  # k copies of layers × Linear
         ins = [torch.randn(batch, width) for _ in reps]  # one (batch, width) piece per replica
         with torch.no_grad():
             times = {}
             if ctx.rank == 0:  # rank 0 alone, while the other ranks wait at the barrier
-                times = in_turns({
+                times = bench.turns({
                     "one after another": lambda: [r(x) for r, x in zip(reps, ins)],
-                    "a thread each": lambda: dp.thread_apply(reps, ins),  # as parallel_apply
-                }, a.seconds, a.rounds)
+                    "a thread each": lambda: nb05.thread_apply(reps, ins),  # as parallel_apply
+                }, rounds=a.rounds, block_s=a.seconds / a.rounds)
             dist.barrier()
             mine = lambda: reps[ctx.rank](ins[ctx.rank])  # noqa: E731 - this rank's replica
             times["a process each"] = together(mine, a.seconds, a.rounds, k)  # as DDP

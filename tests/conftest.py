@@ -1,6 +1,7 @@
 """Shared test fixtures and paths."""
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -8,6 +9,8 @@ import torch
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+# `make …` with this test's environment as VENV, silent, never reinstalling it
+MAKE = ["make", "-s", "-o", f"{sys.prefix}/.installed", f"VENV={sys.prefix}"]
 
 
 def needs_tool(module: str) -> pytest.MarkDecorator:

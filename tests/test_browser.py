@@ -30,7 +30,7 @@ import nbformat
 import pytest
 
 from conftest import NOTEBOOKS, REPO
-from course_lib import student
+from course_lib.workshop import student
 from test_lab import free_port, lab_command, status, stop
 from test_executed import smoke_copy  # make course PROFILE=smoke's executed copies (CI: just before)
 

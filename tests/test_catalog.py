@@ -1,9 +1,10 @@
-"""course_lib.catalog: every notebook has one entry, and the readiness table says what a
+"""course_lib.workshop.catalog: every notebook has one entry, and the readiness table says what a
 machine can show without predicting how a measurement comes out."""
 
 import pytest
 
-from course_lib import catalog, device
+from course_lib import device
+from course_lib.workshop import catalog
 
 
 def test_every_notebook_file_has_one_entry_in_course_order():

@@ -9,7 +9,8 @@ import nbformat
 import pytest
 
 from conftest import needs_tool
-from course_lib import bench, catalog, cli, cohort, device, profiles, report, runner
+from course_lib import bench, device, profiles, report
+from course_lib.workshop import catalog, cli, cohort, runner
 
 
 def run_course(*args: str, cwd=None) -> subprocess.CompletedProcess:

@@ -1,4 +1,4 @@
-"""course_lib.cohort and `course cohort`: a folder of attendees' reports becomes one table and
+"""course_lib.workshop.cohort and `course cohort`: a folder of attendees' reports becomes one table and
 one plot; a bad file is named in one sentence and the rest still shown."""
 
 import json
@@ -11,7 +11,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from course_lib import catalog, cli, cohort, report  # noqa: E402
+from course_lib import report  # noqa: E402
+from course_lib.workshop import catalog, cli, cohort
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -10,7 +10,8 @@ import torch
 import torch.nn as nn
 
 from conftest import REPO
-from course_lib import ddp, dist
+from course_lib import dist
+from course_lib.lessons import nb06
 
 SMALL = dict(width=64, layers=3, batch=8, k=2, iters=2, repeats=2)
 TINY_CAP_MB = 0.01  # 10 KiB: below one 64×64 weight (16 KiB), above a bias (256 B)
@@ -102,7 +103,7 @@ def test_one_launch_collectives_buckets_overlap_and_no_sync(tmp_path):
 # ---- pure helpers ----------------------------------------------------------------------------
 
 def test_deep_mlp_is_linear_layers_only():
-    mlp = ddp.deep_mlp(width=16, layers=3)
+    mlp = nb06.deep_mlp(width=16, layers=3)
     assert sum(isinstance(m, nn.Linear) for m in mlp) == 3
     assert not any(isinstance(m, (nn.BatchNorm1d, nn.LayerNorm, nn.Dropout)) for m in mlp)
     assert mlp(torch.randn(5, 16)).shape == (5, 16)

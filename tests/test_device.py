@@ -295,3 +295,42 @@ def test_exact_sets_tf32_as_asked_with_deterministic_cudnn_and_restores(allow_tf
     finally:
         b.cudnn.benchmark = before[3]
     assert (b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32, b.cudnn.deterministic) == before[:3]
+
+
+# -- 16-bit precisions this device runs natively (used by notebooks 00-04, train.amp_for) --
+
+def test_available_on_cpu():
+    assert device.available("cpu") == ["fp32", "fp16+GradScaler", "bf16"]
+
+
+def test_cpu_16bit_flags(tmp_path):
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx512f amx_fp16 avx512_bf16 f16c\n\n"
+                    "processor\t: 1\nflags\t\t: avx512_fp16\n")
+    assert device.cpu_16bit_flags(str(info)) == ["avx512_bf16", "amx_fp16"]  # the first CPU's
+    assert device.cpu_16bit_flags(str(tmp_path / "missing")) == []
+
+
+def test_cpu_support_is_one_sentence_from_the_flags():
+    none = device.cpu_support("fp16", flags=["avx512_bf16"])
+    assert "none of avx512_fp16, amx_fp16" in none and "no optimised fp16 kernels" in none
+    have = device.cpu_support("bf16", flags=["avx512_bf16"])
+    assert "reports avx512_bf16" in have and "no optimised" not in have
+    assert none.count(". ") == 0 and have.count(". ") == 0
+    with pytest.raises(ValueError, match="fp16 or bf16"):
+        device.cpu_support("fp8", flags=[])
+
+
+def test_sixteen_bit_choice_where_bf16_is_not_native(monkeypatch):
+    assert device.amp_name("cpu") == "bf16" and device.amp_note("cpu") is None
+    monkeypatch.setattr(device, "bf16_supported", lambda dev: False)  # a T4
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda dev=None: (7, 5))
+    monkeypatch.setattr(device, "label", lambda dev: "Tesla T4")
+    assert device.amp_name("cuda") == "fp16+GradScaler"
+    assert device.available("cuda") == ["fp32", "fp16+GradScaler"]  # no TF32, no emulated bf16
+    note = device.amp_note("cuda")
+    assert "sm 7.5" in note and "fp16" in note and note.count(". ") == 0
+    monkeypatch.setattr(device, "bf16_supported", lambda dev: True)  # an A100
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda dev=None: (8, 0))
+    assert device.available("cuda") == ["fp32", "fp32+TF32", "fp16+GradScaler", "bf16"]
+    assert device.amp_note("cuda") is None

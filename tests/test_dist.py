@@ -7,7 +7,8 @@ import time
 import pytest
 import torch
 
-from course_lib import checkpoint, data, ddp, dist
+from course_lib import checkpoint, data, dist
+from course_lib.lessons import nb06
 
 SMALL = dict(images=256, res=8, hidden=32, batch=16, epochs=2, lr=0.05)
 
@@ -19,7 +20,7 @@ def _args(out, **over) -> list[str]:
 
 def _reference() -> dict[str, torch.Tensor]:
     x, y = data.make_tensor_dataset(SMALL["images"], SMALL["res"])
-    model = ddp.train_single(x, y, world_size=2, batch=SMALL["batch"], epochs=SMALL["epochs"],
+    model = nb06.train_single(x, y, world_size=2, batch=SMALL["batch"], epochs=SMALL["epochs"],
                              lr=SMALL["lr"], hidden=SMALL["hidden"])
     return model.state_dict()
 
@@ -187,24 +188,24 @@ def test_multi_node_commands_and_slurm_script(tmp_path):
 # ---- notebook 06's helpers ---------------------------------------------------------------------
 
 def test_rank_orders_split_the_data_and_reshuffle_only_with_set_epoch():
-    orders = ddp.rank_orders(12, 2, 3)
+    orders = nb06.rank_orders(12, 2, 3)
     for epoch in orders:
         assert sorted(epoch[0] + epoch[1]) == list(range(12))
     assert orders[0][0] != orders[1][0]
-    frozen = ddp.rank_orders(12, 2, 3, set_epoch=False)
+    frozen = nb06.rank_orders(12, 2, 3, set_epoch=False)
     assert frozen[0] == frozen[1] == frozen[2] == [orders[0][0], orders[0][1]]
 
 
 def test_check_epoch_orders_catches_a_missing_set_epoch():
     def good(n, world, rank, epochs):
-        return [o[rank] for o in ddp.rank_orders(n, world, epochs)]
+        return [o[rank] for o in nb06.rank_orders(n, world, epochs)]
 
     def forgot(n, world, rank, epochs):
-        return [o[rank] for o in ddp.rank_orders(n, world, epochs, set_epoch=False)]
+        return [o[rank] for o in nb06.rank_orders(n, world, epochs, set_epoch=False)]
 
-    ddp.check_epoch_orders(good)
+    nb06.check_epoch_orders(good)
     with pytest.raises(AssertionError, match="set_epoch"):
-        ddp.check_epoch_orders(forgot)
+        nb06.check_epoch_orders(forgot)
 
 
 def test_check_same_collectives_catches_a_rank_zero_only_collective():
@@ -221,12 +222,12 @@ def test_check_same_collectives_catches_a_rank_zero_only_collective():
     def every_rank_in_place(loss):
         tdist.all_reduce(loss)
 
-    assert ddp.collective_calls(rank0_only) == [["all_reduce", "(changed the caller's loss in place)"], []]
+    assert nb06.collective_calls(rank0_only) == [["all_reduce", "(changed the caller's loss in place)"], []]
     with pytest.raises(AssertionError, match="in place"):
-        ddp.check_same_collectives(every_rank_in_place)
+        nb06.check_same_collectives(every_rank_in_place)
     with pytest.raises(AssertionError, match="rank 1 calls nothing"):
-        ddp.check_same_collectives(rank0_only)
-    ddp.check_same_collectives(every_rank)
+        nb06.check_same_collectives(rank0_only)
+    nb06.check_same_collectives(every_rank)
     assert not tdist.is_initialized()  # the simulation left torch.distributed as it was
 
 

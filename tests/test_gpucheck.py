@@ -11,7 +11,8 @@ import textwrap
 import pytest
 
 from conftest import NOTEBOOKS
-from course_lib import cli, gpucheck, report, runner
+from course_lib import report
+from course_lib.workshop import cli, gpucheck, runner
 from course_lib.device import MEMORY_CAP_ENV
 
 STEMS = [p.stem for p in NOTEBOOKS]

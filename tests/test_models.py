@@ -118,7 +118,7 @@ def test_show_tutorial_bugs_refuses_to_show_a_bug_that_did_not_fire():
 
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
-from course_lib import attention  # noqa: E402
+from course_lib import roofline  # noqa: E402
 
 TINY = models.GPTConfig(vocab_size=61, block_size=16, n_layer=2, n_head=4, n_embd=32)
 
@@ -205,7 +205,7 @@ def test_flops_per_token_against_flop_counter(bias):
         model(idx).sum().backward()
 
     with sdpa_kernel(SDPBackend.MATH):  # torch 2.6 does not count the CPU flash kernel
-        counted = attention.counted_flops(step)
+        counted = roofline.counted_flops(step)
     matrices = sum(p.numel() for n, p in model.named_parameters() if p.dim() == 2 and n != "wpe.weight")
     tokens = B * c.block_size
     assert counted == (6 * matrices + 12 * c.n_layer * c.block_size * c.n_embd) * tokens

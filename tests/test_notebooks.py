@@ -11,7 +11,7 @@ import sys
 import nbformat
 import pytest
 
-from conftest import NOTEBOOKS, REPO, needs_tool
+from conftest import MAKE, NOTEBOOKS, REPO, needs_tool
 
 SANITIZE = REPO / "tests" / "nbval_sanitize.cfg"  # nbval's format: `regex:` / `replace:` pairs
 CHECKED = "nbval-check-output"  # the tag nbval --nbval-lax compares; always with keep_output
@@ -83,8 +83,7 @@ def test_course_has_its_first_notebooks():
 
 def make(*args: str) -> subprocess.CompletedProcess:
     """A Makefile target run with this test's environment as VENV (never reinstalled here)."""
-    return subprocess.run(["make", "-s", "-o", f"{sys.prefix}/.installed", f"VENV={sys.prefix}", *args],
-                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    return subprocess.run([*MAKE, *args], cwd=REPO, capture_output=True, text=True, timeout=300)
 
 
 @needs_tool("nbstripout")

@@ -73,4 +73,4 @@ def test_readme_quick_start_and_ci_agree():
 
 
 def test_console_script_points_at_the_cli():
-    assert PYPROJECT["project"]["scripts"]["course"] == "course_lib.cli:main"
+    assert PYPROJECT["project"]["scripts"]["course"] == "course_lib.workshop.cli:main"

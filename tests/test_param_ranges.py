@@ -16,7 +16,8 @@ import pytest
 import torch
 
 from conftest import REPO
-from course_lib import ddp, runner
+from course_lib.lessons import nb06
+from course_lib.workshop import runner
 
 # One folder per torch release, so the newest and the oldest-supported runs sit side by side.
 OUT = REPO / "build" / f"test-smoke-torch-{torch.__version__.split('+')[0]}"
@@ -68,12 +69,12 @@ def test_a_value_outside_the_range_stops_the_notebook_with_one_sentence(name):
 
 
 def test_sampler_pads_with_the_permutations_first_indices_when_world_does_not_divide_the_data():
-    perm = ddp.rank_orders(16, 1, 1)[0][0]  # the permutation every rank draws, epoch 0
-    padded = ddp.rank_orders(16, 3, 1, drop_last=False)[0]  # 3 ranks × 6 places for 16 indices
+    perm = nb06.rank_orders(16, 1, 1)[0][0]  # the permutation every rank draws, epoch 0
+    padded = nb06.rank_orders(16, 3, 1, drop_last=False)[0]  # 3 ranks × 6 places for 16 indices
     assert [len(order) for order in padded] == [6, 6, 6]
     seen = sum(padded, [])
     assert set(seen) == set(range(16))
     assert sorted(i for i in set(seen) if seen.count(i) == 2) == sorted(perm[:2])
-    dropped = ddp.rank_orders(16, 3, 1)[0]  # drop_last=True: 3 × 5, the last index left out
+    dropped = nb06.rank_orders(16, 3, 1)[0]  # drop_last=True: 3 × 5, the last index left out
     assert sorted(sum(dropped, [])) == sorted(perm[:15])
     assert all(order == perm[r:15:3] for r, order in enumerate(dropped))

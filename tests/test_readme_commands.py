@@ -13,7 +13,7 @@ import sys
 import pytest
 import torch
 
-from conftest import REPO, needs_tool
+from conftest import MAKE, REPO, needs_tool
 
 README = (REPO / "README.md").read_text()
 BIN = os.path.dirname(sys.executable)
@@ -52,7 +52,7 @@ def readme_commands() -> list[str]:
 def run(command: str, cwd=REPO, **env: str) -> subprocess.CompletedProcess:
     argv = shlex.split(command.replace(".venv/bin/", BIN + "/"))
     if argv[0] == "make":
-        argv[1:1] = ["-s", "-o", f"{sys.prefix}/.installed", f"VENV={sys.prefix}"]
+        argv[:1] = MAKE
     return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "COURSE_PROFILE": "smoke", **env})
 

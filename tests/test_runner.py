@@ -14,7 +14,8 @@ from jupyter_client.channels import AsyncZMQSocketChannel
 from jupyter_client.kernelspec import KernelSpecManager
 
 from conftest import REPO
-from course_lib import report, runner
+from course_lib import report
+from course_lib.workshop import runner
 
 
 def new_notebook(*sources: str) -> nbformat.NotebookNode:

@@ -6,7 +6,7 @@ import nbformat
 import pytest
 
 from conftest import NOTEBOOKS, needs_tool
-from course_lib import student
+from course_lib.workshop import student
 
 ids = [p.stem for p in NOTEBOOKS]
 

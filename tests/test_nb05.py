@@ -1,4 +1,4 @@
-"""course_lib.dp: DataParallel's arithmetic on one device, against full-batch training and
+"""course_lib.lessons.nb05: DataParallel's arithmetic on one device, against full-batch training and
 against PyTorch's own scatter and DataParallel where there are GPUs."""
 
 import copy
@@ -10,7 +10,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from course_lib import ddp, dp, models
+from course_lib import models
+from course_lib.lessons import nb05
 
 
 def _batch(n: int, res: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
@@ -26,31 +27,31 @@ def ceil_rule(n: int, k: int) -> list[int]:
 @pytest.mark.parametrize("k", range(1, 10))
 def test_scatter_sizes_follow_the_ceil_rule(k):
     for n in range(1, 41):
-        assert dp.scatter_sizes(n, k) == ceil_rule(n, k), (n, k)
+        assert nb05.scatter_sizes(n, k) == ceil_rule(n, k), (n, k)
 
 
 def test_scatter_can_leave_devices_idle():
-    sizes = dp.scatter_sizes(9, 4)
+    sizes = nb05.scatter_sizes(9, 4)
     assert len(sizes) < 4 and sum(sizes) == 9
 
 
 @pytest.mark.parametrize("n, k", [(0, 2), (4, 0), (-1, 3)])
 def test_scatter_sizes_refuses_empty_batches_and_no_devices(n, k):
     with pytest.raises(ValueError):
-        dp.scatter_sizes(n, k)
+        nb05.scatter_sizes(n, k)
 
 
 def test_scatter_sizes_without_enough_gpus_is_what_scatter_calls():
     k = torch.cuda.device_count() + 1  # always more devices than there are
-    assert dp.scatter_sizes(10, k) == [len(c) for c in torch.arange(10).chunk(k)]
+    assert nb05.scatter_sizes(10, k) == [len(c) for c in torch.arange(10).chunk(k)]
 
 
 @pytest.mark.parametrize("n, k", [(12, 2), (10, 4), (9, 4), (5, 8)])
 def test_data_parallel_step_gives_the_full_batch_gradient(n, k):
     x, y = _batch(n)
-    model = ddp.mlp(8, 32)
+    model = models.mlp(8, 32)
     full = copy.deepcopy(model)
-    out, loss = dp.data_parallel_step(model, x, y, k)
+    out, loss = nb05.data_parallel_step(model, x, y, k)
     full_out = full(x)
     F.cross_entropy(full_out, y).backward()
     torch.testing.assert_close(out, full_out.detach(), rtol=1e-5, atol=1e-6)
@@ -62,8 +63,8 @@ def test_averaging_per_replica_gradients_is_not_the_full_batch_gradient_for_uneq
     """The reason the loss goes after the gather: 10 rows over 4 replicas are 3+3+3+1, and the
     mean of the four chunk means weights the last row 3x too much."""
     x, y = _batch(10)
-    model = ddp.mlp(8, 32)
-    dp.data_parallel_step(model, x, y, 4)
+    model = models.mlp(8, 32)
+    nb05.data_parallel_step(model, x, y, 4)
     averaged = copy.deepcopy(model)
     averaged.zero_grad(set_to_none=True)
     for xc, yc in zip(x.chunk(4), y.chunk(4)):
@@ -77,7 +78,7 @@ def test_batchnorm_replicas_normalise_by_their_own_chunk_and_keep_replica_0_stat
     x, y = _batch(16, res=8)
     model = models.SmallCNN(width=4, resolution=8)
     start = copy.deepcopy(model)
-    out, _ = dp.data_parallel_step(model, x, y, 2)
+    out, _ = nb05.data_parallel_step(model, x, y, 2)
     assert (out - copy.deepcopy(start)(x).detach()).abs().max() > 1e-3
     only_chunk_0 = copy.deepcopy(start)
     only_chunk_0(x.chunk(2)[0])
@@ -87,7 +88,7 @@ def test_batchnorm_replicas_normalise_by_their_own_chunk_and_keep_replica_0_stat
 
 def test_replicas_share_the_first_copy_and_copy_the_rest():
     model = nn.Linear(3, 4)
-    r = dp.replicas(model, 3)
+    r = nb05.replicas(model, 3)
     assert r[0] is model and len(r) == 3
     assert r[1].weight.data_ptr() != model.weight.data_ptr()
     torch.testing.assert_close(r[2].weight, model.weight)
@@ -96,29 +97,29 @@ def test_replicas_share_the_first_copy_and_copy_the_rest():
 def test_thread_apply_matches_a_loop_and_keeps_the_grad_mode():
     mods = [nn.Linear(4, 4) for _ in range(3)]
     xs = list(torch.randn(3, 2, 4))
-    outs = dp.thread_apply(mods, xs)
+    outs = nb05.thread_apply(mods, xs)
     for m, xi, o in zip(mods, xs, outs):
         torch.testing.assert_close(o, m(xi))
         assert o.requires_grad
     with torch.no_grad():
-        assert not any(o.requires_grad for o in dp.thread_apply(mods, xs))
+        assert not any(o.requires_grad for o in nb05.thread_apply(mods, xs))
 
 
 def test_thread_apply_raises_a_threads_exception_in_the_caller():
     with pytest.raises(RuntimeError):  # a shape mismatch inside the second thread
-        dp.thread_apply([nn.Linear(4, 4), nn.Linear(5, 4)], [torch.randn(2, 4), torch.randn(2, 4)])
+        nb05.thread_apply([nn.Linear(4, 4), nn.Linear(5, 4)], [torch.randn(2, 4), torch.randn(2, 4)])
     with pytest.raises(ValueError):
-        dp.thread_apply([nn.Linear(4, 4)], [])
+        nb05.thread_apply([nn.Linear(4, 4)], [])
 
 
 def test_state_bytes_counts_parameters_and_buffers():
-    assert dp.state_bytes(nn.Linear(3, 4)) == (12 + 4) * 4
+    assert nb05.state_bytes(nn.Linear(3, 4)) == (12 + 4) * 4
     bn = nn.BatchNorm1d(5)  # weight, bias, running mean and var (fp32), num_batches_tracked (int64)
-    assert dp.state_bytes(bn) == 4 * 5 * 4 + 8
+    assert nb05.state_bytes(bn) == 4 * 5 * 4 + 8
 
 
 def test_check_chunk_sizes_accepts_scatters_rule():
-    dp.check_chunk_sizes(ceil_rule)
+    nb05.check_chunk_sizes(ceil_rule)
 
 
 def test_called_names_reads_calls_not_docstrings():
@@ -126,9 +127,9 @@ def test_called_names_reads_calls_not_docstrings():
         """Not ``x.chunk(k)``."""
         return [len(p) for p in torch.arange(n).split(3)]
 
-    assert {"split", "arange", "len"} <= dp.called_names(sizes)
-    assert "chunk" not in dp.called_names(sizes)
-    assert dp.called_names(print) == set()  # a builtin has no Python source
+    assert {"split", "arange", "len"} <= nb05.called_names(sizes)
+    assert "chunk" not in nb05.called_names(sizes)
+    assert nb05.called_names(print) == set()  # a builtin has no Python source
 
 
 @pytest.mark.parametrize("wrong", [
@@ -138,19 +139,19 @@ def test_called_names_reads_calls_not_docstrings():
 ])
 def test_check_chunk_sizes_rejects_other_splits(wrong):
     with pytest.raises(AssertionError):
-        dp.check_chunk_sizes(wrong)
+        nb05.check_chunk_sizes(wrong)
 
 
 @pytest.mark.gpu
 def test_on_two_gpus_data_parallel_matches_the_one_device_arithmetic():
     if torch.cuda.device_count() < 2:
         pytest.skip("needs 2 GPUs")
-    assert dp.scatter_sizes(10, 2) == ceil_rule(10, 2) == [5, 5]
+    assert nb05.scatter_sizes(10, 2) == ceil_rule(10, 2) == [5, 5]
     x, y = _batch(10)
-    model = ddp.mlp(8, 32).cuda()
+    model = models.mlp(8, 32).cuda()
     ref = copy.deepcopy(model)
     F.cross_entropy(nn.DataParallel(model, device_ids=[0, 1])(x.cuda()), y.cuda()).backward()
-    dp.data_parallel_step(ref, x.cuda(), y.cuda(), 2)
+    nb05.data_parallel_step(ref, x.cuda(), y.cuda(), 2)
     for p, q in zip(model.parameters(), ref.parameters()):
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-6)
 

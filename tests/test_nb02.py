@@ -1,4 +1,4 @@
-"""Tests for course_lib.loading (CPU, tiny models; GPU-only cases skipped without CUDA)."""
+"""Tests for course_lib.lessons.nb02 (CPU, tiny models; GPU-only cases skipped without CUDA)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 from fixtures_data import write_mnist_fixture
 
-from course_lib import data, loading, models, train
-from course_lib.loading import Throughput
+from course_lib import data, models, train
+from course_lib.lessons import nb02
+from course_lib.lessons.nb02 import Throughput
 
 def tiny_net(classes: int = 10) -> nn.Module:
     return nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
@@ -31,7 +32,7 @@ def assert_sane(r: Throughput, runs: int) -> None:
 # -- loaders ------------------------------------------------------------------------------
 
 def test_shapes_loader_draws_the_dataset_images():
-    loader = loading.shapes_loader(12, resolution=16, batch_size=4, seed=3)
+    loader = nb02.shapes_loader(12, resolution=16, batch_size=4, seed=3)
     xb, yb = next(iter(loader))
     ds = data.ShapesDataset(12, 16, "train", 3)
     i = next(k for k in range(12) if torch.equal(ds[k][0], xb[0]))
@@ -40,16 +41,16 @@ def test_shapes_loader_draws_the_dataset_images():
 
 
 def test_workers_change_the_speed_not_the_batches():
-    serial = list(loading.shapes_loader(12, resolution=16, batch_size=4, seed=3))
-    parallel = list(loading.shapes_loader(12, resolution=16, batch_size=4, num_workers=2, seed=3))
+    serial = list(nb02.shapes_loader(12, resolution=16, batch_size=4, seed=3))
+    parallel = list(nb02.shapes_loader(12, resolution=16, batch_size=4, num_workers=2, seed=3))
     assert len(serial) == len(parallel) == 3
     for (xa, ya), (xb, yb) in zip(serial, parallel):
         assert torch.equal(xa, xb) and torch.equal(ya, yb)
 
 
 def test_loader_name():
-    assert loading.loader_name(0) == "workers=0"
-    assert loading.loader_name(2, True) == "workers=2 +pin"
+    assert nb02.loader_name(0) == "workers=0"
+    assert nb02.loader_name(2, True) == "workers=2 +pin"
 
 
 # -- the loop and its timing --------------------------------------------------------------
@@ -69,14 +70,14 @@ def notebook_loop(model, opt, batches, steps, dev):
     return wait, loss
 
 
-@pytest.mark.parametrize("loop", [loading.train_steps, notebook_loop], ids=["library", "notebook"])
+@pytest.mark.parametrize("loop", [nb02.train_steps, notebook_loop], ids=["library", "notebook"])
 def test_the_loop_trains_exactly_like_train_fit(loop):
     """Same initial weights and batches: the loop's losses and weights are train.fit's."""
     def fresh():
         torch.manual_seed(0)
         return models.SmallCNN(width=4, resolution=16)
 
-    loader = lambda: loading.shapes_loader(4 * 8, resolution=16, batch_size=8, seed=1)  # noqa: E731
+    loader = lambda: nb02.shapes_loader(4 * 8, resolution=16, batch_size=8, seed=1)  # noqa: E731
     model, losses = fresh(), []
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
     batches = iter(loader())
@@ -98,26 +99,26 @@ def test_train_steps_returns_the_wait_for_slow_batches():
             yield torch.randn(2, 3, 8, 8), torch.tensor([0, 1])
 
     model = tiny_net(2)
-    wait, loss = loading.train_steps(model, torch.optim.SGD(model.parameters(), lr=0.1), slow(),
+    wait, loss = nb02.train_steps(model, torch.optim.SGD(model.parameters(), lr=0.1), slow(),
                                      3, "cpu")
     assert wait >= 3 * 0.02 and loss.dim() == 0
 
 
 def test_time_steps_counts_only_the_timed_calls():
     calls = []
-    r = loading.time_steps(lambda: calls.append(1) or 0.0, name="x", device="cpu", images=10,
+    r = nb02.time_steps(lambda: calls.append(1) or 0.0, name="x", device="cpu", images=10,
                            repeats=3, warmup=2)
     assert len(calls) == 5 and r.timing.runs == 3 and r.data_wait_share == 0.0
     assert r.timing.rate == pytest.approx(10 / r.timing.median_s)
 
 
 def test_warmup_uses_up_the_batches_the_workers_prepared_ahead():
-    assert loading.warmup_calls(0, 4) == 1  # no workers: one call, nothing prepared ahead
-    assert loading.warmup_calls(8, 4) == 1 + 4  # 8 workers x 2 batches = 16 batches = 4 calls of 4
-    assert loading.warmup_calls(2, 4) == 1 + 1 and loading.warmup_calls(3, 4) == 1 + 2  # rounded up
-    assert loading.warmup_calls(2, 4, prefetch_factor=4) == 1 + 2
+    assert nb02.warmup_calls(0, 4) == 1  # no workers: one call, nothing prepared ahead
+    assert nb02.warmup_calls(8, 4) == 1 + 4  # 8 workers x 2 batches = 16 batches = 4 calls of 4
+    assert nb02.warmup_calls(2, 4) == 1 + 1 and nb02.warmup_calls(3, 4) == 1 + 2  # rounded up
+    assert nb02.warmup_calls(2, 4, prefetch_factor=4) == 1 + 2
     with pytest.raises(ValueError, match="steps"):
-        loading.warmup_calls(2, 0)
+        nb02.warmup_calls(2, 0)
 
 
 def test_a_full_prefetch_buffer_is_not_timed(monkeypatch):
@@ -143,29 +144,29 @@ def test_a_full_prefetch_buffer_is_not_timed(monkeypatch):
             next(it)
         return time.perf_counter() - t0
 
-    r = loading.time_steps(call, name="x", device="cpu", images=2, repeats=3,
-                           warmup=loading.warmup_calls(2, 2))
+    r = nb02.time_steps(call, name="x", device="cpu", images=2, repeats=3,
+                           warmup=nb02.warmup_calls(2, 2))
     assert r.timing.lo_s >= 2 * 0.01 * 0.9 and r.data_wait_share > 0.9
 
 
 @pytest.mark.parametrize("workers", [0, 1])
 def test_measure_loader_reports_images_per_s_and_data_wait(workers):
-    r = loading.measure_loader(workers, **TINY)
+    r = nb02.measure_loader(workers, **TINY)
     assert_sane(r, runs=2)
     assert r.timing.name == f"workers={workers}" and r.timing.device.startswith("cpu")
 
 
 def test_measure_loader_rejects_bad_settings():
     with pytest.raises(ValueError, match="num_workers"):
-        loading.measure_loader(-1, **TINY)
+        nb02.measure_loader(-1, **TINY)
     with pytest.raises(ValueError, match="steps"):
-        loading.measure_loader(0, **{**TINY, "steps": 0})
+        nb02.measure_loader(0, **{**TINY, "steps": 0})
 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_measure_loader_pinned_on_gpu():
-    r = loading.measure_loader(1, True, **{**TINY, "device": "cuda"})
+    r = nb02.measure_loader(1, True, **{**TINY, "device": "cuda"})
     assert_sane(r, runs=2)
     assert "+pin" in r.timing.name and not r.timing.device.startswith("cpu")
 
@@ -175,17 +176,17 @@ def test_measure_loader_pinned_on_gpu():
 def test_real_data_run_trains_on_files_that_exist(tmp_path):
     write_mnist_fixture(tmp_path, n=48)
     assert data.available("mnist", tmp_path)
-    h = loading.real_data_run("mnist", steps=3, batch_size=8, n_val=16, device="cpu", root=tmp_path)
+    h = nb02.real_data_run("mnist", steps=3, batch_size=8, n_val=16, device="cpu", root=tmp_path)
     assert h.step[-1] == 3 and h.samples == 24
     assert 0.0 <= h.val_accuracy[-1] <= 1.0
-    small = loading.real_data_run("mnist", steps=10, batch_size=8, n_val=16, device="cpu",
+    small = nb02.real_data_run("mnist", steps=10, batch_size=8, n_val=16, device="cpu",
                                   root=tmp_path)  # 48 images: 6 batches, so two passes
     assert small.step[-1] == 10 and small.samples == 80
 
 
 def test_real_data_run_missing_files_is_one_sentence(tmp_path):
     with pytest.raises(data.DatasetMissing, match="not found: put") as info:
-        loading.real_data_run("cifar10", steps=1, root=tmp_path)
+        nb02.real_data_run("cifar10", steps=1, root=tmp_path)
     assert "\n" not in str(info.value)
     with pytest.raises(ValueError, match="Unknown dataset"):
-        loading.real_data_run("imagenet", root=tmp_path)
+        nb02.real_data_run("imagenet", root=tmp_path)

@@ -1,4 +1,4 @@
-"""What ``nn.DataParallel`` does, on any device (notebook 05).
+"""Notebook 05 (DataParallel): what ``nn.DataParallel`` does, on any device.
 
 DataParallel's forward is four calls from ``torch.nn.parallel``: ``scatter`` (split the batch
 along dim 0 with ``Tensor.chunk``, one piece per GPU), ``replicate`` (copy the module to every

@@ -1,4 +1,4 @@
-"""FSDP2 against DDP: scripts/fsdp_vs_ddp.py under torchrun (2 ranks), course_lib.fsdp in process."""
+"""FSDP2 against DDP: scripts/fsdp_vs_ddp.py under torchrun (2 ranks), course_lib.lessons.nb06 in process."""
 
 import json
 import math
@@ -11,7 +11,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 
 from course_lib import dist as cdist
-from course_lib import fsdp
+from course_lib.lessons import nb06
 
 
 def rows_on(rank: int, dim0: int, world: int) -> int:
@@ -24,7 +24,7 @@ def test_launch_fsdp_shards_what_ddp_replicates(tmp_path):
     """One launch: exact bytes per rank (odd width: uneven shards), equal trained weights."""
     args = ["--out", tmp_path, "--width", "25", "--layers", "3", "--steps", "2", "--batch", "8"]
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if gpus < 2 and not fsdp.trains_on_cpu():  # torch 2.6 on CPU: refused in one sentence
+    if gpus < 2 and not nb06.trains_on_cpu():  # torch 2.6 on CPU: refused in one sentence
         with pytest.raises(cdist.LaunchError, match="RuntimeError"):
             cdist.launch("fsdp_vs_ddp", args, nproc=2, timeout_s=120, echo=False)
         return
@@ -40,7 +40,7 @@ def test_launch_fsdp_shards_what_ddp_replicates(tmp_path):
         assert r["per_rank"]["FSDP2"][rank] == dict(params=shard, grads=shard, optim=2 * shard + 4 * n)
     fsdp_params = [row["params"] for row in r["per_rank"]["FSDP2"]]
     assert sum(fsdp_params) == total  # the shards add up to the model, no copy twice
-    assert fsdp_params[0] == fsdp.shard_bytes(shapes, W) > fsdp_params[1]  # 13 rows vs 12
+    assert fsdp_params[0] == nb06.shard_bytes(shapes, W) > fsdp_params[1]  # 13 rows vs 12
     assert r["worst_share"] <= 1 and r["max_abs_diff"] < r["max_change"] / 100  # equal, and moved
     assert r["losses"]["DDP"] == pytest.approx(r["losses"]["FSDP2"], rel=1e-5)
 
@@ -50,7 +50,7 @@ def small() -> nn.Module:
 
 
 def test_fake_world_bytes_exact_at_8():
-    ddp, w8 = fsdp.fake_world_bytes(small, [8])
+    ddp, w8 = nb06.fake_world_bytes(small, [8])
     full = 4 * (200 + 20 + 60 + 3)
     assert (ddp.world, ddp.params, ddp.grads, ddp.optim) == (None, full, full, 2 * full + 4 * 4)
     shard = 4 * (3 * 10 + 3 + 1 * 20 + 1)  # ceil(20/8) = 3 rows, ceil(3/8) = 1 row
@@ -60,8 +60,8 @@ def test_fake_world_bytes_exact_at_8():
 
 
 def test_fake_world_bytes_twice_in_a_row():
-    first = fsdp.fake_world_bytes(small, [8, 64])
-    assert fsdp.fake_world_bytes(small, [8, 64]) == first
+    first = nb06.fake_world_bytes(small, [8, 64])
+    assert nb06.fake_world_bytes(small, [8, 64]) == first
     assert [r.world for r in first] == [None, 8, 64]
     assert not dist.is_initialized()
 
@@ -73,19 +73,19 @@ def test_fake_group_destroyed_on_error():
         return small()
 
     with pytest.raises(ValueError):
-        fsdp.fake_world_bytes(broken, [8])
+        nb06.fake_world_bytes(broken, [8])
     assert not dist.is_initialized()
     with pytest.raises(KeyError):
-        with fsdp.fake_group(4):
+        with nb06.fake_group(4):
             raise KeyError("inside")
     assert not dist.is_initialized()
-    assert fsdp.fake_world_bytes(small, [8])[1].world == 8  # usable again
+    assert nb06.fake_world_bytes(small, [8])[1].world == 8  # usable again
 
 
 def test_fake_group_refuses_a_second_group():
-    with fsdp.fake_group(2):
+    with nb06.fake_group(2):
         with pytest.raises(RuntimeError):
-            fsdp.fake_world_bytes(small, [8])
+            nb06.fake_world_bytes(small, [8])
         assert dist.get_world_size() == 2  # the outer group is untouched
     assert not dist.is_initialized()
 
@@ -99,7 +99,7 @@ def test_inline_fake_group_matches_library():
     try:
         mesh = init_device_mesh("cpu", (W,))
         with torch.device("meta"):
-            model = fsdp.GPT2SmallShapes()
+            model = nb06.GPT2SmallShapes()
         for block in model.blocks:
             fully_shard(block, mesh=mesh)
         fully_shard(model, mesh=mesh)
@@ -107,11 +107,11 @@ def test_inline_fake_group_matches_library():
         inline = sum(t.numel() * t.element_size() for t in local)
     finally:
         dist.destroy_process_group()
-    rows = fsdp.fake_world_bytes(fsdp.GPT2SmallShapes, [W], units=(fsdp.Block,))
+    rows = nb06.fake_world_bytes(nb06.GPT2SmallShapes, [W], units=(nb06.Block,))
     assert rows[1].params == inline
     with torch.device("meta"):
-        shapes = [p.shape for p in fsdp.GPT2SmallShapes().parameters()]
-    assert inline == fsdp.shard_bytes(shapes, W)
+        shapes = [p.shape for p in nb06.GPT2SmallShapes().parameters()]
+    assert inline == nb06.shard_bytes(shapes, W)
     assert rows[0].params == 4 * 124_401_408  # the stack's parameter count, fp32
 
 
@@ -119,11 +119,11 @@ def test_counting_on_real_tensors():
     """The byte counters and the AdamW formula against a real optimizer step."""
     model = small()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    assert fsdp.grad_bytes(model) == 0 and fsdp.optimizer_state_bytes(opt) == 0
+    assert nb06.grad_bytes(model) == 0 and nb06.optimizer_state_bytes(opt) == 0
     model(torch.randn(4, 10)).sum().backward()
     opt.step()
-    params = fsdp.local_bytes(model)
-    assert params == fsdp.local_bytes(list(model.parameters())) == 4 * 283
-    assert fsdp.grad_bytes(model) == params
-    assert fsdp.optimizer_state_bytes(opt) == fsdp.adamw_state_bytes(params, 4)
-    assert fsdp.tensor_bytes(torch.zeros(3, 5, dtype=torch.bfloat16)) == 30
+    params = nb06.local_bytes(model)
+    assert params == nb06.local_bytes(list(model.parameters())) == 4 * 283
+    assert nb06.grad_bytes(model) == params
+    assert nb06.optimizer_state_bytes(opt) == nb06.adamw_state_bytes(params, 4)
+    assert nb06.tensor_bytes(torch.zeros(3, 5, dtype=torch.bfloat16)) == 30

@@ -1,4 +1,4 @@
-"""Tests for course_lib.accumulate: k micro-batches vs one big batch, and what breaks it."""
+"""Tests for course_lib.lessons.nb04: k micro-batches vs one big batch, and what breaks it."""
 
 import copy
 
@@ -7,7 +7,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from course_lib import accumulate as acc
+from course_lib.lessons import nb04 as acc
 from course_lib import models
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

@@ -1,4 +1,4 @@
-"""Mixed precision up close: what 16-bit formats keep and lose, loss scaling, and
+"""Notebook 03 (mixed precision), up close: what 16-bit formats keep and lose, loss scaling, and
 training runs compared by precision.
 
     print(format_table())                       # fp32 / fp16 / bf16 limits
@@ -6,7 +6,7 @@ training runs compared by precision.
     rows = underflow_rows(activation_grads(model, x, y), [1, 2**16])
     result = train_run("bf16", make_model, TensorLoader(x, y, 64), steps=20, lr=3e-3)
     print(compare_losses("bf16", result.history.loss, fp32_result.history.loss))  # a verdict
-    print(cpu_support("fp16"))                  # does this CPU have fp16 instructions?
+    print(device.cpu_support("fp16"))           # does this CPU have fp16 instructions? (core)
     fc, feats = classifier_input(model, x)      # the last Linear and the fp32 features it gets
     with torch.autocast("cuda", dtype=torch.float16):
         out = fc(feats)
@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from course_lib import check, memory, train
 from course_lib.bench import timing_of
 from course_lib.data import TensorLoader
-from course_lib.device import bf16_supported, cpu_flags, tf32
+from course_lib.device import tf32
 from course_lib.device import label as device_label
 from course_lib.units import fmt_bytes, fmt_time
 
@@ -315,65 +315,6 @@ def scaler_table(rows: Sequence[ScalerRow]) -> str:
 
 
 # ---- training runs by precision -------------------------------------------------------
-
-CPU_16BIT_FLAGS = ("avx512_bf16", "amx_bf16", "avx512_fp16", "amx_fp16")  # native 16-bit math
-
-
-def cpu_16bit_flags(path: str = "/proc/cpuinfo") -> list[str]:
-    """Which of CPU_16BIT_FLAGS this CPU reports (Linux; empty where unknown)."""
-    flags = set(cpu_flags(path))
-    return [flag for flag in CPU_16BIT_FLAGS if flag in flags]
-
-
-def cpu_support(fmt: str, flags: Sequence[str] | None = None) -> str:
-    """One sentence: does this CPU report instructions for `fmt` ("fp16" or "bf16")?
-
-    `flags` defaults to :func:`cpu_16bit_flags`. Without them, PyTorch has no optimised
-    kernels for the format on this CPU and takes slower generic paths.
-    """
-    if fmt not in ("fp16", "bf16"):
-        raise ValueError(f"fmt must be fp16 or bf16, got {fmt!r}.")
-    flags = cpu_16bit_flags() if flags is None else list(flags)
-    wanted = [f for f in CPU_16BIT_FLAGS if f.endswith(fmt)]
-    have = [f for f in wanted if f in flags]
-    if have:
-        return (f"This CPU reports {', '.join(have)}: it has {fmt} instructions, which PyTorch's "
-                f"CPU kernels use where they were written for them.")
-    return (f"This CPU reports none of {', '.join(wanted)}: PyTorch has no optimised {fmt} kernels "
-            f"for it and falls back to slower paths (the measured ratio below says how much slower).")
-
-
-def available(device: torch.device | str) -> list[str]:
-    """The precisions worth comparing on `device` (TF32 only on CUDA GPUs that have it)."""
-    device = torch.device(device)
-    if device.type != "cuda":
-        return ["fp32", "fp16+GradScaler", "bf16"]
-    names = ["fp32"]
-    if torch.cuda.get_device_capability(device)[0] >= 8:
-        names.append("fp32+TF32")
-    names.append("fp16+GradScaler")
-    if bf16_supported(device):  # native only: a T4 emulates bf16, many times slower
-        names.append("bf16")
-    return names
-
-
-def amp_note(device: torch.device | str) -> str | None:
-    """One sentence where bf16 is not native on `device` (a CUDA GPU before Ampere: a T4, a
-    V100): its 16-bit rows use fp16 autocast with a GradScaler instead. None where bf16 is native
-    (GPUs from Ampere on; CPUs run bf16 everywhere, at a speed that depends on their instructions)."""
-    device = torch.device(device)
-    if bf16_supported(device):
-        return None
-    major, minor = torch.cuda.get_device_capability(device)
-    return (f"{device_label(device)} (sm {major}.{minor}) has no bf16 tensor cores and would emulate "
-            f"bf16 many times slower, so the 16-bit rows here use fp16 autocast with a GradScaler.")
-
-
-def amp_name(device: torch.device | str) -> str:
-    """The 16-bit training precision for `device`: "bf16" where bf16 is native, else
-    "fp16+GradScaler" (:func:`course_lib.device.bf16_supported`)."""
-    return "bf16" if bf16_supported(device) else "fp16+GradScaler"
-
 
 # ---- did the format really run? one layer against its fp64 emulation -------------------
 

@@ -1,4 +1,4 @@
-"""Tests for course_lib.precision (CPU, tiny models)."""
+"""Tests for course_lib.lessons.nb03 (CPU, tiny models)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from course_lib import data, models, precision
+from course_lib import data, models
+from course_lib.lessons import nb03
 
 
 def tiny_cnn() -> nn.Module:
@@ -38,81 +39,81 @@ def small_inputs():
 # -- formats and casts ----------------------------------------------------------------
 
 def test_format_facts_match_ieee_half_and_bfloat16():
-    fp16, bf16, fp32 = (precision.format_facts(n) for n in ("fp16", "bf16", "fp32"))
+    fp16, bf16, fp32 = (nb03.format_facts(n) for n in ("fp16", "bf16", "fp32"))
     assert (fp16.max, fp16.smallest_normal, fp16.smallest_subnormal, fp16.eps) == (65504.0, 2**-14, 2**-24, 2**-10)
     assert (fp16.mantissa_bits, bf16.mantissa_bits, fp32.mantissa_bits) == (10, 7, 23)
     assert bf16.smallest_normal == fp32.smallest_normal  # same 8-bit exponent
-    assert "65504" in precision.format_table().replace(",", "") or "6.55e+04" in precision.format_table()
+    assert "65504" in nb03.format_table().replace(",", "") or "6.55e+04" in nb03.format_table()
 
 
 def test_fate_names_what_a_cast_does():
-    assert precision.fate(1e-8, "fp16") == "underflow → 0"
-    assert precision.fate(70000.0, "fp16") == "overflow → inf"
-    assert precision.fate(1.0, "fp16") == "exact"
-    assert precision.fate(1e-6, "fp16").startswith("subnormal")
-    assert precision.fate(0.1, "fp16").startswith("rounded")
-    assert precision.fate(1e-8, "bf16").startswith("rounded")  # bf16 has fp32's range
-    assert precision.cast(65519.0, "fp16") == 65504.0
+    assert nb03.fate(1e-8, "fp16") == "underflow → 0"
+    assert nb03.fate(70000.0, "fp16") == "overflow → inf"
+    assert nb03.fate(1.0, "fp16") == "exact"
+    assert nb03.fate(1e-6, "fp16").startswith("subnormal")
+    assert nb03.fate(0.1, "fp16").startswith("rounded")
+    assert nb03.fate(1e-8, "bf16").startswith("rounded")  # bf16 has fp32's range
+    assert nb03.cast(65519.0, "fp16") == 65504.0
 
 
 def test_survives_and_table():
-    assert [precision.survives(v) for v in (1e-8, 1e-6, 1e-4, 1.0, 65504.0, 70000.0)] == \
+    assert [nb03.survives(v) for v in (1e-8, 1e-6, 1e-4, 1.0, 65504.0, 70000.0)] == \
         [False, False, True, True, True, False]
-    assert precision.survives(1e-8, "bf16", rtol=1e-2)  # in range, 8 bits of precision
-    table = precision.cast_table([1e-8, 70000.0])
+    assert nb03.survives(1e-8, "bf16", rtol=1e-2)  # in range, 8 bits of precision
+    table = nb03.cast_table([1e-8, 70000.0])
     assert "underflow → 0" in table and "overflow → inf" in table
 
 
 def test_unknown_format_is_one_sentence():
     with pytest.raises(ValueError, match="Unknown format 'fp8'"):
-        precision.format_facts("fp8")
+        nb03.format_facts("fp8")
 
 
 # -- gradients and loss scaling -----------------------------------------------------------
 
 def test_underflow_rows_count_exactly():
     grads = torch.tensor([1e-9, -1e-6, 1e-3, 10.0, 0.0])
-    one, big = precision.underflow_rows(grads, [1.0, 2.0**16])
+    one, big = nb03.underflow_rows(grads, [1.0, 2.0**16])
     assert (one.flushed, one.subnormal, one.overflowed, one.n) == (1, 1, 0, 5)
     assert (big.flushed, big.subnormal, big.overflowed) == (0, 0, 1)  # 10 * 65536 > 65504
     assert one.lost == 1 and big.lost == 1
     assert math.isclose(one.damaged_pct, 40.0)
-    assert "2^16" in precision.underflow_table([one, big])
+    assert "2^16" in nb03.underflow_table([one, big])
     with pytest.raises(ValueError, match="positive"):
-        precision.underflow_rows(grads, [0.0])
+        nb03.underflow_rows(grads, [0.0])
 
 
 def test_needed_scale_and_exercise_check(capsys):
-    assert precision.needed_scale(2**-14) == 1.0
-    assert precision.needed_scale(2**-20) == 2.0**6
-    assert precision.needed_scale(1e-3) == 1.0
-    assert precision.needed_scale(1e-7) * 1e-7 >= 2**-14 > precision.needed_scale(1e-7) / 2 * 1e-7
-    good = precision.needed_scale
-    precision.check_loss_scale(good)
+    assert nb03.needed_scale(2**-14) == 1.0
+    assert nb03.needed_scale(2**-20) == 2.0**6
+    assert nb03.needed_scale(1e-3) == 1.0
+    assert nb03.needed_scale(1e-7) * 1e-7 >= 2**-14 > nb03.needed_scale(1e-7) / 2 * 1e-7
+    good = nb03.needed_scale
+    nb03.check_loss_scale(good)
     assert "✓" in capsys.readouterr().out
     with pytest.raises(AssertionError, match="still below"):
-        precision.check_loss_scale(lambda g: 2.0 ** math.floor(math.log2(2**-14 / g)))
+        nb03.check_loss_scale(lambda g: 2.0 ** math.floor(math.log2(2**-14 / g)))
     with pytest.raises(ValueError, match="positive"):
-        precision.needed_scale(0.0)
+        nb03.needed_scale(0.0)
 
 
 def test_check_survivors_uses_the_normal_range():
     values = [0.0, 1e-8, 6e-5, 2.0**-14, 1.0, 65504.0, 70000.0]
     # 6e-5 is subnormal in fp16 yet within 0.1% after the cast: it does not stay normal
-    assert precision.survives(6e-5) and not precision.stays_normal(6e-5)
-    assert [precision.stays_normal(v) for v in values] == [True, False, False, True, True, True, False]
-    precision.check_survivors(lambda v: v == 0 or 2**-14 <= abs(v) <= 65504, values)  # the limits
+    assert nb03.survives(6e-5) and not nb03.stays_normal(6e-5)
+    assert [nb03.stays_normal(v) for v in values] == [True, False, False, True, True, True, False]
+    nb03.check_survivors(lambda v: v == 0 or 2**-14 <= abs(v) <= 65504, values)  # the limits
     with pytest.raises(AssertionError):
-        precision.check_survivors(lambda v: precision.survives(v), values)  # within 0.1%: not the same
+        nb03.check_survivors(lambda v: nb03.survives(v), values)  # within 0.1%: not the same
     with pytest.raises(AssertionError):
-        precision.check_survivors(lambda v: True, values)
+        nb03.check_survivors(lambda v: True, values)
 
 
 def test_activation_grads_capture_every_layer_output(images):
     x, y = images[0][:2], images[1][:2]
     torch.manual_seed(0)
     model = tiny_cnn()
-    grads = precision.activation_grads(model, x, y)
+    grads = nb03.activation_grads(model, x, y)
     # in backward order: the logits (2,6), then conv outputs (2,16,2,2), (2,8,4,4), (2,4,8,8)
     assert grads.numel() == 12 + 128 + 256 + 512
     logits = model(x)
@@ -120,53 +121,42 @@ def test_activation_grads_capture_every_layer_output(images):
     torch.testing.assert_close(grads[:12], expected.detach().flatten(), rtol=1e-4, atol=1e-7)
     assert all(p.grad is None for p in model.parameters())
     with pytest.raises(ValueError, match="no Conv2d or Linear"):
-        precision.activation_grads(nn.Sequential(nn.Flatten()), x, y)
+        nb03.activation_grads(nn.Sequential(nn.Flatten()), x, y)
 
 
 # -- pure fp16 optimizer steps and GradScaler ------------------------------------------------
 
 def test_half_adam_divides_by_zero_eps(small_inputs):
     x, y = small_inputs
-    step = precision.half_step(tiny_linear, x, y, "adamw", lr=1e-3)
+    step = nb03.half_step(tiny_linear, x, y, "adamw", lr=1e-3)
     assert step.elements == 12 * 3 + 3
     assert step.state_zero > 0 and step.nonfinite > 0  # v == 0 and eps == 0 -> m / 0
 
 
 def test_half_sgd_loses_small_updates(small_inputs):
     x, y = small_inputs
-    step = precision.half_step(tiny_linear, x, y, "sgd", lr=1e-3)
+    step = nb03.half_step(tiny_linear, x, y, "sgd", lr=1e-3)
     assert step.state_zero is None and step.nonfinite == 0
     assert 0 < step.unchanged <= step.nonzero_grads  # lr * g below half an fp16 step of w
     with pytest.raises(ValueError, match="sgd or adamw"):
-        precision.half_step(tiny_linear, x, y, "lion")
+        nb03.half_step(tiny_linear, x, y, "lion")
 
 
 def test_scaler_demo_skips_exactly_the_injected_steps():
-    rows = precision.scaler_demo(steps=6, inject=(2, 3), growth_interval=2)
+    rows = nb03.scaler_demo(steps=6, inject=(2, 3), growth_interval=2)
     assert [r.stepped for r in rows] == [True, False, False, True, True, True]
     assert [r.scale for r in rows] == [2.0**16, 2.0**16, 2.0**15, 2.0**14, 2.0**14, 2.0**15]
-    assert "SKIPPED" in precision.scaler_table(rows)
+    assert "SKIPPED" in nb03.scaler_table(rows)
     with pytest.raises(ValueError, match="within 1..3"):
-        precision.scaler_demo(steps=3, inject=(4,))
+        nb03.scaler_demo(steps=3, inject=(4,))
 
 
 # -- runs by precision -----------------------------------------------------------------------
 
-def test_available_on_cpu():
-    assert precision.available("cpu") == ["fp32", "fp16+GradScaler", "bf16"]
-
-
-def test_cpu_16bit_flags(tmp_path):
-    info = tmp_path / "cpuinfo"
-    info.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx512f amx_fp16 avx512_bf16 f16c\n\n"
-                    "processor\t: 1\nflags\t\t: avx512_fp16\n")
-    assert precision.cpu_16bit_flags(str(info)) == ["avx512_bf16", "amx_fp16"]  # the first CPU's
-    assert precision.cpu_16bit_flags(str(tmp_path / "missing")) == []
-
 
 def test_train_run_fp32_learns_and_reports(images):
     x, y = images
-    r = precision.train_run("fp32", tiny_cnn, data.TensorLoader(x, y, 16), steps=20,
+    r = nb03.train_run("fp32", tiny_cnn, data.TensorLoader(x, y, 16), steps=20,
                             lr=1e-2, device="cpu")
     assert len(r.history.loss) == 20 and r.step_s > 0 and r.images_per_s > 0
     assert min(r.history.loss[-5:]) < r.history.loss[0]
@@ -185,7 +175,7 @@ def test_train_run_keeps_the_callers_batch_order(shuffle):
         return model
 
     loader = data.TensorLoader(x, y, 4, shuffle=shuffle)
-    precision.train_run("fp32", recording_linear, loader, steps=3, lr=1e-3, device="cpu")
+    nb03.train_run("fp32", recording_linear, loader, steps=3, lr=1e-3, device="cpu")
     rows = torch.cat(seen).long()  # which rows were trained on, in order
     assert sorted(rows.tolist()) == list(range(12))  # one epoch: every row once
     assert (rows.tolist() == list(range(12))) is (not shuffle)  # in order exactly when not shuffled
@@ -196,8 +186,8 @@ def test_train_run_keeps_the_callers_batch_order(shuffle):
 def test_train_run_amp_starts_where_fp32_starts(images, name):
     x, y = images
     batches = data.TensorLoader(x, y, 16)
-    base = precision.train_run("fp32", tiny_cnn, batches, steps=3, lr=1e-3, device="cpu")
-    amp = precision.train_run(name, tiny_cnn, batches, steps=3, lr=1e-3, device="cpu")
+    base = nb03.train_run("fp32", tiny_cnn, batches, steps=3, lr=1e-3, device="cpu")
+    amp = nb03.train_run(name, tiny_cnn, batches, steps=3, lr=1e-3, device="cpu")
     assert all(math.isfinite(v) for v in amp.history.loss)
     gap = abs(amp.history.loss[0] - base.history.loss[0]) / base.history.loss[0]  # same weights, batch
     assert 0 < gap < 1e-2  # 16-bit rounding only; 0 would mean autocast did nothing
@@ -205,11 +195,11 @@ def test_train_run_amp_starts_where_fp32_starts(images, name):
 
 def test_pure_half_adam_run_goes_nan(small_inputs):
     x, y = small_inputs
-    r = precision.train_run("pure .half()", tiny_linear, data.TensorLoader(x, y, 8), steps=3,
+    r = nb03.train_run("pure .half()", tiny_linear, data.TensorLoader(x, y, 8), steps=3,
                             lr=1e-3, device="cpu")
     assert r.first_nan_step == 2  # step 1's update wrote inf into the weights
     with pytest.raises(ValueError, match="Unknown precision"):
-        precision.train_run("fp8", tiny_linear, data.TensorLoader(x, y, 8), steps=1, lr=1e-3,
+        nb03.train_run("fp8", tiny_linear, data.TensorLoader(x, y, 8), steps=1, lr=1e-3,
                             device="cpu")
 
 
@@ -217,14 +207,14 @@ def test_bf16_step_needs_less_memory_than_fp32():
     make = partial(models.SmallCNN, num_classes=6, width=8, resolution=16)
     g = torch.Generator().manual_seed(0)
     x, y = torch.randn(32, 3, 16, 16, generator=g), torch.arange(32) % 6
-    fp32 = precision.step_peak_bytes("fp32", make, x, y, device="cpu")
-    bf16 = precision.step_peak_bytes("bf16", make, x, y, device="cpu")
+    fp32 = nb03.step_peak_bytes("fp32", make, x, y, device="cpu")
+    bf16 = nb03.step_peak_bytes("bf16", make, x, y, device="cpu")
     assert 0 < bf16 < fp32  # activations saved for backward in 2 bytes, not 4
 
 
 def test_quick_run_summarises(images):
     x, y = images
-    line = precision.quick_run("bf16", tiny_cnn, data.TensorLoader(x, y, 16), steps=3)
+    line = nb03.quick_run("bf16", tiny_cnn, data.TensorLoader(x, y, 16), steps=3)
     assert line.startswith("bf16: 3 steps") and "→" in line
     assert "of 2 steps after the first" in line  # the spread of the steps after the warm-up one
 
@@ -274,7 +264,7 @@ def _inline_losses(name: str, batches: data.TensorLoader, steps: int, lr: float)
 def test_inline_step_matches_train_run(images, name):
     x, y = images
     batches = data.TensorLoader(x, y, 8, seed=0)
-    lib = precision.train_run(name, tiny_cnn, batches, steps=4, lr=1e-2, device="cpu", seed=0)
+    lib = nb03.train_run(name, tiny_cnn, batches, steps=4, lr=1e-2, device="cpu", seed=0)
     inline = _inline_losses(name, batches, 4, lr=1e-2)
     torch.testing.assert_close(inline.float(), torch.tensor(lib.history.loss), rtol=1e-6, atol=0)
     if name != "fp32":  # autocast really ran in 16 bits: not fp32's losses
@@ -284,7 +274,7 @@ def test_inline_step_matches_train_run(images, name):
 def test_inline_step_check_catches_a_different_optimizer(images):
     x, y = images
     batches = data.TensorLoader(x, y, 8, seed=0)
-    lib = precision.train_run("fp32", tiny_cnn, batches, steps=3, lr=1e-2, device="cpu", seed=0)
+    lib = nb03.train_run("fp32", tiny_cnn, batches, steps=3, lr=1e-2, device="cpu", seed=0)
     torch.manual_seed(0)
     model = tiny_cnn()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)  # PyTorch's default weight decay 0.01
@@ -295,45 +285,36 @@ def test_inline_step_check_catches_a_different_optimizer(images):
 
 # -- verdicts and figures ----------------------------------------------------------------------
 
-def test_cpu_support_is_one_sentence_from_the_flags():
-    none = precision.cpu_support("fp16", flags=["avx512_bf16"])
-    assert "none of avx512_fp16, amx_fp16" in none and "no optimised fp16 kernels" in none
-    have = precision.cpu_support("bf16", flags=["avx512_bf16"])
-    assert "reports avx512_bf16" in have and "no optimised" not in have
-    assert none.count(". ") == 0 and have.count(". ") == 0
-    with pytest.raises(ValueError, match="fp16 or bf16"):
-        precision.cpu_support("fp8", flags=[])
-
 
 def test_compare_losses_is_a_paired_test():
     base = [2.0, 1.9, 1.8, 1.7, 1.6, 1.5, 1.55, 1.45, 1.5, 1.4]
     wiggle = [0.01, -0.01] * 5  # per-step noise of the difference, mean 0
-    assert "NaN/inf from step 3" in precision.compare_losses("x", [2.0, 1.9, float("nan"), 1.0], base)
-    same = precision.compare_losses("bf16", [v + w for v, w in zip(base, wiggle)], base, last=4)
+    assert "NaN/inf from step 3" in nb03.compare_losses("x", [2.0, 1.9, float("nan"), 1.0], base)
+    same = nb03.compare_losses("bf16", [v + w for v, w in zip(base, wiggle)], base, last=4)
     assert "no measurable difference" in same and "+0.0000" in same
     # a small shift, far inside the baseline's step-to-step spread (±0.05) but steady on every
     # step: the paired differences see it (the old unpaired test called this "no difference")
     shift = [v + 0.02 + w / 10 for v, w in zip(base, wiggle)]
-    worse = precision.compare_losses("fp16", shift, base, last=10)
+    worse = nb03.compare_losses("fp16", shift, base, last=10)
     assert "higher than fp32, beyond 2 standard errors" in worse and "+0.0200" in worse
-    better = precision.compare_losses("fp16", [v - 0.5 for v in base], base, last=4)
+    better = nb03.compare_losses("fp16", [v - 0.5 for v in base], base, last=4)
     assert "lower than fp32, beyond" in better
     # a large difference that flips sign from step to step averages out within its error
-    noisy = precision.compare_losses("fp16", [v + 10 * w for v, w in zip(base, wiggle)], base, last=10)
+    noisy = nb03.compare_losses("fp16", [v + 10 * w for v, w in zip(base, wiggle)], base, last=10)
     assert "no measurable difference" in noisy
-    assert "too few" in precision.compare_losses("fp16", [1.0], [1.1])
+    assert "too few" in nb03.compare_losses("fp16", [1.0], [1.1])
     # a baseline that has not learned (late losses near chance, ln 6 = 1.79): no verdict at all
     near_chance = [1.85, 1.83, 1.84, 1.82]
-    line = precision.compare_losses("bf16", [v + 0.5 for v in near_chance], near_chance, chance=math.log(6))
+    line = nb03.compare_losses("bf16", [v + 0.5 for v in near_chance], near_chance, chance=math.log(6))
     assert "has not learned yet" in line and "beyond" not in line and "no measurable" not in line
-    assert "beyond 2 standard errors" in precision.compare_losses("bf16", [v - 0.5 for v in base], base,
+    assert "beyond 2 standard errors" in nb03.compare_losses("bf16", [v - 0.5 for v in base], base,
                                                                   last=4, chance=math.log(6))
 
 def test_damage_figure_keeps_the_three_counts_apart():
     import matplotlib
     matplotlib.use("Agg")
-    rows = [precision.ScaleRow(1.0, 100, 5, 80, 0), precision.ScaleRow(2.0**32, 100, 0, 0, 40)]
-    fig = precision.damage_figure(rows, title="t")
+    rows = [nb03.ScaleRow(1.0, 100, 5, 80, 0), nb03.ScaleRow(2.0**32, 100, 0, 0, 40)]
+    fig = nb03.damage_figure(rows, title="t")
     ax = fig.axes[0]
     heights = {c.get_label(): [round(b.get_height(), 6) for b in c] for c in ax.containers}
     assert heights == {"flushed to 0": [5.0, 0.0], "subnormal (bits lost)": [80.0, 0.0],
@@ -346,22 +327,22 @@ def test_damage_figure_keeps_the_three_counts_apart():
 def test_round_to_tf32_keeps_ten_mantissa_bits_rounding_or_truncating():
     step = 2.0**-10  # TF32's gap above 1.0
     x = torch.tensor([1 + step / 2, 1 + 0.75 * step, 1 + 1.5 * step, -(1 + 0.75 * step), 3.0])
-    nearest = precision.round_to(x, "tf32", "nearest")
-    zero = precision.round_to(x, "tf32", "zero")
+    nearest = nb03.round_to(x, "tf32", "nearest")
+    zero = nb03.round_to(x, "tf32", "zero")
     assert nearest.dtype == torch.float64
     assert nearest.tolist() == [1.0, 1 + step, 1 + 2 * step, -(1 + step), 3.0]  # ties to even
     assert zero.tolist() == [1.0, 1.0, 1 + step, -1.0, 3.0]  # toward zero
-    assert precision.round_to(torch.tensor([0.1]), "fp16").item() == torch.tensor(0.1).half().item()
+    assert nb03.round_to(torch.tensor([0.1]), "fp16").item() == torch.tensor(0.1).half().item()
     with pytest.raises(ValueError, match="Unknown format"):
-        precision.round_to(x, "fp8")
+        nb03.round_to(x, "fp8")
     with pytest.raises(ValueError):
-        precision.round_to(x, "fp16", "zero")  # a cast rounds to nearest
+        nb03.round_to(x, "fp16", "zero")  # a cast rounds to nearest
 
 
 def _probe(make, x):
     torch.manual_seed(0)
     model = make().train()  # as notebook 03 probes it: training mode (BatchNorm on batch statistics)
-    return precision.classifier_input(model, x)
+    return nb03.classifier_input(model, x)
 
 
 def _autocast_out(layer, feats, dtype):
@@ -383,9 +364,9 @@ def test_layer_check_passes_the_format_that_ran_and_fails_the_others(model):
     ran = {"fp16+GradScaler": torch.float16, "bf16": torch.bfloat16, "fp32": None}
     for claimed in ("fp16+GradScaler", "bf16"):
         for name, dtype in ran.items():
-            c = precision.layer_check(claimed, fc, feats, _autocast_out(fc, feats, dtype))
+            c = nb03.layer_check(claimed, fc, feats, _autocast_out(fc, feats, dtype))
             assert c.telling and c.ok is (name == claimed), str(c)
-        honest = precision.layer_check(claimed, fc, feats, _autocast_out(fc, feats, ran[claimed]))
+        honest = nb03.layer_check(claimed, fc, feats, _autocast_out(fc, feats, ran[claimed]))
         assert math.isclose(honest.measured, honest.nearest, rel_tol=0.05)  # the same casts as the emulation
         assert "in [" in str(honest)
 
@@ -396,31 +377,31 @@ def test_layer_check_of_tf32_accepts_either_rounding_and_nothing_else(model):
     fc, feats = _probe(make, torch.rand(*shape, generator=torch.Generator().manual_seed(1)))
 
     def tf32_out(mode):  # what TF32 tensor cores compute: 10-bit operands, fp32 sums, fp32 bias
-        w = precision.round_to(fc.weight, "tf32", mode).float()
-        return F.linear(precision.round_to(feats, "tf32", mode).float(), w, fc.bias)
+        w = nb03.round_to(fc.weight, "tf32", mode).float()
+        return F.linear(nb03.round_to(feats, "tf32", mode).float(), w, fc.bias)
 
     for mode in ("nearest", "zero"):
-        c = precision.layer_check("fp32+TF32", fc, feats, tf32_out(mode))
+        c = nb03.layer_check("fp32+TF32", fc, feats, tf32_out(mode))
         assert c.ok and c.truncated >= c.nearest, str(c)
     with torch.no_grad():
-        assert precision.layer_check("fp32+TF32", fc, feats, fc(feats)).measured < c.low  # full fp32
-    assert not precision.layer_check("fp32+TF32", fc, feats, _autocast_out(fc, feats, torch.bfloat16)).ok
+        assert nb03.layer_check("fp32+TF32", fc, feats, fc(feats)).measured < c.low  # full fp32
+    assert not nb03.layer_check("fp32+TF32", fc, feats, _autocast_out(fc, feats, torch.bfloat16)).ok
 
 
 def test_check_layer_raises_on_a_wrong_format_and_tf32_falls_back_to_a_large_matmul(capsys):
     fc, feats = _probe(PROBE_MODELS["smallcnn"][0], torch.rand(16, 3, 16, 16))
-    good = precision.layer_check("bf16", fc, feats, _autocast_out(fc, feats, torch.bfloat16))
-    assert precision.check_layer(good, "cpu") is good
+    good = nb03.layer_check("bf16", fc, feats, _autocast_out(fc, feats, torch.bfloat16))
+    assert nb03.check_layer(good, "cpu") is good
     with pytest.raises(AssertionError, match="not bf16"):
-        precision.check_layer(precision.layer_check("bf16", fc, feats, _autocast_out(fc, feats, torch.float16)), "cpu")
+        nb03.check_layer(nb03.layer_check("bf16", fc, feats, _autocast_out(fc, feats, torch.float16)), "cpu")
     # TF32 below its band: a 1024² matmul under the same switch decides; a CPU has no TF32, so it fails
     with torch.no_grad():
-        fp32 = precision.layer_check("fp32+TF32", fc, feats, fc(feats))
+        fp32 = nb03.layer_check("fp32+TF32", fc, feats, fc(feats))
     with pytest.raises(AssertionError, match="not tf32"):
-        precision.check_layer(fp32, "cpu")
+        nb03.check_layer(fp32, "cpu")
     assert "ran in full fp32" in capsys.readouterr().out
     with pytest.raises(ValueError, match="No format to probe"):
-        precision.layer_check("fp32", fc, feats, fc(feats))
+        nb03.layer_check("fp32", fc, feats, fc(feats))
 
 
 def test_emulate_a_convolution_agrees_with_cpu_autocast():
@@ -430,8 +411,8 @@ def test_emulate_a_convolution_agrees_with_cpu_autocast():
         for claimed, dtype in (("bf16", torch.bfloat16), ("fp16+GradScaler", torch.float16)):
             with torch.autocast("cpu", dtype=dtype):
                 out = conv(x)
-            assert precision.layer_check(claimed, conv, x, out).ok
-    assert precision.emulate(conv, x).shape == (4, 16, 6, 6)
+            assert nb03.layer_check(claimed, conv, x, out).ok
+    assert nb03.emulate(conv, x).shape == (4, 16, 6, 6)
 
 
 def test_steps_at_once_builds_every_model_before_stepping_any():
@@ -444,22 +425,9 @@ def test_steps_at_once_builds_every_model_before_stepping_any():
         return model
 
     x, y = torch.randn(8, 3, 8, 8), torch.arange(8) % 6
-    precision.steps_at_once(["fp32", "fp16+GradScaler", "bf16"], recording_cnn, x, y, device="cpu")
+    nb03.steps_at_once(["fp32", "fp16+GradScaler", "bf16"], recording_cnn, x, y, device="cpu")
     assert events == ["build"] * 3 + ["step"] * 3  # all held at once, as when timed in turns
     with pytest.raises(ValueError, match="Unknown precision"):
-        precision.steps_at_once(["fp8"], recording_cnn, x, y, device="cpu")
+        nb03.steps_at_once(["fp8"], recording_cnn, x, y, device="cpu")
 
 
-def test_sixteen_bit_choice_where_bf16_is_not_native(monkeypatch):
-    assert precision.amp_name("cpu") == "bf16" and precision.amp_note("cpu") is None
-    monkeypatch.setattr(precision, "bf16_supported", lambda dev: False)  # a T4
-    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda dev=None: (7, 5))
-    monkeypatch.setattr(precision, "device_label", lambda dev: "Tesla T4")
-    assert precision.amp_name("cuda") == "fp16+GradScaler"
-    assert precision.available("cuda") == ["fp32", "fp16+GradScaler"]  # no TF32, no emulated bf16
-    note = precision.amp_note("cuda")
-    assert "sm 7.5" in note and "fp16" in note and note.count(". ") == 0
-    monkeypatch.setattr(precision, "bf16_supported", lambda dev: True)  # an A100
-    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda dev=None: (8, 0))
-    assert precision.available("cuda") == ["fp32", "fp32+TF32", "fp16+GradScaler", "bf16"]
-    assert precision.amp_note("cuda") is None

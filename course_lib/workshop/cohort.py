@@ -35,7 +35,8 @@ from typing import Any, Sequence
 
 import torch
 
-from course_lib import bench, catalog, device, report
+from course_lib import bench, device, report
+from course_lib.workshop import catalog
 from course_lib.device import DeviceInfo
 
 KIND, SCHEMA = "course-check", 1  # the marker of a check report, and its layout's version

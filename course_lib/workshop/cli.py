@@ -15,7 +15,8 @@ import nbformat
 
 from tqdm.auto import tqdm
 
-from course_lib import catalog, cohort, device, files, gpucheck, profiles, report, runner, student
+from course_lib import device, files, profiles, report
+from course_lib.workshop import catalog, cohort, gpucheck, runner, student
 
 
 def cmd_check(args: argparse.Namespace) -> int:

@@ -134,7 +134,7 @@ def select(parts: list[Part], part: str | int | None) -> list[Part]:
 def plan_text(parts: list[Part]) -> str:
     """The plan as ``course test-gpu --list`` prints it."""
     lines = [f"test-gpu runs in {len(parts)} parts of at most {BUDGET_MIN:g} min each on one H100 (the "
-             f"wall times measured there, plus 10 %: a table in course_lib/gpucheck.py):"]
+             f"wall times measured there, plus 10 %: a table in course_lib/workshop/gpucheck.py):"]
     lines += [f"  {p.describe()}" for p in parts]
     lines.append("Run one with `make test-gpu PART=N` or `python3 -m course_lib test-gpu --part N`; "
                  "without a part all run in turn.")
@@ -289,7 +289,7 @@ def run_pytest(out: Path) -> tuple[bool, str]:
 def run_notebook(item: Item, out: Path, notebooks: Path, timeout_s: int) -> tuple[bool, str]:
     """Execute one notebook in the gpu profile into its pass's folder; in the recorded pass,
     merge its report into results/<device>.json and copy that file under `out`."""
-    from course_lib import runner  # papermill and Jupyter: only when a notebook runs
+    from course_lib.workshop import runner  # papermill and Jupyter: only when a notebook runs
 
     folder = layout(out)[item.step]
     with memory_cap(SMALL_GIB if item.step == SMALL else None):

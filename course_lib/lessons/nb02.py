@@ -1,4 +1,5 @@
-"""How fast does data reach the model? Images/s and the data-wait share of a training loop.
+"""Notebook 02 (first CNN): how fast does data reach the model? Images/s and the data-wait
+share of a training loop.
 
 Notebook 02 writes its loop inline; :func:`train_steps` is the same loop here (a test ties
 both to :func:`course_lib.train.fit`), and :func:`time_steps` times it the course's way:

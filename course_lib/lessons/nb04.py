@@ -1,4 +1,4 @@
-"""Gradient accumulation, checked: k micro-batches against one big batch.
+"""Notebook 04 (gradient accumulation), checked: k micro-batches against one big batch.
 
 The accumulation itself is :func:`course_lib.train.forward_backward`: each micro-batch's
 mean loss is weighted by its share of the step's targets, so the summed gradient is the

@@ -86,7 +86,7 @@ class CurrentEnvKernelManager(AsyncKernelManager):
     ``--nbval-current-env``): notebooks run with the course's torch, not another Python's,
     and a client whose waits cannot stall on a lost wake-up (:class:`PollingChannel`)."""
 
-    client_class = DottedObjectName("course_lib.runner.CurrentEnvKernelClient")
+    client_class = DottedObjectName("course_lib.workshop.runner.CurrentEnvKernelClient")
     client_factory = Type(klass=CurrentEnvKernelClient)
 
     @default("kernel_spec_manager")

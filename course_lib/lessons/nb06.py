@@ -1,0 +1,344 @@
+"""Notebook 06 (DistributedDataParallel, FSDP2): the single-process reference, the exercise checks,
+and the bytes per rank of FSDP2 against DDP.
+
+The launcher and the helpers the scripts use live in :mod:`course_lib.dist` (core); this module holds
+what notebook 06 and its scripts (``scripts/ddp_train.py``, ``ddp_comm.py``, ``fsdp_vs_ddp.py``) share.
+
+Why one process can reproduce W ranks: ``DistributedSampler`` shuffles the same permutation on
+every rank (seeded by ``seed + epoch``) and gives rank r the positions r, r + W, r + 2W, ...
+So the i-th batches of the W ranks (b images each) together hold positions
+[i·W·b, (i+1)·W·b) of that permutation: the i-th batch of one process with batch W·b. DDP
+averages the W ranks' gradients of their mean losses, which is the gradient of the mean loss
+over those W·b images: the same step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from dataclasses import dataclass
+from typing import Callable, Iterable, Iterator, Sequence
+from unittest import mock
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+from torch.utils.data import BatchSampler, DistributedSampler, TensorDataset
+
+from course_lib import check
+from course_lib.models import mlp
+
+
+def deep_mlp(width: int, layers: int) -> nn.Sequential:
+    """`layers` Linear(width, width) with ReLU between: (B, width) -> (B, width), the model of
+    scripts/ddp_comm.py and fsdp_vs_ddp.py. No norm layer, no dropout: each sample's output
+    depends on its own input only."""
+    blocks: list[nn.Module] = []
+    for i in range(layers):
+        blocks += [nn.Linear(width, width)] + ([nn.ReLU()] if i < layers - 1 else [])
+    return nn.Sequential(*blocks)
+
+
+def train_single(x: torch.Tensor, y: torch.Tensor, *, world_size: int, batch: int, epochs: int,
+                 lr: float, hidden: int, seed: int = 0) -> nn.Module:
+    """One process, no process group: the training W ranks of `batch` images each do in
+    scripts/ddp_train.py (SGD, momentum 0.9), on the same global batches of W·batch images."""
+    dataset = TensorDataset(x, y)
+    torch.manual_seed(seed)
+    model = mlp(x.shape[-1], hidden).to(x.device)
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    sampler = DistributedSampler(dataset, num_replicas=1, rank=0, shuffle=True, seed=seed,
+                                 drop_last=True)  # the permutation every rank draws
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        for idx in BatchSampler(sampler, world_size * batch, drop_last=True):
+            loss = F.cross_entropy(model(x[idx]), y[idx])  # mean over W·batch images
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+    return model
+
+
+def rank_orders(n: int, world_size: int, epochs: int, *, seed: int = 0,
+                set_epoch: bool = True, drop_last: bool = True) -> list[list[list[int]]]:
+    """orders[epoch][rank]: the indices DistributedSampler gives each rank in each epoch,
+    with or without ``sampler.set_epoch(epoch)``.
+
+    When `world_size` does not divide `n`, ``drop_last=True`` (scripts/ddp_train.py's setting)
+    leaves out the permutation's last ``n % world_size`` indices; ``drop_last=False`` (the
+    sampler's default) pads the permutation with its own first indices up to a multiple of
+    `world_size`, so those appear more than once in that epoch."""
+    dataset = range(n)
+    orders = []
+    for epoch in range(epochs):
+        row = []
+        for rank in range(world_size):
+            sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True,
+                                         seed=seed, drop_last=drop_last)  # type: ignore[arg-type]
+            if set_epoch:
+                sampler.set_epoch(epoch)
+            row.append(list(sampler))
+        orders.append(row)
+    return orders
+
+
+# ---- exercise checks ---------------------------------------------------------------------------
+
+@check.exercise()
+def check_epoch_orders(fn: Callable[[int, int, int, int], list[list[int]]], n: int = 12,
+                       world_size: int = 2, epochs: int = 3) -> None:
+    """Exercise: ``fn(n, world_size, rank, epochs)`` returns rank `rank`'s index order for each
+    epoch. Checked: every epoch is a fresh shuffle, ranks split the data without overlap, and the
+    orders are DistributedSampler's with ``set_epoch``."""
+    got = [fn(n, world_size, rank, epochs) for rank in range(world_size)]  # got[rank][epoch]
+    want = rank_orders(n, world_size, epochs)
+    if any(len(g) != epochs for g in got):
+        raise AssertionError(f"Return one order per epoch ({epochs} lists), got {[len(g) for g in got]}.")
+    for rank in range(world_size):
+        if all(got[rank][e] == got[rank][0] for e in range(1, epochs)):
+            raise AssertionError(f"Rank {rank} sees the same order in every epoch: "
+                                 "call sampler.set_epoch(epoch) before each epoch.")
+    for epoch in range(epochs):
+        seen = [i for rank in range(world_size) for i in got[rank][epoch]]
+        if len(seen) != len(set(seen)):
+            raise AssertionError(f"In epoch {epoch} two ranks share images: give each rank its "
+                                 "own rank number.")
+        for rank in range(world_size):
+            if got[rank][epoch] != want[epoch][rank]:
+                raise AssertionError(f"Rank {rank}, epoch {epoch}: {got[rank][epoch]} is not "
+                                     f"DistributedSampler's order {want[epoch][rank]}.")
+    print(f"✓ {world_size} ranks × {epochs} epochs: a new shuffle every epoch, no image on two ranks")
+
+
+_COLLECTIVES = ("all_reduce", "broadcast", "all_gather", "all_gather_into_tensor",
+                "reduce_scatter_tensor", "reduce", "barrier", "all_gather_object")
+
+
+_IN_PLACE = "(changed the caller's loss in place)"
+
+
+def collective_calls(fn: Callable[[torch.Tensor], object], world_size: int = 2) -> list[list[str]]:
+    """calls[rank]: the collectives ``fn(loss)`` calls when run as each rank, in order (and a
+    note when `fn` changed `loss` in place).
+
+    Simulated in this process: ``torch.distributed``'s rank queries answer as rank r, and its
+    collectives are recorded (an all-reduce multiplies by the world size, as if every rank held
+    the same value) instead of communicating.
+    """
+    calls: list[list[str]] = []
+    for rank in range(world_size):
+        seen: list[str] = []
+
+        def record(name: str) -> Callable[..., None]:
+            def collective(tensor: object = None, *args: object, **kwargs: object) -> None:
+                seen.append(name)
+                if name == "all_reduce" and isinstance(tensor, torch.Tensor):
+                    tensor.mul_(world_size)
+            return collective
+
+        patches = [mock.patch.object(dist, name, record(name)) for name in _COLLECTIVES]
+        patches += [mock.patch.object(dist, "get_rank", lambda *a, r=rank, **k: r),
+                    mock.patch.object(dist, "get_world_size", lambda *a, **k: world_size),
+                    mock.patch.object(dist, "is_initialized", lambda: True)]
+        for p in patches:
+            p.start()
+        loss = torch.tensor(1.0)
+        try:
+            fn(loss)
+        finally:
+            for p in patches:
+                p.stop()
+        if loss.item() != 1.0:
+            seen.append(_IN_PLACE)
+        calls.append(seen)
+    return calls
+
+
+@check.exercise()
+def check_same_collectives(fn: Callable[[torch.Tensor], object], world_size: int = 2) -> None:
+    """Exercise: every rank must call the same collectives in the same order, or the ranks that
+    called one wait for the others until the process group's timeout."""
+    noted = collective_calls(fn, world_size)
+    calls = [[c for c in row if c != _IN_PLACE] for row in noted]
+    if not calls[0]:
+        raise AssertionError("No rank calls a collective: the loss is never averaged over ranks.")
+    for rank in range(1, world_size):
+        if calls[rank] != calls[0]:
+            raise AssertionError(f"Rank 0 calls {calls[0] or 'nothing'}, rank {rank} calls "
+                                 f"{calls[rank] or 'nothing'}: the ranks would wait for each other "
+                                 "until the timeout. Call collectives on every rank.")
+    if any(_IN_PLACE in row for row in noted):
+        raise AssertionError("Every rank calls the same collectives, but the function changed the "
+                             "loss it was given (all_reduce works in place): reduce a copy, "
+                             "`loss.detach().clone()`.")
+    print(f"✓ all {world_size} ranks call {', '.join(calls[0])} in the same order")
+
+
+# ---- FSDP2: bytes per rank ----------------------------------------------------------------
+# Bytes per rank under FSDP2 (``fully_shard``) and DDP: counted on real tensors, and projected to
+# any world size in one process with PyTorch's fake process group (notebook 06).
+# 
+# FSDP2 shards every parameter on dim 0 across the W ranks (``torch.chunk``: rank r holds rows
+# ``r·c … r·c + c − 1`` with ``c = ceil(dim0 / W)``; rank 0 always holds ``c`` rows, the padded size
+# every rank allocates), so the gradients and the optimizer state that follow the parameters are
+# sharded too. DDP replicates all three on every rank.
+# 
+# :func:`fake_world_bytes` builds a model on the ``meta`` device (shapes, no storage), shards it
+# under ``init_process_group("fake", …)`` (one process plays rank 0 of W; collectives return
+# without computing anything, so values are meaningless, while shapes and bytes are those of a
+# real run) and reads rank 0's local shards. The fake group lives in
+# ``torch.testing._internal``: an internal PyTorch module, used by PyTorch's own tests.
+
+
+STEP_BYTES = 4  # AdamW's step counter: one float32 scalar per parameter tensor
+CPU_MIN_TORCH = "2.7"  # FSDP2 on CPU tensors from this torch on (pytorch#145935)
+
+
+def trains_on_cpu() -> bool:
+    """Whether this torch's FSDP2 can train on CPU tensors (a gloo CPU mesh). Tried here: torch
+    2.6 fails in the first forward (its FSDP2 calls stream methods that the CPU stream gained in
+    2.7, pytorch#145935; with them added, backward fails next); torch 2.15 trains. Versions in
+    between were not tried."""
+    return torch.torch_version.TorchVersion(torch.__version__) >= CPU_MIN_TORCH
+
+
+def _local(t: torch.Tensor) -> torch.Tensor:
+    """The part of `t` this rank holds: ``to_local()`` of a DTensor, else `t` itself."""
+    return t.to_local() if hasattr(t, "to_local") else t
+
+
+def tensor_bytes(t: torch.Tensor) -> int:
+    """Bytes of this rank's local part of `t` (exact: elements × element size)."""
+    local = _local(t)
+    return local.numel() * local.element_size()
+
+
+def local_bytes(obj: nn.Module | Iterable[torch.Tensor]) -> int:
+    """Bytes of the local parameters of a module, or of the local parts of some tensors."""
+    tensors = obj.parameters() if isinstance(obj, nn.Module) else obj
+    return sum(tensor_bytes(t) for t in tensors)
+
+
+def grad_bytes(module: nn.Module) -> int:
+    """Bytes of the local gradients (``p.grad``) of `module`'s parameters that have one."""
+    return sum(tensor_bytes(p.grad) for p in module.parameters() if p.grad is not None)
+
+
+def optimizer_state_bytes(opt: torch.optim.Optimizer) -> int:
+    """Bytes of every tensor in ``opt.state`` (local shards for DTensors; AdamW: exp_avg,
+    exp_avg_sq and the step scalar of each parameter)."""
+    return sum(tensor_bytes(v) for state in opt.state.values() for v in state.values()
+               if isinstance(v, torch.Tensor))
+
+
+def adamw_state_bytes(param_bytes: int, n_tensors: int) -> int:
+    """AdamW's state from the parameters alone: exp_avg and exp_avg_sq of the parameters' shapes
+    and dtype, plus one float32 step per parameter tensor (not fused, not capturable)."""
+    return 2 * param_bytes + STEP_BYTES * n_tensors
+
+
+def shard_bytes(shapes: Iterable[Sequence[int]], world: int, itemsize: int = 4) -> int:
+    """Bytes rank 0 holds when each tensor of `shapes` is split on dim 0 over `world` ranks:
+    Σ ceil(dim0 / W) · (other dims) · itemsize; also the padded shard every rank allocates."""
+    return sum(math.ceil(s[0] / world) * math.prod(s[1:]) * itemsize for s in shapes)
+
+
+@dataclass(frozen=True)
+class RankBytes:
+    """What one rank holds between steps, in bytes: parameters, gradients, optimizer state."""
+
+    name: str  # "DDP" or "FSDP2"
+    world: int | None  # ranks the model is sharded over; None for DDP (every rank: everything)
+    params: int
+    grads: int
+    optim: int
+
+    @property
+    def total(self) -> int:
+        return self.params + self.grads + self.optim
+
+
+@contextlib.contextmanager
+def fake_group(world: int) -> Iterator[DeviceMesh]:
+    """This process as rank 0 of a fake group of `world` ranks, with a CPU mesh over them; the
+    group is destroyed on leaving, also on an error. Collectives compute nothing."""
+    from torch.testing._internal.distributed.fake_pg import FakeStore  # registers "fake"
+
+    if dist.is_initialized():
+        raise RuntimeError("A process group is already initialised in this process; the fake "
+                           "group needs its own (call it outside a distributed run).")
+    dist.init_process_group("fake", rank=0, world_size=world, store=FakeStore())
+    try:
+        yield init_device_mesh("cpu", (world,))
+    finally:
+        dist.destroy_process_group()
+
+
+def shard(model: nn.Module, mesh: DeviceMesh,
+          units: tuple[type[nn.Module], ...] = (nn.Linear, nn.Embedding)) -> nn.Module:
+    """``fully_shard`` every submodule of a type in `units` (each its own all-gather group),
+    then the root (whatever parameters are left); returns the model."""
+    from torch.distributed.fsdp import fully_shard
+
+    for m in list(model.modules())[1:]:
+        if isinstance(m, units):
+            fully_shard(m, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    return model
+
+
+def ddp_bytes(model: nn.Module) -> RankBytes:
+    """What each DDP rank holds: all parameters, their gradients, AdamW's state for all."""
+    params = local_bytes(model)
+    n = sum(1 for _ in model.parameters())
+    return RankBytes("DDP", None, params, params, adamw_state_bytes(params, n))
+
+
+def fake_world_bytes(build_model: Callable[[], nn.Module], world_sizes: Iterable[int],
+                     units: tuple[type[nn.Module], ...] = (nn.Linear, nn.Embedding),
+                     ) -> list[RankBytes]:
+    """Bytes per rank of `build_model()`'s model trained with AdamW: DDP first, then FSDP2 on
+    each world size, rank 0's shards (the largest), from a fake group in this process.
+
+    The model is built on the meta device: shapes only, no memory, no values. Gradients have
+    the parameters' local shapes; AdamW's state is :func:`adamw_state_bytes` of them.
+    """
+    with torch.device("meta"):
+        rows = [ddp_bytes(build_model())]
+    for world in world_sizes:
+        with fake_group(world) as mesh:
+            with torch.device("meta"):
+                model = build_model()
+            shard(model, mesh, units)  # outside the meta context: torch 2.6 fails inside it
+            params = local_bytes(model)
+            n = sum(1 for _ in model.parameters())
+            rows.append(RankBytes("FSDP2", world, params, params, adamw_state_bytes(params, n)))
+    return rows
+
+
+class Block(nn.Module):
+    """The weight shapes of one GPT-2 block: attention in-projection (q, k, v in one Linear)
+    and out-projection, MLP dim → 4·dim → dim. LayerNorms left out; shapes only, no forward."""
+
+    def __init__(self, dim: int = 768, hidden: int = 3072):
+        super().__init__()
+        self.attn_in = nn.Linear(dim, 3 * dim)  # (3·dim, dim): q, k, v
+        self.attn_out = nn.Linear(dim, dim)
+        self.mlp_up = nn.Linear(dim, hidden)
+        self.mlp_down = nn.Linear(hidden, dim)
+
+
+class GPT2SmallShapes(nn.Module):
+    """A GPT-2-small-shaped stack of plain layers: token embeddings 50257 × 768, positions
+    1024 × 768, 12 :class:`Block`; the output head is tied to the token embeddings (no extra
+    weights). 124,401,408 parameters (GPT-2 small: 124,439,808 with its LayerNorms).
+    Parameter shapes for counting bytes, not a model to run (no forward)."""
+
+    def __init__(self, vocab: int = 50257, context: int = 1024, dim: int = 768,
+                 layers: int = 12, hidden: int = 3072):
+        super().__init__()
+        self.tokens = nn.Embedding(vocab, dim)
+        self.positions = nn.Embedding(context, dim)
+        self.blocks = nn.ModuleList(Block(dim, hidden) for _ in range(layers))
