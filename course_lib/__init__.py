@@ -16,8 +16,8 @@ datasheet   NVIDIA datasheet peaks (dense, with sources) for common GPUs, lookup
             the denominator of MFU; shown as 'datasheet', never as a measurement
 report      per-notebook measurements with units and ranges (JSON), the you-vs-reference table
 plot        the shared figures
-check       the mechanism of automatic checks (expect, close, between, exercise): each lesson's
-            exercise checks are built from it
+check       the mechanism of automatic checks (expect, close, between, allocated, exercise):
+            each lesson's exercise checks are built from it
 data        procedural shapes dataset, tensor and replayable loaders, CIFAR-10/MNIST, text corpus
 attention   attention written out: masks, scaled dot-product and multi-head attention (the GPT's)
 models      the seed CNN, torchvision ResNets, the GPT, the MLP of 05/06
@@ -29,7 +29,8 @@ memory      live and peak memory per phase (CUDA allocator / profiler events), t
 timeline    memory over time: the profiler's categories, the CUDA allocator's snapshot
 profiling   a profiler trace's steps by category, its syncs, a sync counter, Dynamo's log
 roofline    every op's FLOPs and bytes, timed by the profiler, against the roofline
-dist        torchrun launched from a notebook, and the in-rank helpers of scripts/
+launcher    torchrun launched from a notebook: a failing rank named in one sentence, a script's lines
+ranks       inside each rank of a torchrun job: process group, status record, rank-0 output
 
 **Lessons** (``course_lib.lessons.nbNN``): one module per notebook ``NN_*.ipynb`` that needs
 scaffolding, holding it and that notebook's exercise checks (``check_<exercise>``); a lesson

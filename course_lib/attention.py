@@ -44,8 +44,8 @@ def padding_mask(lengths: Sequence[int] | torch.Tensor, t: int, *, left: bool = 
     return pos < lengths[:, None]  # (B, T)
 
 
-def combine(key_mask: torch.Tensor | None = None, causal: bool = False, t_q: int | None = None,
-            device: torch.device | str | None = None) -> torch.Tensor | None:
+def sdpa_mask(key_mask: torch.Tensor | None = None, causal: bool = False, t_q: int | None = None,
+              device: torch.device | str | None = None) -> torch.Tensor | None:
     """One boolean mask for SDPA from a (B, Tk) key mask and/or the causal rule.
 
     Returns (B, 1, Tq, Tk) (broadcast over heads), (Tq, Tk) for the causal rule alone, or
@@ -120,10 +120,10 @@ class MultiHeadAttention(nn.Module):
             if key_mask is None:  # is_causal lets the kernel skip the masked blocks
                 y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=causal)
             else:
-                y = F.scaled_dot_product_attention(q, k, v, attn_mask=combine(key_mask, causal, T, x.device),
+                y = F.scaled_dot_product_attention(q, k, v, attn_mask=sdpa_mask(key_mask, causal, T, x.device),
                                                    dropout_p=p)
         else:
-            y, weights = attention(q, k, v, combine(key_mask, causal, T, x.device), dropout_p=p)
+            y, weights = attention(q, k, v, sdpa_mask(key_mask, causal, T, x.device), dropout_p=p)
         y = y.transpose(1, 2).reshape(B, T, C)  # (B, T, H, d) -> (B, T, C): heads side by side
         y = self.proj(y)
         return (y, weights) if need_weights else y

@@ -7,7 +7,7 @@
   (forward, backward, optimizer), by the same counters.
 - :func:`estimate_training_memory`: parameters + gradients + optimizer state + activations
   (exact static terms, activations from saved_tensors_hooks, fake tensors welcome);
-  :func:`explore` for any GPT size.
+  :func:`estimate_table` for any GPT size.
 - Out of memory: :func:`headroom` (what the GPU in hand can still take), :func:`fit_batch`
   (a profile's batch, halved until a step fits),
   :func:`largest_batch` (double, then bisect), :func:`within_budget` (a CPU's measured
@@ -618,7 +618,7 @@ def _gpt_step(model: nn.Module, idx: torch.Tensor, opt: torch.optim.Optimizer,
         opt.zero_grad(set_to_none=True)
 
 
-def explore(cfg: object, batch: int, precision: str = "fp32", optimizer: str = "adamw",
+def estimate_table(cfg: object, batch: int, precision: str = "fp32", optimizer: str = "adamw",
             device: torch.device | str | None = None, measure_up_to: int = 0) -> str:
     """The training-memory estimate of a GPT shaped `cfg` (a ``models.GPTConfig``) at `batch`
     sequences, as a table; beside it the measured peak of two real steps when the estimate

@@ -57,7 +57,7 @@ def intensity(flops: float, nbytes: float) -> float:
 
 
 @dataclass(frozen=True)
-class OpCount:
+class OpCost:
     """One call of an ATen op: its name as the profiler writes it, its tensor inputs'
     shapes, its kind (:data:`KINDS`), FLOPs and the bytes it reads and writes."""
 
@@ -103,7 +103,7 @@ def _written(func: torch._ops.OpOverload, args: Sequence, kwargs: dict) -> list[
     return out
 
 
-def op_count(func: torch._ops.OpOverload, args: Sequence, kwargs: dict, out: Any) -> OpCount | None:
+def op_cost(func: torch._ops.OpOverload, args: Sequence, kwargs: dict, out: Any) -> OpCost | None:
     """What one ATen call costs (None for views and ops that move no data)."""
     name = _name(func)
     if func.namespace != "aten" or func.is_view or name in _NO_TRAFFIC:  # profiler marks, views
@@ -126,21 +126,21 @@ def op_count(func: torch._ops.OpOverload, args: Sequence, kwargs: dict, out: Any
     else:  # one operation per element of the largest operand
         flops = max((t.numel() for t in inputs + outputs), default=0)
     shapes = tuple(tuple(a.shape) for a in args if isinstance(a, torch.Tensor) and a.dim() > 0)
-    return OpCount(name, shapes, kind, float(flops), float(nbytes))
+    return OpCost(name, shapes, kind, float(flops), float(nbytes))
 
 
-class OpCounter(TorchDispatchMode):
-    """``with OpCounter() as c: …`` records an :class:`OpCount` for every ATen call that
+class OpCostRecorder(TorchDispatchMode):
+    """``with OpCostRecorder() as c: …`` records an :class:`OpCost` for every ATen call that
     moves data, in ``c.ops``. ``timed=True`` also opens a profiler range around every call,
     ``roofline op #k`` with k counted from `first`, and keeps ``c.ranges[k]`` for those
     counted, so that :func:`measure_ops` can time them."""
 
     def __init__(self, timed: bool = False, first: int = 0) -> None:
         super().__init__()
-        self.ops: list[OpCount] = []
+        self.ops: list[OpCost] = []
         self.timed = timed
         self.next = first  # the next range's number
-        self.ranges: dict[int, OpCount] = {}
+        self.ranges: dict[int, OpCost] = {}
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -151,7 +151,7 @@ class OpCounter(TorchDispatchMode):
                 out = func(*args, **kwargs)
         else:
             out = func(*args, **kwargs)
-        count = op_count(func, args, kwargs, out)
+        count = op_cost(func, args, kwargs, out)
         if count is not None:
             self.ops.append(count)
             if self.timed:
@@ -159,14 +159,14 @@ class OpCounter(TorchDispatchMode):
         return out
 
 
-def count_ops(fn: Callable[[], object]) -> list[OpCount]:
+def count_ops(fn: Callable[[], object]) -> list[OpCost]:
     """The ops `fn` runs, in order, each with its FLOPs and bytes."""
-    with OpCounter() as c:
+    with OpCostRecorder() as c:
         fn()
     return c.ops
 
 
-def total_flops(ops: Sequence[OpCount], kinds: Sequence[str] = ("matmul", "attention")) -> float:
+def total_flops(ops: Sequence[OpCost], kinds: Sequence[str] = ("matmul", "attention")) -> float:
     """FLOPs of the ops of the given kinds (by default those PyTorch's formulas count)."""
     return sum(o.flops for o in ops if o.kind in kinds)
 
@@ -206,7 +206,7 @@ class OpTime:
 
 def measure_ops(fn: Callable[[], object], device: torch.device | str, steps: int = 3) -> list[OpTime]:
     """Run `fn` (one training step) once to warm up, then `steps` times under
-    ``torch.profiler`` with every ATen op counted (:class:`OpCounter`) and timed: on a CPU
+    ``torch.profiler`` with every ATen op counted (:class:`OpCostRecorder`) and timed: on a CPU
     the op's range, on a GPU the kernels and copies launched inside it. Ops with the same
     name and shapes are grouped; calls, FLOPs, bytes and seconds are per step, the
     slowest first."""
@@ -214,10 +214,10 @@ def measure_ops(fn: Callable[[], object], device: torch.device | str, steps: int
     fn()
     sync(dev)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
-    ranges: dict[int, OpCount] = {}
+    ranges: dict[int, OpCost] = {}
     with quiet_stderr(), profile(activities=activities) as prof:
         for _ in range(steps):
-            with OpCounter(timed=True, first=len(ranges) and max(ranges) + 1) as c:
+            with OpCostRecorder(timed=True, first=len(ranges) and max(ranges) + 1) as c:
                 fn()
             sync(dev)
             ranges.update(c.ranges)
@@ -247,7 +247,7 @@ def _range_seconds(events: Sequence[dict], dev: torch.device) -> dict[int, float
     return out
 
 
-def _grouped(ranges: dict[int, OpCount], seconds: dict[int, float], steps: int) -> list[OpTime]:
+def _grouped(ranges: dict[int, OpCost], seconds: dict[int, float], steps: int) -> list[OpTime]:
     """Calls, FLOPs, bytes and seconds per step of each (op, shapes), the slowest first."""
     groups: dict[tuple, OpTime] = {}
     for k, op in ranges.items():

@@ -36,7 +36,7 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from course_lib import bench
-from course_lib import dist as cdist
+from course_lib import ranks
 from course_lib.lessons import nb06
 
 GRAD_RTOL = 1e-5  # fp32 gradients, the same sums in another order: |Δ| <= 1e-5·(|g| + max|g|)
@@ -65,7 +65,7 @@ def parse() -> argparse.Namespace:
 
 # ---- 1. collectives ----------------------------------------------------------------------------
 
-def collectives(ctx: cdist.Ctx) -> dict[str, dict]:
+def collectives(ctx: ranks.RankInfo) -> dict[str, dict]:
     """Each collective on this rank's small tensor: {name: {"before": [...], "after": [...]}}."""
     W = ctx.world_size
     x = torch.arange(2 * W, device=ctx.device) + 10 * ctx.rank  # (2W,): [10, 11, 12, 13] on rank 1
@@ -206,7 +206,7 @@ def compare(what: str, got: torch.Tensor, want: torch.Tensor) -> dict:
     if not torch.allclose(got, want, atol=atol, rtol=GRAD_RTOL):
         raise AssertionError(f"{what}: max |Δ| {max_abs:.2e} exceeds {GRAD_RTOL:g}·(|g| + max|g| "
                              f"{max_grad:.2e})")
-    cdist.print0(f"{what}: max |Δ| {max_abs:.2e}, within {GRAD_RTOL:g}·(|g| + max|g| "
+    ranks.print0(f"{what}: max |Δ| {max_abs:.2e}, within {GRAD_RTOL:g}·(|g| + max|g| "
                  f"{max_grad:.2e}) ✓")
     return dict(what=what, max_abs=max_abs, max_grad=max_grad, atol=atol, rtol=GRAD_RTOL,
                 elements=want.numel())
@@ -220,7 +220,7 @@ def time_in_turns(fns: dict[str, Callable[[], None]], repeats: int,
     times = bench.turns(fns, rounds=repeats, number=number, warmup=number)
     for k, ts in times.items():
         median_ms = sorted(ts)[len(ts) // 2] * 1e3
-        cdist.print0(f"{k:<36} {median_ms:8.2f} ms per step (median of {repeats})")
+        ranks.print0(f"{k:<36} {median_ms:8.2f} ms per step (median of {repeats})")
     return times
 
 
@@ -253,7 +253,7 @@ def bucket_runs(a: argparse.Namespace, base: nn.Module, x: torch.Tensor, y: torc
         runs.append(dict(cap_mb=cap, label=label, iters=iters,
                          reported_sizes=reported_bucket_sizes(ddp)))
         sizes = [b["bytes"] for b in iters[-1]["buckets"]]
-        cdist.print0(f"bucket_cap_mb {label}: {len(sizes)} bucket(s) of "
+        ranks.print0(f"bucket_cap_mb {label}: {len(sizes)} bucket(s) of "
                      f"{', '.join(f'{s / 2**20:.2f}' for s in sizes)} MiB; DDP reports "
                      f"{len(runs[-1]['reported_sizes'])}")
     return ddps, logs, runs
@@ -312,7 +312,7 @@ def no_sync(a: argparse.Namespace, plain: DDP, log: BucketLog, opt: torch.optim.
     if calls[False] != a.k * buckets or calls[True] != buckets:
         raise AssertionError(f"all-reduce calls: {calls[False]} without no_sync (expected "
                              f"{a.k} × {buckets}), {calls[True]} with it (expected {buckets})")
-    cdist.print0(f"bucket all-reduces per optimizer step: {calls[False]} without no_sync, "
+    ranks.print0(f"bucket all-reduces per optimizer step: {calls[False]} without no_sync, "
                  f"{calls[True]} with no_sync on the first {a.k - 1} micro-batches")
     check = compare("accumulated gradients, no_sync vs all-reduce every micro-batch",
                     grads[True], grads[False])
@@ -331,13 +331,13 @@ def no_sync(a: argparse.Namespace, plain: DDP, log: BucketLog, opt: torch.optim.
                 check=check, step_s=acc_s)
 
 
-@cdist.entry
+@ranks.entry
 def main() -> None:
     a = parse()
     start = time.perf_counter()
-    ctx = cdist.setup(timeout_s=a.timeout)
+    ctx = ranks.setup(timeout_s=a.timeout)
     dev, W = ctx.device, ctx.world_size
-    cdist.print0(f"world size {W}, backend {ctx.backend}, device {dev}, "
+    ranks.print0(f"world size {W}, backend {ctx.backend}, device {dev}, "
                  f"{torch.get_num_threads()} thread(s) per rank")
     results: dict = dict(world_size=W, backend=ctx.backend, device=str(dev),
                          threads=torch.get_num_threads(), width=a.width, layers=a.layers,
@@ -350,7 +350,7 @@ def main() -> None:
     results["collectives"] = every
 
     # ---- 2. buckets: one DDP per bucket cap, same starting weights ----
-    cdist.seed_all(a.seed)  # every rank: the same starting weights
+    ranks.seed_all(a.seed)  # every rank: the same starting weights
     base = nb06.deep_mlp(a.width, a.layers).to(dev)
     params = list(base.parameters())
     results["param_bytes"] = sum(p.numel() * p.element_size() for p in params)
@@ -371,9 +371,9 @@ def main() -> None:
     results["no_sync"] = no_sync(a, ddps["default"], logs["default"], opts["default"], buckets, x, y)
 
     results["script_s"] = time.perf_counter() - start
-    cdist.print0(f"done in {results['script_s']:.1f} s (rank 0, after start-up)")
-    cdist.write_json0(Path(a.out) / "results.json", results)
-    cdist.teardown()
+    ranks.print0(f"done in {results['script_s']:.1f} s (rank 0, after start-up)")
+    ranks.write_json0(Path(a.out) / "results.json", results)
+    ranks.teardown()
 
 
 if __name__ == "__main__":

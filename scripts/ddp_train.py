@@ -34,7 +34,7 @@ from torch.utils.benchmark import Timer
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 from course_lib import checkpoint, data, models
-from course_lib import dist as cdist
+from course_lib import ranks
 
 
 def parse() -> argparse.Namespace:
@@ -59,13 +59,13 @@ def parse() -> argparse.Namespace:
     return p.parse_args()
 
 
-@cdist.entry
+@ranks.entry
 def main() -> None:
     a = parse()
     out = Path(a.out)
     # ---- the core (notebook 06 prints these lines) ----
     local_rank = int(os.environ["LOCAL_RANK"])  # torchrun sets RANK, WORLD_SIZE, LOCAL_RANK, ...
-    backend = cdist.backend_for(int(os.environ["LOCAL_WORLD_SIZE"]))  # nccl with a GPU per rank, else gloo
+    backend = ranks.backend_for(int(os.environ["LOCAL_WORLD_SIZE"]))  # nccl with a GPU per rank, else gloo
     device = torch.device("cuda", local_rank) if backend == "nccl" else torch.device("cpu")
     if device.type == "cuda":
         torch.cuda.set_device(device)
@@ -86,7 +86,7 @@ def main() -> None:
     model = models.mlp(a.res, a.hidden).to(device)  # 3 Linear layers, GELU between
     ddp = DDP(model, device_ids=[local_rank] if device.type == "cuda" else None)
     opt = torch.optim.SGD(ddp.parameters(), lr=a.lr, momentum=0.9)
-    cdist.print0(f"world size {world_size}, backend {backend}, device {device}, "
+    ranks.print0(f"world size {world_size}, backend {backend}, device {device}, "
                  f"{torch.get_num_threads()} thread(s) per rank")
 
     step, first_epoch, skip = resume(a, model, opt, device, len(loader))  # 0, 0, 0 without --ckpt
@@ -101,16 +101,16 @@ def main() -> None:
             opt.step()  # the same update on every rank: the weights stay identical
             step += 1
             if a.ckpt and a.save_every and step % a.save_every == 0:  # rank 0 writes, all wait
-                cdist.save0(a.ckpt, dict(model=model.state_dict(), opt=opt.state_dict(), step=step))
+                ranks.save0(a.ckpt, dict(model=model.state_dict(), opt=opt.state_dict(), step=step))
         skip = 0
-        cdist.print0(f"epoch {epoch}: step {step}, last loss {loss.item():.4f} (rank 0's batch)")
+        ranks.print0(f"epoch {epoch}: step {step}, last loss {loss.item():.4f} (rank 0's batch)")
 
-    cdist.save0(out / "final.pt", dict(model=model.state_dict(), step=step))
+    ranks.save0(out / "final.pt", dict(model=model.state_dict(), step=step))
     results = dict(world_size=world_size, backend=backend, device=str(device),
                    threads=torch.get_num_threads(), steps=step, steps_per_epoch=len(loader))
     if a.bench_steps:
         results.update(bench(a, model, ddp, opt, device))
-    cdist.write_json0(out / "results.json", results)
+    ranks.write_json0(out / "results.json", results)
     dist.destroy_process_group()
     # ---- end of the core ----
 

@@ -25,7 +25,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from course_lib import dist as cdist
+from course_lib import ranks
 
 
 def parse() -> argparse.Namespace:
@@ -38,10 +38,10 @@ def parse() -> argparse.Namespace:
     return p.parse_args()
 
 
-@cdist.entry
+@ranks.entry
 def main() -> None:
     a = parse()
-    ctx = cdist.setup(timeout_s=a.timeout)
+    ctx = ranks.setup(timeout_s=a.timeout)
     for step in range(a.steps):
         loss = torch.tensor([float(ctx.rank + step)], device=ctx.device)  # this rank's loss
         culprit = ctx.rank == a.rank and step == a.at
@@ -58,8 +58,8 @@ def main() -> None:
             time.sleep(3600)
         print(f"rank {ctx.rank}: step {step}, all-reduce", flush=True)
         dist.all_reduce(loss)  # every rank must call this, in the same order
-    cdist.print0(f"all {a.steps} steps done")
-    cdist.teardown()
+    ranks.print0(f"all {a.steps} steps done")
+    ranks.teardown()
 
 
 if __name__ == "__main__":

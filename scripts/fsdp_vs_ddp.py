@@ -26,7 +26,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from course_lib import dist as cdist
+from course_lib import ranks
 from course_lib.lessons import nb06
 
 # FSDP2 reduce-scatters the gradients where DDP all-reduces them: the same sums, possibly added
@@ -65,17 +65,17 @@ def held(model: nn.Module, opt: torch.optim.Optimizer) -> dict[str, int]:
                 optim=nb06.optimizer_state_bytes(opt))
 
 
-@cdist.entry
+@ranks.entry
 def main() -> None:
     a = parse()
-    ctx = cdist.setup(timeout_s=a.timeout)  # init_process_group("gloo" or "nccl", timeout=...)
+    ctx = ranks.setup(timeout_s=a.timeout)  # init_process_group("gloo" or "nccl", timeout=...)
     W, rank = ctx.world_size, ctx.rank
-    cdist.print0(f"world size {W}, backend {ctx.backend}, device {ctx.device}")
+    ranks.print0(f"world size {W}, backend {ctx.backend}, device {ctx.device}")
     if ctx.device.type == "cpu" and not nb06.trains_on_cpu():
         raise RuntimeError(f"FSDP2 trains on CPU tensors from torch {nb06.CPU_MIN_TORCH} on; this "
                            f"is torch {torch.__version__} (on GPUs with nccl it works).")
 
-    cdist.seed_all(a.seed)  # every rank: the same initial weights and the same data
+    ranks.seed_all(a.seed)  # every rank: the same initial weights and the same data
     model = nb06.deep_mlp(a.width, a.layers).to(ctx.device)
     x = torch.randn(a.steps, W, a.batch, a.width, device=ctx.device)  # (steps, W, B, width)
     y = torch.randn(a.steps, W, a.batch, a.width, device=ctx.device)
@@ -106,7 +106,7 @@ def main() -> None:
     max_diff = (full - ref).abs().max().item()
     worst = ((full - ref).abs() / (ATOL + RTOL * ref.abs())).max().item()  # share of allowance
     moved = (ref - start).abs().max().item()
-    cdist.print0(f"trained weights, FSDP2 vs DDP: max |Δ| {max_diff:.2e} "
+    ranks.print0(f"trained weights, FSDP2 vs DDP: max |Δ| {max_diff:.2e} "
                  f"(largest change by training: {moved:.2e})")
     if not torch.allclose(full, ref, atol=ATOL, rtol=RTOL):  # the same test: worst <= 1
         raise AssertionError(f"rank {rank}: FSDP2 and DDP weights differ by up to {max_diff:.2e}, "
@@ -115,7 +115,7 @@ def main() -> None:
     rows: list[dict] = [{} for _ in range(W)]
     dist.all_gather_object(rows, dict(DDP=ddp_held, FSDP2=fsdp_held))  # every rank's counts
     for r, row in enumerate(rows):
-        cdist.print0(f"rank {r}: DDP {row['DDP']} | FSDP2 {row['FSDP2']} (bytes)")
+        ranks.print0(f"rank {r}: DDP {row['DDP']} | FSDP2 {row['FSDP2']} (bytes)")
     shapes = [list(p.shape) for p in model.parameters()]
     results = dict(world_size=W, backend=ctx.backend, device=str(ctx.device), width=a.width,
                    layers=a.layers, steps=a.steps, batch_per_rank=a.batch, lr=a.lr,
@@ -125,8 +125,8 @@ def main() -> None:
                    atol=ATOL, rtol=RTOL, max_abs_diff=max_diff, worst_share=worst,
                    max_change=moved,
                    losses=dict(DDP=ddp_losses, FSDP2=fsdp_losses))  # rank 0's batches
-    cdist.write_json0(Path(a.out) / "results.json", results)
-    cdist.teardown()
+    ranks.write_json0(Path(a.out) / "results.json", results)
+    ranks.teardown()
 
 
 if __name__ == "__main__":

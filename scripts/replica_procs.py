@@ -26,7 +26,7 @@ import torch
 import torch.distributed as dist
 
 from course_lib import bench
-from course_lib import dist as cdist
+from course_lib import ranks
 from course_lib.lessons import nb05
 
 
@@ -69,10 +69,10 @@ def together(fn: Callable[[], object], seconds: float, rounds: int, world_size: 
     return times
 
 
-@cdist.entry
+@ranks.entry
 def main() -> None:
     a = parse()
-    ctx = cdist.setup("gloo", timeout_s=a.timeout)
+    ctx = ranks.setup("gloo", timeout_s=a.timeout)
     torch.set_num_threads(1)  # one core per operation: only the workers run in parallel
     k = ctx.world_size
     results = {}
@@ -93,10 +93,10 @@ def main() -> None:
             times["a process each"] = together(mine, a.seconds, a.rounds, k)  # as DDP
         # ---- end of the three ways ----
         results[f"{width},{layers},{batch}"] = times
-        cdist.print0(f"{layers} × Linear({width}, {width}) on {batch} rows: timed three ways")
-    cdist.write_json0(Path(a.out) / "results.json",
+        ranks.print0(f"{layers} × Linear({width}, {width}) on {batch} rows: timed three ways")
+    ranks.write_json0(Path(a.out) / "results.json",
                       dict(world_size=k, threads_per_op=1, seconds_per_call=results))
-    cdist.teardown()
+    ranks.teardown()
 
 
 if __name__ == "__main__":

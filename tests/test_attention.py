@@ -31,7 +31,7 @@ def masks(b, tq, tk):
     out = {"none": None, "causal": A.causal_mask(tq, tk),
            "padding right": A.padding_mask(lengths, tk)[:, None, None, :]}
     if tq == tk:
-        out["causal + padding right"] = A.combine(A.padding_mask(lengths, tk), causal=True)
+        out["causal + padding right"] = A.sdpa_mask(A.padding_mask(lengths, tk), causal=True)
     return out
 
 
@@ -54,7 +54,7 @@ def test_attention_equals_sdpa(shape, dtype):
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=str)
 def test_attention_gradients_equal_sdpa(dtype):
     atol, rtol = TOL[dtype]
-    mask = A.combine(A.padding_mask([9, 4], 9), causal=True)
+    mask = A.sdpa_mask(A.padding_mask([9, 4], 9), causal=True)
     grads = []
     for fn in (lambda q, k, v: A.attention(q, k, v, mask)[0],
                lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=mask)):
@@ -125,7 +125,7 @@ def test_padding_masks():
 
 def test_fully_masked_query_gives_zeros_like_sdpa_and_finite_gradients():
     # left padding + causal: the padded queries may attend to nothing
-    mask = A.combine(A.padding_mask([2, 5], 5, left=True), causal=True)
+    mask = A.sdpa_mask(A.padding_mask([2, 5], 5, left=True), causal=True)
     q, k, v = (t.requires_grad_() for t in qkv(2, 2, 5, 5, 4, dtype=torch.float64))
     got, weights = A.attention(q, k, v, mask)
     assert (got[0, :, :3] == 0).all() and (weights[0, :, :3] == 0).all()
@@ -209,7 +209,7 @@ def test_cuda_float32_checks_hold_at_the_notebooks_tolerance():
     """The notebook's float32 equivalence checks, on the GPU (SDPA picks a CUDA kernel there)."""
     fp32 = dict(atol=1e-5, rtol=1e-4)
     q, k, v = (t.cuda().requires_grad_() for t in qkv(2, 4, 16, 16, 8))
-    mask = A.combine(A.padding_mask([16, 8], 16, device="cuda"), causal=True)
+    mask = A.sdpa_mask(A.padding_mask([16, 8], 16, device="cuda"), causal=True)
     ours = A.attention(q, k, v, mask)[0]
     theirs = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     torch.testing.assert_close(ours, theirs, **fp32)

@@ -62,7 +62,7 @@ def fake_quick(dev):
     """A stand-in for the measurement: 100 GFLOP/s (90–125) and 10 GB/s (8–12.5)."""
     matmul = bench.Timing("matmul 8×8 float32", "cpu (2 threads)", 0.01, 0.0, 5, 1e9, "FLOP/s", 0.008, 0.0111111)
     copy = bench.Timing("copy 1 MiB", "cpu (2 threads)", 0.1, 0.0, 5, 1e9, "B/s", 0.08, 0.125)
-    return cohort.Quick(matmul, "float32", copy)
+    return cohort.QuickMeasure(matmul, "float32", copy)
 
 
 def test_check_json_without_file_writes_only_json_to_stdout(capsys, monkeypatch):

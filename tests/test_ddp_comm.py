@@ -10,7 +10,7 @@ import torch
 import torch.nn as nn
 
 from conftest import REPO
-from course_lib import dist
+from course_lib import launcher
 from course_lib.lessons import nb06
 
 SMALL = dict(width=64, layers=3, batch=8, k=2, iters=2, repeats=2)
@@ -71,7 +71,7 @@ def _check_gradients(check: dict) -> None:
 def test_one_launch_collectives_buckets_overlap_and_no_sync(tmp_path):
     caps = ["--caps", str(TINY_CAP_MB)]
     args = [f"--{k}={v}" for k, v in SMALL.items()] + caps + [f"--out={tmp_path}"]
-    run = dist.launch("ddp_comm", args, timeout_s=120, echo=False)
+    run = launcher.launch("ddp_comm", args, timeout_s=120, echo=False)
     assert run.ok
     res = json.loads((tmp_path / "results.json").read_text())
     assert res["world_size"] == 2 and res["backend"] == "gloo"

@@ -1,4 +1,5 @@
-"""course_lib.dist and scripts/ddp_train.py, failure_lab.py under real torchrun (2 gloo ranks)."""
+"""course_lib.launcher and course_lib.ranks, and scripts/ddp_train.py, failure_lab.py under real
+torchrun (2 gloo ranks)."""
 
 import json
 import subprocess
@@ -7,7 +8,7 @@ import time
 import pytest
 import torch
 
-from course_lib import checkpoint, data, dist
+from course_lib import checkpoint, data, launcher, ranks
 from course_lib.lessons import nb06
 
 SMALL = dict(images=256, res=8, hidden=32, batch=16, epochs=2, lr=0.05)
@@ -21,7 +22,7 @@ def _args(out, **over) -> list[str]:
 def _reference() -> dict[str, torch.Tensor]:
     x, y = data.make_tensor_dataset(SMALL["images"], SMALL["res"])
     model = nb06.train_single(x, y, world_size=2, batch=SMALL["batch"], epochs=SMALL["epochs"],
-                             lr=SMALL["lr"], hidden=SMALL["hidden"])
+                              lr=SMALL["lr"], hidden=SMALL["hidden"])
     return model.state_dict()
 
 
@@ -35,8 +36,8 @@ def _assert_equal_to_reference(final: dict[str, torch.Tensor]) -> None:
 # ---- launches ---------------------------------------------------------------------------------
 
 def test_ddp_on_two_ranks_equals_one_process_on_the_global_batches(tmp_path):
-    run = dist.launch("ddp_train", _args(tmp_path, **{"bench-steps": 1, "bench-repeats": 2}),
-                      timeout_s=120, echo=False)
+    run = launcher.launch("ddp_train", _args(tmp_path, **{"bench-steps": 1, "bench-repeats": 2}),
+                          timeout_s=120, echo=False)
     assert run.ok and run.returncode == 0
     final = checkpoint.load_checkpoint(tmp_path / "final.pt")
     steps_per_epoch = SMALL["images"] // (2 * SMALL["batch"])
@@ -49,8 +50,8 @@ def test_ddp_on_two_ranks_equals_one_process_on_the_global_batches(tmp_path):
 
 
 def test_two_node_rehearsal_trains_the_same_weights(tmp_path):
-    runs = dist.launch_nodes("ddp_train", _args(tmp_path), nnodes=2, nproc=1, timeout_s=120,
-                             echo=False)
+    runs = launcher.launch_nodes("ddp_train", _args(tmp_path), nnodes=2, nproc=1, timeout_s=120,
+                                 echo=False)
     assert [r.returncode for r in runs] == [0, 0]
     assert any("--node_rank=1" in part for part in runs[1].command)
     _assert_equal_to_reference(checkpoint.load_checkpoint(tmp_path / "final.pt")["model"])
@@ -58,8 +59,8 @@ def test_two_node_rehearsal_trains_the_same_weights(tmp_path):
 
 def test_restart_resumes_from_the_checkpoint_without_losing_a_step(tmp_path):
     ckpt = tmp_path / "ckpt.pt"
-    run = dist.launch("ddp_train", _args(tmp_path) + [f"--ckpt={ckpt}", "--save-every=3",
-                                                     "--crash-at=5"],
+    run = launcher.launch("ddp_train", _args(tmp_path) + [f"--ckpt={ckpt}", "--save-every=3",
+                                                          "--crash-at=5"],
                       max_restarts=1, timeout_s=120, echo=False)
     assert run.ok
     for local in (0, 1):  # every rank loaded rank 0's checkpoint of step 3
@@ -71,8 +72,8 @@ def test_restart_resumes_from_the_checkpoint_without_losing_a_step(tmp_path):
 
 def test_a_rank_that_raises_fails_the_job_fast_with_the_rank_named():
     start = time.monotonic()
-    with pytest.raises(dist.LaunchError) as err:
-        dist.launch("failure_lab", ["--mode=raise", "--rank=1"], timeout_s=60, echo=False)
+    with pytest.raises(launcher.LaunchError) as err:
+        launcher.launch("failure_lab", ["--mode=raise", "--rank=1"], timeout_s=60, echo=False)
     assert time.monotonic() - start < 40
     message = str(err.value)
     assert message.startswith("failure_lab.py failed: rank 1 raised ValueError")
@@ -80,23 +81,23 @@ def test_a_rank_that_raises_fails_the_job_fast_with_the_rank_named():
 
 
 def test_a_killed_rank_is_named_without_an_exception():
-    run = dist.launch("failure_lab", ["--mode=kill", "--rank=1"], timeout_s=60, echo=False,
-                      check=False)
+    run = launcher.launch("failure_lab", ["--mode=kill", "--rank=1"], timeout_s=60, echo=False,
+                          check=False)
     assert not run.ok and run.failure is not None
     assert "rank 1 was killed by signal SIGKILL" in run.failure
 
 
 def test_a_skipped_collective_ends_by_the_process_group_timeout():
-    run = dist.launch("failure_lab", ["--mode=skip", "--rank=1", "--timeout=2"], timeout_s=60,
-                      echo=False, check=False)
+    run = launcher.launch("failure_lab", ["--mode=skip", "--rank=1", "--timeout=2"], timeout_s=60,
+                          echo=False, check=False)
     assert not run.ok
     assert run.seconds < 40  # the 2 s process-group timeout, not the 60 s wall clock
     assert run.failure.startswith("failure_lab.py failed: rank 0 raised")  # the rank left waiting
 
 
 def test_the_wall_clock_timeout_stops_every_process():
-    run = dist.launch("failure_lab", ["--mode=sleep", "--steps=7777"], timeout_s=10, echo=False,
-                      check=False)
+    run = launcher.launch("failure_lab", ["--mode=sleep", "--steps=7777"], timeout_s=10, echo=False,
+                          check=False)
     assert run.returncode is None and "did not finish within 10 s" in run.failure
     time.sleep(1)
     left = subprocess.run(["pgrep", "-f", "failure_lab.py --mode=sleep --steps=7777"],
@@ -107,44 +108,44 @@ def test_the_wall_clock_timeout_stops_every_process():
 # ---- the launcher's pieces --------------------------------------------------------------------
 
 def test_torchrun_command_binds_the_rendezvous_to_loopback():
-    cmd = dist.torchrun_command(dist.script("ddp_train"), ["--epochs=1"], nproc=2, port=29999)
+    cmd = launcher.torchrun_command(launcher.script("ddp_train"), ["--epochs=1"], nproc=2, port=29999)
     assert cmd[1:3] == ["-m", "torch.distributed.run"]
     assert "--rdzv_endpoint=127.0.0.1:29999" in cmd and "--nproc_per_node=2" in cmd
-    assert cmd[-2:] == [str(dist.script("ddp_train")), "--epochs=1"]
-    assert dist.shell(cmd).startswith("torchrun --nnodes=1")
+    assert cmd[-2:] == [str(launcher.script("ddp_train")), "--epochs=1"]
+    assert launcher.shell(cmd).startswith("torchrun --nnodes=1")
     with pytest.raises(ValueError):
-        dist.torchrun_command("x.py", nnodes=2, node_rank=2)
+        launcher.torchrun_command("x.py", nnodes=2, node_rank=2)
 
 
 def test_missing_script_is_one_sentence():
     with pytest.raises(FileNotFoundError, match="No distributed script nope.py"):
-        dist.script("nope")
+        launcher.script("nope")
 
 
 def test_backend_is_nccl_only_with_a_gpu_per_rank(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
-    assert dist.backend_for(2) == "gloo"  # NCCL cannot place two ranks on one GPU
-    assert dist.backend_for(1) == ("nccl" if torch.distributed.is_nccl_available() else "gloo")
+    assert ranks.backend_for(2) == "gloo"  # NCCL cannot place two ranks on one GPU
+    assert ranks.backend_for(1) == ("nccl" if torch.distributed.is_nccl_available() else "gloo")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert dist.backend_for(1) == "gloo"
+    assert ranks.backend_for(1) == "gloo"
 
 
 def test_a_forced_backend_wins_and_a_wrong_one_is_one_sentence(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
-    monkeypatch.setenv(dist.BACKEND_ENV, "gloo")  # 06: the 1-rank job on the W-rank job's device
-    assert dist.backend_for(1) == "gloo"
-    monkeypatch.setenv(dist.BACKEND_ENV, "mpi")
+    monkeypatch.setenv(ranks.BACKEND_ENV, "gloo")  # 06: the 1-rank job on the W-rank job's device
+    assert ranks.backend_for(1) == "gloo"
+    monkeypatch.setenv(ranks.BACKEND_ENV, "mpi")
     with pytest.raises(ValueError, match="COURSE_DIST_BACKEND"):
-        dist.backend_for(1)
+        ranks.backend_for(1)
 
 
 def test_entry_records_the_exception_of_a_rank(tmp_path, monkeypatch):
-    monkeypatch.setenv(dist.STATUS_ENV, str(tmp_path))
+    monkeypatch.setenv(ranks.STATUS_ENV, str(tmp_path))
     monkeypatch.setenv("RANK", "3")
 
-    @dist.entry
+    @ranks.entry
     def main():
         raise KeyError("no such batch")
 
@@ -159,28 +160,28 @@ def test_diagnose_prefers_the_rank_that_raised_first(tmp_path):
         (tmp_path / f"rank{rank}.json").write_text(json.dumps(
             dict(rank=rank, local_rank=rank, node=0, pid=1, state="error", time=t, error=err,
                  message="m")))
-    run = dist.Run(["python", "-m", "torch.distributed.run", "--nproc_per_node=2", "s.py"], 1, 1.0,
-                   ["[default1]:last words"], tmp_path)
-    message = dist.diagnose([run])
+    run = launcher.Run(["python", "-m", "torch.distributed.run", "--nproc_per_node=2", "s.py"], 1, 1.0,
+                       ["[default1]:last words"], tmp_path)
+    message = launcher.diagnose([run])
     assert message.startswith("s.py failed: rank 1 raised ValueError: m (rank 0 then RuntimeError).")
     assert message.endswith("last words")
 
 
 def test_source_shows_the_core_of_the_script():
-    core = dist.source("ddp_train")
+    core = launcher.source("ddp_train")
     for step in ("init_process_group", "DistributedSampler", "set_epoch", "DDP(", "backward()",
                  "destroy_process_group"):
         assert step in core
     with pytest.raises(ValueError):
-        dist.source("ddp_train", start="# no such marker")
+        launcher.source("ddp_train", start="# no such marker")
 
 
 def test_multi_node_commands_and_slurm_script(tmp_path):
-    cmds = dist.node_commands("ddp_train", ["--epochs=1"], nnodes=2, nproc=8, head="10.1.2.3")
+    cmds = launcher.node_commands("ddp_train", ["--epochs=1"], nnodes=2, nproc=8, head="10.1.2.3")
     assert len(cmds) == 2 and cmds[0] == cmds[1]  # c10d: the agents number the nodes
     assert "--rdzv_endpoint=10.1.2.3:29500" in cmds[0] and cmds[0].endswith("--epochs=1")
     path = tmp_path / "job.sh"
-    path.write_text(dist.slurm_script("ddp_train", nodes=4, gpus_per_node=8))
+    path.write_text(launcher.slurm_script("ddp_train", nodes=4, gpus_per_node=8))
     assert subprocess.run(["bash", "-n", str(path)]).returncode == 0  # valid shell
     assert "#SBATCH --nodes=4" in path.read_text()
 
@@ -233,7 +234,7 @@ def test_check_same_collectives_catches_a_rank_zero_only_collective():
 
 def test_rehearsed_nodes_keep_to_the_gpus_this_process_was_given():
     """A notebook started with CUDA_VISIBLE_DEVICES=4,5,6,7 rehearses its nodes on 4-7, not 0-3."""
-    assert dist.node_gpus(2, 2, 4, visible="4,5,6,7") == ["4,5", "6,7"]
-    assert dist.node_gpus(2, 1, 4, visible="") == ["0", "1"]  # unset: the GPUs as numbered
-    assert dist.node_gpus(3, 1, 3, visible="GPU-a, GPU-b, GPU-c") == ["GPU-a", "GPU-b", "GPU-c"]
-    assert dist.node_gpus(2, 2, 3, visible="0,1,2") == ["", ""]  # too few: gloo on the CPU
+    assert launcher.node_gpus(2, 2, 4, visible="4,5,6,7") == ["4,5", "6,7"]
+    assert launcher.node_gpus(2, 1, 4, visible="") == ["0", "1"]  # unset: the GPUs as numbered
+    assert launcher.node_gpus(3, 1, 3, visible="GPU-a, GPU-b, GPU-c") == ["GPU-a", "GPU-b", "GPU-c"]
+    assert launcher.node_gpus(2, 2, 3, visible="0,1,2") == ["", ""]  # too few: gloo on the CPU

@@ -386,13 +386,13 @@ def test_cuda_phase_tracker_static_terms_are_exact():
 
 def test_explore_estimates_any_size_and_measures_only_small_ones():
     from course_lib.models import GPT2_SMALL, GPTConfig
-    big = memory.explore(GPT2_SMALL, 8, "bf16 weights", "sgd", "cpu", measure_up_to=64 * MiB)
+    big = memory.estimate_table(GPT2_SMALL, 8, "bf16 weights", "sgd", "cpu", measure_up_to=64 * MiB)
     assert "124.4 M parameters" in big and "not run" in big  # nothing allocated for 124 M
-    small = memory.explore(GPTConfig(vocab_size=64, block_size=32, n_layer=2, n_head=2, n_embd=32),
-                           4, "fp32", "adamw", "cpu", measure_up_to=64 * MiB)
+    small = memory.estimate_table(GPTConfig(vocab_size=64, block_size=32, n_layer=2, n_head=2, n_embd=32),
+                                  4, "fp32", "adamw", "cpu", measure_up_to=64 * MiB)
     assert "measured peak" in small and "estimate" in small
     with pytest.raises(ValueError, match="precision"):
-        memory.explore(GPT2_SMALL, 1, "fp8", device="cpu")
+        memory.estimate_table(GPT2_SMALL, 1, "fp8", device="cpu")
 
 
 def test_guard_turns_out_of_memory_into_advice_and_runs_on(capsys):
@@ -444,7 +444,7 @@ def test_oom_advice_names_the_simulated_card(monkeypatch):
 
 
 def test_fp16_autocast_is_estimated_and_explored_like_bf16():
-    """fp16 autocast (a T4's 16-bit format) saves the same bytes as bf16: both are 2-byte formats; explore
+    """fp16 autocast (a T4's 16-bit format) saves the same bytes as bf16: both are 2-byte formats; estimate_table
     names it and measures it with a GradScaler."""
     from course_lib.models import GPT, GPTConfig
     cfg = GPTConfig(vocab_size=64, block_size=32, n_layer=2, n_head=2, n_embd=32)
@@ -454,7 +454,7 @@ def test_fp16_autocast_is_estimated_and_explored_like_bf16():
                         for amp in (torch.bfloat16, torch.float16, None))
     assert fp16.activations == bf16.activations != fp32.activations
     assert "fp16 autocast" in memory.PRECISIONS
-    out = memory.explore(cfg, 4, "fp16 autocast", "adamw", "cpu", measure_up_to=64 * MiB)
+    out = memory.estimate_table(cfg, 4, "fp16 autocast", "adamw", "cpu", measure_up_to=64 * MiB)
     assert "fp16 autocast" in out and "measured peak" in out
 
 

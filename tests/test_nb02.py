@@ -100,14 +100,14 @@ def test_train_steps_returns_the_wait_for_slow_batches():
 
     model = tiny_net(2)
     wait, loss = nb02.train_steps(model, torch.optim.SGD(model.parameters(), lr=0.1), slow(),
-                                     3, "cpu")
+                                  3, "cpu")
     assert wait >= 3 * 0.02 and loss.dim() == 0
 
 
 def test_time_steps_counts_only_the_timed_calls():
     calls = []
     r = nb02.time_steps(lambda: calls.append(1) or 0.0, name="x", device="cpu", images=10,
-                           repeats=3, warmup=2)
+                        repeats=3, warmup=2)
     assert len(calls) == 5 and r.timing.runs == 3 and r.data_wait_share == 0.0
     assert r.timing.rate == pytest.approx(10 / r.timing.median_s)
 
@@ -145,7 +145,7 @@ def test_a_full_prefetch_buffer_is_not_timed(monkeypatch):
         return time.perf_counter() - t0
 
     r = nb02.time_steps(call, name="x", device="cpu", images=2, repeats=3,
-                           warmup=nb02.warmup_calls(2, 2))
+                        warmup=nb02.warmup_calls(2, 2))
     assert r.timing.lo_s >= 2 * 0.01 * 0.9 and r.data_wait_share > 0.9
 
 
@@ -180,7 +180,7 @@ def test_real_data_run_trains_on_files_that_exist(tmp_path):
     assert h.step[-1] == 3 and h.samples == 24
     assert 0.0 <= h.val_accuracy[-1] <= 1.0
     small = nb02.real_data_run("mnist", steps=10, batch_size=8, n_val=16, device="cpu",
-                                  root=tmp_path)  # 48 images: 6 batches, so two passes
+                               root=tmp_path)  # 48 images: 6 batches, so two passes
     assert small.step[-1] == 10 and small.samples == 80
 
 

@@ -157,7 +157,7 @@ def test_scaler_demo_skips_exactly_the_injected_steps():
 def test_train_run_fp32_learns_and_reports(images):
     x, y = images
     r = nb03.train_run("fp32", tiny_cnn, data.TensorLoader(x, y, 16), steps=20,
-                            lr=1e-2, device="cpu")
+                       lr=1e-2, device="cpu")
     assert len(r.history.loss) == 20 and r.step_s > 0 and r.images_per_s > 0
     assert min(r.history.loss[-5:]) < r.history.loss[0]
     assert r.first_nan_step is None and "img/s" in str(r)
@@ -196,11 +196,11 @@ def test_train_run_amp_starts_where_fp32_starts(images, name):
 def test_pure_half_adam_run_goes_nan(small_inputs):
     x, y = small_inputs
     r = nb03.train_run("pure .half()", tiny_linear, data.TensorLoader(x, y, 8), steps=3,
-                            lr=1e-3, device="cpu")
+                       lr=1e-3, device="cpu")
     assert r.first_nan_step == 2  # step 1's update wrote inf into the weights
     with pytest.raises(ValueError, match="Unknown precision"):
         nb03.train_run("fp8", tiny_linear, data.TensorLoader(x, y, 8), steps=1, lr=1e-3,
-                            device="cpu")
+                       device="cpu")
 
 
 def test_bf16_step_needs_less_memory_than_fp32():
@@ -308,7 +308,7 @@ def test_compare_losses_is_a_paired_test():
     line = nb03.compare_losses("bf16", [v + 0.5 for v in near_chance], near_chance, chance=math.log(6))
     assert "has not learned yet" in line and "beyond" not in line and "no measurable" not in line
     assert "beyond 2 standard errors" in nb03.compare_losses("bf16", [v - 0.5 for v in base], base,
-                                                                  last=4, chance=math.log(6))
+                                                             last=4, chance=math.log(6))
 
 def test_damage_figure_keeps_the_three_counts_apart():
     import matplotlib

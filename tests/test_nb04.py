@@ -7,7 +7,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from course_lib.lessons import nb04 as acc
+from course_lib.lessons import nb04
 from course_lib import models
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
@@ -24,16 +24,16 @@ def bn_cnn() -> nn.Module:
 
 
 def gn_cnn() -> nn.Module:
-    return acc.without_batchnorm(bn_cnn())
+    return nb04.without_batchnorm(bn_cnn())
 
 
 def test_without_batchnorm_swaps_every_bn_and_keeps_the_rest():
     bn = bn_cnn()
-    gn = acc.without_batchnorm(bn)
+    gn = nb04.without_batchnorm(bn)
     assert not any(isinstance(m, nn.BatchNorm2d) for m in gn.modules())
     norms = [m for m in gn.modules() if isinstance(m, nn.GroupNorm)]
     assert [(m.num_groups, m.num_channels) for m in norms] == [(4, 4), (8, 8), (16, 16)]
-    assert [m.num_groups for m in acc.without_batchnorm(bn, groups=3).modules()
+    assert [m.num_groups for m in nb04.without_batchnorm(bn, groups=3).modules()
             if isinstance(m, nn.GroupNorm)] == [2, 2, 2]  # largest divisor of 4, 8, 16 up to 3
     assert sum(p.numel() for p in gn.parameters()) == sum(p.numel() for p in bn.parameters())
     assert torch.equal(gn.head.weight, bn.head.weight)
@@ -42,58 +42,58 @@ def test_without_batchnorm_swaps_every_bn_and_keeps_the_rest():
 
 def test_split_batch_sizes_and_bad_input():
     x, y = images(10)
-    assert [len(a) for a, _ in acc.split_batch(x, y, 3)] == [4, 3, 3]
-    assert torch.equal(torch.cat([b for _, b in acc.split_batch(x, y, 3)]), y)
+    assert [len(a) for a, _ in nb04.split_batch(x, y, 3)] == [4, 3, 3]
+    assert torch.equal(torch.cat([b for _, b in nb04.split_batch(x, y, 3)]), y)
     with pytest.raises(ValueError, match="1 <= k <= batch size"):
-        acc.split_batch(x, y, 11)
+        nb04.split_batch(x, y, 11)
     with pytest.raises(ValueError, match="disagree"):
-        acc.split_batch(x, y[:5], 2)
+        nb04.split_batch(x, y[:5], 2)
 
 
 def test_weighted_micro_batches_equal_one_big_batch_even_when_unequal():
     model, (x, y) = gn_cnn(), images(10)
-    ref = acc.gradients(model, [(x, y)])
+    ref = nb04.gradients(model, [(x, y)])
     for k in (2, 3, 10):
-        got = acc.gradients(model, acc.split_batch(x, y, k))
-        assert torch.allclose(got, ref, atol=acc.FP32_ATOL, rtol=acc.FP32_RTOL)
+        got = nb04.gradients(model, nb04.split_batch(x, y, k))
+        assert torch.allclose(got, ref, atol=nb04.FP32_ATOL, rtol=nb04.FP32_RTOL)
     assert ref.numel() == sum(p.numel() for p in model.parameters())
 
 
 def test_wrong_scalings_measured():
     model, (x, y) = gn_cnn(), images(12)
-    ref = acc.gradients(model, [(x, y)])
-    summed = acc.gradients(model, acc.split_batch(x, y, 4), scaling="sum")
-    assert torch.allclose(summed, 4 * ref, atol=4 * acc.FP32_ATOL, rtol=acc.FP32_RTOL)
-    equal = acc.gradients(model, acc.split_batch(x, y, 4), scaling="mean")
-    assert torch.allclose(equal, ref, atol=acc.FP32_ATOL, rtol=acc.FP32_RTOL)  # equal sizes: fine
+    ref = nb04.gradients(model, [(x, y)])
+    summed = nb04.gradients(model, nb04.split_batch(x, y, 4), scaling="sum")
+    assert torch.allclose(summed, 4 * ref, atol=4 * nb04.FP32_ATOL, rtol=nb04.FP32_RTOL)
+    equal = nb04.gradients(model, nb04.split_batch(x, y, 4), scaling="mean")
+    assert torch.allclose(equal, ref, atol=nb04.FP32_ATOL, rtol=nb04.FP32_RTOL)  # equal sizes: fine
     unequal = [(x[:2], y[:2]), (x[2:], y[2:])]
-    assert acc.rel_error(acc.gradients(model, unequal, scaling="mean"), ref) > 1e-2
+    assert nb04.rel_error(nb04.gradients(model, unequal, scaling="mean"), ref) > 1e-2
     with pytest.raises(ValueError, match="Unknown scaling"):
-        acc.gradients(model, unequal, scaling="max")
+        nb04.gradients(model, unequal, scaling="max")
 
 
 def test_batchnorm_breaks_equivalence_and_running_stats():
     big, small = bn_cnn(), bn_cnn()
     x, y = images(12)
-    g_big = acc.gradients(big, [(x, y)])
-    g_small = acc.gradients(small, acc.split_batch(x, y, 4))
-    assert acc.rel_error(g_small, g_big) > 1e-2
-    (s_big, n_big), (s_small, n_small) = acc.batchnorm_state(big), acc.batchnorm_state(small)
+    g_big = nb04.gradients(big, [(x, y)])
+    g_small = nb04.gradients(small, nb04.split_batch(x, y, 4))
+    assert nb04.rel_error(g_small, g_big) > 1e-2
+    (s_big, n_big), (s_small, n_small) = nb04.batchnorm_state(big), nb04.batchnorm_state(small)
     assert (n_big, n_small) == (1, 4)
     assert (s_big - s_small).abs().max() > 1e-3
     with pytest.raises(ValueError, match="no BatchNorm"):
-        acc.batchnorm_state(gn_cnn())
+        nb04.batchnorm_state(gn_cnn())
 
 
 def test_token_weighting_matches_the_global_token_mean():
     torch.manual_seed(0)
-    model = acc.TinyLM(vocab=16, dim=8)
-    group = acc.token_micro_batches(((2, 12), (1, 3)), vocab=16)
-    x, y = acc.pad_to_one_batch(group)
+    model = nb04.TinyLM(vocab=16, dim=8)
+    group = nb04.token_micro_batches(((2, 12), (1, 3)), vocab=16)
+    x, y = nb04.pad_to_one_batch(group)
     assert x.shape == y.shape == (3, 12) and (y == -100).sum() == 9
-    ref = acc.gradients(model, [(x, y)])
-    assert torch.allclose(acc.gradients(model, group), ref, atol=acc.FP32_ATOL, rtol=acc.FP32_RTOL)
-    assert acc.rel_error(acc.gradients(model, group, scaling="mean"), ref) > 1e-2
+    ref = nb04.gradients(model, [(x, y)])
+    assert torch.allclose(nb04.gradients(model, group), ref, atol=nb04.FP32_ATOL, rtol=nb04.FP32_RTOL)
+    assert nb04.rel_error(nb04.gradients(model, group, scaling="mean"), ref) > 1e-2
     tokens = torch.cat([F.cross_entropy(model(a).flatten(0, 1), b.flatten(), reduction="none")
                         for a, b in group])
     logits = model(x)
@@ -103,26 +103,26 @@ def test_token_weighting_matches_the_global_token_mean():
 def test_bf16_accumulation_step_close_to_fp32():
     x, y = images(16)
     ref_model = gn_cnn()
-    ref = acc.gradients(ref_model, [(x, y)])
+    ref = nb04.gradients(ref_model, [(x, y)])
     model = gn_cnn()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    grad = acc.accumulation_step(model, opt, acc.split_batch(x, y, 4), amp="bf16")
-    one_batch = acc.gradients(gn_cnn(), [(x, y)], amp="bf16")
+    grad = nb04.accumulation_step(model, opt, nb04.split_batch(x, y, 4), amp="bf16")
+    one_batch = nb04.gradients(gn_cnn(), [(x, y)], amp="bf16")
     # bf16 rounds the forward and backward; accumulating in fp32 .grad adds nothing to that
-    assert 0 < acc.rel_error(grad, ref) < 1.1 * acc.rel_error(one_batch, ref) + 1e-3
-    assert acc.rel_error(grad, ref) < 0.2  # a tiny random model: looser than the notebook's
+    assert 0 < nb04.rel_error(grad, ref) < 1.1 * nb04.rel_error(one_batch, ref) + 1e-3
+    assert nb04.rel_error(grad, ref) < 0.2  # a tiny random model: looser than the notebook's
     assert not torch.equal(model.head.weight, ref_model.head.weight)  # it stepped
 
 
 def _fp16_step_updates_scale_once(device: str):
     x, y = (t.to(device) for t in images(16))
     model = gn_cnn().to(device)
-    ref = acc.gradients(model, [(x, y)])
+    ref = nb04.gradients(model, [(x, y)])
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     scaler = torch.amp.GradScaler(device, init_scale=1024.0, growth_interval=1)
-    grad = acc.accumulation_step(model, opt, acc.split_batch(x, y, 4), amp="fp16", scaler=scaler)
+    grad = nb04.accumulation_step(model, opt, nb04.split_batch(x, y, 4), amp="fp16", scaler=scaler)
     assert scaler.get_scale() == 2048.0  # one update per optimizer step, not per micro-batch
-    assert acc.rel_error(grad, ref) < acc.FP16_REL_TOL  # unscaled before it was read
+    assert nb04.rel_error(grad, ref) < nb04.FP16_REL_TOL  # unscaled before it was read
 
 
 def test_fp16_gradscaler_step_on_cpu():
@@ -150,13 +150,13 @@ def test_accumulation_step_skips_an_overflowed_step_through_the_scaler():
 
     bad_x = x.clone()
     bad_x[5, 0] = float("inf")  # an overflow in the second micro-batch
-    acc.accumulation_step(model, opt, acc.split_batch(bad_x, y, 2), scaler=scaler)
+    nb04.accumulation_step(model, opt, nb04.split_batch(bad_x, y, 2), scaler=scaler)
     assert all(torch.equal(p, b) for p, b in zip(model.parameters(), before))  # step skipped
     assert scaler.get_scale() == 512.0  # and the scale halved
 
-    ref = acc.gradients(copy.deepcopy(model), [(x, y)])  # the true gradient, unscaled
-    grad = acc.accumulation_step(model, opt, acc.split_batch(x, y, 2), scaler=scaler)
-    assert torch.allclose(grad, ref, atol=acc.FP32_ATOL, rtol=acc.FP32_RTOL)  # read unscaled
+    ref = nb04.gradients(copy.deepcopy(model), [(x, y)])  # the true gradient, unscaled
+    grad = nb04.accumulation_step(model, opt, nb04.split_batch(x, y, 2), scaler=scaler)
+    assert torch.allclose(grad, ref, atol=nb04.FP32_ATOL, rtol=nb04.FP32_RTOL)  # read unscaled
     moved = torch.cat([(b - p.detach()).flatten() for p, b in zip(model.parameters(), before)])
     assert torch.allclose(moved, 0.1 * ref, atol=1e-6, rtol=1e-5)  # the step used the true gradient
     assert scaler.get_scale() == 1024.0  # a clean step grows it again (growth_interval=1)
@@ -165,18 +165,18 @@ def test_accumulation_step_skips_an_overflowed_step_through_the_scaler():
 def test_memory_stays_flat_with_accumulation():
     model = gn_cnn()
     x, y = images(64, res=16)
-    rows = acc.memory_sweep(model, x, y, micro=8, batches=[8, 64])
+    rows = nb04.memory_sweep(model, x, y, micro=8, batches=[8, 64])
     assert rows[0].one_batch.method == "profiler memory events"
     assert rows[1].one_batch.peak_bytes > 3 * rows[0].one_batch.peak_bytes  # grows with the batch
     assert rows[1].accumulated.peak_bytes < 0.5 * rows[1].one_batch.peak_bytes  # stays down
-    assert rows[1].k == 8 and "8 × 8" in acc.memory_table(rows)
+    assert rows[1].k == 8 and "8 × 8" in nb04.memory_table(rows)
     with pytest.raises(ValueError, match="multiples of the micro-batch"):
-        acc.memory_sweep(model, x, y, micro=8, batches=[12])
+        nb04.memory_sweep(model, x, y, micro=8, batches=[12])
 
 
 def test_explore_reports_difference_and_memory():
     x, y = images(12)
-    line = acc.explore(gn_cnn(), x, y, 3)
+    line = nb04.compare_micro_batches(gn_cnn(), x, y, 3)
     assert line.startswith("k=3: micro-batches of 4") and "peak" in line and "max |Δgrad|" in line
 
 
@@ -200,16 +200,16 @@ def test_exercise_check_accepts_right_and_explains_wrong(capsys):
             (F.cross_entropy(model(x), y) / len(micro_batches)).backward()
 
     rng = torch.get_rng_state()
-    acc.check_accumulation(right)
+    nb04.check_accumulation(right)
     assert capsys.readouterr().out.count("✓") == 3
     assert torch.equal(torch.get_rng_state(), rng)  # the learner's random stream is untouched
     with pytest.raises(AssertionError, match="4.00× the big-batch"):
-        acc.check_accumulation(summed)
+        nb04.check_accumulation(summed)
     with pytest.raises(AssertionError, match=r"len\(y\) / \(all samples\)"):
-        acc.check_accumulation(divided_by_k)
+        nb04.check_accumulation(divided_by_k)
     capsys.readouterr()
     with pytest.raises(AssertionError, match=r"Padding targets \(-100\)"):
-        acc.check_accumulation(by_samples)
+        nb04.check_accumulation(by_samples)
     assert capsys.readouterr().out.count("✓") == 2  # by_samples passed the cases without padding
 
 
@@ -223,7 +223,7 @@ def _inline_step(model, opt, micro_batches, dtype=None, scaler=None):
         (loss if scaler is None else scaler.scale(loss)).backward()
     if scaler is not None:
         scaler.unscale_(opt)
-    grad = acc.flat_grad(model)
+    grad = nb04.flat_grad(model)
     if scaler is None:
         opt.step()
     else:
@@ -236,13 +236,13 @@ def test_inline_loop_equals_the_library_loop_fp32_and_steps_like_one_batch():
     x, y = images(12)
     ref = gn_cnn()
     for k in (3, 5):  # 5 gives unequal micro-batches 3+3+2+2+2
-        group = acc.split_batch(x, y, k)
+        group = nb04.split_batch(x, y, k)
         model = gn_cnn()
         grad = _inline_step(model, torch.optim.SGD(model.parameters(), lr=0.1), group)
-        assert torch.allclose(grad, acc.gradients(gn_cnn(), group), atol=acc.FP32_ATOL, rtol=acc.FP32_RTOL)
+        assert torch.allclose(grad, nb04.gradients(gn_cnn(), group), atol=nb04.FP32_ATOL, rtol=nb04.FP32_RTOL)
         big = gn_cnn()
         big_grad = _inline_step(big, torch.optim.SGD(big.parameters(), lr=0.1), [(x, y)])
-        assert torch.allclose(grad, big_grad, atol=acc.FP32_ATOL, rtol=acc.FP32_RTOL)
+        assert torch.allclose(grad, big_grad, atol=nb04.FP32_ATOL, rtol=nb04.FP32_RTOL)
         assert all(torch.allclose(p, q, atol=1e-7, rtol=1e-5) for p, q in zip(model.parameters(), big.parameters()))
         assert not torch.equal(model.head.weight, ref.head.weight)  # it stepped
 
@@ -255,7 +255,7 @@ def test_inline_amp_loop_equals_accumulation_step(amp):
         except Exception:
             pytest.skip("this PyTorch has no CPU GradScaler")
     x, y = images(16)
-    group = acc.split_batch(x, y, 4)
+    group = nb04.split_batch(x, y, 4)
     dtype = torch.bfloat16 if amp == "bf16" else torch.float16
 
     def scaler():
@@ -264,10 +264,10 @@ def test_inline_amp_loop_equals_accumulation_step(amp):
     s_inline, s_lib = scaler(), scaler()
     m_inline, m_lib = gn_cnn(), gn_cnn()
     g_inline = _inline_step(m_inline, torch.optim.SGD(m_inline.parameters(), lr=0.1), group, dtype, s_inline)
-    g_lib = acc.accumulation_step(m_lib, torch.optim.SGD(m_lib.parameters(), lr=0.1), group, amp=amp,
-                                  scaler=s_lib)
-    assert torch.allclose(g_inline, g_lib, atol=acc.FP32_ATOL, rtol=acc.FP32_RTOL)
+    g_lib = nb04.accumulation_step(m_lib, torch.optim.SGD(m_lib.parameters(), lr=0.1), group, amp=amp,
+                                   scaler=s_lib)
+    assert torch.allclose(g_inline, g_lib, atol=nb04.FP32_ATOL, rtol=nb04.FP32_RTOL)
     assert all(torch.allclose(p, q, atol=1e-7, rtol=1e-5) for p, q in zip(m_inline.parameters(), m_lib.parameters()))
-    assert 0 < acc.rel_error(g_inline, acc.gradients(gn_cnn(), [(x, y)])) < 0.2  # rounded, not broken
+    assert 0 < nb04.rel_error(g_inline, nb04.gradients(gn_cnn(), [(x, y)])) < 0.2  # rounded, not broken
     if amp == "fp16":
         assert s_inline.get_scale() == s_lib.get_scale() == 512.0  # one update per optimizer step

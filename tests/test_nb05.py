@@ -157,10 +157,10 @@ def test_on_two_gpus_data_parallel_matches_the_one_device_arithmetic():
 
 
 def test_replica_procs_times_every_model_in_every_round(tmp_path):
-    from course_lib import dist
+    from course_lib import launcher
 
-    run = dist.launch("replica_procs", ["--model=16,4,2", "--model=64,2,8", "--seconds=0.05",
-                                        "--rounds=2", f"--out={tmp_path}"], nproc=2, timeout_s=120,
+    run = launcher.launch("replica_procs", ["--model=16,4,2", "--model=64,2,8", "--seconds=0.05",
+                                            "--rounds=2", f"--out={tmp_path}"], nproc=2, timeout_s=120,
                       echo=False)
     assert run.returncode == 0
     results = json.loads((tmp_path / "results.json").read_text())

@@ -10,7 +10,7 @@ import torch.nn as nn
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 
-from course_lib import dist as cdist
+from course_lib import launcher
 from course_lib.lessons import nb06
 
 
@@ -25,10 +25,10 @@ def test_launch_fsdp_shards_what_ddp_replicates(tmp_path):
     args = ["--out", tmp_path, "--width", "25", "--layers", "3", "--steps", "2", "--batch", "8"]
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if gpus < 2 and not nb06.trains_on_cpu():  # torch 2.6 on CPU: refused in one sentence
-        with pytest.raises(cdist.LaunchError, match="RuntimeError"):
-            cdist.launch("fsdp_vs_ddp", args, nproc=2, timeout_s=120, echo=False)
+        with pytest.raises(launcher.LaunchError, match="RuntimeError"):
+            launcher.launch("fsdp_vs_ddp", args, nproc=2, timeout_s=120, echo=False)
         return
-    cdist.launch("fsdp_vs_ddp", args, nproc=2, timeout_s=120, echo=False)
+    launcher.launch("fsdp_vs_ddp", args, nproc=2, timeout_s=120, echo=False)
     r = json.loads((tmp_path / "results.json").read_text())
     W, shapes, total = r["world_size"], r["shapes"], r["total_param_bytes"]
     n = len(shapes)  # parameter tensors: 3 weights, 3 biases

@@ -44,12 +44,12 @@ def test_backend_used_names_the_kernel_forced():
 def test_time_backends_times_cpu_kernels_and_reports_a_missing_one():
     q, k, v = qkv(1, 2, 32, 32, 8)
     rows = nb07.time_backends(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True), "cpu",
-                           backends=[SDPBackend.MATH, SDPBackend.EFFICIENT_ATTENTION], repeats=2)
+                              backends=[SDPBackend.MATH, SDPBackend.EFFICIENT_ATTENTION], repeats=2)
     assert [r.backend for r in rows] == ["MATH", "EFFICIENT_ATTENTION"]
     assert rows[0].timing is not None and rows[0].timing.runs == 2 and rows[0].timing.median_s > 0
     assert rows[1].timing is None and rows[1].reason
     oom = nb07.time_backends(lambda: (_ for _ in ()).throw(torch.OutOfMemoryError("injected")), "cpu",
-                          backends=[SDPBackend.MATH], repeats=1)
+                             backends=[SDPBackend.MATH], repeats=1)
     assert oom[0].timing is None and oom[0].reason == "out of memory"
     assert [b.name for b in nb07.backends_for("cpu")] == ["FLASH_ATTENTION", "MATH"]
     assert len(nb07.backends_for("cuda")) == 4
@@ -145,7 +145,7 @@ def test_sweep_measures_every_point_and_skips_after_out_of_memory():
 
     seen = []
     points = nb07.sweep({"naive": naive, "sdpa": sdpa}, [64, 16, 32], batch=1, heads=2, head_dim=8,
-                     device="cpu", repeats=2, on_point=seen.append)
+                        device="cpu", repeats=2, on_point=seen.append)
     assert [(p.name, p.length, p.oom, p.skipped) for p in points] == [
         ("naive", 16, False, False), ("sdpa", 16, False, False), ("naive", 32, True, False),
         ("sdpa", 32, False, False), ("naive", 64, False, True), ("sdpa", 64, False, False)]
@@ -168,7 +168,7 @@ def test_sweep_catches_out_of_memory_while_timing_and_times_the_others_alone():
         return A.attention(q, k, v)[0]
 
     points = nb07.sweep({"grows": grows, "sdpa": lambda q, k, v: F.scaled_dot_product_attention(q, k, v)},
-                     [8, 16], batch=1, heads=1, head_dim=4, device="cpu", repeats=2)
+                        [8, 16], batch=1, heads=1, head_dim=4, device="cpu", repeats=2)
     assert [(p.name, p.length, p.oom, p.skipped) for p in points] == [
         ("grows", 8, True, False), ("sdpa", 8, False, False),
         ("grows", 16, False, True), ("sdpa", 16, False, False)]
@@ -181,7 +181,7 @@ def test_share_on_max_is_one_for_the_perfect_answer_and_lower_for_uniform():
     best = tokens.cummax(1).values
     target = (tokens[:, None, :] == best[:, :, None]) & keep[:, None, :] & A.causal_mask(8)
     perfect = (target / target.sum(-1, keepdim=True).clamp_min(1))[:, None]  # (B, 1, T, T)
-    uniform = A.combine(keep, causal=True).float()
+    uniform = A.sdpa_mask(keep, causal=True).float()
     uniform = uniform / uniform.sum(-1, keepdim=True).clamp_min(1)
     share = nb07.share_on_max(torch.cat([perfect, uniform], dim=1), tokens, keep)
     assert share.shape == (2,)
@@ -207,7 +207,7 @@ def test_cuda_backends_and_module_agree_with_the_written_out_attention():
     q, k, v = (t.cuda() for t in qkv(2, 4, 256, 256, 64, dtype=torch.bfloat16))
     want = A.attention(q.float(), k.float(), v.float(), A.causal_mask(256, device="cuda"))[0]
     rows = nb07.time_backends(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True), "cuda",
-                           repeats=2)
+                              repeats=2)
     assert {r.backend for r in rows} == {"FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION", "MATH"}
     assert any(r.timing is not None for r in rows)
     for r in rows:
@@ -236,5 +236,5 @@ def test_cuda_bfloat16_sweep_check_and_out_of_memory_are_caught():
     free = torch.cuda.mem_get_info()[0]
     t = int((free / (4 * 16 * 2)) ** 0.5) + 1024  # one (4, 16, T, T) bf16 matrix exceeds free memory
     points = nb07.sweep({"naive": lambda q, k, v: A.attention(q, k, v)[0]}, [t], batch=4, heads=16,
-                     head_dim=64, device="cuda", dtype=torch.bfloat16, repeats=1)
+                        head_dim=64, device="cuda", dtype=torch.bfloat16, repeats=1)
     assert points[0].oom and points[0].timing is None

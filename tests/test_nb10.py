@@ -35,4 +35,4 @@ def test_no_sync_loop_exercise():
         nb10.check_no_sync_loop(lambda m, o, b: torch.tensor(_loop(m, o, b, read=True)), reference)
     with pytest.raises(AssertionError):  # no training step: other losses
         nb10.check_no_sync_loop(lambda m, o, b: torch.stack([F.cross_entropy(m(xb).flatten(0, 1), yb.flatten()).detach()
-                                                        for xb, yb in b]), reference)
+                                                             for xb, yb in b]), reference)

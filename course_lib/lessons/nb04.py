@@ -13,7 +13,7 @@ with, and the ways it goes wrong:
 Also: BatchNorm swapped for GroupNorm (per-sample, so accumulation is exact), a tiny
 language model for token-weighted losses, one optimizer step under AMP with the
 GradScaler stepped only after the k-th micro-batch, peak memory against the effective
-batch, the widget's work (:func:`explore`) and the exercise check.
+batch, the widget's work (:func:`compare_micro_batches`) and the exercise check.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from course_lib.units import fmt_bytes
 __all__ = ["FP32_ATOL", "FP32_RTOL", "BF16_REL_TOL", "FP16_REL_TOL", "SCALINGS", "without_batchnorm",
            "split_batch", "flat_grad", "gradients", "rel_error", "batchnorm_state",
            "accumulation_step", "TinyLM", "token_micro_batches", "pad_to_one_batch",
-           "MemoryRow", "step_memory", "memory_sweep", "memory_table", "explore",
+           "MemoryRow", "step_memory", "memory_sweep", "memory_table", "compare_micro_batches",
            "check_accumulation"]
 
 FP32_ATOL, FP32_RTOL = 2e-6, 1e-5  # fp32: only the summation order differs
@@ -53,8 +53,8 @@ def without_batchnorm(model: nn.Module, groups: int | None = None) -> nn.Module:
     """A deep copy of `model` with every BatchNorm replaced by GroupNorm (same weights elsewhere).
 
     BatchNorm normalises each channel over the batch and the pixels; the default here,
-    one group per channel, normalises each channel over one image's pixels only (`groups`
-    channels per group otherwise, rounded to a divisor). A sample's output then does not
+    one group per channel, normalises each channel over one image's pixels only (otherwise
+    `groups` groups of channels, rounded down to a divisor of the channel count). A sample's output then does not
     depend on the other samples in its batch, so micro-batching cannot change the gradient.
     The copy has the same parameter count (both have a weight and a bias per channel).
     """
@@ -250,7 +250,7 @@ def memory_table(rows: Sequence[MemoryRow]) -> str:
 
 # -- widget and exercise ---------------------------------------------------------------
 
-def explore(model: nn.Module, x: torch.Tensor, y: torch.Tensor, k: int) -> str:
+def compare_micro_batches(model: nn.Module, x: torch.Tensor, y: torch.Tensor, k: int) -> str:
     """Widget work: gradient difference and peak memory, one batch of x vs k micro-batches."""
     with tf32(False, deterministic=True):  # plain fp32 on GPUs too
         ref = gradients(model, [(x, y)])

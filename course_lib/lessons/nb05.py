@@ -5,7 +5,10 @@ along dim 0 with ``Tensor.chunk``, one piece per GPU), ``replicate`` (copy the m
 GPU; the copy on the first GPU shares the module's own tensors), ``parallel_apply`` (one Python
 thread per replica runs its forward) and ``gather`` (concatenate the outputs on the output
 device). The primitives need CUDA devices. This module does the same arithmetic on one device,
-so that a machine without two GPUs can check the mathematics, and gives the exercise's check.
+so that a machine without two GPUs can check the mathematics, and gives the exercise's check;
+:func:`layer_stack`, :func:`replicas` and :func:`thread_apply` (one Python thread per replica, as
+``parallel_apply``) are the replicas ``scripts/replica_procs.py`` times three ways, and
+:func:`state_bytes` the bytes each GPU holds.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Notebook 06 (DistributedDataParallel, FSDP2): the single-process reference, the exercise checks,
 and the bytes per rank of FSDP2 against DDP.
 
-The launcher and the helpers the scripts use live in :mod:`course_lib.dist` (core); this module holds
+The launcher and the helpers the scripts use live in :mod:`course_lib.launcher` and
+:mod:`course_lib.ranks` (core); this module holds
 what notebook 06 and its scripts (``scripts/ddp_train.py``, ``ddp_comm.py``, ``fsdp_vs_ddp.py``) share.
 
 Why one process can reproduce W ranks: ``DistributedSampler`` shuffles the same permutation on

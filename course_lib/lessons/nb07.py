@@ -1,7 +1,9 @@
-"""Notebook 07 (attention from scratch): how the written-out attention agrees with PyTorch's, which
-SDPA kernel runs and what each one costs as the sequence grows, the toy task's data, and the
-exercise checks. The attention itself (masks, :func:`~course_lib.attention.attention`,
-:class:`~course_lib.attention.MultiHeadAttention`) is core: :mod:`course_lib.attention`.
+"""Notebook 07 (attention from scratch): which SDPA kernel runs and what each one costs as the
+sequence grows, the toy task's data, the snippet tutorials teach, and the exercise checks.
+
+The attention itself (masks, :func:`~course_lib.attention.attention`,
+:class:`~course_lib.attention.MultiHeadAttention`) and how closely two correct attentions agree
+(:func:`~course_lib.attention.agreement`) are core: :mod:`course_lib.attention`.
 """
 
 from __future__ import annotations

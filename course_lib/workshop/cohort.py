@@ -54,7 +54,7 @@ QUICK = {
 # ---- one machine: what `course check --json` writes ------------------------------------
 
 @dataclass
-class Quick:
+class QuickMeasure:
     """The short measurement: the best matmul rate (and its dtype) and a copy bandwidth."""
 
     matmul: bench.Timing
@@ -69,14 +69,14 @@ def dtypes_to_try(dev: torch.device) -> list[torch.dtype]:
     return [torch.float32, torch.bfloat16]
 
 
-def quick_measure(dev: torch.device) -> Quick:
+def quick_measure(dev: torch.device) -> QuickMeasure:
     """Matmul rate in the fastest dtype and copy bandwidth on `dev`, sized by :data:`QUICK`."""
     q = QUICK["cuda" if dev.type == "cuda" else "cpu"]
     tried = {str(dt).removeprefix("torch."): bench.time_matmul(q["n"], dev, dt, q["min_run_s"])
              for dt in dtypes_to_try(dev)}
     dtype = max(tried, key=lambda k: tried[k].rate)
     (copy,) = bench.bandwidth_curve([q["copy_mib"] * 2**20], dev, q["min_run_s"])
-    return Quick(tried[dtype], dtype, copy)
+    return QuickMeasure(tried[dtype], dtype, copy)
 
 
 def measured(t: bench.Timing) -> dict:
@@ -118,7 +118,7 @@ def _version(package: str) -> str | None:
 
 
 def check_report(name: str, info: DeviceInfo, rows: Sequence[tuple[str, str, str]],
-                 quick: Quick | None, profile: str) -> dict:
+                 quick: QuickMeasure | None, profile: str) -> dict:
     """One machine's check report: `info` (device.describe()), `rows` (catalog.readiness),
     the short measurement `quick` and the profile 'auto' resolves to here."""
     cudnn = torch.backends.cudnn.version() if info.cuda else None
