@@ -223,11 +223,11 @@ def time_matmul(n: int, device: torch.device | str, dtype: torch.dtype = torch.f
                    unit="FLOP/s", min_run_s=min_run_s)
 
 
-def calls_per_block(fn: Callable[[], object], seconds: float, *, num_threads: int | None = None) -> int:
+def calls_per_block(fn: Callable[[], object], seconds: float) -> int:
     """Calls of `fn` that last about `seconds` back to back, from the fastest of 3 single calls
     (``torch.utils.benchmark.Timer``, which synchronises CUDA); at least 1."""
     timer = benchmark.Timer(stmt="fn()", globals={"fn": fn},
-                            num_threads=num_threads or torch.get_num_threads())  # its default is 1 thread
+                            num_threads=torch.get_num_threads())  # its default is 1 thread
     single = min(timer.timeit(number=1).times[0] for _ in range(3))
     return max(1, round(seconds / max(single, 1e-9)))
 

@@ -46,7 +46,7 @@ def backend_for(nproc_per_node: int) -> str:
     return "nccl" if dist.is_nccl_available() and 0 < nproc_per_node <= gpus else "gloo"
 
 
-def first_line(message: str) -> str:
+def _first_line(message: str) -> str:
     """The first line of an exception message, without a C++ source location in front."""
     first = message.splitlines()[0] if message else ""
     return _CPP_PLACE.sub("", first)[:300]
@@ -90,7 +90,7 @@ def entry(main: Callable[..., Any]) -> Callable[..., Any]:
         try:
             result = main(*args, **kwargs)
         except BaseException as exc:  # noqa: BLE001 - recorded, then re-raised
-            _status("error", error=type(exc).__name__, message=first_line(str(exc)),
+            _status("error", error=type(exc).__name__, message=_first_line(str(exc)),
                     traceback=traceback.format_exc(limit=-3))
             raise
         gc.collect()
