@@ -113,9 +113,19 @@ class Ratio:
         return self.lo <= 1.0 <= self.hi
 
     @property
+    def decimals(self) -> int:
+        """2, or up to 4 where a difference beyond the spread is so small that 2 would print
+        its range's bound nearest 1 as 1.00 (0.996× (0.993–0.998), not 1.00× (0.99–1.00))."""
+        if self.within_noise or self.lo == self.hi:
+            return 2
+        nearest = self.lo if self.value > 1 else self.hi
+        return next((d for d in (2, 3) if f"{nearest:.{d}f}" != f"{1:.{d}f}"), 4)
+
+    @property
     def phrase(self) -> str:
         """How a verdict says it: '1.10× faster', or below 1 the inverse, '1.08× slower'."""
-        return f"{self.value:.2f}× {self.more}" if self.value >= 1 else f"{1 / self.value:.2f}× {self.less}"
+        d = self.decimals
+        return f"{self.value:.{d}f}× {self.more}" if self.value >= 1 else f"{1 / self.value:.{d}f}× {self.less}"
 
     def __str__(self) -> str:
         if self.lo == self.hi:
@@ -124,7 +134,8 @@ class Ratio:
             how = "within the spread of the repeats: no measurable difference"
         else:
             how = f"{self.more if self.value > 1 else self.less}, beyond the spread of the repeats"
-        return f"{self.name}: {self.value:.2f}× ({self.lo:.2f}–{self.hi:.2f}) | {how}"
+        d = self.decimals
+        return f"{self.name}: {self.value:.{d}f}× ({self.lo:.{d}f}–{self.hi:.{d}f}) | {how}"
 
 
 def ratio_of(name: str, value: float, lo: float, hi: float, *, more: str = "higher",

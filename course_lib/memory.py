@@ -23,6 +23,7 @@ import os
 import sys
 import tempfile
 import traceback
+import warnings
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Sequence
@@ -34,6 +35,9 @@ from torch.profiler import ProfilerActivity, profile, record_function
 
 from course_lib.device import allocator_limit, bf16_supported, label, memory_cap_gib, pick, sync
 from course_lib.units import fmt_bytes
+
+# The start of the profiler's note on its first cycle (torch.profiler.profile.prepare_trace), a regex
+PROFILER_CYCLE_NOTE = r"Warning: Profiler clears events"
 
 
 @dataclass
@@ -55,14 +59,19 @@ def quiet_stderr() -> Iterator[None]:
     """Point file descriptor 2 at /dev/null inside the block; always restore it after.
 
     A CUDA build of torch without a GPU makes the profiler print 'USDT: profiler_start'
-    and 'gpuGetDeviceCount failed' lines from C++: noise for learners, not errors.
+    and 'gpuGetDeviceCount failed' lines from C++: noise for learners, not errors. Some
+    releases (2.11 on a GPU) also warn, from Python, on a profile's first cycle that each
+    cycle's events are cleared: true of every profile, and the course's profiles have one
+    cycle. That warning is left out too; every other warning still shows.
     """
     if sys.stderr is not None:
         sys.stderr.flush()  # Python's buffered text goes out before the redirect
     saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
     try:
         os.dup2(devnull, 2)
-        yield
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=PROFILER_CYCLE_NOTE, category=UserWarning)
+            yield
     finally:
         os.dup2(saved, 2)
         os.close(saved)

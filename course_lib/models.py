@@ -339,6 +339,7 @@ class GPT(nn.Module):
         return 6 * self.num_params() + 12 * c.n_layer * c.block_size * c.n_embd
 
     @torch.no_grad()
+    @torch.no_grad()  # sampling needs no autograd graph: none is recorded
     def generate(self, idx: torch.Tensor, max_new_tokens: int, *, temperature: float = 1.0,
                  top_k: int | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
         """Continue token ids (B, T0) by `max_new_tokens` sampled tokens -> (B, T0 + new).

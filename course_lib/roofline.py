@@ -8,7 +8,8 @@ can run at most at min(P, I·W) FLOP/s: below the ridge I = P / W it is *memory-
 (``bench.peak_matmul``, ``bench.peak_bandwidth``).
 
 - :func:`count_ops`: every ATen op a function runs, with its FLOPs (PyTorch's own
-  formulas, ``torch.utils.flop_counter``, for matmuls and attention; one per element
+  formulas, ``torch.utils.flop_counter``, for matmuls and attention, of which a causal call
+  counts the part of the square its kernel computes; one per element
   for the rest) and the bytes it reads and writes, each operand once (the ideal traffic).
 - :func:`measure_ops`: the same ops timed by ``torch.profiler`` (a range around each;
   on a GPU the kernels it launched), grouped by op and shapes: what to place on the plot.
@@ -93,6 +94,23 @@ def _attention_flops(name: str, args: Sequence) -> float:
     return sdpa_flop_count(t[0], t[1], t[2])  # (query, key, value, …)
 
 
+def causal_share(func: torch._ops.OpOverload, args: Sequence, kwargs: dict) -> float:
+    """The share of the T×S score square a fused attention call computes: 1, or for a causal
+    call (``is_causal=True``, the top-left mask: query i sees keys 0…i) the entries at or below
+    the diagonal, (T + 1) / 2T when T = S. The fused kernels skip the blocks above it, and
+    PyTorch's formulas count the whole square, so a causal call would seem to do twice the
+    work it does (FlashAttention's benchmarks halve the count the same way)."""
+    names = [a.name for a in func._schema.arguments]
+    if "is_causal" not in names or "query" not in names or "key" not in names:
+        return 1.0
+    i = names.index("is_causal")
+    if not (args[i] if i < len(args) else kwargs.get("is_causal", False)) or names.index("key") >= len(args):
+        return 1.0
+    T, S = (args[names.index(n)].shape[-2] for n in ("query", "key"))  # (B, heads, T or S, head size)
+    kept = T * (T + 1) // 2 if T <= S else S * (S + 1) // 2 + (T - S) * S  # sum of min(i + 1, S)
+    return kept / (T * S)
+
+
 def _written(func: torch._ops.OpOverload, args: Sequence, kwargs: dict) -> list[torch.Tensor]:
     """The tensors an op writes in place (its schema marks them ``Tensor(a!)``)."""
     out = []
@@ -125,6 +143,8 @@ def op_cost(func: torch._ops.OpOverload, args: Sequence, kwargs: dict, out: Any)
         flops = sum(t.numel() for t in lists[0])  # a foreach / fused op: one per element of each tensor
     else:  # one operation per element of the largest operand
         flops = max((t.numel() for t in inputs + outputs), default=0)
+    if kind == "attention":
+        flops *= causal_share(func, args, kwargs)  # what the kernel computes, not the whole square
     shapes = tuple(tuple(a.shape) for a in args if isinstance(a, torch.Tensor) and a.dim() > 0)
     return OpCost(name, shapes, kind, float(flops), float(nbytes))
 

@@ -32,3 +32,8 @@ def fmt_rate(rate: float, unit: str) -> str:
     """A rate with an SI prefix: '198.4 TFLOP/s', '3.1 GB/s', '12.3 kimg/s'."""
     scale, prefixed = rate_scale(rate, unit)
     return f"{rate / scale:.1f} {prefixed}"
+
+
+def fmt_count(n: float, digits: int = 2) -> str:
+    """A count to `digits` significant digits, with thousands separators: 1388 -> '1,400'."""
+    return format(float(format(n, f".{digits}g")), ",.0f")

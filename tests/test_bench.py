@@ -306,3 +306,12 @@ def test_ratio_phrase_says_slower_with_the_inverse():
     assert bench.Ratio("a vs b", 1.25, 1.2, 1.3).phrase == "1.25× faster"
     assert bench.Ratio("a vs b", 0.8, 0.7, 0.9).phrase == "1.25× slower"
     assert bench.ratio_of("x", 2.0, 1.5, 2.5).phrase == "2.00× higher"
+
+
+def test_a_small_difference_beyond_the_spread_gets_the_decimals_that_show_it():
+    tiny = bench.Ratio("n=8192 vs the peak", 0.996, 0.993, 0.998, more="higher", less="lower")
+    assert str(tiny) == "n=8192 vs the peak: 0.996× (0.993–0.998) | lower, beyond the spread of the repeats"
+    assert tiny.phrase == "1.004× lower"
+    assert bench.Ratio("a vs b", 1.0004, 1.0002, 1.0006).decimals == 4
+    assert bench.Ratio("a vs b", 0.996, 0.98, 1.01).decimals == 2  # within the spread: nothing to show
+    assert bench.Ratio("a vs b", 1.25, 1.2, 1.3).decimals == 2

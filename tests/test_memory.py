@@ -1,6 +1,7 @@
 """Tests for course_lib.memory: CPU and CUDA tracking, estimator, fitting a batch."""
 
 import os
+import warnings
 
 import pytest
 import torch
@@ -548,3 +549,12 @@ def test_activation_bytes_leaves_no_saved_tensor_alive():
     sizes = [memory.activation_bytes(model, x) for _ in range(3)]
     assert sizes[0] > 0 and len(set(sizes)) == 1
     assert alive() == before
+
+
+def test_quiet_stderr_leaves_out_the_profilers_cycle_note_and_nothing_else():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with memory.quiet_stderr():
+            warnings.warn("Warning: Profiler clears events at the end of each cycle.", UserWarning)
+            warnings.warn("a warning a learner must see", UserWarning)
+    assert [str(w.message) for w in caught] == ["a warning a learner must see"]

@@ -224,6 +224,10 @@ def test_generate_greedy_top_k_and_reproducible_sampling():
     b = model.generate(prompt, 8, temperature=0.8, generator=torch.Generator().manual_seed(3))
     assert torch.equal(a, b)
     assert model.training  # generate restores the mode it found
+    grad_modes = []
+    model.register_forward_hook(lambda *_: grad_modes.append(torch.is_grad_enabled()))
+    model.generate(prompt, 3)
+    assert grad_modes == [False] * 3  # sampling records no autograd graph
 
 
 def test_generate_samples_only_from_the_top_k_and_crops_long_contexts():

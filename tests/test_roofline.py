@@ -15,7 +15,7 @@ from torch.utils.flop_counter import FlopCounterMode, flop_registry  # noqa: E40
 
 from course_lib import bench, plot, units  # noqa: E402
 from course_lib.models import GPT, GPTConfig  # noqa: E402
-from course_lib.roofline import (KINDS, OpTime, attainable, bound, count_ops, measure_ops,  # noqa: E402
+from course_lib.roofline import (KINDS, OpTime, attainable, bound, causal_share, count_ops, measure_ops,  # noqa: E402
                                  ridge, total_flops, touched_bytes)
 
 # ---- count_ops --------------------------------------------------------------------------
@@ -109,6 +109,31 @@ def test_sdpa_backward_counted_with_its_recomputation():
     assert attn[0].flops == 10 * b * h * t * t * d  # scores again, then 4 matmuls for 3 gradients
 
 
+@pytest.mark.parametrize("backward", [False, True])
+def test_causal_sdpa_counts_the_entries_at_or_below_the_diagonal(backward):
+    b, h, t, d = 2, 3, 16, 8
+    q, k, v = (torch.randn(b, h, t, d, requires_grad=backward) for _ in range(3))
+
+    def attention_flops(is_causal: bool) -> float:
+        if not backward:
+            ops = count_ops(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=is_causal))
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
+            ops = count_ops(lambda: out.sum().backward())
+        return total_flops(ops, kinds=("attention",))
+
+    assert attention_flops(True) == attention_flops(False) * (t + 1) / (2 * t)
+
+
+@pytest.mark.parametrize("t, s, kept", [(4, 4, 10), (3, 5, 6), (5, 3, 12), (1, 1, 1)])
+def test_causal_share_of_a_top_left_mask(t, s, kept):
+    q, k = torch.randn(1, 1, t, 8), torch.randn(1, 1, s, 8)
+    op = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
+    assert causal_share(op, (q, k, k, 0.0, True), {}) == kept / (t * s)  # query i sees keys 0…i
+    assert causal_share(op, (q, k, k), {"is_causal": False}) == 1.0
+    assert causal_share(torch.ops.aten.mm.default, (q[0, 0], k[0, 0].T), {}) == 1.0  # not attention
+
+
 def test_profiler_marks_are_not_ops():
     opt = torch.optim.SGD(nn.Linear(4, 4).parameters(), lr=0.1)
     for p in opt.param_groups[0]["params"]:
@@ -123,11 +148,11 @@ def test_gpt_forward_flops():
     x = torch.randint(0, cfg.vocab_size, (B, T))
     # every 2-D weight but the position embedding is a matmul on every token (the tied token
     # embedding as the output layer): 2 FLOPs per weight and token; biases and LayerNorms
-    # are not matmuls. Attention: q·kᵀ and weights·v over the full T×T square, 4·T·C per
-    # token and layer.
+    # are not matmuls. Attention: q·kᵀ and weights·v over the T(T+1)/2 (query, key) pairs the
+    # causal kernel computes, 4·C per pair and layer.
     weights = sum(p.numel() for name, p in model.named_parameters()
                   if p.dim() == 2 and name != "wpe.weight")
-    expected = 2 * weights * B * T + 4 * cfg.n_layer * T * cfg.n_embd * B * T
+    expected = 2 * weights * B * T + 4 * cfg.n_layer * (T * (T + 1) // 2) * cfg.n_embd * B
     assert total_flops(count_ops(lambda: model(x))) == expected
 
 

@@ -24,3 +24,9 @@ def test_fmt_bytes(n, text):
                                               (2e15, "FLOP/s", "2.0 PFLOP/s"), (7, "img/s", "7.0 img/s")])
 def test_fmt_rate(rate, unit, text):
     assert units.fmt_rate(rate, unit) == text
+
+
+@pytest.mark.parametrize("n, digits, text", [(1388, 2, "1,400"), (10993, 2, "11,000"), (951.4, 2, "950"),
+                                             (7, 2, "7"), (1388, 3, "1,390")])
+def test_fmt_count_rounds_to_significant_digits_with_separators(n, digits, text):
+    assert units.fmt_count(n, digits) == text
