@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from course_lib import bench, files, units
-from course_lib.device import describe
+from course_lib.device import cpu_name, describe
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -58,6 +58,8 @@ class Report:
             "device_type": dev.type,  # "cuda" for a GPU run: only those become reference results
             "torch": info.torch,
             "cuda": info.cuda,
+            # the host too: a GPU step bound by launching runs at the speed of the CPU that launches it
+            "host": f"{cpu_name()}, {os.cpu_count()} cores",
             "date": _dt.date.today().isoformat(),
         }
         self.rows: dict[str, dict] = {}

@@ -4,7 +4,7 @@ import os
 import pytest
 import torch
 
-from course_lib import bench, report
+from course_lib import bench, device, report
 
 
 def gpu_report(notebook: str, device: str = "NVIDIA Test GPU", **measurements) -> dict:
@@ -31,6 +31,7 @@ def test_report_saves_measurements_with_units(tmp_path):
     assert data["notebook"] == "01_gpu_vs_cpu" and data["profile"] == "smoke"
     assert data["device"].startswith("cpu") and data["torch"] == torch.__version__
     assert data["device_type"] == "cpu"
+    assert data["host"] == f"{device.cpu_name()}, {os.cpu_count()} cores"  # a GPU's speed can depend on it
     assert data["measurements"]["cpu matmul peak"] == {"value": 101.5, "unit": "GFLOP/s", "note": ""}
     assert data["measurements"]["steps"]["value"] == 3
 
