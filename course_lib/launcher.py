@@ -45,8 +45,13 @@ class LaunchError(RuntimeError):
 
 # ---- launching (notebook side) ---------------------------------------------------------------
 
-def script(name: str) -> Path:
-    """The path of ``scripts/NAME`` (``.py`` optional), or one sentence if it is not there."""
+def script(name: str | Path) -> Path:
+    """The path of ``scripts/NAME`` (``.py`` optional), or one sentence if it is not there. A
+    `Path` is a script of your own (notebook 06 writes one from a cell): used as it is."""
+    if isinstance(name, Path):
+        if not name.is_file():
+            raise FileNotFoundError(f"No script {name}: run the cell that writes it first.")
+        return name
     path = SCRIPTS / (name if name.endswith(".py") else f"{name}.py")
     if not path.is_file():
         have = ", ".join(sorted(p.name for p in SCRIPTS.glob("*.py"))) or "none"
@@ -209,14 +214,14 @@ def launch_together(commands: Sequence[Sequence[str]], *, timeout_s: float = 120
 def launch(name: str | Path, args: Sequence[str] = (), *, nproc: int = 2, timeout_s: float = 120,
            max_restarts: int = 0, threads: int = 1, env: dict[str, str] | None = None,
            echo: bool = True, check: bool = True) -> Run:
-    """Run ``scripts/NAME`` under ``torchrun --nproc_per_node=nproc`` on this machine.
+    """Run ``scripts/NAME`` (or a script of your own, a `Path`) under ``torchrun --nproc_per_node=nproc``
+    on this machine.
 
     Lines stream as the ranks print them; the job is stopped after `timeout_s` seconds. With
     `check` (default), a failure raises :class:`LaunchError` naming the failing rank; without
     it, the returned :class:`Run` carries the diagnosis in ``failure``.
     """
-    path = name if isinstance(name, Path) else script(name)
-    cmd = torchrun_command(path, args, nproc=nproc, max_restarts=max_restarts)
+    cmd = torchrun_command(script(name), args, nproc=nproc, max_restarts=max_restarts)
     if max_restarts:
         # Restarted ranks must not share the rendezvous store with the failed attempt: they
         # would read its stale addresses and fail to connect (pytorch/pytorch#135712).
@@ -324,7 +329,7 @@ def _nproc(run: Run) -> int:
     return 1
 
 
-def launch_nodes(name: str, args: Sequence[str] = (), *, nnodes: int = 2, nproc: int = 1,
+def launch_nodes(name: str | Path, args: Sequence[str] = (), *, nnodes: int = 2, nproc: int = 1,
                  timeout_s: float = 120, threads: int = 1, echo: bool = True) -> list[Run]:
     """Rehearse a multi-node job on this machine: `nnodes` torchrun agents, each started as
     ``--nnodes=N --node_rank=i`` with the same c10d rendezvous endpoint on 127.0.0.1, as N
@@ -356,14 +361,14 @@ def node_gpus(nnodes: int, nproc: int, gpus: int, visible: str | None = None) ->
     return [",".join(names[i * nproc + j] for j in range(nproc)) for i in range(nnodes)]
 
 
-def launch_each(jobs: Sequence[tuple[str, Sequence[str], dict[str, Any]]], *,
+def launch_each(jobs: Sequence[tuple[str | Path, Sequence[str], dict[str, Any]]], *,
                 timeout_s: float = 120) -> list[Run]:
     """Run independent jobs ``(script, args, launch keywords)`` at the same time, without
     streaming (their lines would interleave) and without raising: each :class:`Run` carries
     its lines and, when it failed, its diagnosis. For demonstrations, never for timing."""
     from concurrent.futures import ThreadPoolExecutor
 
-    def one(job: tuple[str, Sequence[str], dict[str, Any]]) -> Run:
+    def one(job: tuple[str | Path, Sequence[str], dict[str, Any]]) -> Run:
         name, args, kw = job
         return launch(name, args, timeout_s=timeout_s, echo=False, check=False, **kw)
 
@@ -406,14 +411,14 @@ def slurm_script(name: str, args: Sequence[str] = (), *, nodes: int = 2, gpus_pe
         ""])
 
 
-def source(name: str, start: str = "# ---- the core", end: str = "# ---- end of the core") -> str:
-    """The lines of ``scripts/NAME`` between the markers `start` and `end`, numbered as in the
-    file, so a notebook shows the exact code it runs."""
+def source(name: str | Path, block: str) -> str:
+    """The lines of ``scripts/NAME`` between ``# >>> BLOCK`` and ``# <<< BLOCK``, numbered as in
+    the file and dedented, so a notebook shows the exact code its jobs run."""
     lines = script(name).read_text().splitlines()
-    first = next((i for i, ln in enumerate(lines) if ln.strip().startswith(start)), None)
-    last = next((i for i, ln in enumerate(lines) if ln.strip().startswith(end)), None)
-    if first is None or last is None or last <= first:
-        raise ValueError(f"scripts/{script(name).name} has no block between {start!r} and {end!r}.")
+    first = next((i for i, ln in enumerate(lines) if ln.strip().startswith(f"# >>> {block}")), None)
+    last = next((i for i, ln in enumerate(lines) if ln.strip() == f"# <<< {block}"), None)
+    if first is None or last is None or last <= first + 1:
+        raise ValueError(f"{script(name).name} has no block marked '# >>> {block}' … '# <<< {block}'.")
     body = lines[first + 1:last]
     indent = min(len(ln) - len(ln.lstrip()) for ln in body if ln.strip())
     return "\n".join(f"{first + 2 + i:4d}  {ln[indent:]}" for i, ln in enumerate(body))

@@ -68,6 +68,7 @@ def parse() -> argparse.Namespace:
 def collectives(ctx: ranks.RankInfo) -> dict[str, dict]:
     """Each collective on this rank's small tensor: {name: {"before": [...], "after": [...]}}."""
     W = ctx.world_size
+    # >>> collectives (notebook 06 shows these lines)
     x = torch.arange(2 * W, device=ctx.device) + 10 * ctx.rank  # (2W,): [10, 11, 12, 13] on rank 1
     out = {}
 
@@ -83,6 +84,7 @@ def collectives(ctx: ranks.RankInfo) -> dict[str, dict]:
     t = torch.empty(x.numel() // W, dtype=x.dtype, device=ctx.device)  # (2,)
     dist.reduce_scatter_tensor(t, x)  # rank r: the sum over ranks of chunk r
     out["reduce_scatter"] = t
+    # <<< collectives
 
     rows = {}
     for name, after in out.items():
@@ -134,6 +136,7 @@ class BucketLog:
         self.clock.marks.clear()
 
 
+# >>> the hook (notebook 06 shows these lines)
 def logging_hook(log: BucketLog, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
     """DDP calls this once per bucket, as soon as every gradient in it is ready: note the bucket
     and the time, then all-reduce it as DDP's built-in hook does (divide by W, sum)."""
@@ -142,6 +145,7 @@ def logging_hook(log: BucketLog, bucket: dist.GradBucket) -> torch.futures.Futur
         log.rows.append((bucket.index(), buf.numel() * buf.element_size(),
                          len(bucket.parameters()), log.clock.mark()))
     return default_hooks.allreduce_hook(None, bucket)  # None: the default process group
+# <<< the hook
 
 
 def timeline(ddp: DDP, log: BucketLog, x: torch.Tensor, y: torch.Tensor, iters: int) -> list[dict]:
@@ -185,6 +189,7 @@ def flat_grad(model: nn.Module) -> torch.Tensor:
     return torch.cat([p.grad.detach().flatten() for p in model.parameters()]).cpu()
 
 
+# >>> compute then communicate (notebook 06 shows these lines)
 def compute_then_communicate(ddp: DDP, x: torch.Tensor, y: torch.Tensor) -> None:
     """The whole backward first (no_sync: DDP communicates nothing), then one all-reduce of all
     gradients at once: what DDP would do without buckets."""
@@ -196,6 +201,7 @@ def compute_then_communicate(ddp: DDP, x: torch.Tensor, y: torch.Tensor) -> None
     flat /= dist.get_world_size()  # the mean, as DDP computes
     for g, part in zip(grads, flat.split([g.numel() for g in grads])):
         g.copy_(part.view_as(g))
+# <<< compute then communicate
 
 
 def compare(what: str, got: torch.Tensor, want: torch.Tensor) -> dict:
@@ -226,6 +232,7 @@ def time_in_turns(fns: dict[str, Callable[[], None]], repeats: int,
 
 # ---- 4. no_sync: accumulate k micro-batches, communicate once ---------------------------------
 
+# >>> no_sync (notebook 06 shows these lines)
 def accumulate(ddp: DDP, micro: list[tuple[torch.Tensor, torch.Tensor]], use_no_sync: bool) -> None:
     """Backward over k micro-batches into .grad (each loss / k); with `use_no_sync`, DDP skips
     the all-reduce on the first k-1 and all-reduces the accumulated gradients on the last."""
@@ -234,6 +241,7 @@ def accumulate(ddp: DDP, micro: list[tuple[torch.Tensor, torch.Tensor]], use_no_
         skip = use_no_sync and i < k - 1
         with ddp.no_sync() if skip else contextlib.nullcontext():  # forward and backward inside
             (F.mse_loss(ddp(xb), yb) / k).backward()
+# <<< no_sync
 
 
 def bucket_runs(a: argparse.Namespace, base: nn.Module, x: torch.Tensor, y: torch.Tensor,
@@ -244,9 +252,11 @@ def bucket_runs(a: argparse.Namespace, base: nn.Module, x: torch.Tensor, y: torc
     ddps, logs, runs = {}, {}, []
     for cap in caps:
         label = "default" if cap is None else f"{cap:g} MiB"
+        # >>> registering the hook (notebook 06 shows these lines)
         ddp = DDP(copy.deepcopy(base), device_ids=ids, bucket_cap_mb=cap)
         log = BucketLog(Clock(x.device))
         ddp.register_comm_hook(log, logging_hook)  # once per DDP: state, hook
+        # <<< registering the hook
         timeline(ddp, log, x, y, 2)  # pass 1: one bucket for all; then DDP rebuilds its buckets
         iters = timeline(ddp, log, x, y, a.iters)
         ddps[label], logs[label] = ddp, log

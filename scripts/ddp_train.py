@@ -19,9 +19,9 @@ rank also times training steps on a fixed batch (results.json).
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import os
+from argparse import Namespace
 from datetime import timedelta
 from pathlib import Path
 
@@ -30,40 +30,16 @@ import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
-from torch.utils.benchmark import Timer
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
-from course_lib import checkpoint, data, models
-from course_lib import ranks
-
-
-def parse() -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--images", type=int, default=1024, help="images in the dataset")
-    p.add_argument("--res", type=int, default=16, help="image resolution (pixels)")
-    p.add_argument("--hidden", type=int, default=128, help="MLP width")
-    p.add_argument("--batch", type=int, default=32, help="images per rank per step")
-    p.add_argument("--epochs", type=int, default=2)
-    p.add_argument("--lr", type=float, default=0.05)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default="build/dist/ddp_train", help="folder for final.pt, results.json")
-    p.add_argument("--ckpt", default="", help="checkpoint file: saved every --save-every steps, "
-                                               "resumed from when it exists")
-    p.add_argument("--save-every", type=int, default=0)
-    p.add_argument("--crash-at", type=int, default=-1, help="rank --crash-rank raises at this "
-                                                             "step on the first attempt")
-    p.add_argument("--crash-rank", type=int, default=1)
-    p.add_argument("--bench-steps", type=int, default=0, help="steps per timed call (0: no timing)")
-    p.add_argument("--bench-repeats", type=int, default=5)
-    p.add_argument("--timeout", type=float, default=60, help="process-group timeout (s)")
-    return p.parse_args()
+from course_lib import checkpoint, data, models, ranks
+from course_lib.lessons.nb06 import crash_if_asked, ddp_train_args, time_ddp_steps
 
 
 @ranks.entry
 def main() -> None:
-    a = parse()
+    a = ddp_train_args()  # --epochs, --batch, --lr, --ckpt, ...: scripts/ddp_train.py --help
     out = Path(a.out)
-    # ---- the core (notebook 06 prints these lines) ----
     local_rank = int(os.environ["LOCAL_RANK"])  # torchrun sets RANK, WORLD_SIZE, LOCAL_RANK, ...
     backend = ranks.backend_for(int(os.environ["LOCAL_WORLD_SIZE"]))  # nccl with a GPU per rank, else gloo
     device = torch.device("cuda", local_rank) if backend == "nccl" else torch.device("cpu")
@@ -109,14 +85,12 @@ def main() -> None:
     results = dict(world_size=world_size, backend=backend, device=str(device),
                    threads=torch.get_num_threads(), steps=step, steps_per_epoch=len(loader))
     if a.bench_steps:
-        results.update(bench(a, model, ddp, opt, device))
+        results.update(time_ddp_steps(a, model, ddp, opt, device))
     ranks.write_json0(out / "results.json", results)
     dist.destroy_process_group()
-    # ---- end of the core ----
 
 
-# ---- resume (notebook 06 prints these lines) ----
-def resume(a: argparse.Namespace, model: nn.Module, opt: torch.optim.Optimizer,
+def resume(a: Namespace, model: nn.Module, opt: torch.optim.Optimizer,
            device: torch.device, steps_per_epoch: int) -> tuple[int, int, int]:
     """(step, epoch, batches to skip in that epoch): from the checkpoint when one exists, which
     every rank loads (rank 0 wrote it), else from the start."""
@@ -128,47 +102,6 @@ def resume(a: argparse.Namespace, model: nn.Module, opt: torch.optim.Optimizer,
     step = state["step"]
     print(f"rank {dist.get_rank()}: resumed from {a.ckpt} at step {step}", flush=True)
     return step, step // steps_per_epoch, step % steps_per_epoch
-# ---- end of resume
-
-
-def crash_if_asked(a: argparse.Namespace, step: int, rank: int) -> None:
-    """The failure lab's crash: on the first attempt only, so the restart gets past it."""
-    first_attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", 0)) == 0
-    if first_attempt and step == a.crash_at and rank == a.crash_rank:
-        raise RuntimeError(f"simulated crash of rank {a.crash_rank} at step {step}")
-
-
-def bench(a: argparse.Namespace, model: nn.Module, ddp: DDP, opt: torch.optim.Optimizer,
-          device: torch.device) -> dict:
-    """Seconds per training step on a fixed batch, `bench_repeats` calls of `bench_steps` steps
-    after one warm-up call; at world size 1 the plain model too (DDP's own overhead). Every
-    rank runs the same number of steps (a collective per step), rank 0 reports, with every
-    rank's peak allocated GPU memory during the timed steps (bytes; 0 on the CPU)."""
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-    xb, yb = data.make_tensor_dataset(a.batch, a.res, seed=a.seed + 1)
-    xb, yb = xb.to(device), yb.to(device)
-
-    def step(net: nn.Module) -> None:
-        loss = F.cross_entropy(net(xb), yb)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-
-    nets = {"ddp": ddp} if dist.get_world_size() > 1 else {"plain": model, "ddp": ddp}
-    timers = {k: Timer("step(net)", globals=dict(step=step, net=net), num_threads=torch.get_num_threads())
-              for k, net in nets.items()}
-    times: dict[str, list[float]] = {k: [] for k in nets}
-    for t in timers.values():
-        t.timeit(a.bench_steps)  # warm-up
-    for _ in range(a.bench_repeats):  # in turns, so drift hits both alike
-        for k, t in timers.items():
-            times[k].append(t.timeit(a.bench_steps).mean)  # seconds per step
-    peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else 0
-    peaks: list[int] = [0] * dist.get_world_size()
-    dist.all_gather_object(peaks, peak)  # rank r's peak in peaks[r]
-    return dict(step_s=times, batch_per_rank=a.batch, samples_per_step=a.batch * dist.get_world_size(),
-                peak_bytes=peaks)
 
 
 if __name__ == "__main__":

@@ -83,12 +83,15 @@ def main() -> None:
 
     # ---- DDP: every rank holds everything ----
     ddp_model = copy.deepcopy(model)
+    # >>> ddp (notebook 06 shows these lines)
     ddp = DDP(ddp_model, device_ids=[ctx.local_rank] if ctx.device.type == "cuda" else None)
+    # <<< ddp
     ddp_opt = torch.optim.AdamW(ddp.parameters(), lr=a.lr)
     ddp_losses = train(ddp, ddp_opt, xs, ys)
     ddp_held = held(ddp_model, ddp_opt)
 
     # ---- FSDP2: every rank holds a 1/W shard of each parameter ----
+    # >>> fully_shard (notebook 06 shows these lines)
     mesh = init_device_mesh(ctx.device.type, (W,))  # gloo: a CPU mesh (pytorch#132471)
     sharded = copy.deepcopy(model)
     for layer in sharded:
@@ -96,6 +99,7 @@ def main() -> None:
             fully_shard(layer, mesh=mesh)  # one all-gather / reduce-scatter group per layer
     fully_shard(sharded, mesh=mesh)  # the root: whatever is left, and the schedule
     fsdp_opt = torch.optim.AdamW(sharded.parameters(), lr=a.lr)  # sees only the local shards
+    # <<< fully_shard
     fsdp_losses = train(sharded, fsdp_opt, xs, ys)
     fsdp_held = held(sharded, fsdp_opt)
 

@@ -167,13 +167,17 @@ def test_diagnose_prefers_the_rank_that_raised_first(tmp_path):
     assert message.endswith("last words")
 
 
-def test_source_shows_the_core_of_the_script():
-    core = launcher.source("ddp_train")
-    for step in ("init_process_group", "DistributedSampler", "set_epoch", "DDP(", "backward()",
-                 "destroy_process_group"):
-        assert step in core
+def test_source_shows_a_marked_block_numbered_as_in_the_file(tmp_path):
+    script = tmp_path / "mine.py"
+    script.write_text("import os\n\ndef f():\n    # >>> the part\n    x = 1\n    return x\n    # <<< the part\n")
+    assert launcher.source(script, "the part") == "   5  x = 1\n   6  return x"  # dedented, file line numbers
+    collectives = launcher.source("ddp_comm", "collectives")
+    for call in ("all_reduce", "broadcast", "all_gather_into_tensor", "reduce_scatter_tensor"):
+        assert f"dist.{call}(" in collectives
     with pytest.raises(ValueError):
-        launcher.source("ddp_train", start="# no such marker")
+        launcher.source("ddp_comm", "no such block")
+    with pytest.raises(FileNotFoundError):
+        launcher.source(tmp_path / "missing.py", "the part")
 
 
 def test_multi_node_commands_and_slurm_script(tmp_path):

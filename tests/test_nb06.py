@@ -2,6 +2,8 @@
 
 import json
 import math
+import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -10,6 +12,7 @@ import torch.nn as nn
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 
+from conftest import REPO
 from course_lib import launcher
 from course_lib.lessons import nb06
 
@@ -127,3 +130,29 @@ def test_counting_on_real_tensors():
     assert nb06.grad_bytes(model) == params
     assert nb06.optimizer_state_bytes(opt) == nb06.adamw_state_bytes(params, 4)
     assert nb06.tensor_bytes(torch.zeros(3, 5, dtype=torch.bfloat16)) == 30
+
+
+# ---- the code on the page: what 06 shows is what its jobs run ----
+
+NB06 = REPO / "notebooks" / "06_ddp.ipynb"
+
+
+def code_cells(path: Path) -> list[str]:
+    return ["".join(c["source"]) for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
+
+
+def test_the_script_cell_of_06_is_scripts_ddp_train():
+    magic = '%%writefile "{TRAIN_SCRIPT}"\n'
+    cells = [c for c in code_cells(NB06) if c.startswith(magic)]
+    assert len(cells) == 1, "06 writes its training script from one cell"
+    assert cells[0][len(magic):].rstrip("\n") + "\n" == (REPO / "scripts" / "ddp_train.py").read_text()
+
+
+def test_every_block_06_shows_is_marked_in_its_script():
+    shown = [m for cell in code_cells(NB06) for m in re.findall(r'launcher\.source\("(\w+)", "([^"]+)"\)', cell)]
+    assert len(shown) == 7  # collectives, the hook and its registration, compute then communicate, no_sync, ddp, fully_shard
+    for name, block in shown:
+        lines = (REPO / "scripts" / f"{name}.py").read_text().splitlines()
+        for numbered in launcher.source(name, block).splitlines():  # "  95  code": the file's line 95
+            number, _, code = numbered.strip().partition("  ")
+            assert lines[int(number) - 1].strip() == code.strip()

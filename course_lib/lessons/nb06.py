@@ -1,5 +1,6 @@
 """Notebook 06 (DistributedDataParallel, FSDP2): the single-process reference, the exercise checks,
-and the bytes per rank of FSDP2 against DDP.
+the bytes per rank of FSDP2 against DDP, and the training script's scaffolding (its flags, the
+failure lab's crash, its step timing), so that the script the notebook writes is its core alone.
 
 The launcher and the helpers the scripts use live in :mod:`course_lib.launcher` and
 :mod:`course_lib.ranks` (core); this module holds
@@ -15,8 +16,10 @@ over those W·b images: the same step.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import math
+import os
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Sequence
 from unittest import mock
@@ -26,9 +29,10 @@ import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+from torch.utils.benchmark import Timer
 from torch.utils.data import BatchSampler, DistributedSampler, TensorDataset
 
-from course_lib import check
+from course_lib import check, data
 from course_lib.models import mlp
 
 
@@ -191,6 +195,72 @@ def check_same_collectives(fn: Callable[[torch.Tensor], object], world_size: int
 # without computing anything, so values are meaningless, while shapes and bytes are those of a
 # real run) and reads rank 0's local shards. The fake group lives in
 # ``torch.testing._internal``: an internal PyTorch module, used by PyTorch's own tests.
+
+
+# ---- scripts/ddp_train.py's scaffolding: its flags, the failure lab's crash, its timing ----
+
+def ddp_train_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The flags of scripts/ddp_train.py (`argv`: None reads the command line)."""
+    p = argparse.ArgumentParser(description="DistributedDataParallel training of a small MLP on the "
+                                            "procedural shapes (notebook 06).")
+    p.add_argument("--images", type=int, default=1024, help="images in the dataset")
+    p.add_argument("--res", type=int, default=16, help="image resolution (pixels)")
+    p.add_argument("--hidden", type=int, default=128, help="MLP width")
+    p.add_argument("--batch", type=int, default=32, help="images per rank per step")
+    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="build/dist/ddp_train", help="folder for final.pt, results.json")
+    p.add_argument("--ckpt", default="", help="checkpoint file: saved every --save-every steps, "
+                                               "resumed from when it exists")
+    p.add_argument("--save-every", type=int, default=0)
+    p.add_argument("--crash-at", type=int, default=-1, help="rank --crash-rank raises at this "
+                                                             "step on the first attempt")
+    p.add_argument("--crash-rank", type=int, default=1)
+    p.add_argument("--bench-steps", type=int, default=0, help="steps per timed call (0: no timing)")
+    p.add_argument("--bench-repeats", type=int, default=5)
+    p.add_argument("--timeout", type=float, default=60, help="process-group timeout (s)")
+    return p.parse_args(argv)
+
+
+def crash_if_asked(a: argparse.Namespace, step: int, rank: int) -> None:
+    """The failure lab's crash: on the first attempt only, so the restart gets past it."""
+    first_attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", 0)) == 0
+    if first_attempt and step == a.crash_at and rank == a.crash_rank:
+        raise RuntimeError(f"simulated crash of rank {a.crash_rank} at step {step}")
+
+
+def time_ddp_steps(a: argparse.Namespace, model: nn.Module, ddp: nn.Module, opt: torch.optim.Optimizer,
+                   device: torch.device) -> dict:
+    """Seconds per training step on a fixed batch, `bench_repeats` calls of `bench_steps` steps
+    after one warm-up call; at world size 1 the plain model too (DDP's own overhead). Every
+    rank runs the same number of steps (a collective per step), rank 0 reports, with every
+    rank's peak allocated GPU memory during the timed steps (bytes; 0 on the CPU)."""
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    xb, yb = data.make_tensor_dataset(a.batch, a.res, seed=a.seed + 1)
+    xb, yb = xb.to(device), yb.to(device)
+
+    def step(net: nn.Module) -> None:
+        loss = F.cross_entropy(net(xb), yb)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    nets = {"ddp": ddp} if dist.get_world_size() > 1 else {"plain": model, "ddp": ddp}
+    timers = {k: Timer("step(net)", globals=dict(step=step, net=net), num_threads=torch.get_num_threads())
+              for k, net in nets.items()}
+    times: dict[str, list[float]] = {k: [] for k in nets}
+    for t in timers.values():
+        t.timeit(a.bench_steps)  # warm-up
+    for _ in range(a.bench_repeats):  # in turns, so drift hits both alike
+        for k, t in timers.items():
+            times[k].append(t.timeit(a.bench_steps).mean)  # seconds per step
+    peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else 0
+    peaks: list[int] = [0] * dist.get_world_size()
+    dist.all_gather_object(peaks, peak)  # rank r's peak in peaks[r]
+    return dict(step_s=times, batch_per_rank=a.batch, samples_per_step=a.batch * dist.get_world_size(),
+                peak_bytes=peaks)
 
 
 STEP_BYTES = 4  # AdamW's step counter: one float32 scalar per parameter tensor
