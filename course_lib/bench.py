@@ -244,33 +244,51 @@ def calls_per_block(fn: Callable[[], object], seconds: float) -> int:
 
 
 def turns(fns: dict[str, Callable[[], object]], *, rounds: int, block_s: float | None = None,
-          number: int | None = None, warmup: int = 2,
-          device: torch.device | str | None = None) -> dict[str, list[float]]:
+          number: int | dict[str, int] | None = None, warmup: int = 2,
+          device: torch.device | str | None = None, block_warmup: bool = True) -> dict[str, list[float]]:
     """Seconds per call of each function in each of `rounds` rounds; in every round each
     function runs one block of calls, in the order given, so that a slow spell of the machine
-    falls on all of them alike instead of on whichever ran during it. The primitive under
-    :func:`time_in_rounds`, and what the distributed scripts time with.
+    falls on all of them alike instead of on whichever ran during it. The one turn-taking loop
+    under :func:`time_in_rounds` and :func:`time_in_turns`, and what the distributed scripts time with.
 
-    A block is `number` calls (the same count on every rank: their collectives stay paired), or
-    the calls that last about `block_s` (:func:`calls_per_block`, per function). Each function
-    is first called `warmup` times; ``torch.utils.benchmark.Timer`` then runs 2 warm-up calls
-    before each block and synchronises CUDA."""
-    if rounds < 1 or not fns or (number is None) == (block_s is None) or (number is not None and number < 1):
-        raise ValueError(f"Need at least one function, rounds >= 1 and either number >= 1 or block_s, "
+    A block is `number` calls (one count for all, the same on every rank so that their
+    collectives stay paired, or one per function), or the calls that last about `block_s`
+    (:func:`calls_per_block`, per function). Each function is first called `warmup` times. With
+    `block_warmup` (short calls), ``torch.utils.benchmark.Timer`` times each block, after 2
+    warm-up calls of its own, and synchronises CUDA; without it (long calls such as training
+    steps, where 2 more calls per block would triple the cost) the block runs between two
+    synchronisations of `device`."""
+    if rounds < 1 or not fns or (number is None) == (block_s is None):
+        raise ValueError(f"Need at least one function, rounds >= 1 and either number or block_s, "
                          f"got {len(fns)}, {rounds}, {number} and {block_s}.")
-    timers, numbers = {}, {}
+    numbers: dict[str, int] = {}
+    if number is not None:
+        numbers = dict(number) if isinstance(number, dict) else {name: number for name in fns}
+        if set(numbers) != set(fns) or min(numbers.values()) < 1:
+            raise ValueError(f"Give every function a number of calls >= 1, got {numbers}.")
+    timers = {}
     for name, fn in fns.items():
         for _ in range(warmup):
             fn()
         if device is not None:
             synchronize(device)
-        timers[name] = benchmark.Timer(stmt="fn()", globals={"fn": fn}, label=name,
-                                       num_threads=torch.get_num_threads())  # its default is 1 thread
-        numbers[name] = number if number is not None else calls_per_block(fn, block_s)
+        if block_warmup:
+            timers[name] = benchmark.Timer(stmt="fn()", globals={"fn": fn}, label=name,
+                                           num_threads=torch.get_num_threads())  # its default is 1 thread
+        if number is None:
+            numbers[name] = calls_per_block(fn, block_s)
     times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(rounds):
-        for name in fns:
-            times[name].append(timers[name].timeit(number=numbers[name]).times[0])
+        for name, fn in fns.items():
+            if block_warmup:
+                times[name].append(timers[name].timeit(number=numbers[name]).times[0])
+                continue
+            synchronize(device)
+            start = time.perf_counter()
+            for _ in range(numbers[name]):
+                fn()
+            synchronize(device)
+            times[name].append((time.perf_counter() - start) / numbers[name])
     return times
 
 
@@ -317,15 +335,7 @@ def time_in_turns(fns: dict[str, Callable[[], object]], *, device: torch.device 
             synchronize(device)
             single = time.perf_counter() - start
         calls[name] = 1 if single is None or not min_turn_s else max(1, math.ceil(min_turn_s / max(single, 1e-9)))
-    times: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            synchronize(device)
-            start = time.perf_counter()
-            for _ in range(calls[name]):
-                fn()
-            synchronize(device)
-            times[name].append((time.perf_counter() - start) / calls[name])
+    times = turns(fns, rounds=repeats, number=calls, warmup=0, device=device, block_warmup=False)
     return [timing_of(ts, name=name, device=device, work=work, unit=unit) for name, ts in times.items()]
 
 

@@ -315,3 +315,15 @@ def test_a_small_difference_beyond_the_spread_gets_the_decimals_that_show_it():
     assert bench.Ratio("a vs b", 1.0004, 1.0002, 1.0006).decimals == 4
     assert bench.Ratio("a vs b", 0.996, 0.98, 1.01).decimals == 2  # within the spread: nothing to show
     assert bench.Ratio("a vs b", 1.25, 1.2, 1.3).decimals == 2
+
+
+def test_turns_takes_turns_and_calls_each_function_its_number_of_times():
+    order = []
+    fns = {"a": lambda: order.append("a"), "b": lambda: order.append("b")}
+    times = bench.turns(fns, rounds=3, number={"a": 2, "b": 1}, warmup=1, device="cpu", block_warmup=False)
+    assert order == ["a", "b"] + ["a", "a", "b"] * 3  # warm-up, then each round a's block, then b's
+    assert {k: len(v) for k, v in times.items()} == {"a": 3, "b": 3} and min(min(v) for v in times.values()) > 0
+    with pytest.raises(ValueError):
+        bench.turns(fns, rounds=3, number={"a": 2}, device="cpu")  # b's count missing
+    with pytest.raises(ValueError):
+        bench.turns(fns, rounds=3, number=2, block_s=0.1, device="cpu")  # one of the two, not both
