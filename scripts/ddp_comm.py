@@ -69,7 +69,7 @@ def collectives(ctx: ranks.RankInfo) -> dict[str, dict]:
     """Each collective on this rank's small tensor: {name: {"before": [...], "after": [...]}}."""
     W = ctx.world_size
     # >>> collectives (notebook 06 shows these lines)
-    x = torch.arange(2 * W, device=ctx.device) + 10 * ctx.rank  # (2W,): [10, 11, 12, 13] on rank 1
+    x = torch.arange(2 * W, device=ctx.device) + 10 * ctx.rank  # (2W,): [10, 11, 12, 13] on rank 1 of 2
     out = {}
 
     t = x.clone()

@@ -82,11 +82,11 @@ def main() -> None:
     xs, ys = x[:, rank], y[:, rank]  # this rank's batch of each step: (steps, B, width)
 
     # ---- DDP: every rank holds everything ----
-    ddp_model = copy.deepcopy(model)
     # >>> ddp (notebook 06 shows these lines)
+    ddp_model = copy.deepcopy(model)
     ddp = DDP(ddp_model, device_ids=[ctx.local_rank] if ctx.device.type == "cuda" else None)
-    # <<< ddp
     ddp_opt = torch.optim.AdamW(ddp.parameters(), lr=a.lr)
+    # <<< ddp
     ddp_losses = train(ddp, ddp_opt, xs, ys)
     ddp_held = held(ddp_model, ddp_opt)
 

@@ -78,7 +78,7 @@ def main() -> None:
     results = {}
     for width, layers, batch in a.model:
         torch.manual_seed(a.seed)
-        # ---- the three ways (notebook 05 prints these lines) ----
+        # >>> the three ways (notebook 05 shows these lines)
         reps = nb05.replicas(nb05.layer_stack(width, layers), k)  # k copies of layers × Linear
         ins = [torch.randn(batch, width) for _ in reps]  # one (batch, width) piece per replica
         with torch.no_grad():
@@ -91,7 +91,7 @@ def main() -> None:
             dist.barrier()
             mine = lambda: reps[ctx.rank](ins[ctx.rank])  # noqa: E731 - this rank's replica
             times["a process each"] = together(mine, a.seconds, a.rounds, k)  # as DDP
-        # ---- end of the three ways ----
+        # <<< the three ways
         results[f"{width},{layers},{batch}"] = times
         ranks.print0(f"{layers} × Linear({width}, {width}) on {batch} rows: timed three ways")
     ranks.write_json0(Path(a.out) / "results.json",

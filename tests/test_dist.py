@@ -2,12 +2,14 @@
 torchrun (2 gloo ranks)."""
 
 import json
+import re
 import subprocess
 import time
 
 import pytest
 import torch
 
+from conftest import NOTEBOOKS, REPO
 from course_lib import checkpoint, data, launcher, ranks
 from course_lib.lessons import nb06
 
@@ -242,3 +244,16 @@ def test_rehearsed_nodes_keep_to_the_gpus_this_process_was_given():
     assert launcher.node_gpus(2, 1, 4, visible="") == ["0", "1"]  # unset: the GPUs as numbered
     assert launcher.node_gpus(3, 1, 3, visible="GPU-a, GPU-b, GPU-c") == ["GPU-a", "GPU-b", "GPU-c"]
     assert launcher.node_gpus(2, 2, 3, visible="0,1,2") == ["", ""]  # too few: gloo on the CPU
+
+
+def test_every_block_a_notebook_shows_is_marked_in_its_script():
+    cells = ["".join(c["source"]) for nb in NOTEBOOKS for c in json.loads(nb.read_text())["cells"]
+             if c["cell_type"] == "code"]
+    shown = [m for cell in cells for m in re.findall(r'launcher\.source\("(\w+)", "([^"]+)"\)', cell)]
+    assert len(shown) == 8  # 05: the three ways; 06: collectives, the hook and its registration,
+    # compute then communicate, no_sync, ddp, fully_shard
+    for name, block in shown:
+        lines = (REPO / "scripts" / f"{name}.py").read_text().splitlines()
+        for numbered in launcher.source(name, block).splitlines():  # "  95  code": the file's line 95
+            number, _, code = numbered.strip().partition("  ")
+            assert lines[int(number) - 1].strip() == code.strip()
