@@ -261,6 +261,8 @@ def turns(fns: dict[str, Callable[[], object]], *, rounds: int, block_s: float |
     if rounds < 1 or not fns or (number is None) == (block_s is None):
         raise ValueError(f"Need at least one function, rounds >= 1 and either number or block_s, "
                          f"got {len(fns)}, {rounds}, {number} and {block_s}.")
+    if not block_warmup and device is None:
+        raise ValueError("Timing blocks without the Timer's warm-up needs the device to synchronise.")
     numbers: dict[str, int] = {}
     if number is not None:
         numbers = dict(number) if isinstance(number, dict) else {name: number for name in fns}

@@ -327,3 +327,5 @@ def test_turns_takes_turns_and_calls_each_function_its_number_of_times():
         bench.turns(fns, rounds=3, number={"a": 2}, device="cpu")  # b's count missing
     with pytest.raises(ValueError):
         bench.turns(fns, rounds=3, number=2, block_s=0.1, device="cpu")  # one of the two, not both
+    with pytest.raises(ValueError):
+        bench.turns(fns, rounds=3, number=2, block_warmup=False)  # nothing to synchronise
