@@ -153,6 +153,17 @@ def speedup(base: Timing, new: Timing, name: str | None = None) -> Ratio:
                  base.lo_s / new.hi_s, base.hi_s / max(new.lo_s, 1e-12))
 
 
+def break_even(extra_s: float, base: Timing, speed: Ratio) -> tuple[float, float, float]:
+    """Steps after which a one-off cost of `extra_s` seconds (a compilation) is paid back by a
+    step `speed` times faster than `base`: (at the medians, fewest, most over the speed-up's
+    range). Each step saves base × (1 − 1/speed)."""
+    if speed.lo <= 1:
+        raise ValueError(f"A break-even needs a speed-up beyond the spread, got {speed.value:.2f}× "
+                         f"({speed.lo:.2f}–{speed.hi:.2f}).")
+    steps = [extra_s / (base.median_s * (1 - 1 / r)) for r in (speed.value, speed.hi, speed.lo)]
+    return steps[0], steps[1], steps[2]
+
+
 def time_fn(
     fn: Callable[[], object],
     *,

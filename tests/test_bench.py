@@ -329,3 +329,11 @@ def test_turns_takes_turns_and_calls_each_function_its_number_of_times():
         bench.turns(fns, rounds=3, number=2, block_s=0.1, device="cpu")  # one of the two, not both
     with pytest.raises(ValueError):
         bench.turns(fns, rounds=3, number=2, block_warmup=False)  # nothing to synchronise
+
+
+def test_break_even_is_the_cost_over_the_seconds_each_step_saves():
+    base = bench.timing_of([0.10, 0.10, 0.10], name="eager", device="cpu")
+    steps, few, most = bench.break_even(5.0, base, bench.Ratio("c vs e", 2.0, 1.25, 4.0))
+    assert steps == pytest.approx(100) and few == pytest.approx(5 / 0.075) and most == pytest.approx(250)
+    with pytest.raises(ValueError):
+        bench.break_even(5.0, base, bench.Ratio("c vs e", 1.1, 0.9, 1.3))  # within the spread
