@@ -138,32 +138,38 @@ NOTEBOOKS: tuple[Notebook, ...] = (
         sizes={
             # model: smallcnn (width = its channels) or a ResNet; n_train images of resolution px,
             # tensor-resident; steps: optimizer steps per precision (loss curves); half_steps: the
-            # pure .half() runs; demo_batch: batch of the gradient/update demos; log_every: steps
+            # pure .half() runs of section 3, on a SmallCNN of half_width channels at half_resolution
+            # px, batch half_batch; demo_batch: batch of the gradient/update demos; log_every: steps
             # per loss record in the curves; repeats: timed training steps per precision (after 2
             # warm-up steps); check_steps: steps of the inline-vs-library check; opt_run_s: seconds
             # of optimizer.step() timing per AdamW variant; lr, sgd_lr: the learning rates LR and
             # SGD_LR default to (AdamW; SGD with momentum in the pure .half() runs)
             "smoke": dict(model="smallcnn", width=8, resolution=16, n_train=256, batch_size=32,
-                          steps=4, half_steps=3, demo_batch=32, log_every=1, channels_last=False,
+                          steps=4, half_steps=3, half_width=8, half_resolution=16, half_batch=32,
+                          demo_batch=32, log_every=1, channels_last=False,
                           widget_steps=3, repeats=3, check_steps=2, opt_run_s=0.03, lr=3e-3, sgd_lr=0.05),
             "cpu": dict(model="smallcnn", width=16, resolution=32, n_train=2048, batch_size=64,
-                        steps=90, half_steps=80, demo_batch=64, log_every=1, channels_last=False,
+                        steps=90, half_steps=80, half_width=16, half_resolution=32, half_batch=64,
+                        demo_batch=64, log_every=1, channels_last=False,
                         widget_steps=5, repeats=10, check_steps=3, opt_run_s=0.3, lr=3e-3, sgd_lr=0.02),
             # cpu: with 20 .half() steps, or SGD at 0.05, fp32 SGD stayed near chance (1.90 and 1.82 after
             # 80); 80 steps at 0.02 reach 1.57 (2-core EPYC, 2026-11-25): a comparison with a verdict
             "gpu": dict(model="resnet50", width=0, resolution=128, n_train=4096, batch_size=256,
-                        steps=150, half_steps=20, demo_batch=32, log_every=2, channels_last=True,
-                        widget_steps=20, repeats=10, check_steps=3, opt_run_s=0.3, lr=1e-3, sgd_lr=0.01),
-            # H100, measured 2026-11-25 with steps=60, lr=3e-3, sgd_lr=0.05: 69 s, and no run learned
-            # (fp32 AdamW ended at 1.83, chance ln 6 = 1.79; fp32 SGD rose from 2.09 to 3.15). Hence
-            # 150 steps at lr 1e-3 (of 3e-3, 1e-3, 3e-4, the only one below chance after 60 steps in a
-            # CPU stand-in: ResNet-50 at 64 px, batch 64) and SGD at 0.01; not yet run on a GPU.
-            # Steps measured there: fp32 112 ms, TF32 38 ms, fp16 34 ms, bf16 30 ms at batch 256, so the
-            # 90 more steps per precision add ~20 s. Memory: fp32 step peak 7.4 GiB at 256 (measured).
-            "gpu/medium": dict(batch_size=128),
-            # T4 (128 px: fp32 ~270 img/s, fp16 ~750 img/s; 2 precisions): fp32 211 + fp16 171 + .half()
-            # 46 steps of 128 ≈ 140 s, ~3.5 min in all; batch 128 saves ≈ 3.4 GiB (fp32)
-            "gpu/small": dict(batch_size=64, n_train=2048),
+                        steps=150, half_steps=80, half_width=16, half_resolution=32, half_batch=64,
+                        demo_batch=32, log_every=2, channels_last=True,
+                        widget_steps=20, repeats=10, check_steps=3, opt_run_s=0.3, lr=1e-3, sgd_lr=0.02),
+            # gpu, section 3: the cpu profile's SmallCNN runs. ResNet-50 trained with plain SGD moved
+            # little from chance in the steps a notebook affords (H200, batch 256, 60 steps: SGD at
+            # 0.01/0.003/0.001 ended at 2.07/1.89/1.81, chance 1.79; 20 steps at 0.01 diverged to 3.2),
+            # so fp32 vs pure .half() gave no verdict there.
+            # gpu, section 5: AdamW at 1e-3, batch 256, 150 steps learned (H200: fp32 0.55, bf16 0.54;
+            # 69 s for the notebook on an H100 at 60 steps). With the same 150 steps at batch 64,
+            # fp32 stayed at 1.83 (H200): what counts is the images seen, so the smaller classes keep
+            # 150 × 256 of them (steps × batch).
+            "gpu/medium": dict(batch_size=128, steps=300),
+            # T4 (128 px: fp32 ~270 img/s, fp16 ~750 img/s; 2 precisions): fp32 300 + fp16 300 steps
+            # of 128 ≈ 195 s, ~4.5 min in all; batch 128 saves ≈ 3.4 GiB (fp32)
+            "gpu/small": dict(batch_size=64, n_train=2048, steps=600),
             # 6-8 GB: batch 64 saves ≈ 1.7 GiB (fp32) + 1.4 GiB of models + 0.4 GiB of images
         }),
     Notebook(
