@@ -6,14 +6,30 @@ measurement) or synchronises itself before reading the clock. Comparisons are ti
 so that a slow spell of the machine falls on every setting alike. The one exception is
 :func:`time_without_sync`, which exists to *show* the pitfall of wall-clock timing around
 asynchronous GPU work.
+
+**The statistic of a comparison.** Two timings from one turn-taking run are compared round
+by round: in round i, A and B ran back to back, so their ratio r_i is free of whatever the
+machine did between rounds. :func:`speedup` and :func:`rate_ratio` report the median of the
+r_i and a distribution-free interval for it (:func:`median_interval`: two order statistics
+chosen from the binomial distribution, 90 % or more where the rounds allow: 94 % for 5 rounds,
+98 % for 10; with 4 rounds or fewer it is their minimum and maximum, and its coverage is
+printed). An interval that holds 1 is "no measurable difference". A slow spell that spans
+whole rounds cancels out of the r_i; one within a round does not, since A and B run one after
+the other. The machine's **drift** measures that: the median change of its speed from one
+round to the next (the speed of a round: the geometric mean of A's and B's times). Where the
+drift exceeds the effect (the ratio's distance from 1), the verdict is "inconclusive: the
+machine's speed changed by X % from one turn to the next". Timings measured apart (not in
+turns) are compared by their quartiles, as the spread of the repeats allows.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 import logging
 import math
+import statistics
 import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -51,6 +67,8 @@ class Timing:
     unit: str = ""  # unit of `work` per second, e.g. "FLOP/s", "B/s", "img/s"
     q1_s: float | None = None  # first quartile of the per-call times
     q3_s: float | None = None  # third quartile
+    samples: tuple[float, ...] = ()  # seconds per call in each round, in round order
+    turns_id: object = None  # the turn-taking run the samples come from: equal ids pair round by round
 
     @property
     def lo_s(self) -> float:
@@ -95,9 +113,13 @@ class Timing:
 class Ratio:
     """A ratio of two measurements with the range their spreads allow.
 
-    ``value`` is the ratio of the medians; ``lo``..``hi`` the ratio of the quartiles taken
-    the unfavourable and the favourable way round. A range that contains 1 means the two
-    measurements cannot be told apart by these repeats: :attr:`within_noise`.
+    Of two timings measured apart, ``value`` is the ratio of the medians and ``lo``..``hi``
+    the ratio of the quartiles taken the unfavourable and the favourable way round. Of two
+    timed in turns (``rounds`` > 0), ``value`` is the median of the per-round ratios,
+    ``lo``..``hi`` its interval of ``coverage`` (:func:`median_interval`), and ``drift`` how
+    much the machine's speed changed from one round to the next. A range that contains 1 means the two
+    cannot be told apart by these repeats (:attr:`within_noise`); a drift larger than the
+    difference makes it :attr:`inconclusive`; :attr:`clear` is neither.
     """
 
     name: str
@@ -106,11 +128,32 @@ class Ratio:
     hi: float
     more: str = "faster"  # the word for value > 1
     less: str = "slower"  # the word for value < 1
+    rounds: int = 0  # paired rounds behind value, lo and hi (0: two timings measured apart)
+    coverage: float | None = None  # of the interval lo..hi, when paired
+    drift: float | None = None  # the machine's change of speed from round to round (0.12: 12 %), when paired
 
     @property
     def within_noise(self) -> bool:
         """True when the range of the ratio contains 1 (no difference beyond the spread)."""
         return self.lo <= 1.0 <= self.hi
+
+    @property
+    def inconclusive(self) -> bool:
+        """True when the ratio is beyond its spread but the machine's speed changed by more than
+        the difference (the ratio's distance from 1) during the rounds."""
+        return (self.drift is not None and not self.within_noise
+                and self.drift > max(self.value, 1 / self.value) - 1)
+
+    @property
+    def single(self) -> bool:
+        """True when there is no spread to judge by: one run each, or one paired round."""
+        return self.rounds == 1 if self.rounds else self.lo == self.hi
+
+    @property
+    def clear(self) -> bool:
+        """True when the repeats tell the two apart: a spread to judge by, 1 outside the range,
+        and no drift larger than the difference. Verdicts print only then."""
+        return not self.single and not self.within_noise and not self.inconclusive
 
     @property
     def decimals(self) -> int:
@@ -127,15 +170,74 @@ class Ratio:
         d = self.decimals
         return f"{self.value:.{d}f}× {self.more}" if self.value >= 1 else f"{1 / self.value:.{d}f}× {self.less}"
 
+    @property
+    def doubt(self) -> str:
+        """Why the repeats do not tell the two apart, for a verdict's sentence ('' when :attr:`clear`)."""
+        if self.single:
+            return "one run each, no spread to judge it by"
+        if self.within_noise:
+            return "no difference beyond the spread of the repeats"
+        if self.inconclusive:
+            return (f"the machine's speed changed by {self.drift:.0%} from one turn to the next, "
+                    "more than the difference")
+        return ""
+
+    @property
+    def statistic(self) -> str:
+        """What the range is: 'the spread of the repeats' or, timed in turns, 'median of 5
+        paired turns, 94 % interval'."""
+        if not self.rounds:
+            return "the spread of the repeats"
+        return f"median of {self.rounds} paired turns, {self.coverage:.0%} interval"
+
     def __str__(self) -> str:
-        if self.lo == self.hi:
+        paired = f" ({self.statistic})" if self.rounds else ""
+        if self.single:
             how = "one run each, no spread to judge it by"
         elif self.within_noise:
-            how = "within the spread of the repeats: no measurable difference"
+            how = (f"within the spread: no measurable difference{paired}" if self.rounds else
+                   "within the spread of the repeats: no measurable difference")
+        elif self.inconclusive:
+            how = (f"inconclusive: the machine's speed changed by {self.drift:.0%} from one turn to the "
+                   f"next, more than the difference{paired}")
         else:
-            how = f"{self.more if self.value > 1 else self.less}, beyond the spread of the repeats"
+            how = f"{self.more if self.value > 1 else self.less}, beyond the spread" + (paired or " of the repeats")
         d = self.decimals
         return f"{self.name}: {self.value:.{d}f}× ({self.lo:.{d}f}–{self.hi:.{d}f}) | {how}"
+
+
+def median_interval(values: Sequence[float], confidence: float = 0.9) -> tuple[float, float, float, float]:
+    """(median, lo, hi, coverage) of `values`: a distribution-free interval for the median.
+
+    lo and hi are the k-th smallest and k-th largest value, k the largest with
+    P(Binomial(n, ½) < k) <= (1 - confidence) / 2, at least 1 (then the minimum and maximum);
+    coverage = 1 - 2·P(Binomial(n, ½) < k) is the chance that the interval holds the median of
+    the distribution the values come from (independent rounds assumed). 5 values: min–max,
+    94 %; 10: 2nd to 9th, 98 %; 3: min–max, 75 %.
+    """
+    xs = sorted(values)
+    n = len(xs)
+    if not n:
+        raise ValueError("median_interval needs at least one value.")
+    tail = lambda k: sum(math.comb(n, i) for i in range(k)) / 2**n  # noqa: E731  P(B < k)
+    k = max([1] + [k for k in range(1, (n + 1) // 2 + 1) if tail(k) <= (1 - confidence) / 2])
+    return statistics.median(xs), xs[k - 1], xs[n - k], 1 - 2 * tail(k)
+
+
+def _paired(a: Timing, b: Timing) -> bool:
+    """True when `a` and `b` were timed in the same turns, round by round."""
+    return (a.turns_id is not None and a.turns_id == b.turns_id and len(a.samples) == len(b.samples) > 0)
+
+
+def _paired_ratio(name: str, ratios: Sequence[float], a: Timing, b: Timing, more: str, less: str) -> Ratio:
+    """A :class:`Ratio` from per-round ratios of two timings taken in turns, with the drift:
+    the median of |s_(i+1) / s_i - 1| over consecutive rounds, s_i the geometric mean of both
+    times in round i (0 with one round)."""
+    value, lo, hi, coverage = median_interval(ratios)
+    speed = [math.sqrt(x * y) for x, y in zip(a.samples, b.samples)]
+    changes = [abs(s1 / max(s0, 1e-300) - 1) for s0, s1 in zip(speed, speed[1:])]
+    return Ratio(name, value, lo, hi, more, less, rounds=len(ratios), coverage=coverage,
+                 drift=statistics.median(changes) if changes else 0.0)
 
 
 def ratio_of(name: str, value: float, lo: float, hi: float, *, more: str = "higher",
@@ -146,11 +248,19 @@ def ratio_of(name: str, value: float, lo: float, hi: float, *, more: str = "high
     return Ratio(name, value, lo, hi, more, less)
 
 
-def speedup(base: Timing, new: Timing, name: str | None = None) -> Ratio:
-    """How many times faster `new` runs than `base` (their median times), with the range
-    the quartiles of both allow: '{new} vs {base}: 1.21× (1.14–1.29) | faster, beyond …'."""
-    return Ratio(name or f"{new.name} vs {base.name}", base.median_s / new.median_s,
-                 base.lo_s / new.hi_s, base.hi_s / max(new.lo_s, 1e-12))
+def speedup(base: Timing, new: Timing, name: str | None = None, *, more: str = "faster",
+            less: str = "slower") -> Ratio:
+    """How many times faster `new` runs than `base`: '{new} vs {base}: 1.21× (1.14–1.29) |
+    faster, beyond …'. Timed in the same turns: the median of the per-round ratios, its
+    interval and the machine's drift (see the module's docstring); measured apart: the ratio
+    of the medians, with the range the quartiles of both allow. `more`/`less` name a ratio
+    above/below 1 (a ratio of times read the other way: more="longer", less="shorter")."""
+    name = name or f"{new.name} vs {base.name}"
+    if _paired(base, new):
+        return _paired_ratio(name, [b / max(n, 1e-300) for b, n in zip(base.samples, new.samples)],
+                             base, new, more, less)
+    return Ratio(name, base.median_s / new.median_s, base.lo_s / new.hi_s, base.hi_s / max(new.lo_s, 1e-12),
+                 more, less)
 
 
 def break_even(extra_s: float, base: Timing, speed: Ratio) -> tuple[float, float, float]:
@@ -209,13 +319,16 @@ def time_fn(
 
 
 def timing_of(times: Sequence[float], *, name: str, device: torch.device | str,
-              work: float | None = None, unit: str = "") -> Timing:
-    """A :class:`Timing` from per-call seconds measured elsewhere: median and quartiles."""
+              work: float | None = None, unit: str = "", turns_id: object = None) -> Timing:
+    """A :class:`Timing` from per-call seconds measured elsewhere: median and quartiles. Give
+    the timings of one turn-taking run (one time per round, in round order) the same
+    `turns_id` (any value, e.g. the script's name), and comparisons pair them round by round."""
     if not times:
         raise ValueError(f"No times to summarise for {name!r}: measure at least one call.")
     q1, median, q3 = torch.tensor(list(times), dtype=torch.float64).quantile(
         torch.tensor([0.25, 0.5, 0.75], dtype=torch.float64)).tolist()
-    return Timing(name, device_label(device), median, q3 - q1, len(times), work, unit, q1, q3)
+    return Timing(name, device_label(device), median, q3 - q1, len(times), work, unit, q1, q3,
+                  tuple(float(t) for t in times), turns_id)
 
 
 def time_without_sync(fn: Callable[[], object], repeats: int = 10) -> float:
@@ -252,6 +365,9 @@ def calls_per_block(fn: Callable[[], object], seconds: float) -> int:
                             num_threads=torch.get_num_threads())  # its default is 1 thread
     single = min(timer.timeit(number=1).times[0] for _ in range(3))
     return max(1, round(seconds / max(single, 1e-9)))
+
+
+_TURNS = itertools.count(1)  # ids of time_in_rounds / time_in_turns runs (Timing.turns_id)
 
 
 def turns(fns: dict[str, Callable[[], object]], *, rounds: int, block_s: float | None = None,
@@ -319,7 +435,8 @@ def time_in_rounds(fns: dict[str, Callable[[], object]], *, device: torch.device
     if set(works) != set(fns):
         raise ValueError(f"Give the work of every function: missing {sorted(set(fns) - set(works))}.")
     times = turns(fns, rounds=rounds, block_s=min_run_s / rounds, warmup=warmup, device=device)
-    return [timing_of(ts, name=name, device=device, work=works[name], unit=unit)
+    run = next(_TURNS)
+    return [timing_of(ts, name=name, device=device, work=works[name], unit=unit, turns_id=run)
             for name, ts in times.items()]
 
 
@@ -349,7 +466,9 @@ def time_in_turns(fns: dict[str, Callable[[], object]], *, device: torch.device 
             single = time.perf_counter() - start
         calls[name] = 1 if single is None or not min_turn_s else max(1, math.ceil(min_turn_s / max(single, 1e-9)))
     times = turns(fns, rounds=repeats, number=calls, warmup=0, device=device, block_warmup=False)
-    return [timing_of(ts, name=name, device=device, work=work, unit=unit) for name, ts in times.items()]
+    run = next(_TURNS)
+    return [timing_of(ts, name=name, device=device, work=work, unit=unit, turns_id=run)
+            for name, ts in times.items()]
 
 
 def rate_curve(sizes: Sequence[int], device: torch.device | str,
@@ -399,15 +518,19 @@ def peak_matmul(device: torch.device | str, dtype: torch.dtype = torch.float32,
 
 
 def rate_ratio(a: Timing, b: Timing, name: str | None = None) -> Ratio:
-    """How many times the rate of `a` is the rate of `b` (medians), with the range their
-    quartiles allow: 'n=512 vs n=64: 3.10× (2.90–3.32) | higher, beyond the spread …'.
+    """How many times the rate of `a` is the rate of `b`: 'n=512 vs n=64: 3.10× (2.90–3.32) |
+    higher, beyond the spread …'. Timed in the same turns: paired round by round, as
+    :func:`speedup`; measured apart: the medians, with the range their quartiles allow.
 
     Unlike :func:`speedup`, the two may do different work (matmuls of different sizes)."""
     if a.rate is None or b.rate is None or a.unit != b.unit:
         raise ValueError(f"Cannot compare the rates of {a.name!r} and {b.name!r}: both need work "
                          f"in the same unit.")
-    return ratio_of(name or f"{a.name} vs {b.name}", a.rate / b.rate, a.rate_lo / b.rate_hi,
-                    a.rate_hi / b.rate_lo, more="higher", less="lower")
+    name = name or f"{a.name} vs {b.name}"
+    if _paired(a, b):
+        return _paired_ratio(name, [a.work * tb / (b.work * max(ta, 1e-300)) for ta, tb in zip(a.samples, b.samples)],
+                             a, b, "higher", "lower")
+    return ratio_of(name, a.rate / b.rate, a.rate_lo / b.rate_hi, a.rate_hi / b.rate_lo, more="higher", less="lower")
 
 
 def first_reaching(timings: Sequence[Timing], peak: Timing, fraction: float = 0.9) -> Timing | None:

@@ -337,3 +337,86 @@ def test_break_even_is_the_cost_over_the_seconds_each_step_saves():
     assert steps == pytest.approx(100) and few == pytest.approx(5 / 0.075) and most == pytest.approx(250)
     with pytest.raises(ValueError):
         bench.break_even(5.0, base, bench.Ratio("c vs e", 1.1, 0.9, 1.3))  # within the spread
+
+
+# Comparisons timed in turns: paired round by round (the statistic in bench's docstring)
+
+def _in_turns(a_s, b_s, run="run 1"):
+    """Two timings of one turn-taking run: `a_s` and `b_s` seconds per call in each round."""
+    return (bench.timing_of(a_s, name="a", device="cpu", turns_id=run),
+            bench.timing_of(b_s, name="b", device="cpu", turns_id=run))
+
+
+def test_median_interval_takes_order_statistics_from_the_binomial():
+    assert bench.median_interval([5, 1, 4, 2, 3]) == (3, 1, 5, pytest.approx(1 - 2 / 32))  # min–max, 94 %
+    med, lo, hi, cov = bench.median_interval(range(1, 11))
+    assert (med, lo, hi) == (5.5, 2, 9) and cov == pytest.approx(1 - 2 * 11 / 1024)  # 2nd to 9th, 98 %
+    assert bench.median_interval([1.0, 2.0, 3.0])[1:] == (1.0, 3.0, pytest.approx(0.75))  # too few: min–max
+    with pytest.raises(ValueError, match="at least one value"):
+        bench.median_interval([])
+
+
+def test_turns_pair_a_real_effect_that_drift_hides_from_the_quartiles():
+    # The machine slows by 5 % a round (1.0 -> 1.55); b takes 0.8 of a's time in every round
+    speed = [1.05**i for i in range(10)]
+    noise = [1.0, 1.01, 0.99, 1.0, 1.02, 0.98, 1.0, 1.01, 0.99, 1.0]
+    a, b = _in_turns([0.1 * s for s in speed], [0.08 * s * e for s, e in zip(speed, noise)])
+    r = bench.speedup(a, b)
+    assert r.rounds == 10 and r.value == pytest.approx(1.25, rel=0.02) and r.clear
+    assert r.drift == pytest.approx(0.05, abs=0.01) and not r.inconclusive
+    assert "faster, beyond the spread (median of 10 paired turns, 98% interval)" in str(r)
+    apart = bench.speedup(bench.timing_of(a.samples, name="a", device="cpu"),
+                          bench.timing_of(b.samples, name="b", device="cpu"))
+    assert apart.rounds == 0 and apart.within_noise  # the quartiles alone cannot see it
+
+
+def test_turns_with_no_effect_find_none_however_the_machine_drifts():
+    speed = [1.0, 1.3, 0.9, 1.5, 1.1, 1.2, 0.8]
+    noise = [1.01, 0.99, 1.0, 1.02, 0.98, 1.0, 1.01]
+    a, b = _in_turns([0.1 * s for s in speed], [0.1 * s * e for s, e in zip(speed, noise)])
+    r = bench.speedup(a, b)
+    assert r.within_noise and not r.clear and "no measurable difference" in str(r)
+
+
+def test_a_small_effect_on_a_jumpy_machine_is_inconclusive():
+    # Every round b is 3-5 % faster, while the machine's speed jumps by 40 % from round to round
+    speed = [1.0, 1.4, 1.0, 1.4, 1.0, 1.4]
+    gain = [1.03, 1.05, 1.04, 1.03, 1.05, 1.04]
+    a, b = _in_turns([0.1 * s for s in speed], [0.1 * s / g for s, g in zip(speed, gain)])
+    r = bench.speedup(a, b)
+    assert not r.within_noise and r.inconclusive and not r.clear
+    assert r.drift == pytest.approx(0.4, rel=0.05)
+    assert "inconclusive: the machine's speed changed by 39% from one turn to the next" in str(r)
+
+
+def test_identical_paired_ratios_still_give_a_verdict():
+    a, b = _in_turns([0.2, 0.2, 0.2], [0.1, 0.1, 0.1])
+    r = bench.speedup(a, b)
+    assert (r.value, r.lo, r.hi) == (2.0, 2.0, 2.0) and r.clear and "one run" not in str(r)
+    one = bench.speedup(*_in_turns([0.2], [0.1]))
+    assert not one.clear and "no spread to judge it by" in str(one)
+
+
+def test_timings_of_different_turns_are_compared_apart():
+    a, _ = _in_turns([0.1, 0.11, 0.1], [0.1, 0.1, 0.1], run="run 1")
+    _, b = _in_turns([0.1, 0.1, 0.1], [0.05, 0.05, 0.06], run="run 2")
+    r = bench.speedup(a, b)
+    assert r.rounds == 0 and r.drift is None and r.value == pytest.approx(2.0)
+
+
+def test_rate_ratio_pairs_rates_of_different_work():
+    speed = [1.0, 1.2, 1.1, 1.3, 1.0]
+    small = bench.timing_of([1e-3 * s for s in speed], name="n=64", device="cpu", work=1e6, unit="FLOP/s",
+                            turns_id=7)
+    big = bench.timing_of([4e-3 * s for s in speed], name="n=128", device="cpu", work=8e6, unit="FLOP/s",
+                          turns_id=7)
+    r = bench.rate_ratio(big, small)
+    assert r.rounds == 5 and r.value == pytest.approx(2.0) and r.clear and "higher" in str(r)
+
+
+def test_time_in_turns_and_rounds_give_paired_timings():
+    a, b = bench.time_in_turns({"a": lambda: None, "b": lambda: None}, device="cpu", repeats=3, warmup=0)
+    assert a.turns_id == b.turns_id is not None and len(a.samples) == len(b.samples) == 3
+    c, d = bench.time_in_rounds({"c": lambda: None, "d": lambda: None}, device="cpu", min_run_s=FAST, rounds=3)
+    assert c.turns_id == d.turns_id != a.turns_id and len(c.samples) == 3
+    assert bench.speedup(a, b).rounds == 3 and bench.speedup(a, c).rounds == 0
