@@ -39,15 +39,18 @@ endef
 # $(2): more of the marker expression (the oldest set leaves out the notebooks at their knobs'
 # extremes and the printed commands, which make test runs: CI stays within its time). nbval's other settings are in
 # pyproject.toml; what the notebooks write goes to build/nbval/<venv>/, not make course's
-# build/. The notebooks run one after another: two at once on 2 cores took 226 s
+# build/; `course agree` then compares what several of them measured (one run, one set of
+# numbers), after a fresh start (no peaks or reports of an earlier run). The notebooks run one after another: two at once on 2 cores took 226 s
 # against 125 s in turn (each kernel's threads and processes compete for the cores). The unit
 # tests run with one intra-op thread per process (OMP_NUM_THREADS=1, inherited by the processes
 # they start): two xdist workers took 390 s so, 488-509 s with 2 threads each, 505 s in one process.
 define pytest
 	$(1)/bin/python -c 'import torch, torchvision; print(f"testing with torch {torch.__version__}, torchvision {torchvision.__version__}")'
 	OMP_NUM_THREADS=1 COURSE_PROFILE=smoke $(1)/bin/python -m pytest -n $(JOBS) --dist load --durations=15 -m "not browser$(2)" tests
+	rm -f build/nbval/$(1)/peaks.json build/nbval/$(1)/reports/*.json
 	COURSE_PROFILE=smoke COURSE_BUILD_DIR=$(CURDIR)/build/nbval/$(1) $(1)/bin/python -m pytest --durations=5 \
 	    --nbval-lax --nbval-cell-timeout=300 notebooks
+	$(1)/bin/python -m course_lib agree build/nbval/$(1)
 endef
 
 $(VENV)/.installed: pyproject.toml jupyter-config/pyproject.toml

@@ -15,6 +15,7 @@ bench       honest timing (torch.utils.benchmark, synchronised clocks): median a
 datasheet   NVIDIA datasheet peaks (dense, with sources) for common GPUs, lookup by device name,
             the denominator of MFU; shown as 'datasheet', never as a measurement
 report      per-notebook measurements with units and ranges (JSON), the you-vs-reference table
+peaks       this run's measured matmul peak and copy bandwidth, measured once and shared by the notebooks
 plot        the shared figures
 check       the mechanism of automatic checks (expect, close, between, allocated, exercise):
             each lesson's exercise checks are built from it

@@ -407,7 +407,8 @@ NOTEBOOKS: tuple[Notebook, ...] = (
             # steps in the profiler's active window (after one warm-up step); repeats: timed steps per
             # variant, in turns, after one warm-up; compile: torch.compile (cold) against eager;
             # compile_breaks: also compile the two monitored GPTs of the graph-break demo; peak_sizes:
-            # matmul sizes of the measured compute peak; bw_sizes: copy buffer sizes (bytes) of the
+            # matmul sizes of the measured compute peak (08's, in every profile and class: the two
+            # share one stored peak, course_lib.peaks); bw_sizes: copy buffer sizes (bytes) of the
             # measured bandwidth, the largest beyond the caches; op_steps: steps whose every op is
             # timed for the roofline
             "smoke": dict(block=64, n_layer=2, n_head=2, n_embd=64, batch=8, profiled=3, repeats=3,
@@ -428,7 +429,7 @@ NOTEBOOKS: tuple[Notebook, ...] = (
             # AdamW 0.65 GiB per GPT, activations 1.4 GiB; the fit probe (3 GPTs, one step's activations
             # kept as a CUDA graph pool keeps them, another step) ≈ 4.8 GiB.
             "gpu/medium": dict(block=512, n_layer=4, n_embd=768, compile_breaks=False,
-                               bw_sizes=[16 << 20, 256 << 20, 1 << 30]),
+                               peak_sizes=[2048, 4096, 8192], bw_sizes=[16 << 20, 256 << 20, 1 << 30]),
             # T4 (fp16 autocast + GradScaler), ~3 min: N = 28.9 M, 190 MFLOP/token, 8·512 tokens = 0.78 TFLOP
             # per step, ~60 ms at an assumed 13 TFLOP/s (20 % of the datasheet's 65): ~95 steps ≈ 6 s.
             # Compilation on a 2-core host (Colab): cold default ~70 s, reduce-overhead ~30 s, explain and

@@ -8,6 +8,7 @@ import datetime as _dt
 import json
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -153,8 +154,7 @@ def reference(notebook: str) -> tuple[str | None, dict]:
 
 def fmt_row(key: str, row: dict) -> str:
     """One recorded measurement as a line: 'key: value (lo–hi) unit  note'."""
-    spread = f" ({fmt_value(row['spread'][0])}–{fmt_value(row['spread'][1])})" if row.get("spread") else ""
-    return f"{key}: {fmt_value(row['value'])}{spread} {row['unit']}  {row.get('note', '')}".rstrip()
+    return f"{key}: {fmt_row_value(row)} {row['unit']}  {row.get('note', '')}".rstrip()
 
 
 def reference_text(notebook: str, prefixes: tuple[str, ...] = ()) -> str:
@@ -220,3 +220,57 @@ def record_reference(reports: dict[str, dict], folder: Path | None = None) -> Pa
     data["notebooks"].update(reports)
     data["notebooks"] = dict(sorted(data["notebooks"].items()))
     return files.write_text_atomic(path, json.dumps(data, indent=1))
+
+
+# ---- one run, one set of numbers: the same quantity in several notebooks --------------------
+
+# Two notebooks' measurements of one quantity agree when their ranges, each widened by this
+# factor either way, overlap. Repeats of one notebook miss the drift between notebooks minutes
+# apart, hence some slack; smoke measurements last 0.05 s each, hence more there.
+AGREE_SLACK = {"smoke": 2.0, "cpu": 1.25, "gpu": 1.25}
+
+
+@dataclass
+class Shared:
+    """One quantity (a report key, in one unit) measured by several notebooks of a run."""
+
+    key: str
+    unit: str
+    rows: dict[str, dict]  # notebook -> its report row (value, spread)
+    slack: float
+
+    @property
+    def agree(self) -> bool:
+        """True when the ranges (the value where no spread was recorded), each widened by
+        `slack` either way, all overlap."""
+        ranges = [row.get("spread") or (row["value"], row["value"]) for row in self.rows.values()]
+        return max(lo for lo, _ in ranges) / self.slack <= min(hi for _, hi in ranges) * self.slack
+
+    def __str__(self) -> str:
+        each = ", ".join(f"{nb[:2]} {fmt_row_value(row)}" for nb, row in self.rows.items())
+        verdict = (f"agree (within {self.slack:g}× of each other's range)" if self.agree
+                   else f"DISAGREE (more than {self.slack:g}× apart beyond their ranges)")
+        return f"{self.key} [{self.unit}]: {each} | {verdict}"
+
+
+def fmt_row_value(row: dict) -> str:
+    """'213.6 (210.5–215.6)': a report row's value and the range of its repeats."""
+    lo_hi = row.get("spread")
+    return fmt_value(row["value"]) + (f" ({fmt_value(lo_hi[0])}–{fmt_value(lo_hi[1])})" if lo_hi else "")
+
+
+def shared(reports: dict[str, dict]) -> list[Shared]:
+    """Every numeric quantity that two or more of `reports` (notebook -> report, one run, one
+    profile) recorded under the same key and unit, with the slack of that profile
+    (:data:`AGREE_SLACK`)."""
+    profiles_seen = {r["profile"] for r in reports.values()}
+    if len(profiles_seen) > 1:
+        raise ValueError(f"These reports come from several profiles ({', '.join(sorted(profiles_seen))}): "
+                         "compare the reports of one run.")
+    slack = AGREE_SLACK.get(next(iter(profiles_seen), "cpu"), 1.25)
+    by_key: dict[tuple[str, str], dict[str, dict]] = {}
+    for nb in sorted(reports):
+        for key, row in reports[nb]["measurements"].items():
+            if isinstance(row["value"], (int, float)):
+                by_key.setdefault((key, row["unit"]), {})[nb] = row
+    return [Shared(key, unit, rows, slack) for (key, unit), rows in by_key.items() if len(rows) > 1]

@@ -93,3 +93,12 @@ def test_the_banner_names_the_class_under_gpu():
 def test_unknown_notebook_is_reported():
     with pytest.raises(profiles.ProfileError, match="No sizes"):
         profiles.sizes("99_nothing", "smoke")
+
+
+def test_08_and_10_measure_their_shared_peak_at_the_same_sizes():
+    # course_lib.peaks stores one peak per set of sizes: 08's MFU and 10's roofline divide by it
+    for profile in profiles.PROFILES:
+        for gib in ((7.6, 15.0, 79.1) if profile == "gpu" else (None,)):
+            a = profiles.sizes("08_transformer", profile, memory_gib=gib).peak_sizes
+            b = profiles.sizes("10_compile_and_profile", profile, memory_gib=gib).peak_sizes
+            assert a == b, (profile, gib)

@@ -27,6 +27,8 @@ RUN_HERE = {
 WORKSHOP = [".venv/bin/course check --json alice.json", ".venv/bin/course cohort reports/"]
 ELSEWHERE = {  # (`python -m course_lib` is the `course` script: test_packaging checks the entry point)
     ".venv/bin/course check": "tests/test_cli.py::test_check_prints_the_readiness_table",
+    ".venv/bin/course agree build/": "make test runs it on its notebooks' reports (build/nbval/<venv>); "
+                                     "tests/test_report.py::test_course_agree_exits_1_when_two_notebooks_disagree",
     ".venv/bin/course test-gpu --list": "tests/test_gpucheck.py::test_python_m_course_lib_test_gpu_list_runs_as_printed",
     "make course": "CI: .ci/run runs make course PROFILE=smoke on a clean clone",
     "make test": "CI: .ci/run",

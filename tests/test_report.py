@@ -184,3 +184,50 @@ def test_reference_text_shows_the_first_run_filtered_or_says_none(tmp_path, monk
 def test_fmt_row_names_value_spread_unit_and_note():
     line = report.fmt_row("SDPA", {"value": 2.5, "unit": "×", "note": "T=1024", "spread": [2.0, 3.0]})
     assert line == "SDPA: 2.5 (2–3) × T=1024".replace("× T", "×  T")
+
+
+def _run_report(notebook: str, profile: str = "cpu", **rows) -> dict:
+    """A report of one run: rows key=(value, lo, hi) in GFLOP/s."""
+    rep = report.Report(notebook, profile, "cpu")
+    for key, (value, lo, hi) in rows.items():
+        rep.add(key.replace("_", " "), value, "GFLOP/s", spread=(lo, hi))
+    return rep.to_dict()
+
+
+def test_shared_quantities_agree_within_the_slack_of_their_ranges():
+    both = report.shared({
+        "00_setup_check": _run_report("00_setup_check", matmul_512=(18.0, 16.8, 32.8), only_here=(1, 1, 1)),
+        "01_gpu_vs_cpu": _run_report("01_gpu_vs_cpu", matmul_512=(201.0, 200.7, 202.1)),
+    })
+    assert [s.key for s in both] == ["matmul 512"] and not both[0].agree  # 11× apart: the issue's finding
+    assert "DISAGREE" in str(both[0]) and "00 18 (16.8–32.8)" in str(both[0])
+    near = report.shared({"a": _run_report("a", peak=(200.0, 195.0, 205.0)),
+                          "b": _run_report("b", peak=(230.0, 225.0, 235.0)),
+                          "c": _run_report("c", peak=(240.0, 240.0, 240.0))})
+    assert near[0].agree and near[0].slack == report.AGREE_SLACK["cpu"]  # 225 / 1.25 <= 205 × 1.25
+    far = report.shared({"a": _run_report("a", peak=(200.0, 195.0, 205.0)),
+                         "b": _run_report("b", peak=(330.0, 325.0, 335.0))})
+    assert not far[0].agree  # 325 / 1.25 = 260 > 205 × 1.25 = 256
+
+
+def test_shared_compares_one_run_of_one_profile_only():
+    with pytest.raises(ValueError, match="several profiles"):
+        report.shared({"a": _run_report("a", "smoke", x=(1, 1, 1)), "b": _run_report("b", "cpu", x=(1, 1, 1))})
+    smoke = report.shared({"a": _run_report("a", "smoke", x=(100.0, 99.0, 101.0)),
+                           "b": _run_report("b", "smoke", x=(180.0, 179.0, 181.0))})
+    assert smoke[0].agree and smoke[0].slack == 2.0  # smoke's 0.05 s measurements: more slack
+
+
+def test_course_agree_exits_1_when_two_notebooks_disagree(tmp_path, capsys):
+    from course_lib.workshop import cli
+    assert cli.main(["agree", str(tmp_path)]) == 2
+    for nb, value in (("00_setup_check", 18.0), ("01_gpu_vs_cpu", 201.0)):
+        rep = report.Report(nb, "cpu", "cpu")
+        rep.add("matmul 512×512 float32", value, "GFLOP/s", spread=(0.95 * value, 1.05 * value))
+        rep.save(tmp_path / "reports")
+    assert cli.main(["agree", str(tmp_path)]) == 1
+    assert "1 disagree: matmul 512×512 float32" in capsys.readouterr().out
+    rep = report.Report("01_gpu_vs_cpu", "cpu", "cpu")
+    rep.add("matmul 512×512 float32", 20.0, "GFLOP/s", spread=(19.0, 21.0))
+    rep.save(tmp_path / "reports")
+    assert cli.main(["agree", str(tmp_path)]) == 0

@@ -15,7 +15,7 @@ import nbformat
 
 from tqdm.auto import tqdm
 
-from course_lib import device, files, profiles, report
+from course_lib import device, files, peaks, profiles, report
 from course_lib.workshop import catalog, cohort, gpucheck, runner, student
 
 
@@ -94,6 +94,7 @@ def cmd_student(args: argparse.Namespace) -> int:
     """Write student copies of the chosen notebooks: nbgrader replaces each solution with a stub."""
     out = Path(args.out)
     notebooks = _select(args.notebooks, Path(args.dir))
+    peaks.forget(out)  # this run measures its own peaks, once (course_lib.peaks)
     exercises = sum(len(student.exercise_cells(nbformat.read(p, as_version=4))) for p in notebooks)
     written = student.write_copies(notebooks, out)
     print(f"{len(written)} student copies with {exercises} exercises to do in {out}/ "
@@ -182,6 +183,24 @@ def cmd_test_gpu(args: argparse.Namespace) -> int:
                             timeout_s=args.timeout)
 
 
+def cmd_agree(args: argparse.Namespace) -> int:
+    """The quantities that several notebooks of one run recorded under one name: do they agree?
+    Exit 1 if any does not (``report.shared``), 2 if the folder holds no reports."""
+    folder = Path(args.folder)
+    found = {p.stem: json.loads(p.read_text()) for p in sorted((folder / "reports").glob("*.json"))}
+    if not found:
+        print(f"course: {folder / 'reports'} holds no notebook reports: run the notebooks first "
+              f"(course run --out {folder}).", file=sys.stderr)
+        return 2
+    both = report.shared(found)
+    for s in both:
+        print(s)
+    bad = [s.key for s in both if not s.agree]
+    print(f"{len(both)} quantities measured by several of {len(found)} notebooks; "
+          + (f"{len(bad)} disagree: {', '.join(bad)}" if bad else "all agree"))
+    return 1 if bad else 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="course", description=__doc__)
     p.add_argument("--dir", default=str(catalog.NOTEBOOK_DIR), help="folder of the notebooks")
@@ -213,6 +232,11 @@ def parser() -> argparse.ArgumentParser:
                      help="gpu profile only: merge the reports of the notebooks that ran OK into "
                           "results/<device>.json (reference runs)")
     run.set_defaults(fn=cmd_run)
+    agree = sub.add_parser("agree", help="one run, one set of numbers: the quantities several notebooks "
+                           "measured, compared (exit 1 if any disagree)")
+    agree.add_argument("folder", nargs="?", default=str(report.build_dir()),
+                       help="a run's output folder, with its reports/ (default build/)")
+    agree.set_defaults(fn=cmd_agree)
     gpu = sub.add_parser("test-gpu", help="on a CUDA machine: pytest -m gpu, the gpu profile with "
                          "--record, then as on an 8 GiB card; in parts of at most 9 min on one H100")
     gpu.add_argument("--part", default=None, metavar="N", help="run part N only (default: all, in turn)")

@@ -241,6 +241,10 @@ def summary(results: list[RunResult], profile: str, out_dir: Path) -> str:
         lines.append(f"| {r.notebook} | {status} | {fmt_time(r.seconds)} | {n} |")
     total = sum(r.seconds for r in results)
     lines.append(f"\n{sum(r.ok for r in results)}/{len(results)} notebooks ok in {fmt_time(total)}")
+    both = report.shared(found) if found else []
+    if both:
+        lines += ["", "The same quantity measured by several notebooks of this run:"]
+        lines += [f"- {s}" for s in both]
     return "\n".join(lines)
 
 

@@ -1,0 +1,74 @@
+import json
+
+import pytest
+import torch
+
+from course_lib import bench, peaks
+
+
+@pytest.fixture
+def build(tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_BUILD_DIR", str(tmp_path))
+    return tmp_path
+
+
+def _fake_peak(rate: float):
+    """A stand-in for bench.peak_matmul that counts its calls and returns a peak of `rate` FLOP/s."""
+    calls = []
+
+    def fake(device, dtype=torch.float32, sizes=(64,), min_run_s=0.2):
+        calls.append((str(dtype), tuple(sizes)))
+        n = max(sizes)
+        t = bench.timing_of([bench.matmul_flops(n) / rate * f for f in (0.98, 1.0, 1.03)],
+                            name=f"matmul {n}×{n}", device=device, work=bench.matmul_flops(n), unit="FLOP/s")
+        t.name = f"peak: {t.name}"
+        return t
+    return fake, calls
+
+
+def test_a_second_notebook_reuses_the_first_ones_peak(build, monkeypatch):
+    fake, calls = _fake_peak(1e11)
+    monkeypatch.setattr(bench, "peak_matmul", fake)
+    first, note1 = peaks.matmul("cpu", torch.float32, [64, 128], by="08_transformer")
+    monkeypatch.setattr(bench, "peak_matmul", _fake_peak(3e11)[0])  # a later measurement would differ
+    second, note2 = peaks.matmul("cpu", torch.float32, [64, 128], by="10_compile_and_profile")
+    assert len(calls) == 1 and note1.fresh and not note2.fresh and note2.by == "08_transformer"
+    assert (second.name, second.rate, second.rate_lo, second.rate_hi) == (first.name, first.rate, first.rate_lo,
+                                                                         first.rate_hi)
+    assert second.samples == first.samples and second.turns_id is None
+    assert "by 08_transformer and read from peaks.json" in str(note2) and "measured now" in str(note1)
+    peaks.forget(build)
+    assert not peaks.path().exists()
+    _, note3 = peaks.matmul("cpu", torch.float32, [64, 128], by="10_compile_and_profile")
+    assert note3.fresh and len(calls) == 1  # the second fake measured it
+
+
+def test_another_dtype_size_set_or_an_old_peak_is_measured_again(build, monkeypatch):
+    fake, calls = _fake_peak(1e11)
+    monkeypatch.setattr(bench, "peak_matmul", fake)
+    peaks.matmul("cpu", torch.float32, [64], by="a")
+    peaks.matmul("cpu", torch.bfloat16, [64], by="a")
+    peaks.matmul("cpu", torch.float32, [64, 128], by="a")
+    assert len(calls) == 3
+    peaks.matmul("cpu", torch.float32, [64], by="a")
+    assert len(calls) == 3  # all three stored side by side
+    monkeypatch.setattr(peaks, "MAX_AGE_S", -1.0)  # every stored peak is stale
+    _, note = peaks.matmul("cpu", torch.float32, [64], by="b")
+    assert len(calls) == 4 and note.fresh and note.by == "b"
+
+
+def test_an_unreadable_store_is_measured_again(build, monkeypatch):
+    fake, calls = _fake_peak(1e11)
+    monkeypatch.setattr(bench, "peak_matmul", fake)
+    peaks.path().write_text("{ half a file")
+    _, note = peaks.matmul("cpu", torch.float32, [64], by="a")
+    assert note.fresh and len(calls) == 1
+    assert len(json.loads(peaks.path().read_text())) == 1
+
+
+def test_bandwidth_curves_are_measured_for_real_and_shared(build):
+    curve, note = peaks.bandwidth("cpu", [1 << 12, 1 << 16], by="10_compile_and_profile", min_run_s=0.01)
+    again, note2 = peaks.bandwidth("cpu", [1 << 12, 1 << 16], by="11", min_run_s=0.01)
+    assert note.fresh and not note2.fresh and len(curve) == len(again) == 2
+    assert [(t.name, t.rate, t.unit) for t in again] == [(t.name, t.rate, t.unit) for t in curve]
+    assert all(t.unit == "B/s" and t.rate > 0 for t in again)
