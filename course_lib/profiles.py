@@ -140,22 +140,23 @@ NOTEBOOKS: tuple[Notebook, ...] = (
             # tensor-resident; steps: optimizer steps per precision (loss curves); half_steps: the
             # pure .half() runs of section 3, on a SmallCNN of half_width channels at half_resolution
             # px, batch half_batch; demo_batch: batch of the gradient/update demos; log_every: steps
-            # per loss record in the curves; repeats: timed training steps per precision (after 2
-            # warm-up steps); check_steps: steps of the inline-vs-library check; opt_run_s: seconds
+            # per loss record in the curves; controls: fp32 runs with their starting weights nudged by a
+            # last bit, against which a precision's gap from fp32 is judged (sections 3 and 5);
+            # repeats: timed training steps per precision (after 2 warm-up steps); check_steps: steps of the inline-vs-library check; opt_run_s: seconds
             # of optimizer.step() timing per AdamW variant; lr, sgd_lr: the learning rates LR and
             # SGD_LR default to (AdamW; SGD with momentum in the pure .half() runs)
             "smoke": dict(model="smallcnn", width=8, resolution=16, n_train=256, batch_size=32,
-                          steps=4, half_steps=3, half_width=8, half_resolution=16, half_batch=32,
+                          steps=4, half_steps=3, half_width=8, half_resolution=16, half_batch=32, controls=1,
                           demo_batch=32, log_every=1, channels_last=False,
                           widget_steps=3, repeats=3, check_steps=2, opt_run_s=0.03, lr=3e-3, sgd_lr=0.05),
             "cpu": dict(model="smallcnn", width=16, resolution=32, n_train=2048, batch_size=64,
-                        steps=90, half_steps=80, half_width=16, half_resolution=32, half_batch=64,
+                        steps=90, half_steps=80, half_width=16, half_resolution=32, half_batch=64, controls=3,
                         demo_batch=64, log_every=1, channels_last=False,
                         widget_steps=5, repeats=10, check_steps=3, opt_run_s=0.3, lr=3e-3, sgd_lr=0.02),
             # cpu: with 20 .half() steps, or SGD at 0.05, fp32 SGD stayed near chance (1.90 and 1.82 after
             # 80); 80 steps at 0.02 reach 1.57 (2-core EPYC, 2026-11-25): a comparison with a verdict
             "gpu": dict(model="resnet50", width=0, resolution=128, n_train=4096, batch_size=256,
-                        steps=150, half_steps=80, half_width=16, half_resolution=32, half_batch=64,
+                        steps=150, half_steps=80, half_width=16, half_resolution=32, half_batch=64, controls=2,
                         demo_batch=32, log_every=2, channels_last=True,
                         widget_steps=20, repeats=10, check_steps=3, opt_run_s=0.3, lr=1e-3, sgd_lr=0.02),
             # gpu, section 3: the cpu profile's SmallCNN runs. ResNet-50 trained with plain SGD moved
@@ -166,10 +167,10 @@ NOTEBOOKS: tuple[Notebook, ...] = (
             # 69 s for the notebook on an H100 at 60 steps). With the same 150 steps at batch 64,
             # fp32 stayed at 1.83 (H200): what counts is the images seen, so the smaller classes keep
             # 150 × 256 of them (steps × batch).
-            "gpu/medium": dict(batch_size=128, steps=300),
+            "gpu/medium": dict(batch_size=128, steps=300, controls=1),
             # T4 (128 px: fp32 ~270 img/s, fp16 ~750 img/s; 2 precisions): fp32 300 + fp16 300 steps
             # of 128 ≈ 195 s, ~4.5 min in all; batch 128 saves ≈ 3.4 GiB (fp32)
-            "gpu/small": dict(batch_size=64, n_train=2048, steps=600),
+            "gpu/small": dict(batch_size=64, n_train=2048, steps=600, controls=1),
             # 6-8 GB: batch 64 saves ≈ 1.7 GiB (fp32) + 1.4 GiB of models + 0.4 GiB of images
         }),
     Notebook(
@@ -182,17 +183,19 @@ NOTEBOOKS: tuple[Notebook, ...] = (
             # (images, resolution, width, effective batch, epochs, learning rate); widget_max_k:
             # slider maximum (at most `batch`); time_repeats: timed optimizer steps (after 2 warm-up
             # steps) of one batch vs K micro-batches, at each (width, batch) of time_sizes (the first:
-            # the fit runs' model and batch; every batch a multiple of 32, K's largest value)
+            # the fit runs' model and batch; every batch a multiple of 32, K's largest value);
+            # controls: one-batch fit runs per normalisation with their starting weights nudged by a
+            # last bit or two, against which accumulation's gap is judged (section 8)
             "smoke": dict(batch=32, mem_width=8, mem_micro=8, mem_batches=[8, 16, 32],
                           train_n=256, train_res=16, train_width=8, train_batch=32, train_epochs=1,
-                          lr=3e-3, widget_max_k=8, time_repeats=3, time_sizes=[(8, 32)]),
+                          lr=3e-3, widget_max_k=8, time_repeats=3, time_sizes=[(8, 32)], controls=1),
             "cpu": dict(batch=64, mem_width=32, mem_micro=32, mem_batches=[32, 64, 128, 256, 512],
                         train_n=8192, train_res=16, train_width=16, train_batch=64, train_epochs=2,
-                        lr=3e-3, widget_max_k=16, time_repeats=15, time_sizes=[(16, 64)]),
+                        lr=3e-3, widget_max_k=16, time_repeats=15, time_sizes=[(16, 64)], controls=3),
             "gpu": dict(batch=256, mem_width=64, mem_micro=64,
                         mem_batches=[64, 128, 256, 512, 1024, 2048], train_n=16384, train_res=32,
                         train_width=32, train_batch=256, train_epochs=3, lr=3e-3, widget_max_k=64,
-                        time_repeats=10, time_sizes=[(32, 256), (256, 2048)]),
+                        time_repeats=10, time_sizes=[(32, 256), (256, 2048)], controls=3),
             # the sweep's batch 2048 saves 2.4 GiB of activations (memory.estimate_training_memory,
             # width 64 at 32 px): 8 GB cards stop at 1024 (1.2 GiB), leaving room for the workspaces.
             # time_sizes: on the H100 (2026-11-25) one step of width 32 at batch 256 took 3.37 ms and

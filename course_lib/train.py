@@ -608,3 +608,52 @@ def load(path: str | Path, model: nn.Module, optimizer: torch.optim.Optimizer,
         scaler.load_state_dict(state["scaler"])
     checkpoint.restore_rng(state["rng"])
     return Position(state["step"], state["epoch"], state["batch"]), History(**state["history"])
+
+
+# ---- Two runs on the same batches: how far apart did they end, against rounding alone ----------
+
+def nudge(model: nn.Module, ulps: int = 1) -> nn.Module:
+    """Move every parameter of `model` by `ulps` representable steps (up if positive, down if
+    negative; ``torch.nextafter``), nothing else changed: the smallest change a run can start
+    from. Returns `model`."""
+    if ulps == 0:
+        raise ValueError("nudge by at least one step (ulps = 1, -1, 2, ...): 0 changes nothing.")
+    with torch.no_grad():
+        for p in model.parameters():
+            toward = torch.full_like(p, math.inf if ulps > 0 else -math.inf)
+            for _ in range(abs(ulps)):
+                p.copy_(torch.nextafter(p, toward))
+    return model
+
+
+def control_ulps(k: int) -> list[int]:
+    """The nudges of `k` control runs, each a different smallest change: +1, -1, +2, -2, ... steps."""
+    return [(i // 2 + 1) * (1 if i % 2 == 0 else -1) for i in range(k)]
+
+
+def tail_gap(base: Iterable[float], other: Iterable[float], last: int) -> float:
+    """Mean of other - base over the last `last` records of two loss curves taken on the same
+    batches in the same order (a paired difference: each record of one run against the same
+    record of the other)."""
+    a, b = list(base), list(other)
+    n = min(last, len(a), len(b))
+    if n < 1:
+        raise ValueError("tail_gap needs at least one record in each curve.")
+    return sum(y - x for x, y in zip(a[-n:], b[-n:])) / n
+
+
+def gap_verdict(gap: float, controls: Iterable[float], base_name: str) -> str:
+    """How a run's gap from the baseline (:func:`tail_gap`) compares with the gaps of control runs:
+    the baseline again, its starting weights nudged by a last bit or two (:func:`nudge`), which
+    measures how far rounding alone moves this training run. A gap beyond every one of k
+    controls is called a difference; if the run were just another rounding change, that would
+    happen 1 time in k + 1 (the k + 1 gaps are then alike, and any of them is the largest)."""
+    gaps = [abs(c) for c in controls]
+    if not gaps:
+        raise ValueError("gap_verdict needs at least one control run to compare against.")
+    k, largest = len(gaps), max(gaps)
+    if abs(gap) <= largest:
+        return (f"within what rounding alone does ({k} control run{'s' * (k > 1)}, the {base_name} run with its "
+                f"starting weights nudged by a last bit, ended up to {largest:.4f} from it): no measurable difference")
+    return (f"{'higher' if gap > 0 else 'lower'} than {base_name}, beyond all {k} control run{'s' * (k > 1)} "
+            f"(largest gap {largest:.4f}; rounding alone would land there 1 time in {k + 1})")

@@ -80,10 +80,11 @@ def markdown_cells() -> list[tuple[str, int, str]]:
 
 
 def blank(text: str, spans) -> str:
-    """`text` with each (start, end) span replaced by spaces (positions kept)."""
+    """`text` with each (start, end) span filled with "░" (positions kept): neither a word
+    character nor whitespace, so `**`code`**` stays an emphasis and no term runs into it."""
     chars = list(text)
     for start, end in spans:
-        chars[start:end] = " " * (end - start)
+        chars[start:end] = "░" * (end - start)
     return "".join(chars)
 
 
@@ -102,7 +103,7 @@ def first_use(term: str, cells) -> tuple[str, int, str, int, int] | None:
         text, _ = searchable(source)
         hits = [m.span() for p in patterns for m in p.finditer(text)]
         if hits:
-            start, end = min(hits)
+            start, end = min(hits, key=lambda h: (h[0], -h[1]))  # earliest, then longest
             return nb, index, source, start, end
     return None
 

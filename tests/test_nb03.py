@@ -286,29 +286,28 @@ def test_inline_step_check_catches_a_different_optimizer(images):
 # -- verdicts and figures ----------------------------------------------------------------------
 
 
-def test_compare_losses_is_a_paired_test():
+def test_compare_losses_judges_a_gap_against_control_runs():
     base = [2.0, 1.9, 1.8, 1.7, 1.6, 1.5, 1.55, 1.45, 1.5, 1.4]
-    wiggle = [0.01, -0.01] * 5  # per-step noise of the difference, mean 0
-    assert "NaN/inf from step 3" in nb03.compare_losses("x", [2.0, 1.9, float("nan"), 1.0], base)
-    same = nb03.compare_losses("bf16", [v + w for v, w in zip(base, wiggle)], base, last=4)
-    assert "no measurable difference" in same and "+0.0000" in same
-    # a small shift, far inside the baseline's step-to-step spread (±0.05) but steady on every
-    # step: the paired differences see it (the old unpaired test called this "no difference")
-    shift = [v + 0.02 + w / 10 for v, w in zip(base, wiggle)]
-    worse = nb03.compare_losses("fp16", shift, base, last=10)
-    assert "higher than fp32, beyond 2 standard errors" in worse and "+0.0200" in worse
-    better = nb03.compare_losses("fp16", [v - 0.5 for v in base], base, last=4)
-    assert "lower than fp32, beyond" in better
-    # a large difference that flips sign from step to step averages out within its error
-    noisy = nb03.compare_losses("fp16", [v + 10 * w for v, w in zip(base, wiggle)], base, last=10)
-    assert "no measurable difference" in noisy
-    assert "too few" in nb03.compare_losses("fp16", [1.0], [1.1])
+    ctrl = [[v + d for v, d in zip(base, [0.0] * 6 + [0.01, -0.02, 0.03, -0.01])],
+            [v + d for v, d in zip(base, [0.0] * 6 + [-0.03, 0.02, -0.01, 0.0])]]  # tail gaps +0.0025, -0.005
+    assert "NaN/inf from step 3" in nb03.compare_losses("x", [2.0, 1.9, float("nan"), 1.0], base, controls=ctrl)
+    same = nb03.compare_losses("bf16", [v + 0.004 for v in base], base, last=4, controls=ctrl)
+    assert "within what rounding alone does (2 control runs" in same and "(gap +0.0040)" in same
+    worse = nb03.compare_losses("fp16", [v + 0.02 for v in base], base, last=4, controls=ctrl)
+    assert "higher than fp32, beyond all 2 control runs" in worse and "1 time in 3" in worse
+    better = nb03.compare_losses("fp16", [v - 0.5 for v in base], base, last=4, controls=ctrl)
+    assert "lower than fp32, beyond all 2" in better
+    # no control, no verdict: a gap alone cannot say whether rounding would do as much
+    alone = nb03.compare_losses("fp16", [v + 0.02 for v in base], base, last=4)
+    assert "no verdict" in alone and "beyond" not in alone
     # a baseline that has not learned (late losses near chance, ln 6 = 1.79): no verdict at all
     near_chance = [1.85, 1.83, 1.84, 1.82]
-    line = nb03.compare_losses("bf16", [v + 0.5 for v in near_chance], near_chance, chance=math.log(6))
+    line = nb03.compare_losses("bf16", [v + 0.5 for v in near_chance], near_chance, chance=math.log(6),
+                               controls=[near_chance])
     assert "has not learned yet" in line and "beyond" not in line and "no measurable" not in line
-    assert "beyond 2 standard errors" in nb03.compare_losses("bf16", [v - 0.5 for v in base], base,
-                                                             last=4, chance=math.log(6))
+    assert "beyond all 2" in nb03.compare_losses("bf16", [v - 0.5 for v in base], base, last=4,
+                                                 chance=math.log(6), controls=ctrl)
+
 
 def test_damage_figure_keeps_the_three_counts_apart():
     import matplotlib

@@ -546,37 +546,35 @@ LEARNED_BELOW = 0.9  # a baseline has learned when its late losses average under
 
 
 def compare_losses(name: str, losses: Sequence[float], base: Sequence[float], base_name: str = "fp32",
-                   last: int = 10, chance: float | None = None) -> str:
+                   last: int = 10, chance: float | None = None,
+                   controls: Sequence[Sequence[float]] = ()) -> str:
     """One-line verdict on a loss curve against a baseline curve trained on the same batches
     in the same order.
 
-    NaN/inf anywhere is a failure (named with its step). Otherwise a paired comparison over
-    the last `last` steps: the per-step differences d_i = loss_i - base_i, their mean against
-    its standard error std(d)/sqrt(n). A mean within 2 standard errors of 0 is "no measurable
-    difference"; fewer than 2 steps cannot tell. `chance`: the loss of a uniform guess
-    (ln(classes)); a baseline whose last losses average above LEARNED_BELOW × chance has not
-    learned yet, and two runs near chance say nothing about a format's effect on training:
-    the line then gives the numbers and no verdict.
+    NaN/inf anywhere is a failure (named with its step). Otherwise the gap: the mean per-record
+    difference over the last `last` records (:func:`train.tail_gap`), against the gaps of the
+    `controls`: the baseline run again with its starting weights nudged by a last bit
+    (:func:`train.nudge`), which measures how far rounding alone moves this run
+    (:func:`train.gap_verdict`). Consecutive steps of one run are not independent samples, so
+    no standard error of them is used. `chance`: the loss of a uniform guess (ln(classes)); a
+    baseline whose last losses average above LEARNED_BELOW × chance has not learned yet, and
+    two runs near chance say nothing about a format's effect on training: the line then gives
+    the numbers and no verdict.
     """
     bad = next((i + 1 for i, v in enumerate(losses) if not math.isfinite(v)), None)
     if bad is not None:
         return f"{name}: loss NaN/inf from step {bad} on: training failed"
     k = max(1, min(last, len(losses), len(base)))
-    mine = torch.tensor(list(losses)[-k:], dtype=torch.float64)
-    ref = torch.tensor(list(base)[-k:], dtype=torch.float64)
-    d = mine - ref
-    gap = d.mean().item()
-    head = (f"{name} vs {base_name}, mean loss of the last {k} steps (same batches): "
-            f"{mine.mean().item():.4f} vs {ref.mean().item():.4f}")
-    if chance is not None and ref.mean().item() >= LEARNED_BELOW * chance:
+    mine, ref = sum(list(losses)[-k:]) / k, sum(list(base)[-k:]) / k
+    gap = train.tail_gap(base, losses, k)
+    head = (f"{name} vs {base_name}, mean loss of the last {k} records (same batches): "
+            f"{mine:.4f} vs {ref:.4f} (gap {gap:+.4f})")
+    if chance is not None and ref >= LEARNED_BELOW * chance:
         return (f"{head} | {base_name} has not learned yet (chance: {chance:.4f}; learned means below "
                 f"{LEARNED_BELOW:g}× that): no verdict on training from these runs")
-    if k < 2:
-        return f"{head} (gap {gap:+.4f}) | one step only: too few to tell a difference from noise"
-    se = (d.std().item() / math.sqrt(k))
-    how = ("within 2 standard errors of 0: no measurable difference" if abs(gap) <= 2 * se
-           else f"{'higher' if gap > 0 else 'lower'} than {base_name}, beyond 2 standard errors")
-    return f"{head} | per-step difference {gap:+.4f} ± {se:.4f} (standard error) | {how}"
+    if not controls:
+        return f"{head} | no control run to say how far rounding alone moves this run: no verdict"
+    return f"{head} | " + train.gap_verdict(gap, [train.tail_gap(base, c, k) for c in controls], base_name)
 
 
 def damage_figure(rows: Sequence[ScaleRow], title: str = ""):
