@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from typing import Mapping, Sequence
 
 import matplotlib.pyplot as plt
@@ -73,25 +74,40 @@ def _yerr(values: Sequence[float], ranges: Sequence[tuple[float, float]]) -> lis
             [max(0.0, hi - v) for v, (_, hi) in zip(values, ranges)]]
 
 
+def plain(value: float) -> str:
+    """A bar's label as a plain number: '40,900', '512', '12.4', '0.731' (never '4.09e+04')."""
+    size = abs(value)
+    if size >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.1f}" if size >= 10 else f"{value:.3g}"
+
+
+BAR_LABEL_CHARS = 16  # a bar's name is wrapped to lines of this many characters, not slanted over its neighbours
+
+
 def bars(values: Mapping[str, float], *, ylabel: str, title: str = "",
-         fmt: str = "{:.3g}", errors: Mapping[str, tuple[float, float]] | None = None) -> Figure:
-    """Labelled bars (throughput, time, memory…), each annotated with its value;
-    ``errors[label] = (lo, hi)`` draws the range of that bar's repeats."""
-    fig, ax = plt.subplots(figsize=(max(4.0, 1.2 * len(values)), 3.5))
+         fmt: str | None = None, errors: Mapping[str, tuple[float, float]] | None = None) -> Figure:
+    """Labelled bars (throughput, time, memory…), each annotated with its value (:func:`plain`,
+    or `fmt`); ``errors[label] = (lo, hi)`` draws the range of that bar's repeats, and the x
+    axis says what the error bars are. Names are wrapped, not rotated, so none overlaps."""
+    wrapped = [textwrap.fill(k, BAR_LABEL_CHARS) for k in values]
+    fig, ax = plt.subplots(figsize=(max(4.0, 1.5 * len(values)), 3.5 + 0.15 * max(w.count("\n") for w in wrapped)))
     yerr = None
     if errors:
         yerr = _yerr(list(values.values()), [errors.get(k, (v, v)) for k, v in values.items()])
-    rects = ax.bar(list(values), list(values.values()), yerr=yerr, capsize=4, color="tab:blue")
-    ax.bar_label(rects, labels=[fmt.format(v) for v in values.values()], fontsize=8,
+    rects = ax.bar(range(len(values)), list(values.values()), yerr=yerr, capsize=4, color="tab:blue")
+    ax.set_xticks(range(len(values)), wrapped, fontsize=8)
+    ax.bar_label(rects, labels=[fmt.format(v) if fmt else plain(v) for v in values.values()], fontsize=8,
                  label_type="center", color="white")
     ax.set(ylabel=ylabel, title=title)
-    ax.tick_params(axis="x", labelrotation=20)
+    if errors:
+        ax.set_xlabel("error bars: the middle half of the repeats", fontsize=8)
     fig.tight_layout()
     return fig
 
 
 def timing_bars(timings: Sequence[Timing], *, ylabel: str, title: str = "", scale: float = 1.0,
-                fmt: str = "{:.3g}") -> Figure:
+                fmt: str | None = None) -> Figure:
     """Bars of the rates of `timings` (divided by `scale`: 1e9 for GFLOP/s) with the range
     of their repeats (rate at the quartiles) as error bars."""
     if any(t.rate is None for t in timings):

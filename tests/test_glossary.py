@@ -66,6 +66,7 @@ def form_pattern(form: str) -> re.Pattern:
     flags = 0 if sum(c.isupper() for c in form) >= 2 and " " not in form else re.IGNORECASE
     return re.compile(rf"(?<![\w-]){body}(?:s|es)?(?![\w-])", flags)
 
+
 # ---------------------------------------------------------------- the notebooks
 
 def markdown_cells() -> list[tuple[str, int, str]]:
@@ -97,7 +98,7 @@ def searchable(source: str) -> tuple[str, list[tuple[int, int, str]]]:
 
 
 def first_use(term: str, cells) -> tuple[str, int, str, int, int] | None:
-    """(notebook, cell, searchable text, start, end) of the term's first occurrence, or None."""
+    """(notebook, cell index, cell source, start, end) of the term's first occurrence, or None."""
     patterns = [form_pattern(f) for f in term_forms(term)]
     for nb, index, source in cells:
         text, _ = searchable(source)

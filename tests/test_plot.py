@@ -106,3 +106,16 @@ def test_cohort_panel_spanning_decades_is_logarithmic():
     fig = plot.cohort({"copy GB/s": {"a": (20.0, 19.0, 21.0), "b": (40.0, 39.0, 41.0)}})
     assert fig.axes[0].get_xscale() == "linear"
     plt.close("all")
+
+
+def test_bar_labels_are_plain_numbers_and_names_do_not_overlap():
+    fig = plot.bars({"SmallCNN workers=1, 1 training thread": 40_900.0, "b": 12.44, "c": 0.7312},
+                    ylabel="img/s", errors={"b": (12.0, 13.0)})
+    ax = fig.axes[0]
+    texts = [t.get_text() for t in ax.texts]
+    assert texts == ["40,900", "12.4", "0.731"]
+    ticks = [t.get_text() for t in ax.get_xticklabels()]
+    assert ticks[0] == "SmallCNN\nworkers=1, 1\ntraining thread" and ticks[1:] == ["b", "c"]
+    assert all(t.get_rotation() == 0 for t in ax.get_xticklabels())
+    assert "error bars" in ax.get_xlabel()
+    assert plot.plain(-1234.6) == "-1,235" and plot.plain(512.0) == "512"
