@@ -4,7 +4,11 @@ from __future__ import annotations
 
 
 def fmt_time(seconds: float) -> str:
-    """Seconds in the unit a human reads: '41.3 ms', '12.0 µs', '2.51 s'."""
+    """Seconds in the unit a human reads: '41.3 ms', '12.0 µs', '2.51 s', '125 s', '20.8 min'."""
+    if abs(seconds) >= 1000:
+        return f"{seconds / 60:.1f} min"
+    if abs(seconds) >= 100:
+        return f"{seconds:.0f} s"
     for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
         if abs(seconds) >= scale:
             return f"{seconds / scale:.3g} {unit}"

@@ -6,7 +6,8 @@ from course_lib import units
 
 
 @pytest.mark.parametrize("seconds, text", [(2.51, "2.51 s"), (0.0413, "41.3 ms"),
-                                           (12e-6, "12 µs"), (3e-9, "3 ns")])
+                                           (12e-6, "12 µs"), (3e-9, "3 ns"),
+                                           (125.4, "125 s"), (1250.0, "20.8 min")])
 def test_fmt_time(seconds, text):
     assert units.fmt_time(seconds) == text
 
