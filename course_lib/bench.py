@@ -131,6 +131,7 @@ class Ratio:
     rounds: int = 0  # paired rounds behind value, lo and hi (0: two timings measured apart)
     coverage: float | None = None  # of the interval lo..hi, when paired
     drift: float | None = None  # the machine's change of speed from round to round (0.12: 12 %), when paired
+    medians: float | None = None  # the ratio of the two medians, when paired (it can differ from value)
 
     @property
     def within_noise(self) -> bool:
@@ -188,7 +189,9 @@ class Ratio:
         paired turns, 94 % interval'."""
         if not self.rounds:
             return "the spread of the repeats"
-        return f"median of {self.rounds} paired turns, {self.coverage:.0%} interval"
+        apart = self.medians is not None and abs(math.log(self.medians / self.value)) > math.log(1.05)
+        return (f"median of {self.rounds} paired turns, {self.coverage:.0%} interval"
+                + (f"; the two medians' ratio, unpaired, is {self.medians:.2f}×" if apart else ""))
 
     def __str__(self) -> str:
         paired = f" ({self.statistic})" if self.rounds else ""
@@ -229,7 +232,8 @@ def _paired(a: Timing, b: Timing) -> bool:
     return (a.turns_id is not None and a.turns_id == b.turns_id and len(a.samples) == len(b.samples) > 0)
 
 
-def _paired_ratio(name: str, ratios: Sequence[float], a: Timing, b: Timing, more: str, less: str) -> Ratio:
+def _paired_ratio(name: str, ratios: Sequence[float], a: Timing, b: Timing, more: str, less: str,
+                  medians: float) -> Ratio:
     """A :class:`Ratio` from per-round ratios of two timings taken in turns, with the drift:
     the median of |s_(i+1) / s_i - 1| over consecutive rounds, s_i the geometric mean of both
     times in round i (0 with one round)."""
@@ -237,7 +241,7 @@ def _paired_ratio(name: str, ratios: Sequence[float], a: Timing, b: Timing, more
     speed = [math.sqrt(x * y) for x, y in zip(a.samples, b.samples)]
     changes = [abs(s1 / max(s0, 1e-300) - 1) for s0, s1 in zip(speed, speed[1:])]
     return Ratio(name, value, lo, hi, more, less, rounds=len(ratios), coverage=coverage,
-                 drift=statistics.median(changes) if changes else 0.0)
+                 drift=statistics.median(changes) if changes else 0.0, medians=medians)
 
 
 def ratio_of(name: str, value: float, lo: float, hi: float, *, more: str = "higher",
@@ -258,7 +262,7 @@ def speedup(base: Timing, new: Timing, name: str | None = None, *, more: str = "
     name = name or f"{new.name} vs {base.name}"
     if _paired(base, new):
         return _paired_ratio(name, [b / max(n, 1e-300) for b, n in zip(base.samples, new.samples)],
-                             base, new, more, less)
+                             base, new, more, less, base.median_s / new.median_s)
     return Ratio(name, base.median_s / new.median_s, base.lo_s / new.hi_s, base.hi_s / max(new.lo_s, 1e-12),
                  more, less)
 
@@ -529,7 +533,7 @@ def rate_ratio(a: Timing, b: Timing, name: str | None = None) -> Ratio:
     name = name or f"{a.name} vs {b.name}"
     if _paired(a, b):
         return _paired_ratio(name, [a.work * tb / (b.work * max(ta, 1e-300)) for ta, tb in zip(a.samples, b.samples)],
-                             a, b, "higher", "lower")
+                             a, b, "higher", "lower", a.rate / b.rate)
     return ratio_of(name, a.rate / b.rate, a.rate_lo / b.rate_hi, a.rate_hi / b.rate_lo, more="higher", less="lower")
 
 

@@ -125,7 +125,7 @@ class Report:
             rng = f"{fmt_value(lo_hi[0])}–{fmt_value(lo_hi[1])}" if lo_hi else "-"
             line = f"{key:<36} | {fmt_value(row['value']):>10} | {rng:>19} | {row['unit']:<8}"
             if ref:
-                line += f" | {fmt_value(ref[key]['value']) + ' ' + ref[key]['unit'] if key in ref else '-'}"
+                line += f" | {_ref_cell(ref.get(key), row)}"
             lines.append(line)
         if not ref:
             lines.append("(no reference GPU run recorded in results/ for this notebook yet)")
@@ -150,6 +150,16 @@ def reference(notebook: str) -> tuple[str | None, dict]:
     """(device, measurements) of the most recent recorded reference run that has `notebook`."""
     runs = references(notebook)
     return runs[0] if runs else (None, {})
+
+
+def _ref_cell(ref_row: dict | None, row: dict) -> str:
+    """The reference column of :meth:`Report.table`: the reference's value and unit, and its note
+    (model, batch, device) where that differs from this run's, so unlike runs do not pass for alike."""
+    if ref_row is None:
+        return "-"
+    cell = f"{fmt_value(ref_row['value'])} {ref_row['unit']}"
+    note = ref_row.get("note", "")
+    return cell + (f" ({note})" if note and note != row.get("note", "") else "")
 
 
 def fmt_row(key: str, row: dict) -> str:
@@ -240,6 +250,13 @@ class Shared:
     slack: float
 
     @property
+    def same(self) -> bool:
+        """True when every notebook recorded the very same value and range: one measurement
+        shared (a stored peak, course_lib.peaks), not several that happen to agree."""
+        firsts = [(row["value"], tuple(row.get("spread") or ())) for row in self.rows.values()]
+        return len(set(firsts)) == 1
+
+    @property
     def agree(self) -> bool:
         """True when the ranges (the value where no spread was recorded), each widened by
         `slack` either way, all overlap."""
@@ -248,7 +265,8 @@ class Shared:
 
     def __str__(self) -> str:
         each = ", ".join(f"{nb[:2]} {fmt_row_value(row)}" for nb, row in self.rows.items())
-        verdict = (f"agree (within {self.slack:g}× of each other's range)" if self.agree
+        verdict = ("one measurement, shared by these notebooks" if self.same
+                   else f"agree (within {self.slack:g}× of each other's range)" if self.agree
                    else f"DISAGREE (more than {self.slack:g}× apart beyond their ranges)")
         return f"{self.key} [{self.unit}]: {each} | {verdict}"
 

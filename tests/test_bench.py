@@ -420,3 +420,12 @@ def test_time_in_turns_and_rounds_give_paired_timings():
     c, d = bench.time_in_rounds({"c": lambda: None, "d": lambda: None}, device="cpu", min_run_s=FAST, rounds=3)
     assert c.turns_id == d.turns_id != a.turns_id and len(c.samples) == 3
     assert bench.speedup(a, b).rounds == 3 and bench.speedup(a, c).rounds == 0
+
+
+def test_a_paired_ratio_names_the_medians_ratio_where_it_differs():
+    # b is twice as fast in 4 of 5 rounds; taken apart, their medians say it is twice as slow
+    odd = bench.speedup(*_in_turns([0.1, 0.1, 0.1, 0.4, 0.4], [0.05, 0.05, 0.3, 0.2, 0.2]))
+    assert odd.value == pytest.approx(2.0) and odd.medians == pytest.approx(0.5)
+    assert "the two medians' ratio, unpaired, is 0.50×" in str(odd)
+    plain = bench.speedup(*_in_turns([0.2, 0.21, 0.2], [0.1, 0.1, 0.1]))
+    assert "medians' ratio" not in str(plain)

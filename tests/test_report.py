@@ -231,3 +231,17 @@ def test_course_agree_exits_1_when_two_notebooks_disagree(tmp_path, capsys):
     rep.add("matmul 512×512 float32", 20.0, "GFLOP/s", spread=(19.0, 21.0))
     rep.save(tmp_path / "reports")
     assert cli.main(["agree", str(tmp_path)]) == 0
+
+
+def test_one_stored_measurement_read_by_two_notebooks_is_shared_not_agreeing():
+    both = report.shared({"08": _run_report("08", peak=(1.7, 1.6, 1.8)), "10": _run_report("10", peak=(1.7, 1.6, 1.8))})
+    assert both[0].same and "one measurement, shared" in str(both[0])
+    apart = report.shared({"08": _run_report("08", peak=(1.7, 1.6, 1.8)), "10": _run_report("10", peak=(1.75, 1.6, 1.8))})
+    assert not apart[0].same and "agree" in str(apart[0])
+
+
+def test_the_reference_column_names_what_the_reference_measured_when_it_differs():
+    assert report._ref_cell(None, {}) == "-"
+    ref = {"value": 2.466, "unit": "kimg/s", "note": "resnet50, batch 256"}
+    assert report._ref_cell(ref, {"note": "smallcnn, batch 64"}) == "2.466 kimg/s (resnet50, batch 256)"
+    assert report._ref_cell(ref, {"note": "resnet50, batch 256"}) == "2.466 kimg/s"

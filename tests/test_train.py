@@ -453,3 +453,10 @@ def test_tail_gap_and_its_verdict_against_controls():
     assert "lower than fp32, beyond all 3 control runs" in far and "1 time in 4" in far
     with pytest.raises(ValueError, match="at least one control"):
         train.gap_verdict(0.1, [], "fp32")
+
+
+def test_a_gap_beyond_few_controls_is_called_a_hint():
+    few = train.gap_verdict(0.09, [0.01, -0.01, 0.005], "fp32")
+    assert "9.0× the largest control's gap" in few and "a hint, not a proof" in few
+    many = train.gap_verdict(0.09, [0.01] * 9, "fp32")
+    assert "1 time in 10" in many and "hint" not in many
