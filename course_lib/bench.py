@@ -196,13 +196,12 @@ class Ratio:
     def __str__(self) -> str:
         paired = f" ({self.statistic})" if self.rounds else ""
         if self.single:
-            how = "one run each, no spread to judge it by"
+            how = self.doubt
         elif self.within_noise:
             how = (f"within the spread: no measurable difference{paired}" if self.rounds else
                    "within the spread of the repeats: no measurable difference")
         elif self.inconclusive:
-            how = (f"inconclusive: the machine's speed changed by {self.drift:.0%} from one turn to the "
-                   f"next, more than the difference{paired}")
+            how = f"inconclusive: {self.doubt}{paired}"
         else:
             how = f"{self.more if self.value > 1 else self.less}, beyond the spread" + (paired or " of the repeats")
         d = self.decimals

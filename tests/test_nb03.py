@@ -163,6 +163,16 @@ def test_train_run_fp32_learns_and_reports(images):
     assert r.first_nan_step is None and "img/s" in str(r)
 
 
+def test_control_runs_are_the_fp32_run_from_nudged_weights(images):
+    x, y = images
+    batches = data.TensorLoader(x, y, 16)
+    base = nb03.train_run("fp32", tiny_cnn, batches, steps=4, lr=1e-2, device="cpu", seed=3).history.loss
+    curves = nb03.control_runs(tiny_cnn, batches, 2, steps=4, lr=1e-2, device="cpu", seed=3)
+    assert len(curves) == 2 and all(len(c) == 4 for c in curves)
+    assert all(c != base for c in curves) and curves[0] != curves[1]  # two different smallest changes
+    assert all(abs(a - b) < 1e-4 for c in curves for a, b in zip(c[:1], base[:1]))  # from the same start
+
+
 @pytest.mark.parametrize("shuffle", [False, True])
 def test_train_run_keeps_the_callers_batch_order(shuffle):
     x = torch.arange(12.0).view(12, 1, 1, 1).expand(12, 3, 2, 2).contiguous()  # row i is all i

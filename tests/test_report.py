@@ -231,6 +231,10 @@ def test_course_agree_exits_1_when_two_notebooks_disagree(tmp_path, capsys):
     rep.add("matmul 512×512 float32", 20.0, "GFLOP/s", spread=(19.0, 21.0))
     rep.save(tmp_path / "reports")
     assert cli.main(["agree", str(tmp_path)]) == 0
+    rep = report.Report("00_setup_check", "smoke", "cpu")  # a later run of another profile, same folder
+    rep.add("matmul 512×512 float32", 20.0, "GFLOP/s")
+    rep.save(tmp_path / "reports")
+    assert cli.main(["agree", str(tmp_path)]) == 2 and "several profiles" in capsys.readouterr().err
 
 
 def test_one_stored_measurement_read_by_two_notebooks_is_shared_not_agreeing():

@@ -542,6 +542,14 @@ def train_run(name: str, make_model: ModelFn, batches: TensorLoader, *, steps: i
                      device_label(device))
 
 
+def control_runs(make_model: ModelFn, batches: TensorLoader, k: int, **run: object) -> list[list[float]]:
+    """The loss records of `k` fp32 runs of :func:`train_run` (keywords `run`), each with its
+    starting weights nudged by a last bit or two (:func:`train.nudge`, :func:`train.control_ulps`):
+    how far rounding alone moves this training run."""
+    return [train_run("fp32", lambda u=u: train.nudge(make_model(), u), batches, **run).history.loss
+            for u in train.control_ulps(k)]
+
+
 LEARNED_BELOW = 0.9  # a baseline has learned when its late losses average under 0.9 × chance's loss
 
 

@@ -192,7 +192,11 @@ def cmd_agree(args: argparse.Namespace) -> int:
         print(f"course: {folder / 'reports'} holds no notebook reports: run the notebooks first "
               f"(course run --out {folder}).", file=sys.stderr)
         return 2
-    both = report.shared(found)
+    try:
+        both = report.shared(found)
+    except ValueError as exc:  # reports of several runs: one sentence, not a traceback
+        print(f"course: {folder / 'reports'}: {exc}", file=sys.stderr)
+        return 2
     for s in both:
         print(s)
     bad = [s.key for s in both if not s.agree]
