@@ -8,7 +8,9 @@ a peak measures it (:func:`bench.peak_matmul`, :func:`bench.bandwidth_curve`, wi
 spreads) and stores it under the build folder (``build/peaks.json``); later notebooks read it
 back and say where it came from. A stored peak is measured again when it is older than
 :data:`MAX_AGE_S`, or was measured with another torch, another CPU, another number of threads,
-dtype or set of sizes.
+dtype (fp32 with or without TF32) or set of sizes. Notebooks that share a peak declare the same
+sizes in :mod:`course_lib.profiles` (a test holds them to it): 00 and 01 for the fp32 peak, 08 and
+10 for the step's precision (fp32 too where autocast is off).
 
 >>> # peak, note = peaks.matmul(dev, torch.bfloat16, [512, 1024, 2048], by="08_transformer")
 """
@@ -60,8 +62,10 @@ def forget(build: Path | None = None) -> None:
 
 def _key(what: str, device: torch.device | str, dtype: torch.dtype | None, sizes: Sequence[int]) -> str:
     """What must match for a stored peak to count: the measurement, device and threads, CPU, torch,
-    dtype and sizes."""
+    dtype (fp32 on a GPU: with or without TF32, which the caller's switch decides) and sizes."""
     dt = str(dtype).removeprefix("torch.") if dtype is not None else "-"
+    if dtype == torch.float32 and torch.device(device).type == "cuda" and torch.backends.cuda.matmul.allow_tf32:
+        dt += "+tf32"  # TF32 tensor cores: another peak than plain fp32
     return (f"{what} | {device_label(device)} | {cpu_name()} | torch {torch.__version__} | {dt} | "
             f"{','.join(str(n) for n in sizes)}")
 

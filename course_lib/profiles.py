@@ -62,31 +62,45 @@ NOTEBOOKS: tuple[Notebook, ...] = (
         "00_setup_check", "setup check", gpus=0,
         on_less="everything",
         sizes={
-            # check_n: tiny matmul checked against CPU; cpu_n / gpu_n: quick rate probe per device
-            "smoke": dict(check_n=64, cpu_n=256, gpu_n=1024, min_run_s=0.05),
-            "cpu": dict(check_n=64, cpu_n=512, gpu_n=2048, min_run_s=0.2),
-            "gpu": dict(check_n=64, cpu_n=1024, gpu_n=4096, min_run_s=0.2),
+            # check_n: tiny matmul checked against CPU; cpu_n / gpu_n: quick rate probe per device;
+            # peak_sizes: per device type, the square matmuls of this run's fp32 peak (course_lib.peaks,
+            # stored for 01, and for 08 and 10 where they run in fp32; on the device the run uses,
+            # 08's peak_sizes in every profile and class, so that the stored peak is found again)
+            "smoke": dict(check_n=64, cpu_n=256, gpu_n=1024, min_run_s=0.05,
+                          peak_sizes={"cpu": [256, 512], "cuda": [256, 512]}),
+            "cpu": dict(check_n=64, cpu_n=512, gpu_n=2048, min_run_s=0.2,
+                        peak_sizes={"cpu": [512, 1024, 2048], "cuda": [512, 1024, 2048]}),
+            "gpu": dict(check_n=64, cpu_n=1024, gpu_n=4096, min_run_s=0.2,
+                        peak_sizes={"cpu": [512, 1024, 2048], "cuda": [4096, 8192, 16384]}),
+            "gpu/medium": dict(peak_sizes={"cpu": [512, 1024, 2048], "cuda": [2048, 4096, 8192]}),
+            "gpu/small": dict(peak_sizes={"cpu": [512, 1024, 2048], "cuda": [2048, 4096, 8192]}),
         }),
     Notebook(
         "01_gpu_vs_cpu", "GPU vs CPU", gpus=1,
         on_less=("CPU matmul rate vs size, bf16 vs fp32 measured; asynchronous timing, host↔device "
                  "copies and TF32 need a GPU (datasheet figures shown instead)"),
         sizes={
-            # sizes / gpu_sizes: matmul n for the CPU / GPU rate-vs-size curves (each curve's best
-            # point is its measured peak); async_n: matmul of the sync demos; copy_mib: H→D buffer;
+            # sizes / gpu_sizes: matmul n for the CPU / GPU rate-vs-size curves, each point also given
+            # as a fraction of this run's fp32 peak (peak_sizes: 00's, read back from its store);
+            # async_n: matmul of the sync demos; copy_mib: H→D buffer;
             # dtype_n: fp32/TF32/bf16 matmul; mult8_n: a multiple of 8 that is not a power of two,
             # timed against mult8_n - 1; rounds: rounds of the in-turn timings;
             # check_n: accuracy check against fp64; widget_n / widget_max: slider default and maximum
             "smoke": dict(sizes=[64, 128, 256, 512], gpu_sizes=[128, 256, 512, 1024],
                           async_n=256, copy_mib=16, dtype_n=256, mult8_n=264, check_n=128, rounds=3,
-                          widget_n=256, widget_max=1024, min_run_s=0.05),
+                          widget_n=256, widget_max=1024, min_run_s=0.05,
+                          peak_sizes={"cpu": [256, 512], "cuda": [256, 512]}),
             "cpu": dict(sizes=[64, 128, 256, 512, 1024, 2048], gpu_sizes=[128, 256, 512, 1024, 2048],
                         async_n=1024, copy_mib=64, dtype_n=1024, mult8_n=1032, check_n=256, rounds=5,
-                        widget_n=512, widget_max=2048, min_run_s=0.5),
+                        widget_n=512, widget_max=2048, min_run_s=0.5,
+                        peak_sizes={"cpu": [512, 1024, 2048], "cuda": [512, 1024, 2048]}),
             "gpu": dict(sizes=[64, 128, 256, 512, 1024, 2048],
                         gpu_sizes=[128, 256, 512, 1024, 2048, 4096, 8192],
                         async_n=4096, copy_mib=256, dtype_n=8192, mult8_n=4104, check_n=512, rounds=5,
-                        widget_n=2048, widget_max=4096, min_run_s=0.2),
+                        widget_n=2048, widget_max=4096, min_run_s=0.2,
+                        peak_sizes={"cpu": [512, 1024, 2048], "cuda": [4096, 8192, 16384]}),
+            "gpu/medium": dict(peak_sizes={"cpu": [512, 1024, 2048], "cuda": [2048, 4096, 8192]}),
+            "gpu/small": dict(peak_sizes={"cpu": [512, 1024, 2048], "cuda": [2048, 4096, 8192]}),
         }),
     Notebook(
         "02_first_cnn", "first CNN on GPU", gpus=1,

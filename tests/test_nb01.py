@@ -1,7 +1,8 @@
-"""course_lib.lessons.nb01: notebook 01's exercise checks accept the answer and refuse wrong ones."""
+"""course_lib.lessons.nb01: notebook 01's exercise checks accept the answer and refuse wrong ones; its peak verdict follows the numbers."""
 
 import pytest
 
+from course_lib import bench
 from course_lib.lessons import nb01
 
 
@@ -15,3 +16,22 @@ def test_transfer_time_exercise():
     nb01.check_transfer_time(lambda nbytes, gbps: nbytes / (gbps * 1e9))
     with pytest.raises(AssertionError, match="expected"):
         nb01.check_transfer_time(lambda nbytes, gbps: nbytes / gbps)
+
+
+def _rate(n: int, flops_per_s: float, name: str = "") -> bench.Timing:
+    work = bench.matmul_flops(n)
+    return bench.timing_of([work / flops_per_s * f for f in (0.98, 1.0, 1.02)], name=name or f"matmul {n}×{n}",
+                           device="cpu", work=work, unit="FLOP/s")
+
+
+def test_same_peak_verdict_follows_the_ratio():
+    peak = _rate(2048, 100e9, "peak: matmul 2048×2048")
+    agree = bench.rate_ratio(_rate(2048, 101e9), peak)
+    assert "agree" in nb01.same_peak_verdict(agree, peak, [512, 1024, 2048])
+    faster = bench.rate_ratio(_rate(2048, 120e9), peak)
+    said = nb01.same_peak_verdict(faster, peak, [512, 1024, 2048])
+    assert "20% faster" in said and "120%" in said
+    slower = bench.rate_ratio(_rate(1024, 80e9), peak)
+    assert "20% slower" in nb01.same_peak_verdict(slower, peak, [512, 1024, 2048])
+    beyond = nb01.same_peak_verdict(slower, peak, [512, 1024])  # the peak's size is not on the curve
+    assert "stops at n=1024" in beyond and "n=2048" in beyond

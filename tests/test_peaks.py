@@ -72,3 +72,20 @@ def test_bandwidth_curves_are_measured_for_real_and_shared(build):
     assert note.fresh and not note2.fresh and len(curve) == len(again) == 2
     assert [(t.name, t.rate, t.unit) for t in again] == [(t.name, t.rate, t.unit) for t in curve]
     assert all(t.unit == "B/s" and t.rate > 0 for t in again)
+
+
+def test_a_gpu_fp32_peak_with_tf32_is_stored_apart_from_plain_fp32(monkeypatch):
+    monkeypatch.setattr(peaks, "device_label", str)  # no GPU needed to build the key
+    flag = torch.backends.cuda.matmul.allow_tf32
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        plain = peaks._key("matmul peak", "cuda", torch.float32, [64])
+        cpu_plain = peaks._key("matmul peak", "cpu", torch.float32, [64])
+        torch.backends.cuda.matmul.allow_tf32 = True
+        tf32 = peaks._key("matmul peak", "cuda", torch.float32, [64])
+        bf16 = peaks._key("matmul peak", "cuda", torch.bfloat16, [64])
+        cpu_tf32 = peaks._key("matmul peak", "cpu", torch.float32, [64])
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = flag
+    assert plain != tf32 and "+tf32" in tf32 and "+tf32" not in bf16
+    assert cpu_plain == cpu_tf32  # a CUDA switch: no effect on a CPU matmul

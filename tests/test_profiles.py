@@ -95,10 +95,16 @@ def test_unknown_notebook_is_reported():
         profiles.sizes("99_nothing", "smoke")
 
 
-def test_08_and_10_measure_their_shared_peak_at_the_same_sizes():
-    # course_lib.peaks stores one peak per set of sizes: 08's MFU and 10's roofline divide by it
+def test_notebooks_sharing_a_peak_measure_it_at_the_same_sizes():
+    # course_lib.peaks stores one peak per set of sizes: 08's MFU and 10's roofline divide by it,
+    # and 00 measures the fp32 peak that 01 reads (and 08 and 10 where they run in fp32)
     for profile in profiles.PROFILES:
         for gib in ((7.6, 15.0, 79.1) if profile == "gpu" else (None,)):
             a = profiles.sizes("08_transformer", profile, memory_gib=gib).peak_sizes
             b = profiles.sizes("10_compile_and_profile", profile, memory_gib=gib).peak_sizes
-            assert a == b, (profile, gib)
+            p00 = profiles.sizes("00_setup_check", profile, memory_gib=gib).peak_sizes
+            p01 = profiles.sizes("01_gpu_vs_cpu", profile, memory_gib=gib).peak_sizes
+            assert a == b == p00["cuda"], (profile, gib)
+            assert p00 == p01, (profile, gib)
+            if profile != "gpu":  # without a GPU, 08 and 10 measure their peak on the CPU
+                assert p00["cpu"] == a, profile

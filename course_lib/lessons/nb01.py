@@ -1,10 +1,28 @@
-"""Notebook 01 (GPU vs CPU): the exercise checks."""
+"""Notebook 01 (GPU vs CPU): the exercise checks, and what its curve says about the stored peak."""
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Sequence
 
-from course_lib import check
+from course_lib import bench, check
+
+
+def same_peak_verdict(same: bench.Ratio, peak: bench.Timing, sizes: Sequence[int]) -> str:
+    """One sentence on `same`, a rate curve's best point over this run's stored `peak`
+    (:mod:`course_lib.peaks`): agreement, or what a difference means. `sizes` are the curve's."""
+    peak_n = round((peak.work / 2) ** (1 / 3))  # a square n×n matmul does 2·n³ FLOPs
+    if same.within_noise or same.single:
+        return ("the two measurements of the same matmuls agree within their spreads: the peak "
+                "the other notebooks divide by is this curve's top")
+    pct = abs(same.value - 1)
+    if same.value < 1 and peak_n > max(sizes):
+        return (f"the curve stops at n={max(sizes)}, the peak came from n={peak_n}: a larger "
+                f"matmul ran {pct:.0%} faster than any size of this curve")
+    way = "faster" if same.value > 1 else "slower"
+    return (f"the same matmuls ran {pct:.0%} {way} during this curve than when the peak was "
+            f"measured, beyond both spreads: the machine's speed changed in between (another "
+            f"program, the clock). The % column still divides by the stored peak (08 and 10 "
+            f"divide by it too): the curve's best point reads {same.value:.0%}")
 
 
 @check.exercise()
