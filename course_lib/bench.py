@@ -203,7 +203,8 @@ class Ratio:
         elif self.inconclusive:
             how = f"inconclusive: {self.doubt}{paired}"
         else:
-            how = f"{self.more if self.value > 1 else self.less}, beyond the spread" + (paired or " of the repeats")
+            word = self.more if self.value > 1 else self.phrase  # below 1, the inverse too: '0.25× | 4.00× slower'
+            how = f"{word}, beyond the spread" + (paired or " of the repeats")
         d = self.decimals
         return f"{self.name}: {self.value:.{d}f}× ({self.lo:.{d}f}–{self.hi:.{d}f}) | {how}"
 

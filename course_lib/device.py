@@ -391,7 +391,7 @@ def cpu_support(fmt: str, flags: Sequence[str] | None = None) -> str:
         return (f"This CPU reports {', '.join(have)}: it has {fmt} instructions, which PyTorch's "
                 f"CPU kernels use where they were written for them.")
     return (f"This CPU reports none of {', '.join(wanted)}: PyTorch has no optimised {fmt} kernels "
-            f"for it and falls back to slower paths (the measured ratio below says how much slower).")
+            f"for it and takes generic paths (the ratio measured below says what that costs here).")
 
 
 def available(device: torch.device | str) -> list[str]:

@@ -137,7 +137,7 @@ def test_speedup_range_comes_from_the_quartiles():
     assert (r.lo, r.hi) == (pytest.approx(0.09 / 0.055), pytest.approx(0.11 / 0.045))
     assert not r.within_noise and "faster, beyond the spread" in str(r)
     slower = bench.speedup(new, base)
-    assert slower.value == pytest.approx(0.5) and "slower, beyond the spread" in str(slower)
+    assert slower.value == pytest.approx(0.5) and "| 2.00× slower, beyond the spread" in str(slower)
 
 
 def test_speedup_inside_the_spread_is_called_noise():
@@ -310,7 +310,7 @@ def test_ratio_phrase_says_slower_with_the_inverse():
 
 def test_a_small_difference_beyond_the_spread_gets_the_decimals_that_show_it():
     tiny = bench.Ratio("n=8192 vs the peak", 0.996, 0.993, 0.998, more="higher", less="lower")
-    assert str(tiny) == "n=8192 vs the peak: 0.996× (0.993–0.998) | lower, beyond the spread of the repeats"
+    assert str(tiny) == "n=8192 vs the peak: 0.996× (0.993–0.998) | 1.004× lower, beyond the spread of the repeats"
     assert tiny.phrase == "1.004× lower"
     assert bench.Ratio("a vs b", 1.0004, 1.0002, 1.0006).decimals == 4
     assert bench.Ratio("a vs b", 0.996, 0.98, 1.01).decimals == 2  # within the spread: nothing to show

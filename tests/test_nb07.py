@@ -238,3 +238,12 @@ def test_cuda_bfloat16_sweep_check_and_out_of_memory_are_caught():
     points = nb07.sweep({"naive": lambda q, k, v: A.attention(q, k, v)[0]}, [t], batch=4, heads=16,
                         head_dim=64, device="cuda", dtype=torch.bfloat16, repeats=1)
     assert points[0].oom and points[0].timing is None
+
+
+def test_same_step_verdict_follows_the_two_timings():
+    step = bench.timing_of([0.100, 0.101, 0.102], name="step", device="cpu")
+    close = bench.timing_of([0.1005, 0.1015, 0.103], name="again", device="cpu")
+    apart = bench.timing_of([0.140, 0.141, 0.142], name="again", device="cpu")
+    assert "agrees" in nb07.same_step_verdict(bench.speedup(step, close))
+    said = nb07.same_step_verdict(bench.speedup(step, apart))
+    assert "differs by 28%" in said and "beyond the spreads" in said

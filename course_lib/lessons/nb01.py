@@ -7,6 +7,23 @@ from typing import Callable, Sequence
 from course_lib import bench, check
 
 
+def cpu_bf16_verdict(bf16: bench.Ratio, flags: Sequence[str]) -> str:
+    """One sentence on `bf16`, a CPU's bf16 matmul speed over its fp32 one, read with the 16-bit
+    instructions the CPU reports (`flags`, :func:`device.cpu_16bit_flags`)."""
+    has = [f for f in flags if f.endswith("bf16")]
+    reports = f"this CPU reports {', '.join(has)}" if has else "this CPU reports no bf16 instructions"
+    if not bf16.clear:
+        return f"bf16 and fp32 cannot be told apart here ({bf16.doubt}); {reports}"
+    if bf16.value > 1:
+        return (f"bf16 ran {bf16.phrase} than fp32, and {reports}: the instructions that make bf16 pay"
+                if has else f"bf16 ran {bf16.phrase} than fp32 although {reports}: the library's bf16 path "
+                "is faster here all the same")
+    return (f"bf16 ran {bf16.phrase} than fp32 although {reports}: the library did not use them for this "
+            "matmul, or not to advantage at this size" if has else
+            f"bf16 ran {bf16.phrase} than fp32, and {reports}: the library converts bf16 to fp32 and back, "
+            "which costs more here than the halved bytes save")
+
+
 def same_peak_verdict(same: bench.Ratio, peak: bench.Timing, sizes: Sequence[int]) -> str:
     """One sentence on `same`, a rate curve's best point over this run's stored `peak`
     (:mod:`course_lib.peaks`): agreement, or what a difference means. `sizes` are the curve's."""

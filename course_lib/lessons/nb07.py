@@ -134,24 +134,45 @@ def refusal(exc: RuntimeError, caught: Sequence[warnings.WarningMessage]) -> str
 
 def time_backends(step: Callable[[], object], device: torch.device | str, *,
                   backends: Sequence[SDPBackend] | None = None, repeats: int = 5) -> list[BackendRow]:
-    """Time `step()` (calls SDPA) with each backend forced by ``sdpa_kernel``.
+    """Time `step()` (calls SDPA) with each backend forced by ``sdpa_kernel``, the backends
+    timed in turns as the sweep's versions are (a slow spell falls on all alike; their ratios
+    are paired).
 
-    A backend that cannot take these inputs raises RuntimeError ("no available kernel") and
-    warns why: its row keeps the first warning instead of a timing. One that runs out of
-    memory says so, and the memory is freed before the next backend.
+    Each backend is called once first. One that cannot take these inputs raises RuntimeError
+    ("no available kernel") and warns why: its row keeps the first warning instead of a timing.
+    One that runs out of memory says so, and the memory is freed before the next backend.
     """
-    rows = []
+    rows: dict[str, BackendRow] = {}
+    forced: dict[str, Callable[[], None]] = {}
     for backend in backends or backends_for(device):
-        with sdpa_kernel(backend), warnings.catch_warnings(record=True) as caught:
+        def run(backend: SDPBackend = backend) -> None:
+            with sdpa_kernel(backend):
+                step()
+
+        with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
-                rows.append(BackendRow(backend.name, bench.time_fn(step, name=backend.name, device=device,
-                                                                   repeats=repeats)))
+                run()
+                forced[backend.name] = run
+                rows[backend.name] = BackendRow(backend.name, None)
             except RuntimeError as exc:  # torch.OutOfMemoryError is a RuntimeError too
-                rows.append(BackendRow(backend.name, None, refusal(exc, caught)))
-        if rows[-1].reason == "out of memory":
+                rows[backend.name] = BackendRow(backend.name, None, refusal(exc, caught))
+        if rows[backend.name].reason == "out of memory":
             memory.free()  # after the except block, which held the failed call's frames
-    return rows
+    for name, timing in (_time_in_turns(forced, device, repeats) if forced else {}).items():
+        rows[name].timing = timing
+        rows[name].reason = "" if timing is not None else "out of memory"
+    return list(rows.values())
+
+
+def same_step_verdict(again: bench.Ratio) -> str:
+    """One sentence on `again`: one step timed in two sections of a run (section 5's sweep,
+    section 6's kernels), each beside other versions in its own turns."""
+    if again.within_noise or again.single:
+        return "the same step timed in section 5 and here agrees within the spreads"
+    return (f"the same step, timed in section 5 and here, differs by {abs(again.value - 1):.0%} beyond the "
+            "spreads: one step timed at two moments of a run, beside other versions; each section's "
+            "verdicts compare versions timed in the same turns, never across sections")
 
 
 # ---- time and peak memory against sequence length
