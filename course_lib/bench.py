@@ -109,6 +109,9 @@ class Timing:
         return line + f"{self.runs:>3} runs | {self.device}"
 
 
+WIDE = 1.2  # a range holding 1 whose ends are further apart than this factor is too wide to call "no difference"
+
+
 @dataclass
 class Ratio:
     """A ratio of two measurements with the range their spreads allow.
@@ -190,7 +193,8 @@ class Ratio:
         if not self.rounds:
             return "the spread of the repeats"
         apart = self.medians is not None and abs(math.log(self.medians / self.value)) > math.log(1.05)
-        return (f"median of {self.rounds} paired turns, {self.coverage:.0%} interval"
+        drift = f", drift {self.drift:.0%}" if self.drift is not None and self.rounds > 1 else ""
+        return (f"median of {self.rounds} paired turns, {self.coverage:.0%} interval{drift}"
                 + (f"; the two medians' ratio, unpaired, is {self.medians:.2f}×" if apart else ""))
 
     def __str__(self) -> str:
@@ -198,8 +202,9 @@ class Ratio:
         if self.single:
             how = self.doubt
         elif self.within_noise:
-            how = (f"within the spread: no measurable difference{paired}" if self.rounds else
-                   "within the spread of the repeats: no measurable difference")
+            none = ("no measurable difference" if self.hi <= WIDE * self.lo else
+                    "a range too wide to tell; more repeats would narrow it")
+            how = f"within the spread: {none}{paired}" if self.rounds else f"within the spread of the repeats: {none}"
         elif self.inconclusive:
             how = f"inconclusive: {self.doubt}{paired}"
         else:
@@ -546,11 +551,12 @@ def first_reaching(timings: Sequence[Timing], peak: Timing, fraction: float = 0.
 
 
 def curve_verdicts(timings: Sequence[Timing], sizes: Sequence[int],
-                   fraction: float = 0.9) -> list[str]:
+                   fraction: float = 0.9, peak: Timing | None = None) -> list[str]:
     """What a measured rate-vs-size curve shows, one printed line each, from its numbers:
-    where its peak is, the smallest size within `fraction` of the peak, whether the rate
-    at the peak is above the smallest size's beyond the spread, and whether the rate after
-    the peak falls beyond the spread."""
+    where its peak is, the smallest size within `fraction` of the peak (of `peak`, this run's
+    stored peak, where given: the one a "% of peak" column divides by), whether the rate
+    at the curve's peak is above the smallest size's beyond the spread, and whether the rate
+    after it falls beyond the spread."""
     if len(timings) != len(sizes) or not timings:
         raise ValueError(f"Give one size per timing: {len(timings)} timings, {len(sizes)} sizes.")
     best = best_rate(timings)
@@ -559,9 +565,10 @@ def curve_verdicts(timings: Sequence[Timing], sizes: Sequence[int],
     lines = [f"peak of this curve: n={peak_n}, {units.fmt_rate(best.rate, best.unit)} "
              f"(middle half of the repeats {units.fmt_rate(best.rate_lo, best.unit)}–"
              f"{units.fmt_rate(best.rate_hi, best.unit)}) | {best.device}"]
-    reach = first_reaching(timings, best, fraction)
-    lines.append(f"smallest n at >= {fraction:.0%} of that peak: n={n_of[id(reach)]} "
-                 f"({reach.rate / best.rate:.0%})")
+    against, which = (peak, "this run's peak") if peak is not None else (best, "that peak")
+    reach = first_reaching(timings, against, fraction)
+    lines.append(f"smallest n at >= {fraction:.0%} of {which}: " + (
+        f"n={n_of[id(reach)]} ({reach.rate / against.rate:.0%})" if reach else "none of these sizes"))
     if best is not first:
         lines.append(str(rate_ratio(best, first, f"rate at n={peak_n} vs n={sizes[0]}")))
     else:

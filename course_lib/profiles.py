@@ -299,7 +299,7 @@ NOTEBOOKS: tuple[Notebook, ...] = (
                           toy_batch=64),
             "cpu": dict(check=(2, 4, 16, 8), lengths=[128, 256, 512, 1024, 2048], batch=4, heads=8,
                         head_dim=64, dtype="float32", repeats=5, compare_t=1024, backend_t=1024,
-                        backend_repeats=3, toy_t=12, toy_vocab=10, toy_width=32, toy_heads=2,
+                        backend_repeats=5, toy_t=12, toy_vocab=10, toy_width=32, toy_heads=2,
                         toy_steps=300, toy_batch=64),
             "gpu": dict(check=(2, 4, 16, 8),
                         lengths=[512, 1024, 2048, 4096, 8192, 16384, 32768, 65536], batch=4, heads=16,
@@ -387,14 +387,15 @@ NOTEBOOKS: tuple[Notebook, ...] = (
             # per step; alloc_mib: the caching-allocator demo's tensor (GPU); budget_mib: the memory a
             # step may use in the out-of-memory demo and the largest-batch search (CPU: a measured
             # budget; GPU: set_per_process_memory_fraction, a smaller GPU), too_big: a batch over it;
-            # repeats: timed steps per variant, in turns, after one warm-up; frag_steps: steps of the
+            # repeats: timed steps per variant, in turns, after one warm-up (cpu 9: with 5, one slow
+            # round on a busy 2-core box widened the interval to 0.72-1.33 around a 1.27x cost); frag_steps: steps of the
             # fragmentation script (GPU); measure_mib: the widget measures estimates up to this
             # (None: 80 % of what the GPU has left, memory.headroom). On a GPU alloc_mib and budget_mib are
             # at most a quarter and a half of what it has left
             "smoke": dict(block=64, n_layer=2, n_head=2, n_embd=64, batch=8, alloc_mib=64,
                           budget_mib=24, too_big=256, repeats=3, frag_steps=20, measure_mib=64),
             "cpu": dict(block=128, n_layer=4, n_head=4, n_embd=128, batch=16, alloc_mib=256,
-                        budget_mib=192, too_big=128, repeats=5, frag_steps=50, measure_mib=512),
+                        budget_mib=192, too_big=128, repeats=9, frag_steps=50, measure_mib=512),
             "gpu": dict(block=1024, n_layer=12, n_head=12, n_embd=768, batch=8, alloc_mib=1024,
                         budget_mib=16384, too_big=256, repeats=5, frag_steps=200, measure_mib=None),
             # GPT-2 small's body on bytes: N = 86.0 M, fp32 weights 0.32 GiB, gradients 0.32, AdamW 0.64.

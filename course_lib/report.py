@@ -8,6 +8,7 @@ import datetime as _dt
 import json
 import os
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +28,21 @@ def build_dir() -> Path:
 def results_dir() -> Path:
     """Reference measurements recorded on real hardware: ``<repo>/results``."""
     return Path(os.environ.get("COURSE_RESULTS_DIR") or REPO / "results")
+
+
+def this_run(notebook: str, like: "Report", max_age_s: float = 3600.0) -> dict[str, dict] | None:
+    """The measurements `notebook` recorded in this run: its report in the build folder, when
+    it has the profile and device of `like` (the calling notebook's report) and was written in
+    the last `max_age_s` seconds; None where that notebook has not run so (a stale report, from
+    another day or machine, is not this run's)."""
+    path = report_path(notebook)
+    try:
+        fresh = time.time() - path.stat().st_mtime <= max_age_s
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    same = (data.get("profile"), data.get("device")) == (like.meta["profile"], like.meta["device"])
+    return data.get("measurements") if fresh and same else None
 
 
 class RecordError(ValueError):

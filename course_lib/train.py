@@ -91,6 +91,8 @@ class TrainConfig:
     schedule: Callable[[int], float] | None = None  # step -> LR multiplier
     progress: bool = False  # tqdm bar
     log_every: int = 20  # sync + record losses and timings every N steps
+    stop_on_nan: bool = False  # end the run at the first recorded loss that is NaN or inf (weights that
+    # went NaN stay NaN: a pure 16-bit run's later steps would only cost time)
     eval_every: int | None = None  # optimizer steps between validation passes (None: each epoch's end)
     checkpoint_path: str | Path | None = None  # saved every `checkpoint_every` and at the end
     checkpoint_every: int | None = None  # optimizer steps
@@ -331,6 +333,8 @@ def fit(model: nn.Module, loader: Iterable, cfg: TrainConfig | None = None, *,
             if pos.step % cfg.log_every == 0:
                 window.flush(history)  # the window's one sync
                 show(bar, history)
+                if cfg.stop_on_nan and not math.isfinite(history.loss[-1]):
+                    total = pos.step  # ends the run here: both loops stop at `total`
             if cfg.eval_every and pos.step % cfg.eval_every == 0:
                 validate_now(pos.epoch + pos.batch / n_batches)
             if cfg.checkpoint_every and pos.step % cfg.checkpoint_every == 0:

@@ -144,7 +144,7 @@ def test_speedup_inside_the_spread_is_called_noise():
     a = bench.Timing("a", "cpu", 0.100, 0.02, 5, q1_s=0.09, q3_s=0.11)
     b = bench.Timing("b", "cpu", 0.097, 0.02, 5, q1_s=0.088, q3_s=0.108)
     r = bench.speedup(a, b)
-    assert r.value > 1 and r.within_noise and "no measurable difference" in str(r)
+    assert r.value > 1 and r.within_noise and "too wide to tell" in str(r)  # 0.83–1.25
     one = bench.speedup(_timing(iqr_s=0.0, runs=1), _timing(median_s=0.25, iqr_s=0.0, runs=1))
     assert "no spread to judge it by" in str(one)
 
@@ -185,7 +185,7 @@ def test_rate_ratio_compares_rates_of_different_work():
     assert r.value == pytest.approx(3.0) and r.lo == pytest.approx(3.0 * 0.98 / 1.02)
     assert r.hi == pytest.approx(3.0 * 1.02 / 0.98) and "higher, beyond the spread" in str(r)
     noisy = bench.rate_ratio(_rated(512, 6.1e9, spread=0.1), _rated(1024, 6e9, spread=0.1))
-    assert noisy.within_noise and "no measurable difference" in str(noisy)
+    assert noisy.within_noise and "within the spread of the repeats" in str(noisy)
     with pytest.raises(ValueError, match="same unit"):
         bench.rate_ratio(big, _timing(work=1.0, unit="B/s"))
 
@@ -210,7 +210,7 @@ def test_curve_verdicts_follow_the_numbers():
     flat = [_rated(64, 10e9, 0.1), _rated(128, 9.8e9, 0.1)]
     lines = bench.curve_verdicts(flat, [64, 128])
     assert "n=64 (100%)" in lines[1] and "the smallest size, n=64, is the peak" in lines[2]
-    assert lines[3].startswith("rate at n=128 vs the peak (n=64): 0.98×") and "no measurable" in lines[3]
+    assert lines[3].startswith("rate at n=128 vs the peak (n=64): 0.98×") and "within the spread" in lines[3]
     falling = [_rated(64, 2e9), _rated(512, 10e9), _rated(2048, 6e9)]
     assert "lower, beyond the spread" in bench.curve_verdicts(falling, [64, 512, 2048])[-1]
     with pytest.raises(ValueError, match="one size per timing"):
@@ -364,7 +364,7 @@ def test_turns_pair_a_real_effect_that_drift_hides_from_the_quartiles():
     r = bench.speedup(a, b)
     assert r.rounds == 10 and r.value == pytest.approx(1.25, rel=0.02) and r.clear
     assert r.drift == pytest.approx(0.05, abs=0.01) and not r.inconclusive
-    assert "faster, beyond the spread (median of 10 paired turns, 98% interval)" in str(r)
+    assert "faster, beyond the spread (median of 10 paired turns, 98% interval, drift " in str(r)
     apart = bench.speedup(bench.timing_of(a.samples, name="a", device="cpu"),
                           bench.timing_of(b.samples, name="b", device="cpu"))
     assert apart.rounds == 0 and apart.within_noise  # the quartiles alone cannot see it
@@ -429,3 +429,20 @@ def test_a_paired_ratio_names_the_medians_ratio_where_it_differs():
     assert "the two medians' ratio, unpaired, is 0.50×" in str(odd)
     plain = bench.speedup(*_in_turns([0.2, 0.21, 0.2], [0.1, 0.1, 0.1]))
     assert "medians' ratio" not in str(plain)
+
+
+def test_a_range_holding_1_is_no_difference_only_when_narrow():
+    narrow = bench.ratio_of("a vs b", 1.01, 0.97, 1.05)
+    wide = bench.ratio_of("a vs b", 0.95, 0.71, 1.09)
+    assert "no measurable difference" in str(narrow)
+    assert "too wide to tell" in str(wide) and "no measurable" not in str(wide)
+    assert narrow.within_noise and wide.within_noise  # both: no verdict either way
+
+
+def test_curve_verdicts_reach_a_given_peak():
+    curve = [_rated(n, r) for n, r in ((64, 2e9), (256, 9e9), (512, 10e9))]
+    stored = _rated(2048, 12e9)
+    lines = bench.curve_verdicts(curve, [64, 256, 512], peak=stored)
+    assert lines[1] == "smallest n at >= 90% of this run's peak: none of these sizes"
+    lines = bench.curve_verdicts(curve, [64, 256, 512], fraction=0.7, peak=stored)
+    assert lines[1] == "smallest n at >= 70% of this run's peak: n=256 (75%)"

@@ -37,13 +37,15 @@ def test_same_peak_verdict_follows_the_ratio():
     assert "stops at n=1024" in beyond and "n=2048" in beyond
 
 
-def test_cpu_bf16_verdict_follows_the_ratio_and_the_flags():
+def test_cpu_16bit_verdict_follows_the_ratio_and_the_flags():
     fp32 = _rate(1024, 100e9)
     fast, slow, same = (bench.rate_ratio(_rate(1024, r), fp32) for r in (170e9, 40e9, 100.5e9))
     fast, slow, same = (bench.Ratio(r.name, r.value, r.lo, r.hi, "faster", "slower") for r in (fast, slow, same))
-    assert "1.70× faster" in nb01.cpu_bf16_verdict(fast, ["avx512_bf16", "amx_bf16", "avx512_fp16"])
-    assert "amx_bf16" in nb01.cpu_bf16_verdict(fast, ["avx512_bf16", "amx_bf16"])
-    assert "although this CPU reports no bf16" in nb01.cpu_bf16_verdict(fast, ["avx512_fp16"])
-    assert "2.50× slower" in nb01.cpu_bf16_verdict(slow, []) and "converts" in nb01.cpu_bf16_verdict(slow, [])
-    assert "did not use them" in nb01.cpu_bf16_verdict(slow, ["avx512_bf16"])
-    assert "cannot be told apart" in nb01.cpu_bf16_verdict(same, [])
+    assert "1.70× faster" in nb01.cpu_16bit_verdict("bf16", fast, ["avx512_bf16", "amx_bf16", "avx512_fp16"])
+    assert "amx_bf16" in nb01.cpu_16bit_verdict("bf16", fast, ["avx512_bf16", "amx_bf16"])
+    assert "although this CPU reports no bf16" in nb01.cpu_16bit_verdict("bf16", fast, ["avx512_fp16"])
+    assert "2.50× slower" in nb01.cpu_16bit_verdict("bf16", slow, []) and "converts" in nb01.cpu_16bit_verdict("bf16", slow, [])
+    assert "did not use them" in nb01.cpu_16bit_verdict("bf16", slow, ["avx512_bf16"])
+    assert "cannot be told apart" in nb01.cpu_16bit_verdict("bf16", same, [])
+    said = nb01.cpu_16bit_verdict("fp16", slow, ["avx512_bf16", "avx512_fp16"])
+    assert said.startswith("fp16 ran 2.50× slower") and "reports avx512_fp16:" in said

@@ -208,6 +208,7 @@ def test_pure_half_adam_run_goes_nan(small_inputs):
     r = nb03.train_run("pure .half()", tiny_linear, data.TensorLoader(x, y, 8), steps=3,
                        lr=1e-3, device="cpu")
     assert r.first_nan_step == 2  # step 1's update wrote inf into the weights
+    assert r.history.step == [1, 2]  # and the run ended there, its weights NaN for good
     with pytest.raises(ValueError, match="Unknown precision"):
         nb03.train_run("fp8", tiny_linear, data.TensorLoader(x, y, 8), steps=1, lr=1e-3,
                        device="cpu")

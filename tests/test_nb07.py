@@ -246,4 +246,5 @@ def test_same_step_verdict_follows_the_two_timings():
     apart = bench.timing_of([0.140, 0.141, 0.142], name="again", device="cpu")
     assert "agrees" in nb07.same_step_verdict(bench.speedup(step, close))
     said = nb07.same_step_verdict(bench.speedup(step, apart))
-    assert "differs by 28%" in said and "beyond the spreads" in said
+    assert "differs by 40%" in said and "beyond the spreads" in said  # 0.141 / 0.101 = 1.396
+    assert "differs by 40%" in nb07.same_step_verdict(bench.speedup(apart, step))  # either way round

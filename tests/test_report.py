@@ -1,5 +1,6 @@
 import json
 import os
+import time
 
 import pytest
 import torch
@@ -249,3 +250,18 @@ def test_the_reference_column_names_what_the_reference_measured_when_it_differs(
     ref = {"value": 2.466, "unit": "kimg/s", "note": "resnet50, batch 256"}
     assert report._ref_cell(ref, {"note": "smallcnn, batch 64"}) == "2.466 kimg/s (resnet50, batch 256)"
     assert report._ref_cell(ref, {"note": "resnet50, batch 256"}) == "2.466 kimg/s"
+
+
+def test_this_run_reads_another_notebooks_fresh_report_of_the_same_profile_and_device(tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_BUILD_DIR", str(tmp_path))
+    other = report.Report("08_transformer", "cpu", torch.device("cpu"))
+    other.add("attention alone: SDPA vs written out", 0.43, "×")
+    other.save()
+    me = report.Report("10_compile_and_profile", "cpu", torch.device("cpu"))
+    assert report.this_run("08_transformer", me)["attention alone: SDPA vs written out"]["value"] == 0.43
+    assert report.this_run("07_attention", me) is None  # has not run
+    smoke = report.Report("10_compile_and_profile", "smoke", torch.device("cpu"))
+    assert report.this_run("08_transformer", smoke) is None  # another profile: another run
+    old = time.time() - 7200
+    os.utime(report.report_path("08_transformer"), (old, old))
+    assert report.this_run("08_transformer", me) is None  # two hours old: not this run's

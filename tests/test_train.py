@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import importlib.util
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -461,3 +462,16 @@ def test_a_gap_beyond_few_controls_is_called_a_hint():
     many = train.gap_verdict(0.09, [0.01] * 9, "fp32")
     assert "1 time in 10" in many and "hint" not in many
     assert "the controls moved by less than 0.0001" in train.gap_verdict(0.0156, [4e-8], "one batch")
+
+
+@pytest.mark.parametrize("stop", [False, True])
+def test_stop_on_nan_ends_a_run_at_its_first_nan_loss(stop):
+    torch.manual_seed(0)
+    model = nn.Linear(4, 2)
+    with torch.no_grad():
+        model.weight[0, 0] = float("nan")  # every loss NaN from the first step
+    x, y = torch.randn(32, 4), torch.arange(32) % 2
+    cfg = TrainConfig(epochs=1, max_steps=6, log_every=2, stop_on_nan=stop, device="cpu", optimizer="sgd")
+    h = train.fit(model, data.TensorLoader(x, y, 4), cfg)
+    assert not math.isfinite(h.loss[0])
+    assert h.step == ([1, 2] if stop else [1, 2, 3, 4, 5, 6])  # stops at the first record, step log_every

@@ -7,20 +7,21 @@ from typing import Callable, Sequence
 from course_lib import bench, check
 
 
-def cpu_bf16_verdict(bf16: bench.Ratio, flags: Sequence[str]) -> str:
-    """One sentence on `bf16`, a CPU's bf16 matmul speed over its fp32 one, read with the 16-bit
-    instructions the CPU reports (`flags`, :func:`device.cpu_16bit_flags`)."""
-    has = [f for f in flags if f.endswith("bf16")]
-    reports = f"this CPU reports {', '.join(has)}" if has else "this CPU reports no bf16 instructions"
-    if not bf16.clear:
-        return f"bf16 and fp32 cannot be told apart here ({bf16.doubt}); {reports}"
-    if bf16.value > 1:
-        return (f"bf16 ran {bf16.phrase} than fp32, and {reports}: the instructions that make bf16 pay"
-                if has else f"bf16 ran {bf16.phrase} than fp32 although {reports}: the library's bf16 path "
+def cpu_16bit_verdict(fmt: str, ratio: bench.Ratio, flags: Sequence[str]) -> str:
+    """One sentence on `ratio`, a CPU's speed in `fmt` ("bf16" or "fp16") over fp32 (a matmul,
+    or a training step as in 03), read with the 16-bit instructions the CPU reports (`flags`,
+    :func:`device.cpu_16bit_flags`)."""
+    has = [f for f in flags if f.endswith(fmt)]
+    reports = f"this CPU reports {', '.join(has)}" if has else f"this CPU reports no {fmt} instructions"
+    if not ratio.clear:
+        return f"{fmt} and fp32 cannot be told apart here ({ratio.doubt}); {reports}"
+    if ratio.value > 1:
+        return (f"{fmt} ran {ratio.phrase} than fp32, and {reports}: the instructions that make {fmt} pay"
+                if has else f"{fmt} ran {ratio.phrase} than fp32 although {reports}: the library's {fmt} path "
                 "is faster here all the same")
-    return (f"bf16 ran {bf16.phrase} than fp32 although {reports}: the library did not use them for this "
-            "matmul, or not to advantage at this size" if has else
-            f"bf16 ran {bf16.phrase} than fp32, and {reports}: the library converts bf16 to fp32 and back, "
+    return (f"{fmt} ran {ratio.phrase} than fp32 although {reports}: the library did not use them here, "
+            "or not to advantage at this size" if has else
+            f"{fmt} ran {ratio.phrase} than fp32, and {reports}: the library converts {fmt} to fp32 and back, "
             "which costs more here than the halved bytes save")
 
 

@@ -518,7 +518,8 @@ def train_run(name: str, make_model: ModelFn, batches: TensorLoader, *, steps: i
     """Train a fresh `make_model()` for `steps` optimizer steps at precision `name`.
 
     `name` is a key of PRECISIONS. "pure .half()" converts the model and the inputs to
-    fp16 and trains them with no fp32 copy at all (a widely copied tip). This is the general
+    fp16 and trains them with no fp32 copy at all (a widely copied tip); such a run ends at
+    its first NaN or inf loss (its weights are then NaN for good). This is the general
     loop for longer runs; notebook 03 writes the same step inline, and a test holds the two
     to the same losses.
     """
@@ -534,7 +535,7 @@ def train_run(name: str, make_model: ModelFn, batches: TensorLoader, *, steps: i
                            drop_last=order.drop_last)
     cfg = train.TrainConfig(amp=amp, max_steps=steps, epochs=-(-steps // len(batches)), lr=lr,
                             optimizer=optimizer, device=device, channels_last=channels_last,
-                            log_every=log_every, seed=seed)
+                            log_every=log_every, seed=seed, stop_on_nan=name == "pure .half()")
     with tf32(use_tf32):
         history = train.fit(model, batches, cfg)
     skip = log_every if len(history.step_time_s) > log_every else 0  # the warm-up window

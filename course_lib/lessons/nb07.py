@@ -170,7 +170,7 @@ def same_step_verdict(again: bench.Ratio) -> str:
     section 6's kernels), each beside other versions in its own turns."""
     if again.within_noise or again.single:
         return "the same step timed in section 5 and here agrees within the spreads"
-    return (f"the same step, timed in section 5 and here, differs by {abs(again.value - 1):.0%} beyond the "
+    return (f"the same step, timed in section 5 and here, differs by {max(again.value, 1 / again.value) - 1:.0%} beyond the "
             "spreads: one step timed at two moments of a run, beside other versions; each section's "
             "verdicts compare versions timed in the same turns, never across sections")
 
