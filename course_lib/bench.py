@@ -142,6 +142,12 @@ class Ratio:
         return self.lo <= 1.0 <= self.hi
 
     @property
+    def too_wide(self) -> bool:
+        """True when the range holds 1 but its ends are more than :data:`WIDE` apart: these
+        repeats cannot tell a difference of that size from none."""
+        return self.within_noise and self.hi > WIDE * self.lo
+
+    @property
     def inconclusive(self) -> bool:
         """True when the ratio is beyond its spread but the machine's speed changed by more than
         the difference (the ratio's distance from 1) during the rounds."""
@@ -180,7 +186,8 @@ class Ratio:
         if self.single:
             return "one run each, no spread to judge it by"
         if self.within_noise:
-            return "no difference beyond the spread of the repeats"
+            return (f"the repeats' range, {self.lo:.2f}–{self.hi:.2f}×, is too wide to tell" if self.too_wide
+                    else "no difference beyond the spread of the repeats")
         if self.inconclusive:
             return (f"the machine's speed changed by {self.drift:.0%} from one turn to the next, "
                     "more than the difference")
@@ -202,8 +209,7 @@ class Ratio:
         if self.single:
             how = self.doubt
         elif self.within_noise:
-            none = ("no measurable difference" if self.hi <= WIDE * self.lo else
-                    "a range too wide to tell; more repeats would narrow it")
+            none = "a range too wide to tell; more repeats would narrow it" if self.too_wide else "no measurable difference"
             how = f"within the spread: {none}{paired}" if self.rounds else f"within the spread of the repeats: {none}"
         elif self.inconclusive:
             how = f"inconclusive: {self.doubt}{paired}"

@@ -437,6 +437,8 @@ def test_a_range_holding_1_is_no_difference_only_when_narrow():
     assert "no measurable difference" in str(narrow)
     assert "too wide to tell" in str(wide) and "no measurable" not in str(wide)
     assert narrow.within_noise and wide.within_noise  # both: no verdict either way
+    assert "0.71–1.09×, is too wide to tell" in wide.doubt and "no difference" in narrow.doubt
+    assert wide.too_wide and not narrow.too_wide and not bench.ratio_of("x", 2.0, 1.5, 3.0).too_wide
 
 
 def test_curve_verdicts_reach_a_given_peak():

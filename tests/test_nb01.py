@@ -28,6 +28,9 @@ def test_same_peak_verdict_follows_the_ratio():
     peak = _rate(2048, 100e9, "peak: matmul 2048×2048")
     agree = bench.rate_ratio(_rate(2048, 101e9), peak)
     assert "agree" in nb01.same_peak_verdict(agree, peak, [512, 1024, 2048])
+    wide = bench.ratio_of("best vs peak", 1.21, 0.96, 1.30)
+    said = nb01.same_peak_verdict(wide, peak, [512, 1024, 2048])
+    assert "too wide" in said and "121%" in said and "agree" not in said
     faster = bench.rate_ratio(_rate(2048, 120e9), peak)
     said = nb01.same_peak_verdict(faster, peak, [512, 1024, 2048])
     assert "20% faster" in said and "120%" in said

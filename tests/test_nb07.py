@@ -245,6 +245,7 @@ def test_same_step_verdict_follows_the_two_timings():
     close = bench.timing_of([0.1005, 0.1015, 0.103], name="again", device="cpu")
     apart = bench.timing_of([0.140, 0.141, 0.142], name="again", device="cpu")
     assert "agrees" in nb07.same_step_verdict(bench.speedup(step, close))
+    assert "too wide" in nb07.same_step_verdict(bench.ratio_of("x", 1.1, 0.8, 1.3))
     said = nb07.same_step_verdict(bench.speedup(step, apart))
     assert "differs by 40%" in said and "beyond the spreads" in said  # 0.141 / 0.101 = 1.396
     assert "differs by 40%" in nb07.same_step_verdict(bench.speedup(apart, step))  # either way round

@@ -29,6 +29,10 @@ def same_peak_verdict(same: bench.Ratio, peak: bench.Timing, sizes: Sequence[int
     """One sentence on `same`, a rate curve's best point over this run's stored `peak`
     (:mod:`course_lib.peaks`): agreement, or what a difference means. `sizes` are the curve's."""
     peak_n = round((peak.work / 2) ** (1 / 3))  # a square n×n matmul does 2·n³ FLOPs
+    if same.too_wide:
+        return (f"the spreads are too wide ({same.lo:.2f}–{same.hi:.2f}×) to say whether the machine ran as fast "
+                f"as when the peak was measured; the % column divides by the stored peak all the same, and "
+                f"the curve's best point reads {same.value:.0%}")
     if same.within_noise or same.single:
         return ("the two measurements of the same matmuls agree within their spreads: the peak "
                 "the other notebooks divide by is this curve's top")

@@ -168,6 +168,9 @@ def time_backends(step: Callable[[], object], device: torch.device | str, *,
 def same_step_verdict(again: bench.Ratio) -> str:
     """One sentence on `again`: one step timed in two sections of a run (section 5's sweep,
     section 6's kernels), each beside other versions in its own turns."""
+    if again.too_wide:
+        return (f"the spreads are too wide ({again.lo:.2f}–{again.hi:.2f}×) to say whether the same step ran "
+                "at the same speed in section 5 and here")
     if again.within_noise or again.single:
         return "the same step timed in section 5 and here agrees within the spreads"
     return (f"the same step, timed in section 5 and here, differs by {max(again.value, 1 / again.value) - 1:.0%} beyond the "
