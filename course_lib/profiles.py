@@ -388,8 +388,8 @@ NOTEBOOKS: tuple[Notebook, ...] = (
             # step may use in the out-of-memory demo and the largest-batch search (CPU: a measured
             # budget; GPU: set_per_process_memory_fraction, a smaller GPU), too_big: a batch over it;
             # repeats: timed steps per variant, in turns, after one warm-up (cpu 9: with 5, one slow
-            # round on a busy 2-core box widened the interval to 0.72-1.33 around a 1.27x cost); frag_steps: steps of the
-            # fragmentation script (GPU); measure_mib: the widget measures estimates up to this
+            # round on a busy 2-core box widened the interval to 0.72-1.33 around a 1.27x cost);
+            # frag_steps: steps of the fragmentation script (GPU); measure_mib: the widget measures estimates up to this
             # (None: 80 % of what the GPU has left, memory.headroom). On a GPU alloc_mib and budget_mib are
             # at most a quarter and a half of what it has left
             "smoke": dict(block=64, n_layer=2, n_head=2, n_embd=64, batch=8, alloc_mib=64,

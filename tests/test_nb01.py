@@ -37,7 +37,7 @@ def test_same_peak_verdict_follows_the_ratio():
     slower = bench.rate_ratio(_rate(1024, 80e9), peak)
     assert "20% slower" in nb01.same_peak_verdict(slower, peak, [512, 1024, 2048])
     beyond = nb01.same_peak_verdict(slower, peak, [512, 1024])  # the peak's size is not on the curve
-    assert "stops at n=1024" in beyond and "n=2048" in beyond
+    assert "stops at n=1024" in beyond and "n=2048" in beyond and "25% faster" in beyond  # 100 / 80
 
 
 def test_cpu_16bit_verdict_follows_the_ratio_and_the_flags():

@@ -39,7 +39,7 @@ def same_peak_verdict(same: bench.Ratio, peak: bench.Timing, sizes: Sequence[int
     pct = abs(same.value - 1)
     if same.value < 1 and peak_n > max(sizes):
         return (f"the curve stops at n={max(sizes)}, the peak came from n={peak_n}: a larger "
-                f"matmul ran {pct:.0%} faster than any size of this curve")
+                f"matmul ran {1 / same.value - 1:.0%} faster than any size of this curve")
     way = "faster" if same.value > 1 else "slower"
     return (f"the same matmuls ran {pct:.0%} {way} during this curve than when the peak was "
             f"measured, beyond both spreads: the machine's speed changed in between (another "
