@@ -89,7 +89,8 @@ def bars(values: Mapping[str, float], *, ylabel: str, title: str = "",
          fmt: str | None = None, errors: Mapping[str, tuple[float, float]] | None = None) -> Figure:
     """Labelled bars (throughput, time, memory…), each annotated with its value (:func:`plain`,
     or `fmt`); ``errors[label] = (lo, hi)`` draws the range of that bar's repeats, and the x
-    axis says what the error bars are. Names are wrapped, not rotated, so none overlaps."""
+    axis says what the error bars are. Names are wrapped, not rotated, so none overlaps. Values
+    spanning more than :data:`LOG_SPAN` times get a log axis, labels above the bars."""
     wrapped = [textwrap.fill(k, BAR_LABEL_CHARS) for k in values]
     fig, ax = plt.subplots(figsize=(max(4.0, 1.5 * len(values)), 3.5 + 0.15 * max(w.count("\n") for w in wrapped)))
     yerr = None
@@ -97,8 +98,13 @@ def bars(values: Mapping[str, float], *, ylabel: str, title: str = "",
         yerr = _yerr(list(values.values()), [errors.get(k, (v, v)) for k, v in values.items()])
     rects = ax.bar(range(len(values)), list(values.values()), yerr=yerr, capsize=4, color="tab:blue")
     ax.set_xticks(range(len(values)), wrapped, fontsize=8)
-    ax.bar_label(rects, labels=[fmt.format(v) if fmt else plain(v) for v in values.values()], fontsize=8,
-                 label_type="center", color="white")
+    ys = list(values.values())
+    log = min(ys) > 0 and max(ys) / min(ys) > LOG_SPAN  # a short bar would vanish beside a tall one
+    ax.bar_label(rects, labels=[fmt.format(v) if fmt else plain(v) for v in ys], fontsize=8,
+                 label_type="edge" if log else "center", color="black" if log else "white", padding=2 if log else 0)
+    if log:
+        ax.set_yscale("log")
+        ylabel += " (log scale)"
     ax.set(ylabel=ylabel, title=title)
     if errors:
         ax.set_xlabel("error bars: the middle half of the repeats", fontsize=8)

@@ -26,6 +26,14 @@ def test_timing_bars_draw_rates_with_the_quartile_range():
     assert highs == pytest.approx([1e9 / 0.009 / 1e9, 1e9 / 0.018 / 1e9])
 
 
+def test_bars_spanning_a_wide_range_get_a_log_axis():
+    close = plot.bars({"fp32": 2600.0, "bf16": 2500.0}, ylabel="images/s")
+    wide = plot.bars({"fp32": 2600.0, "fp16": 49.0}, ylabel="images/s")  # 53×: the fp16 bar would vanish
+    assert close.axes[0].get_yscale() == "linear" and wide.axes[0].get_yscale() == "log"
+    assert "log scale" in wide.axes[0].get_ylabel() and "log" not in close.axes[0].get_ylabel()
+    plt.close("all")
+
+
 def test_timing_bars_need_work():
     with pytest.raises(ValueError, match="needs its work"):
         plot.timing_bars([_t("a", 0.01, 0.009, 0.011, work=None)], ylabel="x")
