@@ -86,10 +86,11 @@ BAR_LABEL_CHARS = 16  # a bar's name is wrapped to lines of this many characters
 
 
 def bars(values: Mapping[str, float], *, ylabel: str, title: str = "",
-         fmt: str | None = None, errors: Mapping[str, tuple[float, float]] | None = None) -> Figure:
+         fmt: str | None = None, errors: Mapping[str, tuple[float, float]] | None = None,
+         errors_are: str = "the middle half of the repeats") -> Figure:
     """Labelled bars (throughput, time, memory…), each annotated with its value (:func:`plain`,
-    or `fmt`); ``errors[label] = (lo, hi)`` draws the range of that bar's repeats, and the x
-    axis says what the error bars are. Names are wrapped, not rotated, so none overlaps. Values
+    or `fmt`); ``errors[label] = (lo, hi)`` draws the range of that bar's repeats (or whatever
+    `errors_are` names: a ratio's interval), and the x axis says what the error bars are. Names are wrapped, not rotated, so none overlaps. Values
     spanning more than :data:`LOG_SPAN` times get a log axis, labels above the bars."""
     wrapped = [textwrap.fill(k, BAR_LABEL_CHARS) for k in values]
     fig, ax = plt.subplots(figsize=(max(4.0, 1.5 * len(values)), 3.5 + 0.15 * max(w.count("\n") for w in wrapped)))
@@ -107,7 +108,7 @@ def bars(values: Mapping[str, float], *, ylabel: str, title: str = "",
         ylabel += " (log scale)"
     ax.set(ylabel=ylabel, title=title)
     if errors:
-        ax.set_xlabel("error bars: the middle half of the repeats", fontsize=8)
+        ax.set_xlabel(f"error bars: {errors_are}", fontsize=8)
     fig.tight_layout()
     return fig
 

@@ -31,6 +31,8 @@ def test_bars_spanning_a_wide_range_get_a_log_axis():
     wide = plot.bars({"fp32": 2600.0, "fp16": 49.0}, ylabel="images/s")  # 53×: the fp16 bar would vanish
     assert close.axes[0].get_yscale() == "linear" and wide.axes[0].get_yscale() == "log"
     assert "log scale" in wide.axes[0].get_ylabel() and "log" not in close.axes[0].get_ylabel()
+    ratio = plot.bars({"a": 1.2}, ylabel="×", errors={"a": (1.1, 1.3)}, errors_are="each ratio's interval")
+    assert ratio.axes[0].get_xlabel() == "error bars: each ratio's interval"
     plt.close("all")
 
 
