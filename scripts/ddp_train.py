@@ -87,6 +87,7 @@ def main() -> None:
     if a.bench_steps:
         results.update(time_ddp_steps(a, model, ddp, opt, device))
     ranks.write_json0(out / "results.json", results)
+    dist.barrier()  # no rank closes its connections while another is still finishing
     dist.destroy_process_group()
 
 
