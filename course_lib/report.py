@@ -130,11 +130,15 @@ class Report:
 
     def table(self) -> str:
         """This run's measurements, with the range of their repeats and their unit, beside
-        the recorded reference run (a GPU's, from ``results/``) when there is one."""
+        the recorded reference run (a GPU machine's, from ``results/``) when there is one.
+
+        A reference row measured on that machine's CPU (its note names the CPU or gloo) says
+        "host CPU"; a reference of another profile is followed by one line saying its models
+        and sizes differ."""
         ref_device, ref = reference(self.notebook)
         head = f"{'measurement':<36} | {'this run':>10} | {'range of repeats':>19} | {'unit':<8}"
         if ref:
-            head += f" | reference ({ref_device})"
+            head += f" | reference run ({ref_device} machine)"
         lines = [f"{self.meta['device']}, profile {self.meta['profile']}", head, "-" * len(head)]
         for key, row in self.rows.items():
             lo_hi = row.get("spread")
@@ -145,21 +149,33 @@ class Report:
             lines.append(line)
         if not ref:
             lines.append("(no reference GPU run recorded in results/ for this notebook yet)")
+            return "\n".join(lines)
+        ref_profile = reference_meta(self.notebook).get("profile")
+        if ref_profile and ref_profile != self.meta["profile"]:
+            lines.append(f"The reference ran the {ref_profile!r} profile: its models, batches and sizes are "
+                         f"those of profiles.py for {ref_profile!r}, not this run's; a row's note names them "
+                         "where it was recorded. Set two numbers side by side only where their notes match.")
         return "\n".join(lines)
+
+
+def _reference_runs(notebook: str) -> list[tuple[str | None, dict]]:
+    """(device, entry) of every recorded run that has `notebook`, the most recent first (ties
+    in file name order)."""
+    runs = []
+    for path in sorted(results_dir().glob("*.json")):
+        data = json.loads(path.read_text())
+        entry = data.get("notebooks", {}).get(notebook)
+        if entry is not None:
+            runs.append((str(entry.get("date") or ""), data.get("device"), entry))
+    runs.sort(key=lambda run: run[0], reverse=True)  # stable: equal dates keep file name order
+    return [(device, entry) for _, device, entry in runs]
 
 
 def references(notebook: str) -> list[tuple[str | None, dict]]:
     """(device, measurements) of every recorded reference run that has `notebook` (one file
     per device in ``results/``), the most recently recorded first (ties in file name order):
     a notebook changed since an older device's run is shown from the run of its current code."""
-    runs = []
-    for path in sorted(results_dir().glob("*.json")):
-        data = json.loads(path.read_text())
-        entry = data.get("notebooks", {}).get(notebook)
-        if entry is not None:
-            runs.append((str(entry.get("date") or ""), data.get("device"), entry["measurements"]))
-    runs.sort(key=lambda run: run[0], reverse=True)  # stable: equal dates keep file name order
-    return [(device, measurements) for _, device, measurements in runs]
+    return [(device, entry["measurements"]) for device, entry in _reference_runs(notebook)]
 
 
 def reference(notebook: str) -> tuple[str | None, dict]:
@@ -168,14 +184,26 @@ def reference(notebook: str) -> tuple[str | None, dict]:
     return runs[0] if runs else (None, {})
 
 
+def reference_meta(notebook: str) -> dict:
+    """What the most recent reference run of `notebook` recorded about itself (profile, host,
+    torch, date …), without its measurements; {} when none is recorded."""
+    runs = _reference_runs(notebook)
+    return {k: v for k, v in runs[0][1].items() if k != "measurements"} if runs else {}
+
+
+_ON_CPU = re.compile(r"\b(cpu|gloo)\b", re.I)  # a GPU machine's row measured on its host CPU
+
+
 def _ref_cell(ref_row: dict | None, row: dict) -> str:
-    """The reference column of :meth:`Report.table`: the reference's value and unit, and its note
-    (model, batch, device) where that differs from this run's, so unlike runs do not pass for alike."""
+    """The reference column of :meth:`Report.table`: the reference's value and unit, "host CPU"
+    where the GPU machine measured it on its CPU, and its note (model, batch, device) where that
+    differs from this run's, so unlike runs do not pass for alike."""
     if ref_row is None:
         return "-"
     cell = f"{fmt_value(ref_row['value'])} {ref_row['unit']}"
     note = ref_row.get("note", "")
-    return cell + (f" ({note})" if note and note != row.get("note", "") else "")
+    tags = (["host CPU"] if _ON_CPU.search(note) else []) + ([note] if note and note != row.get("note", "") else [])
+    return cell + (f" ({'; '.join(tags)})" if tags else "")
 
 
 def fmt_row(key: str, row: dict) -> str:

@@ -51,7 +51,14 @@ def test_recorded_reference_appears_beside_this_run(tmp_path, monkeypatch):
     assert path.name == "nvidia-test-gpu.json"
     mine = report.Report("01_gpu_vs_cpu", "smoke", "cpu")
     mine.add("rate", 12.5, "GFLOP/s")
-    assert "reference (NVIDIA Test GPU)" in mine.table() and "700" in mine.table()
+    table = mine.table()
+    assert "reference run (NVIDIA Test GPU machine)" in table and "700" in table
+    assert "ran the 'gpu' profile" in table  # this run is smoke: the sizes differ, said once
+    assert report.reference_meta("01_gpu_vs_cpu")["profile"] == "gpu"
+    assert report.reference_meta("09_memory") == {}
+    same = report.Report("01_gpu_vs_cpu", "gpu", "cpu")
+    same.add("rate", 12.5, "GFLOP/s")
+    assert "profile" not in same.table().splitlines()[-1]
 
 
 def test_references_lists_every_device_that_recorded_the_notebook(tmp_path, monkeypatch):
@@ -250,6 +257,12 @@ def test_the_reference_column_names_what_the_reference_measured_when_it_differs(
     ref = {"value": 2.466, "unit": "kimg/s", "note": "resnet50, batch 256"}
     assert report._ref_cell(ref, {"note": "smallcnn, batch 64"}) == "2.466 kimg/s (resnet50, batch 256)"
     assert report._ref_cell(ref, {"note": "resnet50, batch 256"}) == "2.466 kimg/s"
+    # a GPU machine's row measured on its CPU says so, also when this run's note is the same
+    on_cpu = {"value": 37.19, "unit": "kimg/s", "note": "cpu, 1 thread(s) per rank"}
+    assert report._ref_cell(on_cpu, {"note": "cpu, 1 thread(s) per rank"}) == "37.19 kimg/s (host CPU)"
+    gloo = {"value": 63.3, "unit": "ms", "note": "2 ranks, gloo, 1 thread(s) per rank"}
+    assert report._ref_cell(gloo, {"note": ""}) == "63.3 ms (host CPU; 2 ranks, gloo, 1 thread(s) per rank)"
+    assert report._ref_cell({"value": 1.0, "unit": "ms", "note": "cpus=2"}, {}) == "1 ms (cpus=2)"
 
 
 def test_this_run_reads_another_notebooks_fresh_report_of_the_same_profile_and_device(tmp_path, monkeypatch):
