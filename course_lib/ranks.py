@@ -14,6 +14,7 @@ import json
 import os
 import random
 import re
+import sys
 import time
 import traceback
 from dataclasses import dataclass
@@ -123,13 +124,31 @@ def setup(backend: str | None = None, timeout_s: float = 60) -> RankInfo:
     return RankInfo(dist.get_rank(), dist.get_world_size(), local, device, backend)
 
 
+# On torch < 2.8, freeing a gloo process group could deadlock the rank (seen here on 2.6, about
+# 1 job in 20): Python's main thread frees the group while holding the interpreter lock and
+# waits for gloo's worker threads to end, while one of them, freeing the tensors of the last
+# collective, waits for that lock. pytorch/pytorch#154976 (June 2025, after 2.7) releases the
+# lock there, and newer releases stop gloo's threads in destroy_process_group.
+GLOO_EXIT_DEADLOCK = torch.torch_version.TorchVersion(torch.__version__) < "2.8"
+
+
 def teardown() -> None:
-    """Leave the process group (every rank, at the end of the script): a barrier first, so that
-    no rank closes its connections while another is still finishing (rank 0 writing results),
-    then ``destroy_process_group``."""
-    if dist.is_initialized():
-        dist.barrier()
-        dist.destroy_process_group()
+    """Leave the process group (every rank, as the last statement of the script): a barrier
+    first, so that no rank closes its connections while another is still finishing (rank 0
+    writing results), then ``destroy_process_group``.
+
+    On torch < 2.8 (:data:`GLOO_EXIT_DEADLOCK`) the rank ends here instead, after the barrier:
+    it records 'done', flushes its output and leaves with ``os._exit(0)``, without freeing the
+    group (the operating system closes its connections), so it cannot deadlock on the way out."""
+    if not dist.is_initialized():
+        return
+    dist.barrier()
+    if GLOO_EXIT_DEADLOCK:
+        _status("done")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+    dist.destroy_process_group()
 
 
 def print0(*args: Any, **kwargs: Any) -> None:

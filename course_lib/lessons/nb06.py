@@ -256,9 +256,11 @@ def time_ddp_steps(a: argparse.Namespace, model: nn.Module, ddp: nn.Module, opt:
     for _ in range(a.bench_repeats):  # in turns, so drift hits both alike
         for k, t in timers.items():
             times[k].append(t.timeit(a.bench_steps).mean)  # seconds per step
-    peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else 0
-    peaks: list[int] = [0] * dist.get_world_size()
-    dist.all_gather_object(peaks, peak)  # rank r's peak in peaks[r]
+    peaks: list[int] = [0] * dist.get_world_size()  # no GPU memory on the CPU: nothing to gather
+    if device.type == "cuda":
+        # rank r's peak in peaks[r]. Not on gloo, where the gathered object's tensors, freed by
+        # gloo's thread as the rank exits, could deadlock it (ranks.GLOO_EXIT_DEADLOCK)
+        dist.all_gather_object(peaks, torch.cuda.max_memory_allocated(device))
     return dict(step_s=times, batch_per_rank=a.batch, samples_per_step=a.batch * dist.get_world_size(),
                 peak_bytes=peaks)
 
