@@ -187,10 +187,15 @@ def memory_timeline(ax: Axes, tl: Timeline, marks: Sequence[tuple[str, float, fl
                     unit: str = "MiB") -> Axes:
     """Stacked areas of `tl`'s categories (those ever non-zero) against ms since its first
     point, each level held until the next event. ``marks`` are (name, start, end) windows
-    on the timeline's clock (µs since the Unix epoch): every other one shaded, each named
-    at the top. The legend sits right of the axes (``fig.tight_layout()`` makes room)."""
+    on the timeline's clock (µs since the Unix epoch), each shaded in the light colour of
+    its kind, the name less a trailing step number ('forward 2' is a 'forward': one colour
+    for every step's forward), and named at the top above its centre. A name that would
+    overlap one already placed goes a row lower (three rows at most); one that fits in no
+    row is left out, its window still shaded. The legend sits right of the axes."""
     if unit not in _UNITS:
         raise ValueError(f"Unknown unit {unit!r}; choose one of {list(_UNITS)}.")
+    pale = ("#e3ebf6", "#fbe9d7", "#e2f0dc", "#eee3f4", "#f5f0d5", "#e6e6e6")  # one per kind of window
+    rows, row_step, pad_px = 3, 0.065, 4  # rows of names, their spacing (axes fraction), gap between names
     t0 = tl.times_us[0]
     xs = [(t - t0) / 1e3 for t in tl.times_us]
     base = [0.0] * len(xs)
@@ -199,15 +204,28 @@ def memory_timeline(ax: Axes, tl: Timeline, marks: Sequence[tuple[str, float, fl
             top = [b + n / _UNITS[unit] for b, n in zip(base, sizes)]
             ax.fill_between(xs, base, top, step="post", label=name, linewidth=0)
             base = top
-    for k, (name, start, end) in enumerate(marks):
-        x0, x1 = (start - t0) / 1e3, (end - t0) / 1e3
-        if k % 2 == 0:
-            ax.axvspan(x0, x1, color="0.92", zorder=0)
-        ax.text((x0 + x1) / 2, 0.98 - 0.06 * (k % 2), name, transform=ax.get_xaxis_transform(),
-                ha="center", va="top", fontsize=8)  # every other name lower: short windows' names overlap
+    kinds: dict[str, str] = {}  # kind of window -> its colour, in order of first appearance
+    for name, start, end in marks:
+        colour = kinds.setdefault(name.rstrip("0123456789 ") or name, pale[len(kinds) % len(pale)])
+        ax.axvspan((start - t0) / 1e3, (end - t0) / 1e3, color=colour, zorder=0, linewidth=0)
+    ax.autoscale_view()  # the x range is final before the names are measured against it
+    placed: list[list[tuple[float, float]]] = [[] for _ in range(rows)]  # names' pixel extents, per row
+    used = 0  # rows holding a name
+    for name, start, end in sorted(marks, key=lambda m: m[1]):
+        label = ax.text(((start + end) / 2 - t0) / 1e3, 0.98, name, transform=ax.get_xaxis_transform(),
+                        ha="center", va="top", fontsize=8)
+        box = label.get_window_extent()
+        row = next((r for r in range(rows)
+                    if all(box.x1 + pad_px < x0 or x1 + pad_px < box.x0 for x0, x1 in placed[r])), None)
+        if row is None:
+            label.remove()  # too narrow a window among its neighbours: its shade still shows it
+            continue
+        label.set_y(0.98 - row_step * row)
+        placed[row].append((box.x0, box.x1))
+        used = max(used, row + 1)
     ax.set(xlabel="time (ms)", ylabel=f"live memory ({unit})")
-    ax.margins(y=0.2)  # room for the names of the marks
-    ax.set_ylim(bottom=0)
+    room = 0.95 - row_step * used if used else 0.95  # the axes fraction below the lowest row of names
+    ax.set_ylim(0, (max(base, default=0.0) or 1.0) / room)
     handles, labels = ax.get_legend_handles_labels()  # listed top down, as stacked
     ax.legend(handles[::-1], labels[::-1], fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
     return ax

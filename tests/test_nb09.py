@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from course_lib.lessons import nb09
+from course_lib.memory import MemoryEstimate
 
 
 def test_adamw_state_bytes_exercise():
@@ -21,3 +22,38 @@ def test_saved_bytes_linear_gelu_exercise():
         nb09.check_saved_bytes_linear_gelu(lambda b, i, o, d: b * o * size(d))
     with pytest.raises(AssertionError):  # float32 assumed
         nb09.check_saved_bytes_linear_gelu(lambda b, i, o, d: b * (i + o) * 4)
+
+
+MiB = 2**20
+
+
+def test_estimate_at_peak_names_the_terms_that_stand_in_for_each_other():
+    est = MemoryEstimate(params=3 * MiB, grads=3 * MiB, optimizer=6 * MiB, activations=40 * MiB)
+    at_peak = {"parameter": 3 * MiB, "optimizer state": 6 * MiB, "input": 0, "activation": 40 * MiB,
+               "gradient": 0, "autograd detail": 4 * MiB, "unknown": 0}
+    rows, said = nb09.estimate_at_peak(est, at_peak, "backward 2")
+    assert rows[-1] == ("total", 52 * MiB, 53 * MiB)
+    assert ("gradients / gradient", 3 * MiB, 0) in rows
+    assert ("(no term) / autograd detail", None, 4 * MiB) in rows
+    assert not any("unknown" in name or "input" in name for name, _, _ in rows)  # nothing live: no row
+    assert "parameters, optimizer state and activations match" in said
+    assert "gradients (3.0 MiB) are not live at all" in said
+    assert "nearly cancel" in said and "-1.9 %" in said
+
+
+def test_estimate_at_peak_when_every_term_is_live():
+    est = MemoryEstimate(params=MiB, grads=MiB, optimizer=2 * MiB, activations=10 * MiB)
+    at_peak = {"parameter": MiB, "gradient": MiB, "optimizer state": 2 * MiB, "activation": 10 * MiB}
+    rows, said = nb09.estimate_at_peak(est, at_peak, "backward 1")
+    assert rows[-1] == ("total", 14 * MiB, 14 * MiB)
+    assert "Every term is live at the peak as estimated" in said and "cancel" not in said
+
+
+def test_estimate_at_peak_does_not_call_a_lopsided_error_a_cancellation():
+    est = MemoryEstimate(params=MiB, grads=MiB, optimizer=2 * MiB, activations=10 * MiB)
+    at_peak = {"parameter": MiB, "gradient": 0, "optimizer state": 2 * MiB, "activation": 4 * MiB,
+               "temporary": MiB // 2}
+    _, said = nb09.estimate_at_peak(est, at_peak, "forward 2")
+    assert "of its activations (10.0 MiB), 4.0 MiB are live" in said
+    assert "temporary (512.0 KiB) is live and has no term" in said
+    assert "cancel" not in said and "7.0 MiB estimated but not live" in said

@@ -1,5 +1,7 @@
 """course_lib.plot: what each figure draws (bars, error bars, axes), not how it looks."""
 
+import itertools
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -68,9 +70,29 @@ def test_memory_timeline_stacks_the_categories_that_hold_memory():
     assert len(ax.collections) == 2
     top = ax.collections[-1].get_paths()[0].vertices
     assert top[:, 1].max() == 3.0 and top[:, 0].max() == 3.0  # MiB stacked, ms from the start
-    assert len(ax.patches) == 2  # the first and third windows shaded
+    assert len(ax.patches) == 3  # every window shaded
     assert [t.get_text() for t in ax.texts] == ["forward", "backward", "optimizer"]
     assert (ax.get_xlabel(), ax.get_ylabel()) == ("time (ms)", "live memory (MiB)")
+    plt.close("all")
+
+
+def test_memory_timeline_shades_by_kind_and_keeps_names_apart():
+    _, ax = plt.subplots(figsize=(6, 3))
+    t = 1_000_000  # µs; two steps, the optimizer windows far too narrow for their names
+    marks = [("forward 1", t, t + 900), ("backward 1", t + 900, t + 1900), ("optimizer 1", t + 1900, t + 1910),
+             ("forward 2", t + 1910, t + 2800), ("backward 2", t + 2800, t + 2990), ("optimizer 2", t + 2990, t + 3000)]
+    plot.memory_timeline(ax, _timeline(), marks)
+    colours = [tuple(p.get_facecolor()) for p in ax.patches]
+    assert colours[0] == colours[3] and colours[1] == colours[4] and colours[2] == colours[5]  # one per kind
+    assert len(set(colours)) == 3
+    boxes = [(t.get_position()[1], t.get_window_extent()) for t in ax.texts]
+    assert "forward 1" in [t.get_text() for t in ax.texts] and len(boxes) <= len(marks)
+    for (y1, b1), (y2, b2) in itertools.combinations(boxes, 2):
+        assert y1 != y2 or b1.x1 <= b2.x0 or b2.x1 <= b1.x0  # names in one row do not overlap
+    for text in ax.texts:  # each name centred on its window
+        start, end = next((s, e) for n, s, e in marks if n == text.get_text())
+        assert text.get_position()[0] == pytest.approx(((start + end) / 2 - t) / 1e3)
+    assert max(y for y, _ in boxes) > min(y for y, _ in boxes)  # crowded names took a second row
     plt.close("all")
 
 

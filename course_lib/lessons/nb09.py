@@ -1,14 +1,81 @@
-"""Notebook 09 (memory): the exercise checks."""
+"""Notebook 09 (memory): the estimate held against what is live at the peak; the exercise checks."""
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Mapping
 
 import torch
 from torch import nn
 
 from course_lib import check
-from course_lib.memory import activation_bytes
+from course_lib.memory import MemoryEstimate, activation_bytes
+from course_lib.units import fmt_bytes
+
+# Each term of memory.MemoryEstimate and the profiler's category that holds those bytes
+# (course_lib.timeline names them as torch.profiler does)
+TERM_CATEGORY = {"parameters": "parameter", "gradients": "gradient", "optimizer state": "optimizer state",
+                 "activations": "activation"}
+
+
+def _join(words: list[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    return " and ".join(filter(None, [", ".join(words[:-1]), words[-1]])) if words else ""
+
+
+def estimate_at_peak(est: MemoryEstimate, at_peak: Mapping[str, int], phase: str | None,
+                     close: float = 0.05) -> tuple[list[tuple[str, int | None, int]], str]:
+    """The estimate's terms beside the bytes live in each category at the measured peak, and
+    a sentence saying which terms match (within `close` of each other) and which stand in for
+    which: a term counted but not live at the peak, bytes live there that no term counts.
+
+    `at_peak`: category -> bytes at the peak (:meth:`course_lib.timeline.Timeline.at`);
+    `phase`: the phase the peak falls in (None: none named). Rows: (term / category, estimated bytes or None for
+    a category the estimate has no term for, live bytes), then the totals.
+    """
+    estimated = dict(zip(TERM_CATEGORY, (est.params, est.grads, est.optimizer, est.activations)))
+    rows: list[tuple[str, int | None, int]] = [
+        (f"{term} / {cat}" if term != cat else term, estimated[term], at_peak.get(cat, 0))
+        for term, cat in TERM_CATEGORY.items()]
+    left_out = {cat: n for cat, n in at_peak.items() if cat not in TERM_CATEGORY.values() and n}
+    rows += [(f"(no term) / {cat}", None, n) for cat, n in left_out.items()]
+    live_total = sum(at_peak.values())
+    rows.append(("total", est.total, live_total))
+
+    right: list[str] = []
+    over: dict[str, tuple[int, int]] = {}  # term -> (estimated, live), estimated beyond what is live
+    beyond: dict[str, int] = {}  # category -> bytes live beyond its term
+    for term, cat in TERM_CATEGORY.items():
+        guess, live = estimated[term], at_peak.get(cat, 0)
+        if abs(guess - live) <= close * max(guess, live):
+            right.append(term)
+        elif guess > live:
+            over[term] = (guess, live)
+        else:
+            beyond[cat] = live - guess
+    parts = [f"the estimate's {_join(right)} match what is live (within {100 * close:g} %)" if right
+             else "none of the estimate's terms matches what is live"]
+    parts += [f"its {t} ({fmt_bytes(g)}) {'are' if t.endswith('s') else 'is'} not live at all" if not n
+              else f"of its {t} ({fmt_bytes(g)}), {fmt_bytes(n)} {'are' if t.endswith('s') else 'is'} live"
+              for t, (g, n) in over.items()]
+    if left_out:
+        one = len(left_out) == 1
+        parts.append(f"{_join([f'{cat} ({fmt_bytes(n)})' for cat, n in left_out.items()])} "
+                     f"{'is' if one else 'are'} live and {'has' if one else 'have'} no term in the estimate")
+    parts += [f"{cat} {fmt_bytes(n)} beyond its term" for cat, n in beyond.items()]
+    said = [f"At the peak{f', during {phase!r}' if phase else ''}: " + "; ".join(parts) + "."]
+    missing = sum(g - n for g, n in over.values())  # estimated but not live
+    extra = sum(left_out.values()) + sum(beyond.values())  # live but not estimated
+    error = 100 * (est.total - live_total) / live_total if live_total else 0.0
+    if missing and extra and abs(missing - extra) <= 0.5 * max(missing, extra):
+        said.append(f"The {fmt_bytes(extra)} live but not estimated stand in for the {fmt_bytes(missing)} "
+                    f"estimated but not live: the total's {error:+.1f} % comes from two errors "
+                    "that nearly cancel, not from every term being right.")
+    elif missing or extra:
+        said.append(f"The total is off by {error:+.1f} %: {fmt_bytes(missing)} estimated but not live, "
+                    f"{fmt_bytes(extra)} live but not estimated.")
+    else:
+        said.append(f"Every term is live at the peak as estimated: the total is off by {error:+.1f} %.")
+    return rows, " ".join(said)
 
 
 @check.exercise()
