@@ -236,12 +236,15 @@ _KIND_COLOURS = {"matmul": "tab:blue", "attention": "tab:purple", "element-wise"
 
 
 def roofline(ax: Axes, ops: Sequence, peak_flops: float, roofs: Mapping[str, float],
-             title: str = "") -> Axes:
+             title: str = "", labels: int = 5) -> Axes:
     """The roofline on log-log axes: FLOP/s against arithmetic intensity (FLOP/B).
 
     `roofs` maps a name to a measured bandwidth (B/s), each drawn as min(peak, I·W); `ops`
-    are :class:`course_lib.roofline.OpTime` (those with FLOPs and time), one dot each at
-    (intensity, achieved FLOP/s), coloured by kind, its area by its share of the time."""
+    are :class:`course_lib.roofline.OpTime`, those with FLOPs, bytes and time placed, one dot
+    each at (intensity, achieved FLOP/s), coloured by kind, its area proportional to its share
+    of all the ops' time (copies included: they have no FLOPs and are not placed). The
+    `labels` op names that took the most time are written beside their costliest point (short
+    names: "sdpa bwd", "mm")."""
     placed = [o for o in ops if o.flops > 0 and o.seconds > 0 and o.bytes > 0]
     if not placed:
         raise ValueError("No op to place: each needs FLOPs, bytes and a measured time.")
@@ -251,16 +254,25 @@ def roofline(ax: Axes, ops: Sequence, peak_flops: float, roofs: Mapping[str, flo
     for (name, bw), style in zip(roofs.items(), ("-", "--", ":", "-.")):
         ax.plot(grid, [min(peak_flops, x * bw) for x in grid], style, color="black", lw=1.2,
                 label=f"{name}: {bw / 1e9:,.3g} GB/s, peak {peak_flops / 1e9:,.4g} GFLOP/s")
-    total = sum(o.seconds for o in placed)
+    total = sum(o.seconds for o in ops if o.seconds > 0)
     for kind, colour in _KIND_COLOURS.items():
         mine = [o for o in placed if o.kind == kind]
-        if mine:
+        if mine:  # area ∝ share of the time: 1000 pt² for all of it, a dot at least
             ax.scatter([o.intensity for o in mine], [o.rate for o in mine], c=colour, alpha=0.7,
-                       s=[20 + 600 * o.seconds / total for o in mine], label=kind, edgecolors="none")
+                       s=[max(2.0, 1000 * o.seconds / total) for o in mine], label=kind, edgecolors="none")
+    named: dict = {}  # the costliest op of each short name, the costliest names first
+    for o in sorted(placed, key=lambda o: -o.seconds):
+        named.setdefault(o.short, o)
+    for k, o in enumerate(list(named.values())[:labels]):  # above and below in turn: neighbours' labels apart
+        ax.annotate(o.short, (o.intensity, o.rate), xytext=(6, 4 if k % 2 == 0 else -10),
+                    textcoords="offset points", fontsize=7)
     ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP / byte)",
            ylabel="achieved FLOP/s", title=title)
     ax.grid(True, which="both", alpha=0.25)
-    ax.legend(fontsize=7, loc="lower right")
+    legend = ax.legend(fontsize=7, loc="lower right", title="marker area ∝ share of op time", title_fontsize=7)
+    for handle in legend.legend_handles:
+        if hasattr(handle, "set_sizes"):  # the kinds' markers (the roofs are lines)
+            handle.set_sizes([25.0])  # the same size for every kind, whatever its first op's share
     return ax
 
 

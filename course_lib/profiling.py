@@ -9,8 +9,10 @@ and Holistic Trace Analysis read too:
 - :func:`breakdown`: each step's time by category. On a GPU, the GPU's timeline, as
   HTA's temporal breakdown: *compute* (kernels), *copies* (memcpy, memset), *waiting*
   (idle: the GPU waits for the CPU to queue work). On a CPU, where ops run as they are
-  called: *compute* (ops), *copies* (copy, fill and concatenate ops), *waiting* (ops that
-  read a value back to the host), *framework* (the rest: Python, dispatch, autograd).
+  called: *compute* (ops), *copies* (copy, fill and concatenate ops), *waiting* (the reads
+  of a tensor's value into Python that :func:`syncs` counts, ``.item()`` and the like: on a
+  GPU the host would wait there for the device; on a CPU the value is ready, so only the
+  read itself), *framework* (the rest: Python, dispatch, autograd).
 - :func:`syncs`: per step, the calls that made the CPU wait for a device value.
 - :class:`SyncCounter`: the same found while code runs, from the ops' own tags, on any
   device (on a GPU, ``torch.cuda.set_sync_debug_mode`` says it too).
@@ -136,17 +138,43 @@ def _self_times(ops: Sequence[dict]) -> list[float]:
     return [max(s, 0.0) for s in selfs]
 
 
+def _host_reads(ops: Sequence[dict], parents: Sequence[int | None]) -> list[int]:
+    """Indices of the ops among `ops` (a trace's CPU ops and CUDA calls, `parents` from
+    :func:`_parents`) that read a value for the host and count as a sync (:func:`syncs`): a
+    :data:`SYNC_OPS` op called by user code, directly or through :data:`SYNC_WRAPPERS`, not
+    by another op; in a trace with CUDA calls, only one with a synchronize or a copy below it."""
+    on_gpu = any(e.get("cat") in LAUNCH_CATS for e in ops)
+    waited_in: set[int] = set()  # ops with a synchronize or copy somewhere below them
+    for i, e in enumerate(ops):
+        if e.get("cat") in LAUNCH_CATS and (e["name"] in SYNC_RUNTIME or e["name"].startswith("cudaMemcpy")):
+            j = parents[i]
+            while j is not None and j not in waited_in:
+                waited_in.add(j)
+                j = parents[j]
+    reads = []
+    for i, e in enumerate(ops):
+        if e.get("cat") != "cpu_op" or e["name"] not in SYNC_OPS:
+            continue
+        j = parents[i]
+        while j is not None and ops[j]["name"] in SYNC_WRAPPERS:  # called by user code (item, is_nonzero…)
+            j = parents[j]
+        if j is None and (not on_gpu or i in waited_in):  # … or by an op, whose own business it is
+            reads.append(i)
+    return reads
+
+
 def _cpu_breakdown(events: Sequence[dict], ranges: Sequence[tuple[float, float]]) -> list[dict[str, float]]:
-    ops = [e for e in events if e.get("cat") in ("cpu_op", "cuda_runtime")]
+    ops = [e for e in events if e.get("cat") in ("cpu_op", *LAUNCH_CATS)]
     selfs = _self_times(ops)
+    reads = set(_host_reads(ops, _parents(ops)))  # the reads syncs() counts, by the same rule
     starts = [s for s, _ in ranges]
     out = [dict.fromkeys(CPU_CATEGORIES, 0.0) for _ in ranges]
-    for e, self_us in zip(ops, selfs):
+    for k, (e, self_us) in enumerate(zip(ops, selfs)):
         i = _step_of(ranges, starts, e["ts"])
         if i is None:
             continue  # outside every step
         name = e["name"]
-        if name in SYNC_OPS or name in SYNC_RUNTIME:
+        if k in reads or name in SYNC_RUNTIME:
             cat = "waiting"
         elif name in COPY_OPS:
             cat = "copies"
@@ -222,16 +250,6 @@ def syncs(events: Sequence[dict]) -> list[StepSyncs]:
     ranges = steps(events)
     starts = [s for s, _ in ranges]
     ops = [e for e in events if e.get("cat") in ("cpu_op", *LAUNCH_CATS)]
-    parents = _parents(ops)
-    on_gpu = any(e.get("cat") in LAUNCH_CATS for e in ops)
-    waits = {i for i, e in enumerate(ops) if e.get("cat") in LAUNCH_CATS
-             and (e["name"] in SYNC_RUNTIME or e["name"].startswith("cudaMemcpy"))}
-    waited_in: set[int] = set()  # ops with a synchronize or copy somewhere below them
-    for i in waits:
-        j = parents[i]
-        while j is not None and j not in waited_in:
-            waited_in.add(j)
-            j = parents[j]
     out = [StepSyncs() for _ in ranges]
     counted_spans: list[tuple[float, float, Any]] = []
 
@@ -241,17 +259,8 @@ def syncs(events: Sequence[dict]) -> list[StepSyncs]:
             out[i].counts[e["name"]] = out[i].counts.get(e["name"], 0) + 1
             out[i].seconds += e["dur"] / 1e6
 
-    for i, e in enumerate(ops):
-        if e.get("cat") != "cpu_op" or e["name"] not in SYNC_OPS:
-            continue
-        j, inside_work = parents[i], False
-        while j is not None:  # called by user code (through item, is_nonzero…) or by an op?
-            if ops[j]["name"] not in SYNC_WRAPPERS:
-                inside_work = True
-                break
-            j = parents[j]
-        if inside_work or (on_gpu and i not in waited_in):
-            continue
+    for i in _host_reads(ops, _parents(ops)):
+        e = ops[i]
         add(e)
         counted_spans.append((e["ts"], e["ts"] + e["dur"], e.get("tid")))
     for e in ops:

@@ -11,16 +11,20 @@ can run at most at min(P, I·W) FLOP/s: below the ridge I = P / W it is *memory-
   formulas, ``torch.utils.flop_counter``, for matmuls and attention, of which a causal call
   counts the part of the square its kernel computes; one per element
   for the rest) and the bytes it reads and writes, each operand once (the ideal traffic).
-- :func:`measure_ops`: the same ops timed by ``torch.profiler`` (a range around each;
-  on a GPU the kernels it launched), grouped by op and shapes: what to place on the plot.
+- :func:`measure_ops`: the same ops timed by ``torch.profiler`` (on a CPU each op's own
+  record, on a GPU the kernels it launched), grouped by op and shapes: what to place on the
+  plot; and the whole step timed without the profiler in the same turns, to set their sum beside.
 """
 
 from __future__ import annotations
 
 import math
-from bisect import bisect_left, bisect_right
 import os
+import re
+import statistics
 import tempfile
+import time
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -30,6 +34,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import FlopCounterMode, flop_registry, sdpa_backward_flop_count, sdpa_flop_count
 
+from course_lib import bench
 from course_lib.device import sync
 from course_lib.memory import quiet_stderr
 from course_lib.profiling import COPY_OPS, gpu_work, load_trace
@@ -43,6 +48,20 @@ _RANGE = "roofline op #"
 
 def _name(func: torch._ops.OpOverload) -> str:
     return str(func.overloadpacket).replace("aten.", "aten::", 1)
+
+
+def short_name(name: str) -> str:
+    """An op's name for a label: without ``aten::``, its leading and trailing underscores and
+    ``native_``, any fused attention as "sdpa", "_backward" as " bwd":
+    ``aten::_scaled_dot_product_flash_attention_for_cpu_backward`` -> "sdpa bwd",
+    ``aten::native_layer_norm_backward`` -> "layer_norm bwd", ``aten::_fused_adamw_`` -> "fused_adamw"."""
+    base = name.split("::")[-1]
+    backward = base.endswith("_backward")
+    base = base.removesuffix("_backward").strip("_")
+    if "attention" in base:
+        base = "sdpa"
+    base = re.sub(r"^native_", "", base)
+    return base + (" bwd" if backward else "")
 
 
 def touched_bytes(t: torch.Tensor) -> int:
@@ -219,45 +238,93 @@ class OpTime:
         return self.bytes / self.seconds if self.seconds > 0 else 0.0
 
     @property
+    def short(self) -> str:
+        """The op's short name (:func:`short_name`): "sdpa bwd", "mm"."""
+        return short_name(self.name)
+
+    @property
     def label(self) -> str:
+        """Short name and the first three input shapes: "mm 512×2048 · 2048×128"."""
         dims = " · ".join("×".join(map(str, s)) for s in self.shapes[:3])
-        return f"{self.name.removeprefix('aten::')} {dims}".strip()
+        return f"{self.short} {dims}".strip()
 
 
-def measure_ops(fn: Callable[[], object], device: torch.device | str, steps: int = 3) -> list[OpTime]:
-    """Run `fn` (one training step) once to warm up, then `steps` times under
-    ``torch.profiler`` with every ATen op counted (:class:`OpCostRecorder`) and timed: on a CPU
-    the op's range, on a GPU the kernels and copies launched inside it. Ops with the same
-    name and shapes are grouped; calls, FLOPs, bytes and seconds are per step, the
-    slowest first."""
+@dataclass
+class StepOps:
+    """What :func:`measure_ops` measured: `ops`, each (op, shapes) group's calls, FLOPs, bytes
+    and seconds per step, the slowest first; `step`, the whole step timed without the profiler;
+    `profiled`, the whole step as the profiled steps took it (every op counted and recorded),
+    timed in the same turns."""
+
+    ops: list[OpTime]
+    step: bench.Timing
+    profiled: bench.Timing
+
+    @property
+    def op_seconds(self) -> float:
+        """The ops' seconds per step, added up."""
+        return sum(o.seconds for o in self.ops)
+
+
+def measure_ops(fn: Callable[[], object], device: torch.device | str, steps: int = 3) -> StepOps:
+    """Run `fn` (one training step) once to warm up, then `steps` turns of two steps each: one
+    timed without the profiler, one under ``torch.profiler`` with every ATen op counted
+    (:class:`OpCostRecorder`, a range around each call) and timed: on a CPU the profiler's own
+    record of the op (its calls inside included; the range and the Python around it left out),
+    on a GPU the kernels and copies launched inside its range. Ops with the same name and
+    shapes are grouped; calls, FLOPs, bytes and seconds are per step (seconds: the median
+    over the steps), the slowest first."""
     dev = torch.device(device)
     fn()
     sync(dev)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
-    ranges: dict[int, OpCost] = {}
-    with quiet_stderr(), profile(activities=activities) as prof:
-        for _ in range(steps):
-            with OpCostRecorder(timed=True, first=len(ranges) and max(ranges) + 1) as c:
+    timed: list[tuple[dict[int, OpCost], dict[int, float]]] = []  # each step's ops and their seconds
+    plain, profiled = [], []
+    for _ in range(steps):
+        sync(dev)
+        start = time.perf_counter()
+        fn()
+        sync(dev)
+        plain.append(time.perf_counter() - start)
+        with quiet_stderr(), profile(activities=activities) as prof:
+            start = time.perf_counter()
+            with OpCostRecorder(timed=True) as c:
                 fn()
             sync(dev)
-            ranges.update(c.ranges)
-    fd, path = tempfile.mkstemp(suffix=".json")
-    os.close(fd)
-    try:
-        prof.export_chrome_trace(path)
-        events = load_trace(path)
-    finally:
-        os.remove(path)
-    return _grouped(ranges, _range_seconds(events, dev), steps)
+            profiled.append(time.perf_counter() - start)
+        fd, path = tempfile.mkstemp(suffix=".json")
+        os.close(fd)
+        try:
+            prof.export_chrome_trace(path)
+            timed.append((c.ranges, _range_seconds(load_trace(path), dev)))
+        finally:
+            os.remove(path)
+    turns = object()  # the two timings pair turn by turn (bench.speedup)
+    return StepOps(_grouped(timed),
+                   bench.timing_of(plain, name="step, no profiler", device=dev, turns_id=turns),
+                   bench.timing_of(profiled, name="step, every op timed", device=dev, turns_id=turns))
 
 
 def _range_seconds(events: Sequence[dict], dev: torch.device) -> dict[int, float]:
-    """Seconds of each ``roofline op #k`` range, by k: the range itself on a CPU, the GPU
-    work launched inside it (same thread) on a GPU."""
+    """Seconds of the op inside each ``roofline op #k`` range, by k: on a CPU the first,
+    outermost op record inside the range (same thread), on a GPU the GPU work launched
+    inside it (same thread)."""
     spans = {int(e["name"][len(_RANGE):]): e for e in events
              if e.get("cat") == "user_annotation" and e["name"].startswith(_RANGE)}
     if dev.type != "cuda":
-        return {k: e["dur"] / 1e6 for k, e in spans.items()}
+        ops: dict[Any, list[dict]] = {}
+        for e in events:  # in time order
+            if e.get("cat") == "cpu_op":
+                ops.setdefault((e.get("pid"), e.get("tid")), []).append(e)
+        starts = {key: [e["ts"] for e in mine] for key, mine in ops.items()}
+        out = {}
+        for k, s in spans.items():
+            key = (s.get("pid"), s.get("tid"))
+            mine, at = ops.get(key, []), starts.get(key, [])
+            inside = mine[bisect_left(at, s["ts"]):bisect_left(at, s["ts"] + s["dur"])]
+            first = min(inside, key=lambda e: (e["ts"], -e["dur"]), default=None)
+            out[k] = (first["dur"] if first is not None else s["dur"]) / 1e6
+        return out
     work = gpu_work(events)  # sorted by launch time
     times = [t for t, _, _ in work]
     out = {}
@@ -267,20 +334,27 @@ def _range_seconds(events: Sequence[dict], dev: torch.device) -> dict[int, float
     return out
 
 
-def _grouped(ranges: dict[int, OpCost], seconds: dict[int, float], steps: int) -> list[OpTime]:
-    """Calls, FLOPs, bytes and seconds per step of each (op, shapes), the slowest first."""
+def _grouped(steps: Sequence[tuple[dict[int, OpCost], dict[int, float]]]) -> list[OpTime]:
+    """Calls, FLOPs, bytes and seconds per step of each (op, shapes), the slowest first, from
+    each step's ops and their seconds (by range number). Calls, FLOPs and bytes are the mean
+    over the steps, seconds the median of the group's seconds in each step: a step that
+    the machine slowed (another program's turn on its cores) moves it less."""
     groups: dict[tuple, OpTime] = {}
-    for k, op in ranges.items():
-        g = groups.setdefault((op.name, op.shapes), OpTime(op.name, op.shapes, op.kind, 0, 0.0, 0.0, 0.0))
-        g.calls += 1
-        g.flops += op.flops
-        g.bytes += op.bytes
-        g.seconds += seconds.get(k, 0.0)
-    for g in groups.values():
-        g.calls = round(g.calls / steps)
-        g.flops /= steps
-        g.bytes /= steps
-        g.seconds /= steps
+    per_step: dict[tuple, list[float]] = {}
+    for i, (ranges, seconds) in enumerate(steps):
+        for k, op in ranges.items():
+            key = (op.name, op.shapes)
+            g = groups.setdefault(key, OpTime(op.name, op.shapes, op.kind, 0, 0.0, 0.0, 0.0))
+            g.calls += 1
+            g.flops += op.flops
+            g.bytes += op.bytes
+            times = per_step.setdefault(key, [0.0] * len(steps))
+            times[i] += seconds.get(k, 0.0)
+    for key, g in groups.items():
+        g.calls = round(g.calls / len(steps))
+        g.flops /= len(steps)
+        g.bytes /= len(steps)
+        g.seconds = statistics.median(per_step[key])
     return sorted(groups.values(), key=lambda g: -g.seconds)
 
 

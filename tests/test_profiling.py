@@ -299,8 +299,24 @@ def test_syncs_of_a_cpu_step_with_a_fused_optimizer(tmp_path):
             loss.item()
             prof.step()
     prof.export_chrome_trace(str(tmp_path / "t.json"))
-    found = profiling.syncs(profiling.load_trace(tmp_path / "t.json"))
+    events = profiling.load_trace(tmp_path / "t.json")
+    found = profiling.syncs(events)
     assert [s.counts for s in found] == [{"aten::_local_scalar_dense": 1}] * 2
+    for s, row in zip(found, profiling.breakdown(events, "cpu")):  # "waiting": the reads syncs counts, no others
+        assert row["waiting"] == pytest.approx(s.seconds, abs=1e-9)
+
+
+def test_cpu_breakdown_waits_where_syncs_counts_a_read_and_nowhere_else():
+    events = [_ev("ProfilerStep#1", "user_annotation", 0, 100),
+              _ev("aten::_fused_adamw_", "cpu_op", 5, 20),  # reads its step counts itself: its compute
+              _ev("aten::_local_scalar_dense", "cpu_op", 6, 1),
+              _ev("aten::item", "cpu_op", 30, 10),  # loss.item(): the user's read
+              _ev("aten::_local_scalar_dense", "cpu_op", 31, 8)]
+    (row,) = profiling.breakdown(events, "cpu")
+    (step,) = profiling.syncs(events)
+    assert step.counts == {"aten::_local_scalar_dense": 1}
+    assert row["waiting"] == pytest.approx(step.seconds) == pytest.approx(8e-6, abs=1e-12)
+    assert row["compute"] == pytest.approx(19e-6 + 1e-6 + 2e-6, abs=1e-12)  # adamw, its read, item's own
 
 
 # ---- SyncCounter and is_sync -----------------------------------------------------------

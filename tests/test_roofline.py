@@ -15,8 +15,9 @@ from torch.utils.flop_counter import FlopCounterMode, flop_registry  # noqa: E40
 
 from course_lib import bench, plot, units  # noqa: E402
 from course_lib.models import GPT, GPTConfig  # noqa: E402
-from course_lib.roofline import (KINDS, OpTime, attainable, bound, causal_share, count_ops, measure_ops,  # noqa: E402
-                                 ridge, total_flops, touched_bytes)
+from course_lib.roofline import (KINDS, OpCost, OpTime, StepOps, _grouped, _range_seconds, attainable,  # noqa: E402
+                                 bound, causal_share, count_ops, measure_ops, ridge, short_name, total_flops,
+                                 touched_bytes)
 
 # ---- count_ops --------------------------------------------------------------------------
 
@@ -186,8 +187,14 @@ def test_measure_ops_on_a_cpu_training_step():
         model(x).square().mean().backward()
         opt.step()
 
-    rows = measure_ops(step, "cpu", steps=2)
+    measured = measure_ops(step, "cpu", steps=2)
+    assert isinstance(measured, StepOps)
+    rows = measured.ops
     assert rows and all(isinstance(r, OpTime) for r in rows)
+    assert measured.op_seconds == pytest.approx(sum(r.seconds for r in rows))
+    for t in (measured.step, measured.profiled):  # the whole step, both ways, once per turn
+        assert isinstance(t, bench.Timing) and t.runs == 2 and t.median_s > 0
+    assert bench.speedup(measured.step, measured.profiled).rounds == 2  # paired turn by turn
     seconds = [r.seconds for r in rows]
     assert seconds == sorted(seconds, reverse=True)
     assert all(s >= 0 for s in seconds) and seconds[0] > 0
@@ -203,6 +210,47 @@ def test_measure_ops_on_a_cpu_training_step():
         _, flops, nbytes = groups[(r.name, r.shapes)]
         assert r.flops == pytest.approx(flops, rel=1e-6) and r.bytes == pytest.approx(nbytes, rel=1e-6)
     assert sum(r.flops for r in rows) == pytest.approx(sum(o.flops for o in one), rel=1e-6)
+
+
+def _event(name, cat, ts, dur, tid=1):
+    return {"ph": "X", "name": name, "cat": cat, "ts": float(ts), "dur": float(dur), "pid": 1, "tid": tid}
+
+
+def test_range_seconds_on_a_cpu_are_the_ops_own_record():
+    events = [_event("aten::mm", "cpu_op", 0, 100),  # the call that entered the counting mode
+              _event("roofline op #0", "user_annotation", 10, 80),  # the range the mode opened
+              _event("aten::mm", "cpu_op", 30, 40),  # the op itself, run from the mode
+              _event("aten::empty", "cpu_op", 35, 5),  # called by it: inside its record
+              _event("roofline op #1", "user_annotation", 200, 50),
+              _event("aten::add", "cpu_op", 210, 20),
+              _event("aten::relu", "cpu_op", 205, 30, tid=2),  # another thread: not this range's
+              _event("roofline op #2", "user_annotation", 300, 10)]  # no op recorded inside: the range
+    out = _range_seconds(sorted(events, key=lambda e: e["ts"]), torch.device("cpu"))
+    assert out == pytest.approx({0: 40e-6, 1: 20e-6, 2: 10e-6})
+
+
+def test_grouped_takes_the_median_step_of_each_group():
+    mm = OpCost("aten::mm", ((2, 2), (2, 2)), "matmul", 16.0, 48.0)
+    add = OpCost("aten::add", ((2, 2), (2, 2)), "element-wise", 4.0, 48.0)
+    steps = [({0: mm, 1: mm, 2: add}, {0: 1.0, 1: 1.0, 2: 0.5}),
+             ({5: mm, 6: mm, 7: add}, {5: 9.0, 6: 9.0, 7: 0.25}),  # a step the machine slowed
+             ({8: mm, 9: mm, 10: add}, {8: 2.0, 9: 2.0, 10: 1.0})]
+    first, second = _grouped(steps)
+    assert (first.name, first.calls, first.flops, first.bytes) == ("aten::mm", 2, 32.0, 96.0)
+    assert first.seconds == 4.0  # the median of 2, 18 and 4
+    assert (second.name, second.calls, second.seconds) == ("aten::add", 1, 0.5)
+
+
+@pytest.mark.parametrize("name, short", [
+    ("aten::_scaled_dot_product_flash_attention_for_cpu_backward", "sdpa bwd"),
+    ("aten::_scaled_dot_product_flash_attention_for_cpu", "sdpa"),
+    ("aten::_efficient_attention_backward", "sdpa bwd"),
+    ("aten::native_layer_norm_backward", "layer_norm bwd"),
+    ("aten::_fused_adamw_", "fused_adamw"),
+    ("aten::mm", "mm"),
+    ("aten::gelu_backward", "gelu bwd")])
+def test_short_names(name, short):
+    assert short_name(name) == short
 
 
 # ---- the roofline -----------------------------------------------------------------------
@@ -224,7 +272,7 @@ def test_optime_properties():
     assert t.rate == pytest.approx(420.0 / 2e-6)
     assert t.bandwidth == pytest.approx(84.0 / 2e-6)
     assert t.intensity == 5.0
-    assert "mm" in t.label and "aten::" not in t.label
+    assert t.short == "mm" and t.label.startswith("mm ") and "aten::" not in t.label
     assert "3×5" in t.label and "5×7" in t.label
     idle = OpTime("aten::empty_like", (), "reduction & other", 1, 0.0, 0.0, 0.0)
     assert idle.rate == 0.0 and idle.bandwidth == 0.0 and idle.intensity == math.inf
@@ -277,6 +325,26 @@ def test_plot_roofline_one_scatter_per_kind():
         for line, bw in zip(ax.lines, roofs.values()):  # each roof is min(P, I·W)
             xs, ys = line.get_data()
             assert list(ys) == pytest.approx([min(1e12, x * bw) for x in xs])
+    finally:
+        plt.close(fig)
+
+
+def test_plot_roofline_areas_labels_and_legend():
+    ops = [_op("aten::mm", "matmul", 1e9, 1e6, 4e-3),
+           _op("aten::_scaled_dot_product_flash_attention_for_cpu_backward", "attention", 1e9, 1e7, 3e-3),
+           _op("aten::gelu", "element-wise", 1e6, 8e6, 1e-3),
+           _op("aten::copy_", "copy", 0.0, 8e6, 2e-3)]  # not placed, but in the total the shares are of
+    fig, ax = plt.subplots()
+    try:
+        plot.roofline(ax, ops, 1e12, {"DRAM": 20e9}, labels=2)
+        sizes = {c.get_label(): list(c.get_sizes()) for c in ax.collections}
+        assert sizes == {"matmul": [pytest.approx(400.0)], "attention": [pytest.approx(300.0)],
+                         "element-wise": [pytest.approx(100.0)]}  # area ∝ share of all the ops' time
+        assert sorted(t.get_text() for t in ax.texts) == ["mm", "sdpa bwd"]  # the 2 costliest, short names
+        legend = ax.get_legend()
+        assert "share of op time" in legend.get_title().get_text()
+        marks = [h for h in legend.legend_handles if hasattr(h, "get_sizes")]
+        assert len(marks) == 3 and all(list(h.get_sizes()) == [marks[0].get_sizes()[0]] for h in marks)
     finally:
         plt.close(fig)
 
