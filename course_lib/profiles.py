@@ -163,12 +163,16 @@ NOTEBOOKS: tuple[Notebook, ...] = (
                           steps=4, half_steps=3, half_width=8, half_resolution=16, half_batch=32, controls=1,
                           demo_batch=32, log_every=1, channels_last=False,
                           widget_steps=3, repeats=3, check_steps=2, opt_run_s=0.03, lr=3e-3, sgd_lr=0.05),
-            "cpu": dict(model="smallcnn", width=16, resolution=32, n_train=2048, batch_size=64,
-                        steps=90, half_steps=80, half_width=16, half_resolution=32, half_batch=64, controls=3,
+            "cpu": dict(model="smallcnn", width=16, resolution=16, n_train=2048, batch_size=64,
+                        steps=90, half_steps=80, half_width=16, half_resolution=16, half_batch=64, controls=3,
                         demo_batch=64, log_every=1, channels_last=False,
                         widget_steps=5, repeats=10, check_steps=3, opt_run_s=0.3, lr=3e-3, sgd_lr=0.02),
             # cpu: with 20 .half() steps, or SGD at 0.05, fp32 SGD stayed near chance (1.90 and 1.82 after
-            # 80); 80 steps at 0.02 reach 1.57 (2-core EPYC, 2026-11-25): a comparison with a verdict
+            # 80); 80 steps at 0.02 reach 1.57 at 32 px (2-core EPYC, 2026-11-25): a comparison with a verdict.
+            # 16 px, not 32: fp16 convolutions have no fast CPU kernel (convolution_backward took 99 % of
+            # an fp16 step, 1.4 s against 27 ms in fp32 at 32 px), so at 32 px the fp16 runs alone took
+            # ~5 min and the notebook 377 s; at 16 px it ran in 96 s and fp32 SGD reached 1.22 after
+            # 80 steps (2-core Xeon, 2026-11-27).
             "gpu": dict(model="resnet50", width=0, resolution=128, n_train=4096, batch_size=256,
                         steps=150, half_steps=80, half_width=16, half_resolution=32, half_batch=64, controls=2,
                         demo_batch=32, log_every=2, channels_last=True,
