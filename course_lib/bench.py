@@ -171,14 +171,23 @@ class Ratio:
         its range's bound nearest 1 as 1.00 (0.996× (0.993–0.998), not 1.00× (0.99–1.00))."""
         if self.within_noise or self.lo == self.hi:
             return 2
+        if 0 < self.lo < 0.1:  # far below 1: enough digits that the range does not collapse (0.033, not 0.03)
+            return min(4, 1 + math.ceil(-math.log10(self.lo)))
         nearest = self.lo if self.value > 1 else self.hi
         return next((d for d in (2, 3) if f"{nearest:.{d}f}" != f"{1:.{d}f}"), 4)
 
     @property
     def phrase(self) -> str:
-        """How a verdict says it: '1.10× faster', or below 1 the inverse, '1.08× slower'."""
+        """How a verdict says it: '1.10× faster', or below 1 the inverse, '1.08× slower'; far below 1
+        with the inverse's range, '29.9× slower (27.0–33.3×)'."""
         d = self.decimals
-        return f"{self.value:.{d}f}× {self.more}" if self.value >= 1 else f"{1 / self.value:.{d}f}× {self.less}"
+        if self.value >= 1:
+            return f"{self.value:.{d}f}× {self.more}"
+        inv = 1 / self.value
+        if self.value >= 0.5 or self.within_noise or self.lo <= 0:
+            return f"{inv:.{d}f}× {self.less}"
+        di = 1 if inv >= 10 else 2
+        return f"{inv:.{di}f}× {self.less} ({1 / self.hi:.{di}f}–{1 / self.lo:.{di}f}×)"
 
     @property
     def doubt(self) -> str:

@@ -308,6 +308,13 @@ def test_ratio_phrase_says_slower_with_the_inverse():
     assert bench.ratio_of("x", 2.0, 1.5, 2.5).phrase == "2.00× higher"
 
 
+def test_a_ratio_far_below_one_keeps_its_range_and_says_the_slowdown_with_its_range():
+    slow = bench.Ratio("fp16 vs fp32", 0.0334, 0.030, 0.037)
+    assert str(slow) == "fp16 vs fp32: 0.033× (0.030–0.037) | 29.9× slower (27.0–33.3×), beyond the spread of the repeats"
+    assert bench.Ratio("a vs b", 0.41, 0.40, 0.42).phrase == "2.44× slower (2.38–2.50×)"
+    assert bench.Ratio("a vs b", 0.78, 0.75, 0.80).phrase == "1.28× slower"
+
+
 def test_a_small_difference_beyond_the_spread_gets_the_decimals_that_show_it():
     tiny = bench.Ratio("n=8192 vs the peak", 0.996, 0.993, 0.998, more="higher", less="lower")
     assert str(tiny) == "n=8192 vs the peak: 0.996× (0.993–0.998) | 1.004× lower, beyond the spread of the repeats"

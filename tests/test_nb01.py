@@ -30,14 +30,24 @@ def test_same_peak_verdict_follows_the_ratio():
     assert "agree" in nb01.same_peak_verdict(agree, peak, [512, 1024, 2048])
     wide = bench.ratio_of("best vs peak", 1.21, 0.96, 1.30)
     said = nb01.same_peak_verdict(wide, peak, [512, 1024, 2048])
-    assert "too wide" in said and "121%" in said and "agree" not in said
+    assert "too wide" in said and "agree" not in said
     faster = bench.rate_ratio(_rate(2048, 120e9), peak)
     said = nb01.same_peak_verdict(faster, peak, [512, 1024, 2048])
-    assert "20% faster" in said and "120%" in said
-    slower = bench.rate_ratio(_rate(1024, 80e9), peak)
+    assert "2048×2048 matmul ran 20% faster" in said and "changed" in said
+    slower = bench.rate_ratio(_rate(2048, 80e9), peak)
     assert "20% slower" in nb01.same_peak_verdict(slower, peak, [512, 1024, 2048])
-    beyond = nb01.same_peak_verdict(slower, peak, [512, 1024])  # the peak's size is not on the curve
+    short = bench.rate_ratio(_rate(1024, 80e9), peak)
+    beyond = nb01.same_peak_verdict(short, peak, [512, 1024])  # the peak's size is not on the curve
     assert "stops at n=1024" in beyond and "n=2048" in beyond and "25% faster" in beyond  # 100 / 80
+    other = nb01.same_peak_verdict(bench.rate_ratio(_rate(4096, 130e9), peak), peak, [1024, 4096])
+    assert "not in this curve" in other and "30%" in other
+
+
+def test_the_curve_is_compared_with_the_peak_at_the_peaks_own_size():
+    peak = _rate(1024, 100e9, "peak: matmul 1024×1024")
+    curve = [_rate(512, 90e9), _rate(1024, 101e9), _rate(2048, 120e9)]
+    assert nb01.point_at_peak_size(curve, peak) is curve[1]  # not the curve's best point, n=2048
+    assert nb01.point_at_peak_size(curve[::2], peak) is curve[2]  # no n=1024: the best point
 
 
 def test_cpu_16bit_verdict_follows_the_ratio_and_the_flags():
@@ -52,3 +62,14 @@ def test_cpu_16bit_verdict_follows_the_ratio_and_the_flags():
     assert "cannot be told apart" in nb01.cpu_16bit_verdict("bf16", same, [])
     said = nb01.cpu_16bit_verdict("fp16", slow, ["avx512_bf16", "avx512_fp16"])
     assert said.startswith("fp16 ran 2.50× slower") and "reports avx512_fp16:" in said
+
+
+def test_gain_by_size_verdict_follows_the_two_intervals():
+    big, small = bench.ratio_of("at 1024", 3.8, 3.5, 4.1), bench.ratio_of("at 1032", 1.5, 1.4, 1.6)
+    assert "depends on the size" in nb01.gain_by_size_verdict(small, big, 1032, 1024)
+    assert "3.80× at n=1024" in nb01.gain_by_size_verdict(small, big, 1032, 1024)
+    same = bench.ratio_of("at 1032", 3.6, 3.3, 3.9)
+    assert "does not depend" in nb01.gain_by_size_verdict(same, big, 1032, 1024)
+    wide = bench.ratio_of("at 1032", 1.5, 0.9, 4.0)
+    said = nb01.gain_by_size_verdict(wide, big, 1032, 1024)
+    assert "too wide" in said or "does not depend" in said

@@ -89,3 +89,37 @@ def test_a_gpu_fp32_peak_with_tf32_is_stored_apart_from_plain_fp32(monkeypatch):
         torch.backends.cuda.matmul.allow_tf32 = flag
     assert plain != tf32 and "+tf32" in tf32 and "+tf32" not in bf16
     assert cpu_plain == cpu_tf32  # a CUDA switch: no effect on a CPU matmul
+
+
+def _row(n: int, rate: float) -> bench.Timing:
+    """A matmul row of `rate` FLOP/s, as a notebook's own timing would be."""
+    return bench.timing_of([bench.matmul_flops(n) / rate * f for f in (0.97, 1.0, 1.02)],
+                           name=f"matmul {n}×{n}", device="cpu", work=bench.matmul_flops(n), unit="FLOP/s")
+
+
+def test_a_faster_row_offered_earlier_becomes_the_peak_a_later_notebook_measures(build, monkeypatch):
+    monkeypatch.setattr(bench, "peak_matmul", _fake_peak(1e11)[0])
+    assert "kept" in peaks.offer(_row(64, 3e11), "cpu", torch.bfloat16, by="01_gpu_vs_cpu")  # no peak stored yet
+    peaks.offer(_row(64, 5e10), "cpu", torch.float32, by="01_gpu_vs_cpu")  # slower, and fp32: no effect
+    peak, note = peaks.matmul("cpu", torch.bfloat16, [64, 128], by="08_transformer")
+    assert peak.rate == pytest.approx(3e11) and peak.name == "peak: matmul 64×64"
+    assert note.fresh and "01_gpu_vs_cpu" in note.raised and "08_transformer" in note.raised
+    again, note2 = peaks.matmul("cpu", torch.bfloat16, [64, 128], by="10_compile_and_profile")
+    assert again.rate == peak.rate and not note2.fresh and note2.raised == note.raised
+    fp32, note3 = peaks.matmul("cpu", torch.float32, [64, 128], by="08_transformer")
+    assert fp32.rate == pytest.approx(1e11) and note3.raised == ""  # the slower fp32 row did not count
+
+
+def test_a_row_faster_than_the_stored_peak_replaces_it_and_a_slower_one_does_not(build, monkeypatch):
+    monkeypatch.setattr(bench, "peak_matmul", _fake_peak(2e11)[0])
+    first, _ = peaks.matmul("cpu", torch.float32, [64, 128], by="00_setup_check")
+    assert peaks.offer(_row(128, 1.5e11), "cpu", torch.float32, by="01_gpu_vs_cpu") == ""
+    said = peaks.offer(_row(128, 2.4e11), "cpu", torch.float32, by="01_gpu_vs_cpu")
+    assert "01_gpu_vs_cpu" in said and "00_setup_check" in said
+    later, note = peaks.matmul("cpu", torch.float32, [64, 128], by="08_transformer")
+    assert later.rate == pytest.approx(2.4e11) and later.rate > first.rate and note.raised
+    assert "kept" in peaks.offer(_row(64, 9e11), "cpu", torch.bfloat16, by="01")  # another precision: no bf16 peak
+    assert peaks.matmul("cpu", torch.float32, [64, 128], by="10")[0].rate == pytest.approx(2.4e11)
+    with pytest.raises(ValueError, match="FLOP/s"):
+        peaks.offer(bench.timing_of([0.1], name="copy", device="cpu", work=1e6, unit="B/s"), "cpu",
+                    torch.float32, by="x")

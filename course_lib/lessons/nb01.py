@@ -25,26 +25,46 @@ def cpu_16bit_verdict(fmt: str, ratio: bench.Ratio, flags: Sequence[str]) -> str
             "which costs more here than the halved bytes save")
 
 
+def point_at_peak_size(curve: Sequence[bench.Timing], peak: bench.Timing) -> bench.Timing:
+    """The point of a rate `curve` at the size of the stored `peak` (its name without 'peak: '):
+    the same matmul measured at another moment; the curve's best point when that size is not in it."""
+    return next((t for t in curve if t.name == peak.name.removeprefix("peak: ")), None) or bench.best_rate(curve)
+
+
 def same_peak_verdict(same: bench.Ratio, peak: bench.Timing, sizes: Sequence[int]) -> str:
-    """One sentence on `same`, a rate curve's best point over this run's stored `peak`
-    (:mod:`course_lib.peaks`): agreement, or what a difference means. `sizes` are the curve's."""
+    """One sentence on `same`, a rate curve's point over this run's stored `peak`
+    (:mod:`course_lib.peaks`): the same size where the curve has it, else its best point.
+    Agreement, or what a difference means. `sizes` are the curve's."""
     peak_n = round((peak.work / 2) ** (1 / 3))  # a square n×n matmul does 2·n³ FLOPs
     if same.too_wide:
         return (f"the spreads are too wide ({same.lo:.2f}–{same.hi:.2f}×) to say whether the machine ran as fast "
-                f"as when the peak was measured; the % column divides by the stored peak all the same, and "
-                f"the curve's best point reads {same.value:.0%}")
+                f"as when the peak was measured; the % column divides by the stored peak all the same")
     if same.within_noise or same.single:
-        return ("the two measurements of the same matmuls agree within their spreads: the peak "
-                "the other notebooks divide by is this curve's top")
-    pct = abs(same.value - 1)
-    if same.value < 1 and peak_n > max(sizes):
-        return (f"the curve stops at n={max(sizes)}, the peak came from n={peak_n}: a larger "
-                f"matmul ran {1 / same.value - 1:.0%} faster than any size of this curve")
+        return (f"the two measurements of the {peak_n}×{peak_n} matmul agree within their spreads: the "
+                "machine ran as fast during this curve as when the peak was measured")
+    if peak_n not in sizes:
+        if same.value < 1 and peak_n > max(sizes):
+            return (f"the curve stops at n={max(sizes)}, the peak came from n={peak_n}: a larger "
+                    f"matmul ran {1 / same.value - 1:.0%} faster than any size of this curve")
+        return (f"the curve's best point and the peak (n={peak_n}, not in this curve) differ by "
+                f"{abs(same.value - 1):.0%}, beyond both spreads: other sizes, measured at other moments")
     way = "faster" if same.value > 1 else "slower"
-    return (f"the same matmuls ran {pct:.0%} {way} during this curve than when the peak was "
-            f"measured, beyond both spreads: the machine's speed changed in between (another "
-            f"program, the clock). The % column still divides by the stored peak (08 and 10 "
-            f"divide by it too): the curve's best point reads {same.value:.0%}")
+    return (f"the same {peak_n}×{peak_n} matmul ran {abs(same.value - 1):.0%} {way} during this curve than "
+            f"when the peak was measured, beyond both spreads: the machine's speed changed in between "
+            f"(another program, the clock); the % column divides by the stored peak all the same")
+
+
+def gain_by_size_verdict(gain: bench.Ratio, other: bench.Ratio, n: int, other_n: int) -> str:
+    """Whether a 16-bit format's gain over fp32 differs between two sizes: `gain` at `n` and
+    `other` at `other_n`, both timed in the same rounds (so drift hits them alike)."""
+    if gain.too_wide or other.too_wide:
+        return (f"the intervals ({gain.lo:.2f}–{gain.hi:.2f}× at n={n}, {other.lo:.2f}–{other.hi:.2f}× at "
+                f"n={other_n}) are too wide to say whether the gain depends on the size")
+    if gain.lo <= other.hi and other.lo <= gain.hi:
+        return (f"the same gain at n={n} and n={other_n}, within their intervals (timed in the same rounds): "
+                "here it does not depend on the size")
+    return (f"the gain is {other.value:.2f}× at n={other_n} and {gain.value:.2f}× at n={n}, intervals apart, "
+            "timed in the same rounds: it depends on the size, not only on the format")
 
 
 @check.exercise()
