@@ -59,7 +59,8 @@ def rate_vs_size(curves: Mapping[str, tuple[Sequence[float], Sequence[float]]], 
         if ys:
             plain_log_ticks(ax.yaxis, min(ys), max(ys))
     else:
-        ax.set_ylim(bottom=0)
+        tops = ys + [hi for err in (errors or {}).values() for _, hi in err]
+        ax.set_ylim(bottom=0, top=1.08 * max(tops) if tops else None)  # room above a peak line at the top
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
