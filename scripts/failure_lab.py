@@ -50,14 +50,22 @@ def main() -> None:
         if culprit and a.mode == "kill":
             print(f"rank {ctx.rank}: killed at step {step}", flush=True)
             os.kill(os.getpid(), signal.SIGKILL)
-        if culprit and a.mode == "skip":
+        if a.mode == "sleep":
+            time.sleep(3600)
+        # >>> skip
+        if culprit and a.mode == "skip":  # the bug `if rank == 0: dist.all_reduce(...)`, seen from rank 1
             print(f"rank {ctx.rank}: skips the all-reduce of step {step}, works on alone",
                   flush=True)
             time.sleep(60 * a.timeout)  # stands for work with no collective, longer than the timeout
-        if a.mode == "sleep":
-            time.sleep(3600)
         print(f"rank {ctx.rank}: step {step}, all-reduce", flush=True)
-        dist.all_reduce(loss)  # every rank must call this, in the same order
+        start = time.monotonic()
+        try:
+            dist.all_reduce(loss)  # every rank must call this, in the same order
+        except RuntimeError:  # the process group's timeout: say how long this rank waited
+            print(f"rank {ctx.rank}: waited {time.monotonic() - start:.1f} s in the all-reduce of "
+                  f"step {step}", flush=True)
+            raise
+        # <<< skip
     ranks.print0(f"all {a.steps} steps done")
     ranks.teardown()
 

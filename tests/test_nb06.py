@@ -145,3 +145,43 @@ def test_the_script_cell_of_06_is_scripts_ddp_train():
     cells = [c for c in code_cells(NB06) if c.startswith(magic)]
     assert len(cells) == 1, "06 writes its training script from one cell"
     assert cells[0][len(magic):].rstrip("\n") + "\n" == (REPO / "scripts" / "ddp_train.py").read_text()
+
+
+def test_time_ddp_steps_times_no_sync_without_communicating(tmp_path):
+    """World size 1 (gloo, this process): plain, no_sync and ddp are timed; only the ddp steps
+    hand buckets to the all-reduce (counted by a comm hook), the no_sync ones none."""
+    from argparse import Namespace
+
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from course_lib import models
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'pg'}", rank=0, world_size=1)
+    try:
+        model = models.mlp(8, 16)
+        ddp = DDP(model)
+        reduced = []
+
+        def count(state, bucket):  # the default all-reduce, counted
+            reduced.append(bucket.index())
+            fut = torch.futures.Future()
+            fut.set_result(bucket.buffer())
+            return fut
+
+        ddp.register_comm_hook(None, count)
+        opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
+        a = Namespace(batch=4, res=8, seed=0, bench_steps=2, bench_repeats=3)
+        out = nb06.time_ddp_steps(a, model, ddp, opt, torch.device("cpu"))
+    finally:
+        dist.destroy_process_group()
+    assert set(out["step_s"]) == {"plain", "no_sync", "ddp"}
+    assert all(len(v) == 3 and min(v) > 0 for v in out["step_s"].values())
+    buckets = len(set(reduced))
+    per_call = max(2 // 100, 2) + 2  # Timer.timeit(n) runs max(n // 100, 2) warm-up steps, then n
+    assert len(reduced) == (1 + 3) * per_call * buckets  # warm-up call + 3 calls, the ddp steps only
+
+
+def test_waited_s_reads_the_failure_labs_line():
+    lines = ["rank 0: step 2, all-reduce", "rank 0: waited 5.0 s in the all-reduce of step 2"]
+    assert nb06.waited_s(lines) == 5.0
+    assert nb06.waited_s(lines[:1]) is None

@@ -240,12 +240,27 @@ def test_cuda_bfloat16_sweep_check_and_out_of_memory_are_caught():
     assert points[0].oom and points[0].timing is None
 
 
-def test_same_step_verdict_follows_the_two_timings():
-    step = bench.timing_of([0.100, 0.101, 0.102], name="step", device="cpu")
-    close = bench.timing_of([0.1005, 0.1015, 0.103], name="again", device="cpu")
-    apart = bench.timing_of([0.140, 0.141, 0.142], name="again", device="cpu")
-    assert "agrees" in nb07.same_step_verdict(bench.speedup(step, close))
-    assert "too wide" in nb07.same_step_verdict(bench.ratio_of("x", 1.1, 0.8, 1.3))
-    said = nb07.same_step_verdict(bench.speedup(step, apart))
-    assert "differs by 40%" in said and "beyond the spreads" in said  # 0.141 / 0.101 = 1.396
-    assert "differs by 40%" in nb07.same_step_verdict(bench.speedup(apart, step))  # either way round
+def test_two_moments_reads_the_two_intervals():
+    sec5 = bench.ratio_of("SDPA vs math, section 5", 3.34, 2.54, 3.42)
+    assert "disagree beyond" in nb07.two_moments(sec5, bench.ratio_of("here", 2.24, 2.21, 2.48))
+    assert "agree within" in nb07.two_moments(sec5, bench.ratio_of("here", 2.9, 2.5, 3.1))
+    assert "agree within" in nb07.two_moments(sec5, bench.ratio_of("here", 2.0, 0.8, 4.0))  # wide: overlaps
+    assert "no interval" in nb07.two_moments(sec5, bench.ratio_of("here", 2.0, 2.0, 2.0))
+
+
+def test_rising_and_largest_cache():
+    assert nb07.rising([1.5, 1.8, 1.9, 1.9]) and nb07.rising([2.0])
+    assert not nb07.rising([1.53, 1.80, 1.62, 1.56])
+    found = nb07.largest_cache("cpu")
+    assert found is None or (found[0].startswith("L") and found[1] >= 2**16)
+
+
+def test_time_backends_times_extra_steps_in_the_same_turns():
+    q, k, v = qkv(1, 2, 32, 32, 8)
+    calls = []
+    rows = nb07.time_backends(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True), "cpu",
+                              backends=[SDPBackend.MATH], repeats=2,
+                              also={"written out": lambda: calls.append(A.attention(q, k, v)[0])})
+    assert [r.backend for r in rows] == ["MATH", "written out"]
+    assert rows[1].timing is not None and rows[1].timing.runs == 2 and calls
+    assert rows[0].timing.turns_id == rows[1].timing.turns_id is not None  # paired with the kernels

@@ -20,6 +20,7 @@ import argparse
 import contextlib
 import math
 import os
+import re
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Sequence
 from unittest import mock
@@ -233,23 +234,30 @@ def crash_if_asked(a: argparse.Namespace, step: int, rank: int) -> None:
 def time_ddp_steps(a: argparse.Namespace, model: nn.Module, ddp: nn.Module, opt: torch.optim.Optimizer,
                    device: torch.device) -> dict:
     """Seconds per training step on a fixed batch, `bench_repeats` calls of `bench_steps` steps
-    after one warm-up call; at world size 1 the plain model too (DDP's own overhead). Every
-    rank runs the same number of steps (a collective per step), rank 0 reports, with every
-    rank's peak allocated GPU memory during the timed steps (bytes; 0 on the CPU)."""
+    after one warm-up call, the variants in turns: ``"ddp"``; ``"no_sync"``, the same step with
+    its forward and backward under ``ddp.no_sync()`` (DDP communicates nothing: what is left is
+    the ranks' compute); and at world size 1 ``"plain"``, the model without DDP (DDP's own
+    overhead). Every rank runs the same number of steps (a collective per DDP step), rank 0
+    reports, with every rank's peak allocated GPU memory during the timed steps (bytes; 0 on
+    the CPU)."""
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     xb, yb = data.make_tensor_dataset(a.batch, a.res, seed=a.seed + 1)
     xb, yb = xb.to(device), yb.to(device)
 
-    def step(net: nn.Module) -> None:
-        loss = F.cross_entropy(net(xb), yb)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
+    def step(net: nn.Module, sync: bool) -> None:
+        with contextlib.nullcontext() if sync else ddp.no_sync():  # no_sync: no all-reduce
+            loss = F.cross_entropy(net(xb), yb)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
         opt.step()
 
-    nets = {"ddp": ddp} if dist.get_world_size() > 1 else {"plain": model, "ddp": ddp}
-    timers = {k: Timer("step(net)", globals=dict(step=step, net=net), num_threads=torch.get_num_threads())
-              for k, net in nets.items()}
+    nets = {"no_sync": (ddp, False), "ddp": (ddp, True)}
+    if dist.get_world_size() == 1:
+        nets = {"plain": (model, True), **nets}
+    timers = {k: Timer("step(net, sync)", globals=dict(step=step, net=net, sync=sync),
+                       num_threads=torch.get_num_threads())
+              for k, (net, sync) in nets.items()}
     times: dict[str, list[float]] = {k: [] for k in nets}
     for t in timers.values():
         t.timeit(a.bench_steps)  # warm-up
@@ -263,6 +271,17 @@ def time_ddp_steps(a: argparse.Namespace, model: nn.Module, ddp: nn.Module, opt:
         dist.all_gather_object(peaks, torch.cuda.max_memory_allocated(device))
     return dict(step_s=times, batch_per_rank=a.batch, samples_per_step=a.batch * dist.get_world_size(),
                 peak_bytes=peaks)
+
+
+_WAITED = re.compile(r"waited ([0-9.]+) s in the all-reduce")
+
+
+def waited_s(lines: Iterable[str]) -> float | None:
+    """Seconds a rank of scripts/failure_lab.py says it waited in an all-reduce before the
+    process group's timeout ended the wait (its line 'waited 5.0 s in the all-reduce of step
+    2'); None when no line says so."""
+    found = [float(m.group(1)) for m in map(_WAITED.search, lines) if m]
+    return found[-1] if found else None
 
 
 STEP_BYTES = 4  # AdamW's step counter: one float32 scalar per parameter tensor

@@ -133,31 +133,37 @@ def refusal(exc: RuntimeError, caught: Sequence[warnings.WarningMessage]) -> str
 
 
 def time_backends(step: Callable[[], object], device: torch.device | str, *,
-                  backends: Sequence[SDPBackend] | None = None, repeats: int = 5) -> list[BackendRow]:
+                  backends: Sequence[SDPBackend] | None = None, repeats: int = 5,
+                  also: dict[str, Callable[[], object]] | None = None) -> list[BackendRow]:
     """Time `step()` (calls SDPA) with each backend forced by ``sdpa_kernel``, the backends
     timed in turns as the sweep's versions are (a slow spell falls on all alike; their ratios
-    are paired).
+    are paired). The steps of `also` (name: step, e.g. the written-out attention) are timed in
+    the same turns, each in a row of its own name after the backends' rows.
 
     Each backend is called once first. One that cannot take these inputs raises RuntimeError
     ("no available kernel") and warns why: its row keeps the first warning instead of a timing.
     One that runs out of memory says so, and the memory is freed before the next backend.
     """
     rows: dict[str, BackendRow] = {}
-    forced: dict[str, Callable[[], None]] = {}
+    forced: dict[str, Callable[[], object]] = {}
+    candidates: dict[str, Callable[[], object]] = {}
     for backend in backends or backends_for(device):
         def run(backend: SDPBackend = backend) -> None:
             with sdpa_kernel(backend):
                 step()
 
+        candidates[backend.name] = run
+    candidates.update(also or {})
+    for name, run in candidates.items():
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
                 run()
-                forced[backend.name] = run
-                rows[backend.name] = BackendRow(backend.name, None)
+                forced[name] = run
+                rows[name] = BackendRow(name, None)
             except RuntimeError as exc:  # torch.OutOfMemoryError is a RuntimeError too
-                rows[backend.name] = BackendRow(backend.name, None, refusal(exc, caught))
-        if rows[backend.name].reason == "out of memory":
+                rows[name] = BackendRow(name, None, refusal(exc, caught))
+        if rows[name].reason == "out of memory":
             memory.free()  # after the except block, which held the failed call's frames
     for name, timing in (_time_in_turns(forced, device, repeats) if forced else {}).items():
         rows[name].timing = timing
@@ -165,17 +171,50 @@ def time_backends(step: Callable[[], object], device: torch.device | str, *,
     return list(rows.values())
 
 
-def same_step_verdict(again: bench.Ratio) -> str:
-    """One sentence on `again`: one step timed in two sections of a run (section 5's sweep,
-    section 6's kernels), each beside other versions in its own turns."""
-    if again.too_wide:
-        return (f"the spreads are too wide ({again.lo:.2f}–{again.hi:.2f}×) to say whether the same step ran "
-                "at the same speed in section 5 and here")
-    if again.within_noise or again.single:
-        return "the same step timed in section 5 and here agrees within the spreads"
-    return (f"the same step, timed in section 5 and here, differs by {max(again.value, 1 / again.value) - 1:.0%} beyond the "
-            "spreads: one step timed at two moments of a run, beside other versions; each section's "
-            "verdicts compare versions timed in the same turns, never across sections")
+def two_moments(before: bench.Ratio, here: bench.Ratio) -> str:
+    """One sentence on one comparison (the same two steps) timed in turns at two moments of a
+    run: `before` in section 5's sweep, `here` in section 6. Each ratio is paired; whether the
+    two agree is read from their intervals."""
+    ranges = f"section 5: {before.lo:.2f}–{before.hi:.2f}×, here: {here.lo:.2f}–{here.hi:.2f}×"
+    if before.single or here.single:
+        return f"one round at a moment: no interval to say whether the two moments agree ({ranges})"
+    if before.lo <= here.hi and here.lo <= before.hi:
+        return f"the two moments agree within their intervals ({ranges})"
+    return (f"the two moments disagree beyond their intervals ({ranges}): the ratio itself changed "
+            "between them. Timing in turns cancels a slow spell that slows both steps alike; on this "
+            "shared machine a slow spell need not slow two different kernels by the same factor, so "
+            "quote each ratio with its interval and the section that measured it")
+
+
+def rising(slopes: Sequence[float]) -> bool:
+    """Whether each slope is at least the one before (the growth exponent between neighbouring
+    lengths climbing toward its large-T value, as fixed costs fade)."""
+    return all(b >= a for a, b in zip(slopes, slopes[1:]))
+
+
+def largest_cache(device: torch.device | str) -> tuple[str, int] | None:
+    """(name, bytes) of the largest cache in front of `device`'s memory: a GPU's L2
+    (``torch.cuda.get_device_properties``), the CPU's last-level cache from Linux's
+    /sys/devices/system/cpu/cpu0/cache; None where neither can be read."""
+    from pathlib import Path
+
+    if torch.device(device).type == "cuda":
+        return "L2", torch.cuda.get_device_properties(device).L2_cache_size
+    sizes = []
+    for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
+        try:
+            kind = (index / "type").read_text().strip()
+            level = (index / "level").read_text().strip()
+            size = (index / "size").read_text().strip()  # "300M", "4096K"
+        except OSError:
+            continue
+        if kind == "Instruction" or not size[:-1].isdigit():
+            continue
+        sizes.append((int(size[:-1]) * {"K": 2**10, "M": 2**20, "G": 2**30}.get(size[-1], 1), f"L{level}"))
+    if not sizes:
+        return None
+    size, name = max(sizes)
+    return name, size
 
 
 # ---- time and peak memory against sequence length
