@@ -441,3 +441,60 @@ def test_steps_at_once_builds_every_model_before_stepping_any():
         nb03.steps_at_once(["fp8"], recording_cnn, x, y, device="cpu")
 
 
+
+
+# -- issue 29: verdicts printed from the numbers ------------------------------------------
+
+def test_scaling_summary_says_where_the_counts_went():
+    rows = [nb03.ScaleRow(1.0, 1000, 12, 800, 0), nb03.ScaleRow(2.0**8, 1000, 0, 80, 0),
+            nb03.ScaleRow(2.0**16, 1000, 0, 1, 0), nb03.ScaleRow(2.0**24, 1000, 0, 0, 3),
+            nb03.ScaleRow(2.0**32, 1000, 0, 0, 230)]
+    line = nb03.scaling_summary(rows)
+    assert "1.20%" in line and "80.00% at S = 2^0" in line and "at S = 2^16" in line
+    assert "81.10% of the gradients moved into fp16's normal range" in line
+    assert "from S = 2^24 on (0.30%), 23.00% at S = 2^32" in line
+    none = nb03.scaling_summary(rows[:3])
+    assert "none overflowed up to S = 2^16" in none
+    with pytest.raises(ValueError):
+        nb03.scaling_summary([])
+
+
+def test_saved_bytes_halves_floats_and_keeps_integers(images):
+    x, y = images
+    torch.manual_seed(0)
+    model = tiny_cnn()
+    fp32, bf16 = nb03.saved_bytes(model, x, y), nb03.saved_bytes(model, x, y, torch.bfloat16)
+    assert fp32[torch.int64] == bf16[torch.int64] > 0  # max-pool indices and labels keep their size
+    assert bf16[torch.bfloat16] * 2 == pytest.approx(fp32[torch.float32], rel=0.05)
+    big = torch.cat([x, x])  # a batch that is a view of a larger tensor counts its own bytes
+    assert nb03.saved_bytes(model, big[:32], y) == fp32
+
+
+def test_op_kind_and_profile_verdict_name_the_op_that_costs():
+    assert nb03.op_kind("aten::convolution_backward") == nb03.op_kind("aten::addmm") == "convolutions and matmuls"
+    assert nb03.op_kind("aten::_to_copy") == "dtype conversions"
+    assert nb03.op_kind("aten::_amp_update_scale_") == "GradScaler"
+    assert nb03.op_kind("aten::max_pool2d_with_indices") == "everything else"
+    base = nb03.StepProfile("fp32", 3, {"aten::convolution_backward": 2.0, "aten::relu": 6.0})
+    slow = nb03.StepProfile("fp16", 3, {"aten::convolution_backward": 200.0, "aten::relu": 6.0,
+                                        "aten::_to_copy": 1.0, "aten::_amp_update_scale_": 0.1})
+    line = nb03.profile_verdict(slow, base)
+    assert "convolutions and matmuls account for 99% of the +199 ms difference" in line
+    assert "aten::convolution_backward, took 200 ms (97% of its op time) against 2 ms in fp32" in line
+    assert nb03.amdahl_bound(base) == pytest.approx(1 / 0.75)
+    same = nb03.profile_verdict(nb03.StepProfile("bf16", 3, {"aten::convolution_backward": 2.1, "aten::relu": 6.0}), base)
+    assert "within 10% of each other" in same
+
+
+def test_profile_in_turns_profiles_every_step_every_round():
+    calls = {"a": 0, "b": 0}
+
+    def step(name):
+        def run():
+            calls[name] += 1
+            torch.ones(8, 8) @ torch.ones(8, 8)
+        return run
+
+    prof = nb03.profile_in_turns({"a": step("a"), "b": step("b")}, rounds=2)
+    assert calls == {"a": 3, "b": 3}  # one warm-up and two rounds each
+    assert prof["a"].by_kind["convolutions and matmuls"] > 0 and prof["a"].steps == 2

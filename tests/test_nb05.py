@@ -169,3 +169,20 @@ def test_replica_procs_times_every_model_in_every_round(tmp_path):
     for ways in results["seconds_per_call"].values():
         assert set(ways) == {"one after another", "a thread each", "a process each"}
         assert all(len(rounds) == 2 and min(rounds) > 0 for rounds in ways.values())
+
+
+def _ratio(value: float, lo: float, hi: float) -> "nb05.Ratio":
+    return nb05.Ratio("r", value, lo, hi, rounds=5, coverage=0.94, drift=0.0)
+
+
+def test_gil_verdict_reads_where_threads_helped_from_the_ranges():
+    threads = {"small layers": _ratio(0.41, 0.39, 0.56), "large layers": _ratio(1.70, 1.37, 1.85)}
+    procs = {"small layers": _ratio(1.85, 1.77, 1.97), "large layers": _ratio(1.89, 1.87, 1.97)}
+    line = nb05.gil_verdict(threads, procs)
+    assert "small layers 0.41× (slower)" in line and "large layers 1.70× (faster)" in line
+    assert "only where each operation's C++ work is long" in line and "own GIL, did better" in line
+    threads["large layers"] = _ratio(1.02, 0.95, 1.10)  # within the spread: helped neither
+    line = nb05.gil_verdict(threads, procs)
+    assert "no measurable difference" in line and "neither model" in line
+    with pytest.raises(ValueError):
+        nb05.gil_verdict({"small layers": threads["small layers"]}, procs)

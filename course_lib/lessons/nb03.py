@@ -197,6 +197,29 @@ def underflow_table(rows: Sequence[ScaleRow]) -> str:
     return "\n".join([head, "-" * len(head), *map(str, rows)])
 
 
+def scaling_summary(rows: Sequence[ScaleRow]) -> str:
+    """What the table of :func:`underflow_rows` shows as S grows, read from its rows: where the
+    flushed and subnormal gradients went (the normal range, no column) and from which scale on
+    the largest ones overflow. `rows` in increasing scale, the first one S = 1 or the smallest."""
+    if not rows:
+        raise ValueError("scaling_summary needs at least one row of underflow_rows.")
+    pct = lambda k, r: f"{100 * k / max(1, r.n):.2f}%"  # noqa: E731
+    s2 = lambda r: f"2^{math.log2(r.scale):.0f}"  # noqa: E731
+    first = rows[0]
+    clean = [r for r in rows if not r.overflowed]  # before any overflow: what scaling gained alone
+    low = min(clean or rows, key=lambda r: (r.flushed + r.subnormal, r.scale))
+    gained = first.flushed + first.subnormal - low.flushed - low.subnormal
+    moved = (f"flushed {pct(first.flushed, first)} and subnormal {pct(first.subnormal, first)} at S = {s2(first)}, "
+             f"{pct(low.flushed, low)} and {pct(low.subnormal, low)} at S = {s2(low)}: "
+             + (f"{pct(gained, first)} of the gradients moved into fp16's normal range (no column: kept with all "
+                "their bits)" if gained > 0 else "scaling moved none into fp16's normal range"))
+    over = next((r for r in rows if r.overflowed), None)
+    if over is None:
+        return f"{moved}; none overflowed up to S = {s2(rows[-1])}"
+    return (f"{moved}; the largest overflow to inf from S = {s2(over)} on ({pct(over.overflowed, over)}), "
+            f"{pct(rows[-1].overflowed, rows[-1])} at S = {s2(rows[-1])}")
+
+
 def needed_scale(g_min: float, name: str | torch.dtype = "fp16") -> float:
     """The smallest power of two S with ``g_min * S`` >= the format's smallest normal."""
     if g_min <= 0:
@@ -661,6 +684,122 @@ def steps_at_once(names: Sequence[str], make_model: ModelFn, x: torch.Tensor, y:
              for n in names]
     for step in steps:
         step()
+
+
+def saved_bytes(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
+                amp: torch.dtype | None = None) -> dict[torch.dtype, int]:
+    """Bytes of the distinct tensors the forward pass of `model` on (x, y) saves for backward,
+    by dtype (a tensor saved by two ops counts once; a view counts its own elements, not the
+    storage it views), under autocast to `amp` (None: fp32). What a 16-bit format can halve is
+    the floating-point part; integer tensors (max-pool's indices, the labels) keep their size."""
+    seen: dict[tuple, tuple[torch.dtype, int]] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        seen[(t.data_ptr(), t.dtype, tuple(t.shape))] = (t.dtype, t.numel() * t.element_size())
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        with torch.autocast(x.device.type, dtype=amp or torch.bfloat16, enabled=amp is not None):
+            train.cross_entropy(model(x), y)
+    out: dict[torch.dtype, int] = {}
+    for dtype, nbytes in seen.values():
+        out[dtype] = out.get(dtype, 0) + nbytes
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+# ---- where a step's time goes, by kind of op (CPU profiler) ------------------------------
+
+OP_KINDS = ("convolutions and matmuls", "dtype conversions", "GradScaler", "everything else")
+_MATMULS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::matmul", "aten::linear"}
+_CONVERSIONS = {"aten::to", "aten::_to_copy", "aten::copy_"}
+
+
+def op_kind(name: str) -> str:
+    """The kind of a profiler op name (one of :data:`OP_KINDS`)."""
+    if "conv" in name.lower() or name in _MATMULS:
+        return OP_KINDS[0]
+    if name in _CONVERSIONS:
+        return OP_KINDS[1]
+    if "_amp_" in name:  # _amp_foreach_non_finite_check_and_unscale_, _amp_update_scale_
+        return OP_KINDS[2]
+    return OP_KINDS[3]
+
+
+@dataclass
+class StepProfile:
+    """Milliseconds per step of one training step's CPU ops (self time), by kind and by op."""
+
+    name: str
+    steps: int
+    by_op: dict[str, float]  # op name -> ms per step
+
+    @property
+    def by_kind(self) -> dict[str, float]:
+        out = dict.fromkeys(OP_KINDS, 0.0)
+        for op, ms in self.by_op.items():
+            out[op_kind(op)] += ms
+        return out
+
+    @property
+    def total(self) -> float:
+        return sum(self.by_op.values())
+
+    @property
+    def top(self) -> tuple[str, float]:
+        """The op with the most self time, and its ms per step."""
+        return max(self.by_op.items(), key=lambda kv: kv[1])
+
+    def __str__(self) -> str:
+        kinds = ", ".join(f"{k} {ms:.3g} ms ({ms / max(self.total, 1e-12):.0%})" for k, ms in self.by_kind.items())
+        return f"{self.name:<16} | {self.total:>7.3g} ms of op time per step | {kinds}"
+
+
+def profile_in_turns(steps: dict[str, Callable[[], None]], rounds: int = 3) -> dict[str, StepProfile]:
+    """Profile one call of each of `steps` per round, in turns (a slow spell hits all alike), on
+    the CPU: self time of every op, averaged over `rounds`. Each step is called once unprofiled
+    first (warm-up)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    if rounds < 1:
+        raise ValueError(f"rounds must be at least 1, got {rounds}.")
+    for fn in steps.values():
+        fn()
+    totals: dict[str, dict[str, float]] = {n: {} for n in steps}
+    for _ in range(rounds):
+        for name, fn in steps.items():
+            with memory.quiet_stderr(), profile(activities=[ProfilerActivity.CPU]) as prof:
+                fn()
+            for e in prof.key_averages():
+                totals[name][e.key] = totals[name].get(e.key, 0.0) + e.self_cpu_time_total / 1e3
+    return {n: StepProfile(n, rounds, {op: ms / rounds for op, ms in t.items()}) for n, t in totals.items()}
+
+
+def profile_verdict(p: StepProfile, base: StepProfile) -> str:
+    """Where `p`'s op time differs from `base`'s, by kind, and its largest op set beside the same
+    op in `base`: the measured reason one step is faster or slower than the other."""
+    mine, ref = p.by_kind, base.by_kind
+    diffs = {k: mine[k] - ref[k] for k in OP_KINDS}
+    biggest = max(diffs, key=lambda k: abs(diffs[k]))
+    op, ms = p.top
+    total_diff = p.total - base.total
+    share = diffs[biggest] / total_diff if total_diff else 0.0
+    head = (f"{p.name} vs {base.name}: {p.total:.3g} vs {base.total:.3g} ms of op time per step; "
+            + "; ".join(f"{k} {mine[k]:.3g} vs {ref[k]:.3g} ms" for k in OP_KINDS if mine[k] or ref[k]))
+    largest = (f"its largest op, {op}, took {ms:.3g} ms ({ms / max(p.total, 1e-12):.0%} of its op time) "
+               f"against {base.by_op.get(op, 0.0):.3g} ms in {base.name}")
+    if abs(total_diff) < 0.1 * base.total:
+        change = f"the two totals are within 10% of each other; the largest change by kind is {biggest}, {diffs[biggest]:+.3g} ms"
+    else:
+        change = (f"{biggest} account for {share:.0%} of the {total_diff:+.3g} ms difference" if 0 < share
+                  else f"the largest change by kind is {biggest}, {diffs[biggest]:+.3g} ms")
+    return f"{head}\n  {change}; {largest}"
+
+
+def amdahl_bound(p: StepProfile, kind: str = OP_KINDS[0]) -> float:
+    """How many times faster `p`'s step could get, at most, if the ops of `kind` took no time
+    at all: 1 / (1 − their share of the op time)."""
+    share = p.by_kind[kind] / max(p.total, 1e-12)
+    return math.inf if share >= 1 else 1 / (1 - share)
 
 
 def quick_run(name: str, make_model: ModelFn, batches: TensorLoader, steps: int = 5,

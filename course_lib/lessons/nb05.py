@@ -25,6 +25,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from course_lib import check
+from course_lib.bench import Ratio
 
 
 def scatter_sizes(n: int, k: int) -> list[int]:
@@ -108,6 +109,40 @@ def data_parallel_step(model: nn.Module, x: torch.Tensor, y: torch.Tensor, k: in
             if q.grad is not None:
                 p.grad = q.grad.clone() if p.grad is None else p.grad + q.grad
     return out.detach(), loss.detach()
+
+
+def _reading(r: Ratio) -> str:
+    """'0.41× (slower)', '1.70× (faster)' or '1.02× (no measurable difference)', from the ratio's range."""
+    word = ("slower" if r.value < 1 else "faster") if r.clear else "no measurable difference"
+    return f"{r.value:.2f}× ({word})"
+
+
+def gil_verdict(threads: dict[str, Ratio], processes: dict[str, Ratio]) -> str:
+    """One verdict on section 6.1's measurement: `threads[model]` and `processes[model]` are the
+    speed-ups of a thread each and a process each over one after another, for the models
+    "small layers" and "large layers". Says, from their ranges, where threads helped and whether
+    processes did better than threads on the small layers (the GIL's case)."""
+    for name in ("small layers", "large layers"):
+        if name not in threads or name not in processes:
+            raise ValueError(f"gil_verdict needs the ratios of {name!r} for threads and processes.")
+    small, large = threads["small layers"], threads["large layers"]
+    head = (f"a thread each vs one after another: small layers {_reading(small)}, large layers "
+            f"{_reading(large)}; a process each: small layers {_reading(processes['small layers'])}, "
+            f"large layers {_reading(processes['large layers'])}")
+    helps = lambda r: r.clear and r.value > 1  # noqa: E731
+    if helps(large) and not helps(small):
+        why = ("threads paid off only where each operation's C++ work is long (large layers); with small "
+               "layers the replicas' Python took turns under the GIL")
+    elif helps(large) and helps(small):
+        why = "threads paid off for both models here"
+    elif not helps(large) and not helps(small):
+        why = "threads paid off for neither model here"
+    else:
+        why = "threads paid off for the small layers but not the large ones here"
+    p_small = processes["small layers"]
+    if helps(p_small) and p_small.lo > small.hi:  # their ranges apart
+        why += "; one process per replica, each with its own GIL, did better on the small layers"
+    return f"{head}\n  {why}"
 
 
 def state_bytes(model: nn.Module) -> int:
