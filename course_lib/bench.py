@@ -211,7 +211,7 @@ class Ratio:
         apart = self.medians is not None and abs(math.log(self.medians / self.value)) > math.log(1.05)
         drift = f", drift {self.drift:.0%}" if self.drift is not None and self.rounds > 1 else ""
         return (f"median of {self.rounds} paired turns, {self.coverage:.0%} interval{drift}"
-                + (f"; the two medians' ratio, unpaired, is {self.medians:.2f}×" if apart else ""))
+                + (f"; the two medians' ratio, unpaired, is {self.medians:.{self.decimals}f}×" if apart else ""))
 
     def __str__(self) -> str:
         paired = f" ({self.statistic})" if self.rounds else ""

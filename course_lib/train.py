@@ -659,8 +659,8 @@ def gap_verdict(gap: float, controls: Iterable[float], base_name: str) -> str:
     if abs(gap) <= largest:
         return (f"within what rounding alone does ({k} control run{'s' * (k > 1)}, the {base_name} run with its "
                 f"starting weights nudged by a last bit, ended up to {largest:.4f} from it): no measurable difference")
-    times = (f"{abs(gap) / largest:.1f}× the largest control's gap" if largest >= 5e-5
-             else "the controls moved by less than 0.0001")
+    times = (f"{abs(gap) / largest:.1f}× the largest control's gap: {abs(gap):#.3g} against {largest:#.3g}"
+             if largest >= 5e-5 else f"the controls moved by less than 0.0001, {largest:.1g}")
     return (f"{'higher' if gap > 0 else 'lower'} than {base_name}, beyond all {k} control run{'s' * (k > 1)} "
-            f"({times}, {largest:.4f}); rounding alone would land beyond them 1 time in {k + 1}"
+            f"({times}); rounding alone would land beyond them 1 time in {k + 1}"
             + (", so read it as a hint, not a proof" if k + 1 < 10 else ""))

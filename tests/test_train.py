@@ -458,7 +458,7 @@ def test_tail_gap_and_its_verdict_against_controls():
 
 def test_a_gap_beyond_few_controls_is_called_a_hint():
     few = train.gap_verdict(0.09, [0.01, -0.01, 0.005], "fp32")
-    assert "9.0× the largest control's gap" in few and "a hint, not a proof" in few
+    assert "9.0× the largest control's gap: 0.0900 against 0.0100" in few and "a hint, not a proof" in few
     many = train.gap_verdict(0.09, [0.01] * 9, "fp32")
     assert "1 time in 10" in many and "hint" not in many
     assert "the controls moved by less than 0.0001" in train.gap_verdict(0.0156, [4e-8], "one batch")
