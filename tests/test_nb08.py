@@ -31,3 +31,17 @@ def test_accum_steps_exercise():
         nb08.check_accum_steps(lambda target, micro, t, world: target // (micro * t * world))  # rounds down
     with pytest.raises(AssertionError):
         nb08.check_accum_steps(lambda target, micro, t, world: math.ceil(target / (micro * t)))  # one GPU
+
+
+def _paired(value, medians, drift=0.03):
+    from course_lib.bench import Ratio
+    return Ratio("compiled vs eager", value, 0.89, 1.15, rounds=5, coverage=0.94, drift=drift, medians=medians)
+
+
+def test_paired_vs_medians_explains_a_disagreement_and_stays_silent_otherwise():
+    said = nb08.paired_vs_medians(_paired(1.08, 0.94))
+    assert "1.08×" in said and "0.94×" in said and "point opposite ways" in said and "3%" in said
+    assert "differ because" in nb08.paired_vs_medians(_paired(1.30, 1.10))  # both above 1, far apart
+    assert nb08.paired_vs_medians(_paired(1.08, 1.06)) == ""  # within 5 %: nothing to explain
+    from course_lib.bench import Ratio
+    assert nb08.paired_vs_medians(Ratio("apart", 1.2, 1.1, 1.3)) == ""  # measured apart: no medians' ratio

@@ -57,3 +57,14 @@ def test_estimate_at_peak_does_not_call_a_lopsided_error_a_cancellation():
     assert "of its activations (10.0 MiB), 4.0 MiB are live" in said
     assert "temporary (512.0 KiB) is live and has no term" in said
     assert "cancel" not in said and "7.0 MiB estimated but not live" in said
+
+
+def test_largest_moment_holds_two_gpts_with_their_adamw_state_at_once():
+    from course_lib import memory, models
+
+    cfg = models.GPTConfig(vocab_size=256, block_size=8, n_layer=2, n_head=2, n_embd=32)
+    x, y = torch.randint(0, 256, (2, 1, 8))
+    weights = sum(p.nbytes for p in models.GPT(cfg).parameters())
+    scaler = torch.amp.GradScaler("cpu", enabled=False)
+    peak = memory.peak_memory(lambda: nb09.largest_moment(cfg, x, y, None, scaler), "cpu").peak_bytes
+    assert peak >= 6 * weights  # 2 GPTs × (weights + AdamW's 2 moments): one at a time would stay near 4.5×

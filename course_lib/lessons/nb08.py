@@ -1,15 +1,31 @@
-"""Notebook 08 (Transformer training): the exercise checks."""
+"""Notebook 08 (Transformer training): why a paired ratio and its medians' ratio differ; the exercise checks."""
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from course_lib import check
+from course_lib.bench import Ratio
 from course_lib.models import GPT, GPTConfig
 from course_lib.roofline import counted_flops
+
+
+def paired_vs_medians(r: Ratio, apart: float = 1.05) -> str:
+    """One sentence on why `r`, the median of per-turn ratios of two timings taken in turns, and
+    the ratio of the two timings' medians differ, when they are more than `apart` times apart
+    (else '', and '' for timings not taken in turns, which have no medians' ratio)."""
+    if not r.rounds or r.medians is None or abs(math.log(r.medians / r.value)) <= math.log(apart):
+        return ""
+    opposite = (r.value - 1) * (r.medians - 1) < 0  # one above 1, the other below
+    drift = f" (here {r.drift:.0%} from one turn to the next)" if r.drift is not None else ""
+    return (f"{r.name}: the paired ratio, {r.value:.2f}×, and the medians' ratio, {r.medians:.2f}×, "
+            f"{'point opposite ways' if opposite else 'differ'} because each turn ran the two back to back: the "
+            f"paired ratio cancels the machine's speed changing between turns{drift}, the medians, taken from "
+            "different turns, keep it; the paired ratio is the comparison.")
 
 
 @check.exercise()

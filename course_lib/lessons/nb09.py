@@ -1,20 +1,42 @@
-"""Notebook 09 (memory): the estimate held against what is live at the peak; the exercise checks."""
+"""Notebook 09 (memory): its largest moment, tried at a batch; the estimate held against what is live at
+the peak; the exercise checks."""
 
 from __future__ import annotations
 
 from typing import Callable, Mapping
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from course_lib import check
 from course_lib.memory import MemoryEstimate, activation_bytes
+from course_lib.models import GPT, GPTConfig
 from course_lib.units import fmt_bytes
 
 # Each term of memory.MemoryEstimate and the profiler's category that holds those bytes
 # (course_lib.timeline names them as torch.profiler does)
 TERM_CATEGORY = {"parameters": "parameter", "gradients": "gradient", "optimizer state": "optimizer state",
                  "activations": "activation"}
+
+
+def largest_moment(cfg: GPTConfig, x: torch.Tensor, y: torch.Tensor, amp: torch.dtype | None,
+                   scaler: torch.amp.GradScaler) -> None:
+    """Notebook 09's largest moment at the batch of `x` (B, T) and targets `y`: two GPTs of `cfg`,
+    each with its AdamW state after one step, held at once (section 2's GPT stays while sections 6
+    and 7 train new ones), and one step's activations; `amp`: autocast's dtype, None for float32.
+    Throwaway steps, which also make the kernels' workspaces and the GradScaler's scale."""
+    held = []
+    for _ in range(2):
+        model = GPT(cfg).to(x.device)
+        opt = torch.optim.AdamW(model.parameters())
+        with torch.autocast(x.device.type, dtype=amp, enabled=amp is not None):
+            loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad(set_to_none=True)
+        held.append((model, opt))  # kept until both have stepped
 
 
 def _join(words: list[str]) -> str:
