@@ -61,6 +61,11 @@ def fmt_value(value: object) -> str:
     return str(value)
 
 
+SPREAD = ("spread: for a time or a rate, its quartiles (the middle half of its repeats); for a ratio (×), "
+          "its interval: from paired turns where the notebook timed the two in turns, else the range the two "
+          "timings' quartiles allow")
+
+
 class Report:
     """Key measurements of one notebook run, with units and the device that made them."""
 
@@ -129,14 +134,14 @@ class Report:
         return files.write_text_atomic(path, json.dumps(self.to_dict(), indent=1))
 
     def table(self) -> str:
-        """This run's measurements, with the range of their repeats and their unit, beside
+        """This run's measurements, with their spread (:data:`SPREAD`) and unit, beside
         the recorded reference run (a GPU machine's, from ``results/``) when there is one.
 
         A reference row measured on that machine's CPU (its note names the CPU or gloo) says
         "host CPU"; a reference of another profile is followed by one line saying its models
         and sizes differ."""
         ref_device, ref = reference(self.notebook)
-        head = f"{'measurement':<36} | {'this run':>10} | {'range of repeats':>19} | {'unit':<8}"
+        head = f"{'measurement':<36} | {'this run':>10} | {'spread (below)':>19} | {'unit':<8}"
         if ref:
             head += f" | reference run ({ref_device} machine)"
         lines = [f"{self.meta['device']}, profile {self.meta['profile']}", head, "-" * len(head)]
@@ -147,6 +152,7 @@ class Report:
             if ref:
                 line += f" | {_ref_cell(ref.get(key), row)}"
             lines.append(line)
+        lines.append(SPREAD)
         if not ref:
             lines.append("(no reference GPU run recorded in results/ for this notebook yet)")
             return "\n".join(lines)

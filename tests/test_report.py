@@ -171,7 +171,7 @@ def test_record_takes_timings_and_ratios_with_their_spread():
     assert ratio["unit"] == "×" and ratio["value"] == pytest.approx(2.0)
     assert ratio["spread"] == pytest.approx([0.018 / 0.011, 0.022 / 0.009])
     table = rep.table()
-    assert "range of repeats" in table and all(key in table for key in rep.rows)
+    assert "spread (below)" in table and report.SPREAD in table and all(key in table for key in rep.rows)
     with pytest.raises(TypeError, match="takes bench.Timing and bench.Ratio"):
         rep.record(3.0)
 
