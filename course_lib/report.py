@@ -141,14 +141,15 @@ class Report:
         "host CPU"; a reference of another profile is followed by one line saying its models
         and sizes differ."""
         ref_device, ref = reference(self.notebook)
-        head = f"{'measurement':<36} | {'this run':>10} | {'spread (below)':>19} | {'unit':<8}"
+        w = max([36, *map(len, self.rows)])  # the name column fits the longest name
+        head = f"{'measurement':<{w}} | {'this run':>10} | {'spread (below)':>19} | {'unit':<8}"
         if ref:
             head += f" | reference run ({ref_device} machine)"
         lines = [f"{self.meta['device']}, profile {self.meta['profile']}", head, "-" * len(head)]
         for key, row in self.rows.items():
             lo_hi = row.get("spread")
             rng = f"{fmt_value(lo_hi[0])}–{fmt_value(lo_hi[1])}" if lo_hi else "-"
-            line = f"{key:<36} | {fmt_value(row['value']):>10} | {rng:>19} | {row['unit']:<8}"
+            line = f"{key:<{w}} | {fmt_value(row['value']):>10} | {rng:>19} | {row['unit']:<8}"
             if ref:
                 line += f" | {_ref_cell(ref.get(key), row)}"
             lines.append(line)
