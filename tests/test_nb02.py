@@ -10,7 +10,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from fixtures_data import write_mnist_fixture
 
-from course_lib import data, models, train
+from course_lib import bench, data, models, train
 from course_lib.lessons import nb02
 from course_lib.lessons.nb02 import Throughput
 
@@ -110,6 +110,44 @@ def test_time_steps_counts_only_the_timed_calls():
                         repeats=3, warmup=2)
     assert len(calls) == 5 and r.timing.runs == 3 and r.data_wait_share == 0.0
     assert r.timing.rate == pytest.approx(10 / r.timing.median_s)
+
+
+def test_time_steps_in_turns_pairs_the_runs_and_keeps_the_timed_calls_waits():
+    import time
+
+    first = {"a": True}
+
+    def run_a():  # waits 10 ms of the 15 it takes; its warm-up call reports a wait to be dropped
+        time.sleep(0.015)
+        if first["a"]:
+            first["a"] = False
+            return 99.0
+        return 0.010
+
+    rows = nb02.time_steps_in_turns({"a": run_a, "b": lambda: time.sleep(0.005) or 0.0},
+                                    device="cpu", images=4, repeats=3, warmup=1)
+    a, b = rows
+    assert [r.timing.name for r in rows] == ["a", "b"] and a.timing.runs == b.timing.runs == 3
+    assert a.waits == (0.010,) * 3 and a.wait_s == 0.010 and b.wait_s == 0.0
+    assert a.timing.turns_id is not None and a.timing.turns_id == b.timing.turns_id
+    assert 0.2 < a.data_wait_share <= 0.010 / 0.015 and "data wait" in str(a) and "(10 ms a call)" in str(a)
+    rest = a.rest()
+    assert rest.samples == tuple(s - 0.010 for s in a.timing.samples)
+    assert rest.device == a.timing.device and rest.work == 4
+    assert bench.speedup(rest, b.timing).rounds == 3  # paired with the rows of its turns
+    with pytest.raises(ValueError, match="repeats"):
+        nb02.time_steps_in_turns({"a": run_a}, device="cpu", images=1, repeats=0)
+
+
+def test_beyond_chance_is_the_binomial_tail():
+    assert nb02.beyond_chance(0, 2, 0.5) == pytest.approx(1.0)
+    assert nb02.beyond_chance(1, 2, 0.5) == pytest.approx(0.75)
+    assert nb02.beyond_chance(2, 2, 0.5) == pytest.approx(0.25)
+    assert nb02.beyond_chance(3, 3, 1 / 6) == pytest.approx(1 / 216)
+    assert 0.4 < nb02.beyond_chance(334, 2000, 1 / 6) < 0.6  # the mean of guessing: about even
+    assert 1e-5 < nb02.beyond_chance(400, 2000, 1 / 6) < 1e-4  # 20 % of 2,000, 4 sd above the mean
+    with pytest.raises(ValueError, match="correct"):
+        nb02.beyond_chance(5, 4, 0.5)
 
 
 def test_warmup_uses_up_the_batches_the_workers_prepared_ahead():

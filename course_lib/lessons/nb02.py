@@ -12,7 +12,9 @@ repeated calls of a few steps each, with their median and quartiles:
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import statistics
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -23,11 +25,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, Dataset, Subset
 
-from course_lib import bench, data, models, train
+from course_lib import bench, data, models, train, units
 from course_lib.device import pick as pick_device
 
 __all__ = ["Throughput", "shapes_loader", "loader_name", "train_steps", "time_steps",
-           "measure_loader", "real_data_run"]
+           "time_steps_in_turns", "beyond_chance", "measure_loader", "real_data_run"]
 
 
 @dataclass
@@ -37,9 +39,30 @@ class Throughput:
 
     timing: bench.Timing
     data_wait_share: float  # 0..1: median wait per call / median time per call
+    waits: tuple[float, ...] = ()  # seconds waited in each timed call, in the order of timing.samples
+
+    @property
+    def wait_s(self) -> float:
+        """Median seconds per call spent waiting for batches (0 when no waits were recorded)."""
+        return statistics.median(self.waits) if self.waits else 0.0
+
+    def rest(self) -> bench.Timing:
+        """The calls without their wait: each call's time minus what it waited, in the same
+        turns as :attr:`timing` (so that :func:`course_lib.bench.speedup` pairs it with the
+        rows timed in those turns); the rate is work per second of the rest."""
+        t = self.timing
+        if len(self.waits) != len(t.samples):
+            raise ValueError(f"{t.name!r} has {len(self.waits)} waits for {len(t.samples)} calls.")
+        rest = [max(s - w, 1e-12) for s, w in zip(t.samples, self.waits)]
+        r = bench.timing_of(rest, name=f"{t.name} without its wait", device="cpu", work=t.work,
+                            unit=t.unit, turns_id=t.turns_id)
+        return dataclasses.replace(r, device=t.device)
 
     def __str__(self) -> str:
-        return f"{self.timing} | data wait {100 * self.data_wait_share:.0f}%"
+        line = f"{self.timing} | data wait {100 * self.data_wait_share:.0f}%"
+        if self.waits and self.wait_s > 0:
+            line += f" ({units.fmt_time(self.wait_s)} a call)"
+        return line
 
 
 def shapes_loader(n: int, resolution: int = 32, batch_size: int = 128, num_workers: int = 0,
@@ -100,8 +123,40 @@ def time_steps(run: Callable[[], float], *, name: str, device: torch.device | st
     waits: list[float] = []
     timing = bench.time_fn(lambda: waits.append(run()), name=name, device=device, work=images,
                            unit="img/s", warmup=warmup, repeats=repeats)
-    wait = torch.tensor(waits[warmup:], dtype=torch.float64).median().item()
-    return Throughput(timing, min(1.0, wait / timing.median_s))
+    return _throughput(timing, waits[warmup:])
+
+
+def _throughput(timing: bench.Timing, waits: list[float]) -> Throughput:
+    wait = statistics.median(waits)
+    return Throughput(timing, min(1.0, wait / timing.median_s), tuple(waits))
+
+
+def time_steps_in_turns(runs: dict[str, Callable[[], float]], *, device: torch.device | str,
+                        images: int, repeats: int = 5, warmup: int = 1) -> list[Throughput]:
+    """Time several `run()`s as :func:`time_steps` does, but in turns
+    (:func:`course_lib.bench.time_in_turns`: `warmup` calls of each, then `repeats` rounds of
+    one call each), so that their comparisons are paired round by round. One Throughput per
+    run, in the order given. Only for runs with no background work: a DataLoader's workers
+    would prepare batches during the other runs' turns."""
+    if repeats < 1 or warmup < 0 or not runs:
+        raise ValueError(f"Need at least one run, repeats >= 1 and warmup >= 0, got {len(runs)}, "
+                         f"{repeats} and {warmup}.")
+    waits: dict[str, list[float]] = {name: [] for name in runs}
+    fns = {name: (lambda name=name, run=run: waits[name].append(run())) for name, run in runs.items()}
+    timings = bench.time_in_turns(fns, device=device, work=images, unit="img/s", warmup=warmup,
+                                  repeats=repeats)
+    return [_throughput(t, waits[t.name][-repeats:]) for t in timings]
+
+
+def beyond_chance(correct: int, n: int, p: float) -> float:
+    """The chance that guessing, right with probability `p` on each of `n` items, gets at least
+    `correct` of them right: P(Binomial(n, p) >= correct). Small (below 1 %): the accuracy is
+    beyond what guessing gives."""
+    if not 0 <= correct <= n or not 0 < p < 1:
+        raise ValueError(f"Need 0 <= correct <= n and 0 < p < 1, got {correct}, {n} and {p}.")
+    log = lambda i: (math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1)  # noqa: E731
+                     + i * math.log(p) + (n - i) * math.log1p(-p))
+    return min(1.0, sum(math.exp(log(i)) for i in range(correct, n + 1)))
 
 
 def measure_loader(num_workers: int = 0, pin_memory: bool = False, *, steps: int = 4,
