@@ -101,9 +101,22 @@ class Timing:
         """Work per second at the fast quartile."""
         return None if self.work is None else self.work / max(self.lo_s, 1e-12)
 
+    @property
+    def spread_text(self) -> str:
+        """The spread as a line shows it: '± 3%' (half the interquartile range over the median,
+        one decimal below 1 %), or the quartiles themselves, '(261–304)' in the median's unit,
+        where they lie lopsided about the median (one side over twice the other); '(one run)'."""
+        if self.runs <= 1:
+            return "(one run)"
+        below, above = self.median_s - self.lo_s, self.hi_s - self.median_s
+        if self.median_s > 0 and max(below, above) > 2 * max(min(below, above), 0.005 * self.median_s):
+            scale, _ = units.time_scale(self.median_s)
+            return f"({self.lo_s / scale:.3g}–{self.hi_s / scale:.3g})"
+        return f"± {self.spread:.1%}" if self.spread < 0.01 else f"± {self.spread:.0%}"
+
     def __str__(self) -> str:
-        spread = f"± {self.spread:.0%}" if self.runs > 1 else "(one run)"  # no spread
-        line = f"{self.name:<28} | {units.fmt_time(self.median_s):>10} {spread:<9} | "
+        spread = self.spread_text
+        line = f"{self.name:<28} | {units.fmt_time(self.median_s):>10} {spread:<11} | "
         if self.rate is not None:
             line += f"{units.fmt_rate(self.rate, self.unit):>14} | "
         return line + f"{self.runs:>3} runs | {self.device}"

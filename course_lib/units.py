@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 
+def time_scale(seconds: float) -> tuple[float, str]:
+    """(seconds per unit, unit) that :func:`fmt_time` writes `seconds` in: (1e-3, 'ms') for 0.0413."""
+    if abs(seconds) >= 1000:
+        return 60.0, "min"
+    return next(((scale, unit) for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"))
+                 if abs(seconds) >= scale), (1e-9, "ns"))
+
+
 def fmt_time(seconds: float) -> str:
     """Seconds in the unit a human reads: '41.3 ms', '12.0 µs', '2.51 s', '125 s', '20.8 min'."""
-    if abs(seconds) >= 1000:
+    scale, unit = time_scale(seconds)
+    if unit == "min":
         return f"{seconds / 60:.1f} min"
     if abs(seconds) >= 100:
         return f"{seconds:.0f} s"
-    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
-        if abs(seconds) >= scale:
-            return f"{seconds / scale:.3g} {unit}"
-    return f"{seconds / 1e-9:.3g} ns"
+    return f"{seconds / scale:.3g} {unit}"
 
 
 def fmt_bytes(n: float) -> str:

@@ -33,6 +33,16 @@ def test_timing_line_has_units_and_device():
     assert "(one run)" in single and "±" not in single  # one run has no spread to show
 
 
+def test_a_lopsided_spread_shows_its_quartiles_and_a_tiny_one_a_decimal():
+    lopsided = bench.timing_of([0.261, 0.30, 0.304, 0.304, 0.305, 0.2], name="step", device="cpu")
+    q1, q3 = lopsided.lo_s * 1e3, lopsided.hi_s * 1e3  # in ms, the median's unit
+    assert lopsided.spread_text == f"({q1:.3g}–{q3:.3g})" and "±" not in str(lopsided)
+    tight = bench.timing_of([0.0100, 0.0101, 0.0102, 0.0099, 0.01005], name="mm", device="cpu")
+    assert tight.spread_text == f"± {tight.spread:.1%}" and tight.spread < 0.01
+    even = bench.timing_of([0.010, 0.011, 0.012, 0.009, 0.0105], name="mm", device="cpu")
+    assert even.spread_text == f"± {even.spread:.0%}"
+
+
 def test_time_fn_warms_up_then_measures():
     calls = []
     t = bench.time_fn(lambda: calls.append(1), name="append", device="cpu", work=3.0,

@@ -31,3 +31,9 @@ def test_fmt_rate(rate, unit, text):
                                              (7, 2, "7"), (1388, 3, "1,390")])
 def test_fmt_count_rounds_to_significant_digits_with_separators(n, digits, text):
     assert units.fmt_count(n, digits) == text
+
+
+def test_time_scale_is_the_unit_fmt_time_writes():
+    for seconds in (0.0413, 12e-6, 2.51, 125.0, 1250.0, 3e-9):
+        scale, unit = units.time_scale(seconds)
+        assert units.fmt_time(seconds).endswith(" " + unit)
