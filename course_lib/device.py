@@ -143,7 +143,8 @@ def label(device: torch.device | str) -> str:
     device = torch.device(device)
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    return f"cpu ({torch.get_num_threads()} threads)"
+    n = torch.get_num_threads()
+    return f"cpu ({n} thread{'s' * (n != 1)})"
 
 
 def sync(device: torch.device | str) -> None:
