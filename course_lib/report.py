@@ -157,6 +157,9 @@ class Report:
         if not ref:
             lines.append("(no reference GPU run recorded in results/ for this notebook yet)")
             return "\n".join(lines)
+        if not set(ref) & set(self.rows):  # a '-' in every row: the reference measured other things
+            lines.append(f"No row of this run has a row of the same name in the reference run, hence the '-'; "
+                         f"it recorded: {', '.join(ref)}.")
         ref_profile = reference_meta(self.notebook).get("profile")
         if ref_profile and ref_profile != self.meta["profile"]:
             lines.append(f"The reference ran the {ref_profile!r} profile: its models, batches and sizes are "

@@ -59,6 +59,11 @@ def test_recorded_reference_appears_beside_this_run(tmp_path, monkeypatch):
     same = report.Report("01_gpu_vs_cpu", "gpu", "cpu")
     same.add("rate", 12.5, "GFLOP/s")
     assert "profile" not in same.table().splitlines()[-1]
+    assert "hence the '-'" not in table  # a row shares its name with the reference's
+    other = report.Report("01_gpu_vs_cpu", "gpu", "cpu")
+    other.add("another rate", 3.0, "GFLOP/s")
+    assert "No row of this run has a row of the same name in the reference run, hence the '-'; it recorded: rate" \
+        in other.table()
 
 
 def test_references_lists_every_device_that_recorded_the_notebook(tmp_path, monkeypatch):
