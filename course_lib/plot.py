@@ -237,7 +237,7 @@ _KIND_COLOURS = {"matmul": "tab:blue", "attention": "tab:purple", "element-wise"
 
 
 def roofline(ax: Axes, ops: Sequence, peak_flops: float, roofs: Mapping[str, float],
-             title: str = "", labels: int = 5) -> Axes:
+             title: str = "", labels: int = 5, far: float = 0.01) -> Axes:
     """The roofline on log-log axes: FLOP/s against arithmetic intensity (FLOP/B).
 
     `roofs` maps a name to a measured bandwidth (B/s), each drawn as min(peak, I·W); `ops`
@@ -245,7 +245,9 @@ def roofline(ax: Axes, ops: Sequence, peak_flops: float, roofs: Mapping[str, flo
     each at (intensity, achieved FLOP/s), coloured by kind, its area proportional to its share
     of all the ops' time (copies included: they have no FLOPs and are not placed). The
     `labels` op names that took the most time are written beside their costliest point (short
-    names: "sdpa bwd", "mm")."""
+    names: "sdpa bwd", "mm"), and so is every op below `far` × the lowest roof at its intensity
+    (0.01: two decades), however little time it took. A label counts the unnamed dots of its kind
+    within half a decade of it on both axes: "mm + 7 more matmul ops"."""
     placed = [o for o in ops if o.flops > 0 and o.seconds > 0 and o.bytes > 0]
     if not placed:
         raise ValueError("No op to place: each needs FLOPs, bytes and a measured time.")
@@ -264,8 +266,17 @@ def roofline(ax: Axes, ops: Sequence, peak_flops: float, roofs: Mapping[str, flo
     named: dict = {}  # the costliest op of each short name, the costliest names first
     for o in sorted(placed, key=lambda o: -o.seconds):
         named.setdefault(o.short, o)
-    for k, o in enumerate(list(named.values())[:labels]):  # above and below in turn: neighbours' labels apart
-        ax.annotate(o.short, (o.intensity, o.rate), xytext=(6, 4 if k % 2 == 0 else -10),
+    marked = list(named.values())[:labels]
+    low = min(roofs.values())  # and every op `far` or more below the lowest roof, however small its share
+    taken = set(map(id, marked))
+    marked += [o for o in placed if id(o) not in taken and o.rate < far * min(peak_flops, o.intensity * low)]
+    taken = set(map(id, marked))
+    near = lambda a, b: all(max(u / v, v / u) < 10 ** 0.5 for u, v in ((a.intensity, b.intensity), (a.rate, b.rate)))
+    for k, o in enumerate(marked):  # above and below in turn: neighbours' labels apart
+        cluster = [p for p in placed if id(p) not in taken and p.kind == o.kind and near(p, o)]
+        taken.update(map(id, cluster))  # unnamed dots of its kind within half a decade: counted in its label
+        text = o.short + (f" + {len(cluster)} more {o.kind} op{'s' if len(cluster) > 1 else ''}" if cluster else "")
+        ax.annotate(text, (o.intensity, o.rate), xytext=(6, 4 if k % 2 == 0 else -10),
                     textcoords="offset points", fontsize=7)
     ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP / byte)",
            ylabel="achieved FLOP/s", title=title)

@@ -349,6 +349,21 @@ def test_plot_roofline_areas_labels_and_legend():
         plt.close(fig)
 
 
+def test_plot_roofline_names_ops_far_below_and_counts_a_cluster():
+    ops = [_op("aten::mm", "matmul", 1e9, 1e6, 4e-3),  # 2.5e11 FLOP/s at 1000 FLOP/B: labelled, the costliest
+           _op("aten::addmm", "matmul", 1.2e9, 1.1e6, 3e-3),  # beside it: counted in its label
+           _op("aten::bmm", "matmul", 1.1e9, 1.0e6, 3.5e-3),  # beside it too
+           _op("aten::mm", "matmul", 1e8, 1e7, 1e-3),  # 10 FLOP/B, two decades away: not in the cluster
+           _op("aten::gelu", "element-wise", 1e6, 8e6, 1e-3),  # at 40 % of its roof: no label
+           _op("aten::arange", "reduction & other", 1.0, 8.0, 1e-5)]  # 1e5 FLOP/s, roof 2.5e9: far below, tiny
+    fig, ax = plt.subplots()
+    try:
+        plot.roofline(ax, ops, 1e12, {"DRAM": 20e9, "L2": 200e9}, labels=1)
+        assert sorted(t.get_text() for t in ax.texts) == ["arange", "mm + 2 more matmul ops"]
+    finally:
+        plt.close(fig)
+
+
 def test_plot_roofline_needs_an_op_with_flops():
     fig, ax = plt.subplots()
     try:
