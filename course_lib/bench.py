@@ -184,6 +184,8 @@ class Ratio:
         its range's bound nearest 1 as 1.00 (0.996× (0.993–0.998), not 1.00× (0.99–1.00))."""
         if self.within_noise or self.lo == self.hi:
             return 2
+        if self.inconclusive and abs(self.value - 1) < 0.01:  # 1.006× (1.006–1.024), not 1.01× (1.01–1.02)
+            return 3
         if 0 < self.lo < 0.1:  # far below 1: enough digits that the range does not collapse (0.033, not 0.03)
             return min(4, 1 + math.ceil(-math.log10(self.lo)))
         nearest = self.lo if self.value > 1 else self.hi
@@ -211,8 +213,8 @@ class Ratio:
             return (f"the repeats' range, {self.lo:.2f}–{self.hi:.2f}×, is too wide to tell" if self.too_wide
                     else "no difference beyond the spread of the repeats")
         if self.inconclusive:
-            return (f"the machine's speed changed by {self.drift:.0%} from one turn to the next, "
-                    "more than the difference")
+            return (f"the machine's speed changed by {self.drift:.1%} from one turn to the next, "
+                    f"more than the {max(self.value, 1 / self.value) - 1:.1%} difference")
         return ""
 
     @property

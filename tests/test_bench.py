@@ -1,5 +1,6 @@
 """course_lib.bench: behaviour only (what is measured, how it is reported), never speed."""
 
+import re
 import time
 
 import pytest
@@ -403,7 +404,12 @@ def test_a_small_effect_on_a_jumpy_machine_is_inconclusive():
     r = bench.speedup(a, b)
     assert not r.within_noise and r.inconclusive and not r.clear
     assert r.drift == pytest.approx(0.4, rel=0.05)
-    assert "inconclusive: the machine's speed changed by 39% from one turn to the next" in str(r)
+    said = str(r)
+    assert re.search(r"inconclusive: the machine's speed changed by 3[89]\.\d% from one turn to the next, "
+                     r"more than the 4\.\d% difference", said), said
+    tiny = bench.Ratio("a vs b", 1.006, 1.0058, 1.024, rounds=10, coverage=0.98, drift=0.012)
+    assert tiny.inconclusive and str(tiny).startswith("a vs b: 1.006× (1.006–1.024) | inconclusive")
+    assert "changed by 1.2% from one turn to the next, more than the 0.6% difference" in str(tiny)
 
 
 def test_identical_paired_ratios_still_give_a_verdict():
