@@ -48,12 +48,13 @@ class Note:
     raised: str = ""  # where a faster row of the run replaced the measured peak: what and by whom
 
     def __str__(self) -> str:
+        if self.raised:  # the raise names both measurements, who made them and when
+            return self.raised + (f"; stored in {path().name} for the other notebooks" if self.fresh else
+                                  f"; read from {path().name}: the notebooks divide by the same peak")
         if self.fresh:
-            said = f"measured now, stored in {path().name} for the other notebooks"
-        else:
-            said = (f"measured {_ago(self.age_s)} by {self.by} and read from {path().name}: "
-                    "the notebooks divide by the same peak")
-        return said + (f"; {self.raised}" if self.raised else "")
+            return f"measured now, stored in {path().name} for the other notebooks"
+        return (f"measured {_ago(self.age_s)} by {self.by} and read from {path().name}: "
+                "the notebooks divide by the same peak")
 
 
 def _ago(seconds: float) -> str:
@@ -125,9 +126,10 @@ def _raise(entries: dict, key: str, row: bench.Timing, by: str) -> str:
     """Replace the peak stored under `key` by the faster `row` (measured by `by`); the note's words."""
     old = _timing(entries[key]["timings"][0])
     peak = dataclasses.replace(row, name=f"peak: {row.name}", samples=tuple(row.samples), turns_id=None)
-    said = (f"raised to {by}'s {row.name} ({units.fmt_rate(row.rate, row.unit)}), faster than "
-            f"the {units.fmt_rate(old.rate, old.unit)} measured by {entries[key]['by']}: "
-            "the peak is the fastest matmul of the run")
+    said = (f"the peak is the run's fastest matmul in this precision: {by}'s {row.name} "
+            f"({units.fmt_rate(row.rate, row.unit)}), faster than {old.name.removeprefix('peak: ')} "
+            f"({units.fmt_rate(old.rate, old.unit)}) as {entries[key]['by']} measured it, at another moment "
+            "(a machine's speed moves between moments)")
     entries[key]["timings"] = [_stored_dict(peak)]
     entries[key]["raised"] = said
     return said
@@ -151,7 +153,7 @@ def offer(row: bench.Timing, device: torch.device | str, dtype: torch.dtype, *, 
     said = [_raise(entries, key, row, by) for key in stored if row.rate > _timing(entries[key]["timings"][0]).rate]
     files.write_text_atomic(path(), json.dumps(entries, indent=1))
     if said:
-        return f"this run's stored peak {said[0]}"
+        return f"this run's stored peak is raised: {said[0]}"
     if not stored:
         return ("kept for this run's peak in this precision: a notebook that measures that peak later "
                 "takes the faster of its own and this")

@@ -102,8 +102,12 @@ def bars(values: Mapping[str, float], *, ylabel: str, title: str = "",
     ax.set_xticks(range(len(values)), wrapped, fontsize=8)
     ys = list(values.values())
     log = min(ys) > 0 and max(ys) / min(ys) > LOG_SPAN  # a short bar would vanish beside a tall one
-    ax.bar_label(rects, labels=[fmt.format(v) if fmt else plain(v) for v in ys], fontsize=8,
-                 label_type="edge" if log else "center", color="black" if log else "white", padding=2 if log else 0)
+    texts = [fmt.format(v) if fmt else plain(v) for v in ys]
+    short = [log or v < 0.12 * max(ys) for v in ys]  # too short to hold its label: the label goes above it
+    ax.bar_label(rects, labels=[t if s else "" for t, s in zip(texts, short)], fontsize=8,
+                 label_type="edge", color="black", padding=2)
+    ax.bar_label(rects, labels=["" if s else t for t, s in zip(texts, short)], fontsize=8,
+                 label_type="center", color="white")
     if log:
         ax.set_yscale("log")
         ylabel += " (log scale)"

@@ -349,10 +349,12 @@ NOTEBOOKS: tuple[Notebook, ...] = (
                           eval_every=10, val_batches=4, check_steps=2, time_repeats=3, compile=False,
                           fit_compile=False, peak_sizes=[256, 512], resume_steps=6, sample_tokens=60),
             "cpu": dict(max_bytes=4_000_000, block=128, n_layer=4, n_head=4, n_embd=128, dropout=0.0,
-                        micro=16, accum=2, steps=300, warmup=30, lr=3e-3, min_lr_ratio=0.1,
-                        eval_every=50, val_batches=16, check_steps=3, time_repeats=5, compile=True,
+                        micro=16, accum=2, steps=240, warmup=24, lr=3e-3, min_lr_ratio=0.1,
+                        eval_every=40, val_batches=16, check_steps=3, time_repeats=5, compile=True,
                         fit_compile=False, peak_sizes=[512, 1024, 2048], resume_steps=10,
                         sample_tokens=200),
+            # cpu: 240 long-run steps, not 300: with the step timed bf16 vs fp32 and the plain checkpoint
+            # cell, 08 took 180 s of its 3-min budget at 300 (2-core Xeon, 2026-11-27; the long run 95 s)
             "gpu": dict(max_bytes=None, block=512, n_layer=8, n_head=8, n_embd=512, dropout=0.0,
                         micro=32, accum=4, steps=300, warmup=30, lr=1e-3, min_lr_ratio=0.1,
                         eval_every=50, val_batches=20, check_steps=3, time_repeats=8, compile=True,

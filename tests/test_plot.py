@@ -144,8 +144,11 @@ def test_bar_labels_are_plain_numbers_and_names_do_not_overlap():
     fig = plot.bars({"SmallCNN workers=1, 1 training thread": 40_900.0, "b": 12.44, "c": 0.7312},
                     ylabel="img/s", errors={"b": (12.0, 13.0)})
     ax = fig.axes[0]
-    texts = [t.get_text() for t in ax.texts]
-    assert texts == ["40,900", "12.4", "0.731"]
+    shown = sorted((t.xy[0], t.get_text()) for t in ax.texts if t.get_text())
+    assert [text for _, text in shown] == ["40,900", "12.4", "0.731"]  # one label per bar, left to right
+    linear = plot.bars({"fp32": 9000.0, "fp16": 314.0, "bf16": 8000.0}, ylabel="img/s").axes[0]
+    colors = {t.get_text(): t.get_color() for t in linear.texts if t.get_text()}
+    assert colors == {"9,000": "white", "314": "black", "8,000": "white"}  # a short bar's label sits above it
     ticks = [t.get_text() for t in ax.get_xticklabels()]
     assert ticks[0] == "SmallCNN\nworkers=1, 1\ntraining thread" and ticks[1:] == ["b", "c"]
     assert all(t.get_rotation() == 0 for t in ax.get_xticklabels())

@@ -785,7 +785,7 @@ def profile_verdict(p: StepProfile, base: StepProfile) -> str:
     share = diffs[biggest] / total_diff if total_diff else 0.0
     head = (f"{p.name} vs {base.name}: {p.total:.3g} vs {base.total:.3g} ms of op time per step; "
             + "; ".join(f"{k} {mine[k]:.3g} vs {ref[k]:.3g} ms" for k in OP_KINDS if mine[k] or ref[k]))
-    largest = (f"its largest op, {op}, took {ms:.3g} ms ({ms / max(p.total, 1e-12):.0%} of its op time) "
+    largest = (f"the step's largest op, {op}, took {ms:.3g} ms ({ms / max(p.total, 1e-12):.0%} of its op time) "
                f"against {base.by_op.get(op, 0.0):.3g} ms in {base.name}")
     if abs(total_diff) < 0.1 * base.total:
         change = f"the two totals are within 10% of each other; the largest change by kind is {biggest}, {diffs[biggest]:+.3g} ms"
