@@ -111,7 +111,8 @@ class Timing:
         below, above = self.median_s - self.lo_s, self.hi_s - self.median_s
         if self.median_s > 0 and max(below, above) > 2 * max(min(below, above), 0.005 * self.median_s):
             scale, _ = units.time_scale(self.median_s)
-            return f"({self.lo_s / scale:.3g}–{self.hi_s / scale:.3g})"
+            fmt = lambda x: f"{x:.3g}" if x < 1000 else f"{x:,.0f}"  # noqa: E731  no 3.07e+03
+            return f"({fmt(self.lo_s / scale)}–{fmt(self.hi_s / scale)})"
         return f"± {self.spread:.1%}" if self.spread < 0.01 else f"± {self.spread:.0%}"
 
     def __str__(self) -> str:

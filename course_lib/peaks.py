@@ -137,7 +137,8 @@ def _raise(entries: dict, key: str, row: bench.Timing, by: str) -> str:
 
 def offer(row: bench.Timing, device: torch.device | str, dtype: torch.dtype, *, by: str) -> str:
     """Offer a matmul `row` this notebook timed in `dtype` on `device` to the run's peaks: a
-    fresh stored peak of that device and precision that `row` outruns is replaced by it, and
+    fresh stored peak of that device and precision that `row` outruns beyond the peak's quartiles
+    is replaced by it, and
     later notebooks read the faster one; a peak measured later starts from the fastest row
     offered. Returns one printable sentence on what happened: the peak raised, the row kept for
     a peak not measured yet, or '' when a stored peak is faster."""
@@ -150,11 +151,14 @@ def offer(row: bench.Timing, device: torch.device | str, dtype: torch.dtype, *, 
     entries["offers"] = offers
     stored = [key for key, entry in entries.items()
               if key != "offers" and _same_kind(key) == kind and _fresh(entry, now)]
-    said = [_raise(entries, key, row, by) for key in stored if row.rate > _timing(entries[key]["timings"][0]).rate]
+    said = [_raise(entries, key, row, by) for key in stored  # faster beyond the stored peak's quartiles
+            if row.rate > _timing(entries[key]["timings"][0]).rate_hi]
     files.write_text_atomic(path(), json.dumps(entries, indent=1))
     if said:
-        return f"this run's stored peak is raised: {said[0]}"
+        return f"raised: {said[0]}"
     if not stored:
+        if any(_timing(o["timing"]).rate >= row.rate for o in offers[:-1] if o["kind"] == kind):
+            return ""  # a faster row of this precision is kept already
         return ("kept for this run's peak in this precision: a notebook that measures that peak later "
                 "takes the faster of its own and this")
     return ""
@@ -171,7 +175,7 @@ def matmul(device: torch.device | str, dtype: torch.dtype, sizes: Sequence[int],
         entries, now = _read(), time.time()
         offered = [o for o in entries.get("offers", []) if o["kind"] == _same_kind(key) and _fresh(o, now)]
         best = max(offered, key=lambda o: _timing(o["timing"]).rate, default=None)
-        if best and _timing(best["timing"]).rate > timings[0].rate:
+        if best and _timing(best["timing"]).rate > timings[0].rate_hi:  # faster beyond its quartiles
             note.raised = _raise(entries, key, _timing(best["timing"]), best["by"])
             files.write_text_atomic(path(), json.dumps(entries, indent=1))
             return _timing(entries[key]["timings"][0]), note

@@ -35,7 +35,7 @@ def test_same_peak_verdict_follows_the_ratio():
     said = nb01.same_peak_verdict(faster, peak, [512, 1024, 2048])
     assert "2048×2048 matmul ran 20% faster" in said and "changed" in said
     slower = bench.rate_ratio(_rate(2048, 80e9), peak)
-    assert "20% slower" in nb01.same_peak_verdict(slower, peak, [512, 1024, 2048])
+    assert "1.25× slower" in nb01.same_peak_verdict(slower, peak, [512, 1024, 2048])
     short = bench.rate_ratio(_rate(1024, 80e9), peak)
     beyond = nb01.same_peak_verdict(short, peak, [512, 1024])  # the peak's size is not on the curve
     assert "stops at n=1024" in beyond and "n=2048" in beyond and "25% faster" in beyond  # 100 / 80
@@ -70,6 +70,8 @@ def test_gain_by_size_verdict_follows_the_two_intervals():
     assert "3.80× at n=1024" in nb01.gain_by_size_verdict(small, big, 1032, 1024)
     same = bench.ratio_of("at 1032", 3.6, 3.3, 3.9)
     assert "does not depend" in nb01.gain_by_size_verdict(same, big, 1032, 1024)
+    broad = nb01.gain_by_size_verdict(bench.ratio_of("at 1032", 3.0, 1.8, 9.8), big, 1032, 1024)
+    assert "no measurable difference" in broad and "too wide" in broad
     wide = bench.ratio_of("at 1032", 1.5, 0.9, 4.0)
     said = nb01.gain_by_size_verdict(wide, big, 1032, 1024)
     assert "too wide" in said or "does not depend" in said

@@ -100,6 +100,7 @@ def _row(n: int, rate: float) -> bench.Timing:
 def test_a_faster_row_offered_earlier_becomes_the_peak_a_later_notebook_measures(build, monkeypatch):
     monkeypatch.setattr(bench, "peak_matmul", _fake_peak(1e11)[0])
     assert "kept" in peaks.offer(_row(64, 3e11), "cpu", torch.bfloat16, by="01_gpu_vs_cpu")  # no peak stored yet
+    assert peaks.offer(_row(64, 2e11), "cpu", torch.bfloat16, by="01_gpu_vs_cpu") == ""  # a faster one is kept
     peaks.offer(_row(64, 5e10), "cpu", torch.float32, by="01_gpu_vs_cpu")  # slower, and fp32: no effect
     peak, note = peaks.matmul("cpu", torch.bfloat16, [64, 128], by="08_transformer")
     assert peak.rate == pytest.approx(3e11) and peak.name == "peak: matmul 64×64"
@@ -114,6 +115,7 @@ def test_a_row_faster_than_the_stored_peak_replaces_it_and_a_slower_one_does_not
     monkeypatch.setattr(bench, "peak_matmul", _fake_peak(2e11)[0])
     first, _ = peaks.matmul("cpu", torch.float32, [64, 128], by="00_setup_check")
     assert peaks.offer(_row(128, 1.5e11), "cpu", torch.float32, by="01_gpu_vs_cpu") == ""
+    assert peaks.offer(_row(128, 2.02e11), "cpu", torch.float32, by="01_gpu_vs_cpu") == ""  # within its quartiles
     said = peaks.offer(_row(128, 2.4e11), "cpu", torch.float32, by="01_gpu_vs_cpu")
     assert "01_gpu_vs_cpu" in said and "00_setup_check" in said
     later, note = peaks.matmul("cpu", torch.float32, [64, 128], by="08_transformer")

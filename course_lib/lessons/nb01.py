@@ -48,8 +48,8 @@ def same_peak_verdict(same: bench.Ratio, peak: bench.Timing, sizes: Sequence[int
                     f"matmul ran {1 / same.value - 1:.0%} faster than any size of this curve")
         return (f"the curve's best point and the peak (n={peak_n}, not in this curve) differ by "
                 f"{abs(same.value - 1):.0%}, beyond both spreads: other sizes, measured at other moments")
-    way = "faster" if same.value > 1 else "slower"
-    return (f"the same {peak_n}×{peak_n} matmul ran {abs(same.value - 1):.0%} {way} during this curve than "
+    way = f"{same.value - 1:.0%} faster" if same.value > 1 else f"{1 / same.value:.2f}× slower"
+    return (f"the same {peak_n}×{peak_n} matmul ran {way} during this curve than "
             f"when the peak was measured, beyond both spreads: the machine's speed changed in between "
             f"(another program, the clock); the % column divides by the stored peak all the same")
 
@@ -61,6 +61,10 @@ def gain_by_size_verdict(gain: bench.Ratio, other: bench.Ratio, n: int, other_n:
         return (f"the intervals ({gain.lo:.2f}–{gain.hi:.2f}× at n={n}, {other.lo:.2f}–{other.hi:.2f}× at "
                 f"n={other_n}) are too wide to say whether the gain depends on the size")
     if gain.lo <= other.hi and other.lo <= gain.hi:
+        if max(gain.hi / gain.lo, other.hi / other.lo) > 1.5:
+            return (f"no measurable difference between the gains at n={n} and n={other_n} (timed in the same "
+                    f"rounds), but their intervals ({gain.lo:.2f}–{gain.hi:.2f}×, {other.lo:.2f}–{other.hi:.2f}×) "
+                    "are too wide to tell whether it depends on the size")
         return (f"the same gain at n={n} and n={other_n}, within their intervals (timed in the same rounds): "
                 "here it does not depend on the size")
     return (f"the gain is {other.value:.2f}× at n={other_n} and {gain.value:.2f}× at n={n}, intervals apart, "
