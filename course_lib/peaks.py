@@ -138,9 +138,8 @@ def _raise(entries: dict, key: str, row: bench.Timing, by: str) -> str:
 def offer(row: bench.Timing, device: torch.device | str, dtype: torch.dtype, *, by: str) -> str:
     """Offer a matmul `row` this notebook timed in `dtype` on `device` to the run's peaks: a
     fresh stored peak of that device and precision that `row` outruns beyond the peak's quartiles
-    is replaced by it, and
-    later notebooks read the faster one; a peak measured later starts from the fastest row
-    offered. Returns one printable sentence on what happened: the peak raised, the row kept for
+    is replaced by it, and later notebooks read the faster one; a peak measured later starts from
+    the fastest row offered. Returns one printable sentence on what happened: the peak raised, the row kept for
     a peak not measured yet, or '' when a stored peak is faster."""
     if row.rate is None or row.unit != "FLOP/s":
         raise ValueError(f"offer needs a matmul timing with a FLOP/s rate, got {row.name!r}.")
@@ -167,7 +166,8 @@ def offer(row: bench.Timing, device: torch.device | str, dtype: torch.dtype, *, 
 def matmul(device: torch.device | str, dtype: torch.dtype, sizes: Sequence[int], *, by: str,
            min_run_s: float = 0.2) -> tuple[bench.Timing, Note]:
     """This run's compute peak in `dtype`: the fastest of square matmuls of `sizes`
-    (:func:`bench.peak_matmul`), measured once and shared; with a :class:`Note` of its origin.
+    (:func:`bench.peak_matmul`), or a row :func:`offer`ed earlier in the run that beat it beyond
+    its quartiles; measured once and shared, with a :class:`Note` of its origin.
     `by` names the caller (the notebook) in that note."""
     key = _key(f"matmul peak, {min_run_s:g} s", device, dtype, sizes)
     timings, note = _stored(key, by, lambda: [bench.peak_matmul(device, dtype, sizes=sizes, min_run_s=min_run_s)])
