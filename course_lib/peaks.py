@@ -139,8 +139,9 @@ def offer(row: bench.Timing, device: torch.device | str, dtype: torch.dtype, *, 
     """Offer a matmul `row` this notebook timed in `dtype` on `device` to the run's peaks: a
     fresh stored peak of that device and precision that `row` outruns beyond the peak's quartiles
     is replaced by it, and later notebooks read the faster one; a peak measured later starts from
-    the fastest row offered. Returns one printable sentence on what happened: the peak raised, the row kept for
-    a peak not measured yet, or '' when a stored peak is faster."""
+    the fastest row offered. Returns one printable sentence on what happened: the peak raised
+    ('raised: ...'), the row kept for a peak not measured yet, the peak left standing because
+    `row` is faster than its median but within its quartiles, or '' when a stored peak is faster."""
     if row.rate is None or row.unit != "FLOP/s":
         raise ValueError(f"offer needs a matmul timing with a FLOP/s rate, got {row.name!r}.")
     entries, now = _read(), time.time()
@@ -155,6 +156,13 @@ def offer(row: bench.Timing, device: torch.device | str, dtype: torch.dtype, *, 
     files.write_text_atomic(path(), json.dumps(entries, indent=1))
     if said:
         return f"raised: {said[0]}"
+    standing = [old for old in (_timing(entries[key]["timings"][0]) for key in stored) if row.rate > old.rate]
+    if standing:  # above the peak's median, within its quartiles
+        old = standing[0]
+        return (f"{units.fmt_rate(row.rate, row.unit)} is above the stored peak's "
+                f"{units.fmt_rate(old.rate, old.unit)} but within the middle half of its repeats "
+                f"({units.fmt_rate(old.rate_lo, old.unit)}–{units.fmt_rate(old.rate_hi, old.unit)}): "
+                "not faster beyond its spread, so the peak stands")
     if not stored:
         if any(_timing(o["timing"]).rate >= row.rate for o in offers[:-1] if o["kind"] == kind):
             return ""  # a faster row of this precision is kept already

@@ -271,3 +271,13 @@ def test_inline_amp_loop_equals_accumulation_step(amp):
     assert 0 < nb04.rel_error(g_inline, nb04.gradients(gn_cnn(), [(x, y)])) < 0.2  # rounded, not broken
     if amp == "fp16":
         assert s_inline.get_scale() == s_lib.get_scale() == 512.0  # one update per optimizer step
+
+
+@pytest.mark.parametrize("profile", ["smoke", "cpu", "gpu"])
+def test_memory_sweep_starts_at_one_micro_batch(profile):
+    """Section 5 sets the accumulated peak beside the sweep's first one-batch peak: that batch
+    must be one micro-batch, and every batch a multiple of it."""
+    from course_lib import profiles
+    cfg = profiles.sizes("04_grad_accumulation", profile)
+    assert cfg.mem_batches[0] == cfg.mem_micro
+    assert all(b % cfg.mem_micro == 0 for b in cfg.mem_batches)
