@@ -210,8 +210,11 @@ class Ratio:
         """Why the repeats do not tell the two apart, for a verdict's sentence ('' when :attr:`clear`)."""
         if self.single:
             return "one run each, no spread to judge it by"
-        if self.within_noise:
-            return (f"the repeats' range, {self.lo:.2f}–{self.hi:.2f}×, is too wide to tell" if self.too_wide
+        if self.within_noise:  # timed in turns: the interval of the paired ratios; apart: the quartiles' range
+            what = "the in-turns interval" if self.rounds else "the repeats' range"
+            if self.too_wide:
+                return f"{what}, {self.lo:.2f}–{self.hi:.2f}×, is too wide to tell"
+            return (f"{what}, {self.lo:.2f}–{self.hi:.2f}×, holds 1: no difference beyond it" if self.rounds
                     else "no difference beyond the spread of the repeats")
         if self.inconclusive:
             return (f"the machine's speed changed by {self.drift:.1%} from one turn to the next, "

@@ -252,7 +252,7 @@ NOTEBOOKS: tuple[Notebook, ...] = (
         }),
     Notebook(
         "06_ddp", "DistributedDataParallel (+ FSDP)", gpus=2,
-        on_less="2 gloo ranks on the CPU: equivalence, collectives; NCCL and scaling need 2 GPUs",
+        on_less="2 gloo ranks on the CPU: equivalence, collectives, overlap, scaling of CPU ranks; NCCL and GPU scaling need 2 GPUs",
         sizes={
             # train: scripts/ddp_train.py (n images of res px, MLP width hidden, batch per rank,
             # epochs, lr); bench_steps x bench_repeats: timed steps per rank (scaling, DDP overhead);

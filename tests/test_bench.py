@@ -471,3 +471,11 @@ def test_curve_verdicts_reach_a_given_peak():
     assert lines[1] == "smallest n at >= 90% of this run's peak: none of these sizes"
     lines = bench.curve_verdicts(curve, [64, 256, 512], fraction=0.7, peak=stored)
     assert lines[1] == "smallest n at >= 70% of this run's peak: n=256 (75%)"
+
+
+def test_a_paired_doubt_names_the_in_turns_interval_and_an_unpaired_one_the_repeats():
+    paired = bench.speedup(*_in_turns([0.1, 0.101, 0.099, 0.1, 0.1], [0.1, 0.1, 0.1, 0.101, 0.099]))
+    apart = bench.ratio_of("a vs b", 1.01, 0.97, 1.05)
+    assert paired.rounds and paired.within_noise and not paired.too_wide
+    assert "in-turns interval" in paired.doubt and "repeats" not in paired.doubt
+    assert "spread of the repeats" in apart.doubt and "in-turns" not in apart.doubt

@@ -264,3 +264,36 @@ def test_time_backends_times_extra_steps_in_the_same_turns():
     assert [r.backend for r in rows] == ["MATH", "written out"]
     assert rows[1].timing is not None and rows[1].timing.runs == 2 and calls
     assert rows[0].timing.turns_id == rows[1].timing.turns_id is not None  # paired with the kernels
+
+
+def _leads(*triples):
+    """SDPA's paired lead over the written-out version at T = 128, 256, 512, ... (value, lo, hi)."""
+    return {128 * 2**i: bench.ratio_of(f"T={128 * 2**i}", v, lo, hi) for i, (v, lo, hi) in enumerate(triples)}
+
+
+def test_cache_step_reads_the_lead_across_the_crossing_against_the_step_before():
+    lengths = [128, 256, 512, 1024]
+    one = {t: 4 * 8 * t * t * 4 for t in lengths}  # 2, 8, 32, 128 MiB
+    cache = 16 * 2**20  # crossed between 256 and 512
+    step = nb07.cache_step(_leads((1.0, 0.95, 1.05), (1.2, 1.15, 1.25), (2.4, 2.3, 2.5), (3, 2.9, 3.1)),
+                           lengths, one, cache, "one matrix")
+    assert "between T=256" in step and "T=512" in step and "faster across it" in step
+    flat = nb07.cache_step(_leads((1.0, 0.95, 1.05), (2.0, 1.9, 2.1), (2.2, 2.1, 2.3), (3, 2.9, 3.1)),
+                           lengths, one, cache, "one matrix")
+    assert "slower across it" in flat
+    noisy = nb07.cache_step(_leads((1.0, 0.7, 1.4), (1.2, 0.9, 1.6), (1.5, 1.0, 2.0), (3, 2.9, 3.1)),
+                            lengths, one, cache, "one matrix")
+    assert "cannot tell" in noisy
+    lo, value, hi = nb07.lead_growth(_leads((1.0, 0.9, 1.1), (2.0, 1.8, 2.2)), 128, 256)
+    assert lo == pytest.approx(1.8 / 1.1) and value == pytest.approx(2.0) and hi == pytest.approx(2.2 / 0.9)
+
+
+def test_cache_step_when_nothing_or_everything_outgrows_the_cache_or_too_few_lengths():
+    lengths = [128, 256, 512]
+    one = {t: t * t for t in lengths}
+    leads = _leads((1, 0.9, 1.1), (1, 0.9, 1.1), (1, 0.9, 1.1))
+    assert "fits the cache at every length" in nb07.cache_step(leads, lengths, one, 10**9, "x")
+    assert "already at T=128" in nb07.cache_step(leads, lengths, one, 10, "x")
+    assert "too few lengths" in nb07.cache_step(leads, lengths, one, 128 * 128 + 1, "x")  # crossed at 256
+    assert "too few lengths" in nb07.cache_step({128: leads[128], 512: leads[512]}, lengths, one,
+                                                256 * 256 + 1, "x")  # 256 did not run

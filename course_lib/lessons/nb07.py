@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.profiler import ProfilerActivity, profile
 
-from course_lib import bench, check, memory
+from course_lib import bench, check, memory, units
 from course_lib.attention import attention, causal_mask, padding_mask
 from course_lib.bench import Timing
 from course_lib.roofline import counted_flops
@@ -190,6 +190,46 @@ def rising(slopes: Sequence[float]) -> bool:
     """Whether each slope is at least the one before (the growth exponent between neighbouring
     lengths climbing toward its large-T value, as fixed costs fade)."""
     return all(b >= a for a, b in zip(slopes, slopes[1:]))
+
+
+def lead_growth(lead: Mapping[int, bench.Ratio], t0: int, t1: int) -> tuple[float, float, float]:
+    """How much SDPA's lead over the written-out version (`lead[t]`: their paired ratio at length
+    t) grows from length `t0` to `t1`: (low, value, high), the ends from the two intervals."""
+    a, b = lead[t0], lead[t1]
+    return b.lo / a.hi, b.value / a.value, b.hi / a.lo
+
+
+def cache_step(lead: Mapping[int, bench.Ratio], lengths: Sequence[int], size: Mapping[int, int],
+               cache_bytes: int, what: str) -> str:
+    """One sentence: between which lengths `what` (`size[t]` bytes at length t) outgrows a cache of
+    `cache_bytes`, and whether SDPA's lead grows faster across that point than over the step
+    before it, beyond both ranges. SDPA builds no T×T matrix, and each lead is timed in turns
+    at its length, so a change of the machine's speed between lengths cancels in it; a cache
+    step of the written-out version would show as the lead growing faster across the point."""
+    lengths = sorted(lengths)
+    past = [t for t in lengths if size[t] > cache_bytes]
+    if not past:
+        return f"{what} fits the cache at every length (up to {units.fmt_bytes(size[lengths[-1]])})"
+    i = lengths.index(past[0])
+    if i == 0:
+        return f"{what} outgrows the cache already at T={lengths[0]} ({units.fmt_bytes(size[lengths[0]])})"
+    t0, t1 = lengths[i - 1], lengths[i]
+    head = (f"{what} outgrows it between T={t0} ({units.fmt_bytes(size[t0])}) and T={t1} "
+            f"({units.fmt_bytes(size[t1])})")
+    if i < 2 or any(t not in lead for t in (lengths[i - 2], t0, t1)):
+        return head + ": too few lengths measured on both sides to compare"
+    tb = lengths[i - 2]
+    lo_b, before, hi_b = lead_growth(lead, tb, t0)
+    lo_a, across, hi_a = lead_growth(lead, t0, t1)
+    grew = (f"SDPA's lead grew {before:.2f}× ({lo_b:.2f}–{hi_b:.2f}) from T={tb} to T={t0} and "
+            f"{across:.2f}× ({lo_a:.2f}–{hi_a:.2f}) from T={t0} to T={t1}")
+    if lo_a > hi_b:
+        verdict = "faster across it, beyond both ranges: the step a cache limit would make"
+    elif hi_a < lo_b:
+        verdict = "slower across it, beyond both ranges: no cache step shows there"
+    else:
+        verdict = "the ranges overlap: this run cannot tell a step there from the spread of its turns"
+    return f"{head}: {grew}; {verdict}"
 
 
 def largest_cache(device: torch.device | str) -> tuple[str, int] | None:
