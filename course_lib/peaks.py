@@ -137,11 +137,12 @@ def _raise(entries: dict, key: str, row: bench.Timing, by: str) -> str:
 
 def offer(row: bench.Timing, device: torch.device | str, dtype: torch.dtype, *, by: str) -> str:
     """Offer a matmul `row` this notebook timed in `dtype` on `device` to the run's peaks: a
-    fresh stored peak of that device and precision that `row` outruns beyond the peak's quartiles
+    fresh stored peak of that device and precision that `row` outruns beyond both spreads (the
+    row's slow quartile above the peak's fast one)
     is replaced by it, and later notebooks read the faster one; a peak measured later starts from
     the fastest row offered. Returns one printable sentence on what happened: the peak raised
     ('raised: ...'), the row kept for a peak not measured yet, the peak left standing because
-    `row` is faster than its median but within its quartiles, or '' when a stored peak is faster."""
+    `row` is faster than its median but their spreads overlap, or '' when a stored peak is faster."""
     if row.rate is None or row.unit != "FLOP/s":
         raise ValueError(f"offer needs a matmul timing with a FLOP/s rate, got {row.name!r}.")
     entries, now = _read(), time.time()
@@ -151,18 +152,19 @@ def offer(row: bench.Timing, device: torch.device | str, dtype: torch.dtype, *, 
     entries["offers"] = offers
     stored = [key for key, entry in entries.items()
               if key != "offers" and _same_kind(key) == kind and _fresh(entry, now)]
-    said = [_raise(entries, key, row, by) for key in stored  # faster beyond the stored peak's quartiles
-            if row.rate > _timing(entries[key]["timings"][0]).rate_hi]
+    said = [_raise(entries, key, row, by) for key in stored  # faster beyond both spreads (quartiles)
+            if row.rate_lo > _timing(entries[key]["timings"][0]).rate_hi]
     files.write_text_atomic(path(), json.dumps(entries, indent=1))
     if said:
         return f"raised: {said[0]}"
     standing = [old for old in (_timing(entries[key]["timings"][0]) for key in stored) if row.rate > old.rate]
-    if standing:  # above the peak's median, within its quartiles
+    if standing:  # above the peak's median, the two spreads overlapping
         old = standing[0]
         return (f"{units.fmt_rate(row.rate, row.unit)} is above the stored peak's "
-                f"{units.fmt_rate(old.rate, old.unit)} but within the middle half of its repeats "
-                f"({units.fmt_rate(old.rate_lo, old.unit)}–{units.fmt_rate(old.rate_hi, old.unit)}): "
-                "not faster beyond its spread, so the peak stands")
+                f"{units.fmt_rate(old.rate, old.unit)}, but the middle halves of their repeats overlap "
+                f"({units.fmt_rate(row.rate_lo, row.unit)}–{units.fmt_rate(row.rate_hi, row.unit)} and "
+                f"{units.fmt_rate(old.rate_lo, old.unit)}–{units.fmt_rate(old.rate_hi, old.unit)}): "
+                "not faster beyond both spreads, so the peak stands")
     if not stored:
         if any(_timing(o["timing"]).rate >= row.rate for o in offers[:-1] if o["kind"] == kind):
             return ""  # a faster row of this precision is kept already
@@ -175,7 +177,7 @@ def matmul(device: torch.device | str, dtype: torch.dtype, sizes: Sequence[int],
            min_run_s: float = 0.2) -> tuple[bench.Timing, Note]:
     """This run's compute peak in `dtype`: the fastest of square matmuls of `sizes`
     (:func:`bench.peak_matmul`), or a row :func:`offer`ed earlier in the run that beat it beyond
-    its quartiles; measured once and shared, with a :class:`Note` of its origin.
+    both spreads; measured once and shared, with a :class:`Note` of its origin.
     `by` names the caller (the notebook) in that note."""
     key = _key(f"matmul peak, {min_run_s:g} s", device, dtype, sizes)
     timings, note = _stored(key, by, lambda: [bench.peak_matmul(device, dtype, sizes=sizes, min_run_s=min_run_s)])
@@ -183,7 +185,7 @@ def matmul(device: torch.device | str, dtype: torch.dtype, sizes: Sequence[int],
         entries, now = _read(), time.time()
         offered = [o for o in entries.get("offers", []) if o["kind"] == _same_kind(key) and _fresh(o, now)]
         best = max(offered, key=lambda o: _timing(o["timing"]).rate, default=None)
-        if best and _timing(best["timing"]).rate > timings[0].rate_hi:  # faster beyond its quartiles
+        if best and _timing(best["timing"]).rate_lo > timings[0].rate_hi:  # faster beyond both spreads
             note.raised = _raise(entries, key, _timing(best["timing"]), best["by"])
             files.write_text_atomic(path(), json.dumps(entries, indent=1))
             return _timing(entries[key]["timings"][0]), note

@@ -38,7 +38,7 @@ def same_peak_verdict(same: bench.Ratio, peak: bench.Timing, sizes: Sequence[int
     peak_n = round((peak.work / 2) ** (1 / 3))  # a square n×n matmul does 2·n³ FLOPs
     if same.too_wide:
         return (f"the spreads are too wide ({same.lo:.2f}–{same.hi:.2f}×) to say whether the machine ran as fast "
-                f"as when the peak was measured; the % column divides by the stored peak all the same")
+                f"as when the peak was measured; the % column divides by the run's peak as it stands below")
     if same.within_noise or same.single:
         return (f"the two measurements of the {peak_n}×{peak_n} matmul agree within their spreads: the "
                 "machine ran as fast during this curve as when the peak was measured")
@@ -51,7 +51,7 @@ def same_peak_verdict(same: bench.Ratio, peak: bench.Timing, sizes: Sequence[int
     way = f"{same.value - 1:.0%} faster" if same.value > 1 else f"{1 / same.value:.2f}× slower"
     return (f"the same {peak_n}×{peak_n} matmul ran {way} during this curve than "
             f"when the peak was measured, beyond both spreads: the machine's speed changed in between "
-            f"(another program, the clock); the % column divides by the stored peak all the same")
+            f"(another program, the clock); the % column divides by the run's peak as it stands below")
 
 
 def gain_by_size_verdict(gain: bench.Ratio, other: bench.Ratio, n: int, other_n: int) -> str:
