@@ -129,8 +129,9 @@ def _raise(entries: dict, key: str, row: bench.Timing, by: str) -> str:
     said = (f"the peak is the run's fastest matmul in this precision: {by}'s {row.name} "
             f"({units.fmt_rate(row.rate, row.unit)}), faster than {old.name.removeprefix('peak: ')} "
             f"({units.fmt_rate(old.rate, old.unit)}) as {entries[key]['by']} measured it, at another moment "
-            "(a machine's speed moves between moments)")
+            "(a machine's speed moves between moments); notebooks and cells before this divided by the old peak")
     entries[key]["timings"] = [_stored_dict(peak)]
+    entries[key]["by"] = by  # the peak is now this notebook's measurement
     entries[key]["raised"] = said
     return said
 
