@@ -50,11 +50,12 @@ class Note:
     def __str__(self) -> str:
         if self.raised:  # the raise names both measurements, who made them and when
             return self.raised + (f"; stored in {path().name} for the other notebooks" if self.fresh else
-                                  f"; read from {path().name}: the notebooks divide by the same peak")
+                                  f"; read from {path().name}: the later notebooks divide by it unless a faster row raises it again, "
+                                  "which is then said")
         if self.fresh:
             return f"measured now, stored in {path().name} for the other notebooks"
-        return (f"measured {_ago(self.age_s)} by {self.by} and read from {path().name}: "
-                "the notebooks divide by the same peak")
+        return (f"measured {_ago(self.age_s)} by {self.by} and read from {path().name}: the notebooks divide "
+                "by the same peak unless a faster row raises it, which is then said")
 
 
 def _ago(seconds: float) -> str:
