@@ -50,8 +50,9 @@ def same_peak_verdict(same: bench.Ratio, peak: bench.Timing, sizes: Sequence[int
                 f"{abs(same.value - 1):.0%}, beyond both spreads: other sizes, measured at other moments")
     way = f"{same.value - 1:.0%} faster" if same.value > 1 else f"{1 / same.value:.2f}× slower"
     return (f"the same {peak_n}×{peak_n} matmul ran {way} during this curve than "
-            f"when the peak was measured, beyond both spreads: the machine's speed changed in between "
-            f"(another program, the clock); the % column divides by the run's peak as it stands below")
+            f"when the peak was measured, beyond both spreads; the two were timed apart (unpaired), so this mixes "
+            f"the machine's speed at two moments (another program, the clock) with two ways of timing (the "
+            f"peak's runs, the curve's rounds in turns); the % column divides by the run's peak as it stands below")
 
 
 def gain_by_size_verdict(gain: bench.Ratio, other: bench.Ratio, n: int, other_n: int) -> str:
