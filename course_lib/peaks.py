@@ -49,9 +49,10 @@ class Note:
 
     def __str__(self) -> str:
         if self.raised:  # the raise names both measurements, who made them and when
-            return self.raised + (f"; stored in {path().name} for the other notebooks" if self.fresh else
-                                  f"; read from {path().name}: the later notebooks divide by it unless a faster row raises it again, "
-                                  "which is then said")
+            return self.raised + (
+                f"; stored in {path().name} for the other notebooks" if self.fresh else
+                f"; read from {path().name}: the later notebooks divide by it unless a faster row raises "
+                "it again, which is then said")
         if self.fresh:
             return f"measured now, stored in {path().name} for the other notebooks"
         return (f"measured {_ago(self.age_s)} by {self.by} and read from {path().name}: the notebooks divide "
@@ -132,7 +133,7 @@ def _raise(entries: dict, key: str, row: bench.Timing, by: str) -> str:
             f"({units.fmt_rate(old.rate, old.unit)}) as {entries[key]['by']} measured it, at another moment "
             "(a machine's speed moves between moments); notebooks and cells before this divided by the old peak")
     entries[key]["timings"] = [_stored_dict(peak)]
-    entries[key]["by"] = by  # the peak is now this notebook's measurement
+    entries[key]["by"], entries[key]["at"] = by, time.time()  # the peak is now this notebook's row
     entries[key]["raised"] = said
     return said
 
