@@ -59,6 +59,21 @@ class Note:
                 "by the same peak unless a faster row raises it, which is then said")
 
 
+@dataclass(frozen=True)
+class Offered:
+    """What :func:`offer` did with a row: `raised` when it replaced the stored peak; `text`, one
+    printable sentence ('' when there is nothing to say: a stored or kept row is faster)."""
+
+    text: str = ""
+    raised: bool = False
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __bool__(self) -> bool:
+        return bool(self.text)
+
+
 def _ago(seconds: float) -> str:
     return f"{seconds / 60:.0f} min ago" if seconds >= 60 else f"{seconds:.0f} s ago"
 
@@ -138,14 +153,15 @@ def _raise(entries: dict, key: str, row: bench.Timing, by: str) -> str:
     return said
 
 
-def offer(row: bench.Timing, device: torch.device | str, dtype: torch.dtype, *, by: str) -> str:
+def offer(row: bench.Timing, device: torch.device | str, dtype: torch.dtype, *, by: str) -> Offered:
     """Offer a matmul `row` this notebook timed in `dtype` on `device` to the run's peaks: a
     fresh stored peak of that device and precision that `row` outruns beyond both spreads (the
     row's slow quartile above the peak's fast one)
     is replaced by it, and later notebooks read the faster one; a peak measured later starts from
-    the fastest row offered. Returns one printable sentence on what happened: the peak raised
-    ('raised: ...'), the row kept for a peak not measured yet, the peak left standing because
-    `row` is faster than its median but their spreads overlap, or '' when a stored peak is faster."""
+    the fastest row offered. Returns an :class:`Offered` whose sentence says what happened: the
+    peak raised (then `.raised`), the row kept for a peak not measured yet, the peak left standing
+    because `row` is faster than its median but their spreads overlap, or nothing ('') when a
+    stored or kept row is faster."""
     if row.rate is None or row.unit != "FLOP/s":
         raise ValueError(f"offer needs a matmul timing with a FLOP/s rate, got {row.name!r}.")
     entries, now = _read(), time.time()
@@ -153,27 +169,27 @@ def offer(row: bench.Timing, device: torch.device | str, dtype: torch.dtype, *, 
     offers = [o for o in entries.get("offers", []) if _fresh(o, now)]
     offers.append({"kind": kind, "by": by, "at": now, "timing": _stored_dict(row)})
     entries["offers"] = offers
-    stored = [key for key, entry in entries.items()
-              if key != "offers" and _same_kind(key) == kind and _fresh(entry, now)]
-    said = [_raise(entries, key, row, by) for key in stored  # faster beyond both spreads (quartiles)
-            if row.rate_lo > _timing(entries[key]["timings"][0]).rate_hi]
+    stored = {key: _timing(entry["timings"][0]) for key, entry in entries.items()
+              if key != "offers" and _same_kind(key) == kind and _fresh(entry, now)}
+    said = [_raise(entries, key, row, by) for key, old in stored.items()
+            if row.rate_lo > old.rate_hi]  # faster beyond both spreads (quartiles)
     files.write_text_atomic(path(), json.dumps(entries, indent=1))
     if said:
-        return f"raised: {said[0]}"
-    standing = [old for old in (_timing(entries[key]["timings"][0]) for key in stored) if row.rate > old.rate]
+        return Offered(f"raised: {said[0]}", raised=True)
+    standing = [old for old in stored.values() if row.rate > old.rate]
     if standing:  # above the peak's median, the two spreads overlapping
         old = standing[0]
-        return (f"{units.fmt_rate(row.rate, row.unit)} is above the stored peak's "
+        return Offered(f"{units.fmt_rate(row.rate, row.unit)} is above the stored peak's "
                 f"{units.fmt_rate(old.rate, old.unit)}, but the middle halves of their repeats overlap "
                 f"({units.fmt_rate(row.rate_lo, row.unit)}–{units.fmt_rate(row.rate_hi, row.unit)} and "
                 f"{units.fmt_rate(old.rate_lo, old.unit)}–{units.fmt_rate(old.rate_hi, old.unit)}): "
                 "not faster beyond both spreads, so the peak stands")
     if not stored:
         if any(_timing(o["timing"]).rate >= row.rate for o in offers[:-1] if o["kind"] == kind):
-            return ""  # a faster row of this precision is kept already
-        return ("kept for this run's peak in this precision: a notebook that measures that peak later "
-                "takes the faster of its own and this")
-    return ""
+            return Offered()  # a faster row of this precision is kept already
+        return Offered("kept for this run's peak in this precision: a notebook that measures that peak "
+                       "later takes the faster of its own and this")
+    return Offered()
 
 
 def matmul(device: torch.device | str, dtype: torch.dtype, sizes: Sequence[int], *, by: str,

@@ -99,8 +99,10 @@ def _row(n: int, rate: float) -> bench.Timing:
 
 def test_a_faster_row_offered_earlier_becomes_the_peak_a_later_notebook_measures(build, monkeypatch):
     monkeypatch.setattr(bench, "peak_matmul", _fake_peak(1e11)[0])
-    assert "kept" in peaks.offer(_row(64, 3e11), "cpu", torch.bfloat16, by="01_gpu_vs_cpu")  # no peak stored yet
-    assert peaks.offer(_row(64, 2e11), "cpu", torch.bfloat16, by="01_gpu_vs_cpu") == ""  # a faster one is kept
+    kept = peaks.offer(_row(64, 3e11), "cpu", torch.bfloat16, by="01_gpu_vs_cpu")  # no peak stored yet
+    assert "kept" in kept.text and not kept.raised
+    again = peaks.offer(_row(64, 2e11), "cpu", torch.bfloat16, by="01_gpu_vs_cpu")  # a faster one is kept
+    assert not again and again.text == "" and not again.raised
     peaks.offer(_row(64, 5e10), "cpu", torch.float32, by="01_gpu_vs_cpu")  # slower, and fp32: no effect
     peak, note = peaks.matmul("cpu", torch.bfloat16, [64, 128], by="08_transformer")
     assert peak.rate == pytest.approx(3e11) and peak.name == "peak: matmul 64×64"
@@ -114,15 +116,15 @@ def test_a_faster_row_offered_earlier_becomes_the_peak_a_later_notebook_measures
 def test_a_row_faster_than_the_stored_peak_replaces_it_and_a_slower_one_does_not(build, monkeypatch):
     monkeypatch.setattr(bench, "peak_matmul", _fake_peak(2e11)[0])
     first, _ = peaks.matmul("cpu", torch.float32, [64, 128], by="00_setup_check")
-    assert peaks.offer(_row(128, 1.5e11), "cpu", torch.float32, by="01_gpu_vs_cpu") == ""
+    assert not peaks.offer(_row(128, 1.5e11), "cpu", torch.float32, by="01_gpu_vs_cpu")
     stands = peaks.offer(_row(128, 2.02e11), "cpu", torch.float32, by="01_gpu_vs_cpu")  # within its quartiles
-    assert "stands" in stands and not stands.startswith("raised")
+    assert "stands" in stands.text and not stands.raised
     assert peaks.matmul("cpu", torch.float32, [64, 128], by="08")[0].rate == pytest.approx(first.rate)
     said = peaks.offer(_row(128, 2.4e11), "cpu", torch.float32, by="01_gpu_vs_cpu")
-    assert "01_gpu_vs_cpu" in said and "00_setup_check" in said
+    assert said.raised and "01_gpu_vs_cpu" in str(said) and "00_setup_check" in str(said)
     later, note = peaks.matmul("cpu", torch.float32, [64, 128], by="08_transformer")
     assert later.rate == pytest.approx(2.4e11) and later.rate > first.rate and note.raised
-    assert "kept" in peaks.offer(_row(64, 9e11), "cpu", torch.bfloat16, by="01")  # another precision: no bf16 peak
+    assert "kept" in peaks.offer(_row(64, 9e11), "cpu", torch.bfloat16, by="01").text  # no bf16 peak yet
     assert peaks.matmul("cpu", torch.float32, [64, 128], by="10")[0].rate == pytest.approx(2.4e11)
     with pytest.raises(ValueError, match="FLOP/s"):
         peaks.offer(bench.timing_of([0.1], name="copy", device="cpu", work=1e6, unit="B/s"), "cpu",
