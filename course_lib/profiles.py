@@ -343,23 +343,26 @@ NOTEBOOKS: tuple[Notebook, ...] = (
             # time_repeats: timed steps per variant, in turns, after one warm-up; compile: time
             # torch.compile against eager; fit_compile: compile the long run; peak_sizes: matmul sizes
             # of the measured peak; resume_steps: the checkpoint demo's run, saved halfway;
-            # sample_tokens: tokens generated per prompt
+            # sample_tokens: tokens generated per prompt; busy_turn_s: seconds of one turn of the
+            # utilisation comparison (time_repeats turns per micro-batch; on a GPU over 1 s, NVML's
+            # longest sample period, which the first second of each turn is left for)
             "smoke": dict(max_bytes=300_000, block=64, n_layer=2, n_head=2, n_embd=64, dropout=0.0,
                           micro=8, accum=2, steps=30, warmup=5, lr=3e-3, min_lr_ratio=0.1,
                           eval_every=10, val_batches=4, check_steps=2, time_repeats=3, compile=False,
-                          fit_compile=False, peak_sizes=[256, 512], resume_steps=6, sample_tokens=60),
+                          fit_compile=False, peak_sizes=[256, 512], resume_steps=6, sample_tokens=60,
+                          busy_turn_s=0.3),
             "cpu": dict(max_bytes=4_000_000, block=128, n_layer=4, n_head=4, n_embd=128, dropout=0.0,
                         micro=16, accum=2, steps=240, warmup=24, lr=3e-3, min_lr_ratio=0.1,
                         eval_every=40, val_batches=16, check_steps=3, time_repeats=5, compile=True,
                         fit_compile=False, peak_sizes=[512, 1024, 2048], resume_steps=10,
-                        sample_tokens=200),
+                        sample_tokens=200, busy_turn_s=0.8),
             # cpu: 240 long-run steps, not 300: with the step timed bf16 vs fp32 and the plain checkpoint
             # cell, 08 took 180 s of its 3-min budget at 300 (2-core Xeon, 2026-11-27; the long run 95 s)
             "gpu": dict(max_bytes=None, block=512, n_layer=8, n_head=8, n_embd=512, dropout=0.0,
                         micro=32, accum=4, steps=300, warmup=30, lr=1e-3, min_lr_ratio=0.1,
                         eval_every=50, val_batches=20, check_steps=3, time_repeats=8, compile=True,
                         fit_compile=False, peak_sizes=[4096, 8192, 16384], resume_steps=6,
-                        sample_tokens=300),
+                        sample_tokens=300, busy_turn_s=2.5),
             # H100, ~2 min: N = 25.3 M, 6N + 12·L·T·C = 177 MFLOP/token; 32·4·512 = 65,536 tokens per step
             # = 11.6 TFLOP. The long run, 300 steps = 3.5 PFLOP (19.7 M tokens, < 1 pass over the 28.8 M
             # of the stdlib): ~25 s at an assumed 15 % MFU (150 of the datasheet's 989 TFLOP/s bf16); timed

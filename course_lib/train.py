@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 from tqdm.std import tqdm as text_tqdm
 
-from course_lib import checkpoint, data, device
+from course_lib import checkpoint, data, device, units, utilisation
 from course_lib.checkpoint import CheckpointError
 
 __all__ = ["TrainConfig", "History", "fit", "evaluate", "forward_backward", "warmup_cosine", "param_groups",
@@ -273,12 +273,14 @@ def lr_at(cfg: TrainConfig, step: int) -> float:
 
 def fit(model: nn.Module, loader: Iterable, cfg: TrainConfig | None = None, *,
         val_loader: Iterable | None = None, loss_fn: LossFn = cross_entropy,
-        resume_from: str | Path | None = None) -> History:
+        resume_from: str | Path | None = None, monitor: utilisation.Sampler | None = None) -> History:
     """Train `model` on `loader` under `cfg`; see :class:`TrainConfig` and :class:`History`.
 
     The loop reads top to bottom: epoch -> accumulation group -> optimizer step -> log ->
     checkpoint. `resume_from` continues a run saved by an earlier `fit` (in any process)
-    exactly where it stopped, after checking that it ran with the same settings.
+    exactly where it stopped, after checking that it ran with the same settings. A running
+    `monitor` (:class:`utilisation.Sampler`) adds its latest utilisation and memory reading to
+    the progress bar at each log, beside the loss and the throughput: a live view of the run.
     """
     cfg = cfg or TrainConfig()
     n_batches = len(loader)
@@ -332,7 +334,7 @@ def fit(model: nn.Module, loader: Iterable, cfg: TrainConfig | None = None, *,
 
             if pos.step % cfg.log_every == 0:
                 window.flush(history)  # the window's one sync
-                show(bar, history)
+                show(bar, history, monitor)
                 if cfg.stop_on_nan and not math.isfinite(history.loss[-1]):
                     total = pos.step  # ends the run here: both loops stop at `total`
             if cfg.eval_every and pos.step % cfg.eval_every == 0:
@@ -348,7 +350,7 @@ def fit(model: nn.Module, loader: Iterable, cfg: TrainConfig | None = None, *,
             validate_now(pos.epoch)
 
     window.flush(history)
-    show(bar, history)  # the window may have been flushed at the epoch's end, without the bar
+    show(bar, history, monitor)  # the window may have been flushed at the epoch's end, without the bar
     bar.close()
     if cfg.checkpoint_path and saved_at != pos.step:
         save(cfg.checkpoint_path, model, optimizer, scaler, pos, history, plan)
@@ -526,10 +528,18 @@ class LogWindow:
         self.steps, self.scales, self.wait, self.t0 = [], [], 0.0, now
 
 
-def show(bar: tqdm, h: History) -> None:
-    """The latest recorded loss and learning rate on the progress bar."""
-    if h.loss:
-        bar.set_postfix(loss=f"{h.loss[-1]:.4f}", lr=f"{h.lr[-1]:.2e}", refresh=False)
+def show(bar: tqdm, h: History, monitor: utilisation.Sampler | None = None) -> None:
+    """The latest recorded loss and learning rate on the progress bar, the throughput so far
+    (targets per second: tokens for a language model) and, with a `monitor`, its latest
+    utilisation and memory reading."""
+    if not h.loss:
+        return
+    shown = {"loss": f"{h.loss[-1]:.4f}", "lr": f"{h.lr[-1]:.2e}", "targets/s": f"{h.targets_per_s:,.0f}"}
+    if monitor is not None and (now := monitor.latest()) is not None:
+        shown["busy"] = f"{now.busy_pct:.0f}%"
+        if now.memory_bytes is not None:
+            shown["memory"] = units.fmt_bytes(now.memory_bytes)
+    bar.set_postfix(shown, refresh=False)
 
 
 def validate(model: nn.Module, loader: Iterable, dev: torch.device, cfg: TrainConfig,

@@ -9,7 +9,7 @@ import nbformat
 import pytest
 
 from conftest import needs_tool
-from course_lib import bench, device, profiles, report
+from course_lib import bench, device, profiles, report, utilisation
 from course_lib.workshop import catalog, cli, cohort, runner
 
 
@@ -33,6 +33,7 @@ def test_check_prints_the_readiness_table():
     for entry in catalog.NOTEBOOKS:
         assert entry.stem in out.stdout
     assert "gpu_count" in out.stdout and "what this machine can demonstrate" in out.stdout
+    assert "utilisation  CPU time of this process" in out.stdout  # this test machine has no GPU
     measured = out.stdout.split("A short measurement")[1].splitlines()[1:]
     assert measured[0].startswith("matmul ") and "FLOP/s" in measured[0]
     assert measured[1].startswith("copy ") and "B/s" in measured[1]
@@ -48,6 +49,7 @@ def test_check_json_round_trips_through_the_cohort_reader(tmp_path):
     info = device.describe()
     assert data["hardware"]["cores"] >= 1 and len(data["hardware"]["gpus"]) == info.gpu_count
     assert data["versions"]["torch"] == info.torch and data["profile"] == profiles.resolve("auto")
+    assert data["hardware"]["utilisation"] == utilisation.readable(device.pick(limit=False))
     assert [(n["stem"], n["status"]) for n in data["notebooks"]] == [
         (stem, status) for stem, status, _ in catalog.readiness(info)]
     matmul, copy = data["measurements"]["matmul"], data["measurements"]["copy"]

@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from course_lib.bench import Ratio
 from course_lib.lessons import nb08
 
 
@@ -45,3 +46,31 @@ def test_paired_vs_medians_explains_a_disagreement_and_stays_silent_otherwise():
     assert nb08.paired_vs_medians(_paired(1.08, 1.06)) == ""  # within 5 %: nothing to explain
     from course_lib.bench import Ratio
     assert nb08.paired_vs_medians(Ratio("apart", 1.2, 1.1, 1.3)) == ""  # measured apart: no medians' ratio
+
+
+def _in_turns(value, lo, hi, name="r"):
+    return Ratio(name, value, lo, hi, "higher", "lower", rounds=5, coverage=0.94, drift=0.01)
+
+
+BUSY = {"1 sequence": 95.0, "16 sequences": 97.0}
+MFU = {"1 sequence": 0.004, "16 sequences": 0.05}
+
+
+def test_busy_ratio_pairs_turn_by_turn():
+    r = nb08.busy_ratio({"a": [50, 100, 80], "b": [100, 100, 40]}, "a", "b")
+    assert (r.value, r.lo, r.hi, r.rounds) == (1.0, 0.5, 2.0, 3)
+
+
+@pytest.mark.parametrize("gain, busy, says", [
+    (_in_turns(12.0, 10.0, 14.0), _in_turns(1.02, 0.98, 1.05), "did not move beyond its spread"),
+    (_in_turns(12.0, 10.0, 14.0), _in_turns(1.5, 1.3, 1.7), "rose 1.50×"),
+    (_in_turns(12.0, 10.0, 14.0), _in_turns(0.8, 0.7, 0.9), "fell"),
+    (_in_turns(1.4, 1.3, 1.5), _in_turns(1.4, 1.2, 1.6), "rose about as much as MFU"),
+    (_in_turns(1.02, 0.95, 1.1), _in_turns(1.0, 0.9, 1.1), "not told apart"),
+    (_in_turns(0.5, 0.45, 0.55), _in_turns(1.0, 0.9, 1.1), "2.00× lower than the small one's"),
+])
+def test_busy_verdict_follows_the_two_paired_ratios(gain, busy, says):
+    text = nb08.busy_verdict(gain, busy, "1 sequence", "16 sequences", BUSY, MFU)
+    assert text.startswith("verdict:") and says in text
+    assert "95 %" in text and "0.40%" in text  # the medians printed above it, as printed
+    assert ("not how much of its peak" in text) == (says in ("did not move beyond its spread", "rose 1.50×", "fell"))

@@ -8,6 +8,7 @@ import json
 import math
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -475,3 +476,18 @@ def test_stop_on_nan_ends_a_run_at_its_first_nan_loss(stop):
     h = train.fit(model, data.TensorLoader(x, y, 4), cfg)
     assert not math.isfinite(h.loss[0])
     assert h.step == ([1, 2] if stop else [1, 2, 3, 4, 5, 6])  # stops at the first record, step log_every
+
+
+def test_a_monitor_puts_utilisation_and_memory_beside_the_throughput_on_the_bar(monkeypatch):
+    """The live view: each log shows the sampler's latest reading in the progress bar."""
+    from course_lib import utilisation
+    shown = []
+    real_show = train.show
+    monkeypatch.setattr(train, "show", lambda bar, h, monitor=None: (real_show(bar, h, monitor),
+                                                                     shown.append(str(bar.postfix))))
+    with utilisation.Sampler("cpu", interval_s=0.01) as watch:
+        time.sleep(0.05)  # a reading or more before the first log
+        history = train.fit(mlp(), make_loader(separable(), 8), cpu(epochs=1, log_every=2, progress=True),
+                            monitor=watch)
+    assert history.step and shown and watch.samples
+    assert all(k in shown[-1] for k in ("loss=", "targets/s=", "busy=", "memory="))

@@ -1,4 +1,5 @@
-"""Notebook 08 (Transformer training): why a paired ratio and its medians' ratio differ; the exercise checks."""
+"""Notebook 08 (Transformer training): why a paired ratio and its medians' ratio differ; utilisation
+against MFU; the exercise checks."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from course_lib import check
-from course_lib.bench import Ratio
+from course_lib.bench import Ratio, median_interval
 from course_lib.models import GPT, GPTConfig
 from course_lib.roofline import counted_flops
 
@@ -26,6 +27,40 @@ def paired_vs_medians(r: Ratio, apart: float = 1.05) -> str:
             f"{'point opposite ways' if opposite else 'differ'} because each turn ran the two back to back: the "
             f"paired ratio cancels the machine's speed changing between turns{drift}, the medians, taken from "
             "different turns, keep it; the paired ratio is the comparison.")
+
+
+def busy_ratio(busy: dict[str, list[float]], small: str, large: str) -> Ratio:
+    """The utilisation of `large`'s turns over `small`'s, paired turn by turn (median and its
+    interval, :func:`bench.median_interval`); `busy` holds each version's utilisation per turn, in %."""
+    ratios = [b / max(a, 1e-9) for a, b in zip(busy[small], busy[large])]
+    value, lo, hi, coverage = median_interval(ratios)
+    return Ratio(f"utilisation, {large} vs {small}", value, lo, hi, "higher", "lower", rounds=len(ratios),
+                 coverage=coverage)
+
+
+def busy_verdict(gain: Ratio, busy: Ratio, small: str, large: str, busy_pct: dict[str, float],
+                 mfu: dict[str, float]) -> str:
+    """The verdict of 'busy is not efficient': `gain`, the paired tokens/s ratio of `large` over
+    `small` (:func:`bench.rate_ratio`; the same FLOPs per token and peak: MFU's ratio), against `busy`, the paired ratio of
+    their utilisation readings; `busy_pct` and `mfu` the medians, as printed above it."""
+    seen = (f"{small}: busy {busy_pct[small]:.0f} % of the time at {mfu[small]:.2%} MFU; "
+            f"{large}: busy {busy_pct[large]:.0f} % at {mfu[large]:.2%} MFU")
+    if not gain.clear:
+        return (f"verdict: the two micro-batches' tokens/s are not told apart ({gain.doubt}), so this pair cannot "
+                f"set utilisation against MFU here ({seen})")
+    if gain.value < 1:
+        return (f"verdict: the larger micro-batch's tokens/s is {gain.phrase} than the small one's here, beyond the "
+                f"spread ({seen})")
+    if busy.within_noise or busy.hi < gain.lo:  # the reading moved less than MFU, beyond both ranges
+        d = busy.decimals  # enough digits that a small change does not print as 1.00
+        moved = ("did not move beyond its spread" if busy.within_noise else
+                 f"fell, {busy.value:.{d}f}× ({busy.lo:.{d}f}–{busy.hi:.{d}f})" if busy.value < 1 else
+                 f"rose {busy.value:.{d}f}× ({busy.lo:.{d}f}–{busy.hi:.{d}f}), less than MFU beyond both ranges")
+        return (f"verdict: MFU rose {gain.value:.2f}× ({gain.lo:.2f}–{gain.hi:.2f}) with the larger micro-batch while "
+                f"the utilisation reading {moved} ({seen}): a busy reading says the device was occupied, "
+                "not how much of its peak the work used")
+    return (f"verdict: here the utilisation reading rose about as much as MFU ({busy.value:.2f}× against "
+            f"{gain.value:.2f}×, ranges overlapping: {seen}); in this run it did tell the two apart")
 
 
 @check.exercise()

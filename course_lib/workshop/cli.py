@@ -15,7 +15,7 @@ import nbformat
 
 from tqdm.auto import tqdm
 
-from course_lib import device, files, peaks, profiles, report
+from course_lib import device, files, peaks, profiles, report, utilisation
 from course_lib.workshop import catalog, cohort, gpucheck, runner, student
 
 
@@ -58,7 +58,8 @@ def _print_check(info: device.DeviceInfo, rows: list[tuple[str, str, str]]) -> N
     print("This machine")
     for key, value in info.rows():
         print(f"  {key:<12} {value}")
-    print(f"  profile      auto -> {profiles.resolve('auto')}\n")
+    print(f"  profile      auto -> {profiles.resolve('auto')}")
+    print(f"  utilisation  {utilisation.readable(device.pick(limit=False))}\n")
     width = max(len(r[0]) for r in rows)
     print(f"{'notebook':<{width}}  {'status':<15}  what this machine can demonstrate")
     for stem, status, what in rows:

@@ -35,7 +35,7 @@ from typing import Any, Sequence
 
 import torch
 
-from course_lib import bench, device, report
+from course_lib import bench, device, report, utilisation
 from course_lib.workshop import catalog
 from course_lib.device import DeviceInfo
 
@@ -128,7 +128,8 @@ def check_report(name: str, info: DeviceInfo, rows: Sequence[tuple[str, str, str
         "course": _version("course-lib"),
         "hardware": {"cpu": device.cpu_name(), "cores": os.cpu_count(), "threads": info.cpu_threads,
                      "ram_gib": ram_gib(), "gpus": gpus(), "bf16": info.bf16, "tf32": info.tf32,
-                     "nccl": info.nccl, "gloo": info.gloo},
+                     "nccl": info.nccl, "gloo": info.gloo,
+                     "utilisation": utilisation.readable(device.pick(limit=False))},
         "versions": {"python": info.python, "torch": info.torch, "torchvision": _version("torchvision"),
                      "cuda": info.cuda, "cudnn": None if cudnn is None else str(cudnn)},
         "profile": profile,
@@ -152,7 +153,7 @@ _MEASURED = {"name": str, "device": str, "value": NUM, "unit": str, "spread": [N
 CHECK_SHAPE = {
     "kind": str, "schema": int, "name": str, "date": str, "course": str, "profile": str,
     "hardware": {"cpu": str, "cores": int, "threads": int, "ram_gib": NUM, "bf16": bool,
-                 "tf32": bool, "nccl": bool, "gloo": bool,
+                 "tf32": bool, "nccl": bool, "gloo": bool, "utilisation": str,
                  "gpus": [{"name": str, "memory_gib": NUM, "capability": str}]},
     "versions": {"python": str, "torch": str, "torchvision": str, "cuda": str, "cudnn": str},
     "notebooks": [{"stem": str, "status": str, "what": str}],
