@@ -602,7 +602,7 @@ def curve_verdicts(timings: Sequence[Timing], sizes: Sequence[int],
     against, which = (peak, "this run's peak") if peak is not None else (best, "that peak")
     reach = first_reaching(timings, against, fraction)
     lines.append(f"smallest n at >= {fraction:.0%} of {which}: " + (
-        f"n={n_of[id(reach)]} ({reach.rate / against.rate:.0%})" if reach else "none of these sizes"))
+        f"n={n_of[id(reach)]} ({reach.rate / against.rate:.1%})" if reach else "none of these sizes"))
     if best is not first:
         lines.append(str(rate_ratio(best, first, f"rate at n={peak_n} vs n={sizes[0]}")))
     else:

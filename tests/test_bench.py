@@ -214,13 +214,13 @@ def test_curve_verdicts_follow_the_numbers():
     rising = [_rated(64, 2e9), _rated(128, 5e9), _rated(256, 9.5e9), _rated(512, 10e9)]
     lines = bench.curve_verdicts(rising, [64, 128, 256, 512])
     assert lines[0].startswith("peak of this curve: n=512, 10.0 GFLOP/s")
-    assert lines[1] == "smallest n at >= 90% of that peak: n=256 (95%)"
+    assert lines[1] == "smallest n at >= 90% of that peak: n=256 (95.0%)"
     assert lines[2].startswith("rate at n=512 vs n=64: 5.00×") and "higher, beyond" in lines[2]
     assert len(lines) == 3  # the peak is the last size: nothing after it to compare
     # a flat curve: the smallest size is already the peak, a later drop inside the noise
     flat = [_rated(64, 10e9, 0.1), _rated(128, 9.8e9, 0.1)]
     lines = bench.curve_verdicts(flat, [64, 128])
-    assert "n=64 (100%)" in lines[1] and "the smallest size, n=64, is the peak" in lines[2]
+    assert "n=64 (100.0%)" in lines[1] and "the smallest size, n=64, is the peak" in lines[2]
     assert lines[3].startswith("rate at n=128 vs the peak (n=64): 0.98×") and "within the spread" in lines[3]
     falling = [_rated(64, 2e9), _rated(512, 10e9), _rated(2048, 6e9)]
     assert "lower, beyond the spread" in bench.curve_verdicts(falling, [64, 512, 2048])[-1]
@@ -470,7 +470,7 @@ def test_curve_verdicts_reach_a_given_peak():
     lines = bench.curve_verdicts(curve, [64, 256, 512], peak=stored)
     assert lines[1] == "smallest n at >= 90% of this run's peak: none of these sizes"
     lines = bench.curve_verdicts(curve, [64, 256, 512], fraction=0.7, peak=stored)
-    assert lines[1] == "smallest n at >= 70% of this run's peak: n=256 (75%)"
+    assert lines[1] == "smallest n at >= 70% of this run's peak: n=256 (75.0%)"
 
 
 def test_a_paired_doubt_names_the_in_turns_interval_and_an_unpaired_one_the_repeats():

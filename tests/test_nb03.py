@@ -498,3 +498,17 @@ def test_profile_in_turns_profiles_every_step_every_round():
     prof = nb03.profile_in_turns({"a": step("a"), "b": step("b")}, rounds=2)
     assert calls == {"a": 3, "b": 3}  # one warm-up and two rounds each
     assert prof["a"].by_kind["convolutions and matmuls"] > 0 and prof["a"].steps == 2
+
+
+def test_a_profile_far_slower_than_the_timed_step_says_so():
+    p = nb03.StepProfile("fp32", 3, {"aten::relu": 300.0}, wall_ms=363.0)
+    assert "not the timed step's" in p.against(10.7) and "33.93×" in p.against(10.7)
+    close = nb03.StepProfile("fp32", 3, {"aten::relu": 12.0}, wall_ms=13.0).against(10.7)
+    assert "1.21×" in close and "slower moment" not in close
+    assert nb03.StepProfile("fp32", 3, {"aten::relu": 1.0}).against(10.7) == ""
+
+
+def test_profile_in_turns_records_each_steps_wall_time():
+    calls = []
+    prof = nb03.profile_in_turns({"a": lambda: calls.append(torch.ones(8).sum())}, rounds=2)
+    assert len(calls) == 3 and prof["a"].wall_ms is not None and prof["a"].wall_ms > 0

@@ -20,6 +20,8 @@ error a format must leave in a layer is worked out in fp64 on that layer's own n
 from __future__ import annotations
 
 import math
+import statistics
+import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -732,6 +734,7 @@ class StepProfile:
     name: str
     steps: int
     by_op: dict[str, float]  # op name -> ms per step
+    wall_ms: float | None = None  # median wall time of the profiled steps, the profiler's overhead included
 
     @property
     def by_kind(self) -> dict[str, float]:
@@ -751,7 +754,21 @@ class StepProfile:
 
     def __str__(self) -> str:
         kinds = ", ".join(f"{k} {ms:.3g} ms ({ms / max(self.total, 1e-12):.0%})" for k, ms in self.by_kind.items())
-        return f"{self.name:<16} | {self.total:>7.3g} ms of op time per step | {kinds}"
+        wall = f" (wall {self.wall_ms:.3g} ms)" if self.wall_ms is not None else ""
+        return f"{self.name:<16} | {self.total:>7.3g} ms of op time per step{wall} | {kinds}"
+
+    def against(self, timed_ms: float) -> str:
+        """The profiled step's wall time beside the same step timed without the profiler: a
+        profile taken at a slow moment, or with a large overhead, shows as a ratio well above 1."""
+        if self.wall_ms is None:
+            return ""
+        ratio = self.wall_ms / timed_ms
+        line = (f"{self.name}: the profiled step took {self.wall_ms:.3g} ms of wall time, the timed step "
+                f"{timed_ms:.3g} ms (median): {ratio:.2f}×")
+        if ratio > 1.5:
+            line += (" — the profile ran at a slower moment or its overhead is large here: its shares describe the "
+                     "profiled step, and its milliseconds are not the timed step's")
+        return line
 
 
 def profile_in_turns(steps: dict[str, Callable[[], None]], rounds: int = 3) -> dict[str, StepProfile]:
@@ -765,13 +782,17 @@ def profile_in_turns(steps: dict[str, Callable[[], None]], rounds: int = 3) -> d
     for fn in steps.values():
         fn()
     totals: dict[str, dict[str, float]] = {n: {} for n in steps}
+    walls: dict[str, list[float]] = {n: [] for n in steps}
     for _ in range(rounds):
         for name, fn in steps.items():
+            start = time.perf_counter()
             with memory.quiet_stderr(), profile(activities=[ProfilerActivity.CPU]) as prof:
                 fn()
+            walls[name].append((time.perf_counter() - start) * 1e3)
             for e in prof.key_averages():
                 totals[name][e.key] = totals[name].get(e.key, 0.0) + e.self_cpu_time_total / 1e3
-    return {n: StepProfile(n, rounds, {op: ms / rounds for op, ms in t.items()}) for n, t in totals.items()}
+    return {n: StepProfile(n, rounds, {op: ms / rounds for op, ms in t.items()}, statistics.median(walls[n]))
+            for n, t in totals.items()}
 
 
 def profile_verdict(p: StepProfile, base: StepProfile) -> str:
