@@ -601,8 +601,11 @@ def curve_verdicts(timings: Sequence[Timing], sizes: Sequence[int],
              f"{units.fmt_rate(best.rate_hi, best.unit)}) | {best.device}"]
     against, which = (peak, "this run's peak") if peak is not None else (best, "that peak")
     reach = first_reaching(timings, against, fraction)
+    cross = [str(n_of[id(t)]) for t in timings if t.rate_lo < fraction * against.rate <= t.rate_hi]
     lines.append(f"smallest n at >= {fraction:.0%} of {which}: " + (
-        f"n={n_of[id(reach)]} ({reach.rate / against.rate:.1%})" if reach else "none of these sizes"))
+        f"n={n_of[id(reach)]} ({reach.rate / against.rate:.1%})" if reach else "none of these sizes")
+        + (f", by the medians; the middle halves of n={', n='.join(cross)} reach across {fraction:.0%}, so the "
+           "sizes that reach it are not told apart more finely" if cross else ""))
     if best is not first:
         lines.append(str(rate_ratio(best, first, f"rate at n={peak_n} vs n={sizes[0]}")))
     else:

@@ -139,14 +139,16 @@ def _stored(key: str, by: str, measure: Callable[[], list[bench.Timing]]) -> tup
     return timings, Note(by, 0.0, True)
 
 
-def _raise(entries: dict, key: str, row: bench.Timing, by: str) -> str:
-    """Replace the peak stored under `key` by the faster `row` (measured by `by`); the note's words."""
+def _raise(entries: dict, key: str, row: bench.Timing, by: str, *, used: bool = True) -> str:
+    """Replace the peak stored under `key` by the faster `row` (measured by `by`); the note's words.
+    `used`: the old peak was stored before this call, so earlier cells may have divided by it."""
     old = _timing(entries[key]["timings"][0])
     peak = dataclasses.replace(row, name=f"peak: {row.name}", samples=tuple(row.samples), turns_id=None)
     said = (f"the peak is the run's fastest matmul in this precision: {by}'s {row.name} "
             f"({units.fmt_rate(row.rate, row.unit)}), faster than {old.name.removeprefix('peak: ')} "
             f"({units.fmt_rate(old.rate, old.unit)}) as {entries[key]['by']} measured it, at another moment "
-            "(a machine's speed moves between moments); notebooks and cells before this divided by the old peak")
+            "(a machine's speed moves between moments)"
+            + ("; notebooks and cells before this divided by the old peak" if used else ""))
     entries[key]["timings"] = [_stored_dict(peak)]
     entries[key]["by"], entries[key]["at"] = by, time.time()  # the peak is now this notebook's row
     entries[key]["raised"] = said
@@ -205,7 +207,7 @@ def matmul(device: torch.device | str, dtype: torch.dtype, sizes: Sequence[int],
         offered = [o for o in entries.get("offers", []) if o["kind"] == _same_kind(key) and _fresh(o, now)]
         best = max(offered, key=lambda o: _timing(o["timing"]).rate, default=None)
         if best and _timing(best["timing"]).rate_lo > timings[0].rate_hi:  # faster beyond both spreads
-            note.raised = _raise(entries, key, _timing(best["timing"]), best["by"])
+            note.raised = _raise(entries, key, _timing(best["timing"]), best["by"], used=False)  # measured just now
             files.write_text_atomic(path(), json.dumps(entries, indent=1))
             return _timing(entries[key]["timings"][0]), note
     return timings[0], note

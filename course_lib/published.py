@@ -46,8 +46,8 @@ class Figure:
 
     def cite(self) -> str:
         """The label and the figure: who published it, on what hardware, not on this machine."""
-        return (f"published by {self.by}, measured on {self.hardware}, not on this machine: "
-                f"{self.figure} [{self.unit}]")
+        on = f"hardware {self.hardware}" if self.hardware.startswith("not stated") else self.hardware
+        return f"published by {self.by}, measured on {on}, not on this machine: {self.figure} [{self.unit}]"
 
     def __str__(self) -> str:
         software = f"\n    software: {self.software}" if self.software else ""
@@ -221,7 +221,7 @@ FIGURES: tuple[Figure, ...] = (
         hardware='NVIDIA T4',
         what=('FlashAttention (v1) on T4, batch size 12 with 12 attention heads; forward-only speedup stated in'
               ' text; fwd+bwd chart (seq 128-2048) has no printed values and the text says speedup is lower '
-              'than on newer GPUs because T4 SRAM is 64 KB. FA2 itself does not support Turing (see NOTES).'),
+              'than on newer GPUs because T4 SRAM is 64 KB. FlashAttention-2 does not support Turing GPUs (the T4).'),
         source='Dao-AILab/flash-attention README, FlashAttention-1 era version',
         url='https://github.com/Dao-AILab/flash-attention/blob/6d48e14a6c2f551db96f0badc658a6279a929df3/README.md',
         where='Performance > T4 (assets/flashattn_speedup_t4.jpg, assets/flashattn_speedup_t4_fwd.jpg)',
@@ -234,7 +234,8 @@ FIGURES: tuple[Figure, ...] = (
         figure=('seq 512: PyTorch 36 vs FlashAttention-2 132; seq 8k: 46 vs 175; seq 16k: PyTorch OOM vs 176'),
         unit='TFLOPs/s (attention forward+backward)',
         hardware='A100 80GB SXM4 (as printed in the chart title)',
-        what=('Attention fwd+bwd speed, no causal mask, head dim 64, hidden dim 2048, batch = 16k/seqlen, '
+        what=("Attention fwd+bwd speed; 'Pytorch' is the repository benchmark's baseline, 'PyTorch standard "
+              "attention' in the README's words. No causal mask, head dim 64, hidden dim 2048, batch = 16k/seqlen, "
               'FP16/BF16; also FlashAttention(v1) 91 and xformers 68 at seq 512. Values transcribed from bar '
               'labels printed in the figure image.'),
         source='Dao-AILab/flash-attention README (current), FlashAttention-2 benchmark figure',
@@ -249,7 +250,8 @@ FIGURES: tuple[Figure, ...] = (
         figure=('seq 512: PyTorch 62 vs FlashAttention-2 215; seq 8k: 87 vs 294; seq 16k: PyTorch OOM vs 296'),
         unit='TFLOPs/s (attention forward+backward)',
         hardware='H100 80GB SXM5 (as printed in the chart title)',
-        what=('Same benchmark on H100, no causal mask, head dim 64 (README states the parameters only for the '
+        what=("Same benchmark on H100 ('Pytorch': the benchmark's PyTorch standard attention), no causal mask, "
+              'head dim 64 (README states the parameters only for the '
               'A100 section). Values transcribed from bar labels printed in the figure image.'),
         source='Dao-AILab/flash-attention README (current), FlashAttention-2 benchmark figure',
         url='https://github.com/Dao-AILab/flash-attention/blob/main/assets/flash2_h100_fwd_bwd_benchmark.png',
@@ -262,7 +264,7 @@ FIGURES: tuple[Figure, ...] = (
         by="Andrej Karpathy's lecture",
         figure='130 ms/iter -> 96 ms/iter',
         unit='milliseconds per training iteration',
-        hardware='1x NVIDIA A100 (per the lecture transcript; see karpathy_gpt2_124m_fp32_to_tf32 entry)',
+        hardware='1x NVIDIA A100 (per the lecture transcript)',
         what=('GPT-2 124M training step (batch 16 x 1024, bf16 autocast + torch.compile already on) after '
               'switching attention to F.scaled_dot_product_attention(q, k, v, is_causal=True) (build-nanogpt '
               'commit 7ee630c).'),
@@ -275,7 +277,7 @@ FIGURES: tuple[Figure, ...] = (
         key='dle_resnet50_a100_8gpu_strong_scaling',
         by='NVIDIA DeepLearningExamples',
         figure='TF32 7.72 x; mixed precision 6.72 x, 8 GPUs against one',
-        unit='strong-scaling factor (throughput 8 GPUs / 1 GPU)',
+        unit="NVIDIA's 'Strong Scaling' column: throughput on 8 GPUs over 1 GPU, per-GPU batch fixed",
         hardware='NVIDIA DGX A100 (8x A100 80GB)',
         what=('ResNet-50 v1.5 training, torch DistributedDataParallel (image_classification/training.py wraps '
               'the model in DDP), 1 vs 8 GPUs: 938->7248 img/s TF32, 2470->16621 img/s AMP. Faster (AMP) steps '
@@ -292,7 +294,7 @@ FIGURES: tuple[Figure, ...] = (
         key='dle_resnet50_v100_8gpu_strong_scaling',
         by='NVIDIA DeepLearningExamples',
         figure='FP32 7.76 x; mixed precision 6.93 x, 8 GPUs against one',
-        unit='strong-scaling factor (throughput 8 GPUs / 1 GPU)',
+        unit="NVIDIA's 'Strong Scaling' column: throughput on 8 GPUs over 1 GPU, per-GPU batch fixed",
         hardware='NVIDIA DGX-1 16GB (8x V100 16GB)',
         what='ResNet-50 v1.5 training with DDP, 1 vs 8 GPUs: 367->2855 img/s FP32, 1200->8322 img/s AMP.',
         software='pytorch-21.03 NGC container',
@@ -445,8 +447,7 @@ FIGURES: tuple[Figure, ...] = (
         unit='GiB peak GPU memory; seconds per iteration',
         hardware='A100 80GB (1 GPU)',
         what=('torchtune lora_finetune_single_device, llama3/8B_qlora_single_device config, measured at 20 '
-              'steps, with vs without PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (same issue also shows '
-              'torch.compile: 21.6 -> 8.5 s/it).'),
+              'steps, with vs without PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.'),
         source=("meta-pytorch/torchtune issue #1185 'expandable_segments with PYTORCH_CUDA_ALLOC_CONF reduces "
                 "VRAM' (maintainer-org repo, user measurement)"),
         url='https://github.com/meta-pytorch/torchtune/issues/1185',
@@ -459,8 +460,8 @@ FIGURES: tuple[Figure, ...] = (
         figure='22,686 MiB -> 16,320 MiB total peak (-6,366 MiB, 28.1%)',
         unit='MiB LibTorch CUDA process peak memory',
         hardware='Terok, 2 x NVIDIA A40',
-        what=('CP2K H2O32 native SKALA, 3 SCF steps, 2 MPI ranks x 4 OpenMP threads; expandable segments '
-              'disabled vs enabled (variable tensor sizes across chunks).'),
+        what=('CP2K (a chemistry code) running a LibTorch model in 2 processes (its H2O32 benchmark, 3 SCF '
+              'steps), expandable segments disabled vs enabled; its tensor sizes vary from chunk to chunk.'),
         software='LibTorch (version not stated)',
         source=("cp2k/cp2k PR #5672 'Enable expandable LibTorch CUDA segments by default' (third-party "
                 'measurement)'),
@@ -625,13 +626,8 @@ def elsewhere(notebook: str, prefixes: tuple[str, ...] = (), keys: Sequence[str]
     recorded reference run of `notebook` (``results/``: this course's code on a GPU) whose names
     start with one of `prefixes`, then the published figures `keys`, each labelled as measured
     elsewhere; one line saying so when there is neither."""
-    ref_device, ref = report.reference(notebook)
-    rows = [f"  {report.fmt_row(k, row)}" for k, row in ref.items() if prefixes and k.startswith(prefixes)]
-    lines = []
-    if rows:
-        meta = report.reference_meta(notebook)
-        lines += [f"recorded reference run on {ref_device} (this course's code, {meta.get('profile', 'gpu')} "
-                  f"profile, {meta.get('date', 'date not recorded')}), not on this machine:", *rows]
+    rows = report.reference_rows(notebook, prefixes) if prefixes else []
+    lines = [report.reference_header(notebook), *rows] if rows else []
     if keys:
         lines += ["figures published elsewhere, not measured here:",
                   *("  " + str(get(k)).replace("\n", "\n  ") for k in keys)]

@@ -221,14 +221,32 @@ def fmt_row(key: str, row: dict) -> str:
     return f"{key}: {fmt_row_value(row)} {row['unit']}  {row.get('note', '')}".rstrip()
 
 
+def reference_header(notebook: str) -> str:
+    """The line above a recorded reference run's rows: which machine, code, profile and date, and
+    that it is not this machine."""
+    ref_device, _ = reference(notebook)
+    meta = reference_meta(notebook)
+    return (f"recorded reference run on {ref_device} (this course's code, {meta.get('profile', 'gpu')} profile, "
+            f"torch {meta.get('torch', '?')}, {meta.get('date', 'date not recorded')}), not on this machine:")
+
+
+def reference_rows(notebook: str, prefixes: tuple[str, ...] = ()) -> list[str]:
+    """The most recent recorded reference run's measurements of `notebook` whose keys start with one
+    of `prefixes` (all when empty), one printable line each; a row the reference machine measured on
+    its CPU (its note names the CPU or gloo) says so."""
+    _, ref = reference(notebook)
+    return [f"  {fmt_row(k, row)}" + ("  [the reference machine's CPU, not its GPU]" if _ON_CPU.search(row.get("note", ""))
+                                      else "")
+            for k, row in ref.items() if not prefixes or k.startswith(prefixes)]
+
+
 def reference_text(notebook: str, prefixes: tuple[str, ...] = ()) -> str:
     """The most recent recorded reference run of `notebook`, one line per measurement whose key
     starts with one of `prefixes` (all when empty), or one line saying none is recorded."""
-    ref_device, ref = reference(notebook)
-    if not ref:
+    rows = reference_rows(notebook, prefixes)
+    if not rows:
         return "(no reference GPU run is recorded in results/ for this notebook yet)"
-    rows = [f"  {fmt_row(k, row)}" for k, row in ref.items() if not prefixes or k.startswith(prefixes)]
-    return "\n".join([f"reference run on {ref_device}:"] + rows)
+    return "\n".join([reference_header(notebook)] + rows)
 
 
 def device_slug(device: str) -> str:

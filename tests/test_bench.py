@@ -479,3 +479,12 @@ def test_a_paired_doubt_names_the_in_turns_interval_and_an_unpaired_one_the_repe
     assert paired.rounds and paired.within_noise and not paired.too_wide
     assert "in-turns interval" in paired.doubt and "repeats" not in paired.doubt
     assert "spread of the repeats" in apart.doubt and "in-turns" not in apart.doubt
+
+
+def test_curve_verdicts_say_when_spreads_reach_across_the_threshold():
+    curve = [_rated(64, 2e9), _rated(128, 8.8e9, spread=0.1), _rated(256, 9.3e9, spread=0.1), _rated(512, 10e9)]
+    line = bench.curve_verdicts(curve, [64, 128, 256, 512])[1]
+    assert line.startswith("smallest n at >= 90% of that peak: n=256 (93.0%), by the medians")
+    assert "n=128, n=256 reach across 90%" in line
+    tight = bench.curve_verdicts([_rated(64, 2e9), _rated(128, 9.5e9), _rated(256, 10e9)], [64, 128, 256])[1]
+    assert "by the medians" not in tight

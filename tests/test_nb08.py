@@ -74,3 +74,9 @@ def test_busy_verdict_follows_the_two_paired_ratios(gain, busy, says):
     assert text.startswith("verdict:") and says in text
     assert "95 %" in text and "0.40%" in text  # the medians printed above it, as printed
     assert ("not how much of its peak" in text) == (says in ("did not move beyond its spread", "rose 1.50×", "fell"))
+
+
+def test_busy_verdict_calls_a_change_under_a_point_steady():
+    text = nb08.busy_verdict(_in_turns(4.0, 3.5, 4.3), _in_turns(0.9995, 0.999, 0.9998), "1 sequence",
+                             "16 sequences", {"1 sequence": 99.2, "16 sequences": 99.1}, MFU)
+    assert "stayed at about 99 %" in text and "fell" not in text

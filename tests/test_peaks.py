@@ -129,3 +129,13 @@ def test_a_row_faster_than_the_stored_peak_replaces_it_and_a_slower_one_does_not
     with pytest.raises(ValueError, match="FLOP/s"):
         peaks.offer(bench.timing_of([0.1], name="copy", device="cpu", work=1e6, unit="B/s"), "cpu",
                     torch.float32, by="x")
+
+
+def test_a_raise_says_earlier_cells_used_the_old_peak_only_when_they_could_have(build, monkeypatch):
+    monkeypatch.setattr(bench, "peak_matmul", _fake_peak(1e11)[0])
+    peaks.offer(_row(64, 3e11), "cpu", torch.bfloat16, by="01_gpu_vs_cpu")  # kept: no bf16 peak yet
+    _, note = peaks.matmul("cpu", torch.bfloat16, [64, 128], by="08_transformer")  # measured now, then raised
+    assert note.raised and "old peak" not in note.raised
+    peaks.matmul("cpu", torch.float32, [64, 128], by="00_setup_check")  # stored: notebooks may divide by it
+    said = peaks.offer(_row(128, 9e11), "cpu", torch.float32, by="01_gpu_vs_cpu")
+    assert said.raised and "divided by the old peak" in said.text

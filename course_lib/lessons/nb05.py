@@ -126,9 +126,9 @@ def gil_verdict(threads: dict[str, Ratio], processes: dict[str, Ratio]) -> str:
         if name not in threads or name not in processes:
             raise ValueError(f"gil_verdict needs the ratios of {name!r} for threads and processes.")
     small, large = threads["small layers"], threads["large layers"]
-    head = (f"a thread each vs one after another: small layers {_reading(small)}, large layers "
-            f"{_reading(large)}; a process each: small layers {_reading(processes['small layers'])}, "
-            f"large layers {_reading(processes['large layers'])}")
+    head = (f"a thread each vs one after another (timed in turns): small layers {_reading(small)}, large layers "
+            f"{_reading(large)}; a process each (timed apart, unpaired): small layers "
+            f"{_reading(processes['small layers'])}, large layers {_reading(processes['large layers'])}")
     helps = lambda r: r.clear and r.value > 1  # noqa: E731
     if helps(large) and not helps(small):
         why = ("threads paid off only where each operation's C++ work is long (large layers); with small "
@@ -141,7 +141,8 @@ def gil_verdict(threads: dict[str, Ratio], processes: dict[str, Ratio]) -> str:
         why = "threads paid off for the small layers but not the large ones here"
     p_small = processes["small layers"]
     if helps(p_small) and p_small.lo > small.hi:  # their ranges apart
-        why += "; one process per replica, each with its own GIL, did better on the small layers"
+        why += ("; one process per replica, each with its own GIL, did better on the small layers (the ranges "
+                "apart, the processes timed at another moment)")
     return f"{head}\n  {why}"
 
 

@@ -53,7 +53,9 @@ def busy_verdict(gain: Ratio, busy: Ratio, small: str, large: str, busy_pct: dic
                 f"spread ({seen})")
     if busy.within_noise or busy.hi < gain.lo:  # the reading moved less than MFU, beyond both ranges
         d = busy.decimals  # enough digits that a small change does not print as 1.00
+        steady = abs(busy_pct[large] - busy_pct[small]) < 1  # under a percentage point: unchanged to the eye
         moved = ("did not move beyond its spread" if busy.within_noise else
+                 f"stayed at about {busy_pct[large]:.0f} % (a change of {busy.value:.{d}f}×)" if steady else
                  f"fell, {busy.value:.{d}f}× ({busy.lo:.{d}f}–{busy.hi:.{d}f})" if busy.value < 1 else
                  f"rose {busy.value:.{d}f}× ({busy.lo:.{d}f}–{busy.hi:.{d}f}), less than MFU beyond both ranges")
         return (f"verdict: MFU rose {gain.value:.2f}× ({gain.lo:.2f}–{gain.hi:.2f}) with the larger micro-batch while "
