@@ -604,8 +604,8 @@ def curve_verdicts(timings: Sequence[Timing], sizes: Sequence[int],
     cross = [str(n_of[id(t)]) for t in timings if t.rate_lo < fraction * against.rate <= t.rate_hi]
     lines.append(f"smallest n at >= {fraction:.0%} of {which}: " + (
         f"n={n_of[id(reach)]} ({reach.rate / against.rate:.1%})" if reach else "none of these sizes")
-        + (f", by the medians; the middle halves of n={', n='.join(cross)} reach across {fraction:.0%}, so the "
-           "sizes that reach it are not told apart more finely" if cross else ""))
+        + (f", by the medians; the middle halves of n={', n='.join(cross)} reach across {fraction:.0%}, so any "
+           "of those may be the smallest to reach it: this run cannot say which" if cross else ""))
     if best is not first:
         lines.append(str(rate_ratio(best, first, f"rate at n={peak_n} vs n={sizes[0]}")))
     else:

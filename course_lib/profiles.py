@@ -78,7 +78,7 @@ NOTEBOOKS: tuple[Notebook, ...] = (
     Notebook(
         "01_gpu_vs_cpu", "GPU vs CPU", gpus=1,
         on_less=("CPU matmul rate vs size, bf16 vs fp32 measured; asynchronous timing, host↔device "
-                 "copies and TF32 need a GPU (datasheet figures shown instead)"),
+                 "copies and TF32 need a GPU (a recorded GPU run and published figures shown instead)"),
         sizes={
             # sizes / gpu_sizes: matmul n for the CPU / GPU rate-vs-size curves, each point also given
             # as a fraction of this run's fp32 peak (peak_sizes: 00's, read back from its store);

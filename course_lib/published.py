@@ -577,7 +577,7 @@ FIGURES: tuple[Figure, ...] = (
     Figure(
         key='meta_maiprof_sm_util_9pct_tensorcore_0',
         by='the PyTorch blog (Meta)',
-        figure='SM utilization 9.1 %; Tensor Core utilization 0; max GPU memory utilization 47.13 %',
+        figure='SM utilization 9.1 %; Tensor Core utilization 0',
         unit='percent',
         hardware='not stated (Meta production GPU hosts)',
         what=("DCGM/NVML-derived metrics for a production 'protection' PyTorch model before optimization "
@@ -621,12 +621,13 @@ def show(*keys: str) -> str:
     return "\n".join(str(get(k)) for k in keys)
 
 
-def elsewhere(notebook: str, prefixes: tuple[str, ...] = (), keys: Sequence[str] = ()) -> str:
+def elsewhere(notebook: str, prefixes: tuple[str, ...] = (), keys: Sequence[str] = (), *,
+              exclude: tuple[str, ...] = ()) -> str:
     """What a GPU does in a section this machine cannot run, for printing: first the rows of the
     recorded reference run of `notebook` (``results/``: this course's code on a GPU) whose names
-    start with one of `prefixes`, then the published figures `keys`, each labelled as measured
-    elsewhere; one line saying so when there is neither."""
-    rows = report.reference_rows(notebook, prefixes) if prefixes else []
+    start with one of `prefixes` and contain none of `exclude`, then the published figures `keys`,
+    each labelled as measured elsewhere; one line saying so when there is neither."""
+    rows = report.reference_rows(notebook, prefixes, exclude) if prefixes else []
     lines = [report.reference_header(notebook), *rows] if rows else []
     if keys:
         lines += ["figures published elsewhere, not measured here:",

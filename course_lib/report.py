@@ -230,14 +230,15 @@ def reference_header(notebook: str) -> str:
             f"torch {meta.get('torch', '?')}, {meta.get('date', 'date not recorded')}), not on this machine:")
 
 
-def reference_rows(notebook: str, prefixes: tuple[str, ...] = ()) -> list[str]:
+def reference_rows(notebook: str, prefixes: tuple[str, ...] = (), exclude: tuple[str, ...] = ()) -> list[str]:
     """The most recent recorded reference run's measurements of `notebook` whose keys start with one
-    of `prefixes` (all when empty), one printable line each; a row the reference machine measured on
-    its CPU (its note names the CPU or gloo) says so."""
+    of `prefixes` (all when empty) and contain none of `exclude`, one printable line each; a row the
+    reference machine measured on its CPU (its note names the CPU or gloo) says so."""
     _, ref = reference(notebook)
     return [f"  {fmt_row(k, row)}" + ("  [the reference machine's CPU, not its GPU]" if _ON_CPU.search(row.get("note", ""))
                                       else "")
-            for k, row in ref.items() if not prefixes or k.startswith(prefixes)]
+            for k, row in ref.items()
+            if (not prefixes or k.startswith(prefixes)) and not any(x in k for x in exclude)]
 
 
 def reference_text(notebook: str, prefixes: tuple[str, ...] = ()) -> str:

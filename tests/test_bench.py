@@ -306,7 +306,7 @@ def test_time_in_turns_runs_a_short_call_several_times_per_turn():
     rows = bench.time_in_turns({"short": short, "long": long}, device="cpu", warmup=1, repeats=3,
                                min_turn_s=0.02)
     assert counts["long"] == 1 + 3  # longer than a turn: one call per turn, as without min_turn_s
-    assert counts["short"] >= 1 + 3 * 5  # 0.02 s / at most 0.004 s per call: 5 calls or more a turn
+    assert counts["short"] >= 1 + 3 * 2  # 0.02 s / its timed warm-up call (2 ms, up to 10 ms on a busy machine)
     by = {r.name: r for r in rows}
     assert 0.002 <= by["short"].median_s < 0.01 and by["long"].median_s >= 0.03  # per call, not per turn
     with pytest.raises(ValueError, match="min_turn_s"):

@@ -81,3 +81,15 @@ def test_elsewhere_shows_the_recorded_reference_first_then_the_published_figures
     assert "H→D pinned: 55" in both and "async" not in both  # only the rows of the prefixes asked for
     with pytest.raises(KeyError):
         published.elsewhere("01_gpu_vs_cpu", ("H→D",), ["no_such_key"])
+
+
+def test_elsewhere_leaves_out_the_rows_asked_to(tmp_path, monkeypatch):
+    from course_lib import report
+    monkeypatch.setenv("COURSE_RESULTS_DIR", str(tmp_path))
+    rep = report.Report("02_first_cnn", "gpu", "cpu")
+    rep.meta.update(device="NVIDIA Test GPU", device_type="cuda")
+    for name in ("loader w=8", "loader w=8 +pin", "data wait loader w=8 +pin"):
+        rep.add(name, 1.0, "kimg/s")
+    report.record_reference({"02_first_cnn": rep.to_dict()})
+    text = published.elsewhere("02_first_cnn", ("loader", "data wait"), exclude=("loader w=8 +pin",))
+    assert "loader w=8: 1" in text and "+pin" not in text

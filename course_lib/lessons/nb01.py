@@ -64,8 +64,8 @@ def gain_by_size_verdict(gain: bench.Ratio, other: bench.Ratio, n: int, other_n:
     if gain.lo <= other.hi and other.lo <= gain.hi:
         if max(gain.hi / gain.lo, other.hi / other.lo) > 1.5:
             return (f"the gains at n={n} ({gain.value:.2f}×) and n={other_n} ({other.value:.2f}×), timed in the same "
-                    f"rounds, overlap, but their intervals ({gain.lo:.2f}–{gain.hi:.2f}×, {other.lo:.2f}–{other.hi:.2f}×) "
-                    "are too wide to tell whether the gain depends on the size")
+                    f"rounds: their intervals ({gain.lo:.2f}–{gain.hi:.2f}×, {other.lo:.2f}–{other.hi:.2f}×) overlap "
+                    "and are too wide to tell whether the gain depends on the size")
         return (f"the same gain at n={n} and n={other_n}, within their intervals (timed in the same rounds): "
                 "here it does not depend on the size")
     return (f"the gain is {other.value:.2f}× at n={other_n} and {gain.value:.2f}× at n={n}, intervals apart, "

@@ -768,6 +768,8 @@ class StepProfile:
         if ratio > 1.5:
             line += (" — the profile ran at a slower moment or its overhead is large here: its shares describe the "
                      "profiled step, and its milliseconds are not the timed step's")
+        elif ratio > 1.1:
+            line += " (the profiler's own cost per op, which weighs most on short steps)"
         return line
 
 

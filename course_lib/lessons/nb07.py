@@ -224,7 +224,9 @@ def cache_step(lead: Mapping[int, bench.Ratio], lengths: Sequence[int], size: Ma
     grew = (f"SDPA's lead grew {before:.2f}× ({lo_b:.2f}–{hi_b:.2f}) from T={tb} to T={t0} and "
             f"{across:.2f}× ({lo_a:.2f}–{hi_a:.2f}) from T={t0} to T={t1}")
     if lo_a > hi_b:
-        verdict = "faster across it, beyond both ranges: the step a cache limit would make"
+        verdict = ("faster across it, beyond both ranges: consistent with the step a cache limit would make, "
+                   "though a lead cannot say which version's time moved (the written-out one slowing, or SDPA "
+                   "speeding up)")
     elif hi_a < lo_b:
         verdict = "slower across it, beyond both ranges: no cache step shows there"
     else:

@@ -22,7 +22,8 @@ def paired_vs_medians(r: Ratio, apart: float = 1.05) -> str:
     if not r.rounds or r.medians is None or abs(math.log(r.medians / r.value)) <= math.log(apart):
         return ""
     opposite = (r.value - 1) * (r.medians - 1) < 0  # one above 1, the other below
-    drift = f" (here {r.drift:.0%} from one turn to the next)" if r.drift is not None else ""
+    drift = (f" (the median change from one turn to the next was {r.drift:.0%} here; single turns can move "
+             "more, as the timings' quartiles show)" if r.drift is not None else "")
     return (f"{r.name}: the paired ratio, {r.value:.2f}×, and the medians' ratio, {r.medians:.2f}×, "
             f"{'point opposite ways' if opposite else 'differ'} because each turn ran the two back to back: the "
             f"paired ratio cancels the machine's speed changing between turns{drift}, the medians, taken from "
