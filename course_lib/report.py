@@ -246,7 +246,8 @@ def reference_text(notebook: str, prefixes: tuple[str, ...] = ()) -> str:
     starts with one of `prefixes` (all when empty), or one line saying none is recorded."""
     rows = reference_rows(notebook, prefixes)
     if not rows:
-        return "(no reference GPU run is recorded in results/ for this notebook yet)"
+        return ("(no reference GPU run is recorded in results/ for this notebook yet)" if not reference(notebook)[1]
+                else "(the recorded reference GPU run has no row for this yet)")
     return "\n".join([reference_header(notebook)] + rows)
 
 

@@ -191,6 +191,7 @@ def test_reference_text_shows_the_first_run_filtered_or_says_none(tmp_path, monk
     assert text.splitlines()[0].startswith("recorded reference run on NVIDIA Test GPU (this course's code, gpu profile")
     assert text.splitlines()[0].endswith("not on this machine:")
     assert "700" in text and "FLASH_ATTENTION" in text  # numbers and words alike
+    assert "has no row" in report.reference_text("08_transformer", prefixes=("nothing like it",))
     only = report.reference_text("08_transformer", prefixes=("kern",))
     assert "FLASH_ATTENTION" in only and "700" not in only
 
