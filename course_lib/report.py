@@ -224,8 +224,8 @@ def fmt_row(key: str, row: dict) -> str:
 def reference_header(notebook: str) -> str:
     """The line above a recorded reference run's rows: which machine, code, profile and date, and
     that it is not this machine."""
-    ref_device, _ = reference(notebook)
-    meta = reference_meta(notebook)
+    runs = _reference_runs(notebook)  # one read of results/: the most recent run's device and record
+    ref_device, meta = runs[0] if runs else (None, {})
     return (f"recorded reference run on {ref_device} (this course's code, {meta.get('profile', 'gpu')} profile, "
             f"torch {meta.get('torch', '?')}, {meta.get('date', 'date not recorded')}), not on this machine:")
 

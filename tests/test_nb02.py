@@ -228,3 +228,14 @@ def test_real_data_run_missing_files_is_one_sentence(tmp_path):
     assert "\n" not in str(info.value)
     with pytest.raises(ValueError, match="Unknown dataset"):
         nb02.real_data_run("imagenet", root=tmp_path)
+
+
+def test_beyond_workers_leaves_out_pinned_rows_faster_than_the_workers_can_draw():
+    row = lambda v, hi: {"value": v, "unit": "kimg/s", "spread": [v * 0.9, hi]}  # noqa: E731
+    ref = {"draw one image (ds[i])": row(2.0, 2.1), "SmallCNN workers=8": row(8.0, 13.0),
+           "SmallCNN workers=8 +pin": row(10.0, 33.0), "SmallCNN workers=8 +pin +copy ahead": row(80.0, 89.0)}
+    over, why = nb02.beyond_workers(ref, 8)  # 8 × 2.1 = 16.8 kimg/s at most
+    assert over == ["SmallCNN workers=8 +pin", "SmallCNN workers=8 +pin +copy ahead"]
+    assert "8 × 2.1 kimg/s" in why
+    assert nb02.beyond_workers(ref, 32) == ([], "")  # 32 workers could draw that fast
+    assert nb02.beyond_workers({}, 8) == ([], "")

@@ -211,3 +211,21 @@ def real_data_run(name: str, steps: int = 20, batch_size: int = 64, n_val: int =
 
 def _first(dataset: Dataset, n: int) -> Dataset:
     return Subset(dataset, range(min(n, len(dataset))))
+
+
+def beyond_workers(ref: dict[str, dict], workers: int) -> tuple[list[str], str]:
+    """The rows of a recorded reference run (`ref`: name -> row) for the pinned loaders of
+    `workers` workers whose repeats ran faster than those workers can draw images (`workers` ×
+    the upper quartile of its "draw one image (ds[i])" row): they timed batches already waiting,
+    not the loader. Returns (their names, one sentence saying so, or '' when there are none)."""
+    draw = ref.get("draw one image (ds[i])")
+    if not draw or not draw.get("spread"):
+        return [], ""
+    limit = workers * draw["spread"][1]
+    over = [k for k, row in ref.items() if k.startswith(f"SmallCNN workers={workers} +pin")
+            and row["unit"] == draw["unit"] and row.get("spread", [0, 0])[1] > limit]
+    if not over:
+        return [], ""
+    return over, (f"(left out: the reference's rows {', '.join(over)}, whose repeats ran faster than its {workers} "
+                  f"workers can draw images, {workers} × {draw['spread'][1]:.3g} {draw['unit']}: they timed "
+                  "batches already waiting, not the loader)")
