@@ -167,6 +167,22 @@ FIGURES: tuple[Figure, ...] = (
                'GiB/s] cuda/load_to_device/memcpy_htod/pinned_default/1GiB ... thrpt: [94.992 GiB/s 97.423 GiB/s'
                ' 99.159 GiB/s]')),
     Figure(
+        key='pytorch_tutorial_nonblocking_d2h_erroneous',
+        by="PyTorch's tutorials (Vincent Moens)",
+        figure='will result in erroneous outputs',
+        unit='outcome, in words: reading a device→host non_blocking copy before synchronising',
+        hardware="not stated (the tutorial's build machine, one CUDA GPU)",
+        what=('cuda_tensor.to("cpu", non_blocking=True).mean() read on the CPU without a synchronisation; '
+              'the tutorial then runs 100 such reads against the expected mean, and the same reads after '
+              'torch.cuda.synchronize(). The direction CPU→GPU is safe: CUDA orders the copy before the '
+              'kernels that read it.'),
+        source='A guide on good usage of non_blocking and pin_memory() in PyTorch (PyTorch tutorials)',
+        url='https://docs.pytorch.org/tutorials/intermediate/pinmem_nonblock.html',
+        where=("Introduction > Key Learnings; section 'Other copy directions (GPU -> CPU, CPU -> MPS etc.)' "
+               '(read in the source, intermediate_source/pinmem_nonblock.py)'),
+        quote=('While cpu_tensor.to("cuda", non_blocking=True).mean() executes correctly, attempting '
+               'cuda_tensor.to("cpu", non_blocking=True).mean() will result in erroneous outputs.')),
+    Figure(
         key='flashattention1_paper_end_to_end_speedups',
         by='Dao et al., FlashAttention',
         figure='15% (BERT-large, seq 512); 3x (GPT-2, seq 1K); 2.4x (long-range arena, seq 1K-4K)',
