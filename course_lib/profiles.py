@@ -467,6 +467,26 @@ NOTEBOOKS: tuple[Notebook, ...] = (
             # 6-12 GB cards: medium's GPT, probe ≈ 2.3 GiB; the largest buffers after the models are
             # freed: a copy of 1 GiB (2 GiB with its destination), matmuls of 8192² (3 × 128 MiB in 16-bit)
         }),
+    Notebook(
+        "11_model_parallel", "model parallelism: pipeline", gpus=2,
+        on_less=("the stages run as gloo ranks on the CPU: equivalence with one process, timelines, "
+                 "bubble against micro-batches, memory per stage; NCCL between GPUs needs 2 GPUs"),
+        sizes={
+            # pipe_*: scripts/pipeline.py: pipe_layers blocks Linear(pipe_width, pipe_width) → GELU
+            # split over the stages, pipe_batch rows per step cut into each of pipe_micro micro-batch
+            # counts (every one divides pipe_batch), pipe_repeats timed steps of each schedule and count
+            # after one warm-up
+            "smoke": dict(pipe_width=128, pipe_layers=4, pipe_batch=64, pipe_micro=[1, 2, 4],
+                          pipe_repeats=3),
+            "cpu": dict(pipe_width=512, pipe_layers=8, pipe_batch=256, pipe_micro=[1, 2, 4, 8],
+                        pipe_repeats=7),
+            "gpu": dict(pipe_width=4096, pipe_layers=8, pipe_batch=4096, pipe_micro=[1, 2, 4, 8, 16],
+                        pipe_repeats=10),
+            # No gpu/medium or gpu/small entry: per GPU the whole model (every rank builds it, for the
+            # one-process check) is 8 Linear(4096, 4096) = 134 M parameters, 0.5 GiB of fp32 weights
+            # and 0.5 of gradients; a stage's activations for the whole batch (GPipe's peak) are about
+            # 2 tensors of 4096 × 4096 × 4 B = 64 MiB per block, 4 blocks: 0.5 GiB. All fit a 6 GiB card.
+        }),
 )
 SIZES: dict[str, dict[str, dict]] = {nb.stem: nb.sizes for nb in NOTEBOOKS}  # stem -> sizes
 

@@ -1,0 +1,225 @@
+"""Pipeline parallelism written out: a model's blocks split over W processes (the stages), one
+batch run as m micro-batches handed from stage to stage with point-to-point sends, in GPipe's
+order and in 1F1B's (notebook 11).
+
+Run it by hand from the repository root:
+
+    torchrun --nproc_per_node=2 scripts/pipeline.py --micro 1 2 4 8 --out build/dist/pipeline
+
+Every rank builds the whole model from one seed and keeps its own stage: a contiguous slice of
+blocks. Stage s receives its input from stage s - 1 (``recv``), runs its blocks, and sends the
+output to stage s + 1 (``isend``); the last stage computes the loss. Backward runs the other
+way: stage s receives the gradient of its output from stage s + 1 and sends the gradient of its
+input to stage s - 1. A schedule (``nb11.schedule``) says in which order each stage runs the
+forward and backward passes of the m micro-batches.
+
+First one step of each schedule is checked against one process on the whole batch (every rank
+has the whole model: the same output and gradients, within fp32 rounding). Then every stage
+times each of its passes for ``--repeats`` steps of each schedule and micro-batch count, and
+measures its peak memory during one more step. Rank 0 writes it all to ``--out/results.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from course_lib import memory, ranks
+from course_lib.lessons import nb11
+
+ATOL, RTOL = 1e-6, 1e-5  # fp32: the micro-batches' gradients add up in another order
+
+
+def parse() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--width", type=int, default=512, help="features in and out of every block")
+    p.add_argument("--layers", type=int, default=8, help="blocks Linear → GELU, split over the stages")
+    p.add_argument("--batch", type=int, default=256, help="rows per step; every --micro must divide it")
+    p.add_argument("--micro", type=int, nargs="+", default=[1, 2, 4, 8], help="micro-batch counts m")
+    p.add_argument("--schedules", nargs="+", default=["gpipe", "1f1b"], choices=sorted(nb11.SCHEDULES))
+    p.add_argument("--repeats", type=int, default=5, help="timed steps of each schedule and m")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--fail-stage", type=int, default=-1, help="this stage raises in its first backward")
+    p.add_argument("--out", default="build/dist/pipeline", help="folder for results.json")
+    p.add_argument("--timeout", type=float, default=60, help="process-group timeout (s)")
+    a = p.parse_args()
+    if bad := [m for m in a.micro if m < 1 or a.batch % m]:
+        p.error(f"every --micro must divide --batch {a.batch}; these do not: {bad}")
+    return a
+
+
+class Clock:
+    """Marks read as seconds on one clock that every stage on this machine shares: on the CPU,
+    ``perf_counter`` (the system's monotonic clock, the same in every process); on a GPU, CUDA
+    events (when the GPU got there, not when Python queued the work) placed on that clock from
+    a start event recorded while the GPU was idle."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+
+    def start(self) -> None:
+        if self.cuda:
+            torch.cuda.synchronize()  # nothing queued: the start event runs as it is recorded
+            self.host0, self.t0 = time.perf_counter(), self.mark()
+
+    def mark(self):
+        if not self.cuda:
+            return time.perf_counter()
+        ev = torch.cuda.Event(enable_timing=True)
+        ev.record()
+        return ev
+
+    def seconds(self, mark) -> float:
+        if not self.cuda:
+            return mark
+        torch.cuda.synchronize()
+        return self.host0 + self.t0.elapsed_time(mark) / 1e3
+
+
+# >>> one step (notebook 11 shows these lines)
+def step(part, x, y, kind, micro, stage, stages, clock, keep=False, fail=False):
+    """Run one batch through this stage as `micro` micro-batches in the order of schedule `kind`;
+    return the passes as (kind, micro-batch, start mark, end mark) and, on the last stage with
+    `keep`, the model's output (its rows in batch order)."""
+    last = stage == stages - 1
+    xs, ys = x.chunk(micro), y.chunk(micro)  # (batch / m, width) each
+    inputs, outputs, sends, passes, result = {}, {}, [], [], []
+    for op, i in nb11.schedule(kind, stage, stages, micro):
+        if op == "F":
+            if stage == 0:
+                inp = xs[i]
+            else:
+                inp = torch.empty_like(xs[i])
+                dist.recv(inp, src=stage - 1)  # waits for the stage before: idle time
+                inp.requires_grad_()
+            t0 = clock.mark()
+            out = part(inp)
+            if last:
+                result += [out.detach()] if keep else []
+                out = nb11.micro_loss(out, ys[i], micro)  # its share of the batch's loss
+            passes.append(("F", i, t0, clock.mark()))
+            if not last:
+                sends.append((dist.isend(out.detach(), dst=stage + 1), out))  # out lives until sent
+            inputs[i], outputs[i] = inp, out
+        else:
+            grad = None
+            if not last:
+                grad = torch.empty_like(xs[i])
+                dist.recv(grad, src=stage + 1)  # d(loss)/d(output) from the stage after
+            if fail:
+                raise RuntimeError(f"stage {stage} fails on purpose (--fail-stage {stage})")
+            t0 = clock.mark()
+            torch.autograd.backward(outputs.pop(i), grad)  # frees micro-batch i's activations
+            passes.append(("B", i, t0, clock.mark()))
+            inp = inputs.pop(i)
+            if stage > 0:
+                sends.append((dist.isend(inp.grad, dst=stage - 1), inp))
+        sends = [(w, t) for w, t in sends if not w.is_completed()]  # let go of what has left
+    for work, _ in sends:
+        work.wait()
+    return passes, result
+# <<< one step
+
+
+def run(part, x, y, kind, micro, ctx, clock, keep=False, fail=False):
+    """One step between barriers, the gradients zeroed in place first: its passes in seconds
+    on the clock the stages share (the notebook counts from the step's first pass)."""
+    for p in part.parameters():
+        if p.grad is not None:
+            p.grad.zero_()  # in place: no new gradient memory during the step
+    dist.barrier()
+    clock.start()
+    passes, result = step(part, x, y, kind, micro, ctx.rank, ctx.world_size, clock, keep, fail)
+    passes = [(op, i, clock.seconds(a), clock.seconds(b)) for op, i, a, b in passes]
+    dist.barrier()
+    return passes, result
+
+
+def forward_bytes(part, x, y, micro, stage, stages, device) -> int:
+    """The memory one micro-batch's forward pass adds on this stage and leaves until its backward:
+    the tensors autograd saves and the output (measured as :func:`run`'s peaks are); on a stage
+    after the first, the received input too (the step allocates it: ``torch.empty_like``)."""
+    inp = x.chunk(micro)[0].clone().requires_grad_(stage > 0)  # allocated before the reading
+    with memory.track(device) as reading:
+        out = part(inp)
+        if stage == stages - 1:
+            out = nb11.micro_loss(out, y.chunk(micro)[0], micro)
+    del out
+    return reading.peak_bytes + (inp.nbytes if stage > 0 else 0)
+
+
+def gather(obj):
+    """Every rank's `obj`, in rank order (on every rank)."""
+    out = [None] * dist.get_world_size()
+    dist.all_gather_object(out, obj)
+    return out
+
+
+@ranks.entry
+def main() -> None:
+    a = parse()
+    ctx = ranks.setup(timeout_s=a.timeout)  # init_process_group("gloo" or "nccl", timeout=...)
+    stage, stages = ctx.rank, ctx.world_size
+    model = nb11.make_model(a.width, a.layers, a.seed)  # the whole model, the same on every rank
+    bounds = nb11.bounds(a.layers, stages)
+    part = nb11.split(model, stages, bounds)[stage].to(ctx.device)  # this stage's blocks
+    x, y = (t.to(ctx.device) for t in nb11.batch(a.batch, a.width, a.seed))
+    clock = Clock(ctx.device)
+    ranks.print0(f"{stages} stages, backend {ctx.backend}, device {ctx.device}; blocks per stage "
+                 f"{[b - e for e, b in zip(bounds, bounds[1:])]}")
+
+    # ---- the same output and gradients as one process on the whole batch ----
+    ref_out, ref_grads = nb11.reference(model.to(ctx.device), x, y)  # every rank has the model
+    mine = slice(2 * bounds[stage], 2 * bounds[stage + 1])  # this stage's (weight, bias) pairs
+    checks = []
+    for kind in a.schedules:
+        _, result = run(part, x, y, kind, max(a.micro), ctx, clock, keep=True, fail=a.fail_stage == stage)
+        diffs = [(p.grad - g).abs().max().item() for p, g in zip(part.parameters(), ref_grads[mine])]
+        ok = all(torch.allclose(p.grad, g, atol=ATOL, rtol=RTOL)
+                 for p, g in zip(part.parameters(), ref_grads[mine]))
+        if result:
+            out = torch.cat(result)
+            ok = ok and torch.allclose(out, ref_out, atol=ATOL, rtol=RTOL)
+            diffs.append((out - ref_out).abs().max().item())
+        checks.append(dict(schedule=kind, micro=max(a.micro), stage=stage, max_abs_diff=max(diffs), ok=ok))
+        if not ok:
+            raise AssertionError(f"stage {stage}, {kind}: differs from one process by {max(diffs):.2e}")
+
+    # ---- timelines: every pass of every stage, --repeats steps per schedule and m ----
+    timelines = []
+    for kind in a.schedules:
+        for m in a.micro:
+            run(part, x, y, kind, m, ctx, clock)  # warm-up
+            for r in range(a.repeats):
+                passes, _ = run(part, x, y, kind, m, ctx, clock)
+                timelines.append(dict(schedule=kind, micro=m, repeat=r, passes=passes))
+
+    # ---- peak memory during one step, and what one micro-batch's forward leaves behind ----
+    peaks = {}
+    for kind in a.schedules:
+        with memory.track(ctx.device) as reading:
+            run(part, x, y, kind, max(a.micro), ctx, clock)
+        peaks[kind] = reading.peak_bytes
+    act = forward_bytes(part, x, y, max(a.micro), stage, stages, ctx.device)
+
+    rows = gather(dict(checks=checks, timelines=timelines, peaks=peaks, activation_bytes=act))
+    results = dict(stages=stages, backend=ctx.backend, device=str(ctx.device), width=a.width,
+                   layers=a.layers, batch=a.batch, micro=a.micro, schedules=a.schedules,
+                   repeats=a.repeats, bounds=bounds, atol=ATOL, rtol=RTOL,
+                   threads=torch.get_num_threads(),
+                   checks=[c for row in rows for c in row["checks"]],
+                   peak_bytes={k: [row["peaks"][k] for row in rows] for k in a.schedules},
+                   activation_bytes=[row["activation_bytes"] for row in rows],
+                   passes=[dict(stage=s, **t) for s, row in enumerate(rows) for t in row["timelines"]])
+    ranks.print0("checks: " + ", ".join(f"{c['schedule']} stage {c['stage']} max |Δ| {c['max_abs_diff']:.1e}"
+                                        for c in results["checks"]))
+    ranks.write_json0(Path(a.out) / "results.json", results)
+    ranks.teardown()
+
+
+if __name__ == "__main__":
+    main()

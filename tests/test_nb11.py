@@ -1,0 +1,178 @@
+"""Notebook 11's lesson module (course_lib.lessons.nb11) and scripts/pipeline.py under real torchrun
+(gloo ranks on the CPU): the schedules, the bubble, the equality with one process, a dying stage."""
+
+import json
+
+import pytest
+import torch
+
+from conftest import REPO
+from course_lib import launcher
+from course_lib.lessons import nb11
+
+NB11 = REPO / "notebooks" / "11_model_parallel.ipynb"
+SMALL = dict(width=32, layers=4, batch=16, repeats=2, seed=3)
+
+
+def code_cells(path):
+    return ["".join(c["source"]) for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
+
+
+# ---- the pieces, on one process ---------------------------------------------------------------
+
+def test_split_covers_every_block_once_and_shares_the_parameters():
+    model = nb11.make_model(8, 7)
+    parts = nb11.split(model, 3)
+    assert [len(p) for p in parts] == [3, 2, 2]
+    assert [id(q) for p in parts for q in p.parameters()] == [id(q) for q in model.parameters()]
+    x = torch.randn(4, 8)
+    h = x
+    for p in parts:
+        h = p(h)
+    torch.testing.assert_close(h, model(x), atol=0, rtol=0)
+    with pytest.raises(ValueError, match="stages"):
+        nb11.bounds(3, 4)
+    with pytest.raises(ValueError, match="rise"):
+        nb11.split(model, 2, [0, 5, 5])
+
+
+@pytest.mark.parametrize("stages", [1, 2, 3, 4])
+@pytest.mark.parametrize("micro", [1, 2, 3, 8])
+def test_every_schedule_runs_each_pass_once_forward_before_backward(stages, micro):
+    for kind in nb11.SCHEDULES:
+        for s in range(stages):
+            ops = nb11.schedule(kind, s, stages, micro)
+            assert sorted(ops) == sorted([("F", i) for i in range(micro)] + [("B", i) for i in range(micro)])
+            assert all(ops.index(("F", i)) < ops.index(("B", i)) for i in range(micro))
+            assert [i for k, i in ops if k == "B"] == list(range(micro))  # backwards in order
+
+
+def test_1f1b_holds_at_most_stages_minus_stage_micro_batches_and_gpipe_all():
+    for stages in (2, 3, 4):
+        for micro in (1, 4, 8):
+            for s in range(stages):
+                assert nb11.in_flight(nb11.schedule("gpipe", s, stages, micro)) == micro
+                assert nb11.in_flight(nb11.schedule("1f1b", s, stages, micro)) == min(stages - s, micro)
+
+
+def test_equal_passes_replay_to_the_formulas_bubble_for_both_schedules():
+    for stages in (2, 3, 4):
+        for micro in (1, 2, 5, 8):
+            for kind in nb11.SCHEDULES:
+                ops = [nb11.schedule(kind, s, stages, micro) for s in range(stages)]
+                passes = nb11.simulate(ops, [1.0] * stages, [2.0] * stages)
+                idle = nb11.idle_fractions(passes, stages)
+                assert idle == pytest.approx([nb11.bubble(stages, micro)] * stages)
+                assert max(p.end for p in passes) == pytest.approx((micro + stages - 1) * 3.0)
+
+
+def test_a_slower_stage_sets_the_pace_in_the_replay():
+    ops = [nb11.gpipe(4)] * 2
+    passes = nb11.simulate(ops, [1.0, 2.0], [1.0, 2.0])  # stage 1 twice as slow
+    idle = nb11.idle_fractions(passes, 2)
+    assert idle[0] > idle[1]  # the fast stage waits more
+    assert max(p.end for p in passes) == pytest.approx(1 + 4 * 2 + 4 * 2 + 1)
+
+
+def test_the_replay_refuses_schedules_that_wait_for_each_other():
+    with pytest.raises(ValueError, match="deadlock"):
+        nb11.simulate([[("B", 0), ("F", 0)], [("F", 0), ("B", 0)]], [1, 1], [1, 1])
+
+
+def test_micro_loss_shares_add_up_to_the_batch_gradient():
+    model = nb11.make_model(16, 3, seed=1)
+    x, y = nb11.batch(12, 16, seed=1)
+    _, ref = nb11.reference(model, x, y)
+    model.zero_grad(set_to_none=True)
+    for xb, yb in zip(x.chunk(4), y.chunk(4)):
+        nb11.micro_loss(model(xb), yb, 4).backward()
+    for p, g in zip(model.parameters(), ref):
+        torch.testing.assert_close(p.grad, g, atol=1e-6, rtol=1e-5)
+
+
+def test_bubble_verdict_follows_the_numbers():
+    inside = nb11.Bubble("gpipe", 2, 4, measured=[0.18, 0.2, 0.22], simulated=[0.2] * 3)
+    assert "within the measured spread" in inside.verdict()
+    unequal = nb11.Bubble("gpipe", 2, 4, measured=[0.26, 0.27, 0.28], simulated=[0.27] * 3)
+    assert "were not equal" in unequal.verdict() and "above" in unequal.verdict()
+    messages = nb11.Bubble("gpipe", 2, 4, measured=[0.4, 0.41, 0.42], simulated=[0.25] * 3)
+    assert "no pass accounts for" in messages.verdict()
+
+
+def _solved(fn_source: str, name: str):
+    namespace: dict = {}
+    exec(fn_source, namespace)
+    return namespace[name]
+
+
+def test_the_exercise_checks_pass_the_solutions_and_catch_wrong_answers():
+    cells = code_cells(NB11)
+    micro_for = _solved(next(c for c in cells if c.startswith("def micro_for")).split("\n\nnb11.")[0], "micro_for")
+    cut = _solved(next(c for c in cells if c.startswith("def balanced_cut")).split("\n\nnb11.")[0], "balanced_cut")
+    nb11.check_micro_for(micro_for)
+    nb11.check_balanced_cut(cut)
+    with pytest.raises(AssertionError, match="smallest"):
+        nb11.check_micro_for(lambda stages, target: micro_for(stages, target) + 1)
+    with pytest.raises(AssertionError):
+        nb11.check_balanced_cut(lambda costs: len(costs) // 2)
+
+
+def test_the_notebooks_schedules_are_the_librarys():
+    cell = next(c for c in code_cells(NB11) if c.startswith("def gpipe"))
+    namespace = {"nb11": nb11, "cfg": type("C", (), {"pipe_micro": [1, 2]}), "STAGES": 2}
+    exec(cell, namespace)  # the cell asserts its functions equal nb11.schedule's
+    assert namespace["gpipe"](3) == nb11.gpipe(3)
+
+
+def test_the_script_cell_of_11_is_scripts_pipeline():
+    magic = '%%writefile "{PIPE_SCRIPT}"\n'
+    cells = [c for c in code_cells(NB11) if c.startswith(magic)]
+    assert len(cells) == 1, "11 writes its pipeline script from one cell"
+    assert cells[0][len(magic):].rstrip("\n") + "\n" == (REPO / "scripts" / "pipeline.py").read_text()
+
+
+# ---- scripts/pipeline.py under torchrun ---------------------------------------------------------
+
+def _args(out, **over):
+    cfg = {**SMALL, **over}
+    return [f"--{k}={v}" for k, v in cfg.items()] + ["--micro", "1", "2", "4", f"--out={out}"]
+
+
+@pytest.mark.parametrize("stages", [2, 4])
+def test_pipeline_stages_equal_one_process_and_time_every_pass(tmp_path, stages):
+    run = launcher.launch("pipeline", _args(tmp_path), nproc=stages, timeout_s=180, echo=False)
+    assert run.ok
+    r = json.loads((tmp_path / "results.json").read_text())
+    assert r["stages"] == stages and r["backend"] == "gloo"
+    assert len(r["checks"]) == 2 * stages and all(c["ok"] for c in r["checks"])
+    assert all(c["max_abs_diff"] <= r["atol"] + r["rtol"] for c in r["checks"])
+    steps = nb11.timelines(r)
+    assert set(steps) == {(k, m) for k in ("gpipe", "1f1b") for m in (1, 2, 4)}
+    for (kind, m), taken in steps.items():
+        assert len(taken) == SMALL["repeats"]
+        for passes in taken:
+            for s in range(stages):  # every stage ran every pass once, in its schedule's order
+                mine = sorted((p for p in passes if p.stage == s), key=lambda p: p.start)
+                assert [(p.kind, p.micro) for p in mine] == nb11.schedule(kind, s, stages, m)
+                assert all(p.end >= p.start for p in mine)
+            for p in passes:  # a stage after the first starts a forward only after the one before ended it
+                if p.kind == "F" and p.stage > 0:
+                    before = next(q for q in passes if q.stage == p.stage - 1 and q.kind == "F" and q.micro == p.micro)
+                    assert p.start >= before.end
+    assert len(r["activation_bytes"]) == stages and all(b > 0 for b in r["activation_bytes"])
+    assert all(len(v) == stages and all(b > 0 for b in v) for v in r["peak_bytes"].values())
+
+
+def test_a_stage_that_dies_ends_the_job_within_its_timeout_naming_the_rank(tmp_path):
+    run = launcher.launch("pipeline", _args(tmp_path, **{"fail-stage": 1, "timeout": 20}), nproc=2,
+                          timeout_s=120, echo=False, check=False)
+    assert not run.ok and run.seconds < 60
+    assert "rank 1" in run.failure and "RuntimeError" in run.failure
+    assert not (tmp_path / "results.json").exists()
+
+
+def test_a_micro_batch_count_that_does_not_divide_the_batch_is_one_sentence(tmp_path):
+    run = launcher.launch("pipeline", [f"--batch=10", "--micro", "3", f"--out={tmp_path}"], nproc=2,
+                          timeout_s=60, echo=False, check=False)
+    assert not run.ok
+    assert any("must divide --batch 10" in line for line in run.lines)
