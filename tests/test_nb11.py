@@ -96,7 +96,10 @@ def test_bubble_verdict_follows_the_numbers():
     unequal = nb11.Bubble("gpipe", 2, 4, measured=[0.26, 0.27, 0.28], simulated=[0.27] * 3)
     assert "were not equal" in unequal.verdict() and "above" in unequal.verdict()
     messages = nb11.Bubble("gpipe", 2, 4, measured=[0.4, 0.41, 0.42], simulated=[0.25] * 3)
-    assert "no pass accounts for" in messages.verdict()
+    assert "no pass accounts for" in messages.verdict() and "+16.0%" in messages.verdict()
+    below = nb11.Bubble("1f1b", 2, 4, measured=[0.17, 0.18, 0.185], simulated=[0.21] * 3)
+    assert "below the formula" in below.verdict() and "below that too" in below.verdict()
+    assert "no pass accounts for" not in below.verdict()
 
 
 def _solved(fn_source: str, name: str):
@@ -172,7 +175,7 @@ def test_a_stage_that_dies_ends_the_job_within_its_timeout_naming_the_rank(tmp_p
 
 
 def test_a_micro_batch_count_that_does_not_divide_the_batch_is_one_sentence(tmp_path):
-    run = launcher.launch("pipeline", [f"--batch=10", "--micro", "3", f"--out={tmp_path}"], nproc=2,
+    run = launcher.launch("pipeline", ["--batch=10", "--micro", "3", f"--out={tmp_path}"], nproc=2,
                           timeout_s=60, echo=False, check=False)
     assert not run.ok
     assert any("must divide --batch 10" in line for line in run.lines)

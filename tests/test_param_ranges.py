@@ -1,11 +1,12 @@
-"""Notebooks 05 and 06 at the ends of their knobs' ranges (smoke profile, gloo ranks on the CPU).
+"""Notebooks 05, 06 and 11 at the ends of their knobs' ranges (smoke profile, gloo ranks on the CPU).
 
-The low ends are the defaults (K = 2, WORLD = 2, SEED = 0), which make test's nbval run covers;
-here each notebook runs once at its high ends (K = 8 and WORLD = 8, SEED = 2**63 - 1 in the same
-run), and a value outside a range must stop the notebook with one sentence. The padding and
-dropping of DistributedSampler at a world size that does not divide the data (WORLD = 3) is
-checked on the helper the notebook shows it with, without launching ranks. The notebook runs
-are marked `extremes`: `make test` runs them, `make test-oldest` leaves them out (CI's time).
+The low ends are the defaults (K = 2, WORLD = 2, STAGES = 2, SEED = 0), which make test's nbval
+run covers; here each notebook runs once at its high ends (K = 8, WORLD = 8, STAGES = 4,
+SEED = 2**63 - 1 in the same run), and a value outside a range must stop the notebook with one
+sentence. The padding and dropping of DistributedSampler at a world size that does not divide
+the data (WORLD = 3) is checked on the helper the notebook shows it with, without launching
+ranks. The notebook runs are marked `extremes`: `make test` runs them, `make test-oldest`
+leaves them out (CI's time).
 """
 
 import json
@@ -23,9 +24,11 @@ from course_lib.workshop import runner
 OUT = REPO / "build" / f"test-smoke-torch-{torch.__version__.split('+')[0]}"
 
 TOP_SEED = 2**63 - 1
-HIGH_ENDS = {"05_data_parallel": dict(K=8, SEED=TOP_SEED), "06_ddp": dict(WORLD=8, SEED=TOP_SEED)}
+HIGH_ENDS = {"05_data_parallel": dict(K=8, SEED=TOP_SEED), "06_ddp": dict(WORLD=8, SEED=TOP_SEED),
+             "11_model_parallel": dict(STAGES=4, SEED=TOP_SEED)}
 OUTSIDE = {"05_data_parallel": (dict(K=9), "K must be an integer from 2 to 8"),
-           "06_ddp": (dict(WORLD=1), "WORLD must be an integer from 2 to 8")}
+           "06_ddp": (dict(WORLD=1), "WORLD must be an integer from 2 to 8"),
+           "11_model_parallel": (dict(STAGES=5), "STAGES must be an integer from 2 to 4")}
 
 
 @contextmanager

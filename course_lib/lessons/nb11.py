@@ -256,8 +256,8 @@ class Bubble:
         return med, lo, hi
 
     def verdict(self) -> str:
-        """One sentence from the numbers: where the formula and the simulation fall against the
-        measured interval, and what the gap is made of."""
+        """One sentence from the numbers: where the formula and the replay fall against the
+        measured interval, and what the gap is made of where the numbers say it."""
         med, lo, hi = self.spread(self.measured)
         sim = self.spread(self.simulated)[0]
         head = (f"{self.schedule}, m = {self.micro}: idle {med:.1%} ({lo:.1%}–{hi:.1%}) measured, "
@@ -265,12 +265,14 @@ class Bubble:
         if lo <= self.formula <= hi:
             return head + ": the formula falls within the measured spread"
         side = "above" if lo > self.formula else "below"
-        why = (f"this run's own pass times predict {sim:.1%}" + (
-            ", within the measured spread: the stages' passes were not equal, as the formula assumes"
-            if lo <= sim <= hi else
-            f"; the remaining {med - sim:+.1%} is time no pass accounts for: waiting for messages "
-            "and the Python between passes"))
-        return f"{head}: measured {side} the formula, beyond the spread; {why}"
+        head += f": measured {side} the formula, beyond the spread; the replay of each step's own pass times gives {sim:.1%}"
+        if lo <= sim <= hi:
+            return head + ", within the spread: these stages' passes were not equal, as the formula assumes"
+        if lo > sim:
+            return (head + f"; the remaining {med - sim:+.1%} of the step is time no pass accounts "
+                    "for: waiting for messages and the Python between passes")
+        return (head + ", and the measured idle time is below that too: the replay takes each "
+                "stage's median pass, and these steps' passes varied around it")
 
 
 def bubbles(results: dict) -> list[Bubble]:
