@@ -42,10 +42,12 @@ PROFILER_CYCLE_NOTE = r"Warning: Profiler clears events"
 
 @dataclass
 class MemoryReading:
-    """Peak memory that a piece of work added on top of what was live when it started."""
+    """Peak memory that a piece of work added on top of what was live when it started, and what
+    it left live at its end (``end_bytes``: its tensors still held, such as an autograd graph)."""
 
     device: str
     peak_bytes: int = 0
+    end_bytes: int = 0
     reserved_bytes: int | None = None  # CUDA: peak reserved by the caching allocator (absolute)
     method: str = ""  # "cuda allocator" or "profiler memory events"
 
@@ -151,6 +153,7 @@ def _track_cuda(device: torch.device) -> Iterator[MemoryReading]:
     yield reading
     sync(device)
     reading.peak_bytes = torch.cuda.max_memory_allocated(device) - start
+    reading.end_bytes = torch.cuda.memory_allocated(device) - start
     reading.reserved_bytes = torch.cuda.max_memory_reserved(device)
 
 
@@ -164,7 +167,9 @@ def _track_cpu(device: torch.device) -> Iterator[MemoryReading]:
             yield reading
         finally:
             prof.stop()
-        reading.peak_bytes = trace_of(prof).peak
+        trace = trace_of(prof)
+        reading.peak_bytes = trace.peak
+        reading.end_bytes = trace.live()[-1][1] if trace.memory else 0
 
 
 def _trackable(device: torch.device | str | None) -> torch.device:
@@ -179,7 +184,8 @@ def track(device: torch.device | str | None = None) -> AbstractContextManager[Me
     """Measure the peak memory the block adds on `device`; the reading is filled at exit.
 
     ``with memory.track("cpu") as r: step()`` then ``print(r)`` → '16.8 MiB peak (…, cpu)'.
-    Peak is relative to memory live at the start. CUDA: ``max_memory_allocated`` minus
+    Peak (and ``end_bytes``, what is still live at the end) is relative to memory live at the
+    start. CUDA: ``max_memory_allocated`` minus
     the allocated bytes at the start, synchronised; ``reserved_bytes`` is the absolute peak
     the caching allocator reserved. CPU: the profiler's tensor allocations and frees
     replayed in time order (frees of memory allocated before the block are invisible to

@@ -15,8 +15,9 @@ forward and backward passes of the m micro-batches.
 
 First one step of each schedule is checked against one process on the whole batch (every rank
 has the whole model: the same output and gradients, within fp32 rounding). Then every stage
-times each of its passes for ``--repeats`` steps of each schedule and micro-batch count, and
-measures its peak memory during one more step. Rank 0 writes it all to ``--out/results.json``.
+times each of its passes in ``--repeats`` rounds, each round one step of every schedule and
+micro-batch count in turn; then it measures its peak memory during one more step of each, and
+what one micro-batch holds. Rank 0 writes it all to ``--out/results.json``.
 """
 
 from __future__ import annotations
@@ -139,17 +140,20 @@ def run(part, x, y, kind, micro, ctx, clock, keep=False, fail=False):
     return passes, result
 
 
-def forward_bytes(part, x, y, micro, stage, stages, device) -> int:
-    """The memory one micro-batch's forward pass adds on this stage and leaves until its backward:
-    the tensors autograd saves and the output (measured as :func:`run`'s peaks are); on a stage
-    after the first, the received input too (the step allocates it: ``torch.empty_like``)."""
-    inp = x.chunk(micro)[0].clone().requires_grad_(stage > 0)  # allocated before the reading
-    with memory.track(device) as reading:
+def micro_memory(part, x, y, micro, stage, stages, device) -> dict[str, int]:
+    """What one micro-batch costs this stage, measured as :func:`run`'s peaks are: the bytes its
+    forward pass leaves live until its backward (the tensors autograd saves, the output; on a
+    stage after the first, the received input too, which the step allocates), and the peak its
+    backward pass adds on top (the gradients it computes before adding them into ``.grad``)."""
+    inp = x.chunk(micro)[0].clone().requires_grad_(stage > 0)  # allocated before the readings
+    with memory.track(device) as fwd:
         out = part(inp)
         if stage == stages - 1:
             out = nb11.micro_loss(out, y.chunk(micro)[0], micro)
-    del out
-    return reading.peak_bytes + (inp.nbytes if stage > 0 else 0)
+    grad = None if stage == stages - 1 else torch.ones_like(out)  # stands for the received one
+    with memory.track(device) as bwd:
+        torch.autograd.backward(out, grad)
+    return dict(forward_live=fwd.end_bytes + (inp.nbytes if stage > 0 else 0), backward_peak=bwd.peak_bytes)
 
 
 def gather(obj):
@@ -189,31 +193,33 @@ def main() -> None:
         if not ok:
             raise AssertionError(f"stage {stage}, {kind}: differs from one process by {max(diffs):.2e}")
 
-    # ---- timelines: every pass of every stage, --repeats steps per schedule and m ----
+    # ---- timelines: every pass of every stage, --repeats rounds of every schedule and m ----
+    configs = [(kind, m) for kind in a.schedules for m in a.micro]
+    for kind, m in configs:
+        run(part, x, y, kind, m, ctx, clock)  # warm-up
     timelines = []
-    for kind in a.schedules:
-        for m in a.micro:
-            run(part, x, y, kind, m, ctx, clock)  # warm-up
-            for r in range(a.repeats):
-                passes, _ = run(part, x, y, kind, m, ctx, clock)
-                timelines.append(dict(schedule=kind, micro=m, repeat=r, passes=passes))
+    for r in range(a.repeats):  # in turns: a slower moment of the machine touches every config
+        for kind, m in configs:
+            passes, _ = run(part, x, y, kind, m, ctx, clock)
+            timelines.append(dict(schedule=kind, micro=m, repeat=r, passes=passes))
 
-    # ---- peak memory during one step, and what one micro-batch's forward leaves behind ----
-    peaks = {}
-    for kind in a.schedules:
+    # ---- peak memory during one step, and what one micro-batch holds ----
+    peaks = []
+    for kind, m in configs:
         with memory.track(ctx.device) as reading:
-            run(part, x, y, kind, max(a.micro), ctx, clock)
-        peaks[kind] = reading.peak_bytes
-    act = forward_bytes(part, x, y, max(a.micro), stage, stages, ctx.device)
+            run(part, x, y, kind, m, ctx, clock)
+        peaks.append(dict(schedule=kind, micro=m, stage=stage, peak=reading.peak_bytes))
+    held = [dict(micro=m, stage=stage, **micro_memory(part, x, y, m, stage, stages, ctx.device))
+            for m in a.micro]
 
-    rows = gather(dict(checks=checks, timelines=timelines, peaks=peaks, activation_bytes=act))
+    rows = gather(dict(checks=checks, timelines=timelines, peaks=peaks, held=held))
     results = dict(stages=stages, backend=ctx.backend, device=str(ctx.device), width=a.width,
                    layers=a.layers, batch=a.batch, micro=a.micro, schedules=a.schedules,
                    repeats=a.repeats, bounds=bounds, atol=ATOL, rtol=RTOL,
                    threads=torch.get_num_threads(),
                    checks=[c for row in rows for c in row["checks"]],
-                   peak_bytes={k: [row["peaks"][k] for row in rows] for k in a.schedules},
-                   activation_bytes=[row["activation_bytes"] for row in rows],
+                   peak_bytes=[p for row in rows for p in row["peaks"]],
+                   micro_bytes=[h for row in rows for h in row["held"]],
                    passes=[dict(stage=s, **t) for s, row in enumerate(rows) for t in row["timelines"]])
     ranks.print0("checks: " + ", ".join(f"{c['schedule']} stage {c['stage']} max |Δ| {c['max_abs_diff']:.1e}"
                                         for c in results["checks"]))

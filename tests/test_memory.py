@@ -56,6 +56,20 @@ def test_peak_is_the_highest_running_total_not_the_sum_or_the_end():
     assert reading.peak_bytes == pytest.approx(12 * MiB, abs=MiB // 4)  # not 14 (sum), not 6 (end)
 
 
+def test_end_bytes_is_what_the_block_leaves_live():
+    kept = []
+
+    def pattern() -> None:  # 8 allocated and freed, 4 kept: peak 12, 4 live at the end
+        a = torch.empty(8 * MiB, dtype=torch.uint8).fill_(1)
+        kept.append(torch.empty(4 * MiB, dtype=torch.uint8).fill_(1))
+        del a
+
+    reading = memory.peak_memory(pattern, "cpu")
+    assert reading.peak_bytes == pytest.approx(12 * MiB, abs=MiB // 4)
+    assert reading.end_bytes == pytest.approx(4 * MiB, abs=MiB // 4)
+    assert memory.peak_memory(lambda: None, "cpu").end_bytes == 0
+
+
 def test_a_freed_block_does_not_count_towards_a_later_peak():
     def pattern() -> None:  # 16 allocated and freed, then 4 and 2: peak 16, not 22
         alloc_mib(16)

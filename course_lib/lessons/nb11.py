@@ -269,8 +269,8 @@ class Bubble:
         if lo <= sim <= hi:
             return head + ", within the spread: these stages' passes were not equal, as the formula assumes"
         if lo > sim:
-            return (head + f"; the remaining {med - sim:+.1%} of the step is time no pass accounts "
-                    "for: waiting for messages and the Python between passes")
+            return (head + f"; the remaining {med - sim:+.1%} of the step is time outside any pass: "
+                    "message waits, the Python between passes, the operating system's scheduling")
         return (head + ", and the measured idle time is below that too: the replay takes each "
                 "stage's median pass, and these steps' passes varied around it")
 
