@@ -154,7 +154,7 @@ def bubble(stages: int, micro: int) -> float:
 @dataclass(frozen=True)
 class Pass:
     """One pass measured on one stage: kind ('F' or 'B'), micro-batch, start and end in seconds
-    from the step's common start."""
+    on the clock every stage reads (only differences and the order matter)."""
 
     stage: int
     kind: str
