@@ -16,6 +16,7 @@ the fraction ``(p - 1) / (m + p - 1)`` of the step (:func:`bubble`): the pipelin
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 from typing import Callable, Literal, Sequence
 
@@ -226,12 +227,10 @@ def timelines(results: dict) -> dict[tuple[str, int], list[list[Pass]]]:
 
 def pass_times(passes: Sequence[Pass], stages: int) -> tuple[list[float], list[float]]:
     """Each stage's median forward and median backward time in one step."""
-    def med(xs: list[float]) -> float:
-        xs = sorted(xs)
-        return (xs[(len(xs) - 1) // 2] + xs[len(xs) // 2]) / 2
-    fwd = [med([p.end - p.start for p in passes if p.stage == s and p.kind == "F"]) for s in range(stages)]
-    bwd = [med([p.end - p.start for p in passes if p.stage == s and p.kind == "B"]) for s in range(stages)]
-    return fwd, bwd
+    def times(s: int, kind: str) -> list[float]:
+        return [p.end - p.start for p in passes if p.stage == s and p.kind == kind]
+    return ([statistics.median(times(s, "F")) for s in range(stages)],
+            [statistics.median(times(s, "B")) for s in range(stages)])
 
 
 @dataclass(frozen=True)
