@@ -14,7 +14,9 @@ input to stage s - 1. A schedule (``nb11.schedule``) says in which order each st
 forward and backward passes of the m micro-batches.
 
 First one step of each schedule is checked against one process on the whole batch (every rank
-has the whole model: the same output and gradients, within fp32 rounding). Then every stage
+has the whole model: the same output and gradients, within fp32 rounding), and PyTorch's own
+``torch.distributed.pipelining`` runs the same step on a copy of each stage, checked against the
+written-out one (where this torch and backend allow it: ``nb11.api_skip``). Then every stage
 times each of its passes in ``--repeats`` rounds, each round one step of every schedule and
 micro-batch count in turn; then it measures its peak memory during one more step of each, and
 what one micro-batch holds. Rank 0 writes it all to ``--out/results.json``.
@@ -23,6 +25,8 @@ what one micro-batch holds. Rank 0 writes it all to ``--out/results.json``.
 from __future__ import annotations
 
 import argparse
+import copy
+import inspect
 import time
 from pathlib import Path
 
@@ -126,6 +130,31 @@ def step(part, x, y, kind, micro, stage, stages, clock, keep=False, fail=False):
 # <<< one step
 
 
+# >>> PyTorch's pipelining
+def api_step(part, x, y, kind, micro, stage, stages, device):
+    """The same step through PyTorch's torch.distributed.pipelining: a PipelineStage wraps this
+    stage's blocks, and ScheduleGPipe or Schedule1F1B cuts the batch into `micro` micro-batches
+    and runs the passes, sends and receives in its order. Returns the model's output on the
+    last stage (the micro-batches' outputs in batch order), else None."""
+    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+
+    Schedule = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}[kind]
+    pp_stage = PipelineStage(part, stage_index=stage, num_stages=stages, device=device)
+    # The loss carries its 1/m, as in step(). From torch 2.7 the schedule also divides the
+    # gradients by m unless scale_grads=False; torch 2.6 has no such argument.
+    keep_scale = {"scale_grads": False} if "scale_grads" in inspect.signature(Schedule).parameters else {}
+    schedule = Schedule(pp_stage, n_microbatches=micro,
+                        loss_fn=lambda out, target: nb11.micro_loss(out, target, micro), **keep_scale)
+    if stage == 0:
+        schedule.step(x)  # the first stage feeds the batch
+    elif stage == stages - 1:
+        return schedule.step(target=y)  # the last stage gets the targets, returns the output
+    else:
+        schedule.step()  # a middle stage only passes activations and gradients on
+    return None
+# <<< PyTorch's pipelining
+
+
 def run(part, x, y, kind, micro, ctx, clock, keep=False, fail=False):
     """One step between barriers, the gradients zeroed in place first: its passes in seconds
     on the clock the stages share (the notebook counts from the step's first pass)."""
@@ -193,6 +222,29 @@ def main() -> None:
         if not ok:
             raise AssertionError(f"stage {stage}, {kind}: differs from one process by {max(diffs):.2e}")
 
+    # ---- PyTorch's own schedule on a copy of this stage: equal to the written-out step ----
+    api = []
+    for kind in a.schedules:
+        m = max(a.micro)
+        skip = nb11.api_skip(kind, m, stages, ctx.backend)
+        row = dict(schedule=kind, micro=m, stage=stage, skipped=skip)
+        if skip is None:
+            _, result = run(part, x, y, kind, m, ctx, clock, keep=True)  # written out, as above
+            twin = copy.deepcopy(part)  # the same weights, gradients of its own
+            for p in twin.parameters():
+                p.grad = None
+            dist.barrier()
+            out = api_step(twin, x, y, kind, m, stage, stages, ctx.device)
+            pairs = [(q.grad, p.grad) for q, p in zip(twin.parameters(), part.parameters())]
+            pairs += [(out, torch.cat(result))] if out is not None else []
+            row.update(max_abs_diff=max((g - w).abs().max().item() for g, w in pairs),
+                       ok=all(torch.allclose(g, w, atol=ATOL, rtol=RTOL) for g, w in pairs))
+            if not row["ok"]:
+                raise AssertionError(f"stage {stage}: PyTorch's {kind} differs from the written-out "
+                                     f"one by {row['max_abs_diff']:.2e}")
+        api.append(row)
+        dist.barrier()
+
     # ---- timelines: every pass of every stage, --repeats rounds of every schedule and m ----
     configs = [(kind, m) for kind in a.schedules for m in a.micro]
     for kind, m in configs:
@@ -212,12 +264,13 @@ def main() -> None:
     held = [dict(micro=m, stage=stage, **micro_memory(part, x, y, m, stage, stages, ctx.device))
             for m in a.micro]
 
-    rows = gather(dict(checks=checks, timelines=timelines, peaks=peaks, held=held))
+    rows = gather(dict(checks=checks, api=api, timelines=timelines, peaks=peaks, held=held))
     results = dict(stages=stages, backend=ctx.backend, device=str(ctx.device), width=a.width,
                    layers=a.layers, batch=a.batch, micro=a.micro, schedules=a.schedules,
                    repeats=a.repeats, bounds=bounds, atol=ATOL, rtol=RTOL,
                    threads=torch.get_num_threads(),
-                   checks=[c for row in rows for c in row["checks"]],
+                   torch=torch.__version__, checks=[c for row in rows for c in row["checks"]],
+                   api=[c for row in rows for c in row["api"]],
                    peak_bytes=[p for row in rows for p in row["peaks"]],
                    micro_bytes=[h for row in rows for h in row["held"]],
                    passes=[dict(stage=s, **t) for s, row in enumerate(rows) for t in row["timelines"]])

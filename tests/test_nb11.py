@@ -102,6 +102,16 @@ def test_bubble_verdict_follows_the_numbers():
     assert "outside any pass" not in below.verdict()
 
 
+def test_pytorchs_schedules_are_skipped_only_where_they_cannot_run():
+    assert nb11.api_skip("gpipe", 4, 4, "gloo", "2.6.0") is None
+    assert nb11.api_skip("1f1b", 8, 2, "gloo", "2.8.0") is None
+    assert nb11.api_skip("1f1b", 8, 2, "nccl", "2.6.0") is None  # NCCL returns one work: no hang
+    old = nb11.api_skip("1f1b", 8, 2, "gloo", "2.7.1")
+    assert old is not None and "2.7.1" in old and "#132644" in old
+    few = nb11.api_skip("gpipe", 2, 4, "nccl", "2.14.1")
+    assert few is not None and "(2 < 4)" in few
+
+
 def _solved(fn_source: str, name: str):
     namespace: dict = {}
     exec(fn_source, namespace)
@@ -168,6 +178,14 @@ def test_pipeline_stages_equal_one_process_and_time_every_pass(tmp_path, stages)
     assert set(held) == {(m, s) for m in (1, 2, 4) for s in range(stages)}
     for (m, s), h in held.items():  # a micro-batch of width-wide rows holds at least its input
         assert h["forward_live"] >= SMALL["batch"] // m * SMALL["width"] * 4 and h["backward_peak"] > 0
+    api = {(c["schedule"], c["stage"]): c for c in r["api"]}  # PyTorch's pipelining, m = 4
+    assert set(api) == {(k, s) for k in ("gpipe", "1f1b") for s in range(stages)}
+    for (kind, s), c in api.items():
+        assert c["micro"] == 4
+        if c["skipped"] is None:
+            assert c["ok"] and c["max_abs_diff"] <= r["atol"] + r["rtol"]
+        assert (c["skipped"] is None) == (nb11.api_skip(kind, 4, stages, "gloo") is None)
+    assert api[("gpipe", 0)]["skipped"] is None  # GPipe runs in every supported torch
     if stages == 2:  # stage 0 holds 4 micro-batches in GPipe, 2 in 1F1B (4 stages: 4 in both)
         assert peaks[("gpipe", 4, 0)] > peaks[("1f1b", 4, 0)]
 

@@ -124,6 +124,27 @@ def schedule(kind: str, stage: int, stages: int, micro: int) -> list[Op]:
     return SCHEDULES[kind](stage, stages, micro)
 
 
+# torch.distributed.pipelining before 2.8 keeps one of the works that a fused send + receive
+# returns and drops the rest (`.pop()`); gloo returns one per operation, so 1F1B, whose steady
+# state fuses a send with a receive, waits forever there (pytorch/pytorch#132644, fixed for 2.8
+# by PR #152938; read in 2.7.1's and 2.8.0's schedules.py). NCCL returns one work: unaffected.
+API_1F1B_GLOO = "2.8"
+API_SCHEDULES = {"gpipe": "ScheduleGPipe", "1f1b": "Schedule1F1B"}
+
+
+def api_skip(kind: str, micro: int, stages: int, backend: str, version: str | None = None) -> str | None:
+    """Why PyTorch's own schedule for `kind` (:data:`API_SCHEDULES`) is not run here, in one
+    sentence; None when it runs. `version` defaults to this torch's."""
+    name = API_SCHEDULES[kind]
+    version = version or torch.__version__
+    if micro < stages:  # Schedule1F1B refuses it in every release; ScheduleGPipe in 2.7 and 2.8
+        return f"{name} wants at least as many micro-batches as stages ({micro} < {stages})."
+    if kind == "1f1b" and backend == "gloo" and torch.torch_version.TorchVersion(version) < API_1F1B_GLOO:
+        return (f"{name} hangs on gloo before torch {API_1F1B_GLOO} (pytorch/pytorch#132644) and this is "
+                f"torch {version}: the written-out 1F1B above runs instead.")
+    return None
+
+
 def in_flight(ops: Sequence[Op]) -> int:
     """The most micro-batches whose forward has run and backward not yet: how many micro-batches'
     activations the stage holds at its peak.
