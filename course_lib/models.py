@@ -13,7 +13,6 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 import torch.nn.functional as F  # the import the tutorial snippet forgot
-import torchvision
 from torch.utils.checkpoint import checkpoint
 
 from course_lib.attention import MultiHeadAttention
@@ -68,11 +67,7 @@ class SmallCNN(nn.Module):
         return self.head(self.dropout(x))
 
 
-RESNETS = {
-    "resnet18": torchvision.models.resnet18,
-    "resnet34": torchvision.models.resnet34,
-    "resnet50": torchvision.models.resnet50,
-}
+RESNETS = ("resnet18", "resnet34", "resnet50")  # torchvision's builders of these names
 
 
 def resnet(
@@ -86,7 +81,9 @@ def resnet(
     """
     if name not in RESNETS:
         raise ValueError(f"Unknown ResNet {name!r}: choose one of {', '.join(RESNETS)}.")
-    model = RESNETS[name](weights=None, num_classes=num_classes)
+    import torchvision  # here, not at the top: 2 s of imports that only the ResNets need
+
+    model = getattr(torchvision.models, name)(weights=None, num_classes=num_classes)
     if small_input or in_channels != 3:
         k, s, p = (3, 1, 1) if small_input else (7, 2, 3)
         model.conv1 = nn.Conv2d(in_channels, 64, k, stride=s, padding=p, bias=False)

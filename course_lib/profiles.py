@@ -480,21 +480,28 @@ NOTEBOOKS: tuple[Notebook, ...] = (
             # GELU → Linear(4·tp_width, tp_width) and causal attention with tp_heads heads (a multiple
             # of 2, 3 and 4: every STAGES), on tp_batch sequences of tp_seq tokens; tp_repeats timed rounds
             "smoke": dict(pipe_width=128, pipe_layers=4, pipe_batch=64, pipe_micro=[1, 2, 4],
-                          pipe_repeats=3, tp_width=96, tp_heads=12, tp_batch=2, tp_seq=16, tp_repeats=3),
+                          pipe_repeats=3, tp_width=96, tp_heads=12, tp_batch=2, tp_seq=16, tp_repeats=3,
+                          two_d_width=64, two_d_layers=2, two_d_batch=16, two_d_steps=2),
             "cpu": dict(pipe_width=1024, pipe_layers=8, pipe_batch=512, pipe_micro=[1, 2, 4, 8],
-                        pipe_repeats=7, tp_width=768, tp_heads=12, tp_batch=4, tp_seq=128, tp_repeats=7),
+                        pipe_repeats=7, tp_width=768, tp_heads=12, tp_batch=4, tp_seq=128, tp_repeats=7,
+                        two_d_width=256, two_d_layers=2, two_d_batch=32, two_d_steps=3),
             # cpu: a forward pass at m = 8 is 64 rows through 4 blocks of 1024², 0.5 GFLOP, about
             # 10 ms on one core (assumed ~50 GFLOP/s), against a 256 KiB message: the passes dominate
-            # the step, as they do on GPUs, and the launch takes ~40 s
+            # the step, as they do on GPUs, and the launch takes ~40 s. two_d_*: scripts/fsdp_tp.py on
+            # 4 ranks (a 2 × 2 mesh): two_d_layers MLP blocks of width two_d_width, two_d_steps AdamW
+            # steps of two_d_batch rows
             "gpu": dict(pipe_width=4096, pipe_layers=8, pipe_batch=4096, pipe_micro=[1, 2, 4, 8, 16],
-                        pipe_repeats=10, tp_width=3072, tp_heads=24, tp_batch=8, tp_seq=1024, tp_repeats=10),
+                        pipe_repeats=10, tp_width=3072, tp_heads=24, tp_batch=8, tp_seq=1024, tp_repeats=10,
+                        two_d_width=2048, two_d_layers=4, two_d_batch=64, two_d_steps=5),
             # No gpu/medium or gpu/small entry: per GPU the whole model (every rank builds it, for the
             # one-process check) is 8 Linear(4096, 4096) = 134 M parameters, 0.5 GiB of fp32 weights
             # and 0.5 of gradients; a stage's activations for the whole batch (GPipe's peak) are about
             # 2 tensors of 4096 × 4096 × 4 B = 64 MiB per block, 4 blocks: 0.5 GiB. tensor_parallel.py
             # holds the whole MLP and attention of width 3072 (113 M parameters: 0.9 GiB with gradients),
             # a DTensor copy of the MLP and the rank's shards beside them, and their hidden activations
-            # (8 × 1024 × 12288 × 4 B = 0.4 GiB per tensor). All fit a 6 GiB card.
+            # (8 × 1024 × 12288 × 4 B = 0.4 GiB per tensor). fsdp_tp.py holds the whole stack of
+            # two_d_layers MLPs of width 2048 (134 M parameters) with its AdamW state for the
+            # one-process reference, 2.0 GiB, beside a quarter of it as the 2D shards. All fit a 6 GiB card.
         }),
 )
 SIZES: dict[str, dict[str, dict]] = {nb.stem: nb.sizes for nb in NOTEBOOKS}  # stem -> sizes

@@ -5,6 +5,7 @@ import json
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from conftest import REPO
 from course_lib import launcher
@@ -122,8 +123,15 @@ def test_the_exercise_checks_pass_the_solutions_and_catch_wrong_answers():
     cells = code_cells(NB11)
     micro_for = _solved(next(c for c in cells if c.startswith("def micro_for")).split("\n\nnb11.")[0], "micro_for")
     cut = _solved(next(c for c in cells if c.startswith("def balanced_cut")).split("\n\nnb11.")[0], "balanced_cut")
+    row = _solved("import torch.nn.functional as F\n" + next(c for c in cells if c.startswith("def row_parallel"))
+                  .split("\n\nnb11.")[0], "row_parallel")
     nb11.check_micro_for(micro_for)
     nb11.check_balanced_cut(cut)
+    nb11.check_row_parallel(row)
+    with pytest.raises(AssertionError, match="once, after the sum"):  # the bias on every rank's partial sum
+        nb11.check_row_parallel(lambda h, w, b, reduce: reduce([F.linear(x, y, b) for x, y in zip(h, w)]))
+    with pytest.raises(AssertionError, match="exactly one"):  # no all-reduce: each rank its partial sum
+        nb11.check_row_parallel(lambda h, w, b, reduce: [F.linear(x, y) + b for x, y in zip(h, w)])
     with pytest.raises(AssertionError, match="smallest"):
         nb11.check_micro_for(lambda stages, target: micro_for(stages, target) + 1)
     with pytest.raises(AssertionError):

@@ -353,9 +353,11 @@ class RankBytes:
 
 
 @contextlib.contextmanager
-def fake_group(world: int) -> Iterator[DeviceMesh]:
-    """This process as rank 0 of a fake group of `world` ranks, with a CPU mesh over them; the
-    group is destroyed on leaving, also on an error. Collectives compute nothing."""
+def fake_group(world: int, shape: tuple[int, ...] | None = None,
+               names: tuple[str, ...] | None = None) -> Iterator[DeviceMesh]:
+    """This process as rank 0 of a fake group of `world` ranks, with a CPU mesh over them (of
+    `shape`, dims called `names`, when given; default one row); the group is destroyed on
+    leaving, also on an error. Collectives compute nothing."""
     from torch.testing._internal.distributed.fake_pg import FakeStore  # registers "fake"
 
     if dist.is_initialized():
@@ -363,7 +365,7 @@ def fake_group(world: int) -> Iterator[DeviceMesh]:
                            "group needs its own (call it outside a distributed run).")
     dist.init_process_group("fake", rank=0, world_size=world, store=FakeStore())
     try:
-        yield init_device_mesh("cpu", (world,))
+        yield init_device_mesh("cpu", shape or (world,), mesh_dim_names=names)
     finally:
         dist.destroy_process_group()
 

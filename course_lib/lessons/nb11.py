@@ -16,7 +16,9 @@ the fraction ``(p - 1) / (m + p - 1)`` of the step (:func:`bubble`): the pipelin
 
 from __future__ import annotations
 
+import math
 import statistics
+import warnings
 from dataclasses import dataclass
 from typing import Callable, Literal, Sequence
 
@@ -26,6 +28,7 @@ import torch.nn.functional as F
 
 from course_lib import check
 from course_lib.bench import median_interval
+from course_lib.lessons import nb06
 
 Op = tuple[Literal["F", "B"], int]  # a forward or backward pass of micro-batch i
 
@@ -37,6 +40,16 @@ def make_model(width: int, layers: int, seed: int = 0) -> nn.Sequential:
         raise ValueError(f"width and layers must be at least 1, got width={width}, layers={layers}.")
     torch.manual_seed(seed)
     return nn.Sequential(*(nn.Sequential(nn.Linear(width, width), nn.GELU()) for _ in range(layers)))
+
+
+def mlp_stack(width: int, layers: int, seed: int = 0) -> nn.Sequential:
+    """`layers` Transformer-style MLP blocks ``Linear(d, 4d) → GELU → Linear(4d, d)`` (d =
+    `width`), initialised from `seed`: the model that sections 7 and 8 split inside each layer."""
+    if width < 1 or layers < 1:
+        raise ValueError(f"width and layers must be at least 1, got width={width}, layers={layers}.")
+    torch.manual_seed(seed)
+    return nn.Sequential(*(nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
+                           for _ in range(layers)))
 
 
 def bounds(layers: int, stages: int) -> list[int]:
@@ -322,6 +335,202 @@ def plot_timeline(ax, passes: Sequence[Pass], stages: int, title: str = "") -> N
     ax.set_title(title, fontsize=9)
 
 
+# ---- 2D: FSDP over dp × tensor parallel over tp (section 8) ------------------------------------
+
+def mlp_2d_elements(width: int, layers: int, dp: int, tp: int) -> float:
+    """Parameters one rank of a dp × tp mesh holds of :func:`mlp_stack`: tensor parallelism
+    cuts both weights and the first bias over tp, FSDP cuts what each tp rank has over dp; the
+    second Linear's bias stays whole over tp (it is added once, after the sum) and is cut over dp."""
+    d = width
+    return layers * ((4 * d * d + 4 * d + 4 * d * d) / (dp * tp) + d / dp)
+
+
+# ---- which parallelism when (section 9) ---------------------------------------------------------
+
+BYTES_PER_PARAM = 16  # fp32 training with AdamW: weight 4, gradient 4, two moments 8 (notebook 06)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A GPT-2-style Transformer's sizes (the MLP 4·dim wide, the output head tied to the token
+    embedding, LayerNorms left out): what the decision table's formulas need."""
+
+    name: str
+    dim: int
+    layers: int
+    heads: int
+    context: int = 1024
+    vocab: int = 50257
+
+    @property
+    def embed(self) -> int:
+        """Token and position embeddings' parameters."""
+        return (self.vocab + self.context) * self.dim
+
+    @property
+    def split(self) -> int:
+        """Parameters of one block that tensor parallelism cuts over its ranks: the q, k, v
+        projection (weight and bias), the attention output's weight, the MLP's first Linear
+        (weight and bias) and its second's weight."""
+        d, h = self.dim, 4 * self.dim
+        return 3 * d * d + 3 * d + d * d + h * d + h + d * h
+
+    @property
+    def whole(self) -> int:
+        """Parameters of one block tensor parallelism keeps whole on every rank: the biases of
+        the two row-parallel Linears, added once after the sum."""
+        return 2 * self.dim
+
+    @property
+    def params(self) -> int:
+        return self.embed + self.layers * (self.split + self.whole)
+
+    def build(self, layers: int | None = None) -> nn.Module:
+        """The parameter shapes as modules (:class:`nb06.GPT2SmallShapes`), `layers` blocks."""
+        return nb06.GPT2SmallShapes(self.vocab, self.context, self.dim, layers or self.layers, 4 * self.dim)
+
+
+GPT2_SMALL = Shape("GPT-2 small", dim=768, layers=12, heads=12)
+SIZE_7B = Shape("6.7B", dim=4096, layers=32, heads=32, context=2048)  # GPT-2's layout, wider and deeper
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How `gpus` ranks share the work: dp copies of the model (FSDP-sharded over them when
+    `fsdp`), each cut into tp tensor-parallel shards and pp pipeline stages."""
+
+    name: str
+    gpus: int
+    dp: int = 1
+    tp: int = 1
+    pp: int = 1
+    fsdp: bool = False
+
+
+def plans(gpus: int, heads: int) -> list[Plan]:
+    """The table's five ways to use `gpus` GPUs. 2D keeps tensor parallelism within 8 GPUs (one
+    server's fast links), on the most ranks that divide both `gpus` and the `heads`, and shards
+    over the rest with FSDP."""
+    tp = max(t for t in range(1, min(8, gpus // 2) + 1) if gpus % t == 0 and heads % t == 0)
+    return [Plan("DP", gpus, dp=gpus), Plan("FSDP", gpus, dp=gpus, fsdp=True), Plan("TP", gpus, tp=gpus),
+            Plan("PP", gpus, pp=gpus), Plan(f"FSDP {gpus // tp} × TP {tp}", gpus, dp=gpus // tp, tp=tp, fsdp=True)]
+
+
+def impossible(shape: Shape, plan: Plan) -> str | None:
+    """Why `plan` cannot split `shape`, in a few words; None when it can."""
+    if shape.heads % plan.tp:
+        return f"{plan.tp} tensor-parallel ranks cannot share {shape.heads} heads"
+    if plan.pp > shape.layers:
+        return f"{plan.pp} stages for {shape.layers} blocks"
+    return None
+
+
+def rank_params(shape: Shape, plan: Plan, sharded: bool = True) -> float:
+    """Parameters the largest rank holds (before FSDP's cut when not `sharded`): the first
+    pipeline stage, ceil(layers / pp) blocks and the embeddings; tensor parallelism cuts the
+    embeddings' rows (the vocabulary) and each block's split part over tp."""
+    blocks = math.ceil(shape.layers / plan.pp)
+    n = shape.embed / plan.tp + blocks * (shape.split / plan.tp + shape.whole)
+    return n / plan.dp if plan.fsdp and sharded else n
+
+
+def comm_bytes(shape: Shape, plan: Plan, tokens: int, itemsize: int = 4) -> float:
+    """Bytes one rank sends per training step of `tokens` tokens (the global batch), with ring
+    collectives (a ring all-reduce sends 2(n-1)/n of the data, an all-gather or reduce-scatter
+    (n-1)/n):
+
+    - over dp: DP all-reduces the gradients, 2(dp-1)/dp · P; FSDP all-gathers the parameters in
+      the forward and again in the backward and reduce-scatters the gradients, 3(dp-1)/dp · P;
+    - over tp: each block all-reduces its (tokens / dp, dim) activations twice forward and twice
+      backward (section 7); the embeddings' and the output head's own collectives are left out;
+    - over pp: a middle stage sends each token's activations forward and their gradients back.
+    """
+    sent = 0.0
+    if plan.dp > 1:
+        sent += (3 if plan.fsdp else 2) * (plan.dp - 1) / plan.dp * rank_params(shape, plan, sharded=False)
+    if plan.tp > 1:
+        blocks = math.ceil(shape.layers / plan.pp)
+        sent += 4 * blocks * 2 * (plan.tp - 1) / plan.tp * tokens / plan.dp * shape.dim
+    if plan.pp > 1:
+        sent += 2 * tokens * shape.dim
+    return sent * itemsize
+
+
+def fake_rank_bytes(shape: Shape, plan: Plan) -> int:
+    """Bytes of parameters rank 0 holds when PyTorch itself splits `shape` by `plan`, on the meta
+    device in a fake process group (no memory, no values, no communication): the stage's blocks
+    for pp, ``parallelize_module`` over tp, ``fully_shard`` over dp. Rank 0 has the largest FSDP
+    shard, padded as every rank's is."""
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    blocks = math.ceil(shape.layers / plan.pp)
+    with warnings.catch_warnings():  # torch 2.6-2.7 warn that DTensor's random ops on a CPU mesh
+        warnings.filterwarnings("ignore", category=UserWarning,  # may be incomplete; none runs here
+                                module=r"torch\.distributed\.tensor\._random")
+        with nb06.fake_group(plan.dp * plan.tp, (plan.dp, plan.tp), ("dp", "tp")) as mesh:
+            with torch.device("meta"):
+                model = shape.build(blocks)
+            if plan.tp > 1:
+                parallelize_module(model, mesh["tp"], {"tokens": RowwiseParallel(), "positions": RowwiseParallel()})
+                for block in model.blocks:
+                    parallelize_module(block, mesh["tp"], {"attn_in": ColwiseParallel(), "attn_out": RowwiseParallel(),
+                                                           "mlp_up": ColwiseParallel(), "mlp_down": RowwiseParallel()})
+            if plan.fsdp:
+                nb06.shard(model, mesh["dp"], units=(nb06.Block, nn.Embedding))
+            return nb06.local_bytes(model)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the decision table: a model, a plan, a step of `tokens` tokens, and the
+    numbers (None where the plan cannot split the model)."""
+
+    shape: Shape
+    plan: Plan
+    tokens: int
+    why_not: str | None = None
+    state_bytes: float | None = None  # weights, gradients, AdamW state of the largest rank (formula)
+    comm_bytes: float | None = None  # sent per step by one rank (formula)
+    fake_bytes: int | None = None  # the parameters' bytes PyTorch's own split gives rank 0
+
+    @property
+    def formula_param_bytes(self) -> float:
+        return rank_params(self.shape, self.plan) * 4
+
+    @property
+    def agrees(self) -> bool:
+        """The formula's parameter bytes within 1 % of PyTorch's (FSDP pads each shard's dim 0)."""
+        return self.fake_bytes is not None and abs(self.fake_bytes / self.formula_param_bytes - 1) < 0.01
+
+    @property
+    def flop_per_byte(self) -> float:
+        """Each rank's share of the step's arithmetic (6 FLOP per parameter and token: forward 2,
+        backward 4) per byte it sends: communication can hide behind computing only while this
+        is above the GPU's FLOP/s divided by its link's bytes/s."""
+        return 6 * self.shape.params * self.tokens / self.plan.gpus / self.comm_bytes
+
+    @property
+    def idle(self) -> float:
+        """The pipeline's bubble with one sequence per micro-batch (section 4); 0 without stages."""
+        return bubble(self.plan.pp, self.tokens // self.shape.context) if self.plan.pp > 1 else 0.0
+
+
+def decision_table(shapes: Sequence[Shape], gpu_counts: Sequence[int], seqs_per_gpu: int = 8) -> list[Row]:
+    """Every plan of :func:`plans` for every model and GPU count: model state per rank and bytes
+    sent per step by formula, the parameters checked against PyTorch's own split. The global
+    batch is `seqs_per_gpu` full-context sequences per GPU."""
+    rows = []
+    for shape in shapes:
+        for gpus in gpu_counts:
+            tokens = gpus * seqs_per_gpu * shape.context
+            for plan in plans(gpus, shape.heads):
+                why = impossible(shape, plan)
+                rows.append(Row(shape, plan, tokens, why) if why else
+                            Row(shape, plan, tokens, None, rank_params(shape, plan) * BYTES_PER_PARAM,
+                                comm_bytes(shape, plan, tokens), fake_rank_bytes(shape, plan)))
+    return rows
+
+
 # ---- exercise checks -------------------------------------------------------------------------
 
 @check.exercise()
@@ -358,3 +567,40 @@ def check_balanced_cut(fn: Callable[[list[float]], int]) -> None:
             raise AssertionError(f"balanced_cut({costs}) = {k}: the slower stage takes {slower:g}; "
                                  f"another cut gets it down to {best:g}.")
     check.passed(f"balanced_cut: the best cut of {len(cases)} cost lists")
+
+
+@check.exercise()
+def check_row_parallel(fn: Callable[..., list[torch.Tensor]]) -> None:
+    """Exercise 3: ``fn(h_parts, w_parts, bias, all_reduce)`` is every rank's output of a
+    row-parallel Linear: rank r holds ``h_parts[r]`` (its hidden units) and ``w_parts[r]`` (the
+    weight's columns that read them); ``all_reduce(tensors)`` gives every rank the sum."""
+    g = torch.Generator().manual_seed(12)
+    for world in (2, 4):
+        lin = nn.Linear(16, 6)
+        with torch.no_grad():
+            lin.bias.copy_(torch.randn(6, generator=g) + 1)  # far from 0: a bias added W times shows
+        h = torch.randn(5, 16, generator=g)
+        calls = []
+
+        def all_reduce(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+            if len(tensors) != world:
+                raise AssertionError(f"all_reduce takes one tensor per rank ({world}), got {len(tensors)}.")
+            calls.append([tuple(t.shape) for t in tensors])
+            total = sum(tensors)
+            return [total.clone() for _ in tensors]
+
+        outs = fn(list(h.chunk(world, dim=1)), list(lin.weight.detach().chunk(world, dim=1)),
+                  lin.bias.detach(), all_reduce)
+        if len(calls) != 1:
+            raise AssertionError(f"{len(calls)} all-reduces for {world} ranks: a row-parallel Linear needs "
+                                 "exactly one, of the partial sums.")
+        want = lin(h).detach()
+        for r, out in enumerate(outs):
+            if out.shape != want.shape:
+                raise AssertionError(f"rank {r}'s output has shape {tuple(out.shape)}, not {tuple(want.shape)}.")
+            if torch.allclose(out, want - lin.bias.detach() + world * lin.bias.detach(), atol=1e-5):
+                raise AssertionError(f"rank {r}: the bias counts {world} times: add it once, after the sum.")
+            if not torch.allclose(out, want, atol=1e-5, rtol=1e-5):
+                raise AssertionError(f"rank {r}'s output differs from the whole Linear's by "
+                                     f"{(out - want).abs().max().item():.2e}.")
+    check.passed("row_parallel: one all-reduce of the partial sums, the bias once, for 2 and 4 ranks")
