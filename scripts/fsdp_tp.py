@@ -5,15 +5,19 @@ Run it by hand from the repository root (4 ranks):
 
     torchrun --nproc_per_node=4 scripts/fsdp_tp.py --width 256 --layers 2 --steps 3
 
-The four ranks form a 2 × 2 mesh: ``dp`` (data parallel, rows of the mesh) × ``tp`` (tensor
-parallel, its columns). Each MLP block ``Linear(d, 4d) → GELU → Linear(4d, d)`` is first split
-over the ``tp`` ranks as in section 7 (column- then row-parallel), then every tensor-parallel
-shard is cut again over the ``dp`` ranks by FSDP2. The two ranks of a ``tp`` group see the same
-rows of each batch; the two ``dp`` groups see different halves of it.
+The four ranks form a 2 × 2 mesh, ``init_device_mesh(..., (dp, tp))``: ranks 0, 1 and ranks
+2, 3 are the two tensor-parallel groups (the mesh's rows, dimension ``tp``); ranks 0, 2 and
+ranks 1, 3 are the two FSDP groups (its columns, dimension ``dp``). Each MLP block
+``Linear(d, 4d) → GELU → Linear(4d, d)`` is first split over the ``tp`` ranks as in section 7
+(column- then row-parallel), then every tensor-parallel shard is cut again over the ``dp`` ranks
+by FSDP2. The two ranks of a ``tp`` group see the same samples of each batch; the two ``tp``
+groups see different halves of it.
 
 Every rank builds the whole model from one seed and also trains it in one process on the whole
-batch of each step: after every AdamW step the 2D model's weights (``full_tensor``, gathered)
-must equal that reference within fp32 rounding. Each rank counts the bytes of its local
+batch of each step: at every step the 2D model's gradients, before the update, and its weights
+after the AdamW step (``full_tensor``, gathered) must equal that reference within fp32 rounding.
+The gradients are the sharp test: AdamW divides each update by the gradient's own size, so a
+gradient off by a constant factor would still move the weights almost as the reference does. Each rank counts the bytes of its local
 parameters, gradients and AdamW state; rank 0 writes everything to ``--out/results.json``.
 """
 
@@ -36,8 +40,10 @@ from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, 
 from course_lib import ranks
 from course_lib.lessons import nb06, nb11
 
-# The gradients are summed in another order (over the tp ranks, then the dp ranks); AdamW
-# divides by their root-mean-square, so rounding can grow a little at every step.
+# The gradients are summed in another order (over the tp ranks, then the dp ranks): fp32
+# rounding. AdamW divides by their root-mean-square, so the weights' rounding can grow a little
+# at every step.
+GRAD_ATOL, GRAD_RTOL = 1e-6, 1e-5
 ATOL, RTOL = 1e-5, 1e-4
 
 
@@ -109,17 +115,23 @@ def main() -> None:
     ref_opt = torch.optim.AdamW(model.parameters(), lr=a.lr)  # one process, the whole batch
     mine = mesh["dp"].get_local_rank()  # which rows of each batch this rank's dp group takes
 
-    diffs, losses = [], []
+    diffs, grad_diffs, losses = [], [], []
     for step in range(a.steps):
         xb, yb = x[step].chunk(dp)[mine], y[step].chunk(dp)[mine]  # the same on both tp ranks
         loss = F.mse_loss(two_d(xb), yb)
         opt.zero_grad(set_to_none=True)
         loss.backward()  # tp: all-reduces inside the blocks; dp: reduce-scatter, mean over dp
-        opt.step()
 
         ref_loss = F.mse_loss(model(x[step]), y[step])  # the whole batch, in one process
         ref_opt.zero_grad(set_to_none=True)
         ref_loss.backward()
+
+        grads = [(p.grad.full_tensor(), q.grad) for p, q in zip(two_d.parameters(), model.parameters())]
+        grad_diffs.append(max((g - r).abs().max().item() for g, r in grads))
+        if not all(torch.allclose(g, r, atol=GRAD_ATOL, rtol=GRAD_RTOL) for g, r in grads):
+            raise AssertionError(f"rank {rank}, step {step}: the 2D model's gradients differ from one "
+                                 f"process by {grad_diffs[-1]:.2e} (atol {GRAD_ATOL:g}, rtol {GRAD_RTOL:g})")
+        opt.step()
         ref_opt.step()
 
         pairs = [(p.full_tensor(), q.detach()) for p, q in zip(two_d.parameters(), model.parameters())]  # gathers
@@ -130,19 +142,24 @@ def main() -> None:
                                  f"process by {diffs[-1]:.2e} (atol {ATOL:g}, rtol {RTOL:g})")
     start = nb11.mlp_stack(a.width, a.layers, a.seed)  # the initial weights again
     moved = max((q.detach().cpu() - p).abs().max().item() for q, p in zip(model.parameters(), start.parameters()))
-    ranks.print0(f"{a.steps} AdamW steps: weights equal one process after each (max |Δ| {max(diffs):.1e}; "
+    ranks.print0(f"{a.steps} AdamW steps: gradients and weights equal one process at each (max |Δ| "
+                 f"{max(grad_diffs):.1e} and {max(diffs):.1e}; "
                  f"largest change by training {moved:.1e})")
 
     rows: list[dict] = [{} for _ in range(W)]
     dist.all_gather_object(rows, dict(rank=rank, dp=mine, tp=mesh["tp"].get_local_rank(),
                                       local_shapes=[list(p.to_local().shape) for p in two_d.parameters()],
+                                      placements=[str(p.placements) for p in two_d.parameters()],
+                                      groups=dict(dp=dist.get_process_group_ranks(mesh["dp"].get_group()),
+                                                  tp=dist.get_process_group_ranks(mesh["tp"].get_group())),
                                       **held(two_d, opt)))
     results = dict(world_size=W, dp=dp, tp=tp, backend=ctx.backend, device=str(ctx.device),
                    width=a.width, layers=a.layers, batch=a.batch, steps=a.steps, lr=a.lr,
                    names=[n for n, _ in model.named_parameters()],
                    shapes=[list(p.shape) for p in model.parameters()],
                    one_process=held(model, ref_opt), per_rank=rows,
-                   atol=ATOL, rtol=RTOL, max_abs_diff=diffs, max_change=moved, losses=losses)
+                   atol=ATOL, rtol=RTOL, max_abs_diff=diffs, grad_atol=GRAD_ATOL, grad_rtol=GRAD_RTOL,
+                   max_grad_diff=grad_diffs, max_change=moved, losses=losses)
     ranks.write_json0(Path(a.out) / "results.json", results)
     ranks.teardown()
 

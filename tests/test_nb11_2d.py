@@ -60,9 +60,15 @@ def test_plans_that_cannot_split_the_model_say_why():
     assert nb11.plans(64, 12)[-1].tp == 4 and nb11.plans(64, 32)[-1].tp == 8  # tp divides the heads
 
 
-def test_the_pipelines_idle_share_is_the_bubble_of_one_sequence_per_micro_batch():
-    row = nb11.Row(TINY, nb11.Plan("PP", 4, pp=4), tokens=16 * TINY.context)
+def test_the_pipelines_idle_share_is_the_bubble_plus_the_uneven_stages_waits():
+    row = nb11.Row(TINY, nb11.Plan("PP", 4, pp=4), tokens=16 * TINY.context)  # 8 blocks: 2 per stage
     assert row.idle == pytest.approx(nb11.bubble(4, 16))
+    uneven = nb11.Row(nb11.GPT2_SMALL, nb11.Plan("PP", 8, pp=8), tokens=64 * 1024)  # 12 blocks: 2 or 1
+    busy = 64 * 1.5 / (12 + 63 * 2)  # the average stage's 1.5 blocks per micro-batch; fill, then pace 2
+    assert uneven.idle == pytest.approx(1 - busy)
+    ops = [nb11.gpipe(64)] * 8  # the same from the replay: stages of 2 blocks and of 1
+    passes = nb11.simulate(ops, [2.0] * 4 + [1.0] * 4, [4.0] * 4 + [2.0] * 4)
+    assert sum(nb11.idle_fractions(passes, 8)) / 8 == pytest.approx(uneven.idle)
     assert nb11.Row(TINY, nb11.Plan("DP", 4, dp=4), tokens=16).idle == 0
 
 
@@ -92,6 +98,11 @@ def test_2d_training_equals_one_process_and_each_rank_holds_its_formula(tmp_path
     r = json.loads((tmp_path / "results.json").read_text())
     assert (r["dp"], r["tp"], r["backend"]) == (2, 2, "gloo")
     assert len(r["max_abs_diff"]) == 2 and max(r["max_abs_diff"]) <= r["atol"] + r["rtol"]
+    assert len(r["max_grad_diff"]) == 2 and max(r["max_grad_diff"]) <= r["grad_atol"] + r["grad_rtol"]
+    first = r["per_rank"][0]
+    assert first["groups"] == {"dp": [0, 2], "tp": [0, 1]}  # rows of the mesh are the tp groups
+    assert first["local_shapes"][:2] == [[4 * 32 // 4, 32], [4 * 32 // 4]]  # w1, b1: cut 4 ways on dim 0
+    assert first["local_shapes"][2:4] == [[32 // 2, 4 * 32 // 2], [32 // 2]]  # w2: dp on dim 0, tp on 1
     assert r["max_change"] > 10 * max(r["max_abs_diff"])  # training moved the weights: a real check
     params = nb11.mlp_2d_elements(32, 2, 2, 2) * 4
     for row in r["per_rank"]:

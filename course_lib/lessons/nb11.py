@@ -511,8 +511,16 @@ class Row:
 
     @property
     def idle(self) -> float:
-        """The pipeline's bubble with one sequence per micro-batch (section 4); 0 without stages."""
-        return bubble(self.plan.pp, self.tokens // self.shape.context) if self.plan.pp > 1 else 0.0
+        """The stages' average idle share of a step with one sequence per micro-batch, every pass
+        taking time in proportion to its stage's blocks and messages taking none (a lower bound:
+        :func:`simulate` gives the same). The first micro-batch crosses all L blocks, the other
+        m - 1 follow at the pace of the largest stage, ceil(L / pp) blocks, while the average
+        stage works m · L / pp: idle = 1 - m·(L/pp) / (L + (m-1)·ceil(L/pp)). With even stages
+        this is the bubble (section 4); uneven ones add the waits of exercise 2. 0 without stages."""
+        if self.plan.pp == 1:
+            return 0.0
+        m, L, p = self.tokens // self.shape.context, self.shape.layers, self.plan.pp
+        return 1 - m * (L / p) / (L + (m - 1) * math.ceil(L / p))
 
 
 def decision_table(shapes: Sequence[Shape], gpu_counts: Sequence[int], seqs_per_gpu: int = 8) -> list[Row]:
