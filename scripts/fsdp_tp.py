@@ -75,12 +75,6 @@ def parallelize_2d(model: nn.Sequential, mesh) -> nn.Sequential:
 # <<< 2D
 
 
-def held(model: nn.Module, opt: torch.optim.Optimizer) -> dict[str, int]:
-    """Bytes of this rank's local parameters, gradients and AdamW state."""
-    return dict(params=nb06.local_bytes(model), grads=nb06.grad_bytes(model),
-                optim=nb06.optimizer_state_bytes(opt))
-
-
 @ranks.entry
 def main() -> None:
     a = parse()
@@ -152,12 +146,12 @@ def main() -> None:
                                       placements=[str(p.placements) for p in two_d.parameters()],
                                       groups=dict(dp=dist.get_process_group_ranks(mesh["dp"].get_group()),
                                                   tp=dist.get_process_group_ranks(mesh["tp"].get_group())),
-                                      **held(two_d, opt)))
+                                      **nb06.held_bytes(two_d, opt)))
     results = dict(world_size=W, dp=dp, tp=tp, backend=ctx.backend, device=str(ctx.device),
                    width=a.width, layers=a.layers, batch=a.batch, steps=a.steps, lr=a.lr,
                    names=[n for n, _ in model.named_parameters()],
                    shapes=[list(p.shape) for p in model.parameters()],
-                   one_process=held(model, ref_opt), per_rank=rows,
+                   one_process=nb06.held_bytes(model, ref_opt), per_rank=rows,
                    atol=ATOL, rtol=RTOL, max_abs_diff=diffs, grad_atol=GRAD_ATOL, grad_rtol=GRAD_RTOL,
                    max_grad_diff=grad_diffs, max_change=moved, losses=losses)
     ranks.write_json0(Path(a.out) / "results.json", results)

@@ -59,12 +59,6 @@ def train(net: nn.Module, opt: torch.optim.Optimizer, xs: torch.Tensor, ys: torc
     return losses  # the gradients of the last step stay in .grad, to be counted
 
 
-def held(model: nn.Module, opt: torch.optim.Optimizer) -> dict[str, int]:
-    """Bytes of this rank's local parameters, gradients and optimizer state."""
-    return dict(params=nb06.local_bytes(model), grads=nb06.grad_bytes(model),
-                optim=nb06.optimizer_state_bytes(opt))
-
-
 @ranks.entry
 def main() -> None:
     a = parse()
@@ -88,7 +82,7 @@ def main() -> None:
     ddp_opt = torch.optim.AdamW(ddp.parameters(), lr=a.lr)
     # <<< ddp
     ddp_losses = train(ddp, ddp_opt, xs, ys)
-    ddp_held = held(ddp_model, ddp_opt)
+    ddp_held = nb06.held_bytes(ddp_model, ddp_opt)
 
     # ---- FSDP2: every rank holds a 1/W shard of each parameter ----
     # >>> fully_shard (notebook 06 shows these lines)
@@ -101,7 +95,7 @@ def main() -> None:
     fsdp_opt = torch.optim.AdamW(sharded.parameters(), lr=a.lr)  # sees only the local shards
     # <<< fully_shard
     fsdp_losses = train(sharded, fsdp_opt, xs, ys)
-    fsdp_held = held(sharded, fsdp_opt)
+    fsdp_held = nb06.held_bytes(sharded, fsdp_opt)
 
     # ---- the same training: full weights equal within fp32 rounding ----
     full = torch.cat([p.full_tensor().flatten() for p in sharded.parameters()])  # all-gather

@@ -325,6 +325,12 @@ def optimizer_state_bytes(opt: torch.optim.Optimizer) -> int:
                if isinstance(v, torch.Tensor))
 
 
+def held_bytes(model: nn.Module, opt: torch.optim.Optimizer) -> dict[str, int]:
+    """Bytes of this rank's local parameters, gradients and optimizer state (the scripts of 06
+    and 11 count what each rank holds with it)."""
+    return dict(params=local_bytes(model), grads=grad_bytes(model), optim=optimizer_state_bytes(opt))
+
+
 def adamw_state_bytes(param_bytes: int, n_tensors: int) -> int:
     """AdamW's state from the parameters alone: exp_avg and exp_avg_sq of the parameters' shapes
     and dtype, plus one float32 step per parameter tensor (not fused, not capturable)."""

@@ -360,7 +360,10 @@ class Shape:
     layers: int
     heads: int
     context: int = 1024
-    vocab: int = 50257
+    # GPT-2's 50,257 tokens padded to 50,304, a multiple of 64, as nanoGPT's model.py does: every
+    # cut here then divides the embeddings evenly, which torch 2.6's FSDP requires of a
+    # tensor-parallel shard ("FSDP+TP sharding does not support uneven sharding").
+    vocab: int = 50304
 
     @property
     def embed(self) -> int:
