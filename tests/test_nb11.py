@@ -109,8 +109,11 @@ def test_pytorchs_schedules_are_skipped_only_where_they_cannot_run():
     assert nb11.api_skip("1f1b", 8, 2, "nccl", "2.6.0") is None  # NCCL returns one work: no hang
     old = nb11.api_skip("1f1b", 8, 2, "gloo", "2.7.1")
     assert old is not None and "2.7.1" in old and "#132644" in old
-    few = nb11.api_skip("gpipe", 2, 4, "nccl", "2.14.1")
+    few = nb11.api_skip("gpipe", 2, 4, "nccl", "2.9.0")  # 2.7 to 2.10: every schedule refuses m < stages
     assert few is not None and "(2 < 4)" in few
+    assert nb11.api_skip("gpipe", 2, 4, "nccl", "2.14.1") is None  # 2.11 on: 1F1B only
+    assert nb11.api_skip("gpipe", 2, 4, "nccl", "2.6.0") is None  # 2.6: no such check
+    assert "(2 < 4)" in nb11.api_skip("1f1b", 2, 4, "nccl", "2.14.1")
 
 
 def _solved(fn_source: str, name: str):
@@ -130,6 +133,12 @@ def test_the_exercise_checks_pass_the_solutions_and_catch_wrong_answers():
     nb11.check_row_parallel(row)
     with pytest.raises(AssertionError, match="once, after the sum"):  # the bias on every rank's partial sum
         nb11.check_row_parallel(lambda h, w, b, reduce: reduce([F.linear(x, y, b) for x, y in zip(h, w)]))
+    def gathered(h, w, b, reduce):  # an all-gather done with an all-reduce, then the whole Linear
+        world, width = len(h), h[0].shape[1]
+        padded = [F.pad(x, (r * width, (world - 1 - r) * width)) for r, x in enumerate(h)]
+        return [F.linear(full, torch.cat(w, dim=1), b) for full in reduce(padded)]
+    with pytest.raises(AssertionError, match="partial sum"):
+        nb11.check_row_parallel(gathered)
     with pytest.raises(AssertionError, match="exactly one"):  # no all-reduce: each rank its partial sum
         nb11.check_row_parallel(lambda h, w, b, reduce: [F.linear(x, y) + b for x, y in zip(h, w)])
     with pytest.raises(AssertionError, match="smallest"):

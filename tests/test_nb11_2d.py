@@ -60,6 +60,17 @@ def test_the_communication_formulas():
     assert nb11.comm_bytes(TINY, two_d, tokens) == pytest.approx(tp_part + fsdp_part)
 
 
+def test_only_the_groups_that_span_servers_count_across_them():
+    tokens = 64 * 1024
+    for plan in nb11.plans(8, 12):  # one server: nothing crosses
+        assert nb11.across_servers(nb11.GPT2_SMALL, plan, tokens) == 0
+    dp, fsdp, _, _, two_d = nb11.plans(64, 32)
+    for plan in (dp, fsdp):  # data parallel over 8 servers: all of it
+        assert nb11.across_servers(nb11.SIZE_7B, plan, tokens) == nb11.comm_bytes(nb11.SIZE_7B, plan, tokens)
+    parts = nb11.comm_parts(nb11.SIZE_7B, two_d, tokens)  # 2D: FSDP's part only, tp stays inside
+    assert nb11.across_servers(nb11.SIZE_7B, two_d, tokens) == parts["dp"] > 0 and parts["tp"] > parts["dp"]
+
+
 def test_plans_that_cannot_split_the_model_say_why():
     assert "12 heads" in nb11.impossible(nb11.GPT2_SMALL, nb11.Plan("TP", 8, tp=8))
     assert "12 blocks" in nb11.impossible(nb11.GPT2_SMALL, nb11.Plan("PP", 64, pp=64))

@@ -143,16 +143,21 @@ def schedule(kind: str, stage: int, stages: int, micro: int) -> list[Op]:
 # by PR #152938; read in 2.7.1's and 2.8.0's schedules.py). NCCL returns one work: unaffected.
 API_1F1B_GLOO = "2.8"
 API_SCHEDULES = {"gpipe": "ScheduleGPipe", "1f1b": "Schedule1F1B"}
+# The releases whose schedule refuses fewer micro-batches than stages (a ValueError when it is
+# built), as read in the wheels' schedules.py: 2.6.0 has no such check; 2.7.1 to 2.10.0 check in
+# PipelineScheduleSingle (GPipe too); 2.11.0 and 2.14.1 in Schedule1F1B only.
+API_REFUSES_FEW_MICRO = {"gpipe": ("2.7", "2.11"), "1f1b": ("2.7", None)}  # [from, until)
 
 
 def api_skip(kind: str, micro: int, stages: int, backend: str, version: str | None = None) -> str | None:
     """Why PyTorch's own schedule for `kind` (:data:`API_SCHEDULES`) is not run here, in one
     sentence; None when it runs. `version` defaults to this torch's."""
     name = API_SCHEDULES[kind]
-    version = version or torch.__version__
-    if micro < stages:  # Schedule1F1B refuses it in every release; ScheduleGPipe in 2.7 and 2.8
-        return f"{name} wants at least as many micro-batches as stages ({micro} < {stages})."
-    if kind == "1f1b" and backend == "gloo" and torch.torch_version.TorchVersion(version) < API_1F1B_GLOO:
+    version = torch.torch_version.TorchVersion(version or torch.__version__)
+    since, until = API_REFUSES_FEW_MICRO[kind]
+    if micro < stages and version >= since and (until is None or version < until):
+        return f"{name} in torch {version} wants at least as many micro-batches as stages ({micro} < {stages})."
+    if kind == "1f1b" and backend == "gloo" and version < API_1F1B_GLOO:
         return (f"{name} hangs on gloo before torch {API_1F1B_GLOO} (pytorch/pytorch#132644) and this is "
                 f"torch {version}: the written-out 1F1B above runs instead.")
     return None
@@ -448,15 +453,34 @@ def comm_bytes(shape: Shape, plan: Plan, tokens: int, itemsize: int = 4) -> floa
       backward (section 7); the embeddings' and the output head's own collectives are left out;
     - over pp: a middle stage sends each token's activations forward and their gradients back.
     """
-    sent = 0.0
+    return sum(comm_parts(shape, plan, tokens, itemsize).values())
+
+
+GPUS_PER_SERVER = 8  # the table's servers: 8 GPUs joined by fast links, slower links between servers
+
+
+def comm_parts(shape: Shape, plan: Plan, tokens: int, itemsize: int = 4) -> dict[str, float]:
+    """:func:`comm_bytes` split by the dimension that sends them: ``dp``, ``tp``, ``pp``."""
+    parts = dict(dp=0.0, tp=0.0, pp=0.0)
     if plan.dp > 1:
-        sent += (3 if plan.fsdp else 2) * (plan.dp - 1) / plan.dp * rank_params(shape, plan, sharded=False)
+        parts["dp"] = (3 if plan.fsdp else 2) * (plan.dp - 1) / plan.dp * rank_params(shape, plan, sharded=False)
     if plan.tp > 1:
         blocks = math.ceil(shape.layers / plan.pp)
-        sent += 4 * blocks * 2 * (plan.tp - 1) / plan.tp * tokens / plan.dp * shape.dim
+        parts["tp"] = 4 * blocks * 2 * (plan.tp - 1) / plan.tp * tokens / plan.dp * shape.dim
     if plan.pp > 1:
-        sent += 2 * tokens * shape.dim
-    return sent * itemsize
+        parts["pp"] = 2 * tokens * shape.dim
+    return {k: v * itemsize for k, v in parts.items()}
+
+
+def across_servers(shape: Shape, plan: Plan, tokens: int, itemsize: int = 4) -> float:
+    """The part of :func:`comm_bytes` whose group spans several servers of
+    :data:`GPUS_PER_SERVER`: the ranks are numbered tensor-parallel first (each tp group within
+    a server, as :func:`plans` keeps it), so the dp groups span servers once there is more than
+    one server, and so do the pipeline's stage boundaries."""
+    if plan.gpus <= GPUS_PER_SERVER:
+        return 0.0
+    parts = comm_parts(shape, plan, tokens, itemsize)
+    return parts["dp"] + parts["pp"] + (parts["tp"] if plan.tp > GPUS_PER_SERVER else 0.0)
 
 
 def fake_rank_bytes(shape: Shape, plan: Plan) -> int:
@@ -506,10 +530,16 @@ class Row:
         return self.fake_bytes is not None and abs(self.fake_bytes / self.formula_param_bytes - 1) < 0.01
 
     @property
+    def across_bytes(self) -> float:
+        """Of :attr:`comm_bytes`, what crosses between servers (:func:`across_servers`)."""
+        return across_servers(self.shape, self.plan, self.tokens)
+
+    @property
     def flop_per_byte(self) -> float:
         """Each rank's share of the step's arithmetic (6 FLOP per parameter and token: forward 2,
-        backward 4) per byte it sends: communication can hide behind computing only while this
-        is above the GPU's FLOP/s divided by its link's bytes/s."""
+        backward 4) per byte it sends over links (not notebook 10's bytes to memory):
+        communication can hide behind computing only while this is above the GPU's FLOP/s divided
+        by its link's bytes/s."""
         return 6 * self.shape.params * self.tokens / self.plan.gpus / self.comm_bytes
 
     @property
@@ -519,7 +549,9 @@ class Row:
         :func:`simulate` gives the same). The first micro-batch crosses all L blocks, the other
         m - 1 follow at the pace of the largest stage, ceil(L / pp) blocks, while the average
         stage works m · L / pp: idle = 1 - m·(L/pp) / (L + (m-1)·ceil(L/pp)). With even stages
-        this is the bubble (section 4); uneven ones add the waits of exercise 2. 0 without stages."""
+        this is the bubble (section 4); uneven ones add the waits of exercise 2. The output head
+        (tied to the token embedding) is left out: on the last stage it would add work there,
+        and an all-reduce of its gradient with the first. 0 without stages."""
         if self.plan.pp == 1:
             return 0.0
         m, L, p = self.tokens // self.shape.context, self.shape.layers, self.plan.pp
@@ -596,6 +628,10 @@ def check_row_parallel(fn: Callable[..., list[torch.Tensor]]) -> None:
         def all_reduce(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
             if len(tensors) != world:
                 raise AssertionError(f"all_reduce takes one tensor per rank ({world}), got {len(tensors)}.")
+            if any(tuple(t.shape) != (h.shape[0], lin.out_features) for t in tensors):
+                raise AssertionError(f"all_reduce got shapes {[tuple(t.shape) for t in tensors]}: in a row-parallel "
+                                     f"Linear each rank all-reduces its partial sum, (batch, out) = "
+                                     f"{(h.shape[0], lin.out_features)}.")
             calls.append([tuple(t.shape) for t in tensors])
             total = sum(tensors)
             return [total.clone() for _ in tensors]
