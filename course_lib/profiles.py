@@ -471,7 +471,7 @@ NOTEBOOKS: tuple[Notebook, ...] = (
         "11_model_parallel", "model parallelism: pipeline and tensor", gpus=2,
         on_less=("the stages and tensor-parallel ranks run as gloo ranks on the CPU: equivalence with "
                  "one process, timelines, bubble against micro-batches, memory per stage, all-reduce "
-                 "bytes; NCCL between GPUs needs 2 GPUs"),
+                 "bytes, 2D on 4 ranks; NCCL between GPUs needs 2 GPUs (4 for section 8's 2D mesh)"),
         sizes={
             # pipe_*: scripts/pipeline.py: pipe_layers blocks Linear(pipe_width, pipe_width) → GELU
             # split over the stages, pipe_batch rows per step cut into each of pipe_micro micro-batch

@@ -12,6 +12,13 @@ forward (``"F"``) and backward (``"B"``) passes over the micro-batches (:func:`g
 :func:`one_f_one_b`). Where every pass takes the same time on every stage, a stage is idle for
 the fraction ``(p - 1) / (m + p - 1)`` of the step (:func:`bubble`): the pipeline's *bubble*.
 :func:`idle_fractions` reads it from measured timelines.
+
+Sections 6 to 9 add: which of PyTorch's own pipeline schedules can run here (:func:`api_skip`),
+the MLP stack that tensor parallelism and FSDP split together on a 2D mesh (:func:`mlp_stack`,
+:func:`mlp_2d_elements`), and the which-parallelism-when table: each plan's model state and
+traffic per GPU by formula (:func:`rank_params`, :func:`comm_bytes`), checked against what
+PyTorch's own sharding gives a rank in a fake process group (:func:`fake_rank_bytes`,
+:func:`decision_table`).
 """
 
 from __future__ import annotations
