@@ -91,6 +91,7 @@ def main() -> None:
     ranks.print0(f"{W} ranks = {dp} (dp) × {tp} (tp), backend {ctx.backend}, device {ctx.device}")
 
     model = nb11.mlp_stack(a.width, a.layers, a.seed).to(ctx.device)  # the same on every rank
+    start = copy.deepcopy(model)  # the initial weights, to tell how far training moved them
     g = torch.Generator().manual_seed(a.seed + 1)
     x = torch.randn(a.steps, a.batch, a.width, generator=g).to(ctx.device)  # (steps, batch, d)
     y = torch.randn(a.steps, a.batch, a.width, generator=g).to(ctx.device)
@@ -134,8 +135,7 @@ def main() -> None:
         if not all(torch.allclose(p, q, atol=ATOL, rtol=RTOL) for p, q in pairs):
             raise AssertionError(f"rank {rank}, step {step}: the 2D model's weights differ from one "
                                  f"process by {diffs[-1]:.2e} (atol {ATOL:g}, rtol {RTOL:g})")
-    start = nb11.mlp_stack(a.width, a.layers, a.seed)  # the initial weights again
-    moved = max((q.detach().cpu() - p).abs().max().item() for q, p in zip(model.parameters(), start.parameters()))
+    moved = max((q - p).abs().max().item() for q, p in zip(model.parameters(), start.parameters()))
     ranks.print0(f"{a.steps} AdamW steps: gradients and weights equal one process at each (max |Δ| "
                  f"{max(grad_diffs):.1e} and {max(diffs):.1e}; "
                  f"largest change by training {moved:.1e})")

@@ -112,11 +112,6 @@ class SumOverRanks(torch.autograd.Function):
 
 # ---- 1. the MLP, column- then row-parallel -------------------------------------------------------
 
-def make_mlp(d: int) -> nn.Sequential:
-    """The full block: Linear(d, 4d) → GELU → Linear(4d, d)."""
-    return nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
-
-
 # >>> tensor-parallel MLP (notebook 11 shows these lines)
 def shard(t: torch.Tensor, dim: int | None, rank: int, world: int) -> torch.Tensor:
     """Rank `rank`'s slice of `t`: chunk `rank` of `world` along `dim` (all of it for None)."""
@@ -129,7 +124,7 @@ def own(t: torch.Tensor, dim: int | None, rank: int, world: int) -> nn.Parameter
 
 
 class ParallelMLP(nn.Module):
-    """This rank's share of `full` (:func:`make_mlp`) out of `world`."""
+    """This rank's share of `full` (``nb11.mlp_block``) out of `world`."""
 
     # local parameter: (the full model's parameter, the dim it is split along; None: whole)
     PLAN = {"w1": ("0.weight", 0),  # (4d/W, d): the first Linear's rows, this rank's hidden units
@@ -362,7 +357,7 @@ def main() -> None:
     B, T, d = a.batch, a.seq, a.width
 
     ranks.seed_all(a.seed)  # every rank: the same full layers and the same batch
-    mlp = make_mlp(d).to(dev)
+    mlp = nb11.mlp_block(d).to(dev)
     attn = Attention(d, a.heads).to(dev)
     x, y = (t.view(B, T, d).to(dev) for t in nb11.batch(B * T, d, seed=a.seed))  # (B, T, d) each
     checks = Checks(rank)

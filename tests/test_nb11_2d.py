@@ -42,8 +42,7 @@ def test_the_formulas_parameters_equal_pytorchs_shards(gpus):
 
 def test_a_formula_that_misses_pytorchs_shards_does_not_agree():
     row = nb11.decision_table([TINY], [4])[2]  # TP
-    wrong = nb11.Row(row.shape, row.plan, row.tokens, None, row.state_bytes, row.comm_bytes,
-                     int(row.formula_param_bytes * 1.05))
+    wrong = nb11.Row(row.shape, row.plan, row.tokens, None, int(row.formula_param_bytes * 1.05))
     assert row.agrees and not wrong.agrees
 
 

@@ -55,8 +55,12 @@ def mlp_stack(width: int, layers: int, seed: int = 0) -> nn.Sequential:
     if width < 1 or layers < 1:
         raise ValueError(f"width and layers must be at least 1, got width={width}, layers={layers}.")
     torch.manual_seed(seed)
-    return nn.Sequential(*(nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
-                           for _ in range(layers)))
+    return nn.Sequential(*(mlp_block(width) for _ in range(layers)))
+
+
+def mlp_block(d: int) -> nn.Sequential:
+    """One Transformer MLP block: ``Linear(d, 4d) → GELU → Linear(4d, d)`` (section 7 splits it)."""
+    return nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
 
 
 def bounds(layers: int, stages: int) -> list[int]:
@@ -440,12 +444,16 @@ def impossible(shape: Shape, plan: Plan) -> str | None:
     return None
 
 
+def stage_blocks(shape: Shape, plan: Plan) -> int:
+    """Blocks of the largest pipeline stage (the first): ceil(layers / pp)."""
+    return math.ceil(shape.layers / plan.pp)
+
+
 def rank_params(shape: Shape, plan: Plan, sharded: bool = True) -> float:
     """Parameters the largest rank holds (before FSDP's cut when not `sharded`): the first
     pipeline stage, ceil(layers / pp) blocks and the embeddings; tensor parallelism cuts the
     embeddings' rows (the vocabulary) and each block's split part over tp."""
-    blocks = math.ceil(shape.layers / plan.pp)
-    n = shape.embed / plan.tp + blocks * (shape.split / plan.tp + shape.whole)
+    n = shape.embed / plan.tp + stage_blocks(shape, plan) * (shape.split / plan.tp + shape.whole)
     return n / plan.dp if plan.fsdp and sharded else n
 
 
@@ -472,8 +480,7 @@ def comm_parts(shape: Shape, plan: Plan, tokens: int, itemsize: int = 4) -> dict
     if plan.dp > 1:
         parts["dp"] = (3 if plan.fsdp else 2) * (plan.dp - 1) / plan.dp * rank_params(shape, plan, sharded=False)
     if plan.tp > 1:
-        blocks = math.ceil(shape.layers / plan.pp)
-        parts["tp"] = 4 * blocks * 2 * (plan.tp - 1) / plan.tp * tokens / plan.dp * shape.dim
+        parts["tp"] = 4 * stage_blocks(shape, plan) * 2 * (plan.tp - 1) / plan.tp * tokens / plan.dp * shape.dim
     if plan.pp > 1:
         parts["pp"] = 2 * tokens * shape.dim
     return {k: v * itemsize for k, v in parts.items()}
@@ -497,13 +504,12 @@ def fake_rank_bytes(shape: Shape, plan: Plan) -> int:
     shard, padded as every rank's is."""
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
-    blocks = math.ceil(shape.layers / plan.pp)
     with warnings.catch_warnings():  # torch 2.6-2.7 warn that DTensor's random ops on a CPU mesh
         warnings.filterwarnings("ignore", category=UserWarning,  # may be incomplete; none runs here
                                 module=r"torch\.distributed\.tensor\._random")
         with nb06.fake_group(plan.dp * plan.tp, (plan.dp, plan.tp), ("dp", "tp")) as mesh:
             with torch.device("meta"):
-                model = shape.build(blocks)
+                model = shape.build(stage_blocks(shape, plan))
             if plan.tp > 1:
                 parallelize_module(model, mesh["tp"], {"tokens": RowwiseParallel(), "positions": RowwiseParallel()})
                 for block in model.blocks:
@@ -523,13 +529,21 @@ class Row:
     plan: Plan
     tokens: int
     why_not: str | None = None
-    state_bytes: float | None = None  # weights, gradients, AdamW state of the largest rank (formula)
-    comm_bytes: float | None = None  # sent per step by one rank (formula)
     fake_bytes: int | None = None  # the parameters' bytes PyTorch's own split gives rank 0
 
     @property
     def formula_param_bytes(self) -> float:
         return rank_params(self.shape, self.plan) * 4
+
+    @property
+    def state_bytes(self) -> float:
+        """Weights, gradients and AdamW state of the largest rank, by formula."""
+        return rank_params(self.shape, self.plan) * BYTES_PER_PARAM
+
+    @property
+    def comm_bytes(self) -> float:
+        """Bytes one rank sends per step, by formula (:func:`comm_bytes`)."""
+        return comm_bytes(self.shape, self.plan, self.tokens)
 
     @property
     def agrees(self) -> bool:
@@ -562,7 +576,7 @@ class Row:
         if self.plan.pp == 1:
             return 0.0
         m, L, p = self.tokens // self.shape.context, self.shape.layers, self.plan.pp
-        return 1 - m * (L / p) / (L + (m - 1) * math.ceil(L / p))
+        return 1 - m * (L / p) / (L + (m - 1) * stage_blocks(self.shape, self.plan))
 
 
 def decision_table(shapes: Sequence[Shape], gpu_counts: Sequence[int], seqs_per_gpu: int = 8) -> list[Row]:
@@ -575,9 +589,7 @@ def decision_table(shapes: Sequence[Shape], gpu_counts: Sequence[int], seqs_per_
             tokens = gpus * seqs_per_gpu * shape.context
             for plan in plans(gpus, shape.heads):
                 why = impossible(shape, plan)
-                rows.append(Row(shape, plan, tokens, why) if why else
-                            Row(shape, plan, tokens, None, rank_params(shape, plan) * BYTES_PER_PARAM,
-                                comm_bytes(shape, plan, tokens), fake_rank_bytes(shape, plan)))
+                rows.append(Row(shape, plan, tokens, why, None if why else fake_rank_bytes(shape, plan)))
     return rows
 
 
