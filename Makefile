@@ -21,7 +21,7 @@ STRIP       = $(VENV)/bin/nbstripout --keep-id --keep-count --extra-keys "metada
 # Containers and cloud GPU boxes often run as root; Jupyter refuses root without this flag.
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: course test test-oldest test-browser test-gpu lab student freeze check-stripped clean
+.PHONY: course test test-units test-notebooks test-oldest test-browser test-gpu lab student freeze check-stripped clean
 
 # $(1): the virtual environment's folder; $(2): extra pip arguments (constraints).
 # The course with EXTRAS, and jupyter-config/ (nbgrader's Jupyter extensions off): environment.yml
@@ -34,19 +34,24 @@ define install
 	touch $(1)/.installed
 endef
 
-# Unit tests, then every notebook validated by nbval (smoke: every cell runs, the cells tagged
-# nbval-check-output must print what they print in the committed notebook), in the venv $(1);
-# $(2): more of the marker expression (the oldest set leaves out the notebooks at their knobs'
-# extremes and the printed commands, which make test runs: CI stays within its time). nbval's other settings are in
-# pyproject.toml; what the notebooks write goes to build/nbval/<venv>/, not make course's
-# build/; `course agree` then compares what several of them measured (one run, one set of
-# numbers), after a fresh start (no peaks or reports of an earlier run). The notebooks run one after another: two at once on 2 cores took 226 s
-# against 125 s in turn (each kernel's threads and processes compete for the cores). The unit
-# tests run with one intra-op thread per process (OMP_NUM_THREADS=1, inherited by the processes
-# they start): two xdist workers took 390 s so, 488-509 s with 2 threads each, 505 s in one process.
-define pytest
+# The unit tests in the venv $(1); $(2): more of the marker expression (the oldest set leaves
+# out the notebooks at their knobs' extremes and the printed commands, which make test runs: CI
+# stays within its time). The unit tests run with one intra-op thread per process
+# (OMP_NUM_THREADS=1, inherited by the processes they start): two xdist workers took 390 s so,
+# 488-509 s with 2 threads each, 505 s in one process.
+define units
 	$(1)/bin/python -c 'import torch, torchvision; print(f"testing with torch {torch.__version__}, torchvision {torchvision.__version__}")'
 	OMP_NUM_THREADS=1 COURSE_PROFILE=smoke $(1)/bin/python -m pytest -n $(JOBS) --dist load --durations=15 -m "not browser$(2)" tests
+endef
+
+# Every notebook validated by nbval in the venv $(1) (smoke: every cell runs, the cells tagged
+# nbval-check-output must print what they print in the committed notebook). nbval's other
+# settings are in pyproject.toml; what the notebooks write goes to build/nbval/<venv>/, not make
+# course's build/; `course agree` then compares what several of them measured (one run, one set
+# of numbers), after a fresh start (no peaks or reports of an earlier run). The notebooks run
+# one after another: two at once on 2 cores took 226 s against 125 s in turn (each kernel's
+# threads and processes compete for the cores).
+define notebooks
 	rm -f build/nbval/$(1)/peaks.json build/nbval/$(1)/reports/*.json
 	COURSE_PROFILE=smoke COURSE_BUILD_DIR=$(CURDIR)/build/nbval/$(1) $(1)/bin/python -m pytest --durations=5 \
 	    --nbval-lax --nbval-cell-timeout=300 notebooks
@@ -65,13 +70,23 @@ course: $(VENV)/.installed
 	$(VENV)/bin/course check
 	$(VENV)/bin/course run --profile $(PROFILE) --out $(COURSE_OUT) $(ARGS)
 
-## The whole test suite with the newest releases: unit tests, then every notebook validated by nbval (smoke)
+## The whole test suite with the newest releases: make test-units, then make test-notebooks
 test: $(VENV)/.installed
-	$(call pytest,$(VENV))
+	$(call units,$(VENV))
+	$(call notebooks,$(VENV))
+
+## Its first half: the unit tests (newest releases)
+test-units: $(VENV)/.installed
+	$(call units,$(VENV))
+
+## Its second half: every notebook validated by nbval (smoke; newest releases)
+test-notebooks: $(VENV)/.installed
+	$(call notebooks,$(VENV))
 
 ## The same suite with the oldest supported releases (constraints/oldest.txt)
 test-oldest: $(OLDEST)/.installed
-	$(call pytest,$(OLDEST), and not extremes and not printed)
+	$(call units,$(OLDEST), and not extremes and not printed)
+	$(call notebooks,$(OLDEST))
 
 ## On a CUDA machine: pytest -m gpu, every notebook in the gpu profile with --record
 ## (results/<device>.json), then every notebook again as on an 8 GiB card, all under GPU_OUT

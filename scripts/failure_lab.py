@@ -10,7 +10,7 @@ Every rank runs a few "training steps", each ending in an all-reduce of its loss
 raise  it raises an exception; torchrun sees it exit and stops the other ranks.
 skip   it skips the all-reduce (the bug ``if rank == 0: dist.all_reduce(...)``, seen from
        rank 1) and goes on with work that holds no collective; the ranks waiting in the all-reduce
-       raise when the process group's timeout (--timeout seconds) expires.
+       raise when their process group's timeout (--timeout seconds) expires.
 kill   it is killed by SIGKILL (out of host memory, a preempted node): no Python exception.
 sleep  every rank sleeps without a collective (for the launcher's own wall-clock timeout).
 """
@@ -21,6 +21,7 @@ import argparse
 import os
 import signal
 import time
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -41,7 +42,9 @@ def parse() -> argparse.Namespace:
 @ranks.entry
 def main() -> None:
     a = parse()
-    ctx = ranks.setup(timeout_s=a.timeout)
+    ctx = ranks.setup()  # joining keeps setup's 60 s: W ranks starting on a busy machine can be slow
+    # The steps' collectives run in a group of their own whose timeout is --timeout seconds.
+    steps = dist.new_group(timeout=timedelta(seconds=a.timeout))
     for step in range(a.steps):
         loss = torch.tensor([float(ctx.rank + step)], device=ctx.device)  # this rank's loss
         culprit = ctx.rank == a.rank and step == a.at
@@ -60,8 +63,8 @@ def main() -> None:
         print(f"rank {ctx.rank}: step {step}, all-reduce", flush=True)
         start = time.monotonic()
         try:
-            dist.all_reduce(loss)  # every rank must call this, in the same order
-        except RuntimeError:  # the process group's timeout: say how long this rank waited
+            dist.all_reduce(loss, group=steps)  # every rank must call this, in the same order
+        except RuntimeError:  # the group's timeout: say how long this rank waited
             print(f"rank {ctx.rank}: waited {time.monotonic() - start:.1f} s in the all-reduce of "
                   f"step {step}", flush=True)
             raise

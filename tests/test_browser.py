@@ -7,7 +7,8 @@ cell has run, then check what the page shows: no error output, every figure rend
 widget rendered (not a placeholder), and under each exercise one "not done yet" sentence, the
 notebook running on. In 01 a slider is moved and in 02 an `interact_manual` button pressed;
 the widget's output must change. A failure leaves a full-page screenshot in build/browser/.
-(The committed notebooks, solutions included, run under papermill in `make test`.)
+(The committed notebooks, solutions included, run under nbval in `make test` and under papermill
+in `make course`, which CI runs.)
 
 The committed notebooks/ is never written: JupyterLab serves temporary copies, autosave is
 off, nothing is saved, and the run's files (reports, checkpoints, launched jobs) go to a

@@ -27,11 +27,13 @@ RUN_HERE = {
 WORKSHOP = [".venv/bin/course check --json alice.json", ".venv/bin/course cohort reports/"]
 ELSEWHERE = {  # (`python -m course_lib` is the `course` script: test_packaging checks the entry point)
     ".venv/bin/course check": "tests/test_cli.py::test_check_prints_the_readiness_table",
-    ".venv/bin/course agree build/": "make test runs it on its notebooks' reports (build/nbval/<venv>); "
+    ".venv/bin/course agree build/": "CI runs it as printed after make course PROFILE=smoke; make test "
+                                     "runs it on its notebooks' reports (build/nbval/<venv>); "
                                      "tests/test_report.py::test_course_agree_exits_1_when_two_notebooks_disagree",
     ".venv/bin/course test-gpu --list": "tests/test_gpucheck.py::test_python_m_course_lib_test_gpu_list_runs_as_printed",
     "make course": "CI: .ci/run runs make course PROFILE=smoke on a clean clone",
-    "make test": "CI: .ci/run",
+    "make test": "CI: .ci/run runs its two halves, make test-units here and make test-notebooks' "
+                 "recipe in make test-oldest",
     "make lab": "tests/test_lab.py: make lab's jupyter line started, reached with its token, stopped",
     "make lab LAB_DIR=build/student": "tests/test_lab.py (the same line, another folder)",
     "make student": "test_make_student_writes_the_student_copies below (STUDENT_OUT in a scratch folder)",
