@@ -66,11 +66,14 @@ def test_readme_quick_start_and_ci_agree():
     assert "make course" in readme and "make test" in readme
     ci = (REPO / ".ci" / "run").read_text()
     commands = [ln.strip() for ln in ci.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
-    makes = [c for c in commands if "make " in c]
-    assert makes == ["make test-units", "make course PROFILE=smoke", "CI=true make test-browser",
+    makes = [c for c in commands if "make " in c and "()" not in c]
+    assert makes == ["make .venv/.installed", "background oldest-install make .venv-oldest/.installed",
+                     "make test-units", "make course PROFILE=smoke", "CI=true make test-browser",
                      "make test-oldest"], \
         "CI runs the README's commands, tests both ends of the range, and the notebooks in a browser"
     assert "COURSE_EXECUTED=build" in ci, "CI checks make course's executed copies (tests/test_executed.py)"
+    assert commands.index("finish oldest-install") < commands.index("make test-oldest")
+    assert commands.index("finish chromium") < commands.index("CI=true make test-browser")
 
 
 def test_make_test_is_its_two_halves_and_the_oldest_end_runs_both():
