@@ -68,7 +68,7 @@ def test_readme_quick_start_and_ci_agree():
     commands = [ln.strip() for ln in ci.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
     makes = [c for c in commands if "make " in c and "()" not in c]
     assert makes == ["make .venv/.installed", "background oldest-install make .venv-oldest/.installed",
-                     "make test-units", "make course PROFILE=smoke", "CI=true make test-browser",
+                     "make test", "make course PROFILE=smoke", "CI=true make test-browser",
                      "make test-oldest"], \
         "CI runs the README's commands, tests both ends of the range, and the notebooks in a browser"
     assert "COURSE_EXECUTED=build" in ci, "CI checks make course's executed copies (tests/test_executed.py)"
