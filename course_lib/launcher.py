@@ -362,18 +362,40 @@ def node_gpus(nnodes: int, nproc: int, gpus: int, visible: str | None = None) ->
 
 
 def launch_each(jobs: Sequence[tuple[str | Path, Sequence[str], dict[str, Any]]], *,
-                timeout_s: float = 120) -> list[Run]:
-    """Run independent jobs ``(script, args, launch keywords)`` at the same time, without
+                timeout_s: float = 120, max_procs: int | None = None) -> list[Run]:
+    """Run independent jobs ``(script, args, launch keywords)`` side by side, without
     streaming (their lines would interleave) and without raising: each :class:`Run` carries
-    its lines and, when it failed, its diagnosis. For demonstrations, never for timing."""
+    its lines and, when it failed, its diagnosis. For demonstrations, never for timing.
+
+    A job starts, in order, once the processes of the jobs running with it total at most
+    ``max_procs`` (default: twice this machine's cores, at least 8); a larger job runs alone.
+    Eight ranks on two cores take long enough to start that three such jobs at once would
+    reach their wall-clock limit."""
+    import threading
     from concurrent.futures import ThreadPoolExecutor
 
-    def one(job: tuple[str | Path, Sequence[str], dict[str, Any]]) -> Run:
-        name, args, kw = job
-        return launch(name, args, timeout_s=timeout_s, echo=False, check=False, **kw)
+    budget = max_procs if max_procs is not None else max(8, 2 * (os.cpu_count() or 1))
+    running = [0]  # processes of the jobs running now
+    turn = [0]  # the index of the next job allowed to start: jobs start in order
+    free = threading.Condition()
 
-    with ThreadPoolExecutor(len(jobs)) as pool:
-        return list(pool.map(one, jobs))
+    def one(indexed: tuple[int, tuple[str | Path, Sequence[str], dict[str, Any]]]) -> Run:
+        i, (name, args, kw) = indexed
+        n = int(kw.get("nproc", 2))
+        with free:
+            free.wait_for(lambda: turn[0] == i and (running[0] == 0 or running[0] + n <= budget))
+            running[0] += n
+            turn[0] += 1
+            free.notify_all()
+        try:
+            return launch(name, args, timeout_s=timeout_s, echo=False, check=False, **kw)
+        finally:
+            with free:
+                running[0] -= n
+                free.notify_all()
+
+    with ThreadPoolExecutor(max(1, len(jobs))) as pool:
+        return list(pool.map(one, enumerate(jobs)))
 
 
 def node_commands(name: str, args: Sequence[str] = (), *, nnodes: int = 2, nproc: int = 8,

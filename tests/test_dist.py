@@ -109,6 +109,34 @@ def test_the_wall_clock_timeout_stops_every_process():
 
 # ---- the launcher's pieces --------------------------------------------------------------------
 
+@pytest.mark.parametrize("budget, sizes, most", [
+    (8, [2, 2, 2], 6),  # all three at once
+    (8, [4, 4, 4], 8),  # two at once, the third when one ends
+    (8, [8, 8, 8], 8),  # one at a time
+    (8, [16, 2], 16),  # a job larger than the budget runs alone
+])
+def test_launch_each_keeps_the_processes_running_at_once_within_its_budget(monkeypatch, budget,
+                                                                             sizes, most):
+    import threading
+    running, peak, order, lock = [0], [0], [], threading.Lock()
+
+    def fake_launch(name, args, *, nproc=2, **kw):
+        with lock:
+            running[0] += nproc
+            peak[0] = max(peak[0], running[0])
+            order.append(name)
+        time.sleep(0.05)
+        with lock:
+            running[0] -= nproc
+        return name
+
+    monkeypatch.setattr(launcher, "launch", fake_launch)
+    jobs = [(f"job{i}", [], dict(nproc=n)) for i, n in enumerate(sizes)]
+    assert launcher.launch_each(jobs, max_procs=budget) == [f"job{i}" for i in range(len(sizes))]
+    assert peak[0] == most
+    assert order == [f"job{i}" for i in range(len(sizes))]  # started in order
+
+
 def test_torchrun_command_binds_the_rendezvous_to_loopback():
     cmd = launcher.torchrun_command(launcher.script("ddp_train"), ["--epochs=1"], nproc=2, port=29999)
     assert cmd[1:3] == ["-m", "torch.distributed.run"]
