@@ -20,11 +20,14 @@ reference. ``causal=True`` masks as SDPA's ``is_causal`` does (query i sees keys
 from __future__ import annotations
 
 import math
+import os
+import re
+import types
 from typing import Callable
 
 import torch
 
-from course_lib import check
+from course_lib import check, roofline
 from course_lib.lessons.nb07 import growth_exponent
 
 # float32 against SDPA: |Δ| of outputs and log-sum-exp stayed below 1e-6 for T up to 1024 here
@@ -93,11 +96,13 @@ def _check_shapes(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_q: in
 
 
 def flash_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, block_q: int = 64,
-                  block_k: int = 64, causal: bool = False,
-                  scale: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                  block_k: int = 64, causal: bool = False, scale: float | None = None,
+                  rescale: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """Attention's output (..., T_q, D_v) and each query row's log-sum-exp (..., T_q), one
     query block at a time, walking its key blocks with a running maximum, sum and weighted sum
-    of value rows. Causal: key blocks wholly after the query block are skipped."""
+    of value rows. Causal: key blocks wholly after the query block are skipped.
+    ``rescale=False`` is a control: it leaves out the rescaling by exp(m_old - m_new), the bug
+    the comparison with SDPA must catch (it changes nothing when one key block covers T)."""
     _check_shapes(q, k, v, block_q, block_k, causal)
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     t_q, t_k = q.shape[-2], k.shape[-2]
@@ -114,9 +119,11 @@ def flash_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, block_q:
             s = _scores(qb, k[..., j0:j0 + block_k, :], scale, causal, i0, j0)  # (..., bq, bk)
             m_new = torch.maximum(m, s.amax(dim=-1))
             p = torch.exp(s - _finite(m_new).unsqueeze(-1))
-            rescale = torch.exp(m - _finite(m_new))  # 0 on the first block, ≤ 1 after
-            l = l * rescale + p.sum(dim=-1)
-            acc = acc * rescale.unsqueeze(-1) + p @ v[..., j0:j0 + block_k, :]
+            factor = torch.exp(m - _finite(m_new))  # 0 on the first block, ≤ 1 after
+            if not rescale:  # the control: what was summed against the old maximum kept as it is
+                factor = torch.where(torch.isfinite(m), torch.ones_like(factor), factor)
+            l = l * factor + p.sum(dim=-1)
+            acc = acc * factor.unsqueeze(-1) + p @ v[..., j0:j0 + block_k, :]
             m = m_new
         o[..., i0:i0 + block_q, :] = acc / l.unsqueeze(-1)
         lse[..., i0:i0 + block_q] = m + torch.log(l)
@@ -206,6 +213,78 @@ def added_growth_exponent(lengths: list[int], peaks: list[int]) -> float:
     return round(growth_exponent(lengths[1:], added), 9)
 
 
+def growth_word(p: float) -> str:
+    """A growth exponent p (value ∝ Tᵖ) in words.
+
+    >>> growth_word(1.02), growth_word(1.97)
+    ('about linear', 'about quadratic')
+    """
+    if p < 0.7:
+        return "less than linear"
+    if p < 1.3:
+        return "about linear"
+    if p < 1.7:
+        return "between linear and quadratic"
+    return "about quadratic" if p < 2.3 else "faster than quadratic"
+
+
+_KERNEL = re.compile(r"async_compile\.\w+\(.*?'{3}(.*?)'{3}", re.S)
+
+
+def kernel_source(generated: str) -> str:
+    """The first kernel in the code torch.compile generated (``run_and_get_code``): the Triton
+    or C++ source Inductor hands to ``async_compile`` in triple quotes, without the Python
+    around it."""
+    found = _KERNEL.search(generated)
+    if found is None:
+        raise ValueError("No kernel found in the generated code: it holds no async_compile call.")
+    return found.group(1).strip("\n")
+
+
+# ---- Triton ------------------------------------------------------------------------------------
+
+NO_TRITON = ("Triton is not installed here: it comes with PyTorch's Linux wheels (`pip install torch` on "
+             "Linux, or a Colab notebook), and has no official release for macOS or Windows; sections 1-3 "
+             "and PyTorch's own kernels run without it.")
+
+
+def import_triton() -> tuple[types.ModuleType | types.SimpleNamespace,
+                             types.ModuleType | types.SimpleNamespace, str | None]:
+    """``(triton, triton.language, None)``, or where Triton cannot run kernels here, stand-ins
+    and one sentence why: stand-ins whose ``jit`` returns the function as it is and whose
+    ``tl.constexpr`` is a plain annotation, so that the notebook's kernels can still be defined
+    (and read) and only their launches are skipped. On a CUDA GPU Triton also needs compute
+    capability 7.0 or newer (what PyTorch's own ``has_triton`` asks). Without a GPU, set
+    ``TRITON_INTERPRET=1`` before the kernels are defined: Triton's interpreter then runs them
+    on CPU tensors (through NumPy). Triton reads the variable when it is imported, and
+    ``torch.utils.flop_counter`` (so ``course_lib.roofline``) and ``torch.compile`` import it:
+    set it before those imports."""
+    stand_in = (types.SimpleNamespace(jit=lambda fn: fn, cdiv=lambda a, b: -(-a // b),
+                                      next_power_of_2=lambda n: 1 << max(0, n - 1).bit_length()),
+                types.SimpleNamespace(constexpr=int))
+    try:
+        import triton
+        import triton.language as tl
+    except ImportError:
+        return (*stand_in, NO_TRITON)
+    wanted = os.environ.get("TRITON_INTERPRET") == "1"
+    if wanted != (type(tl.max).__name__ == "InterpretedFunction"):  # Triton's own helpers, made at its import
+        return (*stand_in, "Triton was imported in this process before TRITON_INTERPRET was "
+                           f"{'set' if wanted else 'unset'}, so its own functions and new kernels would not "
+                           "match: restart the kernel and run the cells from the top.")
+    if torch.cuda.is_available() and torch.cuda.get_device_capability() < (7, 0):
+        major, minor = torch.cuda.get_device_capability()
+        return (*stand_in, f"This GPU has compute capability {major}.{minor}; Triton needs 7.0 or newer "
+                           "(a V100, T4 or later), so its kernels are skipped here.")
+    return triton, tl, None
+
+
+def bytes_moved(fn: Callable[[], object]) -> int:
+    """The bytes that the ATen ops `fn` runs read and write, each operand once per op
+    (``roofline.count_ops``): an op's ideal traffic, what a kernel for it must move at least."""
+    return int(sum(op.bytes for op in roofline.count_ops(fn)))
+
+
 # ---- exercise checks -------------------------------------------------------------------------
 
 @check.exercise()
@@ -228,3 +307,37 @@ def check_merge(fn: Callable[..., tuple[torch.Tensor, torch.Tensor]]) -> None:
         if not torch.isfinite(l).all():
             raise AssertionError("merge overflowed: exp of a large number; subtract the new maximum first.")
     check.passed("merge: equals the maximum and sum of both parts, parts 1000 apart included")
+
+
+@check.exercise()
+def check_block_mask(fn: Callable[[int, int, int], torch.Tensor]) -> None:
+    """Exercise 2: ``fn(pid, block, n)`` is the (block,) bool mask of program `pid`'s lanes that
+    hold one of the n elements: over all programs the masks must pick every element once."""
+    for n, block in ((1000, 256), (1024, 256), (5, 8), (1, 16), (4097, 1024)):
+        picked = []
+        for pid in range(-(-n // block)):  # triton.cdiv(n, block) programs
+            mask = torch.as_tensor(fn(pid, block, n))
+            if mask.shape != (block,) or mask.dtype != torch.bool:
+                raise AssertionError(f"program {pid}: the mask must be a bool tensor of shape ({block},), "
+                                     f"got {mask.dtype} {tuple(mask.shape)}.")
+            picked += (pid * block + torch.arange(block))[mask].tolist()
+        if picked != list(range(n)):
+            missing = sorted(set(range(n)) - set(picked))[:3]
+            extra = sorted(set(picked) - set(range(n)))[:3]
+            raise AssertionError(f"n = {n}, blocks of {block}: the masks must pick elements 0..{n - 1} once "
+                                 f"each; missing {missing}, beyond the end {extra}.")
+    check.passed("block mask: every element picked once, none past the end, in every case")
+
+
+@check.exercise()
+def check_fused_bytes(fn: Callable[[int, int, int], int]) -> None:
+    """Exercise 3: ``fn(rows, cols, itemsize)``, the bytes a fused row softmax reads and writes,
+    against the bytes counted for PyTorch's own softmax, one fused op, on such a tensor."""
+    for rows, cols, dtype in ((4, 1000, torch.float32), (3, 100, torch.float16), (2, 64, torch.float64)):
+        x = torch.zeros(rows, cols, dtype=dtype)
+        want = bytes_moved(lambda: torch.softmax(x, dim=-1))
+        got = fn(rows, cols, x.element_size())
+        if got != want:
+            raise AssertionError(f"{rows} × {cols} {str(dtype)[6:]}: {got} bytes, counted {want}. "
+                                 "Masked lanes (past the row's end) move nothing.")
+    check.passed("fused softmax bytes: equal to those counted for torch.softmax in every case")
