@@ -510,19 +510,22 @@ NOTEBOOKS: tuple[Notebook, ...] = (
                  "interpreter; compiling and timing the kernels needs a CUDA GPU (compute capability 7.0+)"),
         sizes={
             # check: (B, H, T, d) of section 2's equivalences (T not a multiple of any BLOCK of 16-128
-            # below it); softmax: (rows, cols) of sections 1 and 4 (cols not a power of two); mem_shape
-            # (B, H, d) and mem_lengths: section 3's forward passes, each length twice the last;
+            # below it); softmax: (rows, cols) of sections 1 and 4's checks (cols not a power of two;
+            # the interpreter runs one program per row); softmax_timed: the timed softmax, larger than
+            # the caches in cpu (31 MiB) and gpu (125 MiB) but not in smoke; mem_shape
+            # (B, H, d) and mem_lengths: section 3's passes (from 2·BLOCK up), each length twice the last;
             # add_n: the vector add's elements (not a multiple of its 1024); attention: (B, H, T, d) of
             # the Triton attention (T not a multiple of BLOCK); compile: show torch.compile's kernel
             # (cold, ~30 s on 2 cores) and time it on a GPU; repeats: rounds of the GPU timings;
             # bw_sizes, peak_sizes: 10's copy sizes and matmul sizes on a GPU (peaks measured once a run)
-            "smoke": dict(check=(2, 2, 100, 32), softmax=(16, 1000), mem_shape=(1, 2, 32),
+            "smoke": dict(check=(2, 2, 100, 32), softmax=(16, 1000), softmax_timed=(64, 1000), mem_shape=(1, 2, 32),
                           mem_lengths=[128, 256, 512], add_n=10_000, attention=(1, 2, 80, 32),
                           compile=False, repeats=3, bw_sizes=[1 << 20, 256 << 20], peak_sizes=[256, 512]),
-            "cpu": dict(check=(2, 4, 300, 64), softmax=(256, 1000), mem_shape=(1, 4, 64),
+            "cpu": dict(check=(2, 4, 300, 64), softmax=(256, 1000), softmax_timed=(2048, 4000), mem_shape=(1, 4, 64),
                         mem_lengths=[256, 512, 1024, 2048], add_n=100_000, attention=(2, 2, 200, 32),
-                        compile=True, repeats=5, bw_sizes=[1 << 20, 256 << 20], peak_sizes=[512, 1024, 2048]),
-            "gpu": dict(check=(4, 8, 1000, 64), softmax=(8192, 4000), mem_shape=(1, 4, 64),
+                        compile=True, repeats=5, bw_sizes=[1 << 20, 8 << 20, 64 << 20, 256 << 20],
+                        peak_sizes=[512, 1024, 2048]),
+            "gpu": dict(check=(4, 8, 1000, 64), softmax=(4096, 1000), softmax_timed=(8192, 4000), mem_shape=(1, 4, 64),
                         mem_lengths=[1024, 2048, 4096, 8192], add_n=(1 << 26) + 3, attention=(4, 16, 2000, 64),
                         compile=True, repeats=10, bw_sizes=[16 << 20, 256 << 20, 2 << 30],
                         peak_sizes=[4096, 8192, 16384]),

@@ -3,7 +3,13 @@ against SDPA and autograd, their memory against the written-out attention, and t
 checks."""
 
 import doctest
+import json
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -126,3 +132,145 @@ def test_the_merge_check_accepts_the_answer_and_refuses_wrong_ones(capsys):
     for wrong in wrongs:
         with pytest.raises(AssertionError):
             nb12.check_merge(wrong)
+
+
+# ---- the notebook's cells --------------------------------------------------------------------
+
+NB12 = Path(__file__).resolve().parents[1] / "notebooks" / "12_kernels.ipynb"
+
+
+def code_cells() -> list[str]:
+    return ["".join(c["source"]) for c in json.loads(NB12.read_text())["cells"] if c["cell_type"] == "code"]
+
+
+def cell(first: str) -> str:
+    found = [c for c in code_cells() if c.startswith(first)]
+    assert len(found) == 1, f"12 has one cell starting {first!r}"
+    return found[0]
+
+
+def solved(first: str, name: str, **extra):
+    namespace = {"torch": torch, "math": math, **extra}
+    exec(cell(first).split("\n\nnb12.")[0], namespace)
+    return namespace[name]
+
+
+def test_the_notebooks_online_softmax_and_tiled_attention_are_the_librarys():
+    online = solved("def online_softmax", "online_softmax")
+    tiled = solved("def tiled_attention", "tiled_attention")
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(3, 77, generator=g, dtype=torch.float64) * 30
+    for block in (1, 7, 16, 77, 128):
+        torch.testing.assert_close(online(x, block), nb12.online_softmax(x, block))
+    q, k, v = (torch.randn(2, 3, 45, 16, generator=g, dtype=torch.float64) for _ in range(3))
+    for block in (16, 32, 64):  # 45 rows: a short last tile for 16 and 32, one tile for 64
+        o, lse = tiled(q, k, v, block)
+        want_o, want_lse = nb12.flash_forward(q, k, v, block_q=block, block_k=block)
+        torch.testing.assert_close(o, want_o)
+        torch.testing.assert_close(lse, want_lse)
+        torch.testing.assert_close(o, F.scaled_dot_product_attention(q, k, v))
+
+
+def test_the_rescaling_control_fails_only_where_the_maximum_moves():
+    g = torch.Generator().manual_seed(1)
+    q, k, v = (torch.randn(1, 2, 40, 16, generator=g) for _ in range(3))
+    want = F.scaled_dot_product_attention(q, k, v)
+    assert not torch.allclose(nb12.flash_forward(q, k, v, block_q=16, block_k=16, rescale=False)[0], want,
+                              atol=nb12.ATOL, rtol=nb12.RTOL)
+    torch.testing.assert_close(nb12.flash_forward(q, k, v, block_q=64, block_k=64, rescale=False)[0], want,
+                               atol=nb12.ATOL, rtol=nb12.RTOL)  # one key block: nothing to rescale
+
+
+def test_the_exercise_checks_pass_the_solutions_and_catch_wrong_answers():
+    nb12.check_merge(solved("def merge", "merge"))
+    mask = solved("def block_mask", "block_mask")
+    nb12.check_block_mask(mask)
+    nb12.check_written_out_bytes(solved("def written_out_bytes", "written_out_bytes"))
+    with pytest.raises(AssertionError, match="once"):  # no mask: the last block runs past the end
+        nb12.check_block_mask(lambda pid, block, n: torch.ones(block, dtype=torch.bool))
+    with pytest.raises(AssertionError, match="once"):  # <= instead of <
+        nb12.check_block_mask(lambda pid, block, n: pid * block + torch.arange(block) <= n)
+    with pytest.raises(AssertionError, match="bool tensor"):
+        nb12.check_block_mask(lambda pid, block, n: (pid * block + torch.arange(block) < n).int())
+    with pytest.raises(AssertionError, match="rows, 1"):  # the (rows, 1) tensors left out
+        nb12.check_written_out_bytes(lambda rows, cols, size: 8 * rows * cols * size)
+    with pytest.raises(AssertionError):  # the fused count
+        nb12.check_written_out_bytes(lambda rows, cols, size: 2 * rows * cols * size)
+
+
+def test_bytes_moved_counts_each_operand_once_per_op():
+    x = torch.zeros(8, 100)
+    assert nb12.bytes_moved(lambda: torch.softmax(x, dim=-1)) == 2 * x.numel() * 4
+    assert nb12.bytes_moved(lambda: x.view(800)) == 0  # a view moves nothing
+    written = solved("def softmax_written_out", "softmax_written_out", triton=SimpleNamespace(jit=lambda f: f),
+                     tl=SimpleNamespace(constexpr=int))
+    torch.testing.assert_close(written(x + torch.arange(100.0)), nb12.softmax_written_out(x + torch.arange(100.0)))
+    n, rows = x.numel() * 4, x.shape[0] * 4  # (5N + 2R) reads and (3N + 2R) writes, in bytes
+    assert nb12.bytes_moved(lambda: written(x)) == nb12.bytes_moved(lambda: nb12.softmax_written_out(x)) == 8 * n + 4 * rows
+
+
+def test_kernel_source_is_the_first_kernel_between_triple_quotes():
+    generated = ("from torch._inductor import async_compile\n"
+                 "triton_poi_0 = async_compile.triton('triton_poi_0', '''\n"
+                 "import triton\n@triton.jit\ndef triton_poi_0(in_ptr0):\n    pass\n''', device_str='cuda')\n"
+                 "cpp_1 = async_compile.cpp_pybinding(['float*'], '''\nextern \"C\" void kernel() {}\n''')\n")
+    assert nb12.kernel_source(generated) == "import triton\n@triton.jit\ndef triton_poi_0(in_ptr0):\n    pass"
+    with pytest.raises(ValueError, match="No kernel"):
+        nb12.kernel_source("def call(args):\n    return args\n")
+
+
+def test_without_triton_the_kernels_still_define_and_one_sentence_says_why(monkeypatch):
+    monkeypatch.setitem(sys.modules, "triton", None)  # `import triton` raises ImportError
+    monkeypatch.setitem(sys.modules, "triton.language", None)
+    triton, tl, why = nb12.import_triton()
+    assert why == nb12.NO_TRITON
+    namespace = {"torch": torch, "triton": triton, "tl": tl, "BLOCK": 32}
+    for first in ("@triton.jit\ndef add_kernel", "def softmax_written_out", "@triton.jit\ndef attention_kernel"):
+        exec(cell(first), namespace)  # defined, never launched
+    assert triton.cdiv(10, 4) == 3 and triton.next_power_of_2(1000) == 1024 and triton.next_power_of_2(1) == 1
+
+
+KERNELS_UNDER_THE_INTERPRETER = r"""
+import math, os, sys
+os.environ["TRITON_INTERPRET"] = "1"
+import torch
+import torch.nn.functional as F
+from course_lib.lessons import nb12
+sys.path.insert(0, "tests")
+from test_nb12 import cell
+triton, tl, why = nb12.import_triton()
+assert why is None, why
+for BLOCK in (16, 64):
+    ns = {"torch": torch, "triton": triton, "tl": tl, "BLOCK": BLOCK, "math": math}
+    for first in ("@triton.jit\ndef add_kernel", "def softmax_written_out", "@triton.jit\ndef attention_kernel"):
+        exec(cell(first), ns)
+    g = torch.Generator().manual_seed(BLOCK)
+    x, y = torch.randn(2, 3000, generator=g)
+    assert torch.equal(ns["add"](x, y, block=BLOCK * 16), x + y)
+    s = torch.randn(7, 300, generator=g) * 10
+    torch.testing.assert_close(ns["softmax"](s), torch.softmax(s, -1), atol=nb12.ATOL, rtol=nb12.RTOL)
+    q, k, v = (torch.randn(2, 2, 70, 16, generator=g) for _ in range(3))
+    torch.testing.assert_close(ns["attention"](q, k, v), F.scaled_dot_product_attention(q, k, v),
+                               atol=nb12.ATOL, rtol=nb12.RTOL)
+    wrong = ns["attention"](q, k, v * 0)  # a control: the comparison can fail
+    assert not torch.allclose(wrong, F.scaled_dot_product_attention(q, k, v), atol=nb12.ATOL, rtol=nb12.RTOL)
+print("kernels equal PyTorch under the interpreter")
+"""
+
+
+def test_the_notebooks_triton_kernels_equal_pytorch_under_the_interpreter():
+    pytest.importorskip("triton")
+    done = subprocess.run([sys.executable, "-c", KERNELS_UNDER_THE_INTERPRETER], cwd=NB12.parents[1],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "kernels equal PyTorch" in done.stdout
+
+
+def test_a_triton_imported_before_the_interpreter_was_asked_for_is_one_sentence():
+    pytest.importorskip("triton")
+    script = ("import os, triton.language\nos.environ['TRITON_INTERPRET'] = '1'\n"
+              "from course_lib.lessons import nb12\nprint(nb12.import_triton()[2])")
+    done = subprocess.run([sys.executable, "-c", script], cwd=NB12.parents[1], capture_output=True, text=True,
+                          timeout=300, env={k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "restart the kernel" in done.stdout

@@ -1,9 +1,9 @@
-"""Notebooks 05, 06 and 11 at the ends of their knobs' ranges (smoke profile, gloo ranks on the CPU).
+"""Notebooks 05, 06, 11 and 12 at the ends of their knobs' ranges (smoke profile, gloo ranks on the CPU).
 
-The low ends are the defaults (K = 2, WORLD = 2, STAGES = 2, SEED = 0), which make test's nbval
-run covers; here each notebook runs once at its high ends (K = 8, WORLD = 8, STAGES = 4,
-SEED = 2**63 - 1 in the same run), and a value outside a range must stop the notebook with one
-sentence. The padding and dropping of DistributedSampler at a world size that does not divide
+The low ends are mostly the defaults (K = 2, WORLD = 2, STAGES = 2, SEED = 0), which make test's
+nbval run covers; here each notebook runs once at its high ends (K = 8, WORLD = 8, STAGES = 4,
+BLOCK = 128, SEED = 2**63 - 1 in the same run), 12 also at its low end (BLOCK = 16, not its
+default), and a value outside a range must stop the notebook with one sentence. The padding and dropping of DistributedSampler at a world size that does not divide
 the data (WORLD = 3) is checked on the helper the notebook shows it with, without launching
 ranks. The notebook runs are marked `extremes`: `make test` runs them, `make test-oldest`
 leaves them out (CI's time).
@@ -25,10 +25,12 @@ OUT = REPO / "build" / f"test-smoke-torch-{torch.__version__.split('+')[0]}"
 
 TOP_SEED = 2**63 - 1
 HIGH_ENDS = {"05_data_parallel": dict(K=8, SEED=TOP_SEED), "06_ddp": dict(WORLD=8, SEED=TOP_SEED),
-             "11_model_parallel": dict(STAGES=4, SEED=TOP_SEED)}
+             "11_model_parallel": dict(STAGES=4, SEED=TOP_SEED), "12_kernels": dict(BLOCK=128, SEED=TOP_SEED)}
+LOW_ENDS = {"12_kernels": dict(BLOCK=16)}  # where a low end is not the default
 OUTSIDE = {"05_data_parallel": (dict(K=9), "K must be an integer from 2 to 8"),
            "06_ddp": (dict(WORLD=1), "WORLD must be an integer from 2 to 8"),
-           "11_model_parallel": (dict(STAGES=5), "STAGES must be an integer from 2 to 4")}
+           "11_model_parallel": (dict(STAGES=5), "STAGES must be an integer from 2 to 4"),
+           "12_kernels": (dict(BLOCK=24), "BLOCK must be a power of two from 16 to 128")}
 
 
 @contextmanager
@@ -59,6 +61,14 @@ def test_notebook_runs_at_the_high_end_of_every_knob(name):
     assert result.ok, f"{name} with {values}: {result.error}"
     report = json.loads((OUT / "ranges" / folder / "reports" / f"{name}.json").read_text())
     assert report["measurements"], "the notebook recorded nothing"
+
+
+@pytest.mark.notebook
+@pytest.mark.extremes
+@pytest.mark.parametrize("name", LOW_ENDS)
+def test_notebook_runs_at_the_low_end_of_every_knob(name):
+    result = run(name, LOW_ENDS[name], f"{name}-low")
+    assert result.ok, f"{name} with {LOW_ENDS[name]}: {result.error}"
 
 
 @pytest.mark.notebook
