@@ -171,6 +171,18 @@ def test_the_notebooks_online_softmax_and_tiled_attention_are_the_librarys():
         torch.testing.assert_close(o, F.scaled_dot_product_attention(q, k, v))
 
 
+def test_the_notebooks_autograd_function_is_flash_attentions():
+    tiled = solved("def tiled_attention", "tiled_attention")
+    function = solved("class FlashAttention", "FlashAttention", tiled_attention=tiled, BLOCK=16, nb12=nb12)
+    g = torch.Generator().manual_seed(2)
+    q, k, v = (torch.randn(2, 2, 37, 16, generator=g, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    dy = torch.randn(2, 2, 37, 16, generator=g, dtype=torch.float64)
+    ours = torch.autograd.grad(function.apply(q, k, v), (q, k, v), dy)
+    want = torch.autograd.grad(nb12.flash_attention(q, k, v, block_q=16, block_k=16), (q, k, v), dy)
+    for a, b in zip(ours, want):
+        torch.testing.assert_close(a, b)
+
+
 def test_the_rescaling_control_fails_only_where_the_maximum_moves():
     g = torch.Generator().manual_seed(1)
     q, k, v = (torch.randn(1, 2, 40, 16, generator=g) for _ in range(3))

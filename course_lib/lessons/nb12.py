@@ -214,7 +214,7 @@ def added_growth_exponent(lengths: list[int], peaks: list[int]) -> float:
 
 
 def growth_word(p: float) -> str:
-    """A growth exponent p (value ∝ Tᵖ) in words.
+    """A growth exponent p (value ∝ Tᵖ) in words, with the bounds notebook 07's ``growth`` uses.
 
     >>> growth_word(1.02), growth_word(1.97)
     ('about linear', 'about quadratic')
@@ -223,7 +223,7 @@ def growth_word(p: float) -> str:
         return "less than linear"
     if p < 1.3:
         return "about linear"
-    if p < 1.7:
+    if p < 1.8:
         return "between linear and quadratic"
     return "about quadratic" if p < 2.3 else "faster than quadratic"
 
