@@ -319,7 +319,7 @@ def check_merge(fn: Callable[..., tuple[torch.Tensor, torch.Tensor]]) -> None:
 
 @check.exercise()
 def check_block_mask(fn: Callable[[int, int, int], torch.Tensor]) -> None:
-    """Exercise 2: ``fn(pid, block, n)`` is the (block,) bool mask of program `pid`'s lanes that
+    """Exercise 2: ``fn(pid, block, n)`` is the (block,) bool mask of program `pid`'s positions that
     hold one of the n elements: over all programs the masks must pick every element once."""
     for n, block in ((1000, 256), (1024, 256), (5, 8), (1, 16), (4097, 1024)):
         picked = []
