@@ -361,6 +361,12 @@ def node_gpus(nnodes: int, nproc: int, gpus: int, visible: str | None = None) ->
     return [",".join(names[i * nproc + j] for j in range(nproc)) for i in range(nnodes)]
 
 
+def process_budget() -> int:
+    """How many processes :func:`launch_each` keeps running at once by default: twice this
+    machine's cores, at least 8."""
+    return max(8, 2 * (os.cpu_count() or 1))
+
+
 def launch_each(jobs: Sequence[tuple[str | Path, Sequence[str], dict[str, Any]]], *,
                 timeout_s: float = 120, max_procs: int | None = None) -> list[Run]:
     """Run independent jobs ``(script, args, launch keywords)`` side by side, without
@@ -368,13 +374,13 @@ def launch_each(jobs: Sequence[tuple[str | Path, Sequence[str], dict[str, Any]]]
     its lines and, when it failed, its diagnosis. For demonstrations, never for timing.
 
     A job starts, in order, once the processes of the jobs running with it total at most
-    ``max_procs`` (default: twice this machine's cores, at least 8); a larger job runs alone.
+    ``max_procs`` (default: :func:`process_budget`); a larger job runs alone.
     Eight ranks on two cores take long enough to start that three such jobs at once would
     reach their wall-clock limit."""
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
-    budget = max_procs if max_procs is not None else max(8, 2 * (os.cpu_count() or 1))
+    budget = max_procs if max_procs is not None else process_budget()
     running = [0]  # processes of the jobs running now
     turn = [0]  # the index of the next job allowed to start: jobs start in order
     free = threading.Condition()

@@ -516,7 +516,7 @@ NOTEBOOKS: tuple[Notebook, ...] = (
             # (B, H, d) and mem_lengths: section 3's passes (from 2·BLOCK up), each length twice the last;
             # add_n: the vector add's elements (not a multiple of its 1024); attention: (B, H, T, d) of
             # the Triton attention (T not a multiple of BLOCK); compile: show torch.compile's kernel
-            # (cold, ~30 s on 2 cores) and time it on a GPU; repeats: rounds of the GPU timings;
+            # (cold, ~30 s on 2 cores) and time it; repeats: rounds of the timings (softmax; attention on a GPU);
             # bw_sizes, peak_sizes: 10's copy sizes and matmul sizes on a GPU (peaks measured once a run)
             "smoke": dict(check=(2, 2, 100, 32), softmax=(16, 1000), softmax_timed=(64, 1000), mem_shape=(1, 2, 32),
                           mem_lengths=[128, 256, 512], add_n=10_000, attention=(1, 2, 80, 32),
