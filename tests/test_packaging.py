@@ -68,9 +68,11 @@ def test_readme_quick_start_and_ci_agree():
     commands = [ln.strip() for ln in ci.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
     makes = [c for c in commands if "make " in c and "()" not in c]
     assert makes == ["make .venv/.installed", "background oldest-install make .venv-oldest/.installed",
-                     "make test", "make course PROFILE=smoke", "CI=true make test-browser",
+                     "make test-units", "make course PROFILE=smoke", "CI=true make test-browser",
                      "make test-oldest"], \
         "CI runs the README's commands, tests both ends of the range, and the notebooks in a browser"
+    # make test's second half (nbval) runs at the oldest end only: make course executes the
+    # notebooks at the newest, and test_executed compares their kept outputs as nbval does
     assert "COURSE_EXECUTED=build" in ci, "CI checks make course's executed copies (tests/test_executed.py)"
     assert commands.index("finish oldest-install") < commands.index("make test-oldest")
     assert commands.index("finish chromium") < commands.index("CI=true make test-browser")
@@ -78,7 +80,7 @@ def test_readme_quick_start_and_ci_agree():
 
 def test_make_test_is_its_two_halves_and_the_oldest_end_runs_both():
     """CI runs make test-units and, at the oldest end, make test-notebooks' recipe: make test
-    must be exactly those two halves."""
+    must be exactly those two halves (so CI runs every line of make test's recipe)."""
     recipes = {}
     for block in re.split(r"\n(?=[\w.$()/-]+:)", (REPO / "Makefile").read_text()):
         target, _, body = block.partition(":")
