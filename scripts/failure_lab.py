@@ -60,6 +60,7 @@ def main() -> None:
             print(f"rank {ctx.rank}: skips the all-reduce of step {step}, works on alone",
                   flush=True)
             time.sleep(60 * a.timeout)  # stands for work with no collective, longer than the timeout
+            continue  # this step's all-reduce: never called on this rank
         print(f"rank {ctx.rank}: step {step}, all-reduce", flush=True)
         start = time.monotonic()
         try:
