@@ -56,16 +56,17 @@ def main() -> None:
         if a.mode == "sleep":
             time.sleep(3600)
         # >>> skip
-        if culprit and a.mode == "skip":  # the bug `if rank == 0: dist.all_reduce(...)`, seen from rank 1
+        # culprit: rank --rank at step --at. The bug `if rank == 0: dist.all_reduce(...)`, from rank 1:
+        if culprit and a.mode == "skip":
             print(f"rank {ctx.rank}: skips the all-reduce of step {step}, works on alone",
                   flush=True)
-            time.sleep(60 * a.timeout)  # stands for work with no collective, longer than the timeout
-            continue  # this step's all-reduce: never called on this rank
+            time.sleep(60 * a.timeout)  # work with no collective, long past the timeout: this rank must
+            continue  # not reach the next step's all-reduce, which would pair with the one rank 0 waits in
         print(f"rank {ctx.rank}: step {step}, all-reduce", flush=True)
         start = time.monotonic()
         try:
-            dist.all_reduce(loss, group=steps)  # every rank must call this, in the same order
-        except RuntimeError:  # the group's timeout: say how long this rank waited
+            dist.all_reduce(loss, group=steps)  # the group with --timeout; every rank must call it, in order
+        except RuntimeError:  # the group's timeout (skip) or a peer that left (raise): how long it waited
             print(f"rank {ctx.rank}: waited {time.monotonic() - start:.1f} s in the all-reduce of "
                   f"step {step}", flush=True)
             raise

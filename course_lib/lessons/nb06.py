@@ -277,9 +277,10 @@ _WAITED = re.compile(r"waited ([0-9.]+) s in the all-reduce")
 
 
 def waited_s(lines: Iterable[str]) -> float | None:
-    """Seconds a rank of scripts/failure_lab.py says it waited in an all-reduce before the
-    process group's timeout ended the wait (its line 'waited 5.0 s in the all-reduce of step
-    2'); None when no line says so."""
+    """Seconds a rank of scripts/failure_lab.py says it waited in an all-reduce before the wait
+    ended in an error: the process group's timeout, or a peer that left (its line 'waited 5.0 s
+    in the all-reduce of step 2', printed with gloo; NCCL's all-reduce returns at once); None
+    when no line says so."""
     found = [float(m.group(1)) for m in map(_WAITED.search, lines) if m]
     return found[-1] if found else None
 
