@@ -26,9 +26,9 @@ ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 # $(1): the virtual environment's folder; $(2): extra pip arguments (constraints).
 # The course with EXTRAS, and jupyter-config/ (nbgrader's Jupyter extensions off): environment.yml
 # installs the same (tests/test_packaging.py). pip byte-compiles every module as it installs
-# (about 50 s here): with --no-compile and PYTHONDONTWRITEBYTECODE=1 (set in this workplace's environment)
-# every process compiled torch's modules again at each import, and a CI run's unit tests ran at
-# about half speed (tried and measured).
+# (about 50 s here): with --no-compile and PYTHONDONTWRITEBYTECODE=1 (set in this workplace's
+# environment) every process compiled torch's modules again at each import, and a CI run's unit
+# tests ran at about half speed (tried and measured).
 EXTRAS := test,instructor
 define install
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "the course needs Python >= 3.11, found " + sys.version.split()[0]'

@@ -9,6 +9,7 @@ import torch
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+CHECKED = "nbval-check-output"  # the tag nbval --nbval-lax compares; always with keep_output
 # `make …` with this test's environment as VENV, silent, never reinstalling it
 MAKE = ["make", "-s", "-o", f"{sys.prefix}/.installed", f"VENV={sys.prefix}"]
 

@@ -24,16 +24,15 @@ import nbformat
 import pytest
 from nbval.plugin import coalesce_streams, get_sanitize_patterns, transform_streams_for_comparison
 
-from conftest import NOTEBOOKS, REPO
+from conftest import CHECKED, NOTEBOOKS, REPO
 
 NAMED = os.environ.get("COURSE_EXECUTED")
 FOLDER = REPO / (NAMED or "build")
 # A figure drawn at a cell's top level, not in a branch (a branch may be GPU-only): the inline
 # backend shows it when the cell ends.
 DRAWS = re.compile(r"^(\w+(, *\w+)* *= *)?(plt\.subplots|plot\.(timing_bars|bars|curves|rate_vs_size))\(", re.M)
-# nbval's settings: the tag it checks in lax mode, its sanitizers (pyproject.toml's addopts),
-# and the output keys it does not compare (nbval 0.11's skip_compare without --nbdime)
-CHECKED = "nbval-check-output"
+# nbval's settings: its sanitizers (pyproject.toml's addopts) and the output keys it does not
+# compare (nbval 0.11's skip_compare without --nbdime)
 SANITIZE = get_sanitize_patterns((REPO / "tests" / "nbval_sanitize.cfg").read_text())
 SKIPPED = {"metadata", "traceback", "prompt_number", "output_type", "name", "execution_count",
            "application/vnd.jupyter.widget-view+json", "image/png", "image/jpeg"}

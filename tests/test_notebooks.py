@@ -11,10 +11,9 @@ import sys
 import nbformat
 import pytest
 
-from conftest import MAKE, NOTEBOOKS, REPO, needs_tool
+from conftest import CHECKED, MAKE, NOTEBOOKS, REPO, needs_tool
 
 SANITIZE = REPO / "tests" / "nbval_sanitize.cfg"  # nbval's format: `regex:` / `replace:` pairs
-CHECKED = "nbval-check-output"  # the tag nbval --nbval-lax compares; always with keep_output
 ids = [p.stem for p in NOTEBOOKS]
 
 
