@@ -44,6 +44,7 @@ with contextlib.redirect_stderr(io.StringIO()):
     from torch.utils import benchmark  # noqa: E402
 
 from course_lib import units
+from course_lib.verdicts import WIDE, Ratio, median_interval, ratio_of  # noqa: F401  bench.Ratio, as notebooks say
 from course_lib.device import cpu_name
 from course_lib.device import label as device_label
 from course_lib.device import sync as synchronize
@@ -123,149 +124,6 @@ class Timing:
         return line + f"{self.runs:>3} runs | {self.device}"
 
 
-WIDE = 1.2  # a range holding 1 whose ends are further apart than this factor is too wide to call "no difference"
-
-
-@dataclass
-class Ratio:
-    """A ratio of two measurements with the range their spreads allow.
-
-    Of two timings measured apart, ``value`` is the ratio of the medians and ``lo``..``hi``
-    the ratio of the quartiles taken the unfavourable and the favourable way round. Of two
-    timed in turns (``rounds`` > 0), ``value`` is the median of the per-round ratios,
-    ``lo``..``hi`` its interval of ``coverage`` (:func:`median_interval`), and ``drift`` how
-    much the machine's speed changed from one round to the next. A range that contains 1 means the two
-    cannot be told apart by these repeats (:attr:`within_noise`); a drift larger than the
-    difference makes it :attr:`inconclusive`; :attr:`clear` is neither.
-    """
-
-    name: str
-    value: float
-    lo: float
-    hi: float
-    more: str = "faster"  # the word for value > 1
-    less: str = "slower"  # the word for value < 1
-    rounds: int = 0  # paired rounds behind value, lo and hi (0: two timings measured apart)
-    coverage: float | None = None  # of the interval lo..hi, when paired
-    drift: float | None = None  # the machine's change of speed from round to round (0.12: 12 %), when paired
-    medians: float | None = None  # the ratio of the two medians, when paired (it can differ from value)
-
-    @property
-    def within_noise(self) -> bool:
-        """True when the range of the ratio contains 1 (no difference beyond the spread)."""
-        return self.lo <= 1.0 <= self.hi
-
-    @property
-    def too_wide(self) -> bool:
-        """True when the range holds 1 but its ends are more than :data:`WIDE` apart: these
-        repeats cannot tell a difference of that size from none."""
-        return self.within_noise and self.hi > WIDE * self.lo
-
-    @property
-    def inconclusive(self) -> bool:
-        """True when the ratio is beyond its spread but the machine's speed changed by more than
-        the difference (the ratio's distance from 1) during the rounds."""
-        return (self.drift is not None and not self.within_noise
-                and self.drift > max(self.value, 1 / self.value) - 1)
-
-    @property
-    def single(self) -> bool:
-        """True when there is no spread to judge by: one run each, or one paired round."""
-        return self.rounds == 1 if self.rounds else self.lo == self.hi
-
-    @property
-    def clear(self) -> bool:
-        """True when the repeats tell the two apart: a spread to judge by, 1 outside the range,
-        and no drift larger than the difference. Verdicts print only then."""
-        return not self.single and not self.within_noise and not self.inconclusive
-
-    @property
-    def decimals(self) -> int:
-        """2, or up to 4 where a difference beyond the spread is so small that 2 would print
-        its range's bound nearest 1 as 1.00 (0.996× (0.993–0.998), not 1.00× (0.99–1.00))."""
-        if self.within_noise or self.lo == self.hi:
-            return 2
-        if self.inconclusive and abs(self.value - 1) < 0.01:  # 1.006× (1.006–1.024), not 1.01× (1.01–1.02)
-            return 3
-        if 0 < self.lo < 0.1:  # far below 1: enough digits that the range does not collapse (0.033, not 0.03)
-            return min(4, 1 + math.ceil(-math.log10(self.lo)))
-        nearest = self.lo if self.value > 1 else self.hi
-        return next((d for d in (2, 3) if f"{nearest:.{d}f}" != f"{1:.{d}f}"), 4)
-
-    @property
-    def phrase(self) -> str:
-        """How a verdict says it: '1.10× faster', or below 1 the inverse, '1.08× slower'; far below 1
-        with the inverse's range, '29.9× slower (27.0–33.3×)'."""
-        d = self.decimals
-        if self.value >= 1:
-            return f"{self.value:.{d}f}× {self.more}"
-        inv = 1 / self.value
-        if self.value >= 0.5 or self.within_noise or self.lo <= 0:
-            return f"{inv:.{d}f}× {self.less}"
-        di = 1 if inv >= 10 else 2
-        return f"{inv:.{di}f}× {self.less} ({1 / self.hi:.{di}f}–{1 / self.lo:.{di}f}×)"
-
-    @property
-    def doubt(self) -> str:
-        """Why the repeats do not tell the two apart, for a verdict's sentence ('' when :attr:`clear`)."""
-        if self.single:
-            return "one run each, no spread to judge it by"
-        if self.within_noise:  # timed in turns: the interval of the paired ratios; apart: the quartiles' range
-            what = "the in-turns interval" if self.rounds else "the repeats' range"
-            if self.too_wide:
-                return f"{what}, {self.lo:.2f}–{self.hi:.2f}×, is too wide to tell"
-            return (f"{what}, {self.lo:.2f}–{self.hi:.2f}×, holds 1: no difference beyond it" if self.rounds
-                    else "no difference beyond the spread of the repeats")
-        if self.inconclusive:
-            return (f"the machine's speed changed by {self.drift:.1%} from one turn to the next, "
-                    f"more than the {max(self.value, 1 / self.value) - 1:.1%} difference")
-        return ""
-
-    @property
-    def statistic(self) -> str:
-        """What the range is: 'the spread of the repeats' or, timed in turns, 'median of 5
-        paired turns, 94 % interval'."""
-        if not self.rounds:
-            return "the spread of the repeats"
-        apart = self.medians is not None and abs(math.log(self.medians / self.value)) > math.log(1.05)
-        drift = f", drift {self.drift:.0%}" if self.drift is not None and self.rounds > 1 else ""
-        return (f"median of {self.rounds} paired turns, {self.coverage:.0%} interval{drift}"
-                + (f"; the two medians' ratio, unpaired, is {self.medians:.{self.decimals}f}×" if apart else ""))
-
-    def __str__(self) -> str:
-        paired = f" ({self.statistic})" if self.rounds else ""
-        if self.single:
-            how = self.doubt
-        elif self.within_noise:
-            none = "a range too wide to tell; more repeats would narrow it" if self.too_wide else "no measurable difference"
-            how = f"within the spread: {none}{paired}" if self.rounds else f"within the spread of the repeats: {none}"
-        elif self.inconclusive:
-            how = f"inconclusive: {self.doubt}{paired}"
-        else:
-            word = self.more if self.value > 1 else self.phrase  # below 1, the inverse too: '0.25× | 4.00× slower'
-            how = f"{word}, beyond the spread" + (paired or " of the repeats")
-        d = self.decimals
-        return f"{self.name}: {self.value:.{d}f}× ({self.lo:.{d}f}–{self.hi:.{d}f}) | {how}"
-
-
-def median_interval(values: Sequence[float], confidence: float = 0.9) -> tuple[float, float, float, float]:
-    """(median, lo, hi, coverage) of `values`: a distribution-free interval for the median.
-
-    lo and hi are the k-th smallest and k-th largest value, k the largest with
-    P(Binomial(n, ½) < k) <= (1 - confidence) / 2, at least 1 (then the minimum and maximum);
-    coverage = 1 - 2·P(Binomial(n, ½) < k) is the chance that the interval holds the median of
-    the distribution the values come from (independent rounds assumed). 5 values: min–max,
-    94 %; 10: 2nd to 9th, 98 %; 3: min–max, 75 %.
-    """
-    xs = sorted(values)
-    n = len(xs)
-    if not n:
-        raise ValueError("median_interval needs at least one value.")
-    tail = lambda k: sum(math.comb(n, i) for i in range(k)) / 2**n  # noqa: E731  P(B < k)
-    k = max([1] + [k for k in range(1, (n + 1) // 2 + 1) if tail(k) <= (1 - confidence) / 2])
-    return statistics.median(xs), xs[k - 1], xs[n - k], 1 - 2 * tail(k)
-
-
 def _paired(a: Timing, b: Timing) -> bool:
     """True when `a` and `b` were timed in the same turns, round by round."""
     return (a.turns_id is not None and a.turns_id == b.turns_id and len(a.samples) == len(b.samples) > 0)
@@ -281,14 +139,6 @@ def _paired_ratio(name: str, ratios: Sequence[float], a: Timing, b: Timing, more
     changes = [abs(s1 / max(s0, 1e-300) - 1) for s0, s1 in zip(speed, speed[1:])]
     return Ratio(name, value, lo, hi, more, less, rounds=len(ratios), coverage=coverage,
                  drift=statistics.median(changes) if changes else 0.0, medians=medians)
-
-
-def ratio_of(name: str, value: float, lo: float, hi: float, *, more: str = "higher",
-             less: str = "lower") -> Ratio:
-    """A :class:`Ratio` from numbers measured some other way (lo <= value <= hi)."""
-    if not lo <= value <= hi:
-        raise ValueError(f"A ratio's range must contain its value, got {value} outside {lo}–{hi}.")
-    return Ratio(name, value, lo, hi, more, less)
 
 
 def speedup(base: Timing, new: Timing, name: str | None = None, *, more: str = "faster",

@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from course_lib import report  # noqa: E402
+from course_lib import device, report  # noqa: E402
 from course_lib.workshop import catalog, cli, cohort
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -220,3 +220,6 @@ def test_check_measures_fp16_on_a_gpu_that_only_emulates_bf16(monkeypatch):
         monkeypatch.setattr(torch.cuda, "get_device_capability", lambda i, c=capability: c)
         assert cohort.dtypes_to_try(torch.device("cuda")) == [dtype]
     assert torch.float32 in cohort.dtypes_to_try(torch.device("cpu"))
+    for flags, tried in (([], [torch.float32]), (["avx512_bf16"], [torch.float32, torch.bfloat16])):
+        monkeypatch.setattr(device, "cpu_16bit_flags", lambda flags=flags: flags)  # bf16 only where native
+        assert cohort.dtypes_to_try(torch.device("cpu")) == tried

@@ -142,3 +142,19 @@ def test_a_lesson_importing_a_later_lesson_is_found(planted):
     g = graph(planted)
     assert wrong_direction(g) == ["course_lib.lessons.nb03 imports the later lesson course_lib.lessons.nb07"]
     assert circles(g) == [["course_lib.lessons.nb03", "course_lib.lessons.nb07", "course_lib.lessons.nb03"]]
+
+
+def listed(doc: str) -> list[str]:
+    """The module names a package map lists: the first word of each line that starts one."""
+    return [m[1] for m in re.finditer(r"^([a-z_0-9]+)\s{2,}\S", doc, re.M)]
+
+
+def test_the_maps_list_every_module_once():
+    import course_lib
+    import course_lib.lessons
+
+    core = sorted(p.stem for p in PKG.glob("*.py") if not p.stem.startswith("_"))
+    lessons = sorted(p.stem for p in (PKG / "lessons").glob("nb*.py"))
+    for doc, modules in ((course_lib.__doc__, core), (course_lib.lessons.__doc__, lessons)):
+        names = listed(doc)
+        assert sorted(names) == modules, f"listed {sorted(names)}, on disk {modules}"  # each once, none missing

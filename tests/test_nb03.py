@@ -11,7 +11,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from course_lib import data, models
+from course_lib import data, models, train, verdicts
 from course_lib.lessons import nb03
 
 
@@ -166,11 +166,16 @@ def test_train_run_fp32_learns_and_reports(images):
 def test_control_runs_are_the_fp32_run_from_nudged_weights(images):
     x, y = images
     batches = data.TensorLoader(x, y, 16)
-    base = nb03.train_run("fp32", tiny_cnn, batches, steps=4, lr=1e-2, device="cpu", seed=3).history.loss
-    curves = nb03.control_runs(tiny_cnn, batches, 2, steps=4, lr=1e-2, device="cpu", seed=3)
+    run = dict(steps=4, lr=1e-2, device="cpu", seed=3)
+    base = nb03.train_run("fp32", tiny_cnn, batches, **run).history.loss
+    controls = nb03.control_runs(tiny_cnn, batches, 2, base=base, **run)
+    curves = [c.history.loss for c in controls]
     assert len(curves) == 2 and all(len(c) == 4 for c in curves)
-    assert all(c != base for c in curves) and curves[0] != curves[1]  # two different smallest changes
+    assert all(c != base for c in curves) and curves[0] != curves[1]  # real, and two different changes
+    assert controls[0].ulps > 0 > controls[1].ulps  # one nudged up, one down (grown where 1 step did nothing)
     assert all(abs(a - b) < 1e-4 for c in curves for a, b in zip(c[:1], base[:1]))  # from the same start
+    again = nb03.train_run("fp32", lambda: verdicts.nudge(tiny_cnn(), controls[1].ulps), batches, **run)
+    assert again.history.loss == curves[1]  # the fp32 run from weights nudged by the steps it reports
 
 
 @pytest.mark.parametrize("shuffle", [False, True])
@@ -307,7 +312,7 @@ def test_compare_losses_judges_a_gap_against_control_runs():
     worse = nb03.compare_losses("fp16", [v + 0.02 for v in base], base, last=4, controls=ctrl)
     assert "higher than fp32, beyond all 2 control runs" in worse and "1 time in 3" in worse
     better = nb03.compare_losses("fp16", [v - 0.5 for v in base], base, last=4, controls=ctrl)
-    assert "lower than fp32, beyond all 2" in better
+    assert "lower than fp32, far beyond all 2" in better and "hint" not in better  # 100× the largest control
     # no control, no verdict: a gap alone cannot say whether rounding would do as much
     alone = nb03.compare_losses("fp16", [v + 0.02 for v in base], base, last=4)
     assert "no verdict" in alone and "beyond" not in alone

@@ -429,42 +429,6 @@ def test_batches_must_be_pairs():
         train.fit(mlp(), data, cpu())
 
 
-def test_nudge_moves_every_weight_by_last_bits_and_nothing_else():
-    torch.manual_seed(0)
-    net = torch.nn.Linear(4, 3)
-    before = [p.detach().clone() for p in net.parameters()]
-    train.nudge(net, 2)
-    for b, p in zip(before, net.parameters()):
-        up1 = torch.nextafter(b, torch.full_like(b, float("inf")))
-        assert torch.equal(p, torch.nextafter(up1, torch.full_like(b, float("inf"))))
-    train.nudge(net, -2)
-    assert all(torch.equal(b, p) for b, p in zip(before, net.parameters()))
-    with pytest.raises(ValueError, match="at least one step"):
-        train.nudge(net, 0)
-    assert train.control_ulps(5) == [1, -1, 2, -2, 3]
-
-
-def test_tail_gap_and_its_verdict_against_controls():
-    base = [3.0, 2.0, 1.0, 1.0]
-    assert train.tail_gap(base, [3.0, 2.0, 1.1, 1.3], last=2) == pytest.approx(0.2)
-    assert train.tail_gap(base, [9.0], last=5) == pytest.approx(8.0)  # the shorter curve's records
-    with pytest.raises(ValueError, match="at least one record"):
-        train.tail_gap([], base, last=3)
-    assert "no measurable difference" in train.gap_verdict(0.05, [0.01, -0.06], "fp32")
-    far = train.gap_verdict(-0.07, [0.01, -0.06, 0.02], "fp32")
-    assert "lower than fp32, beyond all 3 control runs" in far and "1 time in 4" in far
-    with pytest.raises(ValueError, match="at least one control"):
-        train.gap_verdict(0.1, [], "fp32")
-
-
-def test_a_gap_beyond_few_controls_is_called_a_hint():
-    few = train.gap_verdict(0.09, [0.01, -0.01, 0.005], "fp32")
-    assert "9.0× the largest control's gap: 0.0900 against 0.0100" in few and "a hint, not a proof" in few
-    many = train.gap_verdict(0.09, [0.01] * 9, "fp32")
-    assert "1 time in 10" in many and "hint" not in many
-    assert "the controls moved by less than 0.0001" in train.gap_verdict(0.0156, [4e-8], "one batch")
-
-
 @pytest.mark.parametrize("stop", [False, True])
 def test_stop_on_nan_ends_a_run_at_its_first_nan_loss(stop):
     torch.manual_seed(0)

@@ -13,4 +13,6 @@ nb07  attention: SDPA's kernels named and timed, the sweep over lengths, the toy
 nb08  Transformer training: the exercise checks (FLOPs per token, accumulation steps)
 nb09  memory: the exercise checks (AdamW's state, bytes saved for backward)
 nb10  compile and profile: the exercise checks (arithmetic intensity, a loop without syncs)
+nb11  model parallelism: the model every script splits, pipeline schedules and their bubble
+nb12  inside the kernel: the online softmax and FlashAttention's tiles in plain PyTorch, Triton
 """

@@ -29,7 +29,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from course_lib import check, memory, train
+from course_lib import check, memory, train, verdicts
 from course_lib.bench import timing_of
 from course_lib.data import TensorLoader
 from course_lib.device import tf32
@@ -568,12 +568,13 @@ def train_run(name: str, make_model: ModelFn, batches: TensorLoader, *, steps: i
                      device_label(device))
 
 
-def control_runs(make_model: ModelFn, batches: TensorLoader, k: int, **run: object) -> list[list[float]]:
-    """The loss records of `k` fp32 runs of :func:`train_run` (keywords `run`), each with its
-    starting weights nudged by a last bit or two (:func:`train.nudge`, :func:`train.control_ulps`):
-    how far rounding alone moves this training run."""
-    return [train_run("fp32", lambda u=u: train.nudge(make_model(), u), batches, **run).history.loss
-            for u in train.control_ulps(k)]
+def control_runs(make_model: ModelFn, batches: TensorLoader, k: int, base: Sequence[float],
+                 **run: object) -> list[verdicts.Control]:
+    """`k` fp32 runs of :func:`train_run` (keywords `run`) whose loss records are `base`, each
+    from starting weights nudged by a last bit or two (:func:`verdicts.control_runs`, which makes a
+    nudge larger when rounding absorbed it): how far rounding alone moves this training run."""
+    return verdicts.control_runs(
+        lambda u: train_run("fp32", lambda: verdicts.nudge(make_model(), u), batches, **run).history, base, k)
 
 
 LEARNED_BELOW = 0.9  # a baseline has learned when its late losses average under 0.9 × chance's loss
@@ -586,10 +587,10 @@ def compare_losses(name: str, losses: Sequence[float], base: Sequence[float], ba
     in the same order.
 
     NaN/inf anywhere is a failure (named with its step). Otherwise the gap: the mean per-record
-    difference over the last `last` records (:func:`train.tail_gap`), against the gaps of the
+    difference over the last `last` records (:func:`verdicts.tail_gap`), against the gaps of the
     `controls`: the baseline run again with its starting weights nudged by a last bit
-    (:func:`train.nudge`), which measures how far rounding alone moves this run
-    (:func:`train.gap_verdict`). Consecutive steps of one run are not independent samples, so
+    (:func:`verdicts.nudge`), which measures how far rounding alone moves this run
+    (:func:`verdicts.gap_verdict`). Consecutive steps of one run are not independent samples, so
     no standard error of them is used. `chance`: the loss of a uniform guess (ln(classes)); a
     baseline whose last losses average above LEARNED_BELOW × chance has not learned yet, and
     two runs near chance say nothing about a format's effect on training: the line then gives
@@ -600,7 +601,7 @@ def compare_losses(name: str, losses: Sequence[float], base: Sequence[float], ba
         return f"{name}: loss NaN/inf from step {bad} on: training failed"
     k = max(1, min(last, len(losses), len(base)))
     mine, ref = sum(list(losses)[-k:]) / k, sum(list(base)[-k:]) / k
-    gap = train.tail_gap(base, losses, k)
+    gap = verdicts.tail_gap(base, losses, k)
     head = (f"{name} vs {base_name}, mean loss of the last {k} records (same batches): "
             f"{mine:.4f} vs {ref:.4f} (gap {gap:+.4f})")
     if chance is not None and ref >= LEARNED_BELOW * chance:
@@ -608,7 +609,7 @@ def compare_losses(name: str, losses: Sequence[float], base: Sequence[float], ba
                 f"{LEARNED_BELOW:g}× that): no verdict on training from these runs")
     if not controls:
         return f"{head} | no control run to say how far rounding alone moves this run: no verdict"
-    return f"{head} | " + train.gap_verdict(gap, [train.tail_gap(base, c, k) for c in controls], base_name)
+    return f"{head} | " + verdicts.gap_verdict(gap, [verdicts.tail_gap(base, c, k) for c in controls], base_name)
 
 
 def damage_figure(rows: Sequence[ScaleRow], title: str = ""):

@@ -1,0 +1,321 @@
+"""Verdicts: a measured effect against its spread, and a training run against its controls.
+
+One home for the sentences a notebook prints about a comparison:
+
+    speed = bench.speedup(eager, compiled)          # a Ratio: value, interval, drift
+    print(speed.verdict("compiling the step", on=DEVICE))
+    # verdict: compiling the step on cpu: 1.32× faster, beyond the spread [1.32× (1.21–1.40); ...]
+
+:class:`Ratio` holds a ratio of two measurements with the range their spreads allow
+(:func:`bench.speedup`, :func:`bench.rate_ratio` build it from timings; :func:`ratio_of` from
+other numbers) and words it in one place, :meth:`Ratio.verdict`, graded by the effect's size:
+no verdict (no spread), no measurable difference, too wide to tell, inconclusive (the machine
+drifted more than the difference), a small difference, a difference, a large one.
+
+Two training runs on the same batches are compared by the gap of their loss curves
+(:func:`tail_gap`) against **control runs**: the baseline again from starting weights nudged by
+a last bit (:func:`nudge`, :func:`control_runs`), which measure how far rounding alone moves
+the run (:func:`gap_verdict`).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Iterable, NamedTuple, Sequence
+
+import torch
+import torch.nn as nn
+
+if TYPE_CHECKING:
+    from course_lib.train import History
+
+WIDE = 1.2  # a range holding 1 whose ends are further apart than this factor is too wide to call "no difference"
+SMALL = 1.05  # beyond the spread, a ratio nearer 1 than this is "a small difference"
+LARGE = 1.5  # beyond the spread, an interval whose end nearest 1 is this far from it is "far beyond"
+
+
+@dataclass
+class Ratio:
+    """A ratio of two measurements with the range their spreads allow.
+
+    Of two timings measured apart, ``value`` is the ratio of the medians and ``lo``..``hi``
+    the ratio of the quartiles taken the unfavourable and the favourable way round. Of two
+    timed in turns (``rounds`` > 0), ``value`` is the median of the per-round ratios,
+    ``lo``..``hi`` its interval of ``coverage`` (:func:`median_interval`), and ``drift`` how
+    much the machine's speed changed from one round to the next. A range that contains 1 means the two
+    cannot be told apart by these repeats (:attr:`within_noise`); a drift larger than the
+    difference makes it :attr:`inconclusive`; :attr:`clear` is neither.
+    """
+
+    name: str
+    value: float
+    lo: float
+    hi: float
+    more: str = "faster"  # the word for value > 1
+    less: str = "slower"  # the word for value < 1
+    rounds: int = 0  # paired rounds behind value, lo and hi (0: two timings measured apart)
+    coverage: float | None = None  # of the interval lo..hi, when paired
+    drift: float | None = None  # the machine's change of speed from round to round (0.12: 12 %), when paired
+    medians: float | None = None  # the ratio of the two medians, when paired (it can differ from value)
+
+    @property
+    def within_noise(self) -> bool:
+        """True when the range of the ratio contains 1 (no difference beyond the spread)."""
+        return self.lo <= 1.0 <= self.hi
+
+    @property
+    def too_wide(self) -> bool:
+        """True when the range holds 1 but its ends are more than :data:`WIDE` apart: these
+        repeats cannot tell a difference of that size from none."""
+        return self.within_noise and self.hi > WIDE * self.lo
+
+    @property
+    def inconclusive(self) -> bool:
+        """True when the ratio is beyond its spread but the machine's speed changed by more than
+        the difference (the ratio's distance from 1) during the rounds."""
+        return (self.drift is not None and not self.within_noise
+                and self.drift > max(self.value, 1 / self.value) - 1)
+
+    @property
+    def single(self) -> bool:
+        """True when there is no spread to judge by: one run each, or one paired round."""
+        return self.rounds == 1 if self.rounds else self.lo == self.hi
+
+    @property
+    def clear(self) -> bool:
+        """True when the repeats tell the two apart: a spread to judge by, 1 outside the range,
+        and no drift larger than the difference. Verdicts print only then."""
+        return not self.single and not self.within_noise and not self.inconclusive
+
+    @property
+    def decimals(self) -> int:
+        """2, or up to 4 where a difference beyond the spread is so small that 2 would print
+        its range's bound nearest 1 as 1.00 (0.996× (0.993–0.998), not 1.00× (0.99–1.00))."""
+        if self.within_noise or self.lo == self.hi:
+            return 2
+        if self.inconclusive and abs(self.value - 1) < 0.01:  # 1.006× (1.006–1.024), not 1.01× (1.01–1.02)
+            return 3
+        if 0 < self.lo < 0.1:  # far below 1: enough digits that the range does not collapse (0.033, not 0.03)
+            return min(4, 1 + math.ceil(-math.log10(self.lo)))
+        nearest = self.lo if self.value > 1 else self.hi
+        return next((d for d in (2, 3) if f"{nearest:.{d}f}" != f"{1:.{d}f}"), 4)
+
+    @property
+    def phrase(self) -> str:
+        """How a verdict says it: '1.10× faster', or below 1 the inverse, '1.08× slower'; far below 1
+        with the inverse's range, '29.9× slower (27.0–33.3×)'."""
+        d = self.decimals
+        if self.value >= 1:
+            return f"{self.value:.{d}f}× {self.more}"
+        inv = 1 / self.value
+        if self.value >= 0.5 or self.within_noise or self.lo <= 0:
+            return f"{inv:.{d}f}× {self.less}"
+        di = 1 if inv >= 10 else 2
+        return f"{inv:.{di}f}× {self.less} ({1 / self.hi:.{di}f}–{1 / self.lo:.{di}f}×)"
+
+    @property
+    def doubt(self) -> str:
+        """Why the repeats do not tell the two apart, for a verdict's sentence ('' when :attr:`clear`)."""
+        if self.single:
+            return "one run each, no spread to judge it by"
+        if self.within_noise:  # timed in turns: the interval of the paired ratios; apart: the quartiles' range
+            what = "the in-turns interval" if self.rounds else "the repeats' range"
+            if self.too_wide:
+                return f"{what}, {self.lo:.2f}–{self.hi:.2f}×, is too wide to tell"
+            return (f"{what}, {self.lo:.2f}–{self.hi:.2f}×, holds 1: no difference beyond it" if self.rounds
+                    else "no difference beyond the spread of the repeats")
+        if self.inconclusive:
+            return (f"the machine's speed changed by {self.drift:.1%} from one turn to the next, "
+                    f"more than the {max(self.value, 1 / self.value) - 1:.1%} difference")
+        return ""
+
+    @property
+    def statistic(self) -> str:
+        """What the range is: 'the spread of the repeats' or, timed in turns, 'median of 5
+        paired turns, 94 % interval'."""
+        if not self.rounds:
+            return "the spread of the repeats"
+        apart = self.medians is not None and abs(math.log(self.medians / self.value)) > math.log(1.05)
+        drift = f", drift {self.drift:.0%}" if self.drift is not None and self.rounds > 1 else ""
+        return (f"median of {self.rounds} paired turns, {self.coverage:.0%} interval{drift}"
+                + (f"; the two medians' ratio, unpaired, is {self.medians:.{self.decimals}f}×" if apart else ""))
+
+    @property
+    def grade(self) -> str:
+        """The verdict's word for this ratio: 'no verdict' (no spread), 'too wide', 'no difference',
+        'inconclusive', or, beyond the spread, 'small' (under 5 %), 'large' (even the interval's
+        end nearest 1 is 1.5× or more away from it) or 'clear'."""
+        if self.single:
+            return "no verdict"
+        if self.too_wide:
+            return "too wide"
+        if self.within_noise:
+            return "no difference"
+        if self.inconclusive:
+            return "inconclusive"
+        near = self.lo if self.value > 1 else 1 / self.hi  # the end of the interval nearest 1, as a factor
+        if max(self.value, 1 / self.value) < SMALL:
+            return "small"
+        return "large" if near >= LARGE else "clear"
+
+    def verdict(self, what: str = "", on: str = "") -> str:
+        """The one sentence a notebook prints about this comparison, graded by :attr:`grade`:
+        'verdict: compiling the step on cpu: 1.32× faster, beyond the spread [1.32× (1.21–1.40),
+        median of 5 paired turns, 94 % interval, drift 2 %]'. `what` names the change (default:
+        the ratio's name), `on` the device."""
+        subject = (what or self.name) + (f" on {on}" if on else "")
+        d = self.decimals
+        numbers = f"{self.value:.{d}f}× ({self.lo:.{d}f}–{self.hi:.{d}f}), {self.statistic}"
+        body = {
+            "no verdict": f"no verdict: {self.doubt}",
+            "too wide": f"cannot tell: {self.doubt}; more repeats would narrow it",
+            "no difference": "no measurable difference",
+            "inconclusive": f"inconclusive: {self.doubt}",
+            "small": f"{self.phrase}: a small difference, though beyond the spread",
+            "clear": f"{self.phrase}, beyond the spread",
+            "large": f"{self.phrase}, far beyond the spread",
+        }[self.grade]
+        return f"verdict: {subject}: {body} [{numbers}]"
+
+    def __str__(self) -> str:
+        paired = f" ({self.statistic})" if self.rounds else ""
+        if self.single:
+            how = self.doubt
+        elif self.within_noise:
+            none = "a range too wide to tell; more repeats would narrow it" if self.too_wide else "no measurable difference"
+            how = f"within the spread: {none}{paired}" if self.rounds else f"within the spread of the repeats: {none}"
+        elif self.inconclusive:
+            how = f"inconclusive: {self.doubt}{paired}"
+        else:
+            word = self.more if self.value > 1 else self.phrase  # below 1, the inverse too: '0.25× | 4.00× slower'
+            how = f"{word}, beyond the spread" + (paired or " of the repeats")
+        d = self.decimals
+        return f"{self.name}: {self.value:.{d}f}× ({self.lo:.{d}f}–{self.hi:.{d}f}) | {how}"
+
+
+def median_interval(values: Sequence[float], confidence: float = 0.9) -> tuple[float, float, float, float]:
+    """(median, lo, hi, coverage) of `values`: a distribution-free interval for the median.
+
+    lo and hi are the k-th smallest and k-th largest value, k the largest with
+    P(Binomial(n, ½) < k) <= (1 - confidence) / 2, at least 1 (then the minimum and maximum);
+    coverage = 1 - 2·P(Binomial(n, ½) < k) is the chance that the interval holds the median of
+    the distribution the values come from (independent rounds assumed). 5 values: min–max,
+    94 %; 10: 2nd to 9th, 98 %; 3: min–max, 75 %.
+    """
+    xs = sorted(values)
+    n = len(xs)
+    if not n:
+        raise ValueError("median_interval needs at least one value.")
+    tail = lambda k: sum(math.comb(n, i) for i in range(k)) / 2**n  # noqa: E731  P(B < k)
+    k = max([1] + [k for k in range(1, (n + 1) // 2 + 1) if tail(k) <= (1 - confidence) / 2])
+    return statistics.median(xs), xs[k - 1], xs[n - k], 1 - 2 * tail(k)
+
+
+def ratio_of(name: str, value: float, lo: float, hi: float, *, more: str = "higher",
+             less: str = "lower") -> Ratio:
+    """A :class:`Ratio` from numbers measured some other way (lo <= value <= hi)."""
+    if not lo <= value <= hi:
+        raise ValueError(f"A ratio's range must contain its value, got {value} outside {lo}–{hi}.")
+    return Ratio(name, value, lo, hi, more, less)
+
+
+
+# ---- two training runs on the same batches: how far apart they end, against rounding alone ------
+
+
+def nudge(model: nn.Module, ulps: int = 1) -> nn.Module:
+    """Move every parameter of `model` by `ulps` representable steps (up if positive, down if
+    negative; ``torch.nextafter``), nothing else changed: the smallest change a run can start
+    from. Returns `model`."""
+    if ulps == 0:
+        raise ValueError("nudge by at least one step (ulps = 1, -1, 2, ...): 0 changes nothing.")
+    with torch.no_grad():
+        for p in model.parameters():
+            toward = torch.full_like(p, math.inf if ulps > 0 else -math.inf)
+            for _ in range(abs(ulps)):
+                p.copy_(torch.nextafter(p, toward))
+    return model
+
+
+def control_ulps(k: int) -> list[int]:
+    """The nudges of `k` control runs, each a different smallest change: +1, -1, +2, -2, ... steps."""
+    return [(i // 2 + 1) * (1 if i % 2 == 0 else -1) for i in range(k)]
+
+
+class Control(NamedTuple):
+    """A control run: the baseline trained again from starting weights nudged by `ulps` steps."""
+
+    ulps: int
+    history: History
+
+
+CONTROL_GROWTH = 4  # a nudge that changed no loss record is made this many times larger ...
+CONTROL_MOST = 4**5  # ... up to this many steps (a relative change of about 1e-4 in float32)
+
+
+def control_runs(run: Callable[[int], History], base: Sequence[float], k: int) -> list[Control]:
+    """`k` control runs of a training run whose loss records are `base`: ``run(ulps)`` trains it
+    again, the same batches in the same order, with every starting weight nudged by `ulps`
+    steps (:func:`nudge`), for the nudges of :func:`control_ulps`.
+
+    A control whose loss records come out bit-identical to `base` is no control: rounding
+    absorbed the nudge (seen with one step at torch 2.6 on one thread, where AdamW's first update
+    is nearly the sign of the gradient). Its nudge is then made CONTROL_GROWTH times larger until
+    the records differ; a run that still matches `base` at CONTROL_MOST steps raises, since its
+    losses do not depend on its starting weights. The nudges stay distinct (1·4^a ≠ 2·4^b)."""
+    base = list(base)
+    controls = []
+    for ulps in control_ulps(k):
+        while True:
+            history = run(ulps)
+            if list(history.loss) != base:
+                break
+            if abs(ulps) * CONTROL_GROWTH > CONTROL_MOST:
+                raise ValueError(f"a control run nudged by {ulps:+d} steps gave the baseline's loss records "
+                                 "exactly: its losses do not depend on its starting weights, so no control can "
+                                 "measure what rounding does (is the learning rate 0?).")
+            ulps *= CONTROL_GROWTH
+        controls.append(Control(ulps, history))
+    return controls
+
+
+def tail_gap(base: Iterable[float], other: Iterable[float], last: int) -> float:
+    """Mean of other - base over the last `last` records of two loss curves taken on the same
+    batches in the same order (a paired difference: each record of one run against the same
+    record of the other)."""
+    a, b = list(base), list(other)
+    n = min(last, len(a), len(b))
+    if n < 1:
+        raise ValueError("tail_gap needs at least one record in each curve.")
+    return sum(y - x for x, y in zip(a[-n:], b[-n:])) / n
+
+
+FAR_BEYOND = 5.0  # a gap this many times the largest control's is a difference, whatever k
+
+
+def gap_verdict(gap: float, controls: Iterable[float], base_name: str) -> str:
+    """How a run's gap from the baseline (:func:`tail_gap`) compares with the gaps of control runs:
+    the baseline again, its starting weights nudged by a last bit or two (:func:`nudge`), which
+    measures how far rounding alone moves this training run. Graded by the gap's size: within
+    the largest control's gap, no measurable difference; beyond it, if the run were just another
+    rounding change, that would happen 1 time in k + 1 (the k + 1 gaps are then alike, and any of
+    them is the largest), so with few controls a gap just beyond them is a hint; one FAR_BEYOND
+    times the largest control's gap or more is a difference that rounding does not make."""
+    gaps = [abs(c) for c in controls]
+    if not gaps:
+        raise ValueError("gap_verdict needs at least one control run to compare against.")
+    k, largest = len(gaps), max(gaps)
+    runs = f"{k} control run{'s' * (k > 1)}"
+    if abs(gap) <= largest:
+        return (f"within what rounding alone does ({runs}, the {base_name} run with its starting weights "
+                f"nudged by a few last bits, ended up to {largest:.4f} from it): no measurable difference")
+    way = "higher" if gap > 0 else "lower"
+    if largest < 5e-5 or abs(gap) >= FAR_BEYOND * largest:
+        times = (f"the controls moved by less than 0.0001, {largest:.1g}" if largest < 5e-5 else
+                 f"{abs(gap) / largest:.1f}× the largest control's gap: {abs(gap):#.3g} against {largest:#.3g}")
+        return f"{way} than {base_name}, far beyond all {runs} ({times}): a difference rounding does not make"
+    return (f"{way} than {base_name}, beyond all {runs} ({abs(gap) / largest:.1f}× the largest control's gap: "
+            f"{abs(gap):#.3g} against {largest:#.3g}); rounding alone would land beyond them 1 time in {k + 1}"
+            + (", so read it as a hint, not a proof" if k + 1 < 10 else ""))

@@ -1,0 +1,93 @@
+"""verdicts: a ratio's sentence graded by its size, and runs against their control runs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from course_lib import train, verdicts
+from course_lib.verdicts import Ratio, ratio_of
+
+
+def test_a_verdict_is_graded_by_the_effect_against_its_spread():
+    paired = dict(rounds=5, coverage=0.9375, drift=0.01)
+    cases = {  # value, lo, hi -> grade
+        (1.02, 1.01, 1.03): "small", (1.30, 1.21, 1.40): "clear", (3.0, 2.6, 3.3): "large",
+        (0.25, 0.22, 0.30): "large", (1.01, 0.97, 1.04): "no difference", (1.1, 0.8, 1.4): "too wide",
+    }
+    for (v, lo, hi), grade in cases.items():
+        assert Ratio("x", v, lo, hi, **paired).grade == grade
+    assert Ratio("x", 1.02, 1.01, 1.03, rounds=5, coverage=0.94, drift=0.3).grade == "inconclusive"
+    assert Ratio("x", 1.3, 1.3, 1.3, rounds=1, coverage=0.0, drift=0.0).grade == "no verdict"
+
+
+def test_a_verdict_sentence_names_what_changed_where_with_its_numbers():
+    r = Ratio("compiled vs eager", 1.30, 1.21, 1.40, rounds=5, coverage=0.9375, drift=0.02)
+    line = r.verdict("compiling the step", on="cpu")
+    assert line.startswith("verdict: compiling the step on cpu: 1.30× faster, beyond the spread [")
+    assert "1.21–1.40" in line and "5 paired turns" in line
+    slow = Ratio("x", 0.25, 0.22, 0.30, rounds=5, coverage=0.9375, drift=0.01).verdict()
+    assert slow.startswith("verdict: x: 4.00× slower (3.33–4.55×), far beyond the spread [0.25×")
+    same = ratio_of("y", 1.0, 0.98, 1.03).verdict()
+    assert "no measurable difference" in same and "beyond" not in same
+    small = Ratio("z", 1.02, 1.01, 1.03, rounds=5, coverage=0.9375, drift=0.005).verdict()
+    assert "a small difference, though beyond the spread" in small
+
+
+def test_nudge_moves_every_weight_by_last_bits_and_nothing_else():
+    torch.manual_seed(0)
+    net = torch.nn.Linear(4, 3)
+    before = [p.detach().clone() for p in net.parameters()]
+    verdicts.nudge(net, 2)
+    for b, p in zip(before, net.parameters()):
+        up1 = torch.nextafter(b, torch.full_like(b, float("inf")))
+        assert torch.equal(p, torch.nextafter(up1, torch.full_like(b, float("inf"))))
+    verdicts.nudge(net, -2)
+    assert all(torch.equal(b, p) for b, p in zip(before, net.parameters()))
+    with pytest.raises(ValueError, match="at least one step"):
+        verdicts.nudge(net, 0)
+    assert verdicts.control_ulps(5) == [1, -1, 2, -2, 3]
+
+
+def test_a_control_that_rounding_absorbed_is_nudged_further():
+    base = [2.0, 1.5, 1.2]
+    tried = []
+
+    def run(ulps: int) -> train.History:  # a run whose records move only once a nudge reaches 4 steps
+        tried.append(ulps)
+        return train.History(loss=base if abs(ulps) < 4 else [v + ulps * 1e-7 for v in base])
+
+    controls = verdicts.control_runs(run, base, 3)
+    assert [c.ulps for c in controls] == [4, -4, 8] and tried == [1, 4, -1, -4, 2, 8]
+    assert all(c.history.loss != base for c in controls)
+    with pytest.raises(ValueError, match="do not depend on its starting weights"):
+        verdicts.control_runs(lambda u: train.History(loss=list(base)), base, 1)
+
+
+def test_tail_gap_and_its_verdict_against_controls():
+    base = [3.0, 2.0, 1.0, 1.0]
+    assert verdicts.tail_gap(base, [3.0, 2.0, 1.1, 1.3], last=2) == pytest.approx(0.2)
+    assert verdicts.tail_gap(base, [9.0], last=5) == pytest.approx(8.0)  # the shorter curve's records
+    with pytest.raises(ValueError, match="at least one record"):
+        verdicts.tail_gap([], base, last=3)
+    assert "no measurable difference" in verdicts.gap_verdict(0.05, [0.01, -0.06], "fp32")
+    far = verdicts.gap_verdict(-0.07, [0.01, -0.06, 0.02], "fp32")
+    assert "lower than fp32, beyond all 3 control runs" in far and "1 time in 4" in far
+    with pytest.raises(ValueError, match="at least one control"):
+        verdicts.gap_verdict(0.1, [], "fp32")
+
+
+def test_a_gap_beyond_few_controls_is_called_a_hint():
+    few = verdicts.gap_verdict(0.03, [0.01, -0.01, 0.005], "fp32")
+    assert "3.0× the largest control's gap: 0.0300 against 0.0100" in few and "a hint, not a proof" in few
+    many = verdicts.gap_verdict(0.03, [0.01] * 9, "fp32")
+    assert "1 time in 10" in many and "hint" not in many
+
+
+def test_a_gap_far_beyond_the_controls_is_a_difference_whatever_their_number():
+    far = verdicts.gap_verdict(0.09, [0.01, -0.01, 0.005], "fp32")  # 9× the largest control's gap
+    assert "far beyond all 3 control runs (9.0× the largest" in far and "hint" not in far
+    just = verdicts.gap_verdict(0.0499, [0.01, -0.01, 0.005], "fp32")  # under FAR_BEYOND: a hint
+    assert "far" not in just and "hint" in just
+    tiny = verdicts.gap_verdict(0.0156, [4e-8], "one batch")
+    assert "the controls moved by less than 0.0001" in tiny and "far beyond" in tiny
