@@ -10,6 +10,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from course_lib import attention as A
 from course_lib import roofline
 
+pytestmark = pytest.mark.versioned  # SDPA: make test-oldest runs it
+
 matplotlib.use("Agg")
 
 # the agreement asked in each format (A.agreement): float64 to rounding, float32 to 1e-5 + 1e-4,

@@ -15,6 +15,8 @@ from course_lib.checkpoint import CheckpointError
 from course_lib.data import make_loader
 from course_lib.train import TrainConfig
 
+pytestmark = pytest.mark.versioned  # torch.save/torch.load (weights_only): make test-oldest runs it
+
 
 def mlp(seed: int = 0, classes: int = 3) -> nn.Module:
     torch.manual_seed(seed)

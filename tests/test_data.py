@@ -14,6 +14,8 @@ from torchvision import transforms as T
 
 from course_lib import data
 
+pytestmark = pytest.mark.versioned  # torchvision's datasets: make test-oldest runs it
+
 # ---- procedural shapes ----------------------------------------------------------------
 
 

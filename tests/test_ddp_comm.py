@@ -13,6 +13,8 @@ from conftest import REPO
 from course_lib import launcher
 from course_lib.lessons import nb06
 
+pytestmark = pytest.mark.versioned  # DDP's buckets, hooks and no_sync: make test-oldest runs it
+
 SMALL = dict(width=64, layers=3, batch=8, k=2, iters=2, repeats=2)
 TINY_CAP_MB = 0.01  # 10 KiB: below one 64×64 weight (16 KiB), above a bias (256 B)
 

@@ -3,6 +3,8 @@ import torch
 
 from course_lib import device
 
+pytestmark = pytest.mark.versioned  # TF32 and backend flags: make test-oldest runs it
+
 
 def test_pick_defaults_to_what_exists():
     expected = "cuda" if torch.cuda.is_available() else "cpu"

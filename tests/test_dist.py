@@ -13,6 +13,8 @@ from conftest import NOTEBOOKS, REPO
 from course_lib import checkpoint, data, launcher, ranks
 from course_lib.lessons import nb06
 
+pytestmark = pytest.mark.versioned  # torch.distributed, FSDP2, DTensor, pipelining: make test-oldest runs it
+
 SMALL = dict(images=256, res=8, hidden=32, batch=16, epochs=2, lr=0.05)
 
 

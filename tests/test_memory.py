@@ -9,6 +9,8 @@ from torch import nn
 
 from course_lib import memory
 
+pytestmark = pytest.mark.versioned  # the profiler's memory events, activation checkpointing: make test-oldest runs it
+
 MiB = 2**20
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 

@@ -8,6 +8,8 @@ import torch.nn as nn
 
 from course_lib import models
 
+pytestmark = pytest.mark.versioned  # torchvision's models: make test-oldest runs it
+
 
 @pytest.mark.parametrize("resolution", [8, 32, 45])
 def test_small_cnn_gives_logits_at_any_resolution(resolution):

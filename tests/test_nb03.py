@@ -14,6 +14,8 @@ import torch.nn.functional as F
 from course_lib import data, models, train, verdicts
 from course_lib.lessons import nb03
 
+pytestmark = pytest.mark.versioned  # AMP and float rounding: make test-oldest runs it
+
 
 def tiny_cnn() -> nn.Module:
     return models.SmallCNN(num_classes=6, width=4, resolution=8)

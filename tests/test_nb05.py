@@ -13,6 +13,8 @@ import torch.nn.functional as F
 from course_lib import models
 from course_lib.lessons import nb05
 
+pytestmark = pytest.mark.versioned  # DataParallel: make test-oldest runs it
+
 
 def _batch(n: int, res: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.randn(n, 3, res, res), torch.randint(0, 6, (n,))

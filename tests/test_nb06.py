@@ -15,6 +15,8 @@ from conftest import REPO
 from course_lib import launcher
 from course_lib.lessons import nb06
 
+pytestmark = pytest.mark.versioned  # DDP and FSDP2 (fully_shard): make test-oldest runs it
+
 
 def rows_on(rank: int, dim0: int, world: int) -> int:
     """Rows of a dim-0 split (torch.chunk) that `rank` holds: ceil(dim0 / W) each, the rest last."""

@@ -13,6 +13,8 @@ from course_lib import bench
 from course_lib.lessons import nb07
 from test_attention import qkv  # the same inputs as the core tests
 
+pytestmark = pytest.mark.versioned  # SDPA's kernels: make test-oldest runs it
+
 matplotlib.use("Agg")
 
 

@@ -6,6 +6,8 @@ import torch
 from course_lib.bench import Ratio
 from course_lib.lessons import nb08
 
+pytestmark = pytest.mark.versioned  # the GPT under AMP and torch.compile: make test-oldest runs it
+
 
 def test_gpt_forward_flops_exercise_accepts_the_formula_and_refuses_training_and_2n_alone(capsys):
     nb08.check_gpt_forward_flops_per_token(lambda n, layers, t, c: 2 * n + 4 * layers * t * c)

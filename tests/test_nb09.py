@@ -6,6 +6,8 @@ import torch
 from course_lib.lessons import nb09
 from course_lib.memory import MemoryEstimate
 
+pytestmark = pytest.mark.versioned  # activation checkpointing, saved tensors: make test-oldest runs it
+
 
 def test_adamw_state_bytes_exercise():
     nb09.check_adamw_state_bytes(lambda m: sum(2 * p.nbytes + 4 for p in m.parameters() if p.requires_grad))

@@ -6,6 +6,8 @@ import torch.nn.functional as F
 
 from course_lib.lessons import nb10
 
+pytestmark = pytest.mark.versioned  # torch.compile: make test-oldest runs it
+
 
 def test_arithmetic_intensity_exercise():
     add = lambda n: n / (12 * n)  # noqa: E731

@@ -11,6 +11,8 @@ from conftest import REPO
 from course_lib import launcher
 from course_lib.lessons import nb11
 
+pytestmark = pytest.mark.versioned  # torch.distributed.pipelining: make test-oldest runs it
+
 NB11 = REPO / "notebooks" / "11_model_parallel.ipynb"
 SMALL = dict(width=32, layers=4, batch=16, repeats=2, seed=3)
 

@@ -9,6 +9,8 @@ import torch
 from course_lib import launcher
 from course_lib.lessons import nb06, nb11
 
+pytestmark = pytest.mark.versioned  # DTensor's 2D mesh: make test-oldest runs it
+
 TINY = nb11.Shape("tiny", dim=64, layers=8, heads=8, context=32, vocab=1024)  # every cut divides evenly
 
 

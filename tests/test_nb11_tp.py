@@ -12,6 +12,8 @@ import pytest
 from conftest import REPO
 from course_lib import launcher
 
+pytestmark = pytest.mark.versioned  # DTensor tensor parallelism: make test-oldest runs it
+
 SMALL = dict(width=32, heads=8, batch=2, seq=8, repeats=2)  # hs = 4; 4 or 2 heads per rank
 SCRIPT = REPO / "scripts" / "tensor_parallel.py"
 MLP_PARAMS = {"w1", "b1", "w2", "b2"}

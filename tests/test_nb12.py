@@ -18,6 +18,8 @@ import torch.nn.functional as F
 from course_lib import memory
 from course_lib.lessons import nb12
 
+pytestmark = pytest.mark.versioned  # Triton and SDPA: make test-oldest runs it
+
 
 def test_the_docstring_examples_hold():
     assert doctest.testmod(nb12).failed == 0

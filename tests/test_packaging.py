@@ -87,9 +87,21 @@ def test_make_test_is_its_two_halves_and_the_oldest_end_runs_both():
         recipes[target.strip()] = [ln.strip() for ln in body.splitlines() if ln.startswith("\t")]
     assert recipes["test"] == recipes["test-units"] + recipes["test-notebooks"]
     assert recipes["test"] == ["$(call units,$(VENV))", "$(call notebooks,$(VENV))"]
-    assert recipes["test-oldest"] == ["$(call units,$(OLDEST), and not extremes and not printed)",
+    assert recipes["test-oldest"] == ["$(call units,$(OLDEST), and versioned and not extremes and not printed)",
                                       "$(call notebooks,$(OLDEST))"]
 
 
 def test_console_script_points_at_the_cli():
     assert PYPROJECT["project"]["scripts"]["course"] == "course_lib.workshop.cli:main"
+
+
+def test_the_oldest_end_tests_every_version_dependent_api():
+    """make test-oldest runs only the unit tests marked `versioned`: at least those of the APIs
+    that change across the torch range (the lead's list), marked module by module."""
+    must = {"distributed": "dist", "DDP": "ddp_comm", "FSDP2": "nb06", "pipelining": "nb11",
+            "DTensor": "nb11_2d", "tensor parallel": "nb11_tp", "compile": "nb10", "the loop's compile and AMP": "train",
+            "Triton": "nb12", "the memory history": "timeline", "the profiler": "profiling", "AMP numerics": "nb03"}
+    for api, module in must.items():
+        source = (REPO / "tests" / f"test_{module}.py").read_text()
+        assert re.search(r"^pytestmark = pytest\.mark\.versioned\b", source, re.M), \
+            f"tests/test_{module}.py ({api}) must be marked versioned: make test-oldest runs only those"

@@ -15,6 +15,8 @@ from torch.profiler import ProfilerActivity, profile, schedule  # noqa: E402
 from course_lib import plot, profiling  # noqa: E402
 from course_lib.profiling import CPU_CATEGORIES, GPU_CATEGORIES  # noqa: E402
 
+pytestmark = pytest.mark.versioned  # torch.profiler and Dynamo's log: make test-oldest runs it
+
 # ---- real traces: a tiny CPU training step under torch.profiler --------------------------
 
 

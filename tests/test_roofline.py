@@ -19,6 +19,8 @@ from course_lib.roofline import (KINDS, OpCost, OpTime, StepOps, _grouped, _rang
                                  bound, causal_share, count_ops, measure_ops, ridge, short_name, total_flops,
                                  touched_bytes)
 
+pytestmark = pytest.mark.versioned  # the profiler's op events: make test-oldest runs it
+
 # ---- count_ops --------------------------------------------------------------------------
 
 

@@ -13,6 +13,8 @@ from torch.profiler import ProfilerActivity, profile, record_function
 from course_lib import timeline
 from course_lib.memory import quiet_stderr, trace_of
 
+pytestmark = pytest.mark.versioned  # the profiler's memory events and the memory history: make test-oldest runs it
+
 MiB = 2**20
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 FLAGS = dict(profile_memory=True, record_shapes=True, with_stack=True)

@@ -22,6 +22,8 @@ from course_lib.checkpoint import CheckpointError
 from course_lib.data import make_loader
 from course_lib.train import TrainConfig
 
+pytestmark = pytest.mark.versioned  # AMP, torch.compile, RNG state on resume: make test-oldest runs it
+
 HERE = Path(__file__).parent
 _spec = importlib.util.spec_from_file_location("_resume_worker", HERE / "_resume_worker.py")
 worker = importlib.util.module_from_spec(_spec)
