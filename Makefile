@@ -21,7 +21,7 @@ STRIP       = $(VENV)/bin/nbstripout --keep-id --keep-count --extra-keys "metada
 # Containers and cloud GPU boxes often run as root; Jupyter refuses root without this flag.
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: course test test-units test-notebooks test-oldest test-browser test-gpu lab student freeze check-stripped clean
+.PHONY: course test test-units test-notebooks test-oldest test-browser test-gpu lab student freeze check-stripped clean plumbing
 
 # $(1): the virtual environment's folder; $(2): extra pip arguments (constraints).
 # The course with EXTRAS, and jupyter-config/ (nbgrader's Jupyter extensions off): environment.yml
@@ -109,6 +109,10 @@ $(VENV)/.browser: $(VENV)/.installed
 test-browser: $(VENV)/.browser
 	@test -x /usr/bin/chromium || command -v chromium >/dev/null || { echo "make test-browser needs Chromium: install Debian's package with 'sudo apt-get install -y --no-install-recommends chromium'." >&2; exit 1; }
 	COURSE_PROFILE=smoke $(VENV)/bin/python -m pytest --durations=15 -m browser tests/test_browser.py
+
+## How much of the notebooks' code prints or reports, the checking conventions, the largest module
+plumbing: $(VENV)/.installed
+	$(VENV)/bin/python -m course_lib.workshop.plumbing $(NB)
 
 ## Open JupyterLab on LAB_DIR (notebooks/; build/student for the student copies), localhost
 ## only, token-protected. The notebooks' kernel, python3, is this environment's interpreter.

@@ -44,7 +44,7 @@ with contextlib.redirect_stderr(io.StringIO()):
     from torch.utils import benchmark  # noqa: E402
 
 from course_lib import units
-from course_lib.verdicts import WIDE, Ratio, median_interval, ratio_of  # noqa: F401  bench.Ratio, as notebooks say
+from course_lib.verdicts import Ratio, median_interval, ratio_of  # noqa: F401  bench.Ratio and bench.ratio_of, as notebooks say
 from course_lib.device import cpu_name
 from course_lib.device import label as device_label
 from course_lib.device import sync as synchronize

@@ -338,13 +338,6 @@ def _unverified_cifar10() -> type:
     return UnverifiedCIFAR10
 
 
-def __getattr__(name: str) -> type:
-    """`data.UnverifiedCIFAR10`, built (and torchvision imported) on first use."""
-    if name == "UnverifiedCIFAR10":
-        return _unverified_cifar10()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def _load(name: str, label: str, cls: type, root: str | Path | None, train: bool, download: bool,
           transform, hint: str, checksums: bool = False) -> Dataset:
     """Build torchvision dataset `cls`, turning missing or rejected files into one sentence."""
@@ -371,7 +364,7 @@ def cifar10(root: str | Path | None = None, train: bool = True, download: bool =
     """torchvision CIFAR-10 from `<root>/cifar-10-batches-py/` (root defaults to data_root()).
 
     Default transform: ToTensor + Normalize(CIFAR10_STATS). `verify=False` skips the
-    official md5 checks (see UnverifiedCIFAR10); the default keeps them.
+    official md5 checks (see :func:`_unverified_cifar10`); the default keeps them.
     """
     from torchvision import datasets, transforms as T
 

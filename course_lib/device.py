@@ -347,13 +347,6 @@ def gpu_shortfall(n: int) -> str | None:
     return f"This needs {n} CUDA GPUs and PyTorch sees {have}{hint}."
 
 
-def require_gpus(n: int) -> None:
-    """Raise :class:`NotEnoughGPUs` with a one-sentence explanation unless `n` GPUs exist."""
-    missing = gpu_shortfall(n)
-    if missing:
-        raise NotEnoughGPUs(missing)
-
-
 def banner(profile: str, device: torch.device) -> str:
     """One line naming the profile and the hardware, printed at the top of each notebook."""
     info = describe(device)

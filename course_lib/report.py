@@ -105,8 +105,10 @@ class Report:
             row["spread"] = [float(spread[0]), float(spread[1])]
         self.rows[key] = row
 
-    def record(self, *items: "bench.Timing | bench.Ratio", note: str = "") -> None:
-        """Record Timings and Ratios in one line, each under its own name, with its spread.
+    def record(self, *items: "bench.Timing | bench.Ratio", note: str = "", show: bool = False) -> None:
+        """Record Timings and Ratios in one line, each under its own name, with its spread;
+        with `show`, also print each one's line (a Ratio's is its graded verdict), so that a
+        cell does not print and record the same thing by hand.
 
         A Timing with work is recorded as its rate (e.g. GFLOP/s, img/s; the quartiles as the
         range), one without as milliseconds per call; a Ratio as '×' with its range.
@@ -123,6 +125,8 @@ class Report:
                          spread=(item.lo_s * 1e3, item.hi_s * 1e3))
             else:
                 raise TypeError(f"record() takes bench.Timing and bench.Ratio, not {type(item).__name__}.")
+            if show:
+                print(item)
 
     def to_dict(self) -> dict:
         return {**self.meta, "measurements": self.rows}

@@ -4,7 +4,7 @@ One home for the sentences a notebook prints about a comparison:
 
     speed = bench.speedup(eager, compiled)          # a Ratio: value, interval, drift
     print(speed.verdict("compiling the step", on=DEVICE))
-    # verdict: compiling the step on cpu: 1.32× faster, beyond the spread [1.32× (1.21–1.40); ...]
+    # verdict: compiling the step on cpu: 1.32× (1.21–1.40) | 1.32× faster, beyond the spread (...)
 
 :class:`Ratio` holds a ratio of two measurements with the range their spreads allow
 (:func:`bench.speedup`, :func:`bench.rate_ratio` build it from timings; :func:`ratio_of` from
@@ -161,38 +161,39 @@ class Ratio:
         return "large" if near >= LARGE else "clear"
 
     def verdict(self, what: str = "", on: str = "") -> str:
-        """The one sentence a notebook prints about this comparison, graded by :attr:`grade`:
-        'verdict: compiling the step on cpu: 1.32× faster, beyond the spread [1.32× (1.21–1.40),
-        median of 5 paired turns, 94 % interval, drift 2 %]'. `what` names the change (default:
-        the ratio's name), `on` the device."""
+        """The one line that says what this comparison shows, graded by :attr:`grade` (``str()``
+        of a Ratio is the same line without the 'verdict: ' and the subject): 'verdict:
+        compiling the step on cpu: 1.32× (1.21–1.40) | 1.32× faster, beyond the spread (median
+        of 5 paired turns, 94% interval, drift 2%)'. `what` names the change (default: the
+        ratio's name), `on` the device. Notebooks print this instead of testing :attr:`clear`."""
         subject = (what or self.name) + (f" on {on}" if on else "")
+        return ("verdict: " if what or on else "") + f"{subject}: {self._numbers} | {self._body}"
+
+    @property
+    def _numbers(self) -> str:
         d = self.decimals
-        numbers = f"{self.value:.{d}f}× ({self.lo:.{d}f}–{self.hi:.{d}f}), {self.statistic}"
-        body = {
-            "no verdict": f"no verdict: {self.doubt}",
-            "too wide": f"cannot tell: {self.doubt}; more repeats would narrow it",
-            "no difference": "no measurable difference",
-            "inconclusive": f"inconclusive: {self.doubt}",
-            "small": f"{self.phrase}: a small difference, though beyond the spread",
-            "clear": f"{self.phrase}, beyond the spread",
-            "large": f"{self.phrase}, far beyond the spread",
+        return f"{self.value:.{d}f}× ({self.lo:.{d}f}–{self.hi:.{d}f})"
+
+    @property
+    def _body(self) -> str:
+        """The graded words and what the range is (:attr:`statistic`)."""
+        paired = f" ({self.statistic})" if self.rounds else ""
+        where = paired or " of the repeats"
+        return {
+            "no verdict": self.doubt,
+            "too wide": (f"within the spread: a range too wide to tell; more repeats would narrow it{paired}"
+                         if self.rounds else
+                         "within the spread of the repeats: a range too wide to tell; more repeats would narrow it"),
+            "no difference": (f"within the spread: no measurable difference{paired}" if self.rounds
+                              else "within the spread of the repeats: no measurable difference"),
+            "inconclusive": f"inconclusive: {self.doubt}{paired}",
+            "small": f"{self.phrase}: a small difference, beyond the spread{where}",
+            "clear": f"{self.phrase}, beyond the spread{where}",
+            "large": f"{self.phrase}, far beyond the spread{where}",
         }[self.grade]
-        return f"verdict: {subject}: {body} [{numbers}]"
 
     def __str__(self) -> str:
-        paired = f" ({self.statistic})" if self.rounds else ""
-        if self.single:
-            how = self.doubt
-        elif self.within_noise:
-            none = "a range too wide to tell; more repeats would narrow it" if self.too_wide else "no measurable difference"
-            how = f"within the spread: {none}{paired}" if self.rounds else f"within the spread of the repeats: {none}"
-        elif self.inconclusive:
-            how = f"inconclusive: {self.doubt}{paired}"
-        else:
-            word = self.more if self.value > 1 else self.phrase  # below 1, the inverse too: '0.25× | 4.00× slower'
-            how = f"{word}, beyond the spread" + (paired or " of the repeats")
-        d = self.decimals
-        return f"{self.name}: {self.value:.{d}f}× ({self.lo:.{d}f}–{self.hi:.{d}f}) | {how}"
+        return self.verdict()
 
 
 def median_interval(values: Sequence[float], confidence: float = 0.9) -> tuple[float, float, float, float]:

@@ -146,9 +146,9 @@ def test_speedup_range_comes_from_the_quartiles():
     r = bench.speedup(base, new)
     assert r.name == "bf16 vs fp32" and r.value == pytest.approx(2.0)
     assert (r.lo, r.hi) == (pytest.approx(0.09 / 0.055), pytest.approx(0.11 / 0.045))
-    assert not r.within_noise and "faster, beyond the spread" in str(r)
+    assert not r.within_noise and "2.00× faster, far beyond the spread" in str(r)  # 1.64 at least
     slower = bench.speedup(new, base)
-    assert slower.value == pytest.approx(0.5) and "| 2.00× slower, beyond the spread" in str(slower)
+    assert slower.value == pytest.approx(0.5) and "| 2.00× slower, far beyond the spread" in str(slower)
 
 
 def test_speedup_inside_the_spread_is_called_noise():
@@ -194,7 +194,7 @@ def test_rate_ratio_compares_rates_of_different_work():
     small, big = _rated(64, 2e9), _rated(512, 6e9)
     r = bench.rate_ratio(big, small, "n=512 vs n=64")
     assert r.value == pytest.approx(3.0) and r.lo == pytest.approx(3.0 * 0.98 / 1.02)
-    assert r.hi == pytest.approx(3.0 * 1.02 / 0.98) and "higher, beyond the spread" in str(r)
+    assert r.hi == pytest.approx(3.0 * 1.02 / 0.98) and "3.00× higher, far beyond the spread" in str(r)
     noisy = bench.rate_ratio(_rated(512, 6.1e9, spread=0.1), _rated(1024, 6e9, spread=0.1))
     assert noisy.within_noise and "within the spread of the repeats" in str(noisy)
     with pytest.raises(ValueError, match="same unit"):
@@ -215,7 +215,7 @@ def test_curve_verdicts_follow_the_numbers():
     lines = bench.curve_verdicts(rising, [64, 128, 256, 512])
     assert lines[0].startswith("peak of this curve: n=512, 10.0 GFLOP/s")
     assert lines[1] == "smallest n at >= 90% of that peak: n=256 (95.0%)"
-    assert lines[2].startswith("rate at n=512 vs n=64: 5.00×") and "higher, beyond" in lines[2]
+    assert lines[2].startswith("rate at n=512 vs n=64: 5.00×") and "higher, far beyond" in lines[2]
     assert len(lines) == 3  # the peak is the last size: nothing after it to compare
     # a flat curve: the smallest size is already the peak, a later drop inside the noise
     flat = [_rated(64, 10e9, 0.1), _rated(128, 9.8e9, 0.1)]
@@ -223,7 +223,7 @@ def test_curve_verdicts_follow_the_numbers():
     assert "n=64 (100.0%)" in lines[1] and "the smallest size, n=64, is the peak" in lines[2]
     assert lines[3].startswith("rate at n=128 vs the peak (n=64): 0.98×") and "within the spread" in lines[3]
     falling = [_rated(64, 2e9), _rated(512, 10e9), _rated(2048, 6e9)]
-    assert "lower, beyond the spread" in bench.curve_verdicts(falling, [64, 512, 2048])[-1]
+    assert "lower, far beyond the spread" in bench.curve_verdicts(falling, [64, 512, 2048])[-1]
     with pytest.raises(ValueError, match="one size per timing"):
         bench.curve_verdicts(falling, [64])
 
@@ -321,14 +321,14 @@ def test_ratio_phrase_says_slower_with_the_inverse():
 
 def test_a_ratio_far_below_one_keeps_its_range_and_says_the_slowdown_with_its_range():
     slow = bench.Ratio("fp16 vs fp32", 0.0334, 0.030, 0.037)
-    assert str(slow) == "fp16 vs fp32: 0.033× (0.030–0.037) | 29.9× slower (27.0–33.3×), beyond the spread of the repeats"
+    assert str(slow) == "fp16 vs fp32: 0.033× (0.030–0.037) | 29.9× slower (27.0–33.3×), far beyond the spread of the repeats"
     assert bench.Ratio("a vs b", 0.41, 0.40, 0.42).phrase == "2.44× slower (2.38–2.50×)"
     assert bench.Ratio("a vs b", 0.78, 0.75, 0.80).phrase == "1.28× slower"
 
 
 def test_a_small_difference_beyond_the_spread_gets_the_decimals_that_show_it():
     tiny = bench.Ratio("n=8192 vs the peak", 0.996, 0.993, 0.998, more="higher", less="lower")
-    assert str(tiny) == "n=8192 vs the peak: 0.996× (0.993–0.998) | 1.004× lower, beyond the spread of the repeats"
+    assert str(tiny) == "n=8192 vs the peak: 0.996× (0.993–0.998) | 1.004× lower: a small difference, beyond the spread of the repeats"
     assert tiny.phrase == "1.004× lower"
     assert bench.Ratio("a vs b", 1.0004, 1.0002, 1.0006).decimals == 4
     assert bench.Ratio("a vs b", 0.996, 0.98, 1.01).decimals == 2  # within the spread: nothing to show

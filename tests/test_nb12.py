@@ -15,7 +15,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from course_lib import memory
+from course_lib import attention, memory
 from course_lib.lessons import nb12
 
 pytestmark = pytest.mark.versioned  # Triton and SDPA: make test-oldest runs it
@@ -58,7 +58,8 @@ def test_flash_forward_equals_sdpa_outputs_and_log_sum_exp(t_q, t_k, block_q, bl
     want = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
     assert torch.allclose(o, want, atol=nb12.ATOL, rtol=nb12.RTOL), (o - want).abs().max()
     assert torch.allclose(lse, nb12.reference_lse(q, k, causal=causal), atol=nb12.ATOL, rtol=nb12.RTOL)
-    assert torch.allclose(nb12.naive_attention(q, k, v, causal=causal), want, atol=nb12.ATOL, rtol=nb12.RTOL)
+    mask = attention.causal_mask(t_q, t_k) if causal else None  # the written-out attention of notebook 07
+    assert torch.allclose(attention.attention(q, k, v, mask)[0], want, atol=nb12.ATOL, rtol=nb12.RTOL)
 
 
 @pytest.mark.parametrize("t_q,t_k,block_q,block_k,causal", CASES)
@@ -108,7 +109,7 @@ def test_tiled_memory_adds_a_linear_part_the_written_out_a_quadratic_one():
     lengths, peaks = [128, 256, 512], {"naive": [], "tiled": []}
     for t in lengths:
         q, k, v = (torch.randn(1, 2, t, 32) for _ in range(3))
-        peaks["naive"].append(memory.peak_memory(lambda: nb12.naive_attention(q, k, v), "cpu").peak_bytes)
+        peaks["naive"].append(memory.peak_memory(lambda: attention.attention(q, k, v)[0], "cpu").peak_bytes)
         peaks["tiled"].append(memory.peak_memory(
             lambda: nb12.flash_forward(q, k, v, block_q=64, block_k=64), "cpu").peak_bytes)
     naive, tiled = (nb12.added_growth_exponent(lengths, peaks[n]) for n in ("naive", "tiled"))

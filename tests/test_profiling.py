@@ -414,3 +414,49 @@ def test_sync_counter_on_a_gpu_ignores_reads_of_cpu_tensors():
     with profiling.SyncCounter("cpu") as on_cpu:
         step.item()
     assert (on_gpu.count, on_cpu.count) == (0, 1)
+
+
+# ---- a training step's ops by kind, profiled in turns (notebook 03) ----------------------------
+
+def test_op_kind_and_profile_verdict_name_the_op_that_costs():
+    assert profiling.op_kind("aten::convolution_backward") == profiling.op_kind("aten::addmm") == "convolutions and matmuls"
+    assert profiling.op_kind("aten::_to_copy") == "dtype conversions"
+    assert profiling.op_kind("aten::_amp_update_scale_") == "GradScaler"
+    assert profiling.op_kind("aten::max_pool2d_with_indices") == "everything else"
+    base = profiling.StepProfile("fp32", 3, {"aten::convolution_backward": 2.0, "aten::relu": 6.0})
+    slow = profiling.StepProfile("fp16", 3, {"aten::convolution_backward": 200.0, "aten::relu": 6.0,
+                                             "aten::_to_copy": 1.0, "aten::_amp_update_scale_": 0.1})
+    line = profiling.profile_verdict(slow, base)
+    assert "convolutions and matmuls account for 99% of the +199 ms difference" in line
+    assert "aten::convolution_backward, took 200 ms (97% of its op time) against 2 ms in fp32" in line
+    assert profiling.amdahl_bound(base) == pytest.approx(1 / 0.75)
+    same = profiling.profile_verdict(profiling.StepProfile("bf16", 3, {"aten::convolution_backward": 2.1, "aten::relu": 6.0}), base)
+    assert "within 10% of each other" in same
+
+
+def test_profile_in_turns_profiles_every_step_every_round():
+    calls = {"a": 0, "b": 0}
+
+    def step(name):
+        def run():
+            calls[name] += 1
+            torch.ones(8, 8) @ torch.ones(8, 8)
+        return run
+
+    prof = profiling.profile_in_turns({"a": step("a"), "b": step("b")}, rounds=2)
+    assert calls == {"a": 3, "b": 3}  # one warm-up and two rounds each
+    assert prof["a"].by_kind["convolutions and matmuls"] > 0 and prof["a"].steps == 2
+
+
+def test_a_profile_far_slower_than_the_timed_step_says_so():
+    p = profiling.StepProfile("fp32", 3, {"aten::relu": 300.0}, wall_ms=363.0)
+    assert "not the timed step's" in p.against(10.7) and "33.93×" in p.against(10.7)
+    close = profiling.StepProfile("fp32", 3, {"aten::relu": 12.0}, wall_ms=13.0).against(10.7)
+    assert "1.21×" in close and "slower moment" not in close
+    assert profiling.StepProfile("fp32", 3, {"aten::relu": 1.0}).against(10.7) == ""
+
+
+def test_profile_in_turns_records_each_steps_wall_time():
+    calls = []
+    prof = profiling.profile_in_turns({"a": lambda: calls.append(torch.ones(8).sum())}, rounds=2)
+    assert len(calls) == 3 and prof["a"].wall_ms is not None and prof["a"].wall_ms > 0

@@ -181,6 +181,18 @@ def test_record_takes_timings_and_ratios_with_their_spread():
         rep.record(3.0)
 
 
+def test_record_can_print_what_it_records(capsys):
+    rep = report.Report("01_gpu_vs_cpu", "smoke", "cpu")
+    fast = bench.Timing("fast", "cpu", 0.010, 0.002, 5, q1_s=0.009, q3_s=0.011)
+    slow = bench.Timing("slow", "cpu", 0.020, 0.004, 5, q1_s=0.018, q3_s=0.022)
+    rep.record(fast, note="quiet")
+    assert capsys.readouterr().out == ""
+    speed = bench.speedup(slow, fast)
+    rep.record(slow, speed, show=True)
+    assert capsys.readouterr().out.splitlines() == [str(slow), str(speed)]  # each line as recorded
+    assert {"fast", "slow", speed.name} <= set(rep.rows)
+
+
 def test_reference_text_shows_the_first_run_filtered_or_says_none(tmp_path, monkeypatch):
     monkeypatch.setenv("COURSE_RESULTS_DIR", str(tmp_path))
     assert "no reference" in report.reference_text("08_transformer")

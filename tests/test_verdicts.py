@@ -24,14 +24,14 @@ def test_a_verdict_is_graded_by_the_effect_against_its_spread():
 def test_a_verdict_sentence_names_what_changed_where_with_its_numbers():
     r = Ratio("compiled vs eager", 1.30, 1.21, 1.40, rounds=5, coverage=0.9375, drift=0.02)
     line = r.verdict("compiling the step", on="cpu")
-    assert line.startswith("verdict: compiling the step on cpu: 1.30× faster, beyond the spread [")
-    assert "1.21–1.40" in line and "5 paired turns" in line
-    slow = Ratio("x", 0.25, 0.22, 0.30, rounds=5, coverage=0.9375, drift=0.01).verdict()
-    assert slow.startswith("verdict: x: 4.00× slower (3.33–4.55×), far beyond the spread [0.25×")
-    same = ratio_of("y", 1.0, 0.98, 1.03).verdict()
+    assert line.startswith("verdict: compiling the step on cpu: 1.30× (1.21–1.40) | 1.30× faster, beyond the spread (")
+    assert "median of 5 paired turns" in line and str(r) == "compiled vs eager: " + line.split(" on cpu: ")[1]
+    slow = Ratio("x", 0.25, 0.22, 0.30, rounds=5, coverage=0.9375, drift=0.01).verdict(on="cpu")
+    assert slow.startswith("verdict: x on cpu: 0.25× (0.22–0.30) | 4.00× slower (3.33–4.55×), far beyond the spread")
+    same = str(ratio_of("y", 1.0, 0.98, 1.03))
     assert "no measurable difference" in same and "beyond" not in same
-    small = Ratio("z", 1.02, 1.01, 1.03, rounds=5, coverage=0.9375, drift=0.005).verdict()
-    assert "a small difference, though beyond the spread" in small
+    small = str(Ratio("z", 1.02, 1.01, 1.03, rounds=5, coverage=0.9375, drift=0.005))
+    assert "1.02× faster: a small difference, beyond the spread (" in small
 
 
 def test_nudge_moves_every_weight_by_last_bits_and_nothing_else():

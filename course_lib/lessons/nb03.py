@@ -20,8 +20,6 @@ error a format must leave in a layer is worked out in fp64 on that layer's own n
 from __future__ import annotations
 
 import math
-import statistics
-import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -167,11 +165,6 @@ class ScaleRow:
     def lost(self) -> int:
         """Elements gone: flushed to 0 or overflowed to inf."""
         return self.flushed + self.overflowed
-
-    @property
-    def damaged_pct(self) -> float:
-        """Percent of elements flushed, subnormal (bits lost) or overflowed."""
-        return 100 * (self.lost + self.subnormal) / max(1, self.n)
 
     def __str__(self) -> str:
         pct = lambda k: f"{k:>11,} ({100 * k / max(1, self.n):5.2f}%)"  # noqa: E731
@@ -708,122 +701,6 @@ def saved_bytes(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
     for dtype, nbytes in seen.values():
         out[dtype] = out.get(dtype, 0) + nbytes
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
-
-
-# ---- where a step's time goes, by kind of op (CPU profiler) ------------------------------
-
-OP_KINDS = ("convolutions and matmuls", "dtype conversions", "GradScaler", "everything else")
-_MATMULS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::matmul", "aten::linear"}
-_CONVERSIONS = {"aten::to", "aten::_to_copy", "aten::copy_"}
-
-
-def op_kind(name: str) -> str:
-    """The kind of a profiler op name (one of :data:`OP_KINDS`)."""
-    if "conv" in name.lower() or name in _MATMULS:
-        return OP_KINDS[0]
-    if name in _CONVERSIONS:
-        return OP_KINDS[1]
-    if "_amp_" in name:  # _amp_foreach_non_finite_check_and_unscale_, _amp_update_scale_
-        return OP_KINDS[2]
-    return OP_KINDS[3]
-
-
-@dataclass
-class StepProfile:
-    """Milliseconds per step of one training step's CPU ops (self time), by kind and by op."""
-
-    name: str
-    steps: int
-    by_op: dict[str, float]  # op name -> ms per step
-    wall_ms: float | None = None  # median wall time of the profiled steps, the profiler's overhead included
-
-    @property
-    def by_kind(self) -> dict[str, float]:
-        out = dict.fromkeys(OP_KINDS, 0.0)
-        for op, ms in self.by_op.items():
-            out[op_kind(op)] += ms
-        return out
-
-    @property
-    def total(self) -> float:
-        return sum(self.by_op.values())
-
-    @property
-    def top(self) -> tuple[str, float]:
-        """The op with the most self time, and its ms per step."""
-        return max(self.by_op.items(), key=lambda kv: kv[1])
-
-    def __str__(self) -> str:
-        kinds = ", ".join(f"{k} {ms:.3g} ms ({ms / max(self.total, 1e-12):.0%})" for k, ms in self.by_kind.items())
-        wall = f" (wall {self.wall_ms:.3g} ms)" if self.wall_ms is not None else ""
-        return f"{self.name:<16} | {self.total:>7.3g} ms of op time per step{wall} | {kinds}"
-
-    def against(self, timed_ms: float) -> str:
-        """The profiled step's wall time beside the same step timed without the profiler: a
-        profile taken at a slow moment, or with a large overhead, shows as a ratio well above 1."""
-        if self.wall_ms is None:
-            return ""
-        ratio = self.wall_ms / timed_ms
-        line = (f"{self.name}: the profiled step took {self.wall_ms:.3g} ms of wall time, the timed step "
-                f"{timed_ms:.3g} ms (median): {ratio:.2f}×")
-        if ratio > 1.5:
-            line += (" — the profile ran at a slower moment or its overhead is large here: its shares describe the "
-                     "profiled step, and its milliseconds are not the timed step's")
-        elif ratio > 1.1:
-            line += " (the profiler's own cost per op, which weighs most on short steps)"
-        return line
-
-
-def profile_in_turns(steps: dict[str, Callable[[], None]], rounds: int = 3) -> dict[str, StepProfile]:
-    """Profile one call of each of `steps` per round, in turns (a slow spell hits all alike), on
-    the CPU: self time of every op, averaged over `rounds`. Each step is called once unprofiled
-    first (warm-up)."""
-    from torch.profiler import ProfilerActivity, profile
-
-    if rounds < 1:
-        raise ValueError(f"rounds must be at least 1, got {rounds}.")
-    for fn in steps.values():
-        fn()
-    totals: dict[str, dict[str, float]] = {n: {} for n in steps}
-    walls: dict[str, list[float]] = {n: [] for n in steps}
-    for _ in range(rounds):
-        for name, fn in steps.items():
-            start = time.perf_counter()
-            with memory.quiet_stderr(), profile(activities=[ProfilerActivity.CPU]) as prof:
-                fn()
-            walls[name].append((time.perf_counter() - start) * 1e3)
-            for e in prof.key_averages():
-                totals[name][e.key] = totals[name].get(e.key, 0.0) + e.self_cpu_time_total / 1e3
-    return {n: StepProfile(n, rounds, {op: ms / rounds for op, ms in t.items()}, statistics.median(walls[n]))
-            for n, t in totals.items()}
-
-
-def profile_verdict(p: StepProfile, base: StepProfile) -> str:
-    """Where `p`'s op time differs from `base`'s, by kind, and its largest op set beside the same
-    op in `base`: the measured reason one step is faster or slower than the other."""
-    mine, ref = p.by_kind, base.by_kind
-    diffs = {k: mine[k] - ref[k] for k in OP_KINDS}
-    biggest = max(diffs, key=lambda k: abs(diffs[k]))
-    op, ms = p.top
-    total_diff = p.total - base.total
-    share = diffs[biggest] / total_diff if total_diff else 0.0
-    head = (f"{p.name} vs {base.name}: {p.total:.3g} vs {base.total:.3g} ms of op time per step; "
-            + "; ".join(f"{k} {mine[k]:.3g} vs {ref[k]:.3g} ms" for k in OP_KINDS if mine[k] or ref[k]))
-    largest = (f"the step's largest op, {op}, took {ms:.3g} ms ({ms / max(p.total, 1e-12):.0%} of its op time) "
-               f"against {base.by_op.get(op, 0.0):.3g} ms in {base.name}")
-    if abs(total_diff) < 0.1 * base.total:
-        change = f"the two totals are within 10% of each other; the largest change by kind is {biggest}, {diffs[biggest]:+.3g} ms"
-    else:
-        change = (f"{biggest} account for {share:.0%} of the {total_diff:+.3g} ms difference" if 0 < share
-                  else f"the largest change by kind is {biggest}, {diffs[biggest]:+.3g} ms")
-    return f"{head}\n  {change}; {largest}"
-
-
-def amdahl_bound(p: StepProfile, kind: str = OP_KINDS[0]) -> float:
-    """How many times faster `p`'s step could get, at most, if the ops of `kind` took no time
-    at all: 1 / (1 − their share of the op time)."""
-    share = p.by_kind[kind] / max(p.total, 1e-12)
-    return math.inf if share >= 1 else 1 / (1 - share)
 
 
 def quick_run(name: str, make_model: ModelFn, batches: TensorLoader, steps: int = 5,

@@ -183,13 +183,6 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, block_
     return FlashAttention.apply(q, k, v, block_q, block_k, causal)
 
 
-def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *,
-                    causal: bool = False) -> torch.Tensor:
-    """Attention written out: the whole (..., T_q, T_k) score and probability matrices."""
-    s = _scores(q, k, q.shape[-1] ** -0.5, causal, 0, 0)
-    return torch.softmax(s, dim=-1) @ v
-
-
 def reference_lse(q: torch.Tensor, k: torch.Tensor, *, causal: bool = False) -> torch.Tensor:
     """Each query row's log-sum-exp of its scaled scores, from the whole score matrix."""
     return torch.logsumexp(_scores(q, k, q.shape[-1] ** -0.5, causal, 0, 0), dim=-1)
