@@ -21,7 +21,7 @@ STRIP       = $(VENV)/bin/nbstripout --keep-id --keep-count --extra-keys "metada
 # Containers and cloud GPU boxes often run as root; Jupyter refuses root without this flag.
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: course test test-units test-notebooks test-oldest test-browser test-gpu lab student freeze check-stripped clean plumbing
+.PHONY: course test test-units test-commands test-notebooks test-oldest test-browser test-gpu lab student freeze check-stripped clean plumbing
 
 # $(1): the virtual environment's folder; $(2): extra pip arguments (constraints).
 # The course with EXTRAS, and jupyter-config/ (nbgrader's Jupyter extensions off): environment.yml
@@ -45,8 +45,12 @@ endef
 # 488-509 s with 2 threads each, 505 s in one process.
 define units
 	$(1)/bin/python -c 'import torch, torchvision; print(f"testing with torch {torch.__version__}, torchvision {torchvision.__version__}")'
-	OMP_NUM_THREADS=1 COURSE_PROFILE=smoke $(1)/bin/python -m pytest -n $(JOBS) --dist load --durations=15 -m "not browser$(2)" tests
+	OMP_NUM_THREADS=1 COURSE_PROFILE=smoke $(1)/bin/python -m pytest -n $(JOBS) --dist load --durations=15 -m "not browser $(strip $(2))" tests
 endef
+# The unit tests less the two slow kinds, which make test-commands runs: the notebooks at their
+# knobs' extremes (06 at WORLD = 8 alone: 300 s of test time) and the printed commands run as
+# printed (the torchrun lines: 230 s). Together about 7 of CI's minutes on 2 cores.
+FAST := and not extremes and not printed
 
 # Every notebook validated by nbval in the venv $(1) (smoke: every cell runs, the cells tagged
 # nbval-check-output must print what they print in the committed notebook). nbval's other
@@ -74,22 +78,30 @@ course: $(VENV)/.installed
 	$(VENV)/bin/course check
 	$(VENV)/bin/course run --profile $(PROFILE) --out $(COURSE_OUT) $(ARGS)
 
-## The whole test suite with the newest releases: make test-units, then make test-notebooks
+## The whole test suite with the newest releases: make test-units, make test-commands, then
+## make test-notebooks
 test: $(VENV)/.installed
-	$(call units,$(VENV))
+	$(call units,$(VENV),$(FAST))
+	$(call units,$(VENV),and (extremes or printed))
 	$(call notebooks,$(VENV))
 
-## Its first half: the unit tests (newest releases)
+## Its first part: the unit tests less the notebooks at their knobs' extremes and the printed
+## commands (newest releases; CI runs it)
 test-units: $(VENV)/.installed
-	$(call units,$(VENV))
+	$(call units,$(VENV),$(FAST))
 
-## Its second half: every notebook validated by nbval (smoke; newest releases)
+## Its second part: the notebooks at their knobs' extremes and every printed command run as
+## printed (newest releases; sessions run it with make test before they land a change)
+test-commands: $(VENV)/.installed
+	$(call units,$(VENV),and (extremes or printed))
+
+## Its third part: every notebook validated by nbval (smoke; newest releases)
 test-notebooks: $(VENV)/.installed
 	$(call notebooks,$(VENV))
 
 ## The same suite with the oldest supported releases (constraints/oldest.txt)
 test-oldest: $(OLDEST)/.installed
-	$(call units,$(OLDEST), and versioned and not extremes and not printed)
+	$(call units,$(OLDEST),and versioned $(FAST))
 	$(call notebooks,$(OLDEST))
 
 ## On a CUDA machine: pytest -m gpu, every notebook in the gpu profile with --record

@@ -579,10 +579,6 @@ def oom_advice(exc: BaseException, device: torch.device | str | None = None,
     return f"Out of memory on {label(device)}{at}: {state}.\nTry, in this order: " + "; ".join(tries) + "."
 
 
-PRECISIONS = ("fp32", "bf16 autocast", "fp16 autocast", "bf16 weights")
-_AUTOCAST = {"bf16 autocast": torch.bfloat16, "fp16 autocast": torch.float16}
-
-
 @dataclass
 class Outcome:
     """What :func:`guard` saw: ``ok`` unless the block ran out of memory, then ``advice``."""
@@ -618,78 +614,3 @@ def guard(what: str, device: torch.device | str | None = None, *, quiet: bool = 
         free()
         if not quiet:
             print(f"{what}: {outcome.advice}")
-
-
-def _gpt_step(model: nn.Module, idx: torch.Tensor, opt: torch.optim.Optimizer,
-              amp: torch.dtype | None, tracker: PhaseTracker, scaler: torch.amp.GradScaler) -> None:
-    with tracker.phase("forward"), torch.autocast(idx.device.type, dtype=amp, enabled=amp is not None):
-        loss = nn.functional.cross_entropy(model(idx).flatten(0, 1).float(), idx.flatten())
-    with tracker.phase("backward"):
-        scaler.scale(loss).backward()  # fp16: the loss × the scale; otherwise the loss itself
-        del loss
-    with tracker.phase("optimizer"):
-        scaler.step(opt)  # fp16: unscales, skips the step if a gradient overflowed; otherwise opt.step()
-        scaler.update()
-        opt.zero_grad(set_to_none=True)
-
-
-def estimate_table(cfg: object, batch: int, precision: str = "fp32", optimizer: str = "adamw",
-            device: torch.device | str | None = None, measure_up_to: int = 0) -> str:
-    """The training-memory estimate of a GPT shaped `cfg` (a ``models.GPTConfig``) at `batch`
-    sequences, as a table; beside it the measured peak of two real steps when the estimate
-    is at most `measure_up_to` bytes. The estimate uses fake tensors (nothing allocated),
-    so any size can be asked for. `precision`: 'fp32', 'bf16 autocast' or 'fp16 autocast' (fp32
-    weights; fp16 trains with a GradScaler, whose two 4-byte tensors are left out of the estimate)
-    or 'bf16 weights' (the whole model and its optimizer state in bf16)."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
-    from course_lib.models import GPT  # here, not at the top: models imports this module
-
-    if precision not in PRECISIONS:
-        raise ValueError(f"Unknown precision {precision!r}; choose one of {PRECISIONS}.")
-    device = pick(device, limit=False)
-    amp = _AUTOCAST.get(precision)
-    dtype = torch.bfloat16 if precision == "bf16 weights" else torch.float32
-    shape = (batch, cfg.block_size)  # type: ignore[attr-defined]
-
-    def build() -> tuple[nn.Module, torch.Tensor]:
-        """Made in place (device and default dtype), since fake tensors cannot be converted."""
-        default = torch.get_default_dtype()
-        torch.set_default_dtype(dtype)
-        try:
-            with torch.device(device):
-                model = GPT(cfg)  # type: ignore[arg-type]
-        finally:
-            torch.set_default_dtype(default)
-        return model, torch.randint(0, cfg.vocab_size, shape, device=device)  # type: ignore[attr-defined]
-
-    def loss(logits: torch.Tensor) -> torch.Tensor:
-        return nn.functional.cross_entropy(logits.flatten(0, 1).float(), torch.zeros(
-            logits.shape[0] * logits.shape[1], dtype=torch.long, device=logits.device))
-
-    with FakeTensorMode():
-        model, idx = build()
-        est = estimate_training_memory(model, idx, optimizer, amp, loss=loss)
-        n_params = sum(p.numel() for p in model.parameters())
-    lines = [f"GPT, {n_params / 1e6:,.1f} M parameters, batch {batch} × {shape[1]} tokens, "
-             f"{precision}, {optimizer}, on {label(device)}", str(est)]
-    if est.total > measure_up_to:
-        lines.append(f"measured: not run (the estimate is over {fmt_bytes(measure_up_to)}, "
-                     "this notebook's limit for measuring here)")
-        return "\n".join(lines)
-    model, idx = build()
-    opt = {"sgd": lambda ps: torch.optim.SGD(ps, lr=1e-3),
-           "sgd_momentum": lambda ps: torch.optim.SGD(ps, lr=1e-3, momentum=0.9),
-           "adam": lambda ps: torch.optim.Adam(ps, lr=1e-3),
-           "adamw": lambda ps: torch.optim.AdamW(ps, lr=1e-3)}[optimizer](model.parameters())
-    scaler = torch.amp.GradScaler(device.type, enabled=amp == torch.float16)
-    with PhaseTracker(device) as tracker:
-        for _ in range(2):  # the first step creates the optimizer state
-            _gpt_step(model, idx, opt, amp, tracker, scaler)
-    base = est.params  # the model was live before the tracker started
-    peak = base + max(p.peak for p in tracker.phases)
-    lines.append(f"{'measured peak (2 steps)':<34} {fmt_bytes(peak):>11}   "
-                 f"estimate {100 * (est.total - peak) / peak:+.0f} %")
-    del model, idx, opt, scaler
-    free()
-    return "\n".join(lines)

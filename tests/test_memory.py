@@ -401,17 +401,6 @@ def test_cuda_phase_tracker_static_terms_are_exact():
     assert opt1.end - fwd1.start == memory.optimizer_state_bytes(params, "adamw")
 
 
-def test_explore_estimates_any_size_and_measures_only_small_ones():
-    from course_lib.models import GPT2_SMALL, GPTConfig
-    big = memory.estimate_table(GPT2_SMALL, 8, "bf16 weights", "sgd", "cpu", measure_up_to=64 * MiB)
-    assert "124.4 M parameters" in big and "not run" in big  # nothing allocated for 124 M
-    small = memory.estimate_table(GPTConfig(vocab_size=64, block_size=32, n_layer=2, n_head=2, n_embd=32),
-                                  4, "fp32", "adamw", "cpu", measure_up_to=64 * MiB)
-    assert "measured peak" in small and "estimate" in small
-    with pytest.raises(ValueError, match="precision"):
-        memory.estimate_table(GPT2_SMALL, 1, "fp8", device="cpu")
-
-
 def test_guard_turns_out_of_memory_into_advice_and_runs_on(capsys):
     with memory.guard("a step at batch 64", torch.device("cpu"), batch=64) as run:
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
@@ -458,21 +447,6 @@ def test_oom_advice_names_the_simulated_card(monkeypatch):
     monkeypatch.setenv("COURSE_GPU_MEMORY_GIB", "8")
     advice = memory.oom_advice(torch.OutOfMemoryError("x"), torch.device("cuda"))
     assert "a cap of 8.0 GiB" in advice or "a cap of 8 GiB" in advice
-
-
-def test_fp16_autocast_is_estimated_and_explored_like_bf16():
-    """fp16 autocast (a T4's 16-bit format) saves the same bytes as bf16: both are 2-byte formats; estimate_table
-    names it and measures it with a GradScaler."""
-    from course_lib.models import GPT, GPTConfig
-    cfg = GPTConfig(vocab_size=64, block_size=32, n_layer=2, n_head=2, n_embd=32)
-    torch.manual_seed(0)
-    model, idx = GPT(cfg), torch.randint(0, 64, (4, 32))
-    bf16, fp16, fp32 = (memory.estimate_training_memory(model, idx, amp=amp)
-                        for amp in (torch.bfloat16, torch.float16, None))
-    assert fp16.activations == bf16.activations != fp32.activations
-    assert "fp16 autocast" in memory.PRECISIONS
-    out = memory.estimate_table(cfg, 4, "fp16 autocast", "adamw", "cpu", measure_up_to=64 * MiB)
-    assert "fp16 autocast" in out and "measured peak" in out
 
 
 def test_oom_advice_suggests_the_16_bit_format_the_device_runs(monkeypatch):

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from course_lib.lessons import nb09
+from course_lib import memory
 from course_lib.memory import MemoryEstimate
 
 pytestmark = pytest.mark.versioned  # activation checkpointing, saved tensors: make test-oldest runs it
@@ -70,3 +71,29 @@ def test_largest_moment_holds_two_gpts_with_their_adamw_state_at_once():
     scaler = torch.amp.GradScaler("cpu", enabled=False)
     peak = memory.peak_memory(lambda: nb09.largest_moment(cfg, x, y, None, scaler), "cpu").peak_bytes
     assert peak >= 6 * weights  # 2 GPTs × (weights + AdamW's 2 moments): one at a time would stay near 4.5×
+
+
+def test_explore_estimates_any_size_and_measures_only_small_ones():
+    from course_lib.models import GPT2_SMALL, GPTConfig
+    big = nb09.estimate_table(GPT2_SMALL, 8, "bf16 weights", "sgd", "cpu", measure_up_to=64 * MiB)
+    assert "124.4 M parameters" in big and "not run" in big  # nothing allocated for 124 M
+    small = nb09.estimate_table(GPTConfig(vocab_size=64, block_size=32, n_layer=2, n_head=2, n_embd=32),
+                                4, "fp32", "adamw", "cpu", measure_up_to=64 * MiB)
+    assert "measured peak" in small and "estimate" in small
+    with pytest.raises(ValueError, match="precision"):
+        nb09.estimate_table(GPT2_SMALL, 1, "fp8", device="cpu")
+
+
+def test_fp16_autocast_is_estimated_and_explored_like_bf16():
+    """fp16 autocast (a T4's 16-bit format) saves the same bytes as bf16: both are 2-byte formats; estimate_table
+    names it and measures it with a GradScaler."""
+    from course_lib.models import GPT, GPTConfig
+    cfg = GPTConfig(vocab_size=64, block_size=32, n_layer=2, n_head=2, n_embd=32)
+    torch.manual_seed(0)
+    model, idx = GPT(cfg), torch.randint(0, 64, (4, 32))
+    bf16, fp16, fp32 = (memory.estimate_training_memory(model, idx, amp=amp)
+                        for amp in (torch.bfloat16, torch.float16, None))
+    assert fp16.activations == bf16.activations != fp32.activations
+    assert "fp16 autocast" in nb09.PRECISIONS
+    out = nb09.estimate_table(cfg, 4, "fp16 autocast", "adamw", "cpu", measure_up_to=64 * MiB)
+    assert "fp16 autocast" in out and "measured peak" in out

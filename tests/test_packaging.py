@@ -71,23 +71,29 @@ def test_readme_quick_start_and_ci_agree():
                      "make test-units", "make course PROFILE=smoke", "CI=true make test-browser",
                      "make test-oldest"], \
         "CI runs the README's commands, tests both ends of the range, and the notebooks in a browser"
-    # make test's second half (nbval) runs at the oldest end only: make course executes the
-    # notebooks at the newest, and test_executed compares their kept outputs as nbval does
+    # make test's third part (nbval) runs at the oldest end only: make course executes the
+    # notebooks at the newest, and test_executed compares their kept outputs as nbval does;
+    # its second part (make test-commands: the knobs' extremes, the printed commands) runs in
+    # make test, which a session runs before it lands a change
     assert "COURSE_EXECUTED=build" in ci, "CI checks make course's executed copies (tests/test_executed.py)"
     assert commands.index("finish oldest-install") < commands.index("make test-oldest")
     assert commands.index("finish chromium") < commands.index("CI=true make test-browser")
 
 
-def test_make_test_is_its_two_halves_and_the_oldest_end_runs_both():
-    """CI runs make test-units and, at the oldest end, make test-notebooks' recipe: make test
-    must be exactly those two halves (so CI runs every line of make test's recipe)."""
+def test_make_test_is_its_three_parts_and_the_oldest_end_runs_the_versioned_ones():
+    """make test is exactly make test-units + make test-commands + make test-notebooks, so that
+    together they run every line of its recipe; CI runs test-units at the newest end and, at the
+    oldest, the versioned unit tests and test-notebooks' recipe. The two unit-test selections
+    split the unit tests between them: each test runs in one of them."""
     recipes = {}
     for block in re.split(r"\n(?=[\w.$()/-]+:)", (REPO / "Makefile").read_text()):
         target, _, body = block.partition(":")
         recipes[target.strip()] = [ln.strip() for ln in body.splitlines() if ln.startswith("\t")]
-    assert recipes["test"] == recipes["test-units"] + recipes["test-notebooks"]
-    assert recipes["test"] == ["$(call units,$(VENV))", "$(call notebooks,$(VENV))"]
-    assert recipes["test-oldest"] == ["$(call units,$(OLDEST), and versioned and not extremes and not printed)",
+    assert recipes["test"] == recipes["test-units"] + recipes["test-commands"] + recipes["test-notebooks"]
+    assert recipes["test"] == ["$(call units,$(VENV),$(FAST))", "$(call units,$(VENV),and (extremes or printed))",
+                               "$(call notebooks,$(VENV))"]
+    assert "FAST := and not extremes and not printed" in (REPO / "Makefile").read_text()
+    assert recipes["test-oldest"] == ["$(call units,$(OLDEST),and versioned $(FAST))",
                                       "$(call notebooks,$(OLDEST))"]
 
 

@@ -32,8 +32,9 @@ ELSEWHERE = {  # (`python -m course_lib` is the `course` script: test_packaging 
                                      "tests/test_report.py::test_course_agree_exits_1_when_two_notebooks_disagree",
     ".venv/bin/course test-gpu --list": "tests/test_gpucheck.py::test_python_m_course_lib_test_gpu_list_runs_as_printed",
     "make course": "CI: .ci/run runs make course PROFILE=smoke on a clean clone",
-    "make test": "CI: .ci/run runs its first half (make test-units) and, at the oldest end, its second "
-                 "half's recipe (make test-oldest); tests/test_packaging.py: make test is those two halves",
+    "make test": "CI: .ci/run runs its first part (make test-units) and, at the oldest end, its third "
+                 "part's recipe (make test-oldest); its second part, make test-commands, is these printed "
+                 "tests and the extremes; tests/test_packaging.py: make test is those three parts",
     "make lab": "tests/test_lab.py: make lab's jupyter line started, reached with its token, stopped",
     "make lab LAB_DIR=build/student": "tests/test_lab.py (the same line, another folder)",
     "make student": "test_make_student_writes_the_student_copies below (STUDENT_OUT in a scratch folder)",
