@@ -25,6 +25,8 @@ timeline    memory over time: the profiler's categories, the CUDA allocator's sn
 *Several processes*
 launcher    torchrun launched from a notebook: a failing rank named in one sentence, a script's lines
 ranks       inside each rank of a torchrun job: process group, status record, rank-0 output
+sharding    what each rank holds under DDP, FSDP2 or DTensor: bytes counted from the tensors, or for
+            any size from a fake process group in this process; whether FSDP2 trains on CPU here
 
 *Recording and showing*
 report      per-notebook measurements with units and ranges (JSON), the you-vs-reference table
@@ -35,7 +37,7 @@ units       times, sizes and rates in human units ('41.3 ms', '12.4 GiB', '3.1 G
 *Training pieces*
 data        procedural shapes dataset, tensor and replayable loaders, CIFAR-10/MNIST, text corpus
 attention   attention written out: masks, scaled dot-product and multi-head attention (the GPT's)
-models      the seed CNN, torchvision ResNets, the GPT, the MLP of 05/06
+models      the seed CNN, torchvision ResNets, the GPT, the MLPs of 05/06 (mlp, deep_mlp)
 train       the training loop (AMP, accumulation, clipping, LR schedule, exact resume)
 checkpoint  checkpoint files: a digest, clear errors, RNG states, fitting a run
 

@@ -385,7 +385,7 @@ def cpu_support(fmt: str, flags: Sequence[str] | None = None) -> str:
         return (f"This CPU reports {', '.join(have)}: it has {fmt} instructions, which PyTorch's "
                 f"CPU kernels use where they were written for them.")
     return (f"This CPU reports none of {', '.join(wanted)}: PyTorch has no optimised {fmt} kernels "
-            f"for it and takes generic paths (the ratio measured below says what that costs here).")
+            f"for it and takes generic paths (the ratio this notebook measures says what that costs here).")
 
 
 def available(device: torch.device | str) -> list[str]:

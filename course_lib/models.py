@@ -377,3 +377,43 @@ def mlp(resolution: int, hidden: int, classes: int = 6) -> nn.Module:
     between steps 66 and 96 here (cpu profile); with GELU they stay within 1e-7."""
     return nn.Sequential(nn.Flatten(), nn.Linear(3 * resolution * resolution, hidden), nn.GELU(),
                          nn.Linear(hidden, hidden), nn.GELU(), nn.Linear(hidden, classes))
+
+
+def deep_mlp(width: int, layers: int) -> nn.Sequential:
+    """`layers` Linear(width, width) with ReLU between: (B, width) -> (B, width), the model of
+    scripts/ddp_comm.py and fsdp_vs_ddp.py (notebook 06). No norm layer, no dropout: each sample's output
+    depends on its own input only."""
+    blocks: list[nn.Module] = []
+    for i in range(layers):
+        blocks += [nn.Linear(width, width)] + ([nn.ReLU()] if i < layers - 1 else [])
+    return nn.Sequential(*blocks)
+
+
+def layer_stack(width: int, layers: int) -> nn.Sequential:
+    """`layers` × Linear(width, width), the models of notebook 05's GIL measurement
+    (scripts/replica_procs.py): many small layers, where per-layer overhead dominates, and a few
+    large ones, where the matrix products dominate."""
+    return nn.Sequential(*[nn.Linear(width, width) for _ in range(layers)])
+
+
+def gelu_stack(width: int, layers: int, seed: int = 0) -> nn.Sequential:
+    """`layers` blocks ``Linear(width, width) → GELU``, initialised from `seed` (the same on
+    every rank and in the one-process reference): the model notebook 11's pipeline splits by layers."""
+    if width < 1 or layers < 1:
+        raise ValueError(f"width and layers must be at least 1, got width={width}, layers={layers}.")
+    torch.manual_seed(seed)
+    return nn.Sequential(*(nn.Sequential(nn.Linear(width, width), nn.GELU()) for _ in range(layers)))
+
+
+def mlp_stack(width: int, layers: int, seed: int = 0) -> nn.Sequential:
+    """`layers` Transformer-style MLP blocks ``Linear(d, 4d) → GELU → Linear(4d, d)`` (d =
+    `width`), initialised from `seed`: the model that sections 7 and 8 split inside each layer."""
+    if width < 1 or layers < 1:
+        raise ValueError(f"width and layers must be at least 1, got width={width}, layers={layers}.")
+    torch.manual_seed(seed)
+    return nn.Sequential(*(mlp_block(width) for _ in range(layers)))
+
+
+def mlp_block(d: int) -> nn.Sequential:
+    """One Transformer MLP block: ``Linear(d, 4d) → GELU → Linear(4d, d)`` (section 7 splits it)."""
+    return nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))

@@ -4,7 +4,7 @@ One home for the sentences a notebook prints about a comparison:
 
     speed = bench.speedup(eager, compiled)          # a Ratio: value, interval, drift
     print(speed.verdict("compiling the step", on=DEVICE))
-    # verdict: compiling the step on cpu: 1.32× (1.21–1.40) | 1.32× faster, beyond the spread (...)
+    # verdict (cpu): compiling the step: 1.32× (1.21–1.40) | 1.32× faster, beyond the spread (...)
 
 :class:`Ratio` holds a ratio of two measurements with the range their spreads allow
 (:func:`bench.speedup`, :func:`bench.rate_ratio` build it from timings; :func:`ratio_of` from
@@ -162,12 +162,13 @@ class Ratio:
 
     def verdict(self, what: str = "", on: str = "") -> str:
         """The one line that says what this comparison shows, graded by :attr:`grade` (``str()``
-        of a Ratio is the same line without the 'verdict: ' and the subject): 'verdict:
-        compiling the step on cpu: 1.32× (1.21–1.40) | 1.32× faster, beyond the spread (median
-        of 5 paired turns, 94% interval, drift 2%)'. `what` names the change (default: the
-        ratio's name), `on` the device. Notebooks print this instead of testing :attr:`clear`."""
-        subject = (what or self.name) + (f" on {on}" if on else "")
-        return ("verdict: " if what or on else "") + f"{subject}: {self._numbers} | {self._body}"
+        of a Ratio is the same line without the 'verdict: ' and the subject): 'verdict (cpu):
+        compiling the step: 1.32× (1.21–1.40) | 1.32× faster, beyond the spread (median of 5
+        paired turns, 94% interval, drift 2%)'. `what` names the change (default: the
+        ratio's name), `on` the device, in brackets after 'verdict'. Notebooks print this instead of
+        testing :attr:`clear`."""
+        head = ("verdict" + (f" ({on})" if on else "") + ": ") if what or on else ""
+        return f"{head}{what or self.name}: {self._numbers} | {self._body}"
 
     @property
     def _numbers(self) -> str:
@@ -186,7 +187,7 @@ class Ratio:
                          "within the spread of the repeats: a range too wide to tell; more repeats would narrow it"),
             "no difference": (f"within the spread: no measurable difference{paired}" if self.rounds
                               else "within the spread of the repeats: no measurable difference"),
-            "inconclusive": f"inconclusive: {self.doubt}{paired}",
+            "inconclusive": f"{self.phrase} in the median turn, but inconclusive: {self.doubt}{paired}",
             "small": f"{self.phrase}: a small difference, beyond the spread{where}",
             "clear": f"{self.phrase}, beyond the spread{where}",
             "large": f"{self.phrase}, far beyond the spread{where}",
@@ -308,15 +309,15 @@ def gap_verdict(gap: float, controls: Iterable[float], base_name: str) -> str:
     if not gaps:
         raise ValueError("gap_verdict needs at least one control run to compare against.")
     k, largest = len(gaps), max(gaps)
-    runs = f"{k} control run{'s' * (k > 1)}"
+    runs = f"all {k} control runs" if k > 1 else "the control run"
     if abs(gap) <= largest:
-        return (f"within what rounding alone does ({runs}, the {base_name} run with its starting weights "
+        return (f"within what rounding alone does ({k} control run{'s' * (k > 1)}, the {base_name} run with its starting weights "
                 f"nudged by a few last bits, ended up to {largest:.4f} from it): no measurable difference")
     way = "higher" if gap > 0 else "lower"
     if largest < 5e-5 or abs(gap) >= FAR_BEYOND * largest:
         times = (f"the controls moved by less than 0.0001, {largest:.1g}" if largest < 5e-5 else
                  f"{abs(gap) / largest:.1f}× the largest control's gap: {abs(gap):#.3g} against {largest:#.3g}")
-        return f"{way} than {base_name}, far beyond all {runs} ({times}): a difference rounding does not make"
-    return (f"{way} than {base_name}, beyond all {runs} ({abs(gap) / largest:.1f}× the largest control's gap: "
+        return f"{way} than {base_name}, far beyond {runs} ({times}): a difference rounding does not make"
+    return (f"{way} than {base_name}, beyond {runs} ({abs(gap) / largest:.1f}× the largest control's gap: "
             f"{abs(gap):#.3g} against {largest:#.3g}); rounding alone would land beyond them 1 time in {k + 1}"
             + (", so read it as a hint, not a proof" if k + 1 < 10 else ""))

@@ -36,8 +36,7 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from course_lib import bench
-from course_lib import ranks
-from course_lib.lessons import nb06
+from course_lib import models, ranks
 
 GRAD_RTOL = 1e-5  # fp32 gradients, the same sums in another order: |Δ| <= 1e-5·(|g| + max|g|)
 
@@ -362,7 +361,7 @@ def main() -> None:
 
     # ---- 2. buckets: one DDP per bucket cap, same starting weights ----
     ranks.seed_all(a.seed)  # every rank: the same starting weights
-    base = nb06.deep_mlp(a.width, a.layers).to(dev)
+    base = models.deep_mlp(a.width, a.layers).to(dev)
     params = list(base.parameters())
     results["param_bytes"] = sum(p.numel() * p.element_size() for p in params)
     results["param_tensors"] = len(params)

@@ -37,8 +37,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
-from course_lib import ranks
-from course_lib.lessons import nb06, nb11
+from course_lib import models, ranks, sharding
 
 # The gradients are summed in another order (over the tp ranks, then the dp ranks): fp32
 # rounding. AdamW divides by their root-mean-square, so the weights' rounding can grow a little
@@ -85,12 +84,12 @@ def main() -> None:
     dp, tp = W // a.tp, a.tp
     if a.batch % dp:
         raise ValueError(f"dp = {dp} must divide --batch {a.batch}.")
-    if ctx.device.type == "cpu" and not nb06.trains_on_cpu():
-        raise RuntimeError(f"FSDP2 trains on CPU tensors from torch {nb06.CPU_MIN_TORCH} on; this "
+    if ctx.device.type == "cpu" and not sharding.trains_on_cpu():
+        raise RuntimeError(f"FSDP2 trains on CPU tensors from torch {sharding.CPU_MIN_TORCH} on; this "
                            f"is torch {torch.__version__} (on GPUs with nccl it works).")
     ranks.print0(f"{W} ranks = {dp} (dp) × {tp} (tp), backend {ctx.backend}, device {ctx.device}")
 
-    model = nb11.mlp_stack(a.width, a.layers, a.seed).to(ctx.device)  # the same on every rank
+    model = models.mlp_stack(a.width, a.layers, a.seed).to(ctx.device)  # the same on every rank
     start = copy.deepcopy(model)  # the initial weights, to tell how far training moved them
     g = torch.Generator().manual_seed(a.seed + 1)
     x = torch.randn(a.steps, a.batch, a.width, generator=g).to(ctx.device)  # (steps, batch, d)
@@ -146,12 +145,12 @@ def main() -> None:
                                       placements=[str(p.placements) for p in two_d.parameters()],
                                       groups=dict(dp=dist.get_process_group_ranks(mesh["dp"].get_group()),
                                                   tp=dist.get_process_group_ranks(mesh["tp"].get_group())),
-                                      **nb06.held_bytes(two_d, opt)))
+                                      **sharding.held_bytes(two_d, opt)))
     results = dict(world_size=W, dp=dp, tp=tp, backend=ctx.backend, device=str(ctx.device),
                    width=a.width, layers=a.layers, batch=a.batch, steps=a.steps, lr=a.lr,
                    names=[n for n, _ in model.named_parameters()],
                    shapes=[list(p.shape) for p in model.parameters()],
-                   one_process=nb06.held_bytes(model, ref_opt), per_rank=rows,
+                   one_process=sharding.held_bytes(model, ref_opt), per_rank=rows,
                    atol=ATOL, rtol=RTOL, max_abs_diff=diffs, grad_atol=GRAD_ATOL, grad_rtol=GRAD_RTOL,
                    max_grad_diff=grad_diffs, max_change=moved, losses=losses)
     ranks.write_json0(Path(a.out) / "results.json", results)

@@ -26,8 +26,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from course_lib import ranks
-from course_lib.lessons import nb06
+from course_lib import models, ranks, sharding
 
 # FSDP2 reduce-scatters the gradients where DDP all-reduces them: the same sums, possibly added
 # in another order, so the weights may differ by fp32 rounding, carried through the AdamW steps.
@@ -65,12 +64,12 @@ def main() -> None:
     ctx = ranks.setup(timeout_s=a.timeout)  # init_process_group("gloo" or "nccl", timeout=...)
     W, rank = ctx.world_size, ctx.rank
     ranks.print0(f"world size {W}, backend {ctx.backend}, device {ctx.device}")
-    if ctx.device.type == "cpu" and not nb06.trains_on_cpu():
-        raise RuntimeError(f"FSDP2 trains on CPU tensors from torch {nb06.CPU_MIN_TORCH} on; this "
+    if ctx.device.type == "cpu" and not sharding.trains_on_cpu():
+        raise RuntimeError(f"FSDP2 trains on CPU tensors from torch {sharding.CPU_MIN_TORCH} on; this "
                            f"is torch {torch.__version__} (on GPUs with nccl it works).")
 
     ranks.seed_all(a.seed)  # every rank: the same initial weights and the same data
-    model = nb06.deep_mlp(a.width, a.layers).to(ctx.device)
+    model = models.deep_mlp(a.width, a.layers).to(ctx.device)
     x = torch.randn(a.steps, W, a.batch, a.width, device=ctx.device)  # (steps, W, B, width)
     y = torch.randn(a.steps, W, a.batch, a.width, device=ctx.device)
     xs, ys = x[:, rank], y[:, rank]  # this rank's batch of each step: (steps, B, width)
@@ -82,7 +81,7 @@ def main() -> None:
     ddp_opt = torch.optim.AdamW(ddp.parameters(), lr=a.lr)
     # <<< ddp
     ddp_losses = train(ddp, ddp_opt, xs, ys)
-    ddp_held = nb06.held_bytes(ddp_model, ddp_opt)
+    ddp_held = sharding.held_bytes(ddp_model, ddp_opt)
 
     # ---- FSDP2: every rank holds a 1/W shard of each parameter ----
     # >>> fully_shard (notebook 06 shows these lines)
@@ -95,7 +94,7 @@ def main() -> None:
     fsdp_opt = torch.optim.AdamW(sharded.parameters(), lr=a.lr)  # sees only the local shards
     # <<< fully_shard
     fsdp_losses = train(sharded, fsdp_opt, xs, ys)
-    fsdp_held = nb06.held_bytes(sharded, fsdp_opt)
+    fsdp_held = sharding.held_bytes(sharded, fsdp_opt)
 
     # ---- the same training: full weights equal within fp32 rounding ----
     full = torch.cat([p.full_tensor().flatten() for p in sharded.parameters()])  # all-gather
@@ -118,7 +117,7 @@ def main() -> None:
     results = dict(world_size=W, backend=ctx.backend, device=str(ctx.device), width=a.width,
                    layers=a.layers, steps=a.steps, batch_per_rank=a.batch, lr=a.lr,
                    shapes=shapes, n_params=sum(p.numel() for p in model.parameters()),
-                   total_param_bytes=nb06.local_bytes(model),  # the unsharded model
+                   total_param_bytes=sharding.local_bytes(model),  # the unsharded model
                    per_rank={k: [row[k] for row in rows] for k in ("DDP", "FSDP2")},
                    atol=ATOL, rtol=RTOL, max_abs_diff=max_diff, worst_share=worst,
                    max_change=moved,

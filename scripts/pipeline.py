@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from course_lib import memory, ranks
+from course_lib import memory, models, ranks
 from course_lib.lessons import nb11
 
 ATOL, RTOL = 1e-6, 1e-5  # fp32: the micro-batches' gradients add up in another order
@@ -197,7 +197,7 @@ def main() -> None:
     a = parse()
     ctx = ranks.setup(timeout_s=a.timeout)  # init_process_group("gloo" or "nccl", timeout=...)
     stage, stages = ctx.rank, ctx.world_size
-    model = nb11.make_model(a.width, a.layers, a.seed)  # the whole model, the same on every rank
+    model = models.gelu_stack(a.width, a.layers, a.seed)  # the whole model, the same on every rank
     bounds = nb11.bounds(a.layers, stages)
     part = nb11.split(model, stages, bounds)[stage].to(ctx.device)  # this stage's blocks
     x, y = (t.to(ctx.device) for t in nb11.batch(a.batch, a.width, a.seed))

@@ -5,7 +5,7 @@ Run it by hand from the repository root (K = 2 processes):
     torchrun --nproc_per_node=2 scripts/replica_procs.py --model 32,64,8 --model 1024,4,256
 
 For each ``--model WIDTH,LAYERS,BATCH`` every rank builds the same K replicas of a stack of
-Linear layers (``course_lib.lessons.nb05.layer_stack``) and K (BATCH, WIDTH) pieces, and runs
+Linear layers (``course_lib.lessons.models.layer_stack``) and K (BATCH, WIDTH) pieces, and runs
 the forward passes without autograd, with 1 thread per operation, so that the workers are the only
 parallelism. Rank 0 alone times the K replicas one after another and on one Python thread each
 (as DataParallel's ``parallel_apply`` runs them), in turns, while the other ranks wait; then
@@ -26,7 +26,7 @@ import torch
 import torch.distributed as dist
 
 from course_lib import bench
-from course_lib import ranks
+from course_lib import models, ranks
 from course_lib.lessons import nb05
 
 
@@ -79,7 +79,7 @@ def main() -> None:
     for width, layers, batch in a.model:
         torch.manual_seed(a.seed)
         # >>> the three ways (notebook 05 shows these lines)
-        reps = nb05.replicas(nb05.layer_stack(width, layers), k)  # k copies of layers × Linear
+        reps = nb05.replicas(models.layer_stack(width, layers), k)  # k copies of layers × Linear
         ins = [torch.randn(batch, width) for _ in reps]  # one (batch, width) piece per replica
         with torch.no_grad():
             times = {}

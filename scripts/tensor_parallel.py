@@ -43,7 +43,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor.debug import CommDebugMode
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
-from course_lib import bench, ranks, units
+from course_lib import bench, models, ranks, units
 from course_lib.lessons import nb11
 
 # Tensor parallelism computes the same sums as one process, split and added in another order
@@ -124,7 +124,7 @@ def own(t: torch.Tensor, dim: int | None, rank: int, world: int) -> nn.Parameter
 
 
 class ParallelMLP(nn.Module):
-    """This rank's share of `full` (``nb11.mlp_block``) out of `world`."""
+    """This rank's share of `full` (``models.mlp_block``) out of `world`."""
 
     # local parameter: (the full model's parameter, the dim it is split along; None: whole)
     PLAN = {"w1": ("0.weight", 0),  # (4d/W, d): the first Linear's rows, this rank's hidden units
@@ -357,7 +357,7 @@ def main() -> None:
     B, T, d = a.batch, a.seq, a.width
 
     ranks.seed_all(a.seed)  # every rank: the same full layers and the same batch
-    mlp = nb11.mlp_block(d).to(dev)
+    mlp = models.mlp_block(d).to(dev)
     attn = Attention(d, a.heads).to(dev)
     x, y = (t.view(B, T, d).to(dev) for t in nb11.batch(B * T, d, seed=a.seed))  # (B, T, d) each
     checks = Checks(rank)

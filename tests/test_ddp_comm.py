@@ -10,8 +10,7 @@ import torch
 import torch.nn as nn
 
 from conftest import REPO
-from course_lib import launcher
-from course_lib.lessons import nb06
+from course_lib import launcher, models
 
 pytestmark = pytest.mark.versioned  # DDP's buckets, hooks and no_sync: make test-oldest runs it
 
@@ -105,7 +104,7 @@ def test_one_launch_collectives_buckets_overlap_and_no_sync(tmp_path):
 # ---- pure helpers ----------------------------------------------------------------------------
 
 def test_deep_mlp_is_linear_layers_only():
-    mlp = nb06.deep_mlp(width=16, layers=3)
+    mlp = models.deep_mlp(width=16, layers=3)
     assert sum(isinstance(m, nn.Linear) for m in mlp) == 3
     assert not any(isinstance(m, (nn.BatchNorm1d, nn.LayerNorm, nn.Dropout)) for m in mlp)
     assert mlp(torch.randn(5, 16)).shape == (5, 16)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import ast
+import json
 import time
 
 import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from conftest import REPO
 from fixtures_data import write_mnist_fixture
 
 from course_lib import bench, data, models, train
@@ -55,19 +58,25 @@ def test_loader_name():
 
 # -- the loop and its timing --------------------------------------------------------------
 
+def notebook_function(name: str, notebook: str = "02_first_cnn.ipynb") -> str:
+    """The source of the function `name` as a code cell of `notebook` defines it."""
+    cells = json.loads((REPO / "notebooks" / notebook).read_text())["cells"]
+    for cell in cells:
+        source = "".join(cell["source"])
+        if cell["cell_type"] != "code" or f"def {name}(" not in source:
+            continue
+        tree = ast.parse("\n".join("" if ln.lstrip().startswith(("%", "!")) else ln for ln in source.splitlines()))
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and node.name == name:
+                return ast.get_source_segment(source, node)
+    raise LookupError(f"{notebook} defines no function {name}")
+
+
 def notebook_loop(model, opt, batches, steps, dev):
-    """Notebook 02's inline loop, as printed there."""
-    wait = 0.0
-    for _ in range(steps):
-        t0 = time.perf_counter()
-        x, y = next(batches)
-        wait += time.perf_counter() - t0
-        x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
-        loss = F.cross_entropy(model(x), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-    return wait, loss
+    """Notebook 02's inline loop: the `train_steps` its cell defines, run as written there."""
+    namespace = {"time": time, "F": F, "dev": dev}
+    exec(compile(notebook_function("train_steps"), "02_first_cnn.ipynb", "exec"), namespace)
+    return namespace["train_steps"](model, opt, batches, steps)
 
 
 @pytest.mark.parametrize("loop", [nb02.train_steps, notebook_loop], ids=["library", "notebook"])

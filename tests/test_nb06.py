@@ -7,12 +7,11 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
-import torch.nn as nn
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 
 from conftest import REPO
-from course_lib import launcher
+from course_lib import launcher, sharding
 from course_lib.lessons import nb06
 
 pytestmark = pytest.mark.versioned  # DDP and FSDP2 (fully_shard): make test-oldest runs it
@@ -28,7 +27,7 @@ def test_launch_fsdp_shards_what_ddp_replicates(tmp_path):
     """One launch: exact bytes per rank (odd width: uneven shards), equal trained weights."""
     args = ["--out", tmp_path, "--width", "25", "--layers", "3", "--steps", "2", "--batch", "8"]
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if gpus < 2 and not nb06.trains_on_cpu():  # torch 2.6 on CPU: refused in one sentence
+    if gpus < 2 and not sharding.trains_on_cpu():  # torch 2.6 on CPU: refused in one sentence
         with pytest.raises(launcher.LaunchError, match="RuntimeError"):
             launcher.launch("fsdp_vs_ddp", args, nproc=2, timeout_s=120, echo=False)
         return
@@ -44,54 +43,9 @@ def test_launch_fsdp_shards_what_ddp_replicates(tmp_path):
         assert r["per_rank"]["FSDP2"][rank] == dict(params=shard, grads=shard, optim=2 * shard + 4 * n)
     fsdp_params = [row["params"] for row in r["per_rank"]["FSDP2"]]
     assert sum(fsdp_params) == total  # the shards add up to the model, no copy twice
-    assert fsdp_params[0] == nb06.shard_bytes(shapes, W) > fsdp_params[1]  # 13 rows vs 12
+    assert fsdp_params[0] == sharding.shard_bytes(shapes, W) > fsdp_params[1]  # 13 rows vs 12
     assert r["worst_share"] <= 1 and r["max_abs_diff"] < r["max_change"] / 100  # equal, and moved
     assert r["losses"]["DDP"] == pytest.approx(r["losses"]["FSDP2"], rel=1e-5)
-
-
-def small() -> nn.Module:
-    return nn.Sequential(nn.Linear(10, 20), nn.Linear(20, 3))  # weights (20, 10), (3, 20)
-
-
-def test_fake_world_bytes_exact_at_8():
-    ddp, w8 = nb06.fake_world_bytes(small, [8])
-    full = 4 * (200 + 20 + 60 + 3)
-    assert (ddp.world, ddp.params, ddp.grads, ddp.optim) == (None, full, full, 2 * full + 4 * 4)
-    shard = 4 * (3 * 10 + 3 + 1 * 20 + 1)  # ceil(20/8) = 3 rows, ceil(3/8) = 1 row
-    assert (w8.world, w8.params, w8.grads, w8.optim) == (8, shard, shard, 2 * shard + 16)
-    assert w8.total == 4 * shard + 16
-    assert not dist.is_initialized()
-
-
-def test_fake_world_bytes_twice_in_a_row():
-    first = nb06.fake_world_bytes(small, [8, 64])
-    assert nb06.fake_world_bytes(small, [8, 64]) == first
-    assert [r.world for r in first] == [None, 8, 64]
-    assert not dist.is_initialized()
-
-
-def test_fake_group_destroyed_on_error():
-    def broken() -> nn.Module:
-        if dist.is_initialized():  # only inside the fake group: the DDP row builds it first
-            raise ValueError("broken model")
-        return small()
-
-    with pytest.raises(ValueError):
-        nb06.fake_world_bytes(broken, [8])
-    assert not dist.is_initialized()
-    with pytest.raises(KeyError):
-        with nb06.fake_group(4):
-            raise KeyError("inside")
-    assert not dist.is_initialized()
-    assert nb06.fake_world_bytes(small, [8])[1].world == 8  # usable again
-
-
-def test_fake_group_refuses_a_second_group():
-    with nb06.fake_group(2):
-        with pytest.raises(RuntimeError):
-            nb06.fake_world_bytes(small, [8])
-        assert dist.get_world_size() == 2  # the outer group is untouched
-    assert not dist.is_initialized()
 
 
 def test_inline_fake_group_matches_library():
@@ -103,7 +57,7 @@ def test_inline_fake_group_matches_library():
     try:
         mesh = init_device_mesh("cpu", (W,))
         with torch.device("meta"):
-            model = nb06.GPT2SmallShapes()
+            model = sharding.GPT2SmallShapes()
         for block in model.blocks:
             fully_shard(block, mesh=mesh)
         fully_shard(model, mesh=mesh)
@@ -111,26 +65,12 @@ def test_inline_fake_group_matches_library():
         inline = sum(t.numel() * t.element_size() for t in local)
     finally:
         dist.destroy_process_group()
-    rows = nb06.fake_world_bytes(nb06.GPT2SmallShapes, [W], units=(nb06.Block,))
+    rows = sharding.fake_world_bytes(sharding.GPT2SmallShapes, [W], units=(sharding.Block,))
     assert rows[1].params == inline
     with torch.device("meta"):
-        shapes = [p.shape for p in nb06.GPT2SmallShapes().parameters()]
-    assert inline == nb06.shard_bytes(shapes, W)
+        shapes = [p.shape for p in sharding.GPT2SmallShapes().parameters()]
+    assert inline == sharding.shard_bytes(shapes, W)
     assert rows[0].params == 4 * 124_401_408  # the stack's parameter count, fp32
-
-
-def test_counting_on_real_tensors():
-    """The byte counters and the AdamW formula against a real optimizer step."""
-    model = small()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    assert nb06.grad_bytes(model) == 0 and nb06.optimizer_state_bytes(opt) == 0
-    model(torch.randn(4, 10)).sum().backward()
-    opt.step()
-    params = nb06.local_bytes(model)
-    assert params == nb06.local_bytes(list(model.parameters())) == 4 * 283
-    assert nb06.grad_bytes(model) == params
-    assert nb06.optimizer_state_bytes(opt) == nb06.adamw_state_bytes(params, 4)
-    assert nb06.tensor_bytes(torch.zeros(3, 5, dtype=torch.bfloat16)) == 30
 
 
 # ---- the code on the page: what 06 shows is what its jobs run ----

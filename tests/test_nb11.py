@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from conftest import REPO
-from course_lib import launcher
+from course_lib import launcher, models
 from course_lib.lessons import nb11
 
 pytestmark = pytest.mark.versioned  # torch.distributed.pipelining: make test-oldest runs it
@@ -24,7 +24,7 @@ def code_cells(path):
 # ---- the pieces, on one process ---------------------------------------------------------------
 
 def test_split_covers_every_block_once_and_shares_the_parameters():
-    model = nb11.make_model(8, 7)
+    model = models.gelu_stack(8, 7)
     parts = nb11.split(model, 3)
     assert [len(p) for p in parts] == [3, 2, 2]
     assert [id(q) for p in parts for q in p.parameters()] == [id(q) for q in model.parameters()]
@@ -83,7 +83,7 @@ def test_the_replay_refuses_schedules_that_wait_for_each_other():
 
 
 def test_micro_loss_shares_add_up_to_the_batch_gradient():
-    model = nb11.make_model(16, 3, seed=1)
+    model = models.gelu_stack(16, 3, seed=1)
     x, y = nb11.batch(12, 16, seed=1)
     _, ref = nb11.reference(model, x, y)
     model.zero_grad(set_to_none=True)

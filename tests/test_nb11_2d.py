@@ -6,8 +6,8 @@ import json
 import pytest
 import torch
 
-from course_lib import launcher
-from course_lib.lessons import nb06, nb11
+from course_lib import launcher, models, sharding
+from course_lib.lessons import nb11
 
 pytestmark = pytest.mark.versioned  # DTensor's 2D mesh: make test-oldest runs it
 
@@ -96,13 +96,13 @@ def test_the_2d_formula_equals_pytorchs_shards_of_the_mlp_stack():
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
     width, layers = 32, 2
-    with nb06.fake_group(4, (2, 2), ("dp", "tp")) as mesh:
+    with sharding.fake_group(4, (2, 2), ("dp", "tp")) as mesh:
         with torch.device("meta"):
-            model = nb11.mlp_stack(width, layers)
+            model = models.mlp_stack(width, layers)
         for block in model:
             parallelize_module(block, mesh["tp"], {"0": ColwiseParallel(), "2": RowwiseParallel()})
-            nb06.shard(block, mesh["dp"], units=())
-        assert nb06.local_bytes(model) == nb11.mlp_2d_elements(width, layers, 2, 2) * 4
+            sharding.shard(block, mesh["dp"], units=())
+        assert sharding.local_bytes(model) == nb11.mlp_2d_elements(width, layers, 2, 2) * 4
 
 
 # ---- scripts/fsdp_tp.py under torchrun ----------------------------------------------------------
@@ -110,8 +110,8 @@ def test_the_2d_formula_equals_pytorchs_shards_of_the_mlp_stack():
 def test_2d_training_equals_one_process_and_each_rank_holds_its_formula(tmp_path):
     args = ["--width=32", "--layers=2", "--batch=8", "--steps=2", f"--out={tmp_path}"]
     run = launcher.launch("fsdp_tp", args, nproc=4, timeout_s=180, echo=False, check=False)
-    if not nb06.trains_on_cpu():  # torch 2.6: FSDP2 cannot train CPU tensors; one sentence says so
-        assert not run.ok and any(f"from torch {nb06.CPU_MIN_TORCH} on" in line for line in run.lines)
+    if not sharding.trains_on_cpu():  # torch 2.6: FSDP2 cannot train CPU tensors; one sentence says so
+        assert not run.ok and any(f"from torch {sharding.CPU_MIN_TORCH} on" in line for line in run.lines)
         return
     assert run.ok, run.failure
     r = json.loads((tmp_path / "results.json").read_text())
@@ -126,7 +126,7 @@ def test_2d_training_equals_one_process_and_each_rank_holds_its_formula(tmp_path
     params = nb11.mlp_2d_elements(32, 2, 2, 2) * 4
     for row in r["per_rank"]:
         assert (row["params"], row["grads"]) == (params, params)
-        assert row["optim"] == nb06.adamw_state_bytes(int(params), len(r["shapes"]))
+        assert row["optim"] == sharding.adamw_state_bytes(int(params), len(r["shapes"]))
     assert sorted((row["dp"], row["tp"]) for row in r["per_rank"]) == [(0, 0), (0, 1), (1, 0), (1, 1)]
     assert r["one_process"]["params"] == sum(torch.Size(s).numel() for s in r["shapes"]) * 4
 

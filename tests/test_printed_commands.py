@@ -15,11 +15,11 @@ import sys
 import pytest
 
 from conftest import NOTEBOOKS, REPO
-from course_lib.lessons import nb06
+from course_lib import sharding
 
 SCRIPTS = sorted((REPO / "scripts").glob("*.py"))
 DEMONSTRATES_FAILURES = {"failure_lab.py"}
-FSDP_ON_CPU = {"fsdp_vs_ddp.py", "fsdp_tp.py"}  # FSDP2 on gloo CPU ranks: from torch 2.7 (nb06.trains_on_cpu)
+FSDP_ON_CPU = {"fsdp_vs_ddp.py", "fsdp_tp.py"}  # FSDP2 on gloo CPU ranks: from torch 2.7 (sharding.trains_on_cpu)
 
 
 def printed_commands(path) -> list[str]:
@@ -59,10 +59,10 @@ def test_every_printed_torchrun_command_runs_as_printed():
     env = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}"}
     commands = [c for path in SCRIPTS  # one after another: those without --standalone share port 29500
                 if path.name not in DEMONSTRATES_FAILURES
-                and not (path.name in FSDP_ON_CPU and not nb06.trains_on_cpu())
+                and not (path.name in FSDP_ON_CPU and not sharding.trains_on_cpu())
                 for c in printed_commands(path)]
     commands += [c for path in NOTEBOOKS for c in notebook_commands(path)]
-    expected = 6 + 2 * nb06.trains_on_cpu()  # ddp_train x2, ddp_comm, replica_procs (+ fsdp_vs_ddp, fsdp_tp), 06 x2
+    expected = 6 + 2 * sharding.trains_on_cpu()  # ddp_train x2, ddp_comm, replica_procs (+ fsdp_vs_ddp, fsdp_tp), 06 x2
     assert len(commands) >= expected, f"only {len(commands)} commands found, expected {expected}"
     failed = []
     for command in commands:

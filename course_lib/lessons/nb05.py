@@ -6,7 +6,7 @@ GPU; the copy on the first GPU shares the module's own tensors), ``parallel_appl
 thread per replica runs its forward) and ``gather`` (concatenate the outputs on the output
 device). The primitives need CUDA devices. This module does the same arithmetic on one device,
 so that a machine without two GPUs can check the mathematics, and gives the exercise's check;
-:func:`layer_stack`, :func:`replicas` and :func:`thread_apply` (one Python thread per replica, as
+:func:`models.layer_stack`, :func:`replicas` and :func:`thread_apply` (one Python thread per replica, as
 ``parallel_apply``) are the replicas ``scripts/replica_procs.py`` times three ways, and
 :func:`state_bytes` the bytes each GPU holds.
 """
@@ -51,13 +51,6 @@ def replicas(model: nn.Module, k: int) -> list[nn.Module]:
     """`k` copies of `model`: the first is the model itself, as ``replicate``'s copy on
     device_ids[0] shares the module's parameters and buffers; the others are deep copies."""
     return [model] + [copy.deepcopy(model) for _ in range(k - 1)]
-
-
-def layer_stack(width: int, layers: int) -> nn.Sequential:
-    """`layers` × Linear(width, width), the models of notebook 05's GIL measurement
-    (scripts/replica_procs.py): many small layers, where per-layer overhead dominates, and a few
-    large ones, where the matrix products dominate."""
-    return nn.Sequential(*[nn.Linear(width, width) for _ in range(layers)])
 
 
 def thread_apply(modules: Sequence[nn.Module], inputs: Sequence[torch.Tensor]) -> list[Any]:

@@ -14,7 +14,7 @@ the fraction ``(p - 1) / (m + p - 1)`` of the step (:func:`bubble`): the pipelin
 :func:`idle_fractions` reads it from measured timelines.
 
 Sections 6 to 9 add: which of PyTorch's own pipeline schedules can run here (:func:`api_skip`),
-the MLP stack that tensor parallelism and FSDP split together on a 2D mesh (:func:`mlp_stack`,
+the MLP stack that tensor parallelism and FSDP split together on a 2D mesh (:func:`models.mlp_stack`,
 :func:`mlp_2d_elements`), and the which-parallelism-when table: each plan's model state and
 traffic per GPU by formula (:func:`rank_params`, :func:`comm_bytes`), checked against what
 PyTorch's own sharding gives a rank in a fake process group (:func:`fake_rank_bytes`,
@@ -33,34 +33,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from course_lib import check
+from course_lib import check, sharding
 from course_lib.bench import median_interval
-from course_lib.lessons import nb06
 
 Op = tuple[Literal["F", "B"], int]  # a forward or backward pass of micro-batch i
-
-
-def make_model(width: int, layers: int, seed: int = 0) -> nn.Sequential:
-    """`layers` blocks ``Linear(width, width) → GELU``, initialised from `seed` (the same on
-    every rank and in the one-process reference)."""
-    if width < 1 or layers < 1:
-        raise ValueError(f"width and layers must be at least 1, got width={width}, layers={layers}.")
-    torch.manual_seed(seed)
-    return nn.Sequential(*(nn.Sequential(nn.Linear(width, width), nn.GELU()) for _ in range(layers)))
-
-
-def mlp_stack(width: int, layers: int, seed: int = 0) -> nn.Sequential:
-    """`layers` Transformer-style MLP blocks ``Linear(d, 4d) → GELU → Linear(4d, d)`` (d =
-    `width`), initialised from `seed`: the model that sections 7 and 8 split inside each layer."""
-    if width < 1 or layers < 1:
-        raise ValueError(f"width and layers must be at least 1, got width={width}, layers={layers}.")
-    torch.manual_seed(seed)
-    return nn.Sequential(*(mlp_block(width) for _ in range(layers)))
-
-
-def mlp_block(d: int) -> nn.Sequential:
-    """One Transformer MLP block: ``Linear(d, 4d) → GELU → Linear(4d, d)`` (section 7 splits it)."""
-    return nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
 
 
 def bounds(layers: int, stages: int) -> list[int]:
@@ -354,7 +330,7 @@ def plot_timeline(ax, passes: Sequence[Pass], stages: int, title: str = "") -> N
 # ---- 2D: FSDP over dp × tensor parallel over tp (section 8) ------------------------------------
 
 def mlp_2d_elements(width: int, layers: int, dp: int, tp: int) -> float:
-    """Parameters one rank of a dp × tp mesh holds of :func:`mlp_stack`: tensor parallelism
+    """Parameters one rank of a dp × tp mesh holds of :func:`models.mlp_stack`: tensor parallelism
     cuts both weights and the first bias over tp, FSDP cuts what each tp rank has over dp; the
     second Linear's bias stays whole over tp (it is added once, after the sum) and is cut over dp."""
     d = width
@@ -405,8 +381,8 @@ class Shape:
         return self.embed + self.layers * (self.split + self.whole)
 
     def build(self, layers: int | None = None) -> nn.Module:
-        """The parameter shapes as modules (:class:`nb06.GPT2SmallShapes`), `layers` blocks."""
-        return nb06.GPT2SmallShapes(self.vocab, self.context, self.dim, layers or self.layers, 4 * self.dim)
+        """The parameter shapes as modules (:class:`sharding.GPT2SmallShapes`), `layers` blocks."""
+        return sharding.GPT2SmallShapes(self.vocab, self.context, self.dim, layers or self.layers, 4 * self.dim)
 
 
 GPT2_SMALL = Shape("GPT-2 small", dim=768, layers=12, heads=12)
@@ -507,7 +483,7 @@ def fake_rank_bytes(shape: Shape, plan: Plan) -> int:
     with warnings.catch_warnings():  # torch 2.6-2.7 warn that DTensor's random ops on a CPU mesh
         warnings.filterwarnings("ignore", category=UserWarning,  # may be incomplete; none runs here
                                 module=r"torch\.distributed\.tensor\._random")
-        with nb06.fake_group(plan.dp * plan.tp, (plan.dp, plan.tp), ("dp", "tp")) as mesh:
+        with sharding.fake_group(plan.dp * plan.tp, (plan.dp, plan.tp), ("dp", "tp")) as mesh:
             with torch.device("meta"):
                 model = shape.build(stage_blocks(shape, plan))
             if plan.tp > 1:
@@ -516,8 +492,8 @@ def fake_rank_bytes(shape: Shape, plan: Plan) -> int:
                     parallelize_module(block, mesh["tp"], {"attn_in": ColwiseParallel(), "attn_out": RowwiseParallel(),
                                                            "mlp_up": ColwiseParallel(), "mlp_down": RowwiseParallel()})
             if plan.fsdp:
-                nb06.shard(model, mesh["dp"], units=(nb06.Block, nn.Embedding))
-            return nb06.local_bytes(model)
+                sharding.shard(model, mesh["dp"], units=(sharding.Block, nn.Embedding))
+            return sharding.local_bytes(model)
 
 
 @dataclass(frozen=True)
