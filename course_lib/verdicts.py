@@ -4,7 +4,7 @@ One home for the sentences a notebook prints about a comparison:
 
     speed = bench.speedup(eager, compiled)          # a Ratio: value, interval, drift
     print(speed.verdict("compiling the step", on=DEVICE))
-    # verdict (cpu): compiling the step: 1.32× (1.21–1.40) | 1.32× faster, beyond the spread (...)
+    # verdict on cpu: compiling the step: 1.32× (1.21–1.40) | 1.32× faster, beyond the spread (...)
 
 :class:`Ratio` holds a ratio of two measurements with the range their spreads allow
 (:func:`bench.speedup`, :func:`bench.rate_ratio` build it from timings; :func:`ratio_of` from
@@ -162,12 +162,12 @@ class Ratio:
 
     def verdict(self, what: str = "", on: str = "") -> str:
         """The one line that says what this comparison shows, graded by :attr:`grade` (``str()``
-        of a Ratio is the same line without the 'verdict: ' and the subject): 'verdict (cpu):
+        of a Ratio is the same line without the 'verdict: ' and the subject): 'verdict on cpu:
         compiling the step: 1.32× (1.21–1.40) | 1.32× faster, beyond the spread (median of 5
         paired turns, 94% interval, drift 2%)'. `what` names the change (default: the
-        ratio's name), `on` the device, in brackets after 'verdict'. Notebooks print this instead of
+        ratio's name), `on` the device, after 'verdict'. Notebooks print this instead of
         testing :attr:`clear`."""
-        head = ("verdict" + (f" ({on})" if on else "") + ": ") if what or on else ""
+        head = ("verdict" + (f" on {on}" if on else "") + ": ") if what or on else ""
         return f"{head}{what or self.name}: {self._numbers} | {self._body}"
 
     @property

@@ -24,10 +24,10 @@ def test_a_verdict_is_graded_by_the_effect_against_its_spread():
 def test_a_verdict_sentence_names_what_changed_where_with_its_numbers():
     r = Ratio("compiled vs eager", 1.30, 1.21, 1.40, rounds=5, coverage=0.9375, drift=0.02)
     line = r.verdict("compiling the step", on="cpu")
-    assert line.startswith("verdict (cpu): compiling the step: 1.30× (1.21–1.40) | 1.30× faster, beyond the spread (")
+    assert line.startswith("verdict on cpu: compiling the step: 1.30× (1.21–1.40) | 1.30× faster, beyond the spread (")
     assert "median of 5 paired turns" in line and str(r) == "compiled vs eager: " + line.split("compiling the step: ")[1]
     slow = Ratio("x", 0.25, 0.22, 0.30, rounds=5, coverage=0.9375, drift=0.01).verdict(on="cpu")
-    assert slow.startswith("verdict (cpu): x: 0.25× (0.22–0.30) | 4.00× slower (3.33–4.55×), far beyond the spread")
+    assert slow.startswith("verdict on cpu: x: 0.25× (0.22–0.30) | 4.00× slower (3.33–4.55×), far beyond the spread")
     jumpy = str(Ratio("j", 1.10, 1.07, 1.10, rounds=3, coverage=0.75, drift=0.14))
     assert "1.10× faster in the median turn, but inconclusive: the machine's speed changed by 14.0%" in jumpy
     same = str(ratio_of("y", 1.0, 0.98, 1.03))
