@@ -86,7 +86,8 @@ class Ratio:
     @property
     def clear(self) -> bool:
         """True when the repeats tell the two apart: a spread to judge by, 1 outside the range,
-        and no drift larger than the difference. Verdicts print only then."""
+        and no drift larger than the difference. Code branches on it to decide what to compute next
+        (a break-even, a saving); what a notebook prints about the comparison is :meth:`verdict`'s."""
         return not self.single and not self.within_noise and not self.inconclusive
 
     @property

@@ -1,4 +1,5 @@
-"""FSDP2 against DDP: scripts/fsdp_vs_ddp.py under torchrun (2 ranks), course_lib.lessons.nb06 in process."""
+"""FSDP2 against DDP: scripts/fsdp_vs_ddp.py under torchrun (2 ranks); course_lib.lessons.nb06 and the
+notebook's inline byte count against course_lib.sharding, in process."""
 
 import json
 import math
