@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 from types import TracebackType
-from typing import Iterator
+from typing import Iterable, Iterator, Sequence
 
 import torch
 
@@ -64,32 +64,76 @@ def expect(what: str, got: object, expected: object) -> None:
     passed(f"{what}: {g} expected {e}")
 
 
+def agreement(what: str, got: torch.Tensor | Sequence[torch.Tensor],
+              expected: torch.Tensor | Sequence[torch.Tensor], *, atol: float, rtol: float) -> dict:
+    """How close `got` (a parallel or changed computation's result) is to `expected` (one
+    process's), by ``torch.allclose``'s test ``|Δ| <= atol + rtol·|expected|`` on every element.
+
+    The one row format of the course's comparisons: the scripts write these rows into their
+    results, the notebooks read them with :func:`agreements`. `got` and `expected` are tensors or
+    equal-length sequences of tensors (a layer's gradients), compared pair by pair. Returns
+    ``{"what", "max_abs", "worst_share", "over", "elements", "atol", "rtol", "ok"}``:
+    `worst_share` is the worst element's |Δ| as a share of what it is allowed, `over` the number
+    of elements beyond it, so ``ok`` is ``over == 0``."""
+    pairs = list(zip(got, expected)) if isinstance(got, (list, tuple)) else [(got, expected)]
+    if isinstance(got, (list, tuple)) and len(got) != len(expected):
+        raise AssertionError(f"{what}: {len(got)} tensors against {len(expected)}")
+    max_abs, worst, n, over = 0.0, 0.0, 0, 0
+    for g, e in pairs:
+        if g.shape != e.shape:
+            raise AssertionError(f"{what}: shape {tuple(g.shape)} != {tuple(e.shape)}")
+        g, e = g.detach().cpu().double(), e.detach().cpu().double()  # no fp64 copy on the GPU
+        if not g.numel():
+            continue
+        diff = (g - e).abs()
+        share = (diff / (atol + rtol * e.abs()).clamp_min(1e-300)).nan_to_num(nan=float("inf"))
+        share = share.masked_fill(g == e, 0.0)  # equal, infinities included, as allclose has it
+        max_abs, worst = max(max_abs, diff.max().item()), max(worst, share.max().item())
+        n, over = n + g.numel(), over + int((share > 1).sum())
+    return dict(what=what, max_abs=max_abs, worst_share=worst, over=over, elements=n, atol=atol,
+                rtol=rtol, ok=over == 0)
+
+
+def merge(rows: Sequence[Sequence[dict]]) -> list[dict]:
+    """Each rank's :func:`agreement` rows (the same comparisons, in the same order) as one row per
+    comparison: the largest difference and share over the ranks, every element counted, ok only
+    if every rank's is."""
+    out = []
+    for same in zip(*rows):
+        out.append(dict(same[0], max_abs=max(r["max_abs"] for r in same),
+                        worst_share=max(r["worst_share"] for r in same),
+                        over=sum(r["over"] for r in same), elements=sum(r["elements"] for r in same),
+                        ok=all(r["ok"] for r in same)))
+    return out
+
+
+def fmt_agreement(row: dict) -> str:
+    """One :func:`agreement` row as a line: ``what: max |Δ| 2.2e-07; |Δ| ≤ atol 2e-06 + rtol
+    1e-05·|expected| on all 1,234 elements, worst at 11% of its allowance``."""
+    bound = f"|Δ| ≤ atol {row['atol']:.3g} + rtol {row['rtol']:g}·|expected|"
+    head = f"{row['what']}: max |Δ| {row['max_abs']:.2e}; {bound}"
+    if row["ok"]:
+        return f"{head} on all {row['elements']:,} elements, worst at {row['worst_share']:.0%} of its allowance"
+    return (f"{head} fails on {row['over']:,} of {row['elements']:,} elements, worst at "
+            f"{row['worst_share']:.3g}× its allowance — not close")
+
+
+def agreements(rows: Iterable[dict]) -> None:
+    """Assert and print every :func:`agreement` row (from this process or a script's results):
+    one line each, ✓ when close; the first row that is not raises its line."""
+    for row in rows:
+        if not row["ok"]:
+            raise AssertionError(fmt_agreement(row))
+        passed(fmt_agreement(row))
+
+
 def close(got: torch.Tensor, expected: torch.Tensor, *, what: str,
           atol: float = 1e-6, rtol: float = 1e-5) -> None:
-    """Assert ``|got - expected| <= atol + rtol·|expected|`` on every element (``torch.allclose``).
-
-    The line printed names what the tolerance bounds: the largest difference, and the worst
-    element's difference as a share of the error it is allowed there, e.g.
-    ``gradients, 4 micro-batches vs one batch: max |Δ| 2.2e-07; |Δ| ≤ atol 2e-06 + rtol
-    1e-05·|expected| on all 1,234 elements, worst at 11% of its allowance ✓``.
-    """
-    if got.shape != expected.shape:
-        raise AssertionError(f"{what}: shape {tuple(got.shape)} != {tuple(expected.shape)}")
-    g, e = got.detach().cpu().double(), expected.detach().cpu().double()  # no fp64 copy on the GPU
-    diff = (g - e).abs()
-    allowed = atol + rtol * e.abs()
-    n = diff.numel()
-    max_abs = diff.max().item() if n else 0.0
-    share = (diff / allowed.clamp_min(1e-300)).nan_to_num(nan=float("inf"))
-    share = share.masked_fill(g == e, 0.0)  # equal, infinities included, as allclose has it
-    worst = share.max().item() if n else 0.0
-    bound = f"|Δ| ≤ atol {atol:g} + rtol {rtol:g}·|expected|"
-    if not torch.allclose(g, e, atol=atol, rtol=rtol):
-        over = int((share > 1).sum())
-        raise AssertionError(f"{what}: max |Δ| {max_abs:.2e}; {bound} fails on {over:,} of {n:,} "
-                             f"elements, worst at {worst:.3g}× its allowance — not close")
-    passed(f"{what}: max |Δ| {max_abs:.2e}; {bound} on all {n:,} elements, "
-        f"worst at {worst:.0%} of its allowance")
+    """Assert ``|got - expected| <= atol + rtol·|expected|`` on every element (``torch.allclose``),
+    printing the :func:`agreement` row's line, e.g. ``gradients, 4 micro-batches vs one batch: max
+    |Δ| 2.2e-07; |Δ| ≤ atol 2e-06 + rtol 1e-05·|expected| on all 1,234 elements, worst at 11% of
+    its allowance ✓``."""
+    agreements([agreement(what, got, expected, atol=atol, rtol=rtol)])
 
 
 def allocated(what: str, measured: int, expected: int, tensors: int, device: torch.device | str) -> None:

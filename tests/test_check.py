@@ -118,3 +118,23 @@ def test_a_bare_not_implemented_error_from_a_library_is_a_real_error():
         raise NotImplementedError()
     with pytest.raises(NotImplementedError), check.exercise():
         library_function()
+
+
+def test_agreement_is_allclose_over_pairs_and_merges_over_ranks(capsys):
+    """One row format for every comparison with one process: ok exactly when torch.allclose
+    holds on every pair; merged rows take the worst rank."""
+    a, b = torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.0 + 2e-5])
+    row = check.agreement("pair", [a, a], [a, b], atol=1e-5, rtol=1e-5)
+    assert row["ok"] == torch.allclose(a, b, atol=1e-5, rtol=1e-5) == True  # noqa: E712
+    assert row["elements"] == 4 and row["over"] == 0 and 0.5 < row["worst_share"] < 0.9
+    bad = check.agreement("pair", b, a, atol=1e-6, rtol=1e-6)
+    assert not bad["ok"] and bad["over"] == 1 and not torch.allclose(b, a, atol=1e-6, rtol=1e-6)
+    merged = check.merge([[row], [bad]])
+    assert merged[0]["over"] == 1 and not merged[0]["ok"] and merged[0]["elements"] == 6
+    assert merged[0]["worst_share"] == bad["worst_share"]
+    check.agreements([row])
+    assert "pair: max |Δ| 2.00e-05" in capsys.readouterr().out
+    with pytest.raises(AssertionError, match="fails on 1 of 6 elements"):
+        check.agreements(merged)
+    with pytest.raises(AssertionError, match="shape"):
+        check.agreement("shapes", a, torch.ones(3), atol=0, rtol=0)
