@@ -93,3 +93,12 @@ def test_elsewhere_leaves_out_the_rows_asked_to(tmp_path, monkeypatch):
     report.record_reference({"02_first_cnn": rep.to_dict()})
     text = published.elsewhere("02_first_cnn", ("loader", "data wait"), exclude=("loader w=8 +pin",))
     assert "loader w=8: 1" in text and "+pin" not in text
+
+
+def test_entries_ship_with_the_package():
+    """The entries are a data file beside the module: a non-editable install must carry it."""
+    import tomllib
+    from pathlib import Path
+    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    assert published.ENTRIES.name in pyproject["tool"]["setuptools"]["package-data"]["course_lib"]
+    assert len(published._load()) == len(published.FIGURES) and published.FIGURES
