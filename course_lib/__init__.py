@@ -35,7 +35,8 @@ plot        the shared figures
 units       times, sizes and rates in human units ('41.3 ms', '12.4 GiB', '3.1 GB/s')
 
 *Training pieces*
-data        procedural shapes dataset, tensor and replayable loaders, CIFAR-10/MNIST, text corpus
+data        procedural shapes dataset, tensor and replayable loaders, CIFAR-10/MNIST
+textdata    text for language models, offline: a corpus, the byte tokenizer, next-token windows
 attention   attention written out: masks, scaled dot-product and multi-head attention (the GPT's)
 models      the seed CNN, torchvision ResNets, the GPT, the MLPs of 05/06 (mlp, deep_mlp)
 train       the training loop (AMP, accumulation, clipping, LR schedule, exact resume)
@@ -46,8 +47,8 @@ profiles    run profiles (smoke/cpu/gpu/auto), GPU classes, and every notebook's
             title, GPUs it needs, what a smaller machine shows, its sizes per profile
 device      pick the device, describe the hardware (cpuinfo), the TF32 switch, which 16-bit
             precisions it runs natively, the simulated small card
-check       the mechanism of automatic checks (expect, close, between, allocated, exercise):
-            each lesson's exercise checks are built from it
+check       the mechanism of automatic checks (expect, close, between, allocated, exercise) and
+            the one row format of a comparison with one process (agreement, merge, agreements)
 files       atomic writes (checkpoints, reports, results, notebooks) and their leftovers
 
 **Lessons** (``course_lib.lessons.nbNN``): one module per notebook ``NN_*.ipynb`` that needs

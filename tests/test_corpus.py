@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from course_lib import data
+from course_lib import data, textdata
 
 BUDGET = 300_000  # bytes: a small stdlib corpus, fast enough for every test run
 
 
 def path_hash(rel: str) -> int:
-    """The split rule, written out independently of data.py."""
+    """The split rule, written out independently of textdata.py."""
     return int.from_bytes(hashlib.blake2b(rel.encode(), digest_size=8).digest(), "little")
 
 
@@ -37,15 +37,15 @@ def joined(texts: dict[str, str], files: list[str]) -> str:
 
 
 @pytest.fixture(scope="module")
-def small_stdlib() -> data.Corpus:
-    return data.text_corpus(max_bytes=BUDGET)
+def small_stdlib() -> textdata.Corpus:
+    return textdata.text_corpus(max_bytes=BUDGET)
 
 
 def stdlib_texts() -> tuple[Path, list[str], dict[str, int]]:
-    """The stdlib root, every file that data.py could use (UTF-8, not blank), and their sizes."""
+    """The stdlib root, every file that textdata.py could use (UTF-8, not blank), and their sizes."""
     root = Path(sysconfig.get_paths()["stdlib"])
     sizes = {}
-    for rel in data.stdlib_files():
+    for rel in textdata.stdlib_files():
         raw = (root / rel).read_bytes()
         try:
             raw.decode("utf-8")
@@ -59,7 +59,7 @@ def stdlib_texts() -> tuple[Path, list[str], dict[str, int]]:
 # ---- the standard library as a corpus ---------------------------------------------------
 
 def test_stdlib_files_are_sorted_python_sources_without_site_packages():
-    files = data.stdlib_files()
+    files = textdata.stdlib_files()
     assert len(files) > 100 and files == sorted(files)
     assert all(f.endswith(".py") for f in files)
     assert not any(part in ("site-packages", "dist-packages", "__pycache__")
@@ -68,7 +68,7 @@ def test_stdlib_files_are_sorted_python_sources_without_site_packages():
 
 
 def test_stdlib_corpus_is_deterministic(small_stdlib):
-    again = data.text_corpus(max_bytes=BUDGET)
+    again = textdata.text_corpus(max_bytes=BUDGET)
     assert torch.equal(small_stdlib.train, again.train) and torch.equal(small_stdlib.val, again.val)
     assert small_stdlib.train_files == again.train_files and small_stdlib.val_files == again.val_files
     assert small_stdlib.train.dtype == small_stdlib.val.dtype == torch.int64
@@ -110,7 +110,7 @@ def test_max_bytes_is_respected_and_is_a_spread(small_stdlib):
 
 def test_a_tiny_budget_keeps_the_first_file_of_each_split_in_hash_order(tmp_path):
     texts = write_tree(tmp_path)
-    c = data.text_corpus(tmp_path, val_percent=30, max_bytes=1)
+    c = textdata.text_corpus(tmp_path, val_percent=30, max_bytes=1)
     for files, is_val in ((c.train_files, False), (c.val_files, True)):
         side = [f for f in texts if (path_hash(f) % 100 < 30) == is_val]
         assert files == [min(side, key=path_hash)]
@@ -127,12 +127,12 @@ def test_describe_is_one_line_with_counts(small_stdlib):
 
 def test_folder_split_by_file_in_sorted_order(tmp_path):
     texts = write_tree(tmp_path)
-    c = data.text_corpus(tmp_path, val_percent=30)
+    c = textdata.text_corpus(tmp_path, val_percent=30)
     assert sorted(c.train_files + c.val_files) == sorted(texts)
     assert c.train_files and c.val_files and not set(c.train_files) & set(c.val_files)
     assert c.train_files == sorted(c.train_files) and c.val_files == sorted(c.val_files)
-    assert data.ByteTokenizer().decode(c.val) == joined(texts, c.val_files)
-    assert data.ByteTokenizer().decode(c.train) == joined(texts, c.train_files)
+    assert textdata.ByteTokenizer().decode(c.val) == joined(texts, c.val_files)
+    assert textdata.ByteTokenizer().decode(c.train) == joined(texts, c.train_files)
     assert c.name == str(tmp_path)
 
 
@@ -144,7 +144,7 @@ def test_folder_skips_non_utf8_hidden_and_cache_files(tmp_path):
     (tmp_path / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
     (tmp_path / "__pycache__").mkdir()
     (tmp_path / "__pycache__" / "x.txt").write_text("cached\n")
-    c = data.text_corpus(tmp_path, val_percent=50)
+    c = textdata.text_corpus(tmp_path, val_percent=50)
     assert sorted(c.train_files + c.val_files) == sorted(texts)
 
 
@@ -155,7 +155,7 @@ def test_an_empty_side_takes_the_file_with_the_smallest_hash(tmp_path, to_val):
     names = [n for n in candidates if (path_hash(n) % 100 < val_percent) != to_val][:2]
     for name in names:
         (tmp_path / name).write_text(f"text of {name}\n")
-    c = data.text_corpus(tmp_path, val_percent=val_percent)
+    c = textdata.text_corpus(tmp_path, val_percent=val_percent)
     moved, stays = sorted(names, key=path_hash)
     assert (c.val_files, c.train_files) == (([moved], [stays]) if to_val else ([stays], [moved]))
 
@@ -164,7 +164,7 @@ def test_single_file_splits_at_a_line_start(tmp_path):
     lines = [f"{i}: " + "word " * (i % 7) + "\n" for i in range(400)]
     text = "".join(lines)
     (tmp_path / "notes.txt").write_text(text, encoding="utf-8")
-    c = data.text_corpus(tmp_path / "notes.txt", val_percent=20)
+    c = textdata.text_corpus(tmp_path / "notes.txt", val_percent=20)
     tok = c.tokenizer
     train, val = tok.decode(c.train), tok.decode(c.val)
     assert train + val == text and train.endswith("\n")
@@ -177,21 +177,21 @@ def test_single_file_splits_at_a_line_start(tmp_path):
 def test_single_file_max_bytes_truncates(tmp_path):
     text = "".join(f"é line {i}\n" for i in range(1000))
     (tmp_path / "notes.txt").write_text(text, encoding="utf-8")
-    c = data.text_corpus(tmp_path / "notes.txt", max_bytes=2_000)
+    c = textdata.text_corpus(tmp_path / "notes.txt", max_bytes=2_000)
     assert 0 < len(c.train) + len(c.val) <= 2_000
     assert text.startswith(c.tokenizer.decode(torch.cat([c.train, c.val])))
 
 
 def test_folder_with_one_file_is_split_like_a_single_file(tmp_path):
     (tmp_path / "only.txt").write_text("".join(f"line {i}\n" for i in range(50)))
-    c = data.text_corpus(tmp_path)
+    c = textdata.text_corpus(tmp_path)
     assert c.train_files == c.val_files == ["only.txt"] and len(c.val) > 0
 
 
 # ---- byte tokens -------------------------------------------------------------------------
 
 def test_byte_tokenizer_round_trips_any_text():
-    tok = data.ByteTokenizer()
+    tok = textdata.ByteTokenizer()
     for text in ["", "plain ascii", "é, 中文, emoji 🙂", "tab\tand\nnewline"]:
         ids = tok.encode(text)
         assert ids.dtype == torch.int64 and ids.shape == (len(text.encode("utf-8")),)
@@ -201,7 +201,7 @@ def test_byte_tokenizer_round_trips_any_text():
 
 
 def test_decoding_invalid_bytes_does_not_raise():
-    tok = data.ByteTokenizer()
+    tok = textdata.ByteTokenizer()
     cut = tok.encode("中文")[:-1]  # the last character cut in half
     assert tok.decode(cut).startswith("中") and "\ufffd" in tok.decode(cut)
     assert tok.decode([0xFF, 0xFE, 65]).endswith("A")
@@ -222,12 +222,12 @@ def test_missing_or_empty_text_is_corpus_missing(tmp_path):
     (tmp_path / "binary_dir").mkdir()
     (tmp_path / "binary_dir" / "x.bin").write_bytes(b"\xff\xfe\x00\x81")
     for path in ["missing", "missing/deeper.txt", "empty.txt", "blank.txt", "empty_dir", "binary_dir"]:
-        with pytest.raises(data.CorpusMissing) as exc:
-            data.text_corpus(tmp_path / path)
+        with pytest.raises(textdata.CorpusMissing) as exc:
+            textdata.text_corpus(tmp_path / path)
         assert isinstance(exc.value, FileNotFoundError) and isinstance(exc.value, data.DatasetMissing)
         assert one_sentence(exc)
-    with pytest.raises(data.CorpusMissing) as exc:
-        data.stdlib_files(tmp_path / "empty_dir")
+    with pytest.raises(textdata.CorpusMissing) as exc:
+        textdata.stdlib_files(tmp_path / "empty_dir")
     assert one_sentence(exc)
 
 
@@ -235,7 +235,7 @@ def test_bad_split_arguments_are_value_errors(tmp_path):
     write_tree(tmp_path, n=3)
     for kwargs in [dict(val_percent=0), dict(val_percent=51), dict(max_bytes=0)]:
         with pytest.raises(ValueError) as exc:
-            data.text_corpus(tmp_path, **kwargs)
+            textdata.text_corpus(tmp_path, **kwargs)
         assert one_sentence(exc)
 
 
@@ -243,7 +243,7 @@ def test_bad_split_arguments_are_value_errors(tmp_path):
 
 def test_lm_windows_are_shifted_views():
     tokens = torch.arange(103)
-    x, y = data.lm_windows(tokens, block=10)
+    x, y = textdata.lm_windows(tokens, block=10)
     assert x.shape == y.shape == ((103 - 1) // 10, 10)
     for i in range(len(x)):
         assert torch.equal(y[i, :-1], x[i, 1:])
@@ -256,22 +256,22 @@ def test_lm_windows_are_shifted_views():
 
 def test_lm_windows_of_a_slice_start_at_the_slice():
     tokens = torch.arange(50)
-    x, y = data.lm_windows(tokens[7:], block=4)
+    x, y = textdata.lm_windows(tokens[7:], block=4)
     assert x[0].tolist() == [7, 8, 9, 10] and y[0].tolist() == [8, 9, 10, 11]
 
 
 def test_lm_windows_need_block_plus_one_tokens():
-    x, _ = data.lm_windows(torch.arange(9), block=8)
+    x, _ = textdata.lm_windows(torch.arange(9), block=8)
     assert x.shape == (1, 8)
     with pytest.raises(ValueError) as exc:
-        data.lm_windows(torch.arange(8), block=8)
+        textdata.lm_windows(torch.arange(8), block=8)
     assert "8" in str(exc.value) and "9" in str(exc.value) and one_sentence(exc)
     with pytest.raises(ValueError):
-        data.lm_windows(torch.arange(20).view(4, 5), block=2)
+        textdata.lm_windows(torch.arange(20).view(4, 5), block=2)
 
 
 def test_tensor_loader_over_windows_gives_int64_batches(small_stdlib):
-    x, y = data.lm_windows(small_stdlib.train, block=32)
+    x, y = textdata.lm_windows(small_stdlib.train, block=32)
     loader = data.TensorLoader(x, y, batch_size=16, seed=0)
     xb, yb = next(iter(loader))
     assert xb.shape == yb.shape == (16, 32) and xb.dtype == yb.dtype == torch.int64
@@ -285,21 +285,21 @@ def test_unigram_loss_matches_the_formula():
     train, val, vocab = torch.tensor([0, 0, 0, 1]), torch.tensor([0, 1, 2, 2]), 3
     counts = [3 + 1, 1 + 1, 0 + 1]  # add-one smoothing
     expected = -sum(math.log(counts[t] / sum(counts)) for t in val.tolist()) / len(val)
-    assert data.unigram_loss(train, val, vocab) == pytest.approx(expected, rel=1e-12)
+    assert textdata.unigram_loss(train, val, vocab) == pytest.approx(expected, rel=1e-12)
 
 
 def test_unigram_loss_of_uniform_text_is_log_vocab():
     vocab = 50
     train, val = torch.arange(vocab).repeat(7), torch.arange(vocab)
-    assert data.unigram_loss(train, val, vocab) == pytest.approx(math.log(vocab), rel=1e-12)
+    assert textdata.unigram_loss(train, val, vocab) == pytest.approx(math.log(vocab), rel=1e-12)
 
 
 def test_unigram_loss_of_python_source_beats_uniform(small_stdlib):
-    loss = data.unigram_loss(small_stdlib.train, small_stdlib.val, 256)
+    loss = textdata.unigram_loss(small_stdlib.train, small_stdlib.val, 256)
     assert 0 < loss < math.log(256)
 
 
 def test_unigram_loss_rejects_ids_outside_the_vocabulary():
     with pytest.raises(ValueError) as exc:
-        data.unigram_loss(torch.tensor([0, 1]), torch.tensor([5]), 3)
+        textdata.unigram_loss(torch.tensor([0, 1]), torch.tensor([5]), 3)
     assert one_sentence(exc)
