@@ -3,6 +3,7 @@ cells call beyond plain PyTorch) and its exercise checks (``check_<exercise>``, 
 :mod:`course_lib.check`; an exercise that one ``check.expect`` settles is checked in its cell). A lesson imports core modules and earlier lessons only (a notebook
 reuses what an earlier one introduced, never the reverse); tests/test_layout.py holds it to that.
 
+nb00  setup check: its tables and sentences as text, the exercise check (a matrix's bytes)
 nb01  GPU vs CPU: the exercise checks (FLOPs of a matmul, a copy's time)
 nb02  first CNN: data-loading throughput (workers, pinned memory), the short CIFAR-10/MNIST run
 nb03  mixed precision: formats, loss scaling, runs compared by precision
