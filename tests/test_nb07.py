@@ -10,7 +10,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from course_lib import attention as A
 from course_lib import bench
-from course_lib.lessons import nb07
+from course_lib.lessons import nb07, seqlen
 from test_attention import qkv  # the same inputs as the core tests
 
 pytestmark = pytest.mark.versioned  # SDPA's kernels: make test-oldest runs it
@@ -286,7 +286,7 @@ def test_cache_step_reads_the_lead_across_the_crossing_against_the_step_before()
     noisy = nb07.cache_step(_leads((1.0, 0.7, 1.4), (1.2, 0.9, 1.6), (1.5, 1.0, 2.0), (3, 2.9, 3.1)),
                             lengths, one, cache, "one matrix")
     assert "cannot tell" in noisy
-    lo, value, hi = nb07.lead_growth(_leads((1.0, 0.9, 1.1), (2.0, 1.8, 2.2)), 128, 256)
+    lo, value, hi = seqlen.lead_growth(_leads((1.0, 0.9, 1.1), (2.0, 1.8, 2.2)), 128, 256)
     assert lo == pytest.approx(1.8 / 1.1) and value == pytest.approx(2.0) and hi == pytest.approx(2.2 / 0.9)
 
 
@@ -299,3 +299,97 @@ def test_cache_step_when_nothing_or_everything_outgrows_the_cache_or_too_few_len
     assert "too few lengths" in nb07.cache_step(leads, lengths, one, 128 * 128 + 1, "x")  # crossed at 256
     assert "too few lengths" in nb07.cache_step({128: leads[128], 512: leads[512]}, lengths, one,
                                                 256 * 256 + 1, "x")  # 256 did not run
+
+
+# ---- the words around the measurements: each function's text follows its numbers
+
+def _t(name, median_s, q1_s, q3_s, runs=5):
+    return bench.Timing(name, "cpu (2 threads)", median_s, q3_s - q1_s, runs, None, "", q1_s, q3_s)
+
+
+def test_toy_text_reports_both_models_chance_and_the_best_head():
+    lines = nb07.toy_text((0.3, [0.2, 0.25], None), (0.95, [0.4, 0.9], None), 200, 0.31, 1).splitlines()
+    assert lines[0].startswith("untrained ") and "accuracy  30.0%" in lines[0] and lines[0].endswith("head 0 20%, head 1 25%")
+    assert lines[1].startswith("after 200 steps") and "accuracy  95.0%" in lines[1]
+    assert "would put 31% there" in lines[2] and lines[3].endswith("head 1, 90% of its weight (untrained: 25%)")
+
+
+def test_point_line_for_a_timed_an_oom_and_a_skipped_point():
+    timed = nb07.Point("SDPA", 256, _t("x", 0.002, 0.0019, 0.0021), 3 * 2**20)
+    assert nb07.point_line(timed, 4, 8, torch.float32) == "T=256    SDPA                    2 ms ±  5.0% | peak 3.0 MiB"
+    oom = nb07.point_line(nb07.Point("written out", 4096, oom=True), 4, 8, torch.bfloat16, 79.6)
+    assert "one (4, 8, 4096, 4096) bfloat16 matrix is 1.0 GiB (79.6 GiB on this GPU)" in oom
+    assert nb07.point_line(nb07.Point("written out", 8192, skipped=True), 4, 8, torch.float32).endswith(
+        "skipped: out of memory at a shorter length")
+
+
+def _sweep():
+    lengths, names = [128, 256], ["written out", "SDPA, math kernel", "SDPA"]
+    at = {(n, t): nb07.Point(n, t, _t(n, 1e-3 * t / 128 * (3 - i), 0.9e-3, 1.1e-3 * t / 128 * (3 - i)), 2**20 * (3 - i))
+          for i, n in enumerate(names) for t in lengths}
+    at[("SDPA, math kernel", 256)] = nb07.Point("SDPA, math kernel", 256, oom=True)
+    return at, names, lengths
+
+
+def test_sweep_tables_mark_an_unclear_lead_and_give_the_peak_in_matrices():
+    at, names, lengths = _sweep()
+    lead = {128: bench.ratio_of("T=128", 3.0, 2.8, 3.2), 256: bench.ratio_of("T=256", 1.0, 0.9, 1.1)}
+    one = {128: 2**19, 256: 2**21}
+    lines = nb07.sweep_tables(at, names, lengths, lead, one).splitlines()
+    assert lines[1].endswith("| 3.00× (2.80–3.20)") and lines[2].endswith(" ?") and "out of memory" in lines[2]
+    assert lines[3].startswith("?: these repeats do not tell") and "T=256" in lines[3]
+    assert lines[5] == "peak memory added by one call"
+    assert lines[7].endswith("|               3.0× | 512.0 KiB")
+    assert lines[-1] == "written out, T=256: peak 3.0 MiB = 1.50 × one (B, H, T, T) matrix"
+
+
+def test_slopes_line_words_the_exponent_and_flags_slopes_that_do_not_climb():
+    steady = nb07.slopes_line("SDPA", "time", [128, 256, 512], [1.0, 3.0, 12.0], 1.8)
+    assert "∝ T^1.80 (about quadratic)" in steady and "between neighbours: 1.58, 2.00" in steady
+    assert len(steady.splitlines()) == 1
+    assert len(nb07.slopes_line("SDPA", "time", [128, 256, 512], [1.0, 4.0, 8.0], 1.5).splitlines()) == 2
+    assert len(nb07.slopes_line("SDPA", "peak memory", [128, 256, 512], [1.0, 4.0, 8.0], 1.5).splitlines()) == 1
+    assert [nb07.growth_words(p) for p in (0.5, 1.0, 1.5, 2.0, 2.5)] == [
+        "less than linear: fixed costs dominate", "about linear", "between linear and quadratic",
+        "about quadratic", "faster than quadratic"]
+
+
+def test_cache_compare_and_oom_texts():
+    assert "could not be read" in nb07.cache_text(None, {}, [128], {})
+    lengths = [128, 256, 512, 1024]
+    one = {t: 4 * 8 * t * t * 4 for t in lengths}
+    leads = _leads((1.0, 0.95, 1.05), (1.2, 1.15, 1.25), (2.4, 2.3, 2.5), (3, 2.9, 3.1))
+    text = nb07.cache_text(("L3", 16 * 2**20), leads, lengths, {"one matrix": one}).splitlines()
+    assert text[1] == "the L3 cache holds 16.0 MiB; SDPA vs written out at each length, above:"
+    assert text[2] == "  " + nb07.cache_step(leads, lengths, one, 16 * 2**20, "one matrix")
+    speed = bench.ratio_of("SDPA vs written out, T=1024", 2.0, 1.9, 2.1)
+    assert nb07.compare_text(speed, 1024, 4 * 2**20, 2**20).endswith("4.0× less with SDPA")
+    assert nb07.compare_text(speed, 1024, 2**20, 2 * 2**20).endswith("2.0× more with SDPA")
+    at, names, _ = _sweep()
+    points = list(at.values())
+    assert nb07.oom_text(points, names, "cpu", 256) == "SDPA, math kernel ran out of memory at T=256 on cpu"
+    assert nb07.oom_text(points[:2], names, "cpu", 256) == "no length ran out of memory on cpu, up to T=256"
+
+
+def test_kernels_text_compares_each_with_the_fastest_and_names_a_tie():
+    flash, math_, written = _t("flash", 1e-3, 0.9e-3, 1.1e-3), _t("math", 2e-3, 1.9e-3, 2.1e-3), _t("w", 3e-3, 2.9e-3, 3.1e-3)
+    rows = [nb07.BackendRow("FLASH_ATTENTION", flash), nb07.BackendRow("MATH", math_),
+            nb07.BackendRow("EFFICIENT_ATTENTION", None, "no kernel for these inputs"),
+            nb07.BackendRow("written out", written)]
+    lines = nb07.kernels_text(rows, "FLASH_ATTENTION").splitlines()
+    assert lines[0] == str(flash) and lines[1].startswith(f"{math_} | ") and "FLASH_ATTENTION vs MATH" in lines[1]
+    assert lines[2] == "EFFICIENT_ATTENTION  | not timed: no kernel for these inputs"
+    assert lines[4] == "fastest kernel here: FLASH_ATTENTION; the default is FLASH_ATTENTION"
+    tie = [nb07.BackendRow("FLASH_ATTENTION", flash), nb07.BackendRow("MATH", _t("m", 1.01e-3, 0.9e-3, 1.1e-3))]
+    assert "cannot be told apart" in nb07.kernels_text(tie, "MATH").splitlines()[-1]
+
+
+def test_parts_apart_and_gpu_elsewhere():
+    one = [bench.ratio_of("MATH vs written out", 1.5, 1.4, 1.6)]
+    assert nb07.parts_text(one) == f"\nfrom plain PyTorch to the same formula in C++: {one[0]}"
+    two = one + [bench.ratio_of("FLASH vs MATH", 3.0, 2.8, 3.2)]
+    assert nb07.parts_text(two).splitlines()[2] == f"from the unfused formula to the kernel PyTorch picks: {two[1]}"
+    line = nb07.apart_line(_t("SDPA, T=1024", 2e-3, 1.9e-3, 2.1e-3), _t("SDPA, T=1024", 1e-3, 0.9e-3, 1.1e-3))
+    assert line.startswith("  SDPA, T=1024: here 2 ms (1.9 ms–2.1 ms), section 5 1 ms (900 µs–1.1 ms)") and "2.00× its time" in line
+    assert nb07.gpu_elsewhere(False).startswith("No CUDA GPU here") and "not the same quantity" in nb07.gpu_elsewhere(False)
+    assert nb07.gpu_elsewhere(True).startswith("For comparison, ")

@@ -1,13 +1,17 @@
-"""Notebook 07 (attention from scratch): which SDPA kernel runs and what each one costs as the
-sequence grows, the toy task's data, the snippet tutorials teach, and the exercise checks.
+"""Notebook 07 (attention from scratch): which SDPA kernel runs and what each one costs, the toy task's
+data, the snippet tutorials teach, the exercise checks, and the words around each measurement, returned
+as text for the cells to print.
 
-The attention itself (masks, :func:`~course_lib.attention.attention`,
-:class:`~course_lib.attention.MultiHeadAttention`) and how closely two correct attentions agree
-(:func:`~course_lib.attention.agreement`) are core: :mod:`course_lib.attention`.
+The sweep over sequence lengths (each version's time and peak memory at each length, its plot, the
+growth exponents, the cache step) is :mod:`course_lib.lessons.seqlen`, re-exported here. The attention
+itself (masks, :func:`~course_lib.attention.attention`, :class:`~course_lib.attention.MultiHeadAttention`)
+and how closely two correct attentions agree (:func:`~course_lib.attention.agreement`) are core:
+:mod:`course_lib.attention`.
 """
 
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Mapping, Sequence
@@ -17,9 +21,11 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.profiler import ProfilerActivity, profile
 
-from course_lib import bench, check, memory, units
+from course_lib import bench, check, memory, published, units
 from course_lib.attention import attention, causal_mask, padding_mask
 from course_lib.bench import Timing
+from course_lib.lessons import seqlen
+from course_lib.lessons.seqlen import Point, cache_step, rising, time_in_turns_or_alone
 from course_lib.roofline import counted_flops
 
 if TYPE_CHECKING:
@@ -165,7 +171,7 @@ def time_backends(step: Callable[[], object], device: torch.device | str, *,
                 rows[name] = BackendRow(name, None, refusal(exc, caught))
         if rows[name].reason == "out of memory":
             memory.free()  # after the except block, which held the failed call's frames
-    for name, timing in (_time_in_turns(forced, device, repeats) if forced else {}).items():
+    for name, timing in (time_in_turns_or_alone(forced, device, repeats) if forced else {}).items():
         rows[name].timing = timing
         rows[name].reason = "" if timing is not None else "out of memory"
     return list(rows.values())
@@ -186,248 +192,9 @@ def two_moments(before: bench.Ratio, here: bench.Ratio) -> str:
             "quote each ratio with its interval and the section that measured it")
 
 
-def rising(slopes: Sequence[float]) -> bool:
-    """Whether each slope is at least the one before (the growth exponent between neighbouring
-    lengths climbing toward its large-T value, as fixed costs fade)."""
-    return all(b >= a for a, b in zip(slopes, slopes[1:]))
-
-
-def lead_growth(lead: Mapping[int, bench.Ratio], t0: int, t1: int) -> tuple[float, float, float]:
-    """How much SDPA's lead over the written-out version (`lead[t]`: their paired ratio at length
-    t) grows from length `t0` to `t1`: (low, value, high), the ends from the two intervals."""
-    a, b = lead[t0], lead[t1]
-    return b.lo / a.hi, b.value / a.value, b.hi / a.lo
-
-
-def cache_step(lead: Mapping[int, bench.Ratio], lengths: Sequence[int], size: Mapping[int, int],
-               cache_bytes: int, what: str) -> str:
-    """One sentence: between which lengths `what` (`size[t]` bytes at length t) outgrows a cache of
-    `cache_bytes`, and whether SDPA's lead grows faster across that point than over the step
-    before it, beyond both ranges. SDPA builds no T×T matrix, and each lead is timed in turns
-    at its length, so a change of the machine's speed between lengths cancels in it; a cache
-    step of the written-out version would show as the lead growing faster across the point."""
-    lengths = sorted(lengths)
-    past = [t for t in lengths if size[t] > cache_bytes]
-    if not past:
-        return f"{what} fits the cache at every length (up to {units.fmt_bytes(size[lengths[-1]])})"
-    i = lengths.index(past[0])
-    if i == 0:
-        return f"{what} outgrows the cache already at T={lengths[0]} ({units.fmt_bytes(size[lengths[0]])})"
-    t0, t1 = lengths[i - 1], lengths[i]
-    head = (f"{what} outgrows it between T={t0} ({units.fmt_bytes(size[t0])}) and T={t1} "
-            f"({units.fmt_bytes(size[t1])})")
-    if i < 2 or any(t not in lead for t in (lengths[i - 2], t0, t1)):
-        return head + ": too few lengths measured on both sides to compare"
-    tb = lengths[i - 2]
-    lo_b, before, hi_b = lead_growth(lead, tb, t0)
-    lo_a, across, hi_a = lead_growth(lead, t0, t1)
-    grew = (f"SDPA's lead grew {before:.2f}× ({lo_b:.2f}–{hi_b:.2f}) from T={tb} to T={t0} and "
-            f"{across:.2f}× ({lo_a:.2f}–{hi_a:.2f}) from T={t0} to T={t1}")
-    if lo_a > hi_b:
-        verdict = ("faster across it, beyond both ranges: consistent with the step a cache limit would make, "
-                   "though a lead cannot say which version's time moved (the written-out one slowing, or SDPA "
-                   "speeding up)")
-    elif hi_a < lo_b:
-        verdict = "slower across it, beyond both ranges: no cache step shows there"
-    else:
-        verdict = "the ranges overlap: this run cannot tell a step there from the spread of its turns"
-    return f"{head}: {grew}; {verdict}"
-
-
-def largest_cache(device: torch.device | str) -> tuple[str, int] | None:
-    """(name, bytes) of the largest cache in front of `device`'s memory: a GPU's L2
-    (``torch.cuda.get_device_properties``), the CPU's last-level cache from Linux's
-    /sys/devices/system/cpu/cpu0/cache; None where neither can be read."""
-    from pathlib import Path
-
-    if torch.device(device).type == "cuda":
-        return "L2", torch.cuda.get_device_properties(device).L2_cache_size
-    sizes = []
-    for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
-        try:
-            kind = (index / "type").read_text().strip()
-            level = (index / "level").read_text().strip()
-            size = (index / "size").read_text().strip()  # "300M", "4096K"
-        except OSError:
-            continue
-        if kind == "Instruction" or not size[:-1].isdigit():
-            continue
-        sizes.append((int(size[:-1]) * {"K": 2**10, "M": 2**20, "G": 2**30}.get(size[-1], 1), f"L{level}"))
-    if not sizes:
-        return None
-    size, name = max(sizes)
-    return name, size
-
-
-# ---- time and peak memory against sequence length
-
-@dataclass
-class Point:
-    """One implementation at one sequence length: time of forward+backward and peak memory."""
-
-    name: str
-    length: int
-    timing: Timing | None = None  # None: ran out of memory, or skipped
-    peak_bytes: int | None = None
-    oom: bool = False  # ran out of memory at this length (measuring memory or timing)
-    skipped: bool = False  # not tried: it ran out of memory at a shorter length
-
-
-def fwd_bwd(fn: Callable[..., torch.Tensor], shape: tuple[int, int, int, int],
-            device: torch.device | str, dtype: torch.dtype = torch.float32,
-            seed: int = 0) -> Callable[[], None]:
-    """A step that runs `fn(q, k, v)` forward and backward on random (B, H, T, d) inputs.
-
-    The inputs and the output's gradient are made once, outside the step; the step frees
-    the inputs' gradients it made, so each call starts from the same memory.
-    """
-    g = torch.Generator(device=device).manual_seed(seed)  # drawn where they are used: no copy
-    q, k, v, grad = (torch.randn(shape, generator=g, dtype=dtype, device=device) for _ in range(4))
-    for t in (q, k, v):
-        t.requires_grad_(True)
-
-    def step() -> None:
-        fn(q, k, v).backward(grad)
-        q.grad = k.grad = v.grad = None
-
-    return step
-
-
-def _reraise_unless_oom(exc: BaseException) -> None:
-    """Out-of-memory is a result of the sweep; anything else is a bug: re-raised."""
-    if not memory.is_oom(exc):
-        raise exc
-
-
-SWEEP_TURN_S = 0.02  # a step shorter than this runs several times per turn (bench.time_in_turns)
-
-
-def _time_in_turns(steps: dict[str, Callable[[], None]], device: torch.device | str,
-                   repeats: int) -> dict[str, Timing | None]:
-    """Timings of the steps in turns; if that runs out of memory, each alone (None: OOM).
-
-    A step shorter than SWEEP_TURN_S runs back to back within its turn: on the H100, SDPA at
-    T=4096 (1.41 ms alone, many calls) took 2.09 ms timed as one call between synchronisations."""
-    try:
-        return {t.name: t for t in bench.time_in_turns(steps, device=device, warmup=1, repeats=repeats,
-                                                       min_turn_s=SWEEP_TURN_S)}
-    except Exception as exc:
-        _reraise_unless_oom(exc)
-    memory.free()
-    out: dict[str, Timing | None] = {}
-    for name, step in steps.items():
-        try:
-            out[name] = bench.time_fn(step, name=name, device=device, warmup=1, repeats=repeats)
-        except Exception as exc:
-            _reraise_unless_oom(exc)
-            out[name] = None
-        memory.free()
-    return out
-
-
-def sweep(fns: dict[str, Callable[..., torch.Tensor]], lengths: Sequence[int], *, batch: int,
-          heads: int, head_dim: int, device: torch.device | str, dtype: torch.dtype = torch.float32,
-          repeats: int = 3, on_point: Callable[[Point], None] | None = None) -> list[Point]:
-    """Time and peak memory of forward+backward for each function and length.
-
-    At each length: the peak memory one step of each function adds (``memory.peak_memory``),
-    then the functions that fit timed in turns, `repeats` rounds after one warm-up
-    (``bench.time_in_turns``: a slow spell of the machine falls on all alike; a short step
-    runs several times per turn). A function
-    that runs out of memory gets an ``oom`` point and ``skipped`` points at the longer
-    lengths. `on_point` sees each point when its length is done (to print progress).
-    """
-    points, failed = [], set()
-    for t in sorted(lengths):
-        row = {name: Point(name, t, skipped=name in failed) for name in fns}
-        steps = {}
-        for name, fn in fns.items():
-            if name in failed:
-                continue
-            try:
-                step = fwd_bwd(fn, (batch, heads, t, head_dim), device, dtype)
-                row[name].peak_bytes = memory.peak_memory(step, device).peak_bytes
-                steps[f"{name}, T={t}"] = step
-            except Exception as exc:
-                _reraise_unless_oom(exc)
-                row[name].oom = True
-            step = None
-            if row[name].oom:
-                failed.add(name)
-                memory.free()  # after the except block, which held the failed step's frames
-        timings = _time_in_turns(steps, device, repeats) if steps else {}
-        steps = {}
-        for name, point in row.items():
-            key = f"{name}, T={t}"
-            if key in timings:
-                point.timing = timings[key]
-                if point.timing is None:
-                    point.oom = True
-                    failed.add(name)
-            points.append(point)
-            if on_point:
-                on_point(point)
-    return points
-
-
-def plot_sweep(points: Sequence[Point], *, title: str = "") -> "Figure":
-    """Two log-log panels against sequence length: time of forward+backward (median, bars
-    from the quartiles) and peak memory, one line per implementation, with dashed guides
-    ∝ T and ∝ T² through the first point; a legend entry says where one ran out of memory."""
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import NullFormatter
-
-    from course_lib.plot import plain_log_ticks
-
-    fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(11, 4))
-    first: dict = {}  # panel -> (T, value) of the first point drawn, where the guides start
-    for name in dict.fromkeys(p.name for p in points):
-        done = [p for p in points if p.name == name and p.timing is not None]
-        oom = [p.length for p in points if p.name == name and p.oom]
-        label = name + (f" (out of memory at T={min(oom)})" if oom else "")
-        if not done:
-            ax_t.plot([], [], label=label)
-            continue
-        lengths = [p.length for p in done]
-        med = [p.timing.median_s * 1e3 for p in done]
-        err = [[m - p.timing.lo_s * 1e3 for m, p in zip(med, done)],
-               [p.timing.hi_s * 1e3 - m for m, p in zip(med, done)]]
-        line = ax_t.errorbar(lengths, med, yerr=err, marker="o", capsize=3, label=label)
-        mib = [p.peak_bytes / 2**20 for p in done]
-        ax_m.plot(lengths, mib, marker="o", color=line[0].get_color(), label=label)
-        first.setdefault(ax_t, (lengths[0], med[0]))
-        first.setdefault(ax_m, (lengths[0], mib[0]))
-    lengths = sorted({p.length for p in points})
-    for ax, ylabel in ((ax_t, "forward + backward, ms"), (ax_m, "peak memory added, MiB")):
-        ys = [y for line in ax.get_lines() for y in line.get_ydata()]
-        if ax in first:
-            t0, y0 = first[ax]
-            for power, style in ((1, ":"), (2, "--")):
-                ax.plot(lengths, [y0 * (t / t0) ** power for t in lengths], style, color="grey",
-                        lw=1, label=f"∝ T{'²' if power == 2 else ''} (guide)")
-        ax.set(xscale="log", yscale="log", xlabel="sequence length T", ylabel=ylabel)
-        ax.set_xticks(lengths, [str(t) for t in lengths])
-        ax.xaxis.set_minor_formatter(NullFormatter())
-        if ys:
-            ax.set_ylim(min(ys) / 1.5, max(ys) * 1.5)  # the data, not the guides, sets the range
-            plain_log_ticks(ax.yaxis, min(ys), max(ys))
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout()
-    return fig
-
-
-def growth_exponent(lengths: Sequence[float], values: Sequence[float]) -> float:
-    """p in value ∝ lengthᵖ: the slope of a least-squares line through log(value) against
-    log(length). Needs two lengths or more and positive values."""
-    if len(lengths) != len(values) or len(set(lengths)) < 2 or min(values) <= 0:
-        raise ValueError("A growth exponent needs positive values at two lengths or more.")
-    x = torch.tensor(lengths, dtype=torch.float64).log()
-    y = torch.tensor(values, dtype=torch.float64).log()
-    x = x - x.mean()
-    return float((x * (y - y.mean())).sum() / (x * x).sum())
+# what notebook 07 calls as nb07.*: the sweep over lengths, its plot and growth exponents, the largest cache
+sweep, fwd_bwd, plot_sweep = seqlen.sweep, seqlen.fwd_bwd, seqlen.plot_sweep
+growth_exponent, largest_cache = seqlen.growth_exponent, seqlen.largest_cache
 
 
 # ---- a task whose attention can be read: the running maximum, left-padded
@@ -485,3 +252,161 @@ def plot_weights(weights: torch.Tensor, tokens: torch.Tensor, *, head: int, exam
            title=title or f"example {example}, head {head}")
     ax.figure.colorbar(image, ax=ax, fraction=0.046, label="attention weight")
     return ax.figure
+
+
+# ---- what the cells print: the words around the measurements, returned as text
+
+def toy_text(before: tuple, after: tuple, steps: int, chance: float, best_head: int) -> str:
+    """The running-max layer untrained and after `steps` steps (`before`, `after`: held-out accuracy, each
+    head's share of attention on the answer, weights), the share uniform attention would give, `chance`,
+    and the head that looks most at the answer."""
+    lines = [f"{name:<16} accuracy {acc:6.1%} on held-out positions | weight on the largest digit so far: "
+             + ", ".join(f"head {h} {s:.0%}" for h, s in enumerate(share))
+             for name, (acc, share, _) in (("untrained", before), (f"after {steps} steps", after))]
+    return "\n".join(lines + [
+        f"uniform attention over the visible keys would put {chance:.0%} there (early positions see few keys)",
+        f"the head that looks most at the answer: head {best_head}, {after[1][best_head]:.0%} of its weight "
+        f"(untrained: {before[1][best_head]:.0%})"])
+
+
+def point_line(p: Point, batch: int, heads: int, dtype: torch.dtype, gpu_gib: float | None = None) -> str:
+    """One point of the sweep as it is measured: its time ± spread and peak memory; or that it ran out of
+    memory, with the size of one (`batch`, `heads`, T, T) matrix beside the GPU's `gpu_gib`; or was skipped."""
+    if p.oom:
+        room = f" ({gpu_gib:.1f} GiB on this GPU)" if gpu_gib else ""
+        what = (f"out of memory: one ({batch}, {heads}, {p.length}, {p.length}) {str(dtype)[6:]} matrix is "
+                f"{units.fmt_bytes(batch * heads * p.length**2 * dtype.itemsize)}{room}")
+    elif p.skipped:
+        what = "skipped: out of memory at a shorter length"
+    else:
+        what = (f"{units.fmt_time(p.timing.median_s):>9} ± {p.timing.spread:5.1%} | "
+                f"peak {units.fmt_bytes(p.peak_bytes)}")
+    return f"T={p.length:<6} {p.name:<18} {what}"
+
+
+def sweep_tables(at: Mapping[tuple[str, int], Point], names: Sequence[str], lengths: Sequence[int],
+                 lead: Mapping[int, bench.Ratio], one: Mapping[int, int]) -> str:
+    """The sweep as two tables, a row per length, a column per version (`at[(name, T)]`; the first version
+    written out, the last SDPA): times with SDPA's lead `lead[T]` (marked ? where the repeats do not tell it,
+    and why, below), then peak memory with the written-out / SDPA ratio and `one[T]`, the bytes of one
+    (B, H, T, T) matrix; last, the written-out version's peak at its longest length in such matrices."""
+    def cell(p: Point, show: Callable[[Point], str]) -> str:
+        return "skipped" if p.skipped else "out of memory" if p.oom else show(p)
+
+    head = f"{'T':>6} | " + " | ".join(f"{n:>18}" for n in names)
+    times = [head + " | SDPA vs written out"]
+    mems = ["", "peak memory added by one call", head + " | written out / SDPA | one (B,H,T,T) matrix, computed"]
+    for t in lengths:
+        row, s = [at[(n, t)] for n in names], lead.get(t)
+        d = s.decimals if s else 2
+        ratio = f"{s.value:.{d}f}× ({s.lo:.{d}f}–{s.hi:.{d}f})" + ("" if s.clear else " ?") if s else "-"
+        cells = [cell(p, lambda p: f"{units.fmt_time(p.timing.median_s)} ± {p.timing.spread:4.0%}") for p in row]
+        times.append(f"{t:>6} | " + " | ".join(f"{x:>18}" for x in cells) + f" | {ratio}")
+        cells = [cell(p, lambda p: units.fmt_bytes(p.peak_bytes)) for p in row]
+        mem_ratio = f"{row[0].peak_bytes / row[-1].peak_bytes:.1f}×" if row[0].timing and row[-1].timing else "-"
+        mems.append(f"{t:>6} | " + " | ".join(f"{x:>18}" for x in cells) + f" | {mem_ratio:>18} | "
+                    f"{units.fmt_bytes(one[t])}")
+    unresolved = [f"T={t}: {s.doubt}" for t, s in lead.items() if not s.clear]
+    if unresolved:
+        times.append("?: these repeats do not tell SDPA from the written-out version at that length ("
+                     + "; ".join(unresolved) + ")")
+    ran = [at[(names[0], t)] for t in lengths if at[(names[0], t)].timing]
+    if ran:
+        p = max(ran, key=lambda p: p.length)
+        mems.append(f"written out, T={p.length}: peak {units.fmt_bytes(p.peak_bytes)} = "
+                    f"{p.peak_bytes / one[p.length]:.2f} × one (B, H, T, T) matrix")
+    return "\n".join(times + mems)
+
+
+def growth_words(p: float) -> str:
+    """How a growth exponent p (value ∝ Tᵖ) reads: 'about linear', 'about quadratic'..."""
+    if p < 0.7:
+        return "less than linear: fixed costs dominate"
+    if p < 1.3:
+        return "about linear"
+    if p < 1.8:
+        return "between linear and quadratic"
+    return "about quadratic" if p < 2.3 else "faster than quadratic"
+
+
+def slopes_line(name: str, what: str, lengths: Sequence[int], values: Sequence[float], p_fit: float) -> str:
+    """A version's growth with T: `p_fit` (fitted to all `lengths`), the slope between each pair of
+    neighbouring lengths, and for time, where those slopes do not climb, why this run cannot say why."""
+    local = [math.log(b / a) / math.log(tb / ta) for a, b, ta, tb in zip(values, values[1:], lengths, lengths[1:])]
+    line = (f"{name:<18} {what:<11} ∝ T^{p_fit:.2f} ({growth_words(p_fit)}) over T = {lengths[0]}..{lengths[-1]}; "
+            f"between neighbours: {', '.join(f'{x:.2f}' for x in local)}")
+    if what == "time" and not rising(local):  # fixed costs fading would make them climb
+        line += (f"\n{'':<18} these slopes do not climb steadily, as fading fixed costs alone would make them: the "
+                 "lengths are timed one after another, not in turns, so changes of the machine's speed between "
+                 "lengths enter them, and so may cache effects; this run cannot tell which")
+    return line
+
+
+def cache_text(cache: tuple[str, int] | None, lead: Mapping[int, bench.Ratio], lengths: Sequence[int],
+               sizes: Mapping[str, Mapping[int, int]]) -> str:
+    """The largest cache (:func:`largest_cache`) and, for each of `sizes` (what: bytes at each length it
+    ran), where it outgrows that cache and what SDPA's lead did across that point (:func:`cache_step`)."""
+    if not cache:
+        return "\nthe size of this device's largest cache could not be read: no cache line"
+    steps = ["  " + cache_step(lead, [t for t in lengths if t in size], size, cache[1], what)
+             for what, size in sizes.items()]
+    return "\n".join([f"\nthe {cache[0]} cache holds {units.fmt_bytes(cache[1])}; SDPA vs written out at each "
+                      "length, above:", *steps])
+
+
+def compare_text(speed: bench.Ratio, t: int, written_bytes: int, sdpa_bytes: int) -> str:
+    """SDPA against the written-out version at length `t`: the speed-up's verdict and the peaks' ratio."""
+    r = written_bytes / sdpa_bytes
+    return (f"\n{speed}\npeak memory at T={t}: written out {units.fmt_bytes(written_bytes)}, SDPA "
+            f"{units.fmt_bytes(sdpa_bytes)}: "
+            + (f"{r:.1f}× less with SDPA" if r >= 1 else f"{1 / r:.1f}× more with SDPA"))
+
+
+def oom_text(points: Sequence[Point], names: Sequence[str], device_label: str, longest: int) -> str:
+    """The first length at which each version ran out of memory, or that none did up to `longest`."""
+    first = {n: min((p.length for p in points if p.name == n and p.oom), default=None) for n in names}
+    return ("\n".join(f"{n} ran out of memory at T={t} on {device_label}" for n, t in first.items() if t)
+            or f"no length ran out of memory on {device_label}, up to T={longest}")
+
+
+def kernels_text(rows: Sequence[BackendRow], default_kernel: str) -> str:
+    """Section 6's table, a row per kernel (and the written-out version) timed in one set of turns, each
+    against the fastest kernel (or why it was not timed), then which kernel is fastest and the default."""
+    ran = sorted((r for r in rows if r.timing and r.backend != "written out"), key=lambda r: r.timing.median_s)
+    lines = [f"{r.backend:<20} | not timed: {r.reason}" if r.timing is None else str(r.timing) + (
+        "" if r is ran[0] else f" | {bench.speedup(r.timing, ran[0].timing, f'{ran[0].backend} vs {r.backend}')}")
+        for r in rows]
+    if len(ran) > 1 and not bench.speedup(ran[1].timing, ran[0].timing).clear:
+        return "\n".join(lines + [f"fastest kernel here: {ran[0].backend} and {ran[1].backend} cannot be told apart "
+                                  f"by these repeats; the default is {default_kernel}"])
+    return "\n".join(lines + [f"fastest kernel here: {ran[0].backend}; the default is {default_kernel}"])
+
+
+def parts_text(parts: Sequence[bench.Ratio]) -> str:
+    """The speed-up from the written-out version to the default kernel in its parts (one set of turns):
+    to MATH, the same formula in C++, then, where the default is another kernel, from MATH to it."""
+    steps = ["from plain PyTorch to the same formula in C++", "from the unfused formula to the kernel PyTorch picks"]
+    return "\n" + "\n".join(f"{step}: {r}" for step, r in zip(steps, parts))
+
+
+def apart_line(here: Timing, before: Timing) -> str:
+    """One step's time in section 6 against section 5's, measured at two moments, not in turns."""
+    t = units.fmt_time
+    return (f"  {here.name}: here {t(here.median_s)} ({t(here.lo_s)}–{t(here.hi_s)}), section 5 {t(before.median_s)} "
+            f"({t(before.lo_s)}–{t(before.hi_s)}): {here.median_s / before.median_s:.2f}× its time, timed apart "
+            "(another moment: the machine's speed moves; the ratios above cancel it)")
+
+
+def gpu_elsewhere(on_gpu: bool) -> str:
+    """What a GPU does that this run cannot show: without one, the reference GPU run's rows and published
+    figures (and why their memory factors differ from this course's); with one, the published figures."""
+    flash = ["flashattention2_h100_fwd_bwd_tflops_hdim64", "flashattention_readme_memory_10x_at_2k_20x_at_4k"]
+    if on_gpu:  # the learner's own kernels are timed above; what others measured, for comparison
+        return "For comparison, " + published.elsewhere("07_attention", keys=flash)
+    rows = ("written out, T=", "SDPA, T=", "SDPA vs written out", "peak memory,", "SDPA FLASH", "SDPA EFFICIENT",
+            "SDPA CUDNN", "SDPA MATH", "MATH vs", "CUDNN_ATTENTION vs", "FLASH_ATTENTION vs")
+    return ("No CUDA GPU here: the flash, memory-efficient and cuDNN GPU kernels cannot run, so this cell shows the "
+            "reference GPU run from results/ when there is one.\n"
+            + published.elsewhere("07_attention", rows, flash + ["karpathy_gpt2_124m_flash_attention_130ms_to_96ms"])
+            + "\n(the memory factors are not the same quantity: this course's peak covers its own forward + backward "
+            "at its batch, heads and dtype; FlashAttention's README measured its own settings)")
