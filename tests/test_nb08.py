@@ -1,4 +1,7 @@
-"""course_lib.lessons.nb08: notebook 08's exercise checks accept the answer and refuse wrong ones."""
+"""course_lib.lessons.nb08: notebook 08's exercise and claim checks accept the answer and refuse wrong ones;
+the words it prints around its measurements follow their numbers."""
+
+import math
 
 import pytest
 import torch
@@ -82,3 +85,214 @@ def test_busy_verdict_calls_a_change_under_a_point_steady():
     text = nb08.busy_verdict(_in_turns(4.0, 3.5, 4.3), _in_turns(0.9995, 0.999, 0.9998), "1 sequence",
                              "16 sequences", {"1 sequence": 99.2, "16 sequences": 99.1}, MFU)
     assert "stayed at about 99 %" in text and "fell" not in text
+
+
+# ---- the words around the measurements: each function's sentence follows its numbers
+
+def _timing(name, median_s, q1_s, q3_s, work=None, unit="", runs=5):
+    from course_lib.bench import Timing
+    return Timing(name, "cpu (2 threads)", median_s, q3_s - q1_s, runs, work, unit, q1_s, q3_s)
+
+
+def test_precision_lines_say_why_autocast_falls_back():
+    bf16 = nb08.precision_lines("bf16", torch.bfloat16, True, "NVIDIA H100", "cuda")
+    assert bf16 == "autocast: torch.bfloat16 | GradScaler: False | fused AdamW: True"
+    fp16 = nb08.precision_lines("fp16", torch.float16, True, "Tesla T4", "cuda").splitlines()
+    assert fp16[0].startswith("Tesla T4 has no bf16 tensor cores") and fp16[1].endswith("GradScaler: True | fused AdamW: True")
+    off = nb08.precision_lines("off", torch.bfloat16, False, "cpu", "cpu").splitlines()
+    assert "the CPU lacks bf16 instructions" in off[0] and off[1].startswith("autocast: off")
+
+
+def test_corpus_windows_and_baseline_lines_carry_their_numbers():
+    from types import SimpleNamespace
+    ids = lambda text: torch.tensor(list(text.encode()))  # noqa: E731  one token per byte
+    tok = SimpleNamespace(decode=lambda t: bytes(t.tolist()).decode())
+    corpus = SimpleNamespace(train=ids("def f(x):\n    return x\n" * 20), val=ids("pass\n" * 10), tokenizer=tok,
+                             describe=lambda: "tiny: 1 file train, 1 file val, byte tokens")
+    lines = nb08.corpus_lines(corpus, head=9).splitlines()
+    assert lines[0] == "tiny: 1 file train, 1 file val, byte tokens" and lines[1] == "train: 460 tokens | val: 50 tokens"
+    assert lines[2] == "the first 9 bytes of the training text:" and lines[3] == "def f(x):"
+    x = torch.zeros(1000, 64, dtype=torch.long)
+    assert nb08.windows_line(x, 12, 64) == ("train: 1,000 windows of 64 tokens, x (1000, 64) torch.int64 | "
+                                            "validation: 12 windows (768 tokens)")
+    line = nb08.baseline_line(256, 2 * math.log(2))  # 2 bits per byte
+    assert "uniform over 256 bytes: 5.545 nats/token" in line and "(2.00 bits per byte)" in line
+
+
+def test_sources_leave_out_docstrings_only():
+    def plain(x):
+        return x + 1
+
+    def documented(x):
+        """Adds two."""
+        return x + 2
+
+    text = nb08.sources(plain, documented)
+    assert "def plain(x):" in text and "return x + 1" in text and "return x + 2" in text
+    assert "Adds two" not in text
+
+
+def test_param_count_and_flops_terms():
+    from course_lib.models import GPT, GPTConfig
+    with torch.device("meta"):
+        gpt = GPT(GPTConfig(vocab_size=256, block_size=32, n_layer=2, n_head=2, n_embd=32))
+    line = nb08.param_count(gpt)
+    assert line.startswith(f"{gpt.num_params():,} parameters") and f"({gpt.num_params(non_embedding=False):,} in all)" in line
+    assert nb08.flops_terms(600, 200, 800) == "6N = 600 + 12·L·T·C = 200 -> 800 FLOPs per token (attention's share: 25%)"
+
+
+def test_steps_line_says_when_a_pass_ends_in_a_short_step():
+    whole = nb08.steps_line(micro=4, accum=2, block=64, steps=10, loader_len=8)  # 8 % 2 == 0
+    assert whole == ("2 micro-batches of 4 × 64 tokens per step: 512 tokens per step; 10 steps take 2.50 passes "
+                     "over the training text")
+    short = nb08.steps_line(micro=4, accum=3, block=64, steps=10, loader_len=8).splitlines()
+    assert len(short) == 2 and "its last step has 2" in short[1]
+    assert len(nb08.steps_line(micro=4, accum=3, block=64, steps=2, loader_len=8).splitlines()) == 1  # one pass
+
+
+def test_verdict_text_adds_the_medians_line_only_where_they_differ():
+    agree = _paired(1.08, 1.07)
+    assert nb08.verdict_text(agree, "compiling", "cpu") == agree.verdict("compiling", on="cpu")
+    apart = _paired(1.08, 0.94)
+    lines = nb08.verdict_text(apart, "compiling", "cpu").splitlines()
+    assert lines == [apart.verdict("compiling", on="cpu"), nb08.paired_vs_medians(apart)]
+
+
+def test_break_even_text_only_for_a_clear_gain():
+    eager = _timing("eager", 0.1, 0.09, 0.11)
+    assert nb08.break_even_text(_in_turns(1.02, 0.95, 1.1), 30.0, eager, 4096).startswith("no gain")
+    text = nb08.break_even_text(_in_turns(2.0, 1.8, 2.2), 30.0, eager, 4096)
+    assert "30.0 s" in text and "600 steps of 4,096 tokens" in text  # 30 s / (0.1 s × (1 − 1/2))
+
+
+def test_fastest_line_names_the_ties():
+    a = _timing("a", 0.10, 0.099, 0.101, work=100, unit="tok/s")
+    b = _timing("b", 0.101, 0.0995, 0.102, work=100, unit="tok/s")  # overlaps a
+    c = _timing("c", 0.5, 0.49, 0.51, work=100, unit="tok/s")
+    assert nb08.fastest_line([c, b, a]) == "fastest median: a (not told apart from b by these repeats)"
+    assert nb08.fastest_line([c, a]) == "fastest median: a"
+
+
+def test_kernel_verdict_blames_the_16_bit_kernel_only_when_float32_does_not_lose():
+    slower, faster, same = _in_turns(0.5, 0.45, 0.55), _in_turns(1.5, 1.4, 1.6), _in_turns(1.0, 0.9, 1.1)
+    assert "SDPA's torch.bfloat16 kernel is what loses" in nb08.kernel_verdict(slower, faster, torch.bfloat16, "cpu")
+    assert "not slower than" in nb08.kernel_verdict(slower, same, torch.bfloat16, "cpu")
+    assert "not explained by one kernel" in nb08.kernel_verdict(slower, slower, torch.bfloat16, "cpu")
+    assert "not explained by one kernel" in nb08.kernel_verdict(slower, slower, None, "cpu")  # float32 only
+
+
+def test_mfu_text_without_a_step_and_without_a_datasheet_entry():
+    peak = _timing("matmul peak, bf16", 0.01, 0.0099, 0.0101, work=1e10, unit="FLOP/s")
+    best = _timing("eager, SDPA", 0.1, 0.09, 0.11, work=4096, unit="tok/s")
+    cpu = nb08.mfu_text(peak, "measured now", best, 1000, [0.041, 0.037, 0.045], None, None, None, "bf16",
+                        torch.device("cpu"), "cpu").splitlines()
+    assert cpu[0] == "matmul peak, bf16: 1.0 TFLOP/s on cpu, measured now"
+    assert "4.1% (interquartile range of its repeats: 3.7%–4.5%)" in cpu[2] and cpu[3].startswith("A CPU has no entry")
+    none = nb08.mfu_text(peak, "", None, 1000, None, None, None, None, "bf16", torch.device("cuda"), "GPU")
+    assert "no MFU from that section" in none and "This GPU is not in the course's datasheet table" in none
+    from course_lib import datasheet
+    h100 = datasheet.lookup("H100 SXM5")
+    sheet = nb08.mfu_text(peak, "", best, 1000, [0.4, 0.3, 0.5], h100, 989.0, 0.12, "bf16", torch.device("cuda"), "H100")
+    assert "dense bf16: 989 TFLOP/s, not a measurement): 12.0%" in sheet
+    missing = nb08.mfu_text(peak, "", best, 1000, [0.4, 0.3, 0.5], h100, None, None, "fp8", torch.device("cuda"), "H100")
+    assert "no dense fp8 figure" in missing
+
+
+def test_published_and_reference_texts_are_labelled():
+    assert "For comparison, MFU of GPT training on GPUs" in nb08.published_mfu()
+    assert "not against the measured peak" in nb08.published_mfu()
+    assert "A finer reading than GPU-Util" in nb08.utilisation_elsewhere()
+
+
+def test_busy_line_gives_mfu_and_the_readings_range():
+    t = _timing("step, micro-batch of 1 sequence", 0.01, 0.009, 0.011, work=128, unit="tok/s")
+    line = nb08.busy_line(t, [0.0123, 0.011, 0.013], [90.0, 95.0, 99.0])
+    assert line.startswith(str(t)) and "MFU 1.23% (1.10%–1.30%)" in line and "busy 95 % (turns: 90–99 %)" in line
+
+
+def test_variant_and_long_attention():
+    assert nb08.variant(False, True) == "eager, SDPA" and nb08.variant(True, False) == "compiled, SDPA"
+    assert nb08.variant(False, False) == "eager, written-out attention"
+    assert "fit_compile" in nb08.long_attention(False, True)
+    assert "did not find the written-out attention faster" in nb08.long_attention(True, False)
+    assert "written out: section 4 found it faster" in nb08.long_attention(False, False)
+
+
+def _history(**kw):
+    from course_lib.train import History
+    return History(step=[1, 2, 3, 4], grad_norm=[3.0, 0.5, 1.5, 0.8], step_time_s=[0.2, 0.1, 0.1, 0.1],
+                   val_step=[2, 4], data_wait_s=0.004, **kw)
+
+
+def test_long_run_lines_count_the_clipped_steps():
+    lines = nb08.long_run_lines(_history(), "eager, SDPA", (0.09, 0.1, 0.11), 1, 1000, [0.05, 0.04, 0.06],
+                                1.0, "cpu").splitlines()
+    assert lines[0].startswith("eager, SDPA, 4 steps: 100.0 ms per step, median after step 1 (quartiles 90.0–110.0 ms")
+    assert "MFU 5.0% of the measured peak | cpu" in lines[1]
+    assert lines[2] == "gradient norm above 1.0 before clipping: 2 of 4 steps (largest 3.00, last 0.80)"
+
+
+@pytest.mark.parametrize("vs, long_s, says", [
+    (_in_turns(0.5, 0.45, 0.55), 0.2, "longer, beyond both spreads; the data wait accounts for 1% of it"),
+    (_in_turns(2.0, 1.8, 2.2), 0.05, "ms shorter, beyond both spreads"),
+    (_in_turns(1.0, 0.9, 1.1), 0.1, "not told apart from the repeats' noise"),
+])
+def test_long_vs_section4_grades_the_difference(vs, long_s, says):
+    from course_lib.train import TrainConfig
+    run = TrainConfig(accum_steps=4, log_every=5, device="cpu")
+    text = nb08.long_vs_section4(vs, _history(), _timing("long", long_s, long_s, long_s), _timing("s4", 0.1, 0.1, 0.1),
+                                 run).splitlines()
+    assert text[0] == str(vs) and "fetches 4 fresh shuffled micro-batches (1.00 ms per step" in text[1]
+    assert "syncs once per 5 steps" in text[1] and "(this run saves no checkpoint)" in text[1]
+    assert text[2].startswith("verdict:") and says in text[2]
+
+
+@pytest.mark.parametrize("final, says", [(1.5, "beats the unigram baseline by 0.500"), (2.005, "level with"),
+                                         (2.5, "0.500 nats/token above")])
+def test_val_vs_baseline_reads_the_margin(final, says):
+    text = nb08.val_vs_baseline(final, 2.0, 100, 12_800)
+    assert text.startswith(f"validation loss after 100 steps (12,800 tokens trained on): {final:.3f}") and says in text
+
+
+def test_check_beats_baseline_and_check_resumed_raise_one_sentence(capsys):
+    nb08.check_beats_baseline(1.5, 2.0)
+    nb08.check_resumed(0.0, 1e-7)
+    out = capsys.readouterr().out
+    assert out.count("✓") == 2 and "bit for bit" in out
+    with pytest.raises(AssertionError, match="training is broken"):
+        nb08.check_beats_baseline(1.995, 2.0)
+    with pytest.raises(AssertionError, match="differs more than two straight runs"):
+        nb08.check_resumed(2e-6, 1e-7)
+    nb08.check_resumed(1e-8, 1e-7)
+    assert "within the run-to-run noise" in capsys.readouterr().out
+
+
+def test_check_same_groups_compares_the_tensors_not_their_counts(capsys):
+    a, b, c = (torch.nn.Parameter(torch.zeros(2)) for _ in range(3))
+    mine = [{"params": [a, b], "weight_decay": 0.1}, {"params": [c], "weight_decay": 0.0}]
+    nb08.check_same_groups("groups", mine, [{"params": [b, a], "weight_decay": 0.1}, {"params": [c], "weight_decay": 0.0}])
+    assert "[(2, 0.1), (1, 0.0)] ✓" in capsys.readouterr().out
+    swapped = [{"params": [a, c], "weight_decay": 0.1}, {"params": [b], "weight_decay": 0.0}]  # same counts
+    with pytest.raises(AssertionError, match="other tensors"):
+        nb08.check_same_groups("groups", mine, swapped)
+
+
+def test_checkpoint_contents_names_what_the_file_holds(tmp_path):
+    path = tmp_path / "gpt.pt"
+    path.write_bytes(b"x" * 2048)
+    state = {"model": {}, "optimizer": {}, "step": 3, "epoch": 0, "batch": 6,
+             "rng": {"torch": None, "python": None, "cuda": []}}
+    lines = nb08.checkpoint_contents(path, state).splitlines()
+    assert lines[0] == "gpt.pt, 2.0 KiB, holds: model, optimizer, step, epoch, batch, rng"
+    assert lines[1] == "  saved after step 3 (epoch 0, micro-batch 6); random generators: torch, python (cuda: none on this machine)"
+
+
+def test_big_run_text_gives_the_datasheet_floor_unless_this_is_that_run():
+    from types import SimpleNamespace
+    big = SimpleNamespace(why="80 GB class", n_layer=12, n_embd=768, block=1024, steps=100)
+    that = nb08.big_run_text(big, 85_000_000, 524_288, 5e14, this_run=True, device_label="H100")
+    assert that.endswith("This run is that run, on H100.") and "85.0 M parameters, 524,288 tokens per step" in that
+    other = nb08.big_run_text(big, 85_000_000, 524_288, 5e14, this_run=False, device_label="cpu")
+    from course_lib import datasheet
+    floor_ms = 5e14 / (datasheet.peak_tflops(datasheet.lookup("H100 SXM5"), "bf16") * 1e12) * 1e3
+    assert f"{floor_ms:.1f} ms per step" in other and "not measurements" in other

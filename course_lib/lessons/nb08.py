@@ -1,18 +1,29 @@
 """Notebook 08 (Transformer training): why a paired ratio and its medians' ratio differ; utilisation
-against MFU; the exercise checks."""
+against MFU; the words around each measurement, returned as text for the cells to print; the checks
+of its claims and exercises."""
 
 from __future__ import annotations
 
+import inspect
 import math
-from typing import Callable
+from pathlib import Path
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Callable, Sequence
 
+import numpy as np
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from course_lib import check
-from course_lib.bench import Ratio, median_interval
+from course_lib import check, datasheet, published, report
+from course_lib.bench import Ratio, Timing, break_even, median_interval, speedup
+from course_lib.datasheet import Spec
 from course_lib.models import GPT, GPTConfig
 from course_lib.roofline import counted_flops
+from course_lib.units import fmt_bytes, fmt_count, fmt_rate
+
+if TYPE_CHECKING:
+    from course_lib.textdata import Corpus
+    from course_lib.train import History, TrainConfig
 
 
 def paired_vs_medians(r: Ratio, apart: float = 1.05) -> str:
@@ -103,3 +114,311 @@ def check_accum_steps(fn: Callable[[int, int, int, int], int]) -> None:
                                  f"{world} GPU(s): got {got}, expected {want} micro-batches "
                                  f"({want * micro * t * world:,} tokens per step)")
     check.passed(f"accumulation steps on {len(cases)} cases (GPT-2's 524,288 tokens: 32 micro-batches of 16 × 1024 on 1 GPU)")
+
+
+# ---- what the cells print: the words around the measurements, returned as text
+
+NO_COMPILE = ("This profile does not compile: compiling costs seconds to minutes, depending on the model, "
+              "the cores and the cache, more than this profile's budget. The cpu and gpu profiles measure it.")
+
+
+def precision_lines(amp: str, amp_dtype: torch.dtype, fused: bool, device_label: str, device_type: str) -> str:
+    """What the training step computes in: where autocast falls back (`amp` 'fp16' on a GPU without bf16
+    tensor cores, 'off' without bf16 arithmetic) one sentence why, then autocast's format, whether a
+    GradScaler runs and whether AdamW is fused."""
+    lines = []
+    if amp == "fp16":
+        lines.append(f"{device_label} has no bf16 tensor cores: the training step runs float16 autocast with a "
+                     "GradScaler.")
+    elif amp == "off":
+        lines.append("No bfloat16 arithmetic here" + (" (the CPU lacks bf16 instructions)" if device_type == "cpu"
+                                                      else "") + ": the training step runs in float32.")
+    lines.append(f"autocast: {amp_dtype if amp != 'off' else 'off'} | GradScaler: {amp == 'fp16'} | "
+                 f"fused AdamW: {fused}")
+    return "\n".join(lines)
+
+
+def corpus_lines(corpus: Corpus, head: int = 300) -> str:
+    """Where the corpus comes from, its two splits in tokens, and the first `head` bytes of its training text."""
+    return "\n".join([corpus.describe(), f"train: {len(corpus.train):,} tokens | val: {len(corpus.val):,} tokens",
+                      f"the first {head} bytes of the training text:", corpus.tokenizer.decode(corpus.train[:head])])
+
+
+def windows_line(train_x: torch.Tensor, n_val: int, block: int) -> str:
+    """The training windows (count, length, shape, dtype) and the validation windows scored."""
+    return (f"train: {len(train_x):,} windows of {block} tokens, x {tuple(train_x.shape)} {train_x.dtype} | "
+            f"validation: {n_val:,} windows ({n_val * block:,} tokens)")
+
+
+def baseline_line(vocab_size: int, unigram: float) -> str:
+    """The two losses a GPT must beat: uniform over the vocabulary, and the unigram baseline (also in bits per byte)."""
+    return (f"uniform over {vocab_size} bytes: {math.log(vocab_size):.3f} nats/token | "
+            f"unigram baseline: {unigram:.3f} nats/token ({unigram / math.log(2):.2f} bits per byte)")
+
+
+def sources(*fns: Callable) -> str:
+    """The source of each function, a docstring left out (the code after its closing quotes)."""
+    return "\n".join(inspect.getsource(f).split('"""')[-1] if f.__doc__ else inspect.getsource(f) for f in fns)
+
+
+def param_count(model: GPT) -> str:
+    """N, the parameters without the position embedding, and the count with it."""
+    return (f"{model.num_params():,} parameters without the position embedding "
+            f"({model.num_params(non_embedding=False):,} in all)")
+
+
+def flops_terms(six_n: int, attn_term: int, total: int) -> str:
+    """The two terms of the training FLOPs per token, 6N and 12·L·T·C, their sum and attention's share of it."""
+    return (f"6N = {six_n:,} + 12·L·T·C = {attn_term:,} -> {total:,} FLOPs per token "
+            f"(attention's share: {attn_term / total:.0%})")
+
+
+def steps_line(micro: int, accum: int, block: int, steps: int, loader_len: int) -> str:
+    """Tokens per optimizer step, the passes over the training text the run takes, and, where a pass is not a
+    whole number of steps and the run takes more than one, that its last step is short."""
+    epochs = math.ceil(steps * accum / loader_len)
+    line = (f"{accum} micro-batches of {micro} × {block} tokens per step: {micro * accum * block:,} tokens per step; "
+            f"{steps} steps take {steps * accum / loader_len:.2f} passes over the training text")
+    if loader_len % accum and epochs > 1:  # a step does not reach across two passes
+        line += (f"\na pass has {loader_len} micro-batches, not a multiple of {accum}: its last step has "
+                 f"{loader_len % accum}, so the run trains on a little fewer tokens than {steps} full steps")
+    return line
+
+
+def verdict_text(r: Ratio, what: str, on: str) -> str:
+    """A paired ratio's verdict line, and below it why the ratio of the two medians differs, where it does
+    (:func:`paired_vs_medians`)."""
+    return "\n".join(filter(None, [r.verdict(what, on=on), paired_vs_medians(r)]))
+
+
+def break_even_text(speed: Ratio, extra_s: float, eager: Timing, tokens_per_step: int) -> str:
+    """After how many steps compiling pays for itself: `extra_s`, the cold first call's seconds beyond one
+    step's work, over what each compiled step saves against `eager` (:func:`bench.break_even`), with the range
+    the speed-up's spread gives; one sentence saying there is none where `speed` is no clear gain."""
+    if not (speed.clear and speed.value > 1):
+        return "no gain from compiling here: no break-even to state"
+    steps, few, many = break_even(extra_s, eager, speed)
+    return (f"the compilation ({extra_s:.1f} s beyond that step's work) pays for itself after about "
+            f"{fmt_count(steps)} steps of {tokens_per_step:,} tokens "
+            f"({fmt_count(few)} to {fmt_count(many)} over the spread of the speed-up)")
+
+
+def fastest_line(timings: Sequence[Timing]) -> str:
+    """The version with the highest median rate, and those its repeats do not tell it apart from."""
+    best = max(timings, key=lambda t: t.rate)
+    tied = [t.name for t in timings if t is not best and not speedup(t, best).clear]
+    return f"fastest median: {best.name}" + (f" (not told apart from {', '.join(tied)} by these repeats)"
+                                             if tied else "")
+
+
+def kernel_verdict(low: Ratio, fp32: Ratio, low_dtype: torch.dtype | None, device_label: str) -> str:
+    """Whether SDPA's attention alone loses in the 16-bit format only (`low`, SDPA vs written out in
+    `low_dtype`; None: no autocast) while not in float32 (`fp32`): then its 16-bit kernel explains the step's
+    loss; otherwise one kernel does not."""
+    if low_dtype is not None and low.clear and low.value < 1 and not (fp32.clear and fp32.value < 1):
+        return (f"verdict: SDPA's {low_dtype} kernel is what loses on {device_label}; in float32 SDPA is "
+                + (fp32.phrase if fp32.clear else "not slower") + " than the written-out attention")
+    return (f"verdict: on {device_label} SDPA's attention alone is not slower in one format only: "
+            "the step's difference is not explained by one kernel here")
+
+
+def mfu_text(peak: Timing, peak_note: object, best: Timing | None, flops_per_token: int,
+             best_mfu: Sequence[float] | None, spec: Spec | None, sheet_tflops: float | None,
+             sheet_mfu: float | None, precision: str, dev: torch.device, device_label: str) -> str:
+    """Section 5's lines: the measured peak; the fastest step's tokens/s, its model FLOP/s and `best_mfu`
+    (its MFU against that peak, then the ends of its quartiles' range); its MFU against the datasheet's
+    dense figure of `precision`, `sheet_mfu` (`sheet_tflops` from `spec`, the datasheet's entry for this GPU),
+    or why there is none (no such figure, the GPU not in the table, a CPU: `dev` says which)."""
+    on_gpu = dev.type == "cuda"
+    lines = [f"{peak.name}: {fmt_rate(peak.rate, 'FLOP/s')} on {device_label}, {peak_note}"]
+    if best is None or best_mfu is None:
+        lines.append("No version of the step was timed in section 4 (out of memory): no MFU from that section.")
+    else:
+        lines += [f"fastest step: {best.name}, {fmt_rate(best.rate, 'tok/s')} "
+                  f"-> {fmt_rate(flops_per_token * best.rate, 'FLOP/s')} of model FLOPs",
+                  f"MFU against the measured peak: {best_mfu[0]:.1%} (interquartile range of its repeats: "
+                  f"{best_mfu[1]:.1%}–{best_mfu[2]:.1%})"]
+    if spec and sheet_tflops and sheet_mfu is not None:
+        lines.append(f"MFU against NVIDIA's datasheet ({spec.name}, dense {precision}: {sheet_tflops:g} TFLOP/s, "
+                     f"not a measurement): {sheet_mfu:.1%}")
+    elif spec and not sheet_tflops:
+        lines.append(f"The course's datasheet table has no dense {precision} figure for {spec.name}: MFU against "
+                     "the measured peak only.")
+    elif not spec and on_gpu:
+        lines.append("This GPU is not in the course's datasheet table: MFU against the measured peak only.")
+    elif not spec:
+        lines.append("A CPU has no entry in the course's datasheet table (NVIDIA GPUs only): MFU against "
+                     "the measured peak only.")
+    return "\n".join(lines)
+
+
+def published_mfu() -> str:
+    """Published MFU of GPT training on GPUs, and why it is set beside the datasheet's MFU, not the measured one."""
+    return ("\nFor comparison, MFU of GPT training on GPUs: "
+            + published.elsewhere("08_transformer", ("MFU",), ["mosaic_mpt125m_a100_80gb_mfu",
+                                                               "mosaic_mpt1b_h100_vs_a100_mfu"])
+            + "\n(the published runs train models of 125 M to 1 B parameters on sequences of 2,048 tokens with tuned "
+            "kernels; the course's GPTs are smaller and shorter, so on a GPU more of each step is overhead and MFU is "
+            "lower; on a CPU, notebook 10 shows where the step's time goes. Set a published MFU beside the "
+            "reference's MFU against the datasheet, not against the measured peak, unless its source says it "
+            "measured its peak)")
+
+
+def busy_line(t: Timing, mfu: Sequence[float], busy: Sequence[float]) -> str:
+    """One micro-batch's turns: its timing, its MFU (median, then the ends of its quartiles' range) and the
+    median utilisation reading of its turns with their range, in %."""
+    return (f"{t} | MFU {mfu[0]:.2%} ({mfu[1]:.2%}–{mfu[2]:.2%}) | busy {float(np.median(busy)):.0f} % "
+            f"(turns: {min(busy):.0f}–{max(busy):.0f} %)")
+
+
+def utilisation_elsewhere() -> str:
+    """Whether the reference GPU run recorded the utilisation comparison, and a finer reading published elsewhere."""
+    missing = ("" if report.reference_rows("08_transformer", ("utilisation",))
+               else "\nNo reference GPU run has recorded this comparison yet.\n")
+    return (missing + "\nA finer reading than GPU-Util, published elsewhere: SM utilisation, which the post reads "
+            "as how well the GPU's parallel compute units were used (it gives no GPU-Util figure).\n"
+            + published.elsewhere("08_transformer", ("utilisation",), ["meta_maiprof_sm_util_9pct_tensorcore_0"]))
+
+
+def variant(compiled: bool, sdpa: bool) -> str:
+    """The name section 4 gives the long run's version of the step: 'eager, SDPA', 'compiled, SDPA'..."""
+    return f"{'compiled' if compiled else 'eager'}, {'SDPA' if sdpa or compiled else 'written-out attention'}"
+
+
+def long_attention(sdpa: bool, fit_compile: bool) -> str:
+    """Which attention the long run uses, and why."""
+    if fit_compile:
+        return "the long run's attention: SDPA (the compiled long run, fit_compile, always uses it)"
+    if sdpa:
+        return ("the long run's attention: SDPA: section 4 did not find the written-out attention faster with a "
+                "clear verdict (beyond the spread and the machine's drift)")
+    return "the long run's attention: written out: section 4 found it faster than SDPA, beyond the spread and the drift"
+
+
+def long_run_lines(hist: History, name: str, quartiles: Sequence[float], skip: int, tokens_per_step: int,
+                   mfu: Sequence[float], clip: float, device_label: str) -> str:
+    """The long run's step: time (median and `quartiles` in s, after step `skip`), tokens/s and `mfu` (the
+    median's, then the ends of the quartiles'); how many steps' gradient norms went above `clip`."""
+    q1, med, q3 = quartiles
+    clipped = sum(norm > clip for norm in hist.grad_norm)
+    return "\n".join([
+        f"{name}, {hist.step[-1]} steps: {med * 1e3:,.1f} ms per step, median after step {skip} "
+        f"(quartiles {q1 * 1e3:,.1f}–{q3 * 1e3:,.1f} ms; each step timed as its logging window's mean)",
+        f"{fmt_rate(tokens_per_step / med, 'tok/s')} ({fmt_rate(tokens_per_step / q3, 'tok/s')}–"
+        f"{fmt_rate(tokens_per_step / q1, 'tok/s')}), MFU {mfu[0]:.1%} of the measured peak | {device_label}",
+        f"gradient norm above {clip} before clipping: {clipped} of {len(hist.grad_norm)} steps "
+        f"(largest {max(hist.grad_norm):.2f}, last {hist.grad_norm[-1]:.2f})"])
+
+
+def long_vs_section4(vs: Ratio, hist: History, long_t: Timing, sec4: Timing, run: TrainConfig) -> str:
+    """`vs`, section 4's time of a step over the long run's (`long_t`, timed by `train.fit` under `run`, which
+    recorded `hist`); what differs between the two; and the verdict: the data wait's share of a longer step."""
+    accum, log_every, checkpoints = run.accum_steps, run.log_every, bool(run.checkpoint_path)
+    on_gpu = torch.device(run.device).type == "cuda" if run.device else torch.cuda.is_available()
+    wait_ms = 1e3 * hist.data_wait_s / len(hist.step_time_s)  # fetching the batches, per step
+    diff_ms = 1e3 * (long_t.median_s - sec4.median_s)
+    syncs = ("syncs after every step, as section 4 does" if log_every == 1 else
+             f"syncs once per {log_every} steps, where section 4 syncs after each")
+    if not on_gpu:
+        syncs += " (on a CPU a sync waits for nothing: every op has finished when it returns)"
+    what = (f"A long-run step also fetches {accum} fresh shuffled micro-batches ({wait_ms:.2f} ms per step, the "
+            f"loop's data wait; section 4 reuses one step's), updates the progress bar and records its loss; it "
+            f"{syncs}. The {len(hist.val_step)} validation passes"
+            + (" and the checkpoints" if checkpoints else " (this run saves no checkpoint)")
+            + " are not in its step time: the clock restarts after them. The two were measured at different "
+            "times, not in turns.")
+    if vs.clear and diff_ms > 0:
+        verdict = (f"verdict: the long run's step is {diff_ms:.1f} ms longer, beyond both spreads; the data wait "
+                   f"accounts for {min(1.0, wait_ms / diff_ms):.0%} of it, the rest is the loop's other work or the "
+                   "machine's speed changing between the two, which these numbers do not tell apart")
+    elif vs.clear:
+        verdict = (f"verdict: the long run's step is {-diff_ms:.1f} ms shorter, beyond both spreads: what its loop "
+                   "adds is smaller than what else differs between the two (the machine's speed at different times"
+                   + (", section 4's sync after every step)" if on_gpu else ")"))
+    else:
+        verdict = f"verdict: {vs.doubt}: what the long run's loop adds is not told apart from the repeats' noise here"
+    return "\n".join([str(vs), what, verdict])
+
+
+def val_vs_baseline(final: float, unigram: float, steps: int, tokens: int) -> str:
+    """The validation loss after `steps` steps (`tokens` trained on) beside the unigram baseline, and what the
+    margin says: context used (more than 0.01 nats/token below), level with it, or above it."""
+    margin = unigram - final
+    head = (f"validation loss after {steps} steps ({tokens:,} tokens trained on): {final:.3f} nats/token "
+            f"({final / math.log(2):.2f} bits per byte) | unigram baseline {unigram:.3f}")
+    if margin > 0.01:
+        return (f"{head}\nthe GPT beats the unigram baseline by {margin:.3f} nats/token ({margin / unigram:.0%} "
+                "lower): it uses the context, not only byte frequencies")
+    if margin > -0.01:
+        return (f"{head}\nthe GPT is level with the unigram baseline (within 0.01 nats/token): after {steps} steps "
+                "it has learnt byte frequencies, not yet how they depend on the context")
+    return (f"{head}\nthe GPT is {-margin:.3f} nats/token above the unigram baseline: after {steps} steps it has "
+            "not yet learnt even the byte frequencies")
+
+
+def check_beats_baseline(final: float, unigram: float, by: float = 0.01) -> None:
+    """Assert that the validation loss `final` is more than `by` nats/token below the unigram baseline."""
+    if not unigram - final > by:
+        raise AssertionError(f"validation loss {final:.3f} is not {by} nats/token below the unigram baseline "
+                             f"{unigram:.3f}: in this profile the GPT should beat it, so training is broken")
+    check.passed(f"validation loss {final:.3f} more than {by} nats/token below the unigram baseline {unigram:.3f}")
+
+
+def checkpoint_contents(path: Path, state: dict) -> str:
+    """What a checkpoint file holds: its size, its entries, the step it was saved after and whose random
+    generators' states it keeps."""
+    gens = [f"cuda (one per GPU: {len(v)})" if k == "cuda" else k for k, v in state["rng"].items() if k != "cuda" or v]
+    return (f"{path.name}, {fmt_bytes(path.stat().st_size)}, holds: {', '.join(state)}\n"
+            f"  saved after step {state['step']} (epoch {state['epoch']}, micro-batch {state['batch']}); "
+            f"random generators: {', '.join(gens)}"
+            + ("" if state["rng"].get("cuda") else " (cuda: none on this machine)"))
+
+
+def check_resumed(gap: float, noise: float) -> None:
+    """Assert that a resumed run's largest weight difference from a straight run, `gap`, is no more than two
+    straight runs differ from each other, `noise`."""
+    seen = f"largest weight difference: two straight runs {noise:.1e}, straight vs resumed {gap:.1e}"
+    if not gap <= noise:
+        raise AssertionError(f"{seen}: the resumed run differs more than two straight runs do")
+    check.passed(f"{seen}: resumed run == straight run" + (", bit for bit" if gap == 0 else
+                                                             ", within the run-to-run noise"))
+
+
+def big_run_text(big: SimpleNamespace, params: int, tokens: int, flops: float, *, this_run: bool,
+                 device_label: str) -> str:
+    """The gpu profile's large sizes (`params` without positions, `tokens` and `flops` per step); unless
+    this run is that run, the fastest step the H100's and H200's datasheets allow at 100 % MFU, the
+    reference run and published figures."""
+    lines = [f"gpu profile, {big.why}: {big.n_layer} layers, width {big.n_embd}, context {big.block}, "
+             f"{params / 1e6:.1f} M parameters, {tokens:,} tokens per step, {flops:.3g} FLOPs per step, "
+             f"{big.steps} steps"]
+    if this_run:
+        return "\n".join(lines + [f"This run is that run, on {device_label}."])
+    lines.append("This run is not the gpu profile on a large GPU. What the datasheets allow (NVIDIA's dense bf16 "
+                 "figures, not measurements): at 100 % MFU a step could take no less than")
+    h100, h200 = datasheet.lookup("H100 SXM5"), datasheet.lookup("H200")
+    for spec in (h100, h200):
+        floor = flops / (datasheet.peak_tflops(spec, "bf16") * 1e12)  # s per step
+        lines.append(f"  {spec.name} ({datasheet.peak_tflops(spec, 'bf16'):g} TFLOP/s dense bf16): {floor * 1e3:.1f} "
+                     f"ms per step, {tokens / floor / 1e6:.2f} M tok/s")
+    if datasheet.peak_tflops(h100, "bf16") == datasheet.peak_tflops(h200, "bf16"):
+        lines.append(f"  (the same floor: the H200 has the H100's tensor cores; it differs in memory, "
+                     f"{h200.memory_gib:g} vs {h100.memory_gib:g} GB at {h200.mem_bw_gbs / 1e3:g} vs "
+                     f"{h100.mem_bw_gbs / 1e3:g} TB/s, which a floor from FLOPs alone does not see)")
+    lines += [report.reference_text("08_transformer"),
+              published.elsewhere("08_transformer", keys=["flashattention_training_gpt3_125m_tokens_per_sec",
+                                                          "llmc_gpt2_124m_90min_8xa100_80gb_60pct_mfu"])]
+    return "\n".join(lines)
+
+
+def check_same_groups(what: str, mine: Sequence[dict], lib: Sequence[dict]) -> None:
+    """Assert that two optimizers' parameter groups hold the very same tensors with the same weight decay,
+    group by group; prints each group's (tensors, decay)."""
+    def groups(gs: Sequence[dict]) -> list[tuple[set[int], float]]:
+        return [({id(p) for p in g["params"]}, g["weight_decay"]) for g in gs]
+
+    counts = [(len(g["params"]), g["weight_decay"]) for g in mine]
+    if groups(mine) != groups(lib):
+        raise AssertionError(f"{what}: the groups hold other tensors or decays: (tensors, decay) {counts} against "
+                             f"{[(len(g['params']), g['weight_decay']) for g in lib]}")
+    check.passed(f"{what}: the same tensors, {counts}")
