@@ -1,10 +1,17 @@
-"""course_lib.lessons.nb10: notebook 10's exercise checks accept the answer and refuse wrong ones."""
+"""course_lib.lessons.nb10: notebook 10's exercise checks accept the answer and refuse wrong ones; the
+texts its cells print say what their numbers and branches say."""
+
+from types import SimpleNamespace
 
 import pytest
 import torch
 import torch.nn.functional as F
 
+from course_lib.bench import Ratio, Timing
 from course_lib.lessons import nb10
+from course_lib.models import GPT, GPTConfig
+from course_lib.profiling import StepSyncs, SyncCounter
+from course_lib.roofline import OpTime, StepOps
 
 pytestmark = pytest.mark.versioned  # torch.compile: make test-oldest runs it
 
@@ -38,3 +45,226 @@ def test_no_sync_loop_exercise():
     with pytest.raises(AssertionError):  # no training step: other losses
         nb10.check_no_sync_loop(lambda m, o, b: torch.stack([F.cross_entropy(m(xb).flatten(0, 1), yb.flatten()).detach()
                                                              for xb, yb in b]), reference)
+
+
+# ---- the words around the measurements ----
+
+CLEAR = Ratio("b vs a", 2.0, 1.8, 2.2, rounds=5, coverage=0.9, drift=0.01)  # beyond the spread
+NONE = Ratio("b vs a", 1.01, 0.97, 1.05, rounds=5, coverage=0.9, drift=0.01)  # within it
+
+
+def _t(name, median, iqr=0.0, **kw):
+    return Timing(name, "cpu", median, iqr, 5, **kw)
+
+
+def test_precision_line_says_fp16_stands_in_and_off_is_float32(tmp_path):
+    fp16 = nb10.precision_line("fp16", torch.float16, "a T4", tmp_path)
+    assert fp16.splitlines()[0].startswith("a T4 has no bf16 tensor cores") and "GradScaler: True" in fp16
+    off = nb10.precision_line("off", torch.bfloat16, "cpu", tmp_path)
+    assert len(off.splitlines()) == 1 and "autocast: off (float32) | GradScaler: False" in off and str(tmp_path) in off
+
+
+def test_gpt_line_counts_the_parameters():
+    cfg = GPTConfig(vocab_size=16, block_size=8, n_layer=1, n_head=2, n_embd=8)
+    assert f"| {GPT(cfg).num_params():,} parameters" in nb10.gpt_line(cfg, 3)
+    assert "batch 3 sequences" in nb10.gpt_line(cfg, 3)
+
+
+def test_trace_note_names_the_file_and_a_viewer(tmp_path):
+    path = tmp_path / "t.json"
+    path.write_bytes(b"x" * 2048)
+    note = nb10.trace_note(path, 2)
+    assert note.startswith(f"trace of 2 steps: {path} (") and "perfetto" in note
+
+
+def test_shares_are_of_the_sum_of_the_medians():
+    lines = nb10.shares([_t("a", 1.0), _t("b", 3.0)]).splitlines()
+    assert lines[0].endswith(" 25.0% of the step") and lines[1].endswith(" 75.0% of the step")
+
+
+def test_sync_line_lists_each_step_and_the_mean_time():
+    found = [StepSyncs({"aten::item": 3}, 0.002), StepSyncs({"aten::item": 1}, 0.004)]
+    line = nb10.sync_line("reading", found)
+    assert "per profiled step: [3, 1] {'aten::item': 3}" in line and line.endswith("3.00 ms/step")
+
+
+def test_counter_line_counts_the_first_call():
+    t = torch.ones(2)
+    with SyncCounter() as counter:
+        t.sum().item()
+        t.max().item()
+    line = nb10.counter_line(counter, "two reads")
+    assert line.startswith("SyncCounter, two reads: 2 synchronising calls (") and line.endswith("×2)")
+    with SyncCounter() as nothing:
+        t + t
+    assert nb10.counter_line(nothing, "none") == "SyncCounter, none: 0 synchronising calls"
+
+
+def test_sync_verdict_adds_the_cpu_note_and_the_reference_off_a_gpu():
+    gpu = nb10.sync_verdict(CLEAR, 7, "H100", "cuda")
+    assert gpu.startswith("verdict on H100: keeping the 7 values per step on the device: 2.00×") and "\n" not in gpu
+    cpu = nb10.sync_verdict(CLEAR, 7, "EPYC", "cpu")
+    assert "(on a CPU, ops run as they are called" in cpu and "What the same two steps did on the reference GPU" in cpu
+    assert nb10.sync_verdict(None, 7, "H100", "cuda") == ""
+
+
+def test_profiled_note_sets_the_profile_beside_the_verdict():
+    cats = {"reading values": {"compute": 0.09, "waiting": 0.01}, "keeping values": {"compute": 0.05, "waiting": 0.0}}
+    same = nb10.profiled_note(cats, CLEAR, "cuda")
+    assert "took 2.00× the time per step of keeping values, the same direction" in same and "no figure" not in same
+    slower = Ratio("b vs a", 0.5, 0.45, 0.55, rounds=5, coverage=0.9, drift=0.01)
+    assert "the opposite of the timed verdict" in nb10.profiled_note(cats, slower, "cuda")
+    assert "resolves no difference" in nb10.profiled_note(cats, NONE, "cuda")
+    cats["reading values"]["waiting"] = 0.0001
+    thin = nb10.profiled_note(cats, None, "cpu")
+    assert "with no timed comparison" in thin and "no figure: at 0.11% of the step" in thin and "on a CPU" in thin
+
+
+def test_first_call_line_says_whether_the_caches_were_cold():
+    assert "cold caches" in nb10.first_call_line("default", 41.2, cold=True, device="cpu")
+    assert "warm from the first" in nb10.first_call_line("reduce-overhead", 3.0, cold=False, device="cpu")
+
+
+def test_texts_from_elsewhere_say_why_and_name_the_figures():
+    assert nb10.reduce_overhead_elsewhere().startswith("mode='reduce-overhead' is not timed here")
+    assert "figures published elsewhere" in nb10.reduce_overhead_elsewhere()
+    assert nb10.not_compiled(("compile",)).startswith("This profile does not compile: a cold compile")
+    assert nb10.gpus_measured("cuda", False).startswith("\nBeside it, what GPUs measured:")
+    assert len(nb10.gpus_measured("cuda", True)) > len(nb10.gpus_measured("cuda", False))  # CUDA graphs' figures
+    assert nb10.no_break_timing(False) == ("This profile does not compile: the break above comes from Dynamo's "
+                                           "tracing alone.")
+    assert nb10.no_break_timing(True).startswith("This profile compiles the GPT above but not the monitored ones")
+
+
+def test_payback_only_for_a_clear_speed_up():
+    said = nb10.payback(CLEAR, 10.5, _t("eager", 1.0), _t("compiled", 0.5))
+    assert "(10.0 s beyond one step) pays for itself after about 20 steps" in said  # 10 s ÷ 0.5 s saved a step
+    assert "no gain to pay back the compilation (10 s" in nb10.payback(NONE, 10.2, _t("eager", 1.0), _t("c", 1.0))
+
+
+def test_first_break_gives_the_reason_and_where():
+    frame = SimpleNamespace(filename="/x/model.py", lineno=12, line="  y = t.item()\n")
+    expl = SimpleNamespace(break_reasons=[SimpleNamespace(reason="Tensor.item\nmore", user_stack=[frame])] * 2)
+    assert nb10.first_break(expl) == ("torch._dynamo.explain: 2 break reason(s); the first: Tensor.item\n"
+                                      "  at model.py:12  y = t.item()")
+
+
+def test_captured_graphs_and_the_share_compiled():
+    assert nb10.captured_line("GPT", [[10, 2], [5, 1]]).endswith("2 graph(s): 10 ops × 2 call(s), 5 ops × 1 call(s) "
+                                                               "| 25 op calls in compiled graphs")
+    assert nb10.gave_up([[7, 4]], 4) and not nb10.gave_up([[7, 4], [3, 1]], 4)
+    gave_up = "with the .item(), Dynamo gave up on GPT.forward: its 28"
+    assert nb10.compiled_share([[7, 4]], [[40, 1]], 4).startswith(gave_up)
+    assert nb10.compiled_share([[7, 4], [3, 1]], [[40, 1]], 4).startswith("op calls per forward in compiled graphs: 31")
+
+
+def test_compile_log_note_explains_a_count_that_differs_from_explain():
+    breaks = ["Graph break in user code\n  at model.py:12\n\n  reason", "second"]
+    note = nb10.compile_log_note("compiled, .item()", 12.34, breaks, 1, True, "cpu")
+    lines = note.splitlines()
+    assert lines[0] == "compiled, .item(): first step 12.3 s (one run, caches warm), compilation included | cpu"
+    assert lines[1] == "  graph_breaks log: 2 message(s); the first begins:" and lines[3] == "      at model.py:12"
+    assert "explain listed 1 break reason(s)" in note and "first GPT.forward" in note
+    assert "first GPT.forward" not in nb10.compile_log_note("x", 1.0, breaks, 1, False, "cpu")
+    assert "explain listed" not in nb10.compile_log_note("x", 1.0, breaks, 2, True, "cpu")
+    assert nb10.compile_log_note("plain", 1.0, [], 1, True, "cpu").count("\n") == 0
+
+
+def test_compile_pair_and_turns_apart():
+    assert "(2.0×), one run each" in nb10.compile_pair(20.0, 10.0)
+    apart = nb10.turns_apart(_t("then", 1.0, 0.02), _t("now", 2.0, 0.04))
+    assert "(0.50×, a range of" in apart and "more apart than their spreads" in apart
+    assert "within their spreads this time" in nb10.turns_apart(_t("then", 1.0, 0.2), _t("now", 1.02, 0.2))
+
+
+def test_tlparse_note_each_case(tmp_path):
+    log = tmp_path / "a.log"
+    assert nb10.tlparse_note([], None, None, tmp_path).startswith("No compile logs")
+    assert nb10.tlparse_note([log], None, None, tmp_path).startswith("tlparse is not installed (pip install tlparse)")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "index.html").write_text("")
+    ok = SimpleNamespace(returncode=0, stderr="")
+    assert nb10.tlparse_note([log], "tlparse", ok, tmp_path / "out").endswith("(1 pages, from a.log)")
+    bad = SimpleNamespace(returncode=2, stderr="bad log\nmore")
+    assert nb10.tlparse_note([log], "tlparse", bad, tmp_path).endswith("(exit 2): bad log")
+
+
+def test_intensity_line_names_the_bound_where_measured():
+    assert nb10.intensity_line("a + b", 0.0833, None, "cpu") == "a + b: 0.08 FLOP/B"
+    assert nb10.intensity_line("mm", 1365.3, "compute-bound", "cpu") == "mm: 1,365.30 FLOP/B, compute-bound on cpu"
+
+
+# a step of three op groups: a matmul above the ridge (1 FLOP/B here), an add below it, a copy
+PEAK, BW = 1e12, 1e11  # the ridge at 10 FLOP/B
+MM = OpTime("aten::mm", ((64, 64), (64, 64)), "matmul", 2, 1e9, 1e7, 0.004)  # 100 FLOP/B at 2.5e11 FLOP/s: 25 %
+ADD = OpTime("aten::add", ((64,), (64,)), "elementwise", 4, 1e6, 1.2e7, 0.0001)  # 0.08 FLOP/B, 1e10 FLOP/s: 120 %
+COPY = OpTime("aten::copy_", ((64,),), "copy", 1, 0.0, 1e6, 0.001)
+STEP = StepOps([MM, COPY, ADD], _t("step", 0.004), _t("profiled", 0.008))
+
+
+def of_roof(o):
+    return o.rate / min(PEAK, o.intensity * BW)
+
+
+def test_roofs_note_with_one_memory_roof_off_a_gpu():
+    peak, bw = _t("peak: mm 4096²", 1e-3, work=1e9, unit="FLOP/s"), _t("copy", 1e-3, work=1e8, unit="B/s")
+    note = nb10.roofs_note(peak, bw, bw, "timed here", "main memory", "fp32", None, "cpu").splitlines()
+    assert note[0] == "compute peak: timed here; copies: main memory"
+    assert note[1] == "ridge (main memory): 10.0 FLOP/B | no smaller copy ran faster: one memory roof | cpu"
+    assert note[2].startswith("A CPU has no entry") and note[3].startswith("A GPU's roofs, measured with this cell:")
+
+
+def test_op_table_rows_footer_and_section_3():
+    table = nb10.op_table(STEP, 10.0, of_roof, "cpu", rows=2).splitlines()
+    assert len(table) == 4 and table[1].startswith("mm 64×64 · 64×64") and table[1].endswith("25%  above the ridge")
+    assert table[2].endswith("-  moves data")
+    assert table[3].startswith("... 3 (op, shapes) groups: 5.1 ms per step in ops")
+    with_eager = nb10.op_table(STEP, 10.0, of_roof, "cpu", eager=_t("eager", 0.004))
+    assert with_eager.splitlines()[-1].startswith("section 3 timed this eager step at")
+
+
+def test_eager_then_now_apart_beyond_the_quartiles():
+    assert "apart by" in nb10.eager_then_now(_t("then", 1.0, 0.02), _t("now", 1.5, 0.02))
+    assert "the same within their quartiles" in nb10.eager_then_now(_t("then", 1.0, 0.2), _t("now", 1.05, 0.2))
+
+
+def test_op_notes_read_the_op_times():
+    notes = nb10.op_notes(STEP, {"aten::mm": 0.002, "aten::add": 0.002}, 10.0, of_roof, "peak: mm 4096²", "cpu")
+    lines = notes.splitlines()
+    assert "their sum is 28% more than the whole step" in lines[0]  # 5.1 ms of ops in a 4 ms step
+    assert lines[1].startswith("mm: 50% in section 1's table") and "2.00×" in lines[1]
+    assert lines[2].startswith("1 group below the ridge ran above its roof (up to 120%, add 64 · 64)")
+    fast = StepOps(STEP.ops, _t("step", 0.01), _t("profiled", 0.02))
+    gpu = nb10.op_notes(fast, {}, 10.0, of_roof, "peak", "cuda")
+    assert "of the whole step without the profiler; the rest is the GPU idle" in gpu and "section 1" not in gpu
+
+
+def test_kind_table_and_the_verdicts():
+    kinds = {"matmul": {"seconds": 0.004, "flops": 1e9, "bytes": 1e7}, "copy": {"seconds": 0.001, "flops": 0.0,
+                                                                                  "bytes": 1e6}}
+    table = nb10.kind_table(kinds, 0.005, 10.0).splitlines()
+    assert table[1].endswith("above the ridge") and table[2].endswith("moves data only") and " 80.0% " in table[1]
+    verdict = nb10.roof_verdict(STEP.ops, MM, STEP.op_seconds, 10.0, of_roof, BW)
+    # the add (memory side, 120 %) is near its roof; the copy moves 1 GB/s against 100 GB/s, the mm is at 25 %
+    assert "2% in memory-side ops at half their roof or more" in verdict and "0% in compute-side ops" in verdict
+    assert "20% memory-side and 78% compute-side far below" in verdict
+    assert verdict.splitlines()[1].endswith("far below it, held back by something other than the two peaks "
+                                            "(the kernel itself, its size, its overheads)")
+    assert "no roofline in this run" in nb10.no_roofline(False).lower() and "the peaks" in nb10.no_roofline(False)
+
+
+def test_attention_alone_each_case():
+    row = {"attention alone, torch.bfloat16: SDPA vs written out": {"value": 0.8}}
+    assert nb10.attention_alone(row, torch.bfloat16).endswith("so the fused kernel itself is what is slow here")
+    assert nb10.attention_alone(row, torch.float32).startswith("notebook 08 ran in this run without")
+    assert nb10.attention_alone(None, torch.float32).startswith("notebook 08 (section 4) times attention alone")
+
+
+def test_placement_lists_far_above_and_unplaced():
+    lines = nb10.placement(STEP.ops, STEP.op_seconds, of_roof).splitlines()
+    assert lines[0] == "a decade or more below the main-memory roofline: none"
+    assert lines[1] == "above it: add at 120% of its roof (2.0% of op time)"
+    assert lines[2] == "not placed (no FLOPs to place, or no time): copy ops, 19.6% of op time"
+    tiny = OpTime("aten::mul", ((8,),), "elementwise", 1, 1e3, 1e3, 0.00001)  # 1e8 FLOP/s against 1e11: far below
+    far = nb10.placement([MM, tiny], 0.004 + 0.00001, of_roof).splitlines()[0]
+    assert far.endswith(": 1 op(s) under 0.5% of op time each (mul), 0.2% together")

@@ -1,16 +1,21 @@
-"""Notebook 10 (torch.compile and the profiler): the exercise checks."""
+"""Notebook 10 (torch.compile and the profiler): the exercise checks, and the words around its
+measurements (each function returns the text a cell prints)."""
 
 from __future__ import annotations
 
-from typing import Callable
+import subprocess
+from pathlib import Path
+from typing import Callable, Iterable, Mapping, Sequence
 
 import torch
 from torch import nn
 
-from course_lib import check
+from course_lib import check, published, report
+from course_lib.bench import Ratio, Timing, break_even, speedup
 from course_lib.models import GPT, GPTConfig
-from course_lib.profiling import SyncCounter
-from course_lib.roofline import count_ops
+from course_lib.profiling import StepSyncs, SyncCounter
+from course_lib.roofline import OpTime, StepOps, count_ops, intensity, ridge, vs_datasheet
+from course_lib.units import fmt_bytes, fmt_count, fmt_rate, fmt_time
 
 
 @check.exercise()
@@ -61,3 +66,435 @@ def check_no_sync_loop(fn: Callable, reference: Callable) -> None:
     if not isinstance(got, torch.Tensor):
         raise AssertionError(f"return the losses as one tensor (torch.stack), got {type(got).__name__}")
     check.close(got.reshape(-1), want, what="losses of 3 steps, without syncs vs the given loop", atol=1e-6, rtol=1e-5)
+
+
+# ---- the words around the measurements: each function returns the text a cell prints ----
+
+VISIBLE = 0.01  # a category's share of the step below which its bar is too thin to see
+GRAPH_FIGURES = ["cuda_graphs_maskrcnn_backbone_31ms_to_6ms", "cuda_graphs_mlperf_bert_1p12x"]  # reduce-overhead's
+COMPILE_FIGURES = ["pytorch2_paper_inductor_geomean_a100", "karpathy_gpt2_124m_torch_compile_300ms_to_130ms"]
+
+
+def precision_line(amp: str, amp_dtype: torch.dtype, device: str, work: Path) -> str:
+    """The training step's precision and GradScaler, and this run's folder; a line before them where
+    fp16 stands in for bf16. `amp`: "bf16", "fp16" or "off"."""
+    head = (f"{device} has no bf16 tensor cores: the training step runs float16 autocast with a GradScaler.\n"
+            if amp == "fp16" else "")
+    return (head + f"autocast: {amp_dtype if amp != 'off' else 'off (float32)'} | GradScaler: {amp == 'fp16'} "
+            f"| files of this run: {work}")
+
+
+def gpt_line(cfg: GPTConfig, batch: int) -> str:
+    """The GPT's shape, the batch and the parameter count (the position embedding left out)."""
+    return (f"GPT: {cfg.n_layer} layers, width {cfg.n_embd}, T = {cfg.block_size} | batch {batch} sequences "
+            f"| {GPT(cfg).num_params():,} parameters (the position embedding left out)")
+
+
+def trace_note(path: Path, steps: int) -> str:
+    """Where the trace file of `steps` profiled steps is, its size, and how to open it."""
+    return (f"trace of {steps} steps: {path} ({fmt_bytes(path.stat().st_size)})\n"
+            "  open https://ui.perfetto.dev and drop the file in (it is read in your browser, not uploaded), "
+            "or chrome://tracing in Chrome")
+
+
+def shares(timings: Iterable[Timing]) -> str:
+    """One line per category: its Timing and its share of the sum of the medians."""
+    timings = list(timings)
+    total = sum(t.median_s for t in timings)
+    return "\n".join(f"{t} | {t.median_s / total:5.1%} of the step" for t in timings)
+
+
+def sync_line(name: str, found: Sequence[StepSyncs]) -> str:
+    """The synchronising calls the trace found in each profiled step, and the CPU time in them."""
+    return (f"{name}: synchronising calls per profiled step: {[s.total for s in found]} "
+            f"{dict(found[0].counts) or ''} | CPU time in them: "
+            f"{1e3 * sum(s.seconds for s in found) / len(found):.2f} ms/step")
+
+
+def counter_line(counter: SyncCounter, what: str) -> str:
+    """What a SyncCounter saw: the count and its first call, with how often that call came."""
+    first = f" ({counter.calls[0]} ×{counter.calls.count(counter.calls[0])})" if counter.calls else ""
+    return f"SyncCounter, {what}: {counter.count} synchronising calls{first}"
+
+
+def sync_verdict(gain: Ratio | None, waits: int, device: str, device_type: str) -> str:
+    """The verdict on keeping the logged values on the device (none when the steps were not
+    timed); on a CPU why the reads cost little, and off a GPU the reference GPU's timings."""
+    lines = []
+    if gain is not None:
+        lines.append(gain.verdict(f"keeping the {waits} values per step on the device", on=device))
+        if device_type == "cpu":
+            lines.append("(on a CPU, ops run as they are called, so a value is ready when it is read)")
+    if device_type != "cuda":
+        lines.append("What the same two steps did on the reference GPU (a read there waits for the queue to drain):\n"
+                     + report.reference_text("10_compile_and_profile",
+                                             prefixes=("reading values", "keeping values", "set_sync")))
+    return "\n".join(lines)
+
+
+def profiled_note(categories: Mapping[str, Mapping[str, float]], gain: Ratio | None, device_type: str) -> str:
+    """What the profiled steps say beside the timed verdict: the ratio of the two steps' profiled
+    times, whether it points the timed verdict's way, and the time in the 'waiting' category
+    (and, where its bar is too thin to draw, that no figure follows)."""
+    reading, keeping = categories["reading values"], categories["keeping values"]
+    profiled = sum(reading.values()) / sum(keeping.values())
+    if gain is None:
+        said = "with no timed comparison to set it beside"
+    elif not gain.clear:
+        said = "where the timed comparison above resolves no difference"
+    else:
+        said = ("the same direction as the timed verdict above" if (profiled > 1) == (gain.value > 1)
+                else "the opposite of the timed verdict above")
+    waited = reading["waiting"] / sum(reading.values())
+    lines = [f"profiled steps: reading values took {profiled:.2f}× the time per step of keeping values, {said}. "
+             "The category times come from the profiled steps (the profiler adds a cost to every op it records; "
+             "the two versions ran one after the other): they show where a step's time goes, and the "
+             "verdict rests on the steps timed in turns, without the profiler.",
+             f"waiting, the category that holds the reads: {fmt_time(reading['waiting'])} per profiled step reading "
+             f"values ({waited:.2%} of the step), {fmt_time(keeping['waiting'])} keeping them"]
+    if waited < VISIBLE:
+        lines.append(f"no figure: at {waited:.2%} of the step, the reads' bar would be too thin to see"
+                     + ("; on a CPU a value is ready when it is read, so the read costs only itself"
+                        if device_type == "cpu" else ""))
+    return "\n".join(lines)
+
+
+def first_call_line(mode: str, seconds: float, cold: bool, device: str) -> str:
+    """The first compiled step's time, compilation included, and whether the caches were cold."""
+    return (f"compile, mode={mode!r}: first step {seconds:.1f} s (one run), compilation included, "
+            f"{'cold caches' if cold else 'caches warm from the first'} | {device}")
+
+
+def reduce_overhead_elsewhere() -> str:
+    """Off a GPU: why mode='reduce-overhead' is not timed, and what the reference GPU run and
+    published figures measured of it."""
+    return ("mode='reduce-overhead' is not timed here: CUDA graphs need a GPU.\n"
+            + published.elsewhere("10_compile_and_profile", ("compile + first step, reduce", "compiled, reduce",
+                                                              "compiled (reduce", "compiled, default"), GRAPH_FIGURES)
+            + "\n(the reference's reduce-overhead compile ran second, with the caches warm from its default one)")
+
+
+def not_compiled(prefixes: tuple[str, ...]) -> str:
+    """A profile that does not compile: why, and the reference run's rows starting with `prefixes`."""
+    return ("This profile does not compile: a cold compile takes tens of seconds on a small machine, more "
+            "than its budget. The cpu and gpu profiles measure it.\n"
+            + report.reference_text("10_compile_and_profile", prefixes=prefixes))
+
+
+def payback(speed: Ratio, first_call_s: float, eager: Timing, compiled: Timing) -> str:
+    """After how many steps a compilation pays for itself (a speed-up beyond the spread), or that
+    there is no gain to pay it back."""
+    if speed.clear and speed.value > 1:
+        extra = first_call_s - compiled.median_s
+        steps, few, many = break_even(extra, eager, speed)  # extra ÷ the seconds each step saves
+        return (f"  the compilation ({extra:.1f} s beyond one step) pays for itself after about "
+                f"{fmt_count(steps)} steps ({fmt_count(few)} to {fmt_count(many)} over the spread of the speed-up)")
+    return (f"  no gain to pay back the compilation ({first_call_s:.0f} s for the first step): eager is the "
+            "better choice for this model here")
+
+
+def gpus_measured(device_type: str, reduce_overhead: bool) -> str:
+    """What GPUs measured of torch.compile: the reference run's speed-up off a GPU, the published
+    figures (with CUDA graphs' where reduce-overhead ran)."""
+    return "\nBeside it, what GPUs measured:\n" + published.elsewhere(
+        "10_compile_and_profile", ("compiled (default) vs eager",) if device_type != "cuda" else (),
+        COMPILE_FIGURES + (GRAPH_FIGURES if reduce_overhead else []))
+
+
+def intensity_line(what: str, intensity_: float, bound: str | None, device: str) -> str:
+    """An op's arithmetic intensity and, where the roofs were measured, which roof bounds it here."""
+    return f"{what}: {intensity_:,.2f} FLOP/B" + (f", {bound} on {device}" if bound else "")
+
+
+def first_break(expl) -> str:
+    """The number of break reasons torch._dynamo.explain gave, the first one and where it is."""
+    reason = expl.break_reasons[0]
+    frame = reason.user_stack[-1]
+    return (f"torch._dynamo.explain: {len(expl.break_reasons)} break reason(s); the first: "
+            f"{reason.reason.splitlines()[0]}\n  at {Path(frame.filename).name}:{frame.lineno}  {frame.line.strip()}")
+
+
+def captured_line(name: str, graphs: Sequence[Sequence[int]]) -> str:
+    """The graphs Dynamo captured for `name` ([ops, calls] each) and the op calls they hold."""
+    in_graphs = sum(ops * calls for ops, calls in graphs)
+    return (f"{name:<20} {len(graphs)} graph(s): " + ", ".join(f"{ops} ops × {calls} call(s)" for ops, calls in graphs)
+            + f" | {in_graphs} op calls in compiled graphs")
+
+
+def gave_up(graphs: Sequence[Sequence[int]], n_layer: int) -> bool:
+    """True when Dynamo compiled only the blocks' code: every graph called once per block."""
+    return all(calls == n_layer for _, calls in graphs)
+
+
+def compiled_share(item_graphs: Sequence[Sequence[int]], tensor_graphs: Sequence[Sequence[int]], n_layer: int) -> str:
+    """How much of the forward runs in compiled graphs with the .item() and with the tensor, and
+    whether Dynamo gave up on GPT.forward (:func:`gave_up`)."""
+    whole = sum(o * c for o, c in tensor_graphs)
+    broken = sum(o * c for o, c in item_graphs)
+    if gave_up(item_graphs, n_layer):
+        return (f"with the .item(), Dynamo gave up on GPT.forward: its {broken} op calls per forward in compiled "
+                f"graphs are the {n_layer} blocks' (graphs compiled once from the block's code, each called once per "
+                "block), and the rest of the forward (embeddings, final norm, head) runs eagerly; with the tensor, "
+                f"one graph holds all {whole} op calls of the forward: nothing runs eagerly")
+    return (f"op calls per forward in compiled graphs: {broken} with the .item(), the rest of its forward running "
+            f"eagerly; {whole} with the tensor, in one graph: the whole forward")
+
+
+def compile_log_note(name: str, seconds: float, breaks: Sequence[str], explained: int, eager_forward: bool,
+                     device: str) -> str:
+    """The first compiled step's time, and what the graph_breaks log said: its message count, the
+    first message's opening lines, and why that count differs from explain's (`explained`);
+    `eager_forward`: Dynamo gave up on GPT.forward (:func:`gave_up`)."""
+    lines = [f"{name}: first step {seconds:.1f} s (one run, caches warm), compilation included | {device}"]
+    if breaks:
+        lines.append(f"  graph_breaks log: {len(breaks)} message(s); the first begins:")
+        lines += ["    " + line for line in breaks[0].splitlines()[:3] if line.strip()]
+    if breaks and len(breaks) != explained:
+        lines.append(f"  explain listed {explained} break reason(s), one per graph that a break cut short; the log has "
+                     "one message per frame Dynamo traced into the break" + (
+                         ": first GPT.forward, which it then gave up on (so no graph for it; the block's code compiled "
+                         "into graphs called once per block, as counted above), then the block's own forward, whose "
+                         "graph stops at the .item()" if len(breaks) == 2 and eager_forward else ""))
+    return "\n".join(lines)
+
+
+def compile_pair(item_s: float, tensor_s: float) -> str:
+    """The two first steps (compilation included), with and without the break: one pair, no verdict."""
+    return (f"compilation: the first step took {item_s:.1f} s with the .item() and {tensor_s:.1f} s with the tensor "
+            f"({item_s / tensor_s:.1f}×), one run each, one after the other: a single pair, not timed in turns, "
+            "so no verdict on what the break costs to compile")
+
+
+def turns_apart(then: Timing, now: Timing) -> str:
+    """The plain compiled step in section 3's turns (`then`) and in these (`now`): whether the two
+    sets of turns differ beyond their spreads (only timings of the same turns are compared)."""
+    apart = speedup(then, now, "compiled, plain GPT: here vs section 3")
+    return (f"the plain compiled step took {fmt_time(then.median_s)} in section 3's turns and {fmt_time(now.median_s)} "
+            f"in these ({apart.value:.2f}×, a range of {apart.lo:.2f}–{apart.hi:.2f} from their spreads): " + (
+                "more apart than their spreads, at two sets of turns with other steps beside it: these numbers do "
+                "not say what moved it (the machine's speed, or what ran beside it), so set side by side only "
+                "timings of the same turns" if apart.clear else
+                "within their spreads this time; still, only timings of the same turns are paired, so compare those"))
+
+
+def no_break_timing(compiles: bool) -> str:
+    """Where the profile does not time the compiled monitored GPTs: why, and the reference's rows."""
+    if not compiles:
+        return "This profile does not compile: the break above comes from Dynamo's tracing alone."
+    return ("This profile compiles the GPT above but not the monitored ones (three more compilations would pass its "
+            "time budget): the break above comes from Dynamo's tracing alone.\n"
+            + report.reference_text("10_compile_and_profile", prefixes=("compiled, .item()", "compiled, tensor")))
+
+
+def tlparse_note(logs: Sequence[Path], tlparse: str | None, done: subprocess.CompletedProcess | None,
+                 out: Path) -> str:
+    """What became of the tlparse report: none (no logs, or tlparse missing: how to install and run
+    it), where it is, or why tlparse could not read the log (`done`: its run)."""
+    if not logs:
+        return "No compile logs in this run (nothing was compiled): no tlparse report."
+    if tlparse is None or done is None:
+        return f"tlparse is not installed (pip install tlparse); then: tlparse {logs[-1]} -o report --no-browser"
+    if done.returncode == 0:
+        return f"tlparse report: {out / 'index.html'} ({len(list(out.rglob('*.html')))} pages, from {logs[-1].name})"
+    return (f"tlparse could not read {logs[-1]} (exit {done.returncode}): "
+            f"{(done.stderr.strip().splitlines() or [''])[0]}")
+
+
+# ---- section 4: the roofline's numbers in words ----
+
+OfRoof = Callable[[OpTime], float]  # an op's achieved FLOP/s as a share of its roof at its intensity
+
+
+def roofs_note(peak: Timing, main_bw: Timing, fast_bw: Timing, peak_note: str, bw_note: str, precision: str,
+               gpu_name: str | None, device: str) -> str:
+    """Where the two roofs come from, the ridge of each memory roof, the datasheet's figures beside
+    them (`gpu_name`: None off a GPU, which instead gets the reference GPU run's roofs)."""
+    fast = (f"ridge ({fast_bw.name}): {ridge(peak.rate, fast_bw.rate):.1f} FLOP/B"
+            if fast_bw is not main_bw else "no smaller copy ran faster: one memory roof")
+    lines = [f"compute peak: {peak_note}; copies: {bw_note}",
+             f"ridge (main memory): {ridge(peak.rate, main_bw.rate):.1f} FLOP/B | {fast} | {device}",
+             vs_datasheet(gpu_name, precision, peak.rate, main_bw.rate)]
+    if gpu_name is None:
+        lines.append("A GPU's roofs, measured with this cell: "
+                     + published.elsewhere("10_compile_and_profile", ("peak:", "copy")))
+    return "\n".join(lines)
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def op_table(measured: StepOps, ridge_: float, of_roof: OfRoof, device: str, eager: Timing | None = None,
+             rows: int = 14) -> str:
+    """The `rows` costliest (op, shapes) groups of a step: calls, intensity, time and share of op
+    time, achieved rate and share of the roof, side of the ridge; under them the groups' count and
+    the whole step's time with and without the profiler; and, given section 3's `eager` timing of
+    the same step, the two beside each other (:func:`eager_then_now`)."""
+    op_time = measured.op_seconds
+    lines = [f"{'op':<48} {'kind':<17} {'calls':>5} {'FLOP/B':>7} {'time':>9} {'share':>6} {'rate':>13} {'of roof':>7}"]
+    for o in measured.ops[:rows]:
+        lines.append(f"{_cut(o.label, 48):<48} {o.kind:<17} {o.calls:>5} {o.intensity:>7.2f} {1e3 * o.seconds:>7.2f}ms "
+                     f"{o.seconds / op_time:>6.1%} {fmt_rate(o.rate, 'FLOP/s'):>13} "
+                     + (f"{of_roof(o):>7.0%}  {'below' if o.intensity < ridge_ else 'above'} the ridge" if o.flops
+                        else f"{'-':>7}  moves data"))
+    n = len(measured.ops)
+    lines.append(f"... {n} (op, shapes) group{'s' if n != 1 else ''}: {fmt_time(op_time)} per step in ops | the whole "
+                 f"step, in the same turns: {fmt_time(measured.step.median_s)} without the profiler, "
+                 f"{fmt_time(measured.profiled.median_s)} with every op counted and recorded | {device}")
+    if eager is not None:
+        lines.append(eager_then_now(eager, measured.step))
+    return "\n".join(lines)
+
+
+def eager_then_now(then: Timing, now: Timing) -> str:
+    """Section 3's eager step (`then`) beside this section's (`now`), each timed in its own turns:
+    apart beyond their quartiles (by more than 1 %), or the same within them."""
+    gap = max(then.lo_s - now.hi_s, now.lo_s - then.hi_s) / min(then.median_s, now.median_s)  # > 0: apart
+    return (f"section 3 timed this eager step at {fmt_time(then.median_s)} (quartiles {fmt_time(then.lo_s)}–"
+            f"{fmt_time(then.hi_s)}), here {fmt_time(now.median_s)} ({fmt_time(now.lo_s)}–{fmt_time(now.hi_s)}), "
+            f"{now.median_s / then.median_s:.2f}× its time: "
+            + (f"apart by {gap:.1%} beyond their quartiles, at two moments, each timed in turns beside another step: "
+               "these numbers do not say what moved it (the machine's speed, or what ran beside it); compare only "
+               "timings of the same turns" if gap > 0.01 else
+               "the same within their quartiles (or less than 1 % beyond them)"))
+
+
+def op_notes(measured: StepOps, own: Mapping[str, float], ridge_: float, of_roof: OfRoof, peak_name: str,
+             device_type: str) -> str:
+    """How to read the op times: how they were timed and how their sum compares with the plain step;
+    off a GPU, the costliest op's share in section 1's table (`own`: each op's self time per step)
+    beside its share of op time; and, on each side of the ridge, the groups that ran above their roof."""
+    op_time, step, profiled = measured.op_seconds, measured.step.median_s, measured.profiled.median_s
+    how = ("measure_ops times each op by the profiler's own record of it (the ops it calls included; the range around "
+           "it and the counting mode's Python left out)" if device_type != "cuda" else
+           "measure_ops times each op by the GPU kernels and copies it launched")
+    if op_time > step:
+        lines = [f"{how}: their sum is {op_time / step - 1:.0%} more than the whole step without the profiler, "
+                 f"because each op's time includes the profiler's recording of it and of the ops it calls, which the "
+                 f"plain step does not pay (the profiled step, the counting mode's Python included, took "
+                 f"{profiled / step:.2f}× as long): read each op's time as its share of op time, as the verdicts "
+                 "below do"]
+    else:
+        rest = ("time in no op: Python, autograd's bookkeeping" if device_type != "cuda" else
+                "the GPU idle, waiting for the CPU to queue work")
+        lines = [f"{how}: their sum is {op_time / step:.0%} of the whole step without the profiler; the rest is "
+                 f"{rest}. The shares below are of op time"]
+    top, table = measured.ops[0], sum(own.values())  # the table's "Self CPU time total", per step
+    if device_type != "cuda" and top.name in own:  # the same op, two shares: what each divides by
+        lines.append(f"{top.short}: {own[top.name] / table:.0%} in section 1's table ({fmt_time(own[top.name])} of "
+                     f"{fmt_time(table)} per step, the table's total: the own time of everything recorded, time in no "
+                     f"op included), {top.seconds / op_time:.0%} of op time here ({fmt_time(top.seconds)} of "
+                     f"{fmt_time(op_time)}, the ops alone). Profiled at different moments, not in turns: from there to "
+                     f"here the op's time changed {top.seconds / own[top.name]:.2f}×, the total it is divided by "
+                     f"{op_time / table:.2f}×")
+    over = [o for o in measured.ops if o.flops and of_roof(o) > 1]
+    for side, group in (("below", [o for o in over if o.intensity < ridge_]),
+                        ("above", [o for o in over if o.intensity >= ridge_])):
+        if group:  # the roofs are measured rates, not bounds
+            top = max(group, key=of_roof)
+            why = ("the count takes every operand whole, from main memory: an op above its roof moved those bytes "
+                   "faster than the copy's main-memory rate, so some came from a cache, or it did not read every "
+                   "operand whole"
+                   if side == "below" else
+                   f"the compute roof is the median rate of {peak_name.split(': ')[-1]} timed as whole calls at "
+                   f"another moment, the ops are the profiler's record of each: a measured rate, not a bound")
+            many = len(group) != 1
+            lines.append(f"{len(group)} group{'s' if many else ''} {side} the ridge ran above "
+                         f"{'their' if many else 'its'} roof (up to {of_roof(top):.0%}, {top.label}): {why}")
+    return "\n".join(lines)
+
+
+def no_roofline(roofs: bool) -> str:
+    """Why this run draws no roofline: the peaks, or the step's ops, ran out of memory."""
+    return (f"No roofline in this run: {'the peaks' if not roofs else 'the ops of the step'} could not be measured "
+            "(out of memory, said above).")
+
+
+def kind_table(kinds: Mapping[str, Mapping[str, float]], op_time: float, ridge_: float) -> str:
+    """Op time by kind (`kinds`: kind -> its seconds, FLOPs and bytes per step): share of op time,
+    intensity, achieved rate and side of the ridge."""
+    lines = [f"{'kind':<18} {'share of op time':>16} {'FLOP/B':>8} {'achieved':>14}  vs ridge {ridge_:.1f} FLOP/B"]
+    for kind, k in kinds.items():
+        i = intensity(k["flops"], k["bytes"])
+        rate = fmt_rate(k["flops"] / k["seconds"], "FLOP/s") if k["seconds"] else "-"
+        where = "moves data only" if not k["flops"] else ("below the ridge" if i < ridge_ else "above the ridge")
+        lines.append(f"{kind:<18} {k['seconds'] / op_time:>16.1%} {i:>8.2f} {rate:>14}  {where}")
+    return "\n".join(lines)
+
+
+def roof_verdict(ops: Sequence[OpTime], slowest: OpTime, op_time: float, ridge_: float, of_roof: OfRoof,
+                 bandwidth: float) -> str:
+    """The verdict by share of op time: ops at half their roof or more and ops far below it, on the
+    memory side and the compute side of the ridge (a copy against `bandwidth`, the main-memory
+    roof); then how close the costliest op with FLOPs (`slowest`) comes to its roof."""
+    def share(o: OpTime) -> float:  # how close an op comes to its own roof
+        return of_roof(o) if o.flops else o.bandwidth / bandwidth
+
+    def part(near: bool, memory_side: bool) -> float:
+        return sum(o.seconds for o in ops
+                   if (share(o) >= 0.5) == near and (not o.flops or o.intensity < ridge_) == memory_side) / op_time
+
+    far = "far below it, held back by something other than the two peaks (the kernel itself, its size, its overheads)"
+    return (f"verdict, by share of op time (copies included): {part(True, True):.0%} in memory-side ops "
+            f"at half their roof or more (only moving fewer bytes, by fusing them, lifts those), "
+            f"{part(True, False):.0%} in compute-side ops as close to theirs; {part(False, True):.0%} memory-side and "
+            f"{part(False, False):.0%} compute-side far below their roof: no roof holds those back, something else "
+            "does (the launch, the size, the kernel itself)\n"
+            f"the costliest op, {slowest.label}, runs at {of_roof(slowest):.0%} of what the roofline allows at its "
+            f"intensity: {'close to the roof' if of_roof(slowest) >= 0.5 else far}")
+
+
+def attention_alone(ran08: Mapping[str, dict] | None, dtype: torch.dtype) -> str:
+    """Where attention is the costliest op and far below its roof: what notebook 08 (`ran08`, its
+    rows in this run, None where it did not run) measured of attention alone in `dtype`."""
+    alone = next(((k, r) for k, r in (ran08 or {}).items()
+                  if k.startswith("attention alone") and str(dtype) in k), None)
+    if alone:
+        return (f"notebook 08, in this run: {alone[0]} = {alone[1]['value']:.2f}×"
+                + (": the written-out attention was faster, so the fused kernel itself is what is slow here"
+                   if alone[1]["value"] < 1 else ""))
+    if ran08 is not None:
+        return ("notebook 08 ran in this run without timing attention alone in this precision (it does where "
+                "its step found SDPA slower with a clear verdict, beyond the spread and the machine's drift): this run "
+                "does not say whether the kernel itself is the slow part here")
+    return ("notebook 08 (section 4) times attention alone in this precision, SDPA against the written-out "
+            "version: run it in this profile to see whether the kernel itself is the slow part here")
+
+
+def _pct(v: float) -> str:
+    """A share rounded down below 10 % (9.96 %: 9.9 %, under the decade)."""
+    return f"{v:.0%}" if v >= 0.1 else f"{int(1000 * v) / 10:g}%" if v >= 0.001 else "under 0.1%"
+
+
+def _listed(group: Sequence[OpTime], op_time: float, of_roof: OfRoof) -> str:
+    """The ops of a group (the slowest first) with 0.5 % of op time or more; the rest counted, by name."""
+    shown = [o for o in group if o.seconds >= 0.005 * op_time]
+    rest = group[len(shown):]
+
+    def named(o: OpTime) -> str:  # shapes where names repeat
+        return o.short if sum(p.short == o.short for p in shown) == 1 else o.label
+
+    return (", ".join(f"{named(o)} at {_pct(of_roof(o))} of its roof ({o.seconds / op_time:.1%} of op time)"
+                      for o in shown)
+            + ((", and " if shown else "") + f"{len(rest)} op(s) under 0.5% of op time each "
+               f"({', '.join(dict.fromkeys(o.short for o in rest))}), "
+               f"{sum(o.seconds for o in rest) / op_time:.1%} together"
+               if rest else "") or "none")
+
+
+def placement(ops: Sequence[OpTime], op_time: float, of_roof: OfRoof) -> str:
+    """What the roofline figure leaves out or hides: the ops a decade or more below the main-memory
+    roofline, those above it, and the op time of the ops it cannot place, by kind."""
+    placed = [o for o in ops if o.flops and o.bytes and o.seconds]  # the slowest first
+    far = [o for o in placed if of_roof(o) < 0.1]  # a decade or more below the main-memory roof
+    above = [o for o in placed if of_roof(o) > 1]
+    unplaced: dict[str, float] = {}
+    for o in ops:
+        if not (o.flops and o.bytes and o.seconds):
+            unplaced[o.kind] = unplaced.get(o.kind, 0.0) + o.seconds
+    lines = [f"a decade or more below the main-memory roofline: {_listed(far, op_time, of_roof)}",
+             f"above it: {_listed(above, op_time, of_roof)}"]
+    if unplaced:
+        lines.append("not placed (no FLOPs to place, or no time): " + ", ".join(
+            f"{kind} ops, {s / op_time:.1%} of op time" for kind, s in sorted(unplaced.items(), key=lambda kv: -kv[1])))
+    return "\n".join(lines)
