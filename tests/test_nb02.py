@@ -248,3 +248,95 @@ def test_beyond_workers_leaves_out_pinned_rows_faster_than_the_workers_can_draw(
     assert "8 × 2.1 kimg/s" in why
     assert nb02.beyond_workers(ref, 32) == ([], "")  # 32 workers could draw that fast
     assert nb02.beyond_workers({}, 8) == ([], "")
+
+
+# -- the exercise and the words around the notebook's numbers ------------------------------
+
+def _in_notebook(source: str):
+    """A function defined as in a notebook (module __main__), e.g. nbgrader's stub."""
+    namespace = {"__name__": "__main__"}
+    exec(source, namespace)
+    return next(v for k, v in namespace.items() if callable(v) and not k.startswith("__"))
+
+
+def test_check_flatten_size_passes_the_answer_fails_the_snippets_and_reports_a_stub(capsys):
+    nb02.check_flatten_size(lambda r: 64 * (r // 8) ** 2)
+    assert capsys.readouterr().out.count("✓") == 4
+    with pytest.raises(AssertionError, match="flatten size for 32×32"):
+        nb02.check_flatten_size(lambda r: 64 * 8 * 8)  # the snippet's number
+    with pytest.raises(AssertionError, match="100×100"):
+        nb02.check_flatten_size(lambda r: round(64 * (r / 8) ** 2))  # pooling rounds down
+    capsys.readouterr()
+    nb02.check_flatten_size(_in_notebook("def flatten_size(r):\n    raise NotImplementedError()\n"))
+    assert capsys.readouterr().out.startswith("not done yet: `flatten_size`")
+
+
+def test_shape_lines_measure_the_models():
+    torch.manual_seed(0)
+    text = nb02.shape_lines(models.SmallCNN(num_classes=6, width=32), models.SmallCNN(width=16).features)
+    assert "SmallCNN(width=32): 94,246 parameters" in text
+    assert "input (4, 3, 64, 64) -> logits (4, 6)" in text
+    assert "(1, 64, 4, 4) -> flatten size 1,024, not 64·8·8 = 4,096" in text
+    assert "flatten size 256," in nb02.shape_lines(tiny_net(), models.SmallCNN(width=4).features)
+
+
+def test_training_lines_give_each_epoch_the_time_and_the_checkpoint(tmp_path):
+    ckpt = tmp_path / "m.pt"
+    ckpt.write_bytes(b"x" * 2048)
+    h = train.History(step=list(range(1, 11)), val_accuracy=[0.5, 0.75], train_time_s=3.21)
+    text = nb02.training_lines(h, 640, "cpu", ckpt)
+    assert text.splitlines()[:2] == ["epoch 1: val accuracy 50.0%", "epoch 2: val accuracy 75.0%"]
+    assert "640 training images × 2 epochs (10 steps) in 3.2 s" in text
+    assert text.splitlines()[-1] == "checkpoint: m.pt, 2.0 KiB"
+
+
+def test_baseline_lines_say_ahead_or_behind_and_beyond_chance_or_not():
+    ahead = nb02.baseline_lines(0.9, 0.4, 600, 3)
+    assert "the CNN is +50.0 percentage points ahead on 600 unseen images" in ahead
+    assert "guessing gets 240 or more of 600 right" in ahead and ahead.endswith("beyond chance (under 1 %)")
+    behind = nb02.baseline_lines(0.15, 0.17, 60, 1)
+    assert "behind" in behind and behind.endswith("not shown to beat guessing (a chance of 1 % or more)")
+
+
+def test_threads_line_says_when_workers_share_the_cores():
+    assert nb02.threads_line(2, 2).endswith("(no core of its own)")
+    assert nb02.threads_line(16, 8) == "this machine: 16 cores; the training process runs 8 torch threads"
+
+
+def test_loaders_elsewhere_explains_a_cpu_run_and_compares_a_gpu_run():
+    cpu = nb02.loaders_elsewhere("cpu")
+    assert cpu.startswith("pin_memory, non_blocking and copy_ahead act on the copy") and "What GPUs measured" in cpu
+    assert nb02.loaders_elsewhere(torch.device("cuda")).startswith("For comparison, ")
+
+
+def test_wait_lines_split_workers0_and_add_the_one_thread_rows():
+    rows = nb02.time_steps_in_turns({"SmallCNN workers=0": lambda: time.sleep(0.004) or 0.003,
+                                     "ceiling": lambda: time.sleep(0.001) or 0.0,
+                                     "ceiling 1 thread": lambda: time.sleep(0.002) or 0.0},
+                                    device="cpu", images=4, repeats=3)
+    one = nb02.time_steps(lambda: time.sleep(0.002) or 0.0, name="SmallCNN workers=1, 1 training thread",
+                          device="cpu", images=4, repeats=3)
+    text = nb02.wait_lines(rows[0], rows[1:2], [one], 2)
+    assert "waiting for batches" in text and "(medians of 3 calls)" in text and "1 training thread vs 2" not in text
+    both = nb02.wait_lines(rows[0], rows[1:], [one], 2)
+    assert "batch in memory, 1 training thread vs 2" in both and "vs its ceiling (1 thread), timed apart" in both
+
+
+def test_resnet_lines_compare_the_layouts_intervals():
+    def t(name, s):
+        return bench.timing_of([s, s * 1.01, s * 0.99], name=name, device="cpu", work=8, unit="img/s")
+
+    rows = [t("r fp32 NCHW", 0.2), t("r fp32 channels_last", 0.1)]
+    small = bench.Ratio("SmallCNN channels_last vs NCHW", 1.0, 0.95, 1.05)
+    big = bench.Ratio("r fp32 channels_last vs fp32 NCHW", 2.0, 1.9, 2.1)
+    apart = nb02.resnet_lines(rows, [big], small, "r", (64, 32), "cpu")
+    assert "fastest here: r fp32 channels_last" in apart and "are apart" in apart and "64 and 32" in apart
+    assert "On a GPU" in apart  # and what 16 bits can do: here the reference GPU run
+    close = bench.Ratio("r fp32 channels_last vs fp32 NCHW", 1.02, 0.9, 1.1)
+    assert "overlap" not in nb02.resnet_lines(rows, [close], small, "r", (64, 32), "cpu")  # neither clear
+    assert "fastest" not in nb02.resnet_lines([], [], small, "r", (64, 32), "cpu")
+
+
+def test_cudnn_benchmark_absent_says_why():
+    assert "nothing to measure" in nb02.cudnn_benchmark_absent("cpu")
+    assert "ran out of memory" in nb02.cudnn_benchmark_absent(torch.device("cuda"))

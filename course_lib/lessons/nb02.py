@@ -25,11 +25,12 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, Dataset, Subset
 
-from course_lib import bench, data, models, train, units
+from course_lib import bench, check, data, datasheet, device, models, profiles, published, report, train, units
 from course_lib.device import pick as pick_device
 
 __all__ = ["Throughput", "shapes_loader", "loader_name", "train_steps", "time_steps",
-           "time_steps_in_turns", "beyond_chance", "measure_loader", "real_data_run"]
+           "time_steps_in_turns", "beyond_chance", "measure_loader", "real_data_run",
+           "check_flatten_size"]
 
 
 @dataclass
@@ -229,3 +230,162 @@ def beyond_workers(ref: dict[str, dict], workers: int) -> tuple[list[str], str]:
     return over, (f"(left out: the reference's rows {', '.join(over)}, whose repeats ran faster than its {workers} "
                   f"workers can draw images, {workers} × {draw['spread'][1]:.3g} {draw['unit']}: they timed "
                   "batches already waiting, not the loader)")
+
+
+# ---- the exercise ---------------------------------------------------------------------
+
+@check.exercise()
+def check_flatten_size(fn: Callable[[int], int]) -> None:
+    """Exercise: `fn(r)` must give the number of features the tutorial snippet's ``fc`` receives
+    for an r×r input, checked against the real conv stack at several resolutions (SmallCNN's
+    with width 16 ends in 64 channels, as the snippet's conv3 does)."""
+    stack = models.SmallCNN(width=16).features.eval()
+    for r in (32, 48, 64, 100):
+        measured = stack(torch.zeros(1, 3, r, r)).flatten(1).shape[1]
+        check.expect(f"flatten size for {r}×{r} input", fn(r), measured)
+
+
+# ---- the words around the notebook's numbers ---------------------------------------------
+
+STALL = "meta_maiprof_gpu_idle_more_than_half_data_loading"  # a published data-loading stall
+
+
+def shape_lines(net: nn.Module, like_snippet: nn.Module, name: str = "SmallCNN(width=32)") -> str:
+    """Section 1's facts: `net`'s parameters and logits' shape at 32 and 64 px, and the shape of
+    `like_snippet`'s feature map at 32×32 (64 channels, as the snippet's conv3) with its flatten size."""
+    lines = [f"{name}: {models.count_params(net):,} parameters"]
+    lines += [f"input (4, 3, {r}, {r}) -> logits {tuple(net(torch.zeros(4, 3, r, r)).shape)}" for r in (32, 64)]
+    feats = like_snippet(torch.zeros(1, 3, 32, 32))
+    lines.append(f"snippet-like features at 32×32: {tuple(feats.shape)} -> flatten size {feats[0].numel():,}, "
+                 f"not 64·8·8 = {64 * 8 * 8:,}")
+    return "\n".join(lines)
+
+
+def training_lines(hist: train.History, n_train: int, dev: torch.device | str, ckpt: Path) -> str:
+    """Section 3's run: validation accuracy after each epoch, what the run took (images, epochs,
+    steps, seconds of training steps) and its checkpoint file."""
+    epochs = len(hist.val_accuracy)
+    return "\n".join([*(f"epoch {e}: val accuracy {100 * a:.1f}%" for e, a in enumerate(hist.val_accuracy, start=1)),
+                      f"{n_train:,} training images × {epochs} epochs ({len(hist.step)} steps) in "
+                      f"{hist.train_time_s:.1f} s of training steps on {device.label(dev)} (the progress bar's time "
+                      "also counts the validation after each epoch and the checkpoint saving)",
+                      f"checkpoint: {ckpt.name}, {units.fmt_bytes(ckpt.stat().st_size)}"])
+
+
+def baseline_lines(acc: float, lin_acc: float, n_val: int, epochs: int, classes: int = 6) -> str:
+    """SmallCNN's validation accuracy against the linear classifier's, and whether the linear one
+    beats guessing: the chance that guessing gets as many of the `n_val` images right
+    (:func:`beyond_chance`; under 1 % is beyond chance)."""
+    right = round(lin_acc * n_val)  # validation images the linear classifier got right
+    guess = beyond_chance(right, n_val, 1 / classes)
+    return (f"val accuracy after {epochs} epochs each: SmallCNN {100 * acc:.1f}%, linear classifier on pixels "
+            f"{100 * lin_acc:.1f}%: the CNN is {100 * (acc - lin_acc):+.1f} percentage points "
+            f"{'ahead' if acc >= lin_acc else 'behind'} on {n_val:,} unseen images (a guess among {classes} classes: "
+            f"{100 / classes:.1f}%)\nguessing gets {right:,} or more of {n_val:,} right with chance {guess:.2g}: "
+            "the linear classifier is " + ("beyond chance (under 1 %)" if guess < 0.01 else
+                                            "not shown to beat guessing (a chance of 1 % or more)"))
+
+
+def threads_line(cores: int, threads: int) -> str:
+    """This machine's cores and the training process's torch threads (and when workers share them)."""
+    return (f"this machine: {cores} cores; the training process runs {threads} torch threads"
+            + (": every worker shares a core with them (no core of its own)" if cores <= threads else ""))
+
+
+def loaders_elsewhere(dev: torch.device | str) -> str:
+    """Beside the loader rows: on a CPU, why the pinned rows are missing and what the reference
+    GPU run measured (less its pinned rows that outran their workers, :func:`beyond_workers`);
+    on a GPU, a published data-loading stall for comparison."""
+    if torch.device(dev).type == "cuda":
+        return "For comparison, " + published.elsewhere("02_first_cnn", keys=[STALL])
+    gpu_w = profiles.sizes("02_first_cnn", "gpu", memory_gib=80).workers[-1]  # the gpu profile's loader
+    over, why = beyond_workers(report.reference("02_first_cnn")[1], gpu_w)
+    rows = ("SmallCNN workers=0", f"SmallCNN workers={gpu_w}", "SmallCNN batch in memory",
+            "data wait SmallCNN workers=0", f"data wait SmallCNN workers={gpu_w}")
+    return ("pin_memory, non_blocking and copy_ahead act on the copy from host memory to a GPU: a CPU run has no "
+            "such copy, so those rows are measured on a GPU only. What GPUs measured:\n"
+            + published.elsewhere("02_first_cnn", rows, [STALL], exclude=tuple(over)) + "\n" + why + "\n")
+
+
+def wait_lines(base: Throughput, ceilings: list[Throughput], apart: list[Throughput], threads: int) -> str:
+    """workers=0's calls split into waiting and the rest, the rest against the ceiling; on a CPU
+    (a second ceiling, with 1 training thread) that ceiling against the first and the 1-thread
+    loader against it, with what a loader faster than its ceiling (timed apart) means."""
+    rest = base.rest()  # workers=0 round by round, its wait taken out: the training part of its calls
+    lines = [f"\nworkers=0, per call: {units.fmt_time(base.wait_s)} waiting for batches, "
+             f"{units.fmt_time(rest.median_s)} the rest (medians of {len(base.waits)} calls)",
+             bench.speedup(rest, ceilings[0].timing, "the ceiling (batch in memory) vs workers=0 without its wait")]
+    if len(ceilings) > 1:
+        lines.append(bench.speedup(ceilings[0].timing, ceilings[1].timing,
+                                   f"batch in memory, 1 training thread vs {threads}"))
+        one = next(r for r in apart if "1 training thread" in r.timing.name)
+        beyond = bench.speedup(ceilings[1].timing, one.timing,
+                               f"{one.timing.name} vs its ceiling (1 thread), timed apart")
+        lines.append(beyond)
+        if beyond.clear and beyond.value > 1:  # faster than training on a batch already in memory
+            lines.append("  a loader cannot feed training faster than a batch already in memory: the two were timed "
+                         "apart, so the machine's speed at the two moments (or another difference between the two "
+                         "runs, such as the ceiling switching its thread count each turn) made the gap; these numbers "
+                         "cannot tell which")
+    return "\n".join(map(str, lines))
+
+
+def resnet_lines(rows: list[bench.Timing], ratios: list[bench.Ratio], small: bench.Ratio, model: str,
+                 batches: tuple[int, int], dev: torch.device | str) -> str:
+    """The fastest ResNet configuration and channels_last's effect in fp32 on SmallCNN (`small`)
+    against the ResNet's (intervals apart: the effect depends on the workload), when there are
+    `rows`; then what 16 bits can do on `dev` (:func:`sixteen_bits_here`)."""
+    return "\n".join(filter(None, [_resnet_rows(rows, ratios, small, model, batches), sixteen_bits_here(dev)]))
+
+
+def _resnet_rows(rows: list[bench.Timing], ratios: list[bench.Ratio], small: bench.Ratio, model: str,
+                 batches: tuple[int, int]) -> str:
+    if not rows:
+        return ""
+    fastest = max(rows, key=lambda t: t.rate)
+    line = (f"\nfastest here: {fastest.name} at {units.fmt_rate(fastest.rate, 'img/s')} (the ratios above say "
+            "which of the differences the repeats can tell)")
+    big = next((r for r in ratios if r.name.startswith(f"{model} fp32 channels_last vs fp32 NCHW")), None)
+    if big is None:
+        return line
+    said = lambda r: r.phrase if r.clear else r.doubt  # noqa: E731
+    sign = lambda r: (r.value > 1) - (r.value < 1) if r.clear else 0  # noqa: E731  faster, slower or neither
+    both = f"({small.lo:.2f}–{small.hi:.2f}× and {big.lo:.2f}–{big.hi:.2f}×)"
+    if small.hi < big.lo or big.hi < small.lo:  # the two intervals do not overlap
+        end = (f"; the two intervals {both} are apart, so the layout's effect depends on the workload (the model's "
+               f"convolutions, the batch: {batches[0]} and {batches[1]} here), and it is measured per model")
+    elif sign(small) == sign(big):
+        end = ""
+    else:
+        end = (f"; the two intervals {both} overlap, so these repeats cannot tell whether the effect differs "
+               "between the models")
+    return f"{line}\nchannels_last vs NCHW in fp32, SmallCNN: {said(small)}; {model}: {said(big)}{end}"
+
+
+def sixteen_bits_here(dev: torch.device | str) -> str:
+    """What 16 bits can do here: on a CPU whether it reports bf16 instructions, on a GPU its
+    datasheet row; off CUDA, what the reference GPU run measured for the ResNet."""
+    dev = torch.device(dev)
+    if dev.type == "cpu":
+        text = device.cpu_support("bf16")
+    else:
+        spec = datasheet.lookup(torch.cuda.get_device_name(dev))  # None for GPUs not in the table
+        text = datasheet.table((spec,)) if spec else "This GPU is not in course_lib's datasheet table."
+    if dev.type != "cuda":  # the same comparison at the gpu profile's size, on the reference GPU
+        gpu_resnet = profiles.sizes("02_first_cnn", "gpu", memory_gib=80).resnet
+        text += "\n\nOn a GPU: " + published.elsewhere("02_first_cnn", (f"{gpu_resnet} ",),
+                                                       exclude=("cudnn.benchmark",))
+    return text
+
+
+def cudnn_benchmark_absent(dev: torch.device | str) -> str:
+    """Why cudnn.benchmark was not measured: the ResNet timing ran out of memory (CUDA), or it only
+    acts on cuDNN (elsewhere: with the reference run's figure when there is one)."""
+    if torch.device(dev).type == "cuda":
+        return "cudnn.benchmark: not measured, the timing above ran out of memory."
+    text = "cudnn.benchmark only affects cuDNN's convolutions on NVIDIA GPUs: a CPU run has nothing to measure."
+    ref_device, ref = report.reference("02_first_cnn")
+    if "cudnn.benchmark on vs off" in ref:
+        text += (f"\nreference run ({ref_device}): cudnn.benchmark on vs off "
+                 f"{ref['cudnn.benchmark on vs off']['value']:.2f}×")
+    return text
