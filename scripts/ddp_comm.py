@@ -35,8 +35,7 @@ import torch.nn.functional as F
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from course_lib import bench
-from course_lib import models, ranks
+from course_lib import bench, check, models, ranks
 
 GRAD_RTOL = 1e-5  # fp32 gradients, the same sums in another order: |Δ| <= 1e-5·(|g| + max|g|)
 
@@ -204,17 +203,14 @@ def compute_then_communicate(ddp: DDP, x: torch.Tensor, y: torch.Tensor) -> None
 
 
 def compare(what: str, got: torch.Tensor, want: torch.Tensor) -> dict:
-    """Assert |got - want| <= GRAD_RTOL·(|want| + max|want|) on every element (rounding of fp32
-    sums, scaled to the gradients' size); returns the numbers."""
-    max_abs, max_grad = (got.double() - want.double()).abs().max().item(), want.abs().max().item()
-    atol = GRAD_RTOL * max_grad
-    if not torch.allclose(got, want, atol=atol, rtol=GRAD_RTOL):
-        raise AssertionError(f"{what}: max |Δ| {max_abs:.2e} exceeds {GRAD_RTOL:g}·(|g| + max|g| "
-                             f"{max_grad:.2e})")
-    ranks.print0(f"{what}: max |Δ| {max_abs:.2e}, within {GRAD_RTOL:g}·(|g| + max|g| "
-                 f"{max_grad:.2e}) ✓")
-    return dict(what=what, max_abs=max_abs, max_grad=max_grad, atol=atol, rtol=GRAD_RTOL,
-                elements=want.numel())
+    """The :func:`check.agreement` row of `got` against `want`, with atol = GRAD_RTOL·max|want| and
+    rtol = GRAD_RTOL (rounding of fp32 sums, scaled to the gradients' size); raises with the row's
+    line when an element is beyond it."""
+    row = check.agreement(what, got, want, atol=GRAD_RTOL * want.abs().max().item(), rtol=GRAD_RTOL)
+    if not row["ok"]:
+        raise AssertionError(check.fmt_agreement(row))
+    ranks.print0(f"{check.fmt_agreement(row)} ✓")
+    return row
 
 
 def time_in_turns(fns: dict[str, Callable[[], None]], repeats: int,
@@ -324,8 +320,8 @@ def no_sync(a: argparse.Namespace, plain: DDP, log: BucketLog, opt: torch.optim.
                              f"{a.k} × {buckets}), {calls[True]} with it (expected {buckets})")
     ranks.print0(f"bucket all-reduces per optimizer step: {calls[False]} without no_sync, "
                  f"{calls[True]} with no_sync on the first {a.k - 1} micro-batches")
-    check = compare("accumulated gradients, no_sync vs all-reduce every micro-batch",
-                    grads[True], grads[False])
+    row = compare("accumulated gradients, no_sync vs all-reduce every micro-batch",
+                  grads[True], grads[False])
 
     def acc_step(use: bool) -> Callable[[], None]:
         def step() -> None:
@@ -338,7 +334,7 @@ def no_sync(a: argparse.Namespace, plain: DDP, log: BucketLog, opt: torch.optim.
                            f"{a.k} micro-batches, no_sync on {a.k - 1}": acc_step(True)},
                           a.repeats, a.number)
     return dict(buckets=buckets, calls_without=calls[False], calls_with=calls[True],
-                check=check, step_s=acc_s)
+                check=row, step_s=acc_s)
 
 
 @ranks.entry

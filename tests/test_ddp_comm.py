@@ -64,9 +64,11 @@ def _check_buckets(res: dict) -> int:
     return n_default
 
 
-def _check_gradients(check: dict) -> None:
-    assert check["max_abs"] <= check["atol"] + check["rtol"] * check["max_grad"]
-    assert check["max_grad"] > 0 and check["rtol"] == 1e-5
+def _check_gradients(row: dict) -> None:
+    """A check.agreement row: every element within atol = 1e-5·max|g|, rtol 1e-5."""
+    assert row["ok"] and row["over"] == 0 and row["worst_share"] <= 1
+    assert row["max_abs"] <= row["atol"] and row["atol"] > 0 and row["rtol"] == 1e-5
+    assert row["elements"] == sum((w + 1) * w for w in [SMALL["width"]] * SMALL["layers"])
 
 
 def test_one_launch_collectives_buckets_overlap_and_no_sync(tmp_path):
@@ -85,8 +87,8 @@ def test_one_launch_collectives_buckets_overlap_and_no_sync(tmp_path):
 
     overlap = res["overlap"]
     assert len(overlap["checks"]) == 2  # each DDP against compute-then-communicate
-    for check in overlap["checks"]:
-        _check_gradients(check)
+    for row in overlap["checks"]:
+        _check_gradients(row)
     assert set(overlap["step_s"]) == {f"DDP, bucket_cap_mb {TINY_CAP_MB:g} MiB",
                                       "DDP, bucket_cap_mb default", "compute, then one all-reduce"}
     for times in overlap["step_s"].values():
@@ -114,8 +116,9 @@ def test_compare_passes_rounding_and_fails_beyond_the_tolerance():
     mod = _script()
     g = torch.linspace(-1, 1, 101)
     ok = mod.compare("same", g * (1 + 1e-7), g)
-    assert ok["max_abs"] <= ok["atol"] + ok["rtol"] * ok["max_grad"]
-    with pytest.raises(AssertionError):
+    assert ok["ok"] and ok["elements"] == 101 and ok["atol"] == pytest.approx(1e-5)  # 1e-5·max|g|
+    assert set(ok) == {"what", "max_abs", "worst_share", "over", "elements", "atol", "rtol", "ok"}
+    with pytest.raises(AssertionError, match="off: max"):  # the row's own line
         mod.compare("off", g + 1e-3, g)
 
 

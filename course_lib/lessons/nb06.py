@@ -1,19 +1,10 @@
 """Notebook 06 (DistributedDataParallel, FSDP2): the single-process reference, the exercise checks,
-and the training script's scaffolding (its flags, the failure lab's crash, its step timing), so
-that the script the notebook writes is its core alone.
+the training script's scaffolding (its flags, the failure lab's crash, its step timing), so that
+the script the notebook writes is its core alone, and the text of the notebook's reports.
 
-The launcher and the helpers every distributed script uses live in the core:
-:mod:`course_lib.launcher`, :mod:`course_lib.ranks`, and :mod:`course_lib.sharding` (the bytes
-each rank holds under DDP, FSDP2 or DTensor, counted for real or from a fake group); the MLP of
-``scripts/ddp_comm.py`` and ``fsdp_vs_ddp.py`` is :func:`course_lib.models.deep_mlp`. This module
-holds what notebook 06 and ``scripts/ddp_train.py`` share.
-
-Why one process can reproduce W ranks: ``DistributedSampler`` shuffles the same permutation on
-every rank (seeded by ``seed + epoch``) and gives rank r the positions r, r + W, r + 2W, ...
-So the i-th batches of the W ranks (b images each) together hold positions
-[i·W·b, (i+1)·W·b) of that permutation: the i-th batch of one process with batch W·b. DDP
-averages the W ranks' gradients of their mean losses, which is the gradient of the mean loss
-over those W·b images: the same step.
+The launcher and the helpers every distributed script uses live in the core (:mod:`course_lib.launcher`,
+:mod:`course_lib.ranks`, :mod:`course_lib.sharding`). Why one process can reproduce W ranks:
+notebook 06's section 4 and :func:`train_single`.
 """
 
 from __future__ import annotations
@@ -22,7 +13,8 @@ import argparse
 import contextlib
 import os
 import re
-from typing import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Callable, Iterable, Mapping, Sequence
 from unittest import mock
 
 import torch
@@ -32,7 +24,7 @@ import torch.nn.functional as F
 from torch.utils.benchmark import Timer
 from torch.utils.data import BatchSampler, DistributedSampler, TensorDataset
 
-from course_lib import check, data
+from course_lib import bench, check, data, launcher, published, report, sharding, units
 from course_lib.models import mlp
 
 
@@ -171,22 +163,6 @@ def check_same_collectives(fn: Callable[[torch.Tensor], object], world_size: int
     print(f"✓ all {world_size} ranks call {', '.join(calls[0])} in the same order")
 
 
-# ---- FSDP2: bytes per rank ----------------------------------------------------------------
-# Bytes per rank under FSDP2 (``fully_shard``) and DDP: counted on real tensors, and projected to
-# any world size in one process with PyTorch's fake process group (notebook 06).
-# 
-# FSDP2 shards every parameter on dim 0 across the W ranks (``torch.chunk``: rank r holds rows
-# ``r·c … r·c + c − 1`` with ``c = ceil(dim0 / W)``; rank 0 always holds ``c`` rows, the padded size
-# every rank allocates), so the gradients and the optimizer state that follow the parameters are
-# sharded too. DDP replicates all three on every rank.
-# 
-# :func:`fake_world_bytes` builds a model on the ``meta`` device (shapes, no storage), shards it
-# under ``init_process_group("fake", …)`` (one process plays rank 0 of W; collectives return
-# without computing anything, so values are meaningless, while shapes and bytes are those of a
-# real run) and reads rank 0's local shards. The fake group lives in
-# ``torch.testing._internal``: an internal PyTorch module, used by PyTorch's own tests.
-
-
 # ---- scripts/ddp_train.py's scaffolding: its flags, the failure lab's crash, its timing ----
 
 def ddp_train_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -272,3 +248,333 @@ def waited_s(lines: Iterable[str]) -> float | None:
     when no line says so."""
     found = [float(m.group(1)) for m in map(_WAITED.search, lines) if m]
     return found[-1] if found else None
+
+
+# ---- what the notebook prints: each function returns the text of one cell's report ------------
+
+def ranks_label(world: int, backend: str) -> str:
+    """Where the jobs' ranks run: '2 ranks on the CPU (gloo)'."""
+    return f"{world} ranks on {'one GPU each' if backend == 'nccl' else 'the CPU'} ({backend})"
+
+
+def jobs_note(world: int, backend: str, gpus: int, profile: str, out: Path) -> str:
+    """The setup cell's lines: where the W-rank jobs run, and why on the CPU when GPUs are short."""
+    lines = []
+    if profile == "gpu" and backend == "gloo":
+        lines.append(f"Fewer than {world} GPUs: the {world}-rank jobs run on the CPU with the cpu profile's sizes.")
+    if backend == "gloo" and gpus == 1:
+        lines.append(f"One GPU: NCCL cannot place {world} ranks on it, so the {world}-rank jobs use gloo on the "
+                     "CPU, and so does section 10's one-rank job, so that the two compare.")
+    lines.append(f"jobs: {ranks_label(world, backend)}, 1 thread per rank (OMP_NUM_THREADS=1); files in {out}")
+    return "\n".join(lines)
+
+
+def fmt_orders(orders: Mapping[bool, Sequence[Sequence[Sequence[int]]]]) -> str:
+    """orders[set_epoch][epoch][rank] as a table: one line per epoch, the ranks side by side."""
+    lines = []
+    for set_epoch, epochs in orders.items():
+        lines.append(f"with set_epoch: {set_epoch}")
+        lines += [f"  epoch {e}  " + "   ".join(f"rank {r}: {list(o)}" for r, o in enumerate(row))
+                  for e, row in enumerate(epochs)]
+    return "\n".join(lines)
+
+
+def sampler_notes(n: int, world: int, padded: Sequence[Sequence[Sequence[int]]],
+                  perms: Sequence[Sequence[int]]) -> str:
+    """Epoch 0's repeats with ``drop_last=False`` (`padded[epoch][rank]`), its skips with ``drop_last=True``."""
+    per_rank = -(-n // world)
+    extra, kept = world * per_rank - n, n - n % world
+    if extra:
+        where = [f"{i} on ranks {' and '.join(str(r) for r, o in enumerate(padded[0]) if i in o)}"
+                 for i in perms[0][:extra]]
+        pad = (f"{world} ranks × {per_rank} = {world * per_rank} places for {n} indices: epoch 0 repeats "
+               f"{', '.join(where)}")
+    else:
+        pad = f"{n} = {world} × {per_rank}: no padding, each index on exactly one rank"
+    return (f"{pad}\ndrop_last=True (the training script): {kept // world} indices per rank; epoch 0 skips "
+            f"{list(perms[0][kept:]) or 'none'}")
+
+
+def rig_label(res: dict) -> str:
+    """The ranks of a script's results and their device: '2 ranks, gloo, cpu, 1 thread(s) per rank'."""
+    where = (torch.cuda.get_device_name() if res["device"].startswith("cuda")
+             else f"cpu, {res['threads']} thread(s) per rank")
+    return f"{res['world_size']} ranks, {res['backend']}, {where}"
+
+
+def launch_note(run: launcher.Run, script_s: float | None = None) -> str:
+    """A finished launch: its command, and its wall-clock seconds (with the script's own, if known)."""
+    done = (f"of wall clock, {script_s:.1f} s of it in the script (rank 0); the rest is starting the processes"
+            if script_s is not None else "(wall clock, start-up included)")
+    return f"$ {launcher.shell(run.command)}\nfinished in {run.seconds:.1f} s {done}"
+
+
+Span = tuple[float, float, float]  # (median, min, max) seconds
+
+
+def bucket_report(comm: dict, timeline: Mapping[str, tuple[Span, Span, list[Span]]], rig: str) -> str:
+    """Section 6's table: per bucket cap (`timeline[label]`: compute only, with DDP, [per bucket]) the
+    backward with and without DDP, when each bucket left; whether the compute-only passes were ranges
+    apart; then per cap, the buckets sent while backward computed and whether DDP delayed it."""
+    passes, ms = len(comm["buckets"][0]["iters"]), 1e3
+    lines = [f"model: {comm['layers']} × Linear({comm['width']}, {comm['width']}), "
+             f"{units.fmt_bytes(comm['param_bytes'])} of fp32 gradients in {comm['param_tensors']} "
+             f"tensors | {rig} | {passes} logged backward passes: median (min–max)"]
+    for run in comm["buckets"]:
+        compute, with_ddp, ready = timeline[run["label"]]
+        lines += [f"\nbucket_cap_mb {run['label']}: backward {with_ddp[0] * ms:.2f} ms with DDP, "
+                  f"{compute[0] * ms:.2f} ms compute only (no_sync)",
+                  f"  {'bucket':>6} | {'size':>9} | {'tensors':>7} | {'handed to all-reduce at':>30}"]
+        lines += [f"  {i:>6} | {units.fmt_bytes(b['bytes']):>9} | {b['params']:>7} | "
+                  f"{t * ms:9.2f} ms ({lo * ms:.2f}–{hi * ms:.2f})"
+                  for i, (b, (t, lo, hi)) in enumerate(zip(run["iters"][-1]["buckets"], ready))]
+    fast = min(timeline, key=lambda k: timeline[k][0][0])
+    slow = max(timeline, key=lambda k: timeline[k][0][0])
+    if timeline[slow][0][1] > timeline[fast][0][2]:  # the same compute-only passes, min–max ranges apart
+        lines.append(f"\ncompute only: {timeline[fast][0][0] * ms:.2f} ms with bucket_cap_mb {fast}, "
+                     f"{timeline[slow][0][0] * ms:.2f} ms with {slow}: the same passes (no bucket is sent under "
+                     "no_sync), ranges apart: the runs went at different moments of the machine (unpaired); "
+                     "compare each run's DDP backward with its own compute-only passes")
+    lines.append("")
+    for label, (compute, with_ddp, ready) in timeline.items():
+        last = ready[-1][0]  # the last bucket is ready when the last gradient is computed
+        early = [t for t, _, _ in ready[:-1]]
+        if not early:
+            lines.append(f"bucket_cap_mb {label}: one bucket, handed over with the last gradient at "
+                         f"{last * ms:.2f} ms: nothing could overlap")
+        else:
+            when = (f"at {early[0] * ms:.2f} ms" if len(early) == 1
+                    else f"from {early[0] * ms:.2f} ms to {early[-1] * ms:.2f} ms")
+            lines.append(f"bucket_cap_mb {label}: {len(early)} of {len(ready)} buckets went to the all-reduce "
+                         f"while backward was still computing ({when}; the last gradient at {last * ms:.2f} ms)")
+        lines.append(f"  backward returned {(with_ddp[0] - last) * ms:.2f} ms after the last hand-off "
+                     "(all-reduces still running, and the averaged gradients copied back to .grad)")
+        if early:
+            spans = (f"last gradient at {last * ms:.2f} ms ({ready[-1][1] * ms:.2f}–{ready[-1][2] * ms:.2f}), "
+                     f"compute only {compute[0] * ms:.2f} ms ({compute[1] * ms:.2f}–{compute[2] * ms:.2f})")
+            lines.append(f"  the last gradient came later than in every compute-only pass: DDP's work during "
+                         f"backward (copying gradients into buckets, the all-reduces on the same cores) delayed "
+                         f"it: {spans}" if ready[-1][1] > compute[2]  # slower than every compute-only pass
+                         else f"  {passes} passes cannot tell whether DDP's work during backward delayed the "
+                              f"compute: {spans}")
+    return "\n".join(lines)
+
+
+def overlap_verdicts(steps: Mapping[str, bench.Timing], t_after: bench.Timing, ratios: Mapping[str, bench.Ratio],
+                     timeline: Mapping[str, tuple[Span, Span, list[Span]]], rig: str, repeats: int) -> str:
+    """The steps' timings and each bucket cap's ratio to compute-then-reduce, then what that says
+    about the overlap: nothing overlapped, not resolved, a saving (from the paired ratio) or a cost."""
+    lines = [*map(str, [*steps.values(), t_after, *ratios.values()]), "",
+             f"here: {rig}, {os.cpu_count()} cores in this machine, {repeats} repeats"]
+    for label, ratio in ratios.items():
+        sent = len(timeline[label][2]) - 1  # buckets handed over before the last gradient
+        head = f"bucket_cap_mb {label} ({sent} bucket(s) sent during backward): "
+        if sent == 0:
+            tail = ("nothing overlapped, so whatever difference the ratio above shows comes from something other "
+                    "than overlap")
+        elif not ratio.clear:
+            tail = (f"cannot be told from compute-then-reduce ({ratio.doubt}): no saving from the overlap that "
+                    "these repeats can resolve")
+        elif ratio.value > 1:
+            saved_ms = t_after.median_s * (1 - 1 / ratio.value) * 1e3  # the paired ratio, not the medians' gap
+            tail = (f"{ratio.value:.2f}× as fast as compute-then-reduce, beyond the spread: about {saved_ms:.1f} ms "
+                    f"less per step (the paired ratio applied to compute-then-reduce's "
+                    f"{t_after.median_s * 1e3:.1f} ms)")
+        else:
+            tail = (f"{1 / ratio.value:.2f}× the time of compute-then-reduce, beyond the spread: communicating "
+                    "during backward cost more than it hid")
+        lines.append(head + tail)
+    return "\n".join(lines)
+
+
+def no_sync_saving(t_each: bench.Timing, t_once: bench.Timing, ratio: bench.Ratio, fewer: int, k: int,
+                   rig: str) -> str:
+    """The two steps' timings, their ratio, and what skipping `fewer` bucket all-reduces saved."""
+    if ratio.clear and ratio.value > 1:
+        saved = t_each.median_s * (1 - 1 / ratio.value) * 1e3  # from the paired ratio, not the medians' gap
+        tail = (f"{fewer} fewer bucket all-reduces per step saved about {saved:.1f} ms (the paired ratio applied "
+                f"to the {t_each.median_s * 1e3:.1f} ms step), {saved / (k - 1):.1f} ms per micro-batch that "
+                "skipped its all-reduce")
+    else:
+        tail = ("an outcome to investigate: the step with no_sync sends less" if ratio.clear
+                else f"{fewer} fewer all-reduces per step saved nothing these repeats resolve")
+    return f"{t_each}\n{t_once}\n{ratio}\nhere ({rig}): {tail}"
+
+
+def fmt_b(n: float) -> str:
+    """Exact bytes and the same in binary units: '6,303,744 B (6.0 MiB)'."""
+    return f"{n:,.0f} B ({units.fmt_bytes(n)})"
+
+
+def fsdp_launched(run: launcher.Run | None, world: int) -> str:
+    """The FSDP2 launch's command and time, or why it was skipped (`run` None)."""
+    skipped = (f"FSDP2 trains on CPU tensors from torch {sharding.CPU_MIN_TORCH} on; this kernel runs torch "
+               f"{torch.__version__} without a GPU for each of the {world} ranks, so the launch is skipped. The "
+               "simulated world sizes below still run.")
+    return launch_note(run) if run is not None else skipped
+
+
+KINDS = {"params": "parameters", "grads": "gradients", "optim": "AdamW state"}
+
+
+def fsdp_table(fres: dict) -> str:
+    """scripts/fsdp_vs_ddp.py's bytes per rank, DDP against FSDP2; rank 0's totals and padding."""
+    W, total = fres["world_size"], fres["total_param_bytes"]
+    lines = [f"MLP: {fres['layers']} × Linear({fres['width']}, {fres['width']}), {fres['n_params']:,} parameters "
+             f"in {len(fres['shapes'])} tensors, fp32: {fmt_b(total)}; {W} ranks, {fres['backend']}",
+             f"{'rank':<5} {'tensors':<12} {'DDP':>24} {'FSDP2':>24} {'FSDP2 / DDP':>12}"]
+    for r in range(W):
+        ddp_r, fsdp_r = fres["per_rank"]["DDP"][r], fres["per_rank"]["FSDP2"][r]
+        lines += [f"{r:<5} {what:<12} {fmt_b(ddp_r[k]):>24} {fmt_b(fsdp_r[k]):>24} {fsdp_r[k] / ddp_r[k]:>12.4f}"
+                  for k, what in KINDS.items()]
+    ddp0, fsdp0 = (sum(fres["per_rank"][kind][0].values()) for kind in ("DDP", "FSDP2"))
+    pad = fres["per_rank"]["FSDP2"][0]["params"] - total / W
+    lines += [f"\nrank 0 in all: DDP {fmt_b(ddp0)}, FSDP2 {fmt_b(fsdp0)}: {fsdp0 / ddp0:.4f}× DDP's",
+              f"FSDP2 parameters on rank 0 = total / W + {pad:,.1f} B of padding: rank 0 holds ceil(dim0 / W) "
+              "rows of each parameter" + (" and every dim 0 here divides by W." if pad == 0 else ".")]
+    return "\n".join(lines)
+
+
+def fsdp_weights_note(fres: dict) -> str:
+    """How far training moved the weights; why FSDP2's equal DDP's bit for bit, when they do with 2 ranks."""
+    note = f"trained weights, FSDP2 vs DDP (checked below): training moved a weight by up to {fres['max_change']:.2e}"
+    if fres["agreement"]["max_abs"] == 0 and fres["world_size"] == 2:
+        note += ("\nbit-identical here: with 2 ranks each gradient sum has one order (a + b = b + a) "
+                 "and halving is exact; more ranks or another backend may add in other orders.")
+    return note
+
+
+def shards_note(shards: Sequence[tuple[str, tuple, tuple]], n_params: int, rank0_bytes: int, world: int) -> str:
+    """The fake group's first parameters (name, full shape, rank 0's) and rank 0's bytes."""
+    lines = [f"{name:<24} full {str(full):<12} rank 0 holds {local}" for name, full, local in shards]
+    lines.append(f"{n_params:,} parameters: {fmt_b(4 * n_params)} in fp32; rank 0 of {world} holds "
+                 f"{fmt_b(rank0_bytes)}")
+    return "\n".join(lines)
+
+
+def world_label(world: int | None) -> str:
+    """A fake_world_bytes row's name: 'DDP' (world None) or 'FSDP2 W=8'."""
+    return "DDP" if world is None else f"FSDP2 W={world}"
+
+
+def bytes_table(rows: Sequence) -> str:
+    """sharding.fake_world_bytes rows as a table: bytes per rank, rank 0's padding over an even split."""
+    full = next(row.params for row in rows if row.world is None)
+    lines = ["\nGPT-2-small-shaped stack, fp32, AdamW; bytes per rank (rank 0, the largest slice)",
+             f"{'':<12} {'parameters':>26} {'gradients':>26} {'AdamW state':>26} {'all':>26} {'padding':>9}"]
+    for row in rows:
+        pad = "" if row.world is None else f"{row.params - full / row.world:,.0f} B"
+        lines.append(f"{world_label(row.world):<12} {fmt_b(row.params):>26} {fmt_b(row.grads):>26} "
+                     f"{fmt_b(row.optim):>26} {fmt_b(row.total):>26} {pad:>9}")
+    return "\n".join(lines)
+
+
+def scaling_notes(eff: bench.Ratio | None, r: bench.Ratio | None, t_free1: bench.Timing,
+                  t_free_w: bench.Timing, world: int, dev_1: str, dev_w: str) -> str:
+    """Section 10's reading of the efficiency `eff` (None: the jobs ran on different devices) and of
+    the rate ratio `r` (W ranks against 1); then what GPUs measured (reference run, published)."""
+    if eff is None or r is None:
+        lines = [f"No efficiency: the {world}-rank job ran on {dev_w} and the 1-rank job on {dev_1}; "
+                 f"scaling needs {world} GPUs."]
+    else:
+        lines = ["(the efficiency above compares two jobs timed apart: unpaired)"]
+        if t_free_w.hi_s < t_free1.lo_s:  # a step without communication, faster beside other ranks than alone
+            lines.append(f"the {world}-rank job's step without communication ({t_free_w.median_s * 1e3:.2f} ms) ran "
+                         f"faster than the 1-rank job's ({t_free1.median_s * 1e3:.2f} ms), beyond both spreads: "
+                         f"sharing the machine cannot do that, so the machine ran faster during the {world}-rank "
+                         "job, and the efficiency above carries that change as well")
+        if r.hi < 1:  # the rate ratio W vs 1, beyond its spread
+            lines.append(f"in total, {world} ranks delivered fewer images per second than one rank alone "
+                         f"({r.value:.2f}×)")
+        elif r.within_noise:
+            lines.append(f"in total, {world} ranks delivered as many images per second as one rank ({r.value:.2f}×, "
+                         f"{r.lo:.2f}–{r.hi:.2f}): no gain here")
+        else:
+            lines.append(f"in total, {world} ranks delivered {r.value:.2f}× the images per second of one rank")
+        if dev_w.startswith("cpu") and world > (os.cpu_count() or 1):
+            lines.append(f"{world} ranks on {os.cpu_count()} cores: the ranks take turns on the cores, which this "
+                         "efficiency measures as much as DDP's communication")
+    if not dev_w.startswith("cuda"):  # what DDP's scaling looks like across GPUs, measured elsewhere
+        if not any("nccl" in k for k in report.reference("06_ddp")[1]):
+            lines.append("The recorded reference run had one GPU: its ranks ran on its CPU too, so it holds no "
+                         "GPU scaling.")
+        lines.append("What GPUs measured:\n" + published.elsewhere(
+            "06_ddp", keys=["dle_resnet50_a100_8gpu_strong_scaling", "mosaic_mpt7b_a100_40gb_8_to_128_gpu_mfu"]))
+    else:  # the learner's own scaling is above; what others measured, for comparison
+        lines.append("For comparison, " + published.elsewhere(
+            "06_ddp", ("1 process, DDP", "DDP at world size 1"),
+            ["dle_resnet50_a100_8gpu_strong_scaling", "dle_resnet50_v100_8gpu_strong_scaling",
+             "mosaic_mpt7b_a100_40gb_8_to_128_gpu_mfu"]))
+    return "\n".join(lines)
+
+
+def step_breakdown(t: Mapping[str, bench.Timing], ratios: Sequence[bench.Ratio], grad_bytes: int,
+                   world: int) -> str:
+    """Where a step's time goes: `t` holds "plain", "free1", "one", "free_w", "w" (the plain model,
+    DDP under no_sync and DDP at world size 1; DDP under no_sync and DDP at world size W);
+    `ratios`: the paired (wrapper, 1-rank all-reduce, W-rank all-reduce) ratios."""
+    ms = {k: v.median_s * 1e3 for k, v in t.items()}
+    wrapper, reduce1, reduce_w = ratios
+    grads = units.fmt_bytes(grad_bytes)
+    return "\n".join([
+        f"1 process, per step: plain model {ms['plain']:.2f} ms",
+        f"  {ms['free1'] - ms['plain']:+.2f} ms: DDP with communication off (its forward wrapper, its gradient "
+        f"hooks) | {wrapper}",
+        f"  {ms['one'] - ms['free1']:+.2f} ms: DDP's buckets (gradients copied in and out) and a 1-rank "
+        f"all-reduce of {grads} | {reduce1}",
+        f"{world} processes, per step: DDP {ms['w']:.2f} ms =",
+        f"  {ms['free_w']:.2f} ms under no_sync: each rank's compute, the {world} ranks at once",
+        f"  {ms['w'] - ms['free_w']:+.2f} ms: the all-reduce of {grads} of gradients and the wait for the "
+        f"slower rank | {reduce_w}",
+        f"sharing the machine: the step under no_sync took {ms['free_w']:.2f} ms with {world} ranks at once, "
+        f"{ms['free1']:.2f} ms with one rank alone ({ms['free_w'] / ms['free1']:.2f}×; two jobs at different "
+        "moments, so unpaired)"])
+
+
+def restart_plan(crash_at: int, save_every: int, planned: tuple[int, int], steps: int) -> str:
+    """When the restart job crashes and saves; why not as `planned`: section 3's run has `steps`."""
+    why = f"section 3's run has {steps} steps: " if (crash_at, save_every) != planned else ""
+    return f"{why}the restart job crashes at step {crash_at}, with a checkpoint every {save_every} steps\n"
+
+
+def lab_summary(lab: Mapping[str, launcher.Run], seconds: float, procs: int, at_most: int, wall_s: int,
+                world: int) -> str:
+    """The failure lab's jobs: how they shared the machine, then each one's outcome (a failure's
+    diagnosis and each rank's last lines; a success's crash, resumes and epochs, in order)."""
+    together = ("all at once, sharing the cores: each job's seconds include the others' load" if at_most >= procs
+                else f"at most {at_most} at a time: a job's seconds include waiting for its turn and the others' load")
+    lines = [f"three jobs done in {seconds:.1f} s: {procs} processes on this machine's {os.cpu_count()} cores, "
+             f"{together}\n"]
+    for name, r in lab.items():
+        lines.append(f"--- {name}: {'succeeded' if r.ok else 'failed'} after {r.seconds:.1f} s "
+                     f"(wall-clock limit {wall_s} s)")
+        if r.failure:
+            lines.append(r.failure.split("\nLast lines:")[0])  # the diagnosis; the traceback is in r.lines
+            lines += [f"  rank {local} printed last: {r.said(local)}" for local in range(world)] + [""]
+        else:  # what happened, in order: the crash, the ranks resumed after torchrun's restart, the epochs
+            keys = ("RuntimeError: simulated crash", "resumed", "epoch ")
+            lines += [*dict.fromkeys(ln.split("]:")[-1].strip() for ln in r.lines if any(k in ln for k in keys)), ""]
+    return "\n".join(lines)
+
+
+def failure_times(lab: Mapping[str, launcher.Run], waited: float, waited_raise: float, timeout_s: float,
+                  backend: str, bitwise: bool | None = None) -> str:
+    """Whether the restart's weights are bit for bit the uninterrupted run's (`bitwise`, None: checked);
+    where the skip and raise jobs' seconds went; the error rank 0 saw when it gave up before its timeout."""
+    skip, fail = lab["skip"].seconds, lab["raise"].seconds
+    head = [] if bitwise is None else [f"restart: bit for bit the same weights: {bitwise}"]
+    if backend == "nccl":  # the all-reduce returned at once: no rank waited in the call
+        lines = [f"skip: NCCL's all-reduce returned at once and the wait was on the GPU; the job ended after "
+                 f"{skip:.1f} s, when the watchdog saw the {timeout_s} s timeout pass"]
+    else:
+        lines = [f"skip: the job's {skip:.1f} s = {waited:.1f} s of waiting in the all-reduce (timeout {timeout_s} s) "
+                 f"+ {skip - waited:.1f} s of starting the processes, the steps before and stopping them",
+                 f"raise: the job's {fail:.1f} s = {waited_raise:.1f} s of waiting in an all-reduce + "
+                 f"{fail - waited_raise:.1f} s of the same starting, steps and stopping"]
+    if 0 < waited_raise < timeout_s:  # not the timeout: gloo's all-reduce fails when a peer leaves
+        error = [re.sub(r"^\[rank0\]:\s*|\[/[^\]]*\] ", "", ln).split(". ")[0]  # no prefix, no C++ file and line
+                 for ln in lab["raise"].rank_lines(0) if ln.startswith("[rank0]") and "Error" in ln]
+        said = f" Rank 0's error: {error[-1]}" if error else " (the job's log holds no error line of rank 0)"
+        lines.append(f"raise: rank 0 gave up after {waited_raise:.1f} s, before its {timeout_s} s timeout: rank 1's "
+                     f"process had ended and closed its connection.{said}")
+    return "\n".join(head + lines)
