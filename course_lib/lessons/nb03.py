@@ -6,35 +6,36 @@ training runs compared by precision.
     rows = underflow_rows(activation_grads(model, x, y), [1, 2**16])
     result = train_run("bf16", make_model, TensorLoader(x, y, 64), steps=20, lr=3e-3)
     print(compare_losses("bf16", result.history.loss, fp32_result.history.loss))  # a verdict
-    print(device.cpu_support("fp16"))           # does this CPU have fp16 instructions? (core)
-    fc, feats = classifier_input(model, x)      # the last Linear and the fp32 features it gets
-    with torch.autocast("cuda", dtype=torch.float16):
-        out = fc(feats)
-    check_layer(layer_check("fp16+GradScaler", fc, feats, out, "cuda"), "cuda")  # fp16 really ran
 
-Every number here is computed, never assumed: casts are real casts, gradients come
-from a real backward pass, runs are real training runs through `course_lib.train`, and the
-error a format must leave in a layer is worked out in fp64 on that layer's own numbers.
+Every number here is computed, never assumed: casts are real casts, gradients come from a real
+backward pass, runs are real training runs through `course_lib.train`. Whether a format really
+ran in a layer is :mod:`course_lib.lessons.formats`'s check (re-exported here, as its tables are).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
-from course_lib import check, memory, train, verdicts
-from course_lib.bench import timing_of
+from course_lib import check, memory, published, train, verdicts
+from course_lib.bench import Ratio, timing_of
 from course_lib.data import TensorLoader
-from course_lib.device import tf32
+from course_lib.device import amp_note, cpu_16bit_flags, cpu_name, cpu_support, tf32
 from course_lib.device import label as device_label
+from course_lib.lessons import nb01
+from course_lib.profiling import StepProfile, amdahl_bound, profile_verdict
+from course_lib.lessons import formats
+from course_lib.lessons.formats import cast, dtype_of
 from course_lib.units import fmt_bytes, fmt_time
 
-DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+# what notebook 03 calls as nb03.*: the formats' limits and real casts; did a format really run in a layer?
+format_table, cast_table = formats.format_table, formats.cast_table
+check_layer, classifier_input, layer_check = formats.check_layer, formats.classifier_input, formats.layer_check
+
 # Training precisions: label -> (TrainConfig.amp, TF32 for fp32 matmuls/convs on CUDA).
 PRECISIONS = {
     "fp32": ("off", False),
@@ -44,83 +45,6 @@ PRECISIONS = {
     "pure .half()": ("off", False),  # model.half() and fp16 inputs: no fp32 anywhere
 }
 ModelFn = Callable[[], nn.Module]
-
-
-def _dtype(name: str | torch.dtype) -> torch.dtype:
-    if isinstance(name, torch.dtype):
-        return name
-    if name not in DTYPES:
-        raise ValueError(f"Unknown format {name!r}: choose one of {', '.join(DTYPES)}.")
-    return DTYPES[name]
-
-
-# ---- the formats --------------------------------------------------------------------
-
-@dataclass
-class FormatFacts:
-    """The limits of one floating-point format (from ``torch.finfo``)."""
-
-    name: str
-    bits: int
-    mantissa_bits: int  # stored fraction bits (precision is one more)
-    max: float  # largest finite value
-    smallest_normal: float  # below this, values lose bits (subnormal)
-    smallest_subnormal: float  # below half of this, values flush to 0
-    eps: float  # gap between 1.0 and the next value
-
-
-def format_facts(name: str) -> FormatFacts:
-    """Limits of `name` (fp32, fp16 or bf16)."""
-    dt = _dtype(name)
-    fi = torch.finfo(dt)
-    mantissa = -round(math.log2(fi.eps))
-    return FormatFacts(name, fi.bits, mantissa, fi.max, fi.smallest_normal,
-                       fi.smallest_normal * fi.eps, fi.eps)
-
-
-def format_table(names: Sequence[str] = ("fp32", "fp16", "bf16")) -> str:
-    """The limits of each format, one row each."""
-    head = f"{'format':<6} | {'bits':>4} | {'mantissa':>8} | {'max':>10} | {'smallest normal':>15} | " \
-           f"{'smallest subnormal':>18} | {'eps':>9}"
-    lines = [head, "-" * len(head)]
-    for f in map(format_facts, names):
-        lines.append(f"{f.name:<6} | {f.bits:>4} | {f.mantissa_bits:>8} | {f.max:>10.5g} | "
-                     f"{f.smallest_normal:>15.3g} | {f.smallest_subnormal:>18.3g} | {f.eps:>9.3g}")
-    return "\n".join(lines)
-
-
-def cast(value: float, name: str | torch.dtype) -> float:
-    """`value` rounded to the format `name` and read back as a Python float."""
-    return torch.tensor(value, dtype=torch.float64).to(_dtype(name)).item()
-
-
-def fate(value: float, name: str | torch.dtype) -> str:
-    """What a cast to `name` does to `value`: exact, rounded, subnormal, → 0 or → inf."""
-    got, fi = cast(value, name), torch.finfo(_dtype(name))
-    if got == value:
-        return "exact"
-    if math.isinf(got):
-        return "overflow → inf"
-    if got == 0:
-        return "underflow → 0"
-    rel = f"{abs(got - value) / abs(value):.0e} off"
-    return f"subnormal, {rel}" if abs(value) < fi.smallest_normal else f"rounded, {rel}"
-
-
-def survives(value: float, name: str | torch.dtype = "fp16", rtol: float = 1e-3) -> bool:
-    """True when `value` comes back from a cast finite and within `rtol` of itself."""
-    got = cast(value, name)
-    return math.isfinite(got) and abs(got - value) <= rtol * abs(value)
-
-
-def cast_table(values: Sequence[float], names: Sequence[str] = ("fp16", "bf16")) -> str:
-    """Each value, its cast to each format, and what happened to it."""
-    head = f"{'value':>10} | " + " | ".join(f"{n:>11} {'(what happened)':<22}" for n in names)
-    lines = [head.rstrip(), "-" * len(head)]
-    for v in values:
-        cells = [f"{cast(v, n):>11.5g} {'(' + fate(v, n) + ')':<22}" for n in names]
-        lines.append((f"{v:>10.6g} | " + " | ".join(cells)).rstrip())
-    return "\n".join(lines)
 
 
 # ---- gradients and loss scaling -------------------------------------------------------
@@ -174,7 +98,7 @@ class ScaleRow:
 def underflow_rows(grads: torch.Tensor, scales: Sequence[float],
                    name: str | torch.dtype = "fp16") -> list[ScaleRow]:
     """Cast `grads * scale` to `name` for each scale and count what is lost."""
-    dt, nonzero = _dtype(name), grads != 0
+    dt, nonzero = dtype_of(name), grads != 0
     tiny = torch.finfo(dt).smallest_normal
     rows = []
     for s in scales:
@@ -219,7 +143,7 @@ def needed_scale(g_min: float, name: str | torch.dtype = "fp16") -> float:
     """The smallest power of two S with ``g_min * S`` >= the format's smallest normal."""
     if g_min <= 0:
         raise ValueError(f"The gradient magnitude must be positive, got {g_min}.")
-    return 2.0 ** max(0, math.ceil(math.log2(torch.finfo(_dtype(name)).smallest_normal / g_min)))
+    return 2.0 ** max(0, math.ceil(math.log2(torch.finfo(dtype_of(name)).smallest_normal / g_min)))
 
 
 @check.exercise()
@@ -238,7 +162,7 @@ def stays_normal(value: float, name: str | torch.dtype = "fp16") -> bool:
     """True when a real cast of `value` to `name` is 0 from 0, or finite and in the normal
     range (rounded by at most eps/2, all significant bits kept; not subnormal, not 0, not inf)."""
     got = cast(value, name)
-    return value == 0 or (math.isfinite(got) and abs(got) >= torch.finfo(_dtype(name)).smallest_normal)
+    return value == 0 or (math.isfinite(got) and abs(got) >= torch.finfo(dtype_of(name)).smallest_normal)
 
 
 @check.exercise()
@@ -288,7 +212,7 @@ def half_step(make_model: ModelFn, x: torch.Tensor, y: torch.Tensor, optimizer: 
 
 @dataclass
 class ScalerRow:
-    """One step of :func:`scaler_demo`."""
+    """One step of a training loop with a GradScaler (notebook 03 writes the loop)."""
 
     step: int
     scale: float  # loss scale used for this step's backward
@@ -301,202 +225,13 @@ class ScalerRow:
                 f"{'yes' if self.stepped else 'SKIPPED':>13} | {self.next_scale:>10g}")
 
 
-def scaler_demo(steps: int = 6, inject: Sequence[int] = (2, 3), init_scale: float = 2.0**16,
-                growth_interval: int = 2) -> list[ScalerRow]:
-    """Train a tiny linear model on CPU with GradScaler; put an inf into a gradient at
-    the steps in `inject` (1-based) and record what the scaler does."""
-    if steps < 1 or any(not 1 <= s <= steps for s in inject):
-        raise ValueError(f"Need steps >= 1 and injected steps within 1..{steps}, got {list(inject)}.")
-    g = torch.Generator().manual_seed(0)
-    x, y = torch.randn(16, 4, generator=g), torch.randn(16, 1, generator=g)
-    model = nn.Linear(4, 1)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    scaler = torch.amp.GradScaler("cpu", init_scale=init_scale, growth_interval=growth_interval)
-    rows = []
-    for step in range(1, steps + 1):
-        opt.zero_grad(set_to_none=True)
-        scaler.scale(F.mse_loss(model(x), y)).backward()
-        if step in inject:
-            model.weight.grad[0, 0] = float("inf")  # what an overflow in backward leaves behind
-        before, scale = model.weight.detach().clone(), scaler.get_scale()
-        scaler.step(opt)  # skipped when any grad is inf/NaN
-        scaler.update()  # halves the scale after an overflow, doubles it after a clean run
-        stepped = not torch.equal(before, model.weight.detach())
-        rows.append(ScalerRow(step, scale, step in inject, stepped, scaler.get_scale()))
-    return rows
-
-
 def scaler_table(rows: Sequence[ScalerRow]) -> str:
-    """The rows of :func:`scaler_demo` as a table."""
+    """:class:`ScalerRow` s as a table."""
     head = f"{'step':>4} | {'scale':>9} | {'grad':>9} | {'optimizer step':>13} | {'next scale':>10}"
     return "\n".join([head, "-" * len(head), *map(str, rows)])
 
 
 # ---- training runs by precision -------------------------------------------------------
-
-# ---- did the format really run? one layer against its fp64 emulation -------------------
-
-# The format each precision rounds the inputs of a matmul to (autocast casts them; TF32 tensor
-# cores read 10 of fp32's 23 stored mantissa bits).
-PROBED = {"fp32+TF32": "tf32", "fp16+GradScaler": "fp16", "bf16": "bf16"}
-_ROUND_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
-BAND = 2.0  # measured / emulated error must lie in [1/BAND, BAND]; the next format is 8x away
-
-
-def round_to(t: torch.Tensor, fmt: str, mode: str = "nearest") -> torch.Tensor:
-    """`t` rounded to the precision of `fmt`, returned as fp64 on the CPU.
-
-    fp16 / bf16: a real cast (round to nearest, ties to even), as autocast casts. tf32: fp32's
-    mantissa cut to 10 stored bits, either rounded to nearest (``mode="nearest"``) or truncated
-    (``mode="zero"``): which one a GPU's TF32 kernels use is theirs to choose. fp64: unchanged.
-    """
-    if fmt == "fp64":
-        return t.detach().cpu().double()
-    if fmt in _ROUND_DTYPES:
-        if mode != "nearest":
-            raise ValueError(f"{fmt} is reached by a cast, which rounds to nearest; got mode {mode!r}.")
-        return t.detach().cpu().to(_ROUND_DTYPES[fmt]).double()
-    if fmt != "tf32":
-        raise ValueError(f"Unknown format {fmt!r}: choose fp64, tf32, fp16 or bf16.")
-    if mode not in ("nearest", "zero"):
-        raise ValueError(f"mode must be 'nearest' or 'zero', got {mode!r}.")
-    bits = t.detach().cpu().float().contiguous().view(torch.int32)  # sign | exponent | 23 mantissa bits
-    drop = 23 - 10
-    if mode == "nearest":  # add half a TF32 step (ties to even), then cut
-        bits = bits + ((1 << (drop - 1)) - 1) + ((bits >> drop) & 1)
-    return (bits & ~((1 << drop) - 1)).view(torch.float32).double()
-
-
-def emulate(layer: nn.Module, x: torch.Tensor, fmt: str = "fp64", mode: str = "nearest") -> torch.Tensor:
-    """The output of `layer` (a Linear or Conv2d) on `x`, computed in fp64 on the CPU with its
-    input and weight rounded to `fmt` (:func:`round_to`). As on a GPU: fp16 / bf16 autocast also
-    casts the bias and returns a 16-bit output (rounded here too); TF32 rounds only the two
-    multiplied operands and returns fp32. ``fmt="fp64"``: the exact reference."""
-    params = {}
-    for name, p in layer.named_parameters():
-        params[name] = round_to(p, fmt if (fmt != "tf32" or name == "weight") else "fp64", mode)
-    out = torch.func.functional_call(layer, params, (round_to(x, fmt, mode),))
-    return round_to(out, fmt) if fmt in _ROUND_DTYPES else out
-
-
-def classifier_input(model: nn.Module, x: torch.Tensor) -> tuple[nn.Linear, torch.Tensor]:
-    """The model's last ``nn.Linear`` (its classifier) and the fp32 input it receives in one
-    forward pass of `x` (no gradients; train or eval mode as the model is)."""
-    seen: list[tuple[nn.Linear, torch.Tensor]] = []
-    hooks = [m.register_forward_hook(lambda m, args, _out: seen.append((m, args[0].detach())))
-             for m in model.modules() if isinstance(m, nn.Linear)]
-    if not hooks:
-        raise ValueError("The model has no nn.Linear layer to probe.")
-    try:
-        with torch.no_grad():
-            model(x)
-    finally:
-        for h in hooks:
-            h.remove()
-    return seen[-1]
-
-
-def _rel(y: torch.Tensor, ref: torch.Tensor) -> float:
-    return ((y.detach().cpu().double() - ref).norm() / ref.norm()).item()
-
-
-@dataclass
-class LayerCheck:
-    """The error one precision left in one layer's output, against what its format must leave."""
-
-    name: str  # the precision, a key of PROBED
-    layer: str  # what was probed
-    measured: float  # relative error (2-norm) of the device's output against fp64
-    nearest: float  # the same for the fp64 emulation, operands rounded to nearest
-    truncated: float | None = None  # tf32: the emulation with truncated operands
-    device: str = ""
-
-    @property
-    def low(self) -> float:
-        return self.nearest / BAND
-
-    @property
-    def high(self) -> float:
-        return BAND * max(self.nearest, self.truncated or 0.0)
-
-    @property
-    def telling(self) -> bool:
-        """False when the format leaves these numbers (nearly) as they are: nothing to tell."""
-        return self.nearest > 1e-6
-
-    @property
-    def ok(self) -> bool:
-        return not self.telling or self.low <= self.measured <= self.high
-
-    def __str__(self) -> str:
-        fmt = PROBED[self.name]
-        expect = (f"{self.nearest:.2e} rounded to nearest, {self.truncated:.2e} truncated"
-                  if self.truncated is not None else f"{self.nearest:.2e}")
-        head = (f"{self.name}, {self.layer}: relative error {self.measured:.2e}; {fmt} operands "
-                f"give {expect} on these numbers (fp64 emulation)")
-        if not self.telling:
-            return f"{head} | inconclusive: {fmt} leaves these numbers unchanged"
-        where = "in" if self.ok else "OUTSIDE"
-        return f"{head} | {where} [{self.low:.2e}, {self.high:.2e}]"
-
-
-def layer_check(name: str, layer: nn.Module, x: torch.Tensor, out: torch.Tensor,
-                device: torch.device | str = "cpu") -> LayerCheck:
-    """How far `out`, the output of `layer` on `x` computed at precision `name` (a key of
-    PROBED) on `device`, is from fp64, next to what the format must do to the same numbers
-    (:func:`emulate`). Autocast casts the operands exactly as the emulation does; only the
-    order of the fp32 additions differs (and cuBLAS may round partial sums to 16 bits), which
-    stays well inside a factor of 2. One format coarser or finer is 8× (3 mantissa bits) away,
-    and no rounding at all is orders of magnitude below."""
-    if name not in PROBED:
-        raise ValueError(f"No format to probe for {name!r}: choose one of {', '.join(PROBED)}.")
-    fmt, ref = PROBED[name], emulate(layer, x)
-    truncated = _rel(emulate(layer, x, fmt, "zero"), ref) if fmt == "tf32" else None
-    what = f"{type(layer).__name__}({', '.join(str(s) for s in layer.weight.shape[1::-1])})"
-    return LayerCheck(name, what, _rel(out, ref), _rel(emulate(layer, x, fmt), ref), truncated,
-                      device_label(device))
-
-
-def tf32_matmul_check(device: torch.device | str, n: int = 1024, seed: int = 0) -> LayerCheck:
-    """An n×n fp32 matmul on `device` with TF32 on (:func:`course_lib.device.tf32`), checked as
-    :func:`layer_check` checks a layer: shapes for which every TF32-capable GPU uses tensor cores."""
-    g = torch.Generator().manual_seed(seed)
-    layer = nn.Linear(n, n, bias=False)
-    with torch.no_grad():
-        layer.weight.copy_(torch.randn(n, n, generator=g))
-    x = torch.randn(n, n, generator=g)
-    layer_dev, x_dev = layer.to(device), x.to(device)
-    with torch.no_grad(), tf32(True):
-        out = layer_dev(x_dev)
-    check_ = layer_check("fp32+TF32", layer_dev, x_dev, out, device)
-    check_.layer = f"a {n}×{n} matmul"
-    return check_
-
-
-def check_layer(result: LayerCheck, device: torch.device | str) -> LayerCheck:
-    """Print `result` and assert it: the measured error must lie in its format's band.
-
-    TF32 is a permission, not an order: for a small layer cuBLAS may pick a kernel without
-    tensor cores and compute in full fp32. When the TF32 error is below the band, an n×n matmul
-    under the same switch (:func:`tf32_matmul_check`) decides: TF32 there passes, and the layer's
-    line says it ran in fp32; fp32 there too fails (the switch did nothing). Returns the check
-    that decided."""
-    if result.name == "fp32+TF32" and result.telling and result.measured < result.low:
-        print(result)
-        probe = tf32_matmul_check(device)
-        print(f"  this layer ran in full fp32 (its kernel does not use TF32 tensor cores); "
-              f"the switch itself, on {probe.layer}: {probe.measured:.2e} "
-              f"{'in' if probe.ok else 'OUTSIDE'} [{probe.low:.2e}, {probe.high:.2e}]"
-              f"{' ✓' if probe.ok else ''}")
-        result = probe
-    else:
-        print(f"{result} ✓" if result.ok else result)
-    if not result.ok:
-        raise AssertionError(f"{result.name}: the measured error {result.measured:.2e} is outside "
-                             f"[{result.low:.2e}, {result.high:.2e}], what {PROBED[result.name]} "
-                             f"gives these numbers: this is not {PROBED[result.name]} arithmetic")
-    return result
-
 
 @dataclass
 class RunResult:
@@ -505,14 +240,7 @@ class RunResult:
     name: str
     history: train.History
     step_s: float  # median seconds per optimizer step, warm-up window excluded
-    batch_size: int
     device: str
-    peak_bytes: int | None = None  # one training step, from course_lib.memory
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def images_per_s(self) -> float:
-        return self.batch_size / self.step_s if self.step_s else 0.0
 
     @property
     def final_loss(self) -> float:
@@ -523,11 +251,11 @@ class RunResult:
         """The first step whose loss was NaN or inf, None if none was."""
         return next((s for s, v in zip(self.history.step, self.history.loss) if not math.isfinite(v)), None)
 
-    def __str__(self) -> str:
-        peak = "-" if self.peak_bytes is None else fmt_bytes(self.peak_bytes)
-        return (f"{self.name:<16} | {fmt_time(self.step_s):>9}/step | {self.images_per_s:>9,.0f} img/s | "
-                f"peak {peak:>10} | loss {self.final_loss:>7.4f} | "
-                f"{len(self.history.skipped_steps):>2} skipped | {self.device}")
+    def line(self, label: str, steps: int) -> str:
+        """`label` | the first loss, then the last (or the first NaN/inf, of `steps`) | device."""
+        end = (f"at step {self.history.step[-1]} (final) {self.final_loss:.4f}" if self.first_nan_step is None else
+               f"NaN from step {self.first_nan_step}: stopped at step {self.history.step[-1]} of {steps}")
+        return f"{label:<19} | loss at step 1 {self.history.loss[0]:.4f}, {end} | {self.device}"
 
 
 def train_run(name: str, make_model: ModelFn, batches: TensorLoader, *, steps: int, lr: float,
@@ -557,8 +285,7 @@ def train_run(name: str, make_model: ModelFn, batches: TensorLoader, *, steps: i
     with tf32(use_tf32):
         history = train.fit(model, batches, cfg)
     skip = log_every if len(history.step_time_s) > log_every else 0  # the warm-up window
-    return RunResult(name, history, history.median_step_time_s(skip), batches.batch_size,
-                     device_label(device))
+    return RunResult(name, history, history.median_step_time_s(skip), device_label(device))
 
 
 def control_runs(make_model: ModelFn, batches: TensorLoader, k: int, base: Sequence[float],
@@ -713,3 +440,138 @@ def quick_run(name: str, make_model: ModelFn, batches: TensorLoader, steps: int 
     return (f"{name}: {steps} steps | {fmt_time(r.step_s)}/step (quartiles {fmt_time(t.lo_s)}–{fmt_time(t.hi_s)} "
             f"of {len(times)} steps after the first) | loss {losses[0]:.4f} → {losses[-1]:.4f} | "
             f"{len(r.history.skipped_steps)} skipped | {r.device}")
+
+
+# ---- the words around the notebook's numbers --------------------------------------------
+
+def setup_lines(model: str, n_params: int, x: torch.Tensor, batch: int, steps: int, device: torch.device | str,
+                lr: float, sgd_lr: float) -> str:
+    """The device's 16-bit caveat (if any), the learning rates, the model, its images and the batch."""
+    return "\n".join(filter(None, [amp_note(device), f"learning rates: AdamW {lr:g} (LR), SGD with momentum "
+                                    f"{sgd_lr:g} (SGD_LR)", f"{model}: {n_params:,} parameters | {len(x):,} images "
+                                    f"{tuple(x.shape[1:])} on {x.device} ({fmt_bytes(x.nbytes)}) | batch {batch}, "
+                                    f"{steps} steps per loss curve"]))
+
+
+def _pct(k: int, n: int) -> str:
+    return f"{k:,} of {n:,} ({100 * k / max(1, n):.2f}%)"
+
+
+def gradient_lines(grads: torch.Tensor, rows: Sequence[ScaleRow], device: torch.device | str) -> str:
+    """Section 2's gradients (how many, how small, how large) and the table of their scaled casts."""
+    nonzero = grads[grads != 0].abs()
+    return (f"{grads.numel():,} gradient elements, {nonzero.numel():,} nonzero | smallest {nonzero.min():.2e}, "
+            f"median {nonzero.median():.2e}, largest {nonzero.max():.2e} | {device_label(device)}\n"
+            + underflow_table(rows))
+
+
+def underflow_facts(rows: Sequence[ScaleRow]) -> dict[str, float]:
+    """Section 2's recorded shares (%) of the gradients: by name, for ``rep.add``."""
+    by = {r.scale: r for r in rows}
+    one, s16, s32 = by[1.0], by[2.0**16], by[2.0**32]
+    return {"fp16 grads → 0, no scaling": 100 * one.flushed / one.n,
+            "fp16 grads subnormal, no scaling": 100 * one.subnormal / one.n,
+            "fp16 grads → 0, scale 2^16": 100 * s16.flushed / s16.n,
+            "fp16 grads → inf, scale 2^32": 100 * s32.overflowed / s32.n}
+
+
+def damage_lines(rows: Sequence[ScaleRow]) -> str:
+    """What S = 1 does, the scale that loses fewest gradients, the largest's overflow, and
+    :func:`scaling_summary`."""
+    one, best, top = next(r for r in rows if r.scale == 1.0), min(rows, key=lambda r: r.lost), rows[-1]
+    return (f"S = 1: flushed to 0 {_pct(one.flushed, one.n)}, subnormal {_pct(one.subnormal, one.n)}, "
+            f"inf {_pct(one.overflowed, one.n)}\nfewest gradients gone (flushed + inf) at S = "
+            f"2^{math.log2(best.scale):.0f}: {_pct(best.lost, best.n)}; at S = 2^{math.log2(top.scale):.0f}: "
+            f"{_pct(top.overflowed, top.n)} overflow to inf\nas S grows: {scaling_summary(rows)}")
+
+
+def half_lines(adam: HalfStep, sgd: HalfStep, sgd_lr: float, runs: dict[str, RunResult],
+               controls: Sequence[Sequence[float]], chance: float) -> str:
+    """One fp16 step of AdamW and of SGD, what it did; then each pure .half() run against fp32
+    (:func:`compare_losses`; `controls`, fp32 SGD's control runs, judge the SGD gap)."""
+    lines = [f"AdamW, one fp16 step: second moment exactly 0 in {_pct(adam.state_zero, adam.elements)} elements; "
+             f"weights now inf/NaN: {_pct(adam.nonfinite, adam.elements)}",
+             f"SGD lr {sgd_lr}, one fp16 step: weights with a nonzero gradient that did not change "
+             f"(w - lr·g == w in fp16): {_pct(sgd.unchanged, sgd.nonzero_grads)}"]
+    for opt in ("adamw", "sgd"):
+        half, fp32 = runs.get(f"pure .half() {opt}"), runs.get(f"fp32 {opt}")
+        if half and fp32:
+            lines.append(compare_losses(f"pure .half() {opt}", half.history.loss, fp32.history.loss, f"fp32 {opt}",
+                                        chance=chance, controls=controls if opt == "sgd" else []))
+    return "\n".join(lines)
+
+
+def half_facts(adam: HalfStep, sgd: HalfStep, runs: dict[str, RunResult], steps: int) -> dict[str, tuple]:
+    """Section 3's recorded figures, name -> (value, unit), for ``rep.add``."""
+    facts = {".half() AdamW: zero 2nd moments": (100 * adam.state_zero / adam.elements, "%"),
+             ".half() AdamW: non-finite weights": (100 * adam.nonfinite / adam.elements, "%"),
+             ".half() SGD: updates lost, 1 step": (100 * sgd.unchanged / max(1, sgd.nonzero_grads), "%")}
+    for k, r in runs.items():
+        facts.update({f"{k}: loss after {steps} steps": (r.final_loss, "nats")} if r.first_nan_step is None
+                     else {f"{k}: first NaN loss": (r.first_nan_step, "step")})
+    return facts
+
+
+ELSEWHERE = ["dle_resnet50_a100_1gpu_tf32_vs_amp", "dle_resnet50_v100_1gpu_fp32_vs_amp"]  # published AMP speed-ups
+
+
+def precision_lines(device: torch.device | str, names: Sequence[str], ratios: Sequence[Ratio]) -> str:
+    """Beside section 5's ratios: on a CPU its 16-bit instructions and each 16-bit ratio read with
+    them; without TF32 (not an Ampere-on GPU) what GPUs measured; on a GPU, published figures."""
+    dev, lines = torch.device(device), []
+    caveat = ("(images per second from other models, image sizes and batches are not comparable; the ratios between "
+              "precisions carry across better, but still depend on the model, the image size and the GPU)")
+    if dev.type == "cpu":
+        flags, vs = cpu_16bit_flags(), {r.name: r for r in ratios}
+        lines += [cpu_support("bf16"), cpu_support("fp16")]
+        lines += [f"{cpu_name()}: {nb01.cpu_16bit_verdict(fmt, vs[f'{n} vs fp32'], flags)}"
+                  for n, fmt in (("fp16+GradScaler", "fp16"), ("bf16", "bf16")) if f"{n} vs fp32" in vs]
+    if "fp32+TF32" not in names:
+        rows = ("fp32 step", "fp32+TF32 step", "fp32+TF32 vs", "bf16 step", "fp16+GradScaler step",
+                "fp16+GradScaler vs", "bf16 vs")
+        lines += ["fp32+TF32 exists only on NVIDIA GPUs from Ampere on, not here (datasheet TF32 rates: notebook 01). "
+                  "What GPUs measured:", published.elsewhere("03_mixed_precision", rows, ELSEWHERE), caveat]
+    if dev.type == "cuda":  # the learner's own ratios are above; what others measured on other models and GPUs
+        lines += ["For comparison, " + published.elsewhere("03_mixed_precision", keys=ELSEWHERE), caveat]
+    return "\n".join(lines)
+
+
+def profile_lines(prof: dict[str, StepProfile], timed_ms: dict[str, float]) -> str:
+    """The CPU profile of one step per precision: by kind, against the timed step, each against
+    fp32, and what making fp32's convolutions and matmuls free could gain at most."""
+    base = prof["fp32"]
+    conv = base.by_kind["convolutions and matmuls"] / base.total
+    return "\n".join([*map(str, prof.values()), *(p.against(timed_ms[n]) for n, p in prof.items() if n in timed_ms),
+                      *(profile_verdict(p, base) for n, p in prof.items() if n != "fp32"),
+                      f"fp32: convolutions and matmuls are {conv:.0%} of the step's op time: were 16 bits to "
+                      f"make them free, the step would run at most {amdahl_bound(base):.2f}× faster"])
+
+
+def memory_lines(peaks: dict[str, int], saved: dict[str, dict[torch.dtype, int]]) -> str:
+    """Each precision's peak memory of one step (and against fp32's), then what its forward saves
+    for backward, by dtype."""
+    vs = lambda b: f" | {b / peaks['fp32']:.2f}× fp32's" if "fp32" in peaks else ""  # noqa: E731
+    by_dtype = lambda s: ", ".join(f"{str(d).replace('torch.', '')} {fmt_bytes(b)}" for d, b in s.items())  # noqa: E731
+    return "\n".join([*(f"{n:<16} | peak memory of one training step {fmt_bytes(b):>10}{vs(b)}"
+                        for n, b in peaks.items()),
+                      *(f"{n:<16} | saved for backward: {by_dtype(s)}" for n, s in saved.items())])
+
+
+def loss_lines(runs: dict[str, RunResult], controls: Sequence[Sequence[float]], chance: float, steps: int) -> str:
+    """Each precision's loss curve against fp32's (:func:`compare_losses`) and GradScaler's skipped steps."""
+    lines = [compare_losses(n, r.history.loss, runs["fp32"].history.loss, chance=chance, controls=controls)
+             for n, r in runs.items() if n != "fp32" and "fp32" in runs]
+    if "fp16+GradScaler" in runs:
+        skips = runs["fp16+GradScaler"].history.skipped_steps
+        lines.append(f"GradScaler skipped {len(skips)} of {steps} steps in the fp16 run"
+                     + (f" (steps {skips[:10]})" if skips else ""))
+    return "\n".join(lines)
+
+
+def loss_facts(runs: dict[str, RunResult], steps: int, batch: int) -> dict[str, tuple]:
+    """Section 5's recorded figures, name -> (value, unit, note), for ``rep.add``."""
+    facts = {f"{n}: loss after {steps} steps": (r.final_loss, "nats", f"{steps} steps of {batch}")
+             for n, r in runs.items()}
+    if "fp16+GradScaler" in runs:
+        facts["fp16+GradScaler: skipped steps"] = (len(runs["fp16+GradScaler"].history.skipped_steps), "steps", "")
+    return facts
