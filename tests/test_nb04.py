@@ -8,7 +8,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from course_lib.lessons import nb04
-from course_lib import models
+from course_lib import memory, models
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
@@ -281,3 +281,88 @@ def test_memory_sweep_starts_at_one_micro_batch(profile):
     cfg = profiles.sizes("04_grad_accumulation", profile)
     assert cfg.mem_batches[0] == cfg.mem_micro
     assert all(b % cfg.mem_micro == 0 for b in cfg.mem_batches)
+
+
+# -- issue 52: the words around the notebook's numbers, from one place ------------------------
+
+def _reading(peak: int) -> memory.MemoryReading:
+    return memory.MemoryReading("cpu", peak, method="profiler")
+
+
+def test_model_facts_and_batchnorm_lines_read_the_gradients():
+    model = gn_cnn()
+    g = torch.ones(5)
+    facts = nb04.model_facts(model, g, g).splitlines()
+    n_tensors = sum(1 for p in model.parameters() if p.requires_grad)
+    assert facts == [f"model: SmallCNN(width=16), GroupNorm(8) for BatchNorm, 5 parameters in {n_tensors} tensors",
+                     "values compared: 5", "gradients equal: True"]
+    assert nb04.model_facts(model, g + 1, g).endswith("gradients equal: False")
+    text = nb04.batchnorm_lines(g + 0.5, g, 1e-7, (torch.zeros(3), 4), (torch.ones(3), 1), 4)
+    assert "max |Δ| 5.00e-01, relative 5.00e-01, where GroupNorm's was 1.00e-07" in text
+    assert text.endswith("running mean/var: max |Δ| 1.00e+00; updates: 4 vs 1")
+
+
+def test_token_lines_weigh_each_micro_batch_by_its_tokens():
+    group = [(torch.zeros(4, 3), torch.zeros(4, 3)), (torch.zeros(1, 2), torch.zeros(1, 2))]  # 12 and 2 tokens
+    text = nb04.token_lines(group, [1.0, 3.0], 1.25)
+    assert text.splitlines()[1] == "micro-batch (1, 2):    2 tokens, mean loss 3.0000"
+    assert text.endswith("token-weighted 1.2857 | mean of means 2.0000 (off by +0.7500)")
+
+
+def test_direction_line_tells_a_turned_gradient_from_a_longer_one():
+    ref = torch.tensor([1.0, 0.0])
+    assert "cosine 1.000 (0° apart), lengths 2 vs 1" in nb04.direction_line(2 * ref, ref)
+    assert nb04.direction_line(2 * ref, ref).endswith("how far the step goes more than where it points")
+    assert nb04.direction_line(torch.tensor([1.0, 1.0]), ref).endswith("where the step points, not only how far")
+
+
+def test_memory_lines_and_facts_read_the_sweep():
+    rows = [nb04.MemoryRow(8, 8, 1, _reading(2**20), _reading(2**20)),
+            nb04.MemoryRow(64, 8, 8, _reading(8 * 2**20), _reading(2 * 2**20))]
+    state = memory.MemoryEstimate(2**10, 2**10, 2**11, 0, "adamw")
+    text = nb04.memory_lines(rows, state).splitlines()
+    assert text[1] == "effective batch 8 → 64 (8×): one-batch peak 8.00×, accumulated peak 2.00×"
+    assert text[2].startswith("at batch 64: the accumulated peak is 0.25× the one-batch peak, lower | profiler")
+    assert "it is 1.0 MiB above one batch of 8 (1.0 MiB)" in text[3]
+    facts = nb04.memory_facts(rows)
+    assert facts["accumulated/one-batch peak, largest"] == (0.25, "×", "batch 64")
+    assert facts["peak memory, accumulated (largest)"] == (2.0, "MiB", "8 × 8")
+
+
+def test_fp16_here_reads_the_flags_and_notebook_03s_timing():
+    none = nb04.fp16_here([], ["avx512_fp16", "amx_fp16"], None)
+    assert "fp16 ones found: none, so this CPU has no fp16 instructions" in none and "\n" not in none
+    some = nb04.fp16_here(["amx_fp16"], ["amx_fp16"], {"value": 0.5, "spread": [0.4, 0.6], "note": "smallcnn"})
+    assert "has fp16 instructions" in some and "ran 2.0× slower (1.7–2.5×) than fp32 on this CPU (smallcnn)" in some
+
+
+def test_amp_lines_compare_micro_batches_with_one_batch():
+    errs = {"bf16, one batch": 1e-3, "bf16, 4 micro-batches": 1.2e-3, "fp16 + GradScaler, one batch": 1e-4,
+            "fp16 + GradScaler, 4 micro-batches": 2e-4}
+    text = nb04.amp_lines(errs, 4, "cpu")
+    assert "bf16: 4 micro-batches 1.20e-03 vs one batch 1.00e-03 (1.20×): accumulating in fp32 .grad adds no" in text
+    assert "fp16 + GradScaler: 4 micro-batches 2.00e-04 vs one batch 1.00e-04 (2.00×): more error than" in text
+
+
+def test_time_cost_lines_follow_the_ratio_and_add_the_reference_off_a_gpu():
+    from course_lib import bench
+    slow = bench.Ratio("x", 0.5, 0.45, 0.55)
+    unclear = bench.Ratio("x", 0.99, 0.9, 1.1)
+    text = nb04.time_cost_lines({(16, 64): (None, None, slow), (64, 256): (None, None, unclear)}, 4, 32, "cpu",
+                                reference=True)
+    assert "width 16 at 32 px, batch 64: K = 4 micro-batches take 2.00× the time of one batch" in text
+    assert "batch 256: these repeats resolve no time cost of K = 4 micro-batches" in text and "On a GPU: " in text
+    assert "On a GPU" not in nb04.time_cost_lines({(16, 64): (None, None, slow)}, 4, 32, "H100")
+
+
+def test_run_lines_and_gap_line():
+    from course_lib import train, verdicts
+    h = train.History(step=[4, 8], loss=[1.0, 0.5])
+    assert nb04.run_lines({(False, 1): h, (True, 4): h}, 64).splitlines() == [
+        "GroupNorm | micro-batch   64 × 1 | 8 optimizer steps | last loss 0.5000",
+        "BatchNorm | micro-batch   16 × 4 | 8 optimizer steps | last loss 0.5000"]
+    controls = [verdicts.Control(1, h), verdicts.Control(-1, h)]
+    line = nb04.gap_line("GroupNorm", 0.002, [0.001, -0.003], controls, 5)
+    assert line.startswith("GroupNorm: accumulated − one batch over the last 5 records +0.0020 nats; controls "
+                           "+0.0010 (nudged +1), -0.0030 (nudged -1) | ")
+    assert line.endswith(verdicts.gap_verdict(0.002, [0.001, -0.003], "one batch"))

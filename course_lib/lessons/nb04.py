@@ -26,7 +26,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from course_lib import check, memory
+from course_lib import check, memory, profiles, published, verdicts
 from course_lib.device import tf32
 from course_lib.train import IGNORE_INDEX, autocast, cross_entropy, forward_backward
 from course_lib.units import fmt_bytes
@@ -306,3 +306,141 @@ def check_accumulation(fn: Callable[[nn.Module, list], object]) -> None:
                                      "weight each loss by len(y) / (all samples).")
         check.close(got, ref, what=f"exercise, {name}: your gradients vs one big batch",
                     atol=FP32_ATOL, rtol=FP32_RTOL)
+
+
+# -- the words around the notebook's numbers ------------------------------------------------
+
+def model_facts(model: nn.Module, g_acc: torch.Tensor, g_big: torch.Tensor) -> str:
+    """Section 1's deterministic facts: the model's parameters and tensors, the values compared,
+    and whether the two gradients are equal at fp32's tolerance."""
+    n_tensors = sum(1 for p in model.parameters() if p.requires_grad)
+    return (f"model: SmallCNN(width=16), GroupNorm(8) for BatchNorm, {g_big.numel():,} parameters in {n_tensors} "
+            f"tensors\nvalues compared: {g_acc.numel():,}\ngradients equal: "
+            f"{torch.allclose(g_acc, g_big, atol=FP32_ATOL, rtol=FP32_RTOL)}")
+
+
+def batchnorm_lines(gb_acc: torch.Tensor, gb_big: torch.Tensor, gn_rel: float, state_acc: tuple[torch.Tensor, int],
+                    state_big: tuple[torch.Tensor, int], k: int) -> str:
+    """BatchNorm's gradients and running statistics, k micro-batches against one batch, beside
+    GroupNorm's difference (`gn_rel`, fp32 rounding)."""
+    (s_acc, n_acc), (s_big, n_big) = state_acc, state_big
+    return (f"BatchNorm gradients, {k} micro-batches vs one batch: max |Δ| {(gb_acc - gb_big).abs().max():.2e}, "
+            f"relative {rel_error(gb_acc, gb_big):.2e}, where GroupNorm's was {gn_rel:.2e} (section 1: fp32 "
+            f"rounding)\nrunning mean/var: max |Δ| {(s_acc - s_big).abs().max():.2e}; updates: {n_acc} vs {n_big}")
+
+
+def token_lines(group: list, means: Sequence[float], global_mean: float) -> str:
+    """Each micro-batch's tokens and mean loss, then the global token mean against the
+    token-weighted mean and the mean of the means."""
+    counts = [t.numel() for _, t in group]
+    weighted = sum(n * m for n, m in zip(counts, means)) / sum(counts)
+    mean_of_means = sum(means) / len(means)
+    return "\n".join([*(f"micro-batch {tuple(a.shape)}: {n:>4} tokens, mean loss {m:.4f}"
+                        for (a, _), n, m in zip(group, counts, means)),
+                      f"global token mean {global_mean:.4f} | token-weighted {weighted:.4f} | mean of means "
+                      f"{mean_of_means:.4f} (off by {mean_of_means - global_mean:+.4f})"])
+
+
+def direction_line(g_wrong: torch.Tensor, g_ref: torch.Tensor) -> str:
+    """How far the mean-of-means gradient is from the token mean's: the angle between them and
+    their lengths (whether the wrong weights change where the step points or only how far)."""
+    cos = F.cosine_similarity(g_wrong, g_ref, dim=0).clamp(-1, 1)
+    return (f"mean of micro-batch means vs the token mean: cosine {cos:.3f} ({torch.rad2deg(torch.arccos(cos)):.0f}° "
+            f"apart), lengths {g_wrong.norm():.3g} vs {g_ref.norm():.3g}: the wrong weights change "
+            + ("where the step points, not only how far" if cos < 0.99 else
+               "how far the step goes more than where it points"))
+
+
+def memory_lines(rows: Sequence[MemoryRow], state: memory.MemoryEstimate) -> str:
+    """What the sweep says: the model's own state, how each peak grew with the effective batch,
+    the accumulated peak against the one-batch peak at the largest, and against its floor."""
+    first, last = rows[0], rows[-1]
+    share = last.accumulated.peak_bytes / last.one_batch.peak_bytes
+    how = "lower" if share < 0.9 else "about the same" if share <= 1.1 else "higher"
+    floor, one = last.accumulated.peak_bytes, first.one_batch.peak_bytes  # first: one batch of one micro-batch's size
+    return (f"model state, the same at every batch: parameters {fmt_bytes(state.params)} + gradients "
+            f"{fmt_bytes(state.grads)} (this sweep runs no optimizer; an AdamW run would add "
+            f"{fmt_bytes(state.optimizer)} for its two moments)\neffective batch {first.effective_batch} → "
+            f"{last.effective_batch} ({last.effective_batch // first.effective_batch}×): one-batch peak "
+            f"{last.one_batch.peak_bytes / first.one_batch.peak_bytes:.2f}×, accumulated peak "
+            f"{floor / first.accumulated.peak_bytes:.2f}×\nat batch {last.effective_batch}: the accumulated peak "
+            f"is {share:.2f}× the one-batch peak, {how} | {last.one_batch.method}, one reading each (allocation "
+            f"sizes, not timings)\nthe accumulated peak at batch {last.effective_batch}, {fmt_bytes(floor)}, counts "
+            f"what the step adds (the parameters, {fmt_bytes(state.params)}, were allocated before it): it is "
+            f"{fmt_bytes(floor - one)} above one batch of {first.effective_batch} ({fmt_bytes(one)}), beside the "
+            f"gradients' {fmt_bytes(state.grads)}, which the later micro-batches run on top of")
+
+
+def memory_facts(rows: Sequence[MemoryRow]) -> dict[str, tuple]:
+    """Section 5's recorded figures, name -> (value, unit, note), for ``rep.add``."""
+    last, mib = rows[-1], 2**20
+    return {"peak memory, one batch (largest)": (last.one_batch.peak_bytes / mib, "MiB",
+                                                 f"batch {last.effective_batch}, {last.one_batch.method}"),
+            "peak memory, accumulated (largest)": (last.accumulated.peak_bytes / mib, "MiB",
+                                                   f"{last.micro_batch} × {last.k}"),
+            "accumulated/one-batch peak, largest": (last.accumulated.peak_bytes / last.one_batch.peak_bytes, "×",
+                                                    f"batch {last.effective_batch}")}
+
+
+def fp16_here(flags: Sequence[str], looked_for: Sequence[str], timed: dict | None) -> str:
+    """A CPU's fp16 instructions (`flags` found of `looked_for`), and, when notebook 03 timed it
+    in this run (`timed`: its "fp16+GradScaler vs fp32" row), how fast its fp16 step ran."""
+    fp16 = [f for f in flags if "fp16" in f]
+    text = (f"CPU flags looked for: {', '.join(looked_for)}; fp16 ones found: {', '.join(fp16) if fp16 else 'none'}, "
+            "so this CPU " + ("has fp16 instructions (whether PyTorch uses them for a given op is another matter: "
+                              "notebook 03 times it)" if fp16 else "has no fp16 instructions: fp16 goes through "
+                              "slower generic code") + ": the run below checks correctness, not speed.")
+    if timed:
+        v, (lo, hi) = timed["value"], timed.get("spread") or (timed["value"],) * 2
+        speed = (f"{1 / v:.1f}× slower ({1 / hi:.1f}–{1 / lo:.1f}×)" if v < 1 else
+                 f"{v:.2f}× faster ({lo:.2f}–{hi:.2f}×)")
+        text += (f"\nnotebook 03, in this run: an fp16+GradScaler training step ran {speed} than fp32 on this CPU "
+                 f"({timed['note']})")
+    return text
+
+
+def amp_lines(errors: dict[str, float], k: int, device: str) -> str:
+    """Each 16-bit gradient's relative error against fp32's, then per format: K micro-batches
+    against one batch (no more than 1.5× one batch's error: accumulating in fp32 adds none)."""
+    lines = [f"{label:<34} | ‖g − g_fp32‖ / ‖g_fp32‖ = {err:.2e} | {device}" for label, err in errors.items()]
+    for fmt in ("bf16", "fp16 + GradScaler"):
+        if f"{fmt}, one batch" in errors:
+            one, acc, name = errors[f"{fmt}, one batch"], errors[f"{fmt}, {k} micro-batches"], fmt.split()[0]
+            lines.append(f"{fmt}: {k} micro-batches {acc:.2e} vs one batch {one:.2e} ({acc / one:.2f}×): "
+                         + (f"accumulating in fp32 .grad adds no error beyond {name}'s own rounding here"
+                            if acc <= 1.5 * one else f"more error than one batch: more than {name}'s rounding"))
+    return "\n".join(lines)
+
+
+def time_cost_lines(timed: dict[tuple[int, int], tuple], k: int, resolution: int, device: str,
+                    reference: bool = False) -> str:
+    """Per timed size on `device` (its label), what K micro-batches cost against one batch (the
+    ratio's interval decides); with `reference` (off a GPU), what the reference GPU run measured."""
+    lines = []
+    for (width, batch), (_, _, ratio) in timed.items():
+        at = f"{device}, width {width} at {resolution} px, batch {batch}"
+        lines.append(f"{at}: " + (f"these repeats resolve no time cost of K = {k} micro-batches (the ratio above)"
+                                  if not ratio.clear else
+                                  f"K = {k} micro-batches take {1 / ratio.value:.2f}× the time of one batch: "
+                                  "accumulation buys memory with time, so use as few micro-batches as memory allows"
+                                  if ratio.value < 1 else f"K = {k} micro-batches run {ratio.value:.2f}× faster: "
+                                  "this device runs the smaller passes more efficiently"))
+    if reference:  # on a GPU a small pass may leave most of it idle
+        gpu_sizes = profiles.sizes("04_grad_accumulation", "gpu", memory_gib=80).time_sizes
+        lines.append("\nOn a GPU: " + published.elsewhere("04_grad_accumulation",
+                                                           tuple(f"w{w} " for w, _ in gpu_sizes)))
+    return "\n".join(lines)
+
+
+def run_lines(runs: dict[tuple[bool, int], object], batch: int) -> str:
+    """Each training run of section 8: its norm layer, micro-batch × K, optimizer steps and last loss."""
+    return "\n".join(f"{'BatchNorm' if bn else 'GroupNorm':<9} | micro-batch {batch // k:>4} × {k} | "
+                     f"{h.step[-1]} optimizer steps | last loss {h.loss[-1]:.4f}" for (bn, k), h in runs.items())
+
+
+def gap_line(name: str, gap: float, gaps: Sequence[float], controls: Sequence, tail: int) -> str:
+    """The accumulated run's gap to the one-batch run over the last `tail` records, beside each
+    control's (with its nudge), and :func:`course_lib.verdicts.gap_verdict`."""
+    ctrl = ", ".join(f"{g:+.4f} (nudged {c.ulps:+d})" for g, c in zip(gaps, controls))
+    return (f"{name}: accumulated − one batch over the last {tail} records {gap:+.4f} nats; controls {ctrl} | "
+            f"{verdicts.gap_verdict(gap, gaps, 'one batch')}")
