@@ -3,6 +3,7 @@
 import pytest
 
 from course_lib import bench
+from course_lib.device import DeviceInfo
 from course_lib.lessons import nb01
 
 
@@ -75,3 +76,113 @@ def test_gain_by_size_verdict_follows_the_two_intervals():
     wide = bench.ratio_of("at 1032", 1.5, 0.9, 4.0)
     said = nb01.gain_by_size_verdict(wide, big, 1032, 1024)
     assert "too wide" in said or "does not depend" in said
+
+
+# ---- the lines the cells print: each follows its numbers ------------------------------------
+
+def _no_gpu_run(monkeypatch, rows: dict | None = None):
+    """No recorded or published figure reaches these tests: nb01 prints what it is given."""
+    monkeypatch.setattr(nb01.published, "elsewhere", lambda notebook, prefixes=(), keys=(), **kw: f"ELSEWHERE{prefixes}")
+    monkeypatch.setattr(nb01.report, "reference", lambda notebook: ("GPU X", rows or {}))
+
+
+def test_async_text_says_how_much_faster_the_unsynchronized_clock_looked(monkeypatch):
+    times = {nb01.NAIVE: 0.05e-3, nb01.SYNCED: 2.5e-3, "CUDA events": 2.6e-3}
+    text = nb01.async_text(times, "matmul 4096×4096", "H200")
+    assert "matmul 4096×4096 fp32 looked 50× faster than it is | H200" in text and len(text.splitlines()) == 4
+    _no_gpu_run(monkeypatch, {"async: time without sync": {"value": 0.05}, "async: time with CUDA events": {"value": 2.0}})
+    cpu = nb01.async_text({}, "matmul 64×64", "cpu")
+    assert cpu.startswith("ELSEWHERE") and "on the GPU X, the matmul looked 40× faster" in cpu
+    _no_gpu_run(monkeypatch)
+    assert "looked" not in nb01.async_text({}, "matmul 64×64", "cpu")  # no recorded run: no ratio
+
+
+def test_reads_text_says_whether_the_read_waited(monkeypatch):
+    text = nb01.reads_text({".item()": (1e-4, 25e-3, 27e-3), "print": (1e-4, 1e-3, 27e-3)})
+    first, second = text.splitlines()
+    assert first.endswith("it waited for the queue") and second.endswith("it did not wait for the whole queue")
+    _no_gpu_run(monkeypatch)
+    assert nb01.reads_text({}).startswith("ELSEWHERE")
+
+
+def test_curve_text_divides_by_the_peak_as_it_stands():
+    stored = _rate(512, 100e9, "peak: matmul 512×512")
+    curve = [_rate(256, 50e9, "matmul 256×256"), _rate(512, 100e9, "matmul 512×512")]
+    same = bench.rate_ratio(curve[1], stored)
+    note = nb01.peaks.Note("00_setup_check", 10.0, False)
+    text = nb01.curve_text(curve, [256, 512], stored=stored, note=note, same=same, offered=nb01.peaks.Offered(),
+                           peak=_rate(512, 200e9, "peak: raised"))
+    assert "|  25.0% of peak" in text and "|  50.0% of peak" in text and "of 200.0 GFLOP/s" in text
+    assert "agree" in text and ": raised" not in text and text.endswith("\n")
+    raised = nb01.curve_text(curve, [256, 512], stored=stored, note=note, same=same, peak=stored,
+                             offered=nb01.peaks.Offered("raised: faster", raised=True))
+    assert "  matmul 512×512: raised: faster" in raised and "| 100.0% of peak" in raised
+
+
+def test_best_name_keys_a_gpu_as_gpu():
+    assert nb01.best_name("cpu") == "cpu fp32 matmul, best of the rate curve"
+    assert nb01.best_name("cuda").startswith("gpu fp32")
+
+
+def test_vs_datasheet_compares_a_gpu_with_its_datasheet_and_a_cpu_with_the_table(monkeypatch):
+    _no_gpu_run(monkeypatch)
+    cpu = _rate(512, 100e9, "peak: cpu")
+    gpu = nb01.vs_datasheet(cpu, _rate(4096, 33.5e12, "peak: gpu"), "NVIDIA H100 80GB HBM3")
+    assert "GPU fp32 peak vs CPU fp32 peak: 335" in gpu and "50% of the NVIDIA H100 SXM5 80GB fp32 peak" in gpu
+    assert "is not in the datasheet table" in nb01.vs_datasheet(cpu, _rate(4096, 1e12), "Some Card")
+    table = nb01.vs_datasheet(cpu)
+    low = min(nb01.datasheet.SPECS, key=lambda s: s.fp32_tflops)
+    assert f"{low.name} is rated at {low.fp32_tflops * 10:,.0f}× it" in table and "ELSEWHERE" in table
+
+
+def test_early_read_text_says_what_the_early_read_saw(monkeypatch):
+    _no_gpu_run(monkeypatch)
+    assert "saw stale data" in nb01.early_read_text((0.0, 2.0))
+    assert "had landed" in nb01.early_read_text((2.0, 2.0))
+    assert nb01.early_read_text(None).startswith("What PyTorch's own tutorial found")
+
+
+def test_batch_copy_text_uses_this_runs_bandwidths_or_the_reference_runs(monkeypatch):
+    copy = bench.Timing("H→D 1 GiB pinned", "cuda:0", 0.1, 0.001, 5, work=2.5e9, unit="B/s")  # 25 GB/s
+    assert "one 100 B batch,   pinned: 4 ns at 25.0 GB/s | cuda:0" in nb01.batch_copy_text(100, [copy])
+    _no_gpu_run(monkeypatch, {"H→D 1 GiB pageable": {"value": 10.0, "unit": "GB/s"},
+                              "H→D pinned vs pageable": {"value": 2.0, "unit": "×"}})
+    ref = nb01.batch_copy_text(10**9, []).splitlines()
+    assert len(ref) == 2 and "one batch, pageable: 100 ms at 10 GB/s | GPU X, recorded reference run" in ref[1]
+
+
+def test_formats_text_follows_the_device(monkeypatch):
+    fp32 = _rate(1024, 100e9)
+    slow = bench.rate_ratio(_rate(1024, 1e9), fp32)
+    cpu = DeviceInfo("x", "cpu", 0, None, None, True, False, 2, "2.9", None, False, True, "3.11")
+    text = nb01.formats_text(cpu, [slow], {"matmul bf16": nb01.peaks.Offered("kept"), "matmul fp32": nb01.peaks.Offered()})
+    assert "bf16 ran" in text and "no TF32 row here" in text and text.endswith("matmul bf16: kept")
+    t4 = DeviceInfo("T4", "cuda", 1, 15.0, "7.5", False, False, 2, "2.9", "12", True, True, "3.11")
+    old = nb01.formats_text(t4, [slow], {})
+    assert "no TF32 tensor cores" in old and "emulates bf16" in old and "bf16 ran" not in old
+
+
+def test_formats_elsewhere_gives_datasheet_shares_on_a_listed_gpu(monkeypatch):
+    _no_gpu_run(monkeypatch)
+    rows = [_rate(8192, 33.5e12, "matmul fp32"), _rate(8192, 494.75e12, "matmul bf16")]
+    text = nb01.formats_elsewhere(rows, ["fp32", "bf16"], "NVIDIA H100 80GB HBM3")
+    assert "matmul fp32: 33.5 TFLOP/s = 50% of the NVIDIA H100 SXM5 80GB fp32 peak" in text
+    assert "= 50% of the NVIDIA H100 SXM5 80GB bf16 peak" in text and "For comparison, ELSEWHERE" in text
+    cpu = nb01.formats_elsewhere(rows, ["fp32", "bf16"], None)
+    assert "the table in section 3" in cpu and "matmul 8192×8192" in cpu  # the gpu profile's size, asked for
+
+
+def test_sizes_text_compares_the_repeated_size_with_its_earlier_timings():
+    even, odd, at_n = _rate(1032, 100e9), _rate(1031, 90e9), _rate(1024, 95e9)
+    mult8 = bench.rate_ratio(even, odd, "n=1032 vs n=1031")
+    text = nb01.sizes_text([even, odd, at_n], {"section 5": [_rate(1024, 95e9)], "the curve": [_rate(512, 1e9)]},
+                           mult8, nb01.peaks.Offered())
+    lines = text.splitlines()
+    assert len(lines) == 5 and "matmul 1024×1024 here vs section 5" in lines[3] and lines[4] == str(mult8)
+    said = nb01.sizes_text([even, odd, at_n], {}, mult8, nb01.peaks.Offered("raised: x", raised=True))
+    assert said.endswith("matmul 1024×1024: raised: x")
+
+
+def test_raised_text_names_both_peaks():
+    text = nb01.raised_text("cpu", _rate(2048, 150e9, "peak: matmul 2048×2048"), _rate(512, 120e9))
+    assert text.startswith("cpu: the run's fp32 peak is now 150.0 GFLOP/s (matmul 2048×2048)") and "120.0 GFLOP/s" in text

@@ -1,10 +1,16 @@
-"""Notebook 01 (GPU vs CPU): the exercise checks, and what its curve says about the stored peak."""
+"""Notebook 01 (GPU vs CPU): the exercise checks, what its curve says about the stored peak, and
+its measurements' lines as text (the cells measure; these functions word what they measured)."""
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
-from course_lib import bench, check
+from course_lib import bench, check, datasheet, device, peaks, profiles, published, report, units
+
+NB = "01_gpu_vs_cpu"
+COPY_KEYS = ["thirdparty_quadro_rtx6000_pinned_vs_pageable_h2d_1mib", "thirdparty_gh200_pageable_vs_pinned_1gib"]
+D2H_KEY = "pytorch_tutorial_nonblocking_d2h_erroneous"
+FORMAT_KEYS = ["karpathy_gpt2_124m_fp32_to_tf32_1000ms_to_333ms", "dle_resnet50_a100_1gpu_tf32_vs_amp"]
 
 
 def cpu_16bit_verdict(fmt: str, ratio: bench.Ratio, flags: Sequence[str]) -> str:
@@ -70,6 +76,178 @@ def gain_by_size_verdict(gain: bench.Ratio, other: bench.Ratio, n: int, other_n:
                 "here it does not depend on the size")
     return (f"the gain is {other.value:.2f}× at n={other_n} and {gain.value:.2f}× at n={n}, intervals apart, "
             "timed in the same rounds: it depends on the size, not only on the format")
+
+
+NAIVE, SYNCED = "no synchronize (wall clock)", "synchronize + wall clock"  # section 2's ways of timing
+
+
+def async_text(times: Mapping[str, float], what: str, where: str) -> str:
+    """Section 2's table, seconds per matmul `what` by way of timing (`times`, with :data:`NAIVE`
+    and :data:`SYNCED`), and how much faster it looked without synchronize on `where`; without
+    `times` (no GPU), :func:`async_elsewhere`."""
+    if not times:
+        return async_elsewhere()
+    lines = [f"{how:<30} | {units.fmt_time(sec):>9} per matmul" for how, sec in times.items()]
+    lines.append(f"without synchronize, {what} fp32 looked {times[SYNCED] / times[NAIVE]:.0f}× faster than it is "
+                 f"| {where}")
+    return "\n".join(lines)
+
+
+def async_elsewhere() -> str:
+    """Section 2 on a machine without a GPU: the recorded reference run's rows, and how much
+    faster its matmul looked without synchronize."""
+    lines = [published.elsewhere(NB, ("async: time", "async: matmul"))]
+    ref_device, ref = report.reference(NB)
+    naive, events = ref.get("async: time without sync"), ref.get("async: time with CUDA events")
+    if naive and events:  # the one number the section is about, from the recorded run
+        lines.append(f"on the {ref_device}, the matmul looked {events['value'] / naive['value']:.0f}× faster than "
+                     "it is when timed without synchronize")
+    return "\n".join(lines)
+
+
+def reads_text(reads: Mapping[str, tuple[float, float, float]]) -> str:
+    """Whether each read (name: '.item()', 'print') after queueing 10 matmuls waited for them, from
+    (seconds queueing, seconds queueing and reading, the matmuls' seconds on the GPU); without
+    `reads` (no GPU), the recorded reference run's."""
+    if not reads:
+        return published.elsewhere(NB, ("async: 10 queued",))
+    lines = []
+    for name, (queued_s, read_s, gpu_s) in reads.items():
+        waited = read_s >= 0.5 * gpu_s  # at least half of the matmuls' GPU time?
+        lines.append(f"{name:<8} queueing 10 matmuls took {units.fmt_time(queued_s)}; with the read, "
+                     f"{units.fmt_time(read_s)} (the 10 matmuls take {units.fmt_time(gpu_s)} on the GPU) → "
+                     f"{'it waited for the queue' if waited else 'it did not wait for the whole queue'}")
+    return "\n".join(lines)
+
+
+def curve_text(curve: Sequence[bench.Timing], sizes: Sequence[int], *, stored: bench.Timing, note: peaks.Note,
+               same: bench.Ratio, offered: peaks.Offered, peak: bench.Timing) -> str:
+    """Section 3 for one device: the `stored` peak and its `note`, `same` (the curve's point at the
+    peak's size over it) and what that says, what offering the curve's best point did
+    (`offered`), the `curve`'s rows as % of the run's `peak` as it then stands, and its verdicts."""
+    lines = [str(stored), f"  {note}", str(same), "  " + same_peak_verdict(same, stored, sizes)]
+    if offered:
+        lines.append(f"  {bench.best_rate(curve).name}: {offered}")
+    lines.append(f"% of peak below: of {units.fmt_rate(peak.rate, 'FLOP/s')}, this run's peak as it stands now")
+    lines += [f"{t} | {t.rate / peak.rate:6.1%} of peak" for t in curve]
+    return "\n".join(lines + bench.curve_verdicts(curve, sizes, peak=peak)) + "\n"
+
+
+def best_name(device_type: str) -> str:
+    """The report's key for the best point of device `device_type`'s rate curve ('cuda' → 'gpu …')."""
+    return f"{'cpu' if device_type == 'cpu' else 'gpu'} fp32 matmul, best of the rate curve"
+
+
+def vs_datasheet(cpu_peak: bench.Timing, gpu_peak: bench.Timing | None = None, gpu_name: str = "") -> str:
+    """The run's fp32 peaks against NVIDIA's datasheet: with a GPU, its peak against the CPU's
+    and against its datasheet figure; without, the datasheet table, how many times the CPU's
+    peak its slowest and fastest GPUs are rated at, and the recorded GPU run's peak."""
+    if gpu_peak is not None:
+        lines = [str(bench.rate_ratio(gpu_peak, cpu_peak, "GPU fp32 peak vs CPU fp32 peak"))]
+        spec = datasheet.lookup(gpu_name)
+        lines.append(f"{gpu_name} is not in the datasheet table." if spec is None else
+                     f"measured fp32 peak {units.fmt_rate(gpu_peak.rate, 'FLOP/s')} = "
+                     f"{gpu_peak.rate / (spec.fp32_tflops * 1e12):.0%} of the {spec.name} fp32 peak, "
+                     f"{spec.fp32_tflops:g} TFLOP/s (datasheet)")
+        return "\n".join(lines)
+    low = min(datasheet.SPECS, key=lambda s: s.fp32_tflops)
+    high = max(datasheet.SPECS, key=lambda s: s.fp32_tflops)
+    return "\n".join([
+        datasheet.table(),  # the course prints the full datasheet table here only
+        f"this CPU's measured fp32 peak, {units.fmt_rate(cpu_peak.rate, 'FLOP/s')}, against the datasheet fp32 "
+        f"column: {low.name} is rated at {low.fp32_tflops * 1e12 / cpu_peak.rate:,.0f}× it, "
+        f"{high.name} at {high.fp32_tflops * 1e12 / cpu_peak.rate:,.0f}×",
+        "What a GPU measured with this notebook's code: " + published.elsewhere(NB, ("gpu fp32 matmul peak",))])
+
+
+def early_read_text(read: tuple[float, float] | None) -> str:
+    """What reading a pinned host buffer before and after synchronize saw, `read` = (early, late),
+    2 expected; then (also without a GPU, `read` None) what PyTorch's tutorial found."""
+    tutorial = "What PyTorch's own tutorial found on a GPU: " + published.elsewhere(NB, keys=[D2H_KEY])
+    if read is None:
+        return tutorial
+    early, late = read
+    return "\n".join([f"mean of the host buffer: {early:g} read before synchronize, {late:g} after (2 expected)",
+                      "the early read saw stale data" if early != 2.0 else
+                      "this time the copy had landed before the early read; the read was still unsafe", tutorial])
+
+
+def batch_copy_text(batch_bytes: int, copies: Sequence[bench.Timing]) -> str:
+    """How long one batch of `batch_bytes` takes to reach the GPU at each measured bandwidth
+    (`copies`, host→device); without them, at the recorded reference run's."""
+    if copies:
+        return "\n".join(f"one {units.fmt_bytes(batch_bytes)} batch, {t.name.split()[-1]:>8}: "
+                         f"{units.fmt_time(batch_bytes / t.rate)} at {units.fmt_rate(t.rate, 'B/s')} | {t.device}"
+                         for t in copies)
+    lines = [f"On a GPU machine this converts the measured bandwidths into the time one "
+             f"{units.fmt_bytes(batch_bytes)} batch takes to reach the GPU. With the recorded reference run's:"]
+    ref_device, ref_rows = report.reference(NB)
+    for key, row in ref_rows.items():
+        if key.startswith("H→D") and row["unit"] == "GB/s":  # the reference machine's copies, not this one's
+            lines.append(f"  one batch, {key.split()[-1]:>8}: {units.fmt_time(batch_bytes / (row['value'] * 1e9))} "
+                         f"at {row['value']:.4g} GB/s | {ref_device}, recorded reference run, not on this machine")
+    return "\n".join(lines)
+
+
+def formats_text(info: device.DeviceInfo, ratios: Sequence[bench.Ratio], offered: Mapping[str, peaks.Offered],
+                 flags: Sequence[str] = ()) -> str:
+    """Section 5's notes on the formats' ratios to fp32 (`ratios`, bf16's first on a CPU): the
+    CPU's bf16 verdict read with its 16-bit instructions (`flags`), or what this GPU lacks
+    (`info`); then what offering each format's row to the run's peaks did (`offered`)."""
+    lines = []
+    if info.kind == "cpu":
+        lines += [f"{device.cpu_name()}: {cpu_16bit_verdict('bf16', ratios[0], flags)}",
+                  "(PyTorch's CPU fp32 and bf16 matmuls can run through different libraries, MKL or oneDNN; "
+                  "TF32 is a GPU tensor-core format, so there is no TF32 row here)"]
+    elif not info.tf32:
+        lines.append(f"This GPU (sm {info.capability}) has no TF32 tensor cores: there is no TF32 row.")
+    if info.kind == "cuda" and not info.bf16:
+        lines.append(f"This GPU (sm {info.capability}) has no bf16 tensor cores: PyTorch emulates bf16 "
+                     "there, which is why the float16 row is the one to use on it.")
+    lines += [f"{name}: {said}" for name, said in offered.items() if said]
+    return "\n".join(lines)
+
+
+def formats_elsewhere(formats: Sequence[bench.Timing], fmts: Sequence[str], gpu_name: str | None) -> str:
+    """Section 5 against others' figures: on a GPU (`gpu_name`), each format's rate as a share
+    of its datasheet peak (`fmts`: the datasheet's name of each row's format) and the published
+    training-step figures; without one, where the datasheet is, the recorded GPU run's formats
+    and the published figures."""
+    if gpu_name is None:
+        gpu_n = profiles.sizes(NB, "gpu", memory_gib=80).dtype_n  # the gpu profile's size
+        return ("What GPUs are rated at in TF32 and bf16 (datasheet, not measured here): the table in section 3.\n"
+                "What GPUs measured: " + published.elsewhere(
+                    NB, (f"matmul {gpu_n}×{gpu_n}", "float32+TF32 vs", "float16 vs", "bfloat16 vs"), FORMAT_KEYS))
+    spec, lines = datasheet.lookup(gpu_name), []
+    for t, fmt in zip(formats, fmts):
+        peak_tf = datasheet.peak_tflops(spec, fmt) if spec else None
+        if peak_tf:
+            lines.append(f"{t.name}: {units.fmt_rate(t.rate, 'FLOP/s')} = {t.rate / (peak_tf * 1e12):.0%} of "
+                         f"the {spec.name} {fmt} peak, {peak_tf:g} TFLOP/s (datasheet)")
+    return "\n".join(lines + ["For comparison, " + published.elsewhere(NB, keys=FORMAT_KEYS)])
+
+
+def sizes_text(rows: Sequence[bench.Timing], earlier: Mapping[str, Sequence[bench.Timing]],
+               mult8: bench.Ratio, offered: peaks.Offered) -> str:
+    """One format of the multiple-of-8 section: its `rows` (n, n − 1, section 5's size), the last
+    against the same matmul timed `earlier` (where: rows), the n vs n − 1 ratio `mult8`, and what
+    offering the last row to the run's peaks did (`offered`)."""
+    at_n = rows[-1]
+    lines = [str(t) for t in rows]
+    for where, timed in earlier.items():
+        if before := next((t for t in timed if t.name == at_n.name), None):  # the same matmul, timed before
+            lines.append(str(bench.rate_ratio(at_n, before, f"{at_n.name} here vs {where}, timed apart (another moment)")))
+    lines.append(str(mult8))
+    if offered:
+        lines.append(f"{at_n.name}: {offered}")
+    return "\n".join(lines)
+
+
+def raised_text(where: str, final: bench.Timing, read: bench.Timing) -> str:
+    """The fp32 peak of device `where` raised in this notebook to `final` from `read` (the one 00 measured)."""
+    return (f"{where}: the run's fp32 peak is now {units.fmt_rate(final.rate, 'FLOP/s')} "
+            f"({final.name.removeprefix('peak: ')}), raised in this notebook; 00 divided by the one it measured, "
+            f"{units.fmt_rate(read.rate, 'FLOP/s')}. The table below holds the raised one.")
 
 
 @check.exercise()
