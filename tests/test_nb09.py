@@ -1,8 +1,10 @@
-"""course_lib.lessons.nb09: notebook 09's exercise checks accept the answer and refuse wrong ones."""
+"""course_lib.lessons.nb09: notebook 09's exercise checks accept the answer and refuse wrong ones; the
+texts its cells print say what their numbers and branches say."""
 
 import pytest
 import torch
 
+from course_lib.bench import Ratio, Timing
 from course_lib.lessons import nb09
 from course_lib import memory
 from course_lib.memory import MemoryEstimate
@@ -97,3 +99,100 @@ def test_fp16_autocast_is_estimated_and_explored_like_bf16():
     assert "fp16 autocast" in nb09.PRECISIONS
     out = nb09.estimate_table(cfg, 4, "fp16 autocast", "adamw", "cpu", measure_up_to=64 * MiB)
     assert "fp16 autocast" in out and "measured peak" in out
+
+
+# ---- the words around the measurements ----
+
+def _t(name, median, iqr=0.0):
+    return Timing(name, "cpu", median, iqr, 5)
+
+
+def test_autocast_line_and_cpu_notes():
+    assert nb09.autocast_line(torch.bfloat16, False) == "autocast: bfloat16 | GradScaler: False"
+    assert nb09.autocast_line(None, False) == "autocast: off (float32) | GradScaler: False"
+    assert nb09.cpu_note("allocator").startswith("On a CPU, PyTorch keeps no cache of its own")
+    assert f"asks torch {torch.__version__} which name" in nb09.cpu_note("settings")
+    assert "figures published elsewhere" in nb09.cpu_note("settings")
+    assert nb09.cpu_note("snapshot").startswith("Allocator snapshots record CUDA memory")
+    with pytest.raises(ValueError, match="section"):
+        nb09.cpu_note("timeline")
+
+
+def test_tables_of_counters_phases_and_terms():
+    row = nb09.counter_table([("start", 0, 2 * MiB)])
+    assert row == f"{'start':<24} allocated {'0 B':>10}   reserved {'2.0 MiB':>10}"
+    phases = nb09.phase_table([("model", 0, MiB, MiB), ("forward 1", MiB, 3 * MiB, 2 * MiB)], "cpu").splitlines()
+    assert phases[0].endswith("(cpu)")
+    assert phases[2].split() == ["forward", "1", "1.0", "MiB", "3.0", "MiB", "2.0", "MiB"]
+    terms = nb09.terms_table({"parameters": MiB, "gradients": MiB}, 5 * MiB, "backward 1").splitlines()
+    assert len(terms) == 3 and terms[-1] == "peak of the step: 5.0 MiB, during 'backward 1'"
+
+
+def test_estimate_vs_measured_gives_each_error():
+    est = MemoryEstimate(params=MiB, grads=MiB, optimizer=2 * MiB, activations=10 * MiB)
+    measured = {"parameters": MiB, "gradients": MiB, "optimizer state (adamw)": 2 * MiB, "activations": 8 * MiB}
+    lines = nb09.estimate_vs_measured(est, measured, 16 * MiB).splitlines()
+    assert len(lines) == 6 and lines[4].endswith("+25.00 %") and lines[5].startswith("total vs the measured peak")
+    assert lines[5].endswith("-12.50 %")  # 14 MiB estimated, 16 measured
+    assert "(within ±15 %)" in nb09.peak_error_line(-12.5, "backward 1")
+    assert "(outside ±15 %); the measured peak is during 'forward 2'" in nb09.peak_error_line(20.0, "forward 2")
+
+
+def test_batch_guesses_and_what_a_step_adds():
+    lines = nb09.batch_guesses(40, 50, MiB, 42, 1.2 * MiB, (4, 8)).splitlines()
+    assert lines[0].split() == ["found", "by", "trying", "40"]
+    assert lines[1].endswith("50 (+25 %; 1.0 MiB per sequence)") and "batch 4 and 8" in lines[2]
+    above = nb09.beyond_saved_note(0.2 * MiB, 50, 40)
+    assert above.startswith("A step adds 204.8 KiB per sequence more") and "50 is above the 40 found" in above
+    assert "is not above the 40" in nb09.beyond_saved_note(0.2 * MiB, 40, 40)
+    assert nb09.beyond_saved_note(0, 50, 40).startswith("The measured steps add no more")
+
+
+def test_checkpointing_rows_and_verdicts():
+    rows = nb09.checkpoint_rows([_t("plain", 0.1, 0.01), _t("forward", 0.03, 0.002)], {"plain": 4 * MiB})
+    assert "peak    4.0 MiB |  100.0 ms (quartiles 95.0–105.0), 5 runs" in rows and " " * 15 + " |   30.0" in rows
+    cost = Ratio("time", 1.3, 1.25, 1.35, more="longer", less="shorter")
+    plain, fwd = _t("plain", 0.1, 0.01), _t("forward", 0.03, 0.002)  # the prediction: 129–141 ms
+    beyond = nb09.recompute_verdict(0.4, cost, plain, _t("ck", 0.2, 0.01), fwd).splitlines()
+    assert beyond[0].startswith("Checkpointing every block: peak memory 40 % lower; ")
+    assert beyond[2].startswith("verdict: checkpointing costs 70.0 ms beyond recomputing the forward")
+    below = nb09.recompute_verdict(-0.1, cost, plain, _t("ck", 0.11, 0.002), fwd)
+    assert "peak memory 10 % higher" in below and "costs 10.0 ms here, less than the blocks' forward alone" in below
+    within = nb09.recompute_verdict(0.4, cost, plain, _t("ck", 0.13, 0.01), fwd)
+    assert within.endswith("verdict: the extra time is the recomputed forward, within the spread of the repeats")
+
+
+def test_set_to_none_and_empty_cache_notes():
+    note = nb09.set_to_none_note({True: MiB, False: 3 * MiB}, {True: 5 * MiB, False: 7 * MiB})
+    assert "(+2.0 MiB)" in note and note.endswith("peak of step 2: 5.0 MiB vs 7.0 MiB")
+    made = nb09.empty_cache_note((MiB, 300 * MiB), (MiB, 2 * MiB), 256 * MiB).splitlines()
+    assert made[0].startswith("a 256.0 MiB temporary freed, then empty_cache(): allocated 1.0 MiB → 1.0 MiB")
+    assert len(made) == 2 and made[1].startswith("still reserved beyond what is allocated: 1.0 MiB")
+    assert "too little memory free" in nb09.empty_cache_note((MiB, 2 * MiB), (MiB, 2 * MiB), None)
+
+
+def test_allocator_settings_notes():
+    assert "reads both names" in nb09.alloc_conf_line({"PYTORCH_ALLOC_CONF": True, "PYTORCH_CUDA_ALLOC_CONF": True})
+    only = nb09.alloc_conf_line({"PYTORCH_ALLOC_CONF": False, "PYTORCH_CUDA_ALLOC_CONF": True})
+    assert "reads only PYTORCH_CUDA_ALLOC_CONF for CUDA: PYTORCH_ALLOC_CONF alone left" in only
+    assert "neither name" in nb09.alloc_conf_line({"PYTORCH_ALLOC_CONF": False, "PYTORCH_CUDA_ALLOC_CONF": False})
+    assert nb09.frag_line("", {"peak_allocated": MiB, "peak_reserved": 3 * MiB // 2}).endswith("(1.50×)")
+    frag = {"default": {"peak_reserved": 4 * MiB}, "expandable_segments:True": {"peak_reserved": 3 * MiB,
+                                                                                 "expandable": True}}
+    assert nb09.expandable_note(frag) == "expandable segments reserve less here: 3.0 MiB vs 4.0 MiB"
+    frag["expandable_segments:True"] = {"peak_reserved": 4 * MiB, "expandable": False}
+    unused = nb09.expandable_note(frag).splitlines()
+    assert unused[0].startswith("Expandable segments were asked for but not used")
+    assert "do not reserve less" in unused[1]
+
+
+def test_at_peak_report_and_the_profilers_cost():
+    rows = [("parameters / parameter", MiB, MiB), ("(no term) / autograd detail", None, 2 * MiB)]
+    report = nb09.at_peak_report(rows, "At the peak: ...", 2 * MiB, 4, 1 * MiB).splitlines()
+    assert report[2].split()[-3] == "-" and report[3] == "At the peak: ..."
+    assert report[4].startswith("autograd detail at the peak: 2.0 MiB at batch 4, 512.0 KiB per sequence, 50% of")
+    assert len(nb09.at_peak_report(rows, "v", 2 * MiB, 4, 0).splitlines()) == 4  # nothing added: no comparison
+    plain = _t("plain", 0.1, 0.01)  # upper quartile 105 ms
+    assert "2.50× as long, over twice" in nb09.profiler_cost(250, plain)
+    assert "1.50× as long, less than twice" in nb09.profiler_cost(150, plain)
+    assert nb09.profiler_cost(104, plain).endswith("no longer than section 5's quartiles allow")

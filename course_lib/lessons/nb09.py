@@ -1,15 +1,17 @@
 """Notebook 09 (memory): its largest moment, tried at a batch; the estimate held against what is live at
-the peak; the exercise checks."""
+the peak; the exercise checks; the words around its measurements (each function returns the text a
+cell prints)."""
 
 from __future__ import annotations
 
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_lib import check, memory
+from course_lib import check, memory, published, report
+from course_lib.bench import Ratio, Timing
 from course_lib.memory import MemoryEstimate, activation_bytes
 from course_lib.models import GPT, GPTConfig
 from course_lib.units import fmt_bytes
@@ -214,3 +216,206 @@ def estimate_table(cfg: object, batch: int, precision: str = "fp32", optimizer: 
     del model, idx, opt, scaler
     memory.free()
     return "\n".join(lines)
+
+
+# ---- the words around the measurements: each function returns the text a cell prints ----
+
+FRAG_FIGURES = ["torchtune_expandable_segments_a100_qlora", "cp2k_libtorch_expandable_segments_a40"]  # published
+
+
+def autocast_line(amp: torch.dtype | None, scaler: bool) -> str:
+    """The step's autocast dtype (or 'off (float32)') and whether a GradScaler runs."""
+    return f"autocast: {str(amp).removeprefix('torch.') if amp is not None else 'off (float32)'} | GradScaler: {scaler}"
+
+
+def cpu_note(section: str) -> str:
+    """What a section that needs a CUDA GPU says on a CPU, and what a GPU measured there: the
+    reference run's rows, or published figures. `section`: 'allocator', 'settings' or 'snapshot'."""
+    if section == "allocator":
+        return ("On a CPU, PyTorch keeps no cache of its own: a freed tensor goes back to the C library's "
+                "malloc, so there is no 'reserved' counter; this section needs a CUDA GPU.\n"
+                + report.reference_text("09_memory", prefixes=("allocate",)))
+    if section == "settings":
+        return ("empty_cache and expandable segments act on the CUDA caching allocator: they need a CUDA GPU. "
+                "As of torch 2.9.1 only PYTORCH_CUDA_ALLOC_CONF turned expandable segments on "
+                f"(pytorch/pytorch#183387); on a GPU this cell asks torch {torch.__version__} which name it reads.\n"
+                + published.elsewhere("09_memory", ("empty_cache", "fragmentation"), FRAG_FIGURES))
+    if section == "snapshot":
+        return ("Allocator snapshots record CUDA memory: they need a CUDA GPU; the profiler's timeline above is "
+                "the CPU's equivalent.\n" + report.reference_text("09_memory", prefixes=("snapshot",)))
+    raise ValueError(f"Unknown section {section!r}: 'allocator', 'settings' or 'snapshot'.")
+
+
+def counter_table(rows: Sequence[tuple[str, int, int]]) -> str:
+    """The allocator's two counters after each action: (what, allocated, reserved) bytes."""
+    return "\n".join(f"{what:<24} allocated {fmt_bytes(allocated):>10}   reserved {fmt_bytes(reserved):>10}"
+                     for what, allocated, reserved in rows)
+
+
+def phase_table(rows: Sequence[tuple[str, int, int, int]], device: str) -> str:
+    """Bytes live at each phase's start, its peak and its end: rows of (phase, start, peak, end)."""
+    return "\n".join([f"{'phase':<12} {'start':>10} {'peak':>10} {'end':>10}   ({device})"]
+                     + [f"{name:<12} {fmt_bytes(start):>10} {fmt_bytes(peak):>10} {fmt_bytes(end):>10}"
+                        for name, start, peak, end in rows])
+
+
+def terms_table(measured: Mapping[str, int], peak: int, where: str) -> str:
+    """Each term of the step's memory read from the phases, and the step's peak with its phase."""
+    return "\n".join([f"{term:<34} {fmt_bytes(nbytes):>11}" for term, nbytes in measured.items()]
+                     + [f"peak of the step: {fmt_bytes(peak)}, during '{where}'"])
+
+
+def estimate_vs_measured(est: MemoryEstimate, measured: Mapping[str, int], peak: int) -> str:
+    """The estimate's terms beside the measured ones (in `measured`'s order, the estimate's rows'
+    order), then the estimate's total beside the measured peak, each with its error."""
+    names = [*(term for term, _ in est.rows()[:-1]), "total vs the measured peak"]
+    return "\n".join([f"{'term':<34} {'estimate':>11} {'measured':>11} {'error':>8}"]
+                     + [f"{term:<34} {fmt_bytes(guess):>11} {fmt_bytes(got):>11} {100 * (guess - got) / got:+7.2f} %"
+                        for term, guess, got in zip(names, [n for _, n in est.rows()], [*measured.values(), peak])])
+
+
+def peak_error_line(error_pct: float, where: str, within: float = 15.0) -> str:
+    """The estimate's total taken as the peak: its error, whether within ±`within` %, and where the peak is."""
+    return (f"The total, taken as the peak, is off by {error_pct:+.1f} % "
+            f"({'within' if abs(error_pct) <= within else 'outside'} ±{within:g} %); the measured peak is during "
+            f"'{where}' (section 7: which terms are live at that moment).")
+
+
+def batch_guesses(found: int, from_estimate: int, per_seq: float, from_line: int, slope: float,
+                  measured_at: tuple[int, int]) -> str:
+    """The largest batch found by trying beside the two predictions, each with its error and the
+    bytes per sequence it assumes; `measured_at`: the two batches the straight line goes through."""
+    rows = [("from the estimate's activations", from_estimate, per_seq),
+            (f"from measured steps at batch {measured_at[0]} and {measured_at[1]}", from_line, slope)]
+    return "\n".join([f"{'found by trying':<41} {found}"]
+                     + [f"{how:<41} {guess} ({100 * (guess - found) / found:+.0f} %; {fmt_bytes(per)} per sequence)"
+                        for how, guess, per in rows])
+
+
+def beyond_saved_note(beyond_saved: float, from_estimate: int, found: int) -> str:
+    """What a step adds per sequence beyond the saved activations the estimate counts, and so
+    whether the estimate's batch is above the one found by trying."""
+    if beyond_saved <= 0:
+        return "The measured steps add no more per sequence than the saved activations the estimate counts."
+    return (f"A step adds {fmt_bytes(beyond_saved)} per sequence more than the saved activations the estimate counts: "
+            "what the step allocates besides them, such as what backward makes on its way (section 7 shows that at "
+            f"the peak as 'autograd detail'), which the estimate has no term for; so the estimate's {from_estimate} is "
+            f"{'above' if from_estimate > found else 'not above'} the {found} found by trying.")
+
+
+def checkpoint_rows(times: Sequence[Timing], peaks: Mapping[str, int]) -> str:
+    """Each variant's peak (where measured) and time with its quartiles and runs."""
+    rows = []
+    for t in times:
+        peak = f"peak {fmt_bytes(peaks[t.name]):>10}" if t.name in peaks else " " * 15
+        rows.append(f"{t.name:<26} {peak} | {1e3 * t.median_s:6.1f} ms (quartiles {1e3 * t.lo_s:.1f}–"
+                    f"{1e3 * t.hi_s:.1f}), {t.runs} runs")
+    return "\n".join(rows)
+
+
+def recompute_verdict(saving: float, cost: Ratio, plain: Timing, checkpointed: Timing, forward: Timing) -> str:
+    """Checkpointing's memory saved (`saving`: a share of the plain step's peak) and time cost; then a
+    plain step plus the blocks' forward once more (the prediction) beside the checkpointed step:
+    beyond the prediction's quartiles, below them, or within them."""
+    lo, hi = plain.lo_s + forward.lo_s, plain.hi_s + forward.hi_s  # over the quartiles of both
+    lines = [f"Checkpointing every block: peak memory {100 * abs(saving):.0f} % {'lower' if saving > 0 else 'higher'}; "
+             f"{cost}",
+             f"a plain step plus the blocks' forward: {1e3 * (plain.median_s + forward.median_s):.1f} ms "
+             f"({1e3 * lo:.1f}–{1e3 * hi:.1f}); measured with checkpointing: {1e3 * checkpointed.median_s:.1f} ms "
+             f"({1e3 * checkpointed.lo_s:.1f}–{1e3 * checkpointed.hi_s:.1f})"]
+    if checkpointed.lo_s > hi:
+        lines.append(f"verdict: checkpointing costs "
+                     f"{1e3 * (checkpointed.median_s - plain.median_s - forward.median_s):.1f} ms beyond recomputing "
+                     "the forward: the work checkpoint does besides recomputing (likely, per block, the random-number "
+                     "state saved and restored and a hook in Python for every tensor autograd saves; not timed apart "
+                     "here)")
+    elif checkpointed.hi_s < lo:
+        lines.append(f"verdict: checkpointing costs {1e3 * (checkpointed.median_s - plain.median_s):.1f} ms here, "
+                     f"less than the blocks' forward alone ({1e3 * forward.median_s:.1f} ms)")
+    else:
+        lines.append("verdict: the extra time is the recomputed forward, within the spread of the repeats")
+    return "\n".join(lines)
+
+
+def set_to_none_note(start: Mapping[bool, int], peak: Mapping[bool, int]) -> str:
+    """Bytes live at the start of step 2 and step 2's peak, with set_to_none True and False."""
+    return (f"live at the start of step 2: set_to_none=True {fmt_bytes(start[True])}, False {fmt_bytes(start[False])} "
+            f"(+{fmt_bytes(start[False] - start[True])})\npeak of step 2: {fmt_bytes(peak[True])} vs "
+            f"{fmt_bytes(peak[False])}")
+
+
+def empty_cache_note(before: tuple[int, int], after: tuple[int, int], scratch: int | None) -> str:
+    """Allocated and reserved bytes before and after empty_cache() (`scratch`: the bytes of the
+    temporary freed first, None where the GPU had too little free for it), and what stays reserved."""
+    made = f"a {fmt_bytes(scratch)} temporary freed, then " if scratch is not None else ""
+    lines = [f"{made}empty_cache(): allocated {fmt_bytes(before[0])} → {fmt_bytes(after[0])}, reserved "
+             f"{fmt_bytes(before[1])} → {fmt_bytes(after[1])}"]
+    if scratch is None:
+        lines.append("This GPU has too little memory free for the temporary: nothing was cached to hand back.")
+    lines.append(f"still reserved beyond what is allocated: {fmt_bytes(after[1] - after[0])}, in segments that also "
+                 "hold a live tensor: empty_cache releases only segments with nothing live in them")
+    return "\n".join(lines)
+
+
+def alloc_conf_line(reads: Mapping[str, bool]) -> str:
+    """Which of the two variable names (name -> whether it alone turned expandable segments on) this torch reads."""
+    read, ignored = [n for n, on in reads.items() if on], [n for n, on in reads.items() if not on]
+    if len(read) == 2:
+        return f"torch {torch.__version__} reads both names: either one turns expandable segments on"
+    if read:
+        return f"torch {torch.__version__} reads only {read[0]} for CUDA: {ignored[0]} alone left the segments fixed"
+    return (f"torch {torch.__version__}: neither name turned expandable segments on here (this platform or "
+            "driver may lack them)")
+
+
+def frag_line(conf: str, result: Mapping[str, int]) -> str:
+    """One run of the fragmentation script: its peak allocated and reserved bytes and their ratio."""
+    return (f"{conf or 'default':<26} peak allocated {fmt_bytes(result['peak_allocated']):>10}  "
+            f"peak reserved {fmt_bytes(result['peak_reserved']):>10}  "
+            f"({result['peak_reserved'] / result['peak_allocated']:.2f}×)")
+
+
+def expandable_note(frag: Mapping[str, Mapping]) -> str:
+    """Whether expandable segments reserved less than the default in the two runs (`frag`: 'default'
+    and 'expandable_segments:True' -> the script's result), and whether they were used at all."""
+    d, e = (frag[k]["peak_reserved"] for k in ("default", "expandable_segments:True"))
+    lines = [] if frag["expandable_segments:True"]["expandable"] else [  # e.g. Windows: PyTorch warns and ignores it
+        "Expandable segments were asked for but not used here (this platform or driver lacks them): "
+        "both runs used the default allocator."]
+    lines.append(f"expandable segments {'reserve less' if e < d else 'do not reserve less'} here: "
+                 f"{fmt_bytes(e)} vs {fmt_bytes(d)}")
+    return "\n".join(lines)
+
+
+def at_peak_report(by_term: Sequence[tuple[str, int | None, int]], verdict: str, detail: int, batch: int,
+                   beyond_saved: float) -> str:
+    """The estimate's terms beside what is live at the peak (:func:`estimate_at_peak`'s rows and
+    sentence); then, where autograd detail is live there and section 4's steps added bytes beyond the
+    saved activations, the detail per sequence as a share of those."""
+    lines = [f"{'estimate term / category at the peak':<40} {'estimate':>10} {'live at the peak':>17}"]
+    lines += [f"{name:<40} {'-' if guess is None else fmt_bytes(guess):>10} {fmt_bytes(live):>17}"
+              for name, guess, live in by_term]
+    lines.append(verdict)
+    if detail and beyond_saved > 0:
+        lines.append(f"autograd detail at the peak: {fmt_bytes(detail)} at batch {batch}, {fmt_bytes(detail / batch)} "
+                     f"per sequence, {detail / batch / beyond_saved:.0%} of the {fmt_bytes(beyond_saved)} per sequence "
+                     "that section 4's steps added beyond the estimate's activations")
+    return "\n".join(lines)
+
+
+def profiler_cost(profiled_ms: float, plain: Timing) -> str:
+    """Step 2's forward + backward under the profiler beside section 5's plain step (timed at another
+    moment): over twice its upper quartile (most of it the profiler's recording), more than its upper
+    quartile but less than twice (no measure of the profiler's cost), or within its quartiles."""
+    plain_ms, hi_ms = 1e3 * plain.median_s, 1e3 * plain.hi_s
+    head = (f"step 2's forward + backward: {profiled_ms:.0f} ms under the profiler (the plot's clock) vs "
+            f"{plain_ms:.0f} ms (quartiles {1e3 * plain.lo_s:.0f}–{hi_ms:.0f}) without it in section 5, measured at "
+            "another moment, not in turns: ")
+    if profiled_ms > 2 * hi_ms:
+        return head + (f"{profiled_ms / plain_ms:.2f}× as long, over twice section 5's upper quartile: more than two "
+                       "unpaired moments usually differ by, so most of it is the profiler recording every allocation "
+                       "with its shapes and Python stack")
+    if profiled_ms > hi_ms:
+        return head + (f"{profiled_ms / plain_ms:.2f}× as long, less than twice section 5's upper quartile: two "
+                       "unpaired moments can differ by that much, so this pair does not measure the profiler's cost")
+    return head + "no longer than section 5's quartiles allow"
