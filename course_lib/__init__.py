@@ -40,7 +40,7 @@ textdata    text for language models, offline: a corpus, the byte tokenizer, nex
 attention   attention written out: masks, scaled dot-product and multi-head attention (the GPT's)
 models      the seed CNN, torchvision ResNets, the GPT, the MLPs of 05/06 (mlp, deep_mlp)
 train       the training loop (AMP, accumulation, clipping, LR schedule, exact resume)
-checkpoint  checkpoint files: a digest, clear errors, RNG states, fitting a run
+checkpoint  checkpoint files: a digest, clear errors, RNG states, fitting a run; a training run's resume state
 
 *Course plumbing*
 profiles    run profiles (smoke/cpu/gpu/auto), GPU classes, and every notebook's declaration:

@@ -152,6 +152,46 @@ def _misfit(path: str | os.PathLike, what: str) -> None:
     raise CheckpointError(f"{path} does not fit this model: {what}.")
 
 
+# ---- a training run's checkpoint: what exact resume needs (train.fit writes and reads it) ------
+
+RUN_FORMAT = "course_lib.train/3"  # written into every run's state; checked on resume
+
+
+def save_run(path: str | os.PathLike, model: nn.Module, optimizer: torch.optim.Optimizer,
+             scaler: torch.amp.GradScaler | None, position: tuple[int, int, int], history: dict,
+             plan: dict[str, Any]) -> None:
+    """Write, atomically, everything exact resume needs: weights, optimizer and scaler states,
+    `position` (step, epoch, batch), the run's `history`, its `plan` (what must not change on
+    resume) and every RNG state."""
+    step, epoch, batch = position
+    save_checkpoint(path, {
+        "format": RUN_FORMAT, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+        "scaler": scaler.state_dict() if scaler else None, "step": step, "epoch": epoch, "batch": batch,
+        "trajectory": plan, "rng": capture_rng(), "history": history,
+    })
+
+
+def load_run(path: str | os.PathLike, model: nn.Module, optimizer: torch.optim.Optimizer,
+             scaler: torch.amp.GradScaler | None, plan: dict[str, Any]) -> dict[str, Any]:
+    """Restore a checkpoint written by :func:`save_run` into this run, after checking that it ran
+    with the same `plan`; RNG states are restored last. Returns ``{"position": (step, epoch,
+    batch), "history": the saved history}``."""
+    state = load_checkpoint(path)
+    if state.get("format") != RUN_FORMAT:
+        raise CheckpointError(f"{path} was not written by course_lib.train ({RUN_FORMAT}).")
+    check_same(path, state["trajectory"], plan)
+    load_weights(path, model, state["model"])
+    try:
+        optimizer.load_state_dict(state["optimizer"])
+    except (ValueError, KeyError) as exc:
+        raise CheckpointError(f"{path} does not fit this optimizer: its parameter groups "
+                              "differ from this model's trainable parameters.") from exc
+    if scaler is not None:
+        scaler.load_state_dict(state["scaler"])
+    restore_rng(state["rng"])
+    return {"position": (state["step"], state["epoch"], state["batch"]), "history": state["history"]}
+
+
 # ---- random number generators ---------------------------------------------------------
 
 def capture_rng() -> dict[str, Any]:

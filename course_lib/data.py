@@ -23,7 +23,7 @@ import math
 import os
 from pathlib import Path
 
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
@@ -246,6 +246,17 @@ def make_loader(dataset: Dataset, batch_size: int, *, shuffle: bool = True,
     sampler = EpochBatchSampler(len(dataset), batch_size, shuffle, drop_last, seed)
     generator = torch.Generator().manual_seed(seed)  # worker seeds, not the global RNG
     return DataLoader(dataset, batch_sampler=sampler, generator=generator, **loader_kwargs)
+
+
+def dataset_size(loader: Iterable) -> int | None:
+    """How many samples one epoch of `loader` draws from (None when the loader does not say)."""
+    sampler = getattr(loader, "batch_sampler", None)
+    if isinstance(sampler, EpochBatchSampler):
+        return sampler.n
+    try:
+        return len(loader.dataset)
+    except (AttributeError, TypeError):
+        return None
 
 
 class TensorLoader:

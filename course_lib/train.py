@@ -19,7 +19,7 @@ import os
 import sys
 import time
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, astuple, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
@@ -30,12 +30,10 @@ from tqdm.auto import tqdm
 from tqdm.std import tqdm as text_tqdm
 
 from course_lib import checkpoint, data, device, units, utilisation
-from course_lib.checkpoint import CheckpointError
 
 __all__ = ["TrainConfig", "History", "fit", "evaluate", "forward_backward", "warmup_cosine", "param_groups",
            "cross_entropy", "lr_at", "IGNORE_INDEX", "progress", "amp_for"]
 
-FORMAT = "course_lib.train/3"  # written into every checkpoint's state; checked on resume
 AMP_DTYPES = {"off": None, "fp16": torch.float16, "bf16": torch.bfloat16}
 LossFn = Callable[[Any, torch.Tensor], torch.Tensor]
 
@@ -297,7 +295,8 @@ def fit(model: nn.Module, loader: Iterable, cfg: TrainConfig | None = None, *,
 
     pos, history = Position(), History()
     if resume_from is not None:
-        pos, history = load(resume_from, model, optimizer, scaler, plan)  # RNG states too
+        state = checkpoint.load_run(resume_from, model, optimizer, scaler, plan)  # RNG states too
+        pos, history = Position(*state["position"]), History(**state["history"])
     else:
         checkpoint.seed_everything(cfg.seed)
     bar = progress(total=total, initial=pos.step, unit="step", disable=not cfg.progress)
@@ -574,51 +573,14 @@ def trajectory(cfg: TrainConfig, loader: Iterable) -> dict[str, Any]:
         "clip_grad_norm": cfg.clip_grad_norm,
         "accum_steps": cfg.accum_steps,
         "batch_size": getattr(sampler, "batch_size", None) or getattr(loader, "batch_size", None),
-        "dataset_size": _dataset_size(loader),
+        "dataset_size": data.dataset_size(loader),
         "batches_per_epoch": len(loader),
         "lr": [lr_at(cfg, step) for step in range(steps)],
     }
 
 
-def _dataset_size(loader: Iterable) -> int | None:
-    """How many samples one epoch draws from (None when the loader does not say)."""
-    sampler = getattr(loader, "batch_sampler", None)
-    if isinstance(sampler, data.EpochBatchSampler):
-        return sampler.n
-    try:
-        return len(loader.dataset)
-    except (AttributeError, TypeError):
-        return None
-
-
 def save(path: str | Path, model: nn.Module, optimizer: torch.optim.Optimizer,
-         scaler: torch.amp.GradScaler | None, pos: Position, history: History,
-         plan: dict[str, Any]) -> int:
-    """Write everything exact resume needs, atomically; returns the step saved."""
-    checkpoint.save_checkpoint(path, {
-        "format": FORMAT, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-        "scaler": scaler.state_dict() if scaler else None,
-        "step": pos.step, "epoch": pos.epoch, "batch": pos.batch,
-        "trajectory": plan, "rng": checkpoint.capture_rng(), "history": asdict(history),
-    })
+         scaler: torch.amp.GradScaler | None, pos: Position, history: History, plan: dict[str, Any]) -> int:
+    """Write everything exact resume needs (:func:`checkpoint.save_run`); returns the step saved."""
+    checkpoint.save_run(path, model, optimizer, scaler, astuple(pos), asdict(history), plan)
     return pos.step
-
-
-def load(path: str | Path, model: nn.Module, optimizer: torch.optim.Optimizer,
-         scaler: torch.amp.GradScaler | None, plan: dict[str, Any]) -> tuple[Position, History]:
-    """Restore a checkpoint written by :func:`save` into this run, after checking that it
-    ran with the same trajectory; RNG states are restored last."""
-    state = checkpoint.load_checkpoint(path)
-    if state.get("format") != FORMAT:
-        raise CheckpointError(f"{path} was not written by course_lib.train ({FORMAT}).")
-    checkpoint.check_same(path, state["trajectory"], plan)
-    checkpoint.load_weights(path, model, state["model"])
-    try:
-        optimizer.load_state_dict(state["optimizer"])
-    except (ValueError, KeyError) as exc:
-        raise CheckpointError(f"{path} does not fit this optimizer: its parameter groups "
-                              "differ from this model's trainable parameters.") from exc
-    if scaler is not None:
-        scaler.load_state_dict(state["scaler"])
-    checkpoint.restore_rng(state["rng"])
-    return Position(state["step"], state["epoch"], state["batch"]), History(**state["history"])

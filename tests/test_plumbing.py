@@ -38,3 +38,9 @@ def test_make_plumbing_runs_as_printed():
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "all notebooks" in done.stdout and "checking conventions:" in done.stdout and "largest module:" in done.stdout
+
+
+def test_the_course_meets_its_plumbing_targets():
+    """Issue 52's bar, held from now on: the notebooks show the technique (print/report at most
+    15 % of their code, 20 % in any one), at most 3 ways to check, no module over 600 lines."""
+    assert plumbing.unmet(sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))) == []
