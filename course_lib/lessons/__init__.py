@@ -10,8 +10,10 @@ nb03  mixed precision: formats, loss scaling, runs compared by precision
 nb04  gradient accumulation: micro-batches vs one big batch, what breaks it
 nb05  DataParallel: scatter, replicate, parallel_apply, gather on one device; replicas on threads
 nb06  DDP and FSDP2: the single-process reference, collectives checked, bytes per rank
-nb07  attention: SDPA's kernels named and timed, the sweep over lengths, the toy task, the snippet
-nb08  Transformer training: the exercise checks (FLOPs per token, accumulation steps)
+nb07  attention: SDPA's kernels named and timed, the sweep over lengths (from lessons/seqlen.py), the toy
+      task, the snippet, the words around each measurement
+nb08  Transformer training: the words around each measurement (MFU, utilisation, the long run), the
+      checks of its claims (weight-decay groups, beating the unigram baseline, resume) and exercises
 nb09  memory: the exercise checks (AdamW's state, bytes saved for backward)
 nb10  compile and profile: the exercise checks (arithmetic intensity, a loop without syncs)
 nb11  model parallelism: the model every script splits, pipeline schedules and their bubble
