@@ -37,7 +37,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
-from course_lib import models, ranks, sharding
+from course_lib import check, models, ranks, sharding
 
 # The gradients are summed in another order (over the tp ranks, then the dp ranks): fp32
 # rounding. AdamW divides by their root-mean-square, so the weights' rounding can grow a little
@@ -109,7 +109,7 @@ def main() -> None:
     ref_opt = torch.optim.AdamW(model.parameters(), lr=a.lr)  # one process, the whole batch
     mine = mesh["dp"].get_local_rank()  # which rows of each batch this rank's dp group takes
 
-    diffs, grad_diffs, losses = [], [], []
+    rows, losses = [], []  # check.agreement rows: each step's gradients, then its weights
     for step in range(a.steps):
         xb, yb = x[step].chunk(dp)[mine], y[step].chunk(dp)[mine]  # the same on both tp ranks
         loss = F.mse_loss(two_d(xb), yb)
@@ -120,27 +120,31 @@ def main() -> None:
         ref_opt.zero_grad(set_to_none=True)
         ref_loss.backward()
 
-        grads = [(p.grad.full_tensor(), q.grad) for p, q in zip(two_d.parameters(), model.parameters())]
-        grad_diffs.append(max((g - r).abs().max().item() for g, r in grads))
-        if not all(torch.allclose(g, r, atol=GRAD_ATOL, rtol=GRAD_RTOL) for g, r in grads):
-            raise AssertionError(f"rank {rank}, step {step}: the 2D model's gradients differ from one "
-                                 f"process by {grad_diffs[-1]:.2e} (atol {GRAD_ATOL:g}, rtol {GRAD_RTOL:g})")
+        grads = [p.grad.full_tensor() for p in two_d.parameters()]  # gathers
+        rows.append(check.agreement(f"step {step + 1}: gradients vs one process on the whole batch", grads,
+                                    [q.grad for q in model.parameters()], atol=GRAD_ATOL, rtol=GRAD_RTOL))
+        if not rows[-1]["ok"]:
+            raise AssertionError(f"rank {rank}: {check.fmt_agreement(rows[-1])}")
         opt.step()
         ref_opt.step()
 
-        pairs = [(p.full_tensor(), q.detach()) for p, q in zip(two_d.parameters(), model.parameters())]  # gathers
-        diffs.append(max((p - q).abs().max().item() for p, q in pairs))
+        weights = [p.full_tensor() for p in two_d.parameters()]  # gathers
+        moved = max((q - p).abs().max().item() for q, p in zip(model.parameters(), start.parameters()))
+        rows.append(check.agreement(f"step {step + 1}: weights after AdamW (up to {moved:.1e} from where they "
+                                    "started) vs one process", weights, [q.detach() for q in model.parameters()],
+                                    atol=ATOL, rtol=RTOL))
         losses.append(dict(two_d=loss.item(), reference=ref_loss.item()))
-        if not all(torch.allclose(p, q, atol=ATOL, rtol=RTOL) for p, q in pairs):
-            raise AssertionError(f"rank {rank}, step {step}: the 2D model's weights differ from one "
-                                 f"process by {diffs[-1]:.2e} (atol {ATOL:g}, rtol {RTOL:g})")
-    moved = max((q - p).abs().max().item() for q, p in zip(model.parameters(), start.parameters()))
+        if not rows[-1]["ok"]:
+            raise AssertionError(f"rank {rank}: {check.fmt_agreement(rows[-1])}")
+    every: list[list[dict]] = [[] for _ in range(W)]
+    dist.all_gather_object(every, rows)  # each rank compared the gathered weights: the worst rank's
+    checks = check.merge(every)
     ranks.print0(f"{a.steps} AdamW steps: gradients and weights equal one process at each (max |Δ| "
-                 f"{max(grad_diffs):.1e} and {max(diffs):.1e}; "
+                 f"{max(r['max_abs'] for r in checks[0::2]):.1e} and {max(r['max_abs'] for r in checks[1::2]):.1e}; "
                  f"largest change by training {moved:.1e})")
 
-    rows: list[dict] = [{} for _ in range(W)]
-    dist.all_gather_object(rows, dict(rank=rank, dp=mine, tp=mesh["tp"].get_local_rank(),
+    per_rank: list[dict] = [{} for _ in range(W)]
+    dist.all_gather_object(per_rank, dict(rank=rank, dp=mine, tp=mesh["tp"].get_local_rank(),
                                       local_shapes=[list(p.to_local().shape) for p in two_d.parameters()],
                                       placements=[str(p.placements) for p in two_d.parameters()],
                                       groups=dict(dp=dist.get_process_group_ranks(mesh["dp"].get_group()),
@@ -150,9 +154,8 @@ def main() -> None:
                    width=a.width, layers=a.layers, batch=a.batch, steps=a.steps, lr=a.lr,
                    names=[n for n, _ in model.named_parameters()],
                    shapes=[list(p.shape) for p in model.parameters()],
-                   one_process=sharding.held_bytes(model, ref_opt), per_rank=rows,
-                   atol=ATOL, rtol=RTOL, max_abs_diff=diffs, grad_atol=GRAD_ATOL, grad_rtol=GRAD_RTOL,
-                   max_grad_diff=grad_diffs, max_change=moved, losses=losses)
+                   one_process=sharding.held_bytes(model, ref_opt), per_rank=per_rank,
+                   checks=checks, max_change=moved, losses=losses)
     ranks.write_json0(Path(a.out) / "results.json", results)
     ranks.teardown()
 

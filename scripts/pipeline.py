@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from course_lib import memory, models, ranks
+from course_lib import check, memory, models, ranks
 from course_lib.lessons import nb11
 
 ATOL, RTOL = 1e-6, 1e-5  # fp32: the micro-batches' gradients add up in another order
@@ -208,41 +208,40 @@ def main() -> None:
     # ---- the same output and gradients as one process on the whole batch ----
     ref_out, ref_grads = nb11.reference(model.to(ctx.device), x, y)  # every rank has the model
     mine = slice(2 * bounds[stage], 2 * bounds[stage + 1])  # this stage's (weight, bias) pairs
-    checks = []
-    for kind in a.schedules:
-        _, result = run(part, x, y, kind, max(a.micro), ctx, clock, keep=True, fail=a.fail_stage == stage)
-        diffs = [(p.grad - g).abs().max().item() for p, g in zip(part.parameters(), ref_grads[mine])]
-        ok = all(torch.allclose(p.grad, g, atol=ATOL, rtol=RTOL)
-                 for p, g in zip(part.parameters(), ref_grads[mine]))
-        if result:
-            out = torch.cat(result)
-            ok = ok and torch.allclose(out, ref_out, atol=ATOL, rtol=RTOL)
-            diffs.append((out - ref_out).abs().max().item())
-        checks.append(dict(schedule=kind, micro=max(a.micro), stage=stage, max_abs_diff=max(diffs), ok=ok))
-        if not ok:
-            raise AssertionError(f"stage {stage}, {kind}: differs from one process by {max(diffs):.2e}")
-
-    # ---- PyTorch's own schedule on a copy of this stage: equal to the written-out step ----
-    api = []
+    checks = []  # check.agreement rows: torch.allclose's test, with the largest |Δ| and its share
     for kind in a.schedules:
         m = max(a.micro)
-        skip = nb11.api_skip(kind, m, stages, ctx.backend)
-        row = dict(schedule=kind, micro=m, stage=stage, skipped=skip)
-        if skip is None:
+        _, result = run(part, x, y, kind, m, ctx, clock, keep=True, fail=a.fail_stage == stage)
+        got, want = [p.grad for p in part.parameters()], ref_grads[mine]
+        if result:  # the last stage: its output too
+            got, want = got + [torch.cat(result)], want + [ref_out]
+        what = f"{kind}, {m} micro-batches, stage {stage}: {'gradients and output' if result else 'gradients'}"
+        checks.append(check.agreement(f"{what} vs one process", got, want, atol=ATOL, rtol=RTOL))
+        if not checks[-1]["ok"]:
+            raise AssertionError(check.fmt_agreement(checks[-1]))
+
+    # ---- PyTorch's own schedule on a copy of this stage: equal to the written-out step ----
+    api, skipped = [], []  # agreement rows; a sentence for each schedule not run
+    for kind in a.schedules:
+        m, name = max(a.micro), nb11.API_SCHEDULES[kind]
+        skip = nb11.api_skip(kind, m, stages, ctx.backend)  # the same on every stage
+        if skip is not None:
+            skipped.append(f"{name}: not run. {skip}")
+        else:
             _, result = run(part, x, y, kind, m, ctx, clock, keep=True)  # written out, as above
             twin = copy.deepcopy(part)  # the same weights, gradients of its own
             for p in twin.parameters():
                 p.grad = None
             dist.barrier()
             out = api_step(twin, x, y, kind, m, stage, stages, ctx.device)
-            pairs = [(q.grad, p.grad) for q, p in zip(twin.parameters(), part.parameters())]
-            pairs += [(out, torch.cat(result))] if out is not None else []
-            row.update(max_abs_diff=max((g - w).abs().max().item() for g, w in pairs),
-                       ok=all(torch.allclose(g, w, atol=ATOL, rtol=RTOL) for g, w in pairs))
-            if not row["ok"]:
-                raise AssertionError(f"stage {stage}: PyTorch's {kind} differs from the written-out "
-                                     f"one by {row['max_abs_diff']:.2e}")
-        api.append(row)
+            got, want = [q.grad for q in twin.parameters()], [p.grad for p in part.parameters()]
+            if out is not None:  # the last stage: the output too
+                got, want = got + [out], want + [torch.cat(result)]
+            api.append(check.agreement(f"{name}, {m} micro-batches, torch {torch.__version__}: every stage's "
+                                       f"gradients and the output vs the written-out {kind}'s", got, want,
+                                       atol=ATOL, rtol=RTOL))
+            if not api[-1]["ok"]:
+                raise AssertionError(f"stage {stage}: {check.fmt_agreement(api[-1])}")
         dist.barrier()
 
     # ---- timelines: every pass of every stage, --repeats rounds of every schedule and m ----
@@ -270,12 +269,12 @@ def main() -> None:
                    repeats=a.repeats, bounds=bounds, atol=ATOL, rtol=RTOL,
                    threads=torch.get_num_threads(),
                    torch=torch.__version__, checks=[c for row in rows for c in row["checks"]],
-                   api=[c for row in rows for c in row["api"]],
+                   api=check.merge([row["api"] for row in rows]), api_skipped=skipped,
                    peak_bytes=[p for row in rows for p in row["peaks"]],
                    micro_bytes=[h for row in rows for h in row["held"]],
                    passes=[dict(stage=s, **t) for s, row in enumerate(rows) for t in row["timelines"]])
-    ranks.print0("checks: " + ", ".join(f"{c['schedule']} stage {c['stage']} max |Δ| {c['max_abs_diff']:.1e}"
-                                        for c in results["checks"]))
+    ranks.print0("checks: " + ", ".join(f"{r['what'].split(':')[0]} max |Δ| {r['max_abs']:.1e}"
+                                        for r in results["checks"] + results["api"]))
     ranks.write_json0(Path(a.out) / "results.json", results)
     ranks.teardown()
 

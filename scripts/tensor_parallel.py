@@ -20,7 +20,7 @@ reference) and keeps its 1/W share of their weights:
 3. The MLP again with DTensor: ``parallelize_module`` with ``ColwiseParallel`` and
    ``RowwiseParallel`` does what part 1 writes out.
 
-Each part asserts the output, the input gradient and every parameter gradient (each rank's
+Each part asserts the output, the input gradient and the parameter gradients (each rank's
 shard against the same slice of the one-process gradient) equal to one process. Every
 all-reduce that ``f`` and ``g`` run is logged (shape, bytes) beside the predicted count; one
 forward + backward of the tensor-parallel MLP and of the full MLP in one process are timed in
@@ -43,12 +43,12 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor.debug import CommDebugMode
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
-from course_lib import bench, models, ranks, units
+from course_lib import bench, check, models, ranks, units
 from course_lib.lessons import nb11
 
 # Tensor parallelism computes the same sums as one process, split and added in another order
 # (a row-parallel output is W partial sums added by the all-reduce): fp32 rounding, no more.
-# Per element |Δ| <= ATOL·(largest |value| compared) + RTOL·|reference| (see Checks).
+# Per element |Δ| <= ATOL·(largest |value| compared) + RTOL·|reference| (see close).
 ATOL, RTOL = 1e-5, 1e-4
 
 
@@ -218,45 +218,36 @@ def largest(ts: Iterable[torch.Tensor]) -> float:
     return max(t.abs().max().item() for t in ts)
 
 
-class Checks:
-    """Each comparison with one process: asserted here, listed for results.json.
+def close(rows: list[dict], what: str, got: torch.Tensor | list[torch.Tensor],
+          want: torch.Tensor | list[torch.Tensor], scale: float | None = None) -> None:
+    """Compare `got` with one process's `want` (tensors, or lists of them), append the
+    ``check.agreement`` row to `rows`, and raise its line when it is not close.
 
-    The allowance is ``atol·scale + rtol·|reference|`` per element, `scale` the largest |entry|
+    The allowance is ``ATOL·scale + RTOL·|reference|`` per element, `scale` the largest |entry|
     compared (for parameter gradients: of any of the layer's gradients). fp32 keeps about 7
     digits of the numbers added up, so a sum that cancels to nearly 0 (a gradient summed over
     B·T positions) still carries an error the size of its terms: the tolerance follows the size
     of the values, not an absolute 1e-5 that a smaller loss or a larger batch would make loose or
     tight."""
-
-    def __init__(self, rank: int):
-        self.rank, self.rows = rank, []
-
-    def close(self, name: str, got: torch.Tensor, want: torch.Tensor,
-              scale: float | None = None) -> None:
-        scale = largest([want]) if scale is None else scale
-        gap = (got - want).abs()
-        allowed = (ATOL * scale + RTOL * want.abs()).clamp_min(1e-30)  # never 0: 0/0 would be nan
-        share = (gap / allowed).max().item()  # the worst element's share of its allowance
-        self.rows.append(dict(name=name, max_abs_diff=gap.max().item(), scale=scale,
-                              worst_share=share, atol=ATOL, rtol=RTOL, passed=share <= 1))
-        assert share <= 1, (f"rank {self.rank}: {name} differs from one process by up to "
-                            f"{gap.max().item():.2e}, beyond {ATOL:g}·{scale:.2e} "
-                            f"+ {RTOL:g}·|reference|")
+    scale = largest(want if isinstance(want, list) else [want]) if scale is None else scale
+    rows.append(check.agreement(what, got, want, atol=ATOL * scale, rtol=RTOL))
+    if not rows[-1]["ok"]:
+        raise AssertionError(f"rank {dist.get_rank()}: {check.fmt_agreement(rows[-1])}")
 
 
-def check_parallel(checks: Checks, name: str, full: nn.Module, tp: nn.Module, x: torch.Tensor,
+def check_parallel(rows: list[dict], name: str, full: nn.Module, tp: nn.Module, x: torch.Tensor,
                    y: torch.Tensor, rank: int, world: int) -> torch.Tensor:
     """`tp` (this rank's share of `full`) against `full` in one process: output, input gradient,
     each local parameter's gradient against its slice of the full one. Returns `tp`'s output."""
     ref_out, ref_dx = run(full, x, y)
     out, dx = run(tp, x, y)
-    checks.close(f"{name} output", out, ref_out)
-    checks.close(f"{name} input grad", dx, ref_dx)
+    close(rows, f"{name}: output vs one process", out, ref_out)
+    close(rows, f"{name}: input gradient vs one process", dx, ref_dx)
     ref = dict(full.named_parameters())
-    scale = largest(p.grad for p in full.parameters())
-    for local, (source, dim) in tp.PLAN.items():
-        want = shard(ref[source].grad, dim, rank, world)
-        checks.close(f"{name} grad {local} ({source})", getattr(tp, local).grad, want, scale)
+    got = [getattr(tp, local).grad for local in tp.PLAN]
+    want = [shard(ref[source].grad, dim, rank, world) for source, dim in tp.PLAN.values()]
+    close(rows, f"{name}: gradients of {', '.join(tp.PLAN)}, each rank's vs its slice of one process's", got, want,
+          largest(p.grad for p in full.parameters()))
     return out
 
 
@@ -280,7 +271,7 @@ def dtensor_mlp(full: nn.Sequential, device_type: str, world: int) -> nn.Sequent
     return mlp
 
 
-def check_dtensor(checks: Checks, full: nn.Sequential, dt: nn.Sequential, tp: ParallelMLP,
+def check_dtensor(rows: list[dict], full: nn.Sequential, dt: nn.Sequential, tp: ParallelMLP,
                   tp_out: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> dict[str, dict[str, int]]:
     """`dt` against one process and against the written-out `tp` (its gradients and output
     `tp_out` from the same batch); the collectives DTensor ran in the forward and the backward."""
@@ -293,17 +284,20 @@ def check_dtensor(checks: Checks, full: nn.Sequential, dt: nn.Sequential, tp: Pa
     for pass_, mode in (("forward", forward), ("backward", backward)):
         comms[pass_] = {str(op).split(".")[-1]: n for op, n in mode.get_comm_counts().items()}
     ref_out, ref_dx = run(full, x, y)
-    checks.close("dtensor mlp output", out.detach(), ref_out)
-    checks.close("dtensor mlp output vs written-out", out.detach(), tp_out)
-    checks.close("dtensor mlp input grad", x.grad, ref_dx)
+    close(rows, "DTensor's MLP: output vs one process", out.detach(), ref_out)
+    close(rows, "DTensor's MLP: output vs the written-out MLP's", out.detach(), tp_out)
+    close(rows, "DTensor's MLP: input gradient vs one process", x.grad, ref_dx)
     ref = dict(full.named_parameters())
     scale = largest(p.grad for p in full.parameters())
     mine = {source: local for local, (source, _) in ParallelMLP.PLAN.items()}
-    for name, p in dt.named_parameters():  # DTensors, and so are their grads
-        checks.close(f"dtensor mlp grad {name} (full_tensor)", p.grad.full_tensor(),
-                     ref[name].grad, scale)
-        checks.close(f"dtensor mlp grad {name} (to_local vs written-out)", p.grad.to_local(),
-                     getattr(tp, mine[name]).grad, scale)
+    names = [name for name, _ in dt.named_parameters()]
+    grads = [p.grad for _, p in dt.named_parameters()]  # DTensors, like the parameters
+    close(rows, f"DTensor's MLP: gradients of {', '.join(names)} (full_tensor) vs one process",
+          [g.full_tensor() for g in grads],
+          [ref[name].grad for name in names], scale)
+    close(rows, f"DTensor's MLP: gradients of {', '.join(names)} (to_local) vs the written-out MLP's",
+          [g.to_local() for g in grads],
+          [getattr(tp, mine[name]).grad for name in names], scale)
     return comms
 
 
@@ -360,20 +354,26 @@ def main() -> None:
     mlp = models.mlp_block(d).to(dev)
     attn = Attention(d, a.heads).to(dev)
     x, y = (t.view(B, T, d).to(dev) for t in nb11.batch(B * T, d, seed=a.seed))  # (B, T, d) each
-    checks = Checks(rank)
+    rows: list[dict] = []  # check.agreement rows, this rank's
 
     tp_mlp = ParallelMLP(mlp, rank, W)
-    tp_out = check_parallel(checks, "mlp", mlp, tp_mlp, x, y, rank, W)
+    tp_out = check_parallel(rows, "MLP", mlp, tp_mlp, x, y, rank, W)
     tp_attn = ParallelAttention(attn, rank, W)
-    check_parallel(checks, "attention", attn, tp_attn, x, y, rank, W)
+    check_parallel(rows, "attention", attn, tp_attn, x, y, rank, W)
     all_reduces = dict(mlp=logged("mlp"), attention=logged("attention"))
-    dt_comms = check_dtensor(checks, mlp, dtensor_mlp(mlp, dev.type, W), tp_mlp, tp_out, x, y)
-    worst = max(r["worst_share"] for r in checks.rows)
-    largest_diff = max(r["max_abs_diff"] for r in checks.rows)
-    ranks.print0(f"rank 0: {len(checks.rows)} checks equal to one process (atol {ATOL:g}, "
-                 f"rtol {RTOL:g}): largest |Δ| {largest_diff:.2e}, {worst:.1%} of its allowance")
+    dt_comms = check_dtensor(rows, mlp, dtensor_mlp(mlp, dev.type, W), tp_mlp, tp_out, x, y)
+    every = [None] * W
+    dist.all_gather_object(every, rows)  # each rank checked its own shards
+    checks = check.merge(every)  # one row per comparison: the worst rank's
+    ranks.print0(f"{len(checks)} comparisons with one process, every rank's close (atol {ATOL:g}·largest value, "
+                 f"rtol {RTOL:g}): largest |Δ| {max(r['max_abs'] for r in checks):.2e}, the worst at "
+                 f"{max(r['worst_share'] for r in checks):.1%} of its allowance")
     for block, calls in all_reduces.items():
         ranks.print0(f"{block}: all-reduces {describe(calls)}")
+    ring = predicted(B, T, d, W)["forward"][0]
+    ranks.print0(f"each moves the block's whole (batch, tokens, d) activations, {units.fmt_bytes(ring['bytes'])}, "
+                 f"whatever W; a ring all-reduce sends {units.fmt_bytes(ring['ring_bytes_sent_per_rank'])} of it "
+                 f"from each of the {W} ranks")
     ranks.print0(f"DTensor's MLP ran the collectives {dt_comms}")
 
     timings = time_steps(mlp, tp_mlp, x, y, a.repeats) if a.repeats else {}
@@ -381,13 +381,9 @@ def main() -> None:
         ranks.print0(f"{name:<16} {sorted(ts)[len(ts) // 2] * 1e3:8.2f} ms per forward + backward "
                      f"(median of {a.repeats})")
 
-    every = [None] * W
-    dist.all_gather_object(every, checks.rows)  # each rank checked its own shards
-    worst_of = ("max_abs_diff", "scale", "worst_share")  # over the ranks
-    rows = [dict(r, **{k: max(e[i][k] for e in every) for k in worst_of},
-                 passed=all(e[i]["passed"] for e in every)) for i, r in enumerate(checks.rows)]
     results = dict(world_size=W, backend=ctx.backend, device=str(dev), torch=torch.__version__,
-                   width=d, heads=a.heads, batch=B, seq=T, seed=a.seed, checks=rows,
+                   width=d, heads=a.heads, batch=B, seq=T, seed=a.seed, checks=checks,
+                   atol_per_scale=ATOL, rtol=RTOL,
                    all_reduces=all_reduces, predicted=predicted(B, T, d, W),
                    dtensor_collectives=dt_comms, repeats=a.repeats, step_s=timings)
     ranks.write_json0(Path(a.out) / "results.json", results)

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from conftest import REPO
-from course_lib import launcher, models
+from course_lib import bench, check, launcher, models
 from course_lib.lessons import nb11
 
 pytestmark = pytest.mark.versioned  # torch.distributed.pipelining: make test-oldest runs it
@@ -151,8 +151,8 @@ def test_the_exercise_checks_pass_the_solutions_and_catch_wrong_answers():
 
 def test_the_notebooks_schedules_are_the_librarys():
     cell = next(c for c in code_cells(NB11) if c.startswith("def gpipe"))
-    namespace = {"nb11": nb11, "cfg": type("C", (), {"pipe_micro": [1, 2]}), "STAGES": 2}
-    exec(cell, namespace)  # the cell asserts its functions equal nb11.schedule's
+    namespace = {"nb11": nb11, "check": check, "cfg": type("C", (), {"pipe_micro": [1, 2]}), "STAGES": 2}
+    exec(cell, namespace)  # the cell checks that its functions equal nb11.schedule's
     assert namespace["gpipe"](3) == nb11.gpipe(3)
 
 
@@ -176,8 +176,14 @@ def test_pipeline_stages_equal_one_process_and_time_every_pass(tmp_path, stages)
     assert run.ok
     r = json.loads((tmp_path / "results.json").read_text())
     assert r["stages"] == stages and r["backend"] == "gloo"
-    assert len(r["checks"]) == 2 * stages and all(c["ok"] for c in r["checks"])
-    assert all(c["max_abs_diff"] <= r["atol"] + r["rtol"] for c in r["checks"])
+    assert len(r["checks"]) == 2 * stages and all(c["ok"] and c["over"] == 0 for c in r["checks"])
+    assert all(c["max_abs"] <= r["atol"] + r["rtol"] and (c["atol"], c["rtol"]) == (r["atol"], r["rtol"])
+               for c in r["checks"])
+    params, out = SMALL["layers"] * (SMALL["width"] + 1) * SMALL["width"], SMALL["batch"] * SMALL["width"]
+    for kind in ("gpipe", "1f1b"):  # every stage its own gradients, the last its output too: each element once
+        rows = [c for c in r["checks"] if c["what"].startswith(f"{kind}, 4 micro-batches, stage ")]
+        assert len(rows) == stages and sum(c["elements"] for c in rows) == params + out
+        assert "gradients and output" in rows[-1]["what"] and "output" not in rows[0]["what"]
     steps = nb11.timelines(r)
     assert set(steps) == {(k, m) for k in ("gpipe", "1f1b") for m in (1, 2, 4)}
     for (kind, m), taken in steps.items():
@@ -197,14 +203,13 @@ def test_pipeline_stages_equal_one_process_and_time_every_pass(tmp_path, stages)
     assert set(held) == {(m, s) for m in (1, 2, 4) for s in range(stages)}
     for (m, s), h in held.items():  # a micro-batch of width-wide rows holds at least its input
         assert h["forward_live"] >= SMALL["batch"] // m * SMALL["width"] * 4 and h["backward_peak"] > 0
-    api = {(c["schedule"], c["stage"]): c for c in r["api"]}  # PyTorch's pipelining, m = 4
-    assert set(api) == {(k, s) for k in ("gpipe", "1f1b") for s in range(stages)}
-    for (kind, s), c in api.items():
-        assert c["micro"] == 4
-        if c["skipped"] is None:
-            assert c["ok"] and c["max_abs_diff"] <= r["atol"] + r["rtol"]
-        assert (c["skipped"] is None) == (nb11.api_skip(kind, 4, stages, "gloo") is None)
-    assert api[("gpipe", 0)]["skipped"] is None  # GPipe runs in every supported torch
+    ran = [k for k in ("gpipe", "1f1b") if nb11.api_skip(k, 4, stages, "gloo") is None]  # PyTorch's, m = 4
+    assert "gpipe" in ran  # GPipe runs in every supported torch
+    assert [c["what"].split(",")[0] for c in r["api"]] == [nb11.API_SCHEDULES[k] for k in ran]
+    for c in r["api"]:  # one row per schedule, merged over the stages: every gradient and the output
+        assert c["ok"] and c["max_abs"] <= r["atol"] + r["rtol"] and c["elements"] == params + out
+    assert [line.split(":")[0] for line in r["api_skipped"]] == [nb11.API_SCHEDULES[k] for k in ("gpipe", "1f1b")
+                                                                 if k not in ran]
     if stages == 2:  # stage 0 holds 4 micro-batches in GPipe, 2 in 1F1B (4 stages: 4 in both)
         assert peaks[("gpipe", 4, 0)] > peaks[("1f1b", 4, 0)]
 
@@ -222,3 +227,49 @@ def test_a_micro_batch_count_that_does_not_divide_the_batch_is_one_sentence(tmp_
                           timeout_s=60, echo=False, check=False)
     assert not run.ok
     assert any("must divide --batch 10" in line for line in run.lines)
+
+
+# ---- the notebook's lines, from results -------------------------------------------------------
+
+def test_the_setup_and_job_lines_say_where_the_jobs_ran():
+    assert nb11.orders(2, 2).splitlines() == ["stage 0, m = 2:  GPipe F0 F1 B0 B1", " " * 17 + "1F1B  F0 F1 B0 B1",
+                                              "stage 1, m = 2:  GPipe F0 F1 B0 B1", " " * 17 + "1F1B  F0 B0 F1 B1"]
+    cpu = nb11.jobs_line(2, "gloo", "/x", "cpu")
+    assert cpu.startswith("jobs: 2 processes") and "on the CPU (gloo)" in cpu and cpu.endswith("files in /x")
+    assert nb11.jobs_line(3, "gloo", "/x", "gpu").startswith("Fewer than 3 GPUs: the 3 stages run on the CPU")
+    gpus = nb11.jobs_line(2, "nccl", "/x", "gpu")
+    assert "on one GPU each (nccl)" in gpus and "Fewer" not in gpus
+    stages = nb11.rig(2, "stage", dict(device="cpu", backend="gloo", threads=1))
+    assert stages == "2 stages, gloo, cpu, 1 thread per stage"
+    assert nb11.rig(4, "rank", dict(device="cpu", backend="gloo")) == "4 ranks, gloo, cpu, 1 thread per rank"
+    run = launcher.Run(["python", "-m", "torch.distributed.run", "--nproc_per_node=2", "x.py"], 0, 3.21)
+    assert nb11.job_line(run, "R").splitlines() == ["", "$ torchrun --nproc_per_node=2 x.py",
+                                                    "finished in 3.2 s (wall clock, start-up included) | R"]
+
+
+def test_the_idle_lines_and_the_span_verdict_follow_the_numbers():
+    stage0, stage1 = nb11.idle_lines([[0.5, 0.4], [0.6, 0.4], [0.55, 0.4]])
+    assert stage0 == "stage 0: idle 55.0% of the step (50.0%–60.0% over 3 steps)"
+    assert stage1 == "stage 1: idle 40.0% of the step (40.0%–40.0% over 3 steps)"
+    shorter = nb11.why_span(bench.ratio_of("m = 4 vs 1", 1.5, 1.3, 1.7), [0.5, 0.2], 1.1)
+    assert shorter.startswith("  shorter") and "50% → 20%" in shorter and "1.10×" in shorter
+    longer = nb11.why_span(bench.ratio_of("m = 4 vs 1", 0.5, 0.4, 0.6), [0.7, 0.5], 3.0)
+    assert longer.startswith("  longer, although the idle share went 70% → 50%") and "3.00× as long" in longer
+    assert nb11.why_span(bench.ratio_of("", 0.5, 0.4, 0.6), [0.5, 0.6], 3.0).startswith("  longer, and ")
+    unclear = nb11.why_span(bench.ratio_of("m = 2 vs 1", 1.0, 0.8, 1.2), [0.5, 0.4], 1.2)
+    assert unclear.startswith("  cannot be told apart here (") and "1.20× as long" in unclear
+
+
+def test_the_memory_lines_put_each_prediction_beside_its_measurement():
+    held = {(kind, k, s): (k if kind == "gpipe" else min(2 - s, k)) for kind in ("gpipe", "1f1b")
+            for k in (1, 4) for s in (0, 1)}
+    one = {(k, s): (1024 * 8 // k, 512) for k in (1, 4) for s in (0, 1)}
+    predicted = {key: n * one[key[1:]][0] + one[key[1:]][1] for key, n in held.items()}
+    peak = {key: 2 * v for key, v in predicted.items()}  # measured twice the prediction
+    lines = nb11.memory_lines(held, predicted, peak, one, "R").splitlines()
+    assert lines[0] == "peak memory of one step, predicted → measured | R" and len(lines) == 2 + 4 + 3
+    assert lines[2].split("|")[0].split() == ["1", "0"] and lines[5].split("|")[0].split() == ["4", "1"]
+    assert " 4 × →   8.5 KiB →  17.0 KiB" in lines[4]  # m = 4, stage 0, GPipe: 4 × 2 KiB + 0.5 KiB, measured 2×
+    assert lines[-1] == ("at m = 4, stage 0: GPipe's peak is 1.89× 1F1B's (predicted 1.89×; it holds 4 micro-batches "
+                         "against 2)")
+    assert lines[-3].startswith("gpipe: stage 0's peak at m = 4 is 1.00× its peak at m = 1")

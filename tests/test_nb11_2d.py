@@ -116,13 +116,19 @@ def test_2d_training_equals_one_process_and_each_rank_holds_its_formula(tmp_path
     assert run.ok, run.failure
     r = json.loads((tmp_path / "results.json").read_text())
     assert (r["dp"], r["tp"], r["backend"]) == (2, 2, "gloo")
-    assert len(r["max_abs_diff"]) == 2 and max(r["max_abs_diff"]) <= r["atol"] + r["rtol"]
-    assert len(r["max_grad_diff"]) == 2 and max(r["max_grad_diff"]) <= r["grad_atol"] + r["grad_rtol"]
+    grads, weights = r["checks"][0::2], r["checks"][1::2]  # check.agreement rows, merged over the ranks
+    assert [c["what"].split(":")[0] for c in r["checks"]] == ["step 1", "step 1", "step 2", "step 2"]
+    assert all("gradients" in c["what"] and (c["atol"], c["rtol"]) == (1e-6, 1e-5) for c in grads)
+    assert all("weights after AdamW" in c["what"] and (c["atol"], c["rtol"]) == (1e-5, 1e-4) for c in weights)
+    params = sum(torch.Size(s).numel() for s in r["shapes"])
+    for c in r["checks"]:  # every rank compared the whole (gathered) tensors
+        assert c["ok"] and c["max_abs"] <= c["atol"] + c["rtol"] and c["elements"] == 4 * params
     first = r["per_rank"][0]
     assert first["groups"] == {"dp": [0, 2], "tp": [0, 1]}  # rows of the mesh are the tp groups
     assert first["local_shapes"][:2] == [[4 * 32 // 4, 32], [4 * 32 // 4]]  # w1, b1: cut 4 ways on dim 0
     assert first["local_shapes"][2:4] == [[32 // 2, 4 * 32 // 2], [32 // 2]]  # w2: dp on dim 0, tp on 1
-    assert r["max_change"] > 10 * max(r["max_abs_diff"])  # training moved the weights: a real check
+    assert r["max_change"] > 10 * max(c["max_abs"] for c in weights)  # training moved the weights: a real check
+    assert f"up to {r['max_change']:.1e} from where they started" in weights[-1]["what"]
     params = nb11.mlp_2d_elements(32, 2, 2, 2) * 4
     for row in r["per_rank"]:
         assert (row["params"], row["grads"]) == (params, params)
@@ -134,3 +140,40 @@ def test_2d_training_equals_one_process_and_each_rank_holds_its_formula(tmp_path
 def test_a_tp_size_that_does_not_fit_the_ranks_is_one_sentence(tmp_path):
     run = launcher.launch("fsdp_tp", ["--tp=3", f"--out={tmp_path}"], nproc=4, timeout_s=60, echo=False, check=False)
     assert not run.ok and any("--tp 3 must divide the 4 ranks" in line for line in run.lines)
+
+
+# ---- the notebook's lines -------------------------------------------------------------------------
+
+def test_the_shards_lines_show_rank_0_each_ranks_bytes_and_the_share():
+    held = dict(params=1024, grads=1024, optim=2048 + 16)  # AdamW: two moments and 2 step counters
+    ranks = [dict(rank=r, dp=r // 2, tp=r % 2, groups=dict(dp=[0, 2], tp=[0, 1]), local_shapes=[[2, 4], [2]],
+                  placements=["(Shard(dim=0), Shard(dim=0))"] * 2, **held) for r in range(4)]
+    two_d = dict(names=["0.0.weight", "0.0.bias"], shapes=[[8, 4], [8]], per_rank=ranks,
+                 one_process=dict(params=4096, grads=4096, optim=8192 + 64))  # 4 × a rank's 4,112 B
+    lines = nb11.shards_lines(two_d, held).splitlines()
+    assert lines[0] == "rank 0: dp group [0, 2], tp group [0, 1]"
+    assert lines[1].split() == ["0.0.weight", "whole", "(8,", "4)", "rank", "0", "(2,", "4)", "(Shard(dim=0),",
+                                "Shard(dim=0))"]
+    assert lines[4].split() == ["one", "process", "4.0", "4.0", "8.1"]
+    assert lines[6].split() == ["rank", "1", "(dp", "0,", "tp", "1)", "1.0", "1.0", "2.0"]
+    assert lines[-2].split() == ["formula", "1.0", "1.0", "2.0"]
+    assert lines[-1] == "each rank holds 25.00% of one process's model state (4 ranks: 1/4 = 25.00%)"
+
+
+def test_the_decision_tables_lines_and_verdicts():
+    rows = nb11.decision_table([TINY], [4, 8])
+    lines = nb11.table_lines(rows).splitlines()
+    assert len(lines) == 1 + len(rows) + 1 and all(line.endswith("✓") for line in lines[1:-1])
+    first = rows[0]
+    wrong = nb11.Row(first.shape, first.plan, first.tokens, None, int(first.formula_param_bytes * 1.05))
+    assert nb11.table_lines([wrong]).splitlines()[1].endswith("+5.00% ✗")
+    why = "3 tensor-parallel ranks cannot share 8 heads"
+    assert f"cannot: {why}" in nb11.table_lines([nb11.Row(TINY, nb11.Plan("TP", 3, tp=3), 1, why)])
+    assert nb11.memory_budget(torch.device("cpu")) == (2**34, "16 GiB (a budget chosen here; on a GPU, its memory)")
+    roomy = nb11.plan_verdicts(rows, 2**40, "1 TiB").splitlines()  # every plan fits: DP sends least of DP and FSDP
+    assert len(roomy) == 2 and roomy[0].startswith("tiny on 4 GPUs, 1 TiB per GPU: model state fits for DP, FSDP, TP")
+    assert "DP: of the plans whose communication can overlap computing, the one that sends least" in roomy[0]
+    dp_state = next(r for r in rows if r.plan.name == "DP").state_bytes
+    sharded = nb11.plan_verdicts(rows[:5], 2 * dp_state - 1, "B")  # DP's model state no longer fits
+    assert "fits for FSDP," in sharded and "FSDP: of the plans whose communication can overlap" in sharded
+    assert "no plan's model state leaves half of it free" in nb11.plan_verdicts(rows, 1, "1 B")

@@ -15,7 +15,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from course_lib import attention, memory
+from course_lib import attention, bench, memory, roofline
 from course_lib.lessons import nb12
 
 pytestmark = pytest.mark.versioned  # Triton and SDPA: make test-oldest runs it
@@ -222,6 +222,34 @@ def test_bytes_moved_counts_each_operand_once_per_op():
     torch.testing.assert_close(written(x + torch.arange(100.0)), nb12.softmax_written_out(x + torch.arange(100.0)))
     n, rows = x.numel() * 4, x.shape[0] * 4  # (5N + 2R) reads and (3N + 2R) writes, in bytes
     assert nb12.bytes_moved(lambda: written(x)) == nb12.bytes_moved(lambda: nb12.softmax_written_out(x)) == 8 * n + 4 * rows
+
+
+def test_the_bytes_lines_list_each_op_and_the_total_against_the_fused_bytes():
+    x = torch.zeros(8, 100)
+    ops = roofline.count_ops(lambda: nb12.softmax_written_out(x))
+    lines = nb12.bytes_lines(ops, 2 * x.numel() * 4).splitlines()
+    assert len(lines) == len(ops) + 1 and [line.split()[0] for line in lines[:-1]] == [op.name for op in ops]
+    assert lines[-1].startswith(f"written out: {len(ops)} kernels, 25.1 KiB; fused (torch.softmax") and \
+        lines[-1].endswith(": 6.2 KiB, 4.0× less")  # 4-byte floats: 8N + 4R against 2N (N = 800, R = 8)
+
+
+def test_a_speedup_is_set_against_the_bytes_prediction_only_when_clear_and_asked():
+    faster = bench.ratio_of("torch.softmax vs written out", 3.0, 2.8, 3.2, more="faster", less="slower")
+    assert nb12.against_bytes(faster, None) == str(faster)
+    assert nb12.against_bytes(faster, 3.1).endswith("; the bytes predict 3.1×: as predicted")
+    assert nb12.against_bytes(faster, 4.0).endswith("less: time other than memory traffic counts here (the "
+                                                    "arithmetic, the caches)")
+    assert nb12.against_bytes(faster, 2.0).endswith("more than the bytes alone explain")
+    unclear = bench.ratio_of("torch.softmax vs written out", 1.1, 0.9, 1.3)
+    assert nb12.against_bytes(unclear, 3.0) == str(unclear)
+
+
+def test_the_kernels_head_says_how_much_of_it_is_shown():
+    kernel = "\n".join(f"line {i}" for i in range(50))
+    head = nb12.kernel_head(kernel, "C++").splitlines()
+    assert head[0] == "torch.compile's kernel for the written-out softmax (C++), first 40 of 50 lines:"
+    assert head[1] == "" and head[2:] == [f"line {i}" for i in range(40)]
+    assert nb12.kernel_head("a\nb", "Triton", lines=40).splitlines()[0].endswith("(Triton), first 2 of 2 lines:")
 
 
 def test_kernel_source_is_the_first_kernel_between_triple_quotes():

@@ -18,7 +18,8 @@ the MLP stack that tensor parallelism and FSDP split together on a 2D mesh (:fun
 :func:`mlp_2d_elements`), and the which-parallelism-when table: each plan's model state and
 traffic per GPU by formula (:func:`rank_params`, :func:`comm_bytes`), checked against what
 PyTorch's own sharding gives a rank in a fake process group (:func:`fake_rank_bytes`,
-:func:`decision_table`).
+:func:`decision_table`). The notebook's tables and sentences from the scripts' results are text
+functions here (:func:`memory_lines`, :func:`shards_lines`, :func:`table_lines`, :func:`plan_verdicts`…).
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from course_lib import check, sharding
-from course_lib.bench import median_interval
+from course_lib import check, launcher, sharding, units
+from course_lib.bench import Ratio, median_interval
 
 Op = tuple[Literal["F", "B"], int]  # a forward or backward pass of micro-batch i
 
@@ -327,6 +328,85 @@ def plot_timeline(ax, passes: Sequence[Pass], stages: int, title: str = "") -> N
     ax.set_title(title, fontsize=9)
 
 
+# ---- the notebook's lines from the jobs' results ------------------------------------------------
+
+def orders(stages: int, micro: int) -> str:
+    """Each stage's order of passes in GPipe's schedule and 1F1B's, as 'F0 F1 B0 B1'."""
+    def text(ops: Sequence[Op]) -> str:
+        return " ".join(f"{k}{i}" for k, i in ops)
+    return "\n".join(f"stage {s}, m = {micro}:  GPipe {text(gpipe(micro))}\n{'':>17}1F1B  "
+                     f"{text(one_f_one_b(s, stages, micro))}" for s in range(stages))
+
+
+def jobs_line(stages: int, backend: str, folder: object, profile: str) -> str:
+    """The setup cell's line: the processes each job starts, where, and the folder of their files;
+    in the gpu profile with fewer GPUs than stages, that the jobs take the cpu profile's sizes."""
+    where = "one GPU each" if backend == "nccl" else "the CPU"
+    fewer = (f"Fewer than {stages} GPUs: the {stages} stages run on the CPU with the cpu profile's sizes.\n"
+             if profile == "gpu" and backend == "gloo" else "")
+    return (f"{fewer}jobs: {stages} processes (pipeline stages; tensor-parallel ranks in section 7; section 8 uses "
+            f"4) on {where} ({backend}), 1 thread each (OMP_NUM_THREADS=1); files in {folder}")
+
+
+def rig(n: int, unit: str, results: dict) -> str:
+    """A job's processes, backend and device from its results: '2 stages, gloo, cpu, 1 thread per stage'."""
+    where = (torch.cuda.get_device_name() if results["device"].startswith("cuda")
+             else f"cpu, {results.get('threads', 1)} thread per {unit}")
+    return f"{n} {unit}s, {results['backend']}, {where}"
+
+
+def job_line(run: launcher.Run, rig: str) -> str:
+    """The command a job ran, as you would type it, and its wall-clock time on `rig`."""
+    return f"\n$ {launcher.shell(run.command)}\nfinished in {run.seconds:.1f} s (wall clock, start-up included) | {rig}"
+
+
+def idle_lines(idle: Sequence[Sequence[float]]) -> list[str]:
+    """Each stage's idle fraction of the step (`idle[step][stage]`): median and spread over the steps."""
+    lines = []
+    for s in range(len(idle[0])):
+        med, lo, hi, _ = median_interval([row[s] for row in idle])
+        lines.append(f"stage {s}: idle {med:.1%} of the step ({lo:.1%}–{hi:.1%} over {len(idle)} steps)")
+    return lines
+
+
+def why_span(ratio: Ratio, idle: Sequence[float], busy: float) -> str:
+    """What a step with more micro-batches shows against one with fewer: `ratio` is its speed-up,
+    `idle` the two idle shares (fewer, more), `busy` how many times as long stage 0's passes took."""
+    went = " → ".join(f"{v:.0%}" for v in idle)
+    if not ratio.clear:
+        return f"  cannot be told apart here ({ratio.doubt}); idle share {went}, stage 0 busy {busy:.2f}× as long"
+    if ratio.value > 1:
+        return (f"  shorter: the idle time won back (idle share {went}) outweighed the longer passes "
+                f"(stage 0 busy {busy:.2f}× as long)")
+    return (f"  longer, {'although' if idle[1] < idle[0] else 'and'} the idle share went {went}: "
+            f"stage 0's passes took {busy:.2f}× as long in all")
+
+
+def memory_lines(held: dict, predicted: dict, peak: dict, one: dict, rig: str) -> str:
+    """Section 5's table, each m and stage: what one micro-batch holds (`one[(m, stage)]`: live after
+    its forward, the peak its backward adds) and per schedule the micro-batches `held` at once, the
+    `predicted` peak and the measured `peak` (keyed (schedule, m, stage)); then stage 0's peak at
+    the largest m against the smallest, and GPipe's against 1F1B's."""
+    fb, kinds = units.fmt_bytes, ("gpipe", "1f1b")
+    lines = [f"peak memory of one step, predicted → measured | {rig}",
+             f"{'m':>3} {'stage':>5} | {'one micro-batch: live, backward':>32} | "
+             f"{'GPipe: held, predicted → measured':>36} | {'1F1B: held, predicted → measured':>36}"]
+    for k, s in sorted(one):
+        live, back = one[(k, s)]
+        keys = [(c, k, s) for c in kinds]
+        cols = [f"{held[key]:>2} × → {fb(predicted[key]):>9} → {fb(peak[key]):>9}" for key in keys]
+        lines.append(f"{k:>3} {s:>5} | {fb(live):>15}, {fb(back):>15} | {cols[0]:>36} | {cols[1]:>36}")
+    lo, hi = min(one)[0], max(one)[0]
+    for c in kinds:
+        lines.append(f"{c}: stage 0's peak at m = {hi} is {peak[(c, hi, 0)] / peak[(c, lo, 0)]:.2f}× its peak at "
+                     f"m = {lo} ({fb(peak[(c, lo, 0)])} → {fb(peak[(c, hi, 0)])}); predicted "
+                     f"{predicted[(c, hi, 0)] / predicted[(c, lo, 0)]:.2f}×")
+    g, o = ("gpipe", hi, 0), ("1f1b", hi, 0)
+    lines.append(f"at m = {hi}, stage 0: GPipe's peak is {peak[g] / peak[o]:.2f}× 1F1B's (predicted "
+                 f"{predicted[g] / predicted[o]:.2f}×; it holds {held[g]} micro-batches against {held[o]})")
+    return "\n".join(lines)
+
+
 # ---- 2D: FSDP over dp × tensor parallel over tp (section 8) ------------------------------------
 
 def mlp_2d_elements(width: int, layers: int, dp: int, tp: int) -> float:
@@ -335,6 +415,25 @@ def mlp_2d_elements(width: int, layers: int, dp: int, tp: int) -> float:
     second Linear's bias stays whole over tp (it is added once, after the sum) and is cut over dp."""
     d = width
     return layers * ((4 * d * d + 4 * d + 4 * d * d) / (dp * tp) + d / dp)
+
+
+def shards_lines(two_d: dict, expected: dict[str, int]) -> str:
+    """scripts/fsdp_tp.py's results as section 8 shows them: rank 0's groups and its shards of the
+    first block with their DTensor placements, then each rank's bytes of parameters, gradients
+    and AdamW state beside one process's and the formula's (`expected`), in KiB, and rank 0's
+    share of one process's model state."""
+    rank0, keys = two_d["per_rank"][0], ("params", "grads", "optim")
+    lines = [f"rank 0: dp group {rank0['groups']['dp']}, tp group {rank0['groups']['tp']}"]
+    for name, full, local, where in list(zip(two_d["names"], two_d["shapes"], rank0["local_shapes"],
+                                             rank0["placements"]))[:4]:  # the first block
+        lines.append(f"  {name:<11} whole {str(tuple(full)):<12} rank 0 {str(tuple(local)):<12} {where}")
+    rows = [("one process", two_d["one_process"])]
+    rows += [(f"rank {r['rank']} (dp {r['dp']}, tp {r['tp']})", r) for r in two_d["per_rank"]] + [("formula", expected)]
+    lines.append(f"{'':>22}{'parameters':>12}{'gradients':>12}{'AdamW state':>13}  (KiB)")
+    lines += [f"{name:>22}" + "".join(f"{b[k] / 2**10:>12.1f}" for k in keys) for name, b in rows]
+    n, share = len(two_d["per_rank"]), sum(rank0[k] for k in keys) / sum(two_d["one_process"][k] for k in keys)
+    lines.append(f"each rank holds {share:.2%} of one process's model state ({n} ranks: 1/{n} = {1 / n:.2%})")
+    return "\n".join(lines)
 
 
 # ---- which parallelism when (section 9) ---------------------------------------------------------
@@ -567,6 +666,59 @@ def decision_table(shapes: Sequence[Shape], gpu_counts: Sequence[int], seqs_per_
                 why = impossible(shape, plan)
                 rows.append(Row(shape, plan, tokens, why, None if why else fake_rank_bytes(shape, plan)))
     return rows
+
+
+def table_lines(rows: Sequence[Row]) -> str:
+    """The decision table: per model, GPU count and plan, the model state per GPU, the bytes sent
+    per step and their part across servers (GiB), FLOP per byte sent, the idle share, and the
+    formula's parameter bytes against PyTorch's own split (✓ within 1 %), or why the plan cannot."""
+    G = 2**30
+    lines = [f"{'model':<12}{'GPUs':>5}  {'plan':<18}{'state/GPU':>10}{'sent/step':>11}{'across':>9}{'FLOP/byte':>11}"
+             f"{'idle':>6}  PyTorch's bytes vs formula"]
+    for r in rows:
+        head = f"{r.shape.name:<12}{r.plan.gpus:>5}  {r.plan.name:<18}"
+        lines.append(head + f"cannot: {r.why_not}" if r.why_not else
+                     head + f"{r.state_bytes / G:>8.2f} G{r.comm_bytes / G:>9.2f} G{r.across_bytes / G:>7.2f} G"
+                     f"{r.flop_per_byte:>11,.0f}{r.idle:>6.0%}  {r.fake_bytes / r.formula_param_bytes - 1:+.2%} "
+                     + ("✓" if r.agrees else "✗"))
+    lines.append("state/GPU, sent/step and its part across servers in GiB; idle: a pipeline's lower bound; "
+                 "tensor parallelism's all-reduces also stall every layer (section 7), not counted here")
+    return "\n".join(lines)
+
+
+def memory_budget(device: torch.device) -> tuple[int, str]:
+    """Bytes of memory per GPU for :func:`plan_verdicts`, and their label: a GPU's own, else 16 GiB."""
+    if device.type != "cuda":
+        return 16 * 2**30, "16 GiB (a budget chosen here; on a GPU, its memory)"
+    total = torch.cuda.get_device_properties(device).total_memory
+    return total, f"{total / 2**30:.0f} GiB ({torch.cuda.get_device_name(device)})"
+
+
+def plan_verdicts(rows: Sequence[Row], budget: float, label: str) -> str:
+    """A verdict per model and GPU count of `rows`, on the model state alone: a plan fits when its
+    model state leaves half of `budget` for activations. Of the plans that fit, those whose
+    communication can overlap computing and that never idle come first (DP and FSDP); of those,
+    the one that sends least; only when none fits, the least-sending of the others."""
+    out = []
+    for shape, gpus in dict.fromkeys((r.shape, r.plan.gpus) for r in rows):
+        fit = [r for r in rows if (r.shape, r.plan.gpus) == (shape, gpus) and not r.why_not
+               and r.state_bytes <= budget / 2]
+        head = f"{shape.name} on {gpus} GPUs, {label} per GPU"
+        if not fit:
+            out.append(f"{head}: no plan's model state leaves half of it free; more GPUs, or fewer bytes per "
+                       "parameter (optimizer state in lower precision, or kept on the CPU)")
+            continue
+        overlapping = [r for r in fit if r.plan.tp == 1 and r.plan.pp == 1]
+        best = min(overlapping or fit, key=lambda r: r.comm_bytes)
+        why = ("of the plans whose communication can overlap computing, the one that sends least" if overlapping
+               else "no DP or FSDP plan fits; of the others, the one that sends least")
+        across = min(fit, key=lambda r: r.across_bytes)
+        out.append(f"{head}: model state fits for {', '.join(r.plan.name for r in fit)}. {best.plan.name}: {why} "
+                   f"({best.comm_bytes / 2**30:.2f} GiB per step, {best.flop_per_byte:,.0f} FLOP/byte)"
+                   + (f", idling at least {best.idle:.0%}" if best.idle else "")
+                   + (f"; across servers {across.plan.name} sends least ({across.across_bytes / 2**30:.2f} GiB "
+                      f"against {best.across_bytes / 2**30:.2f})" if across.across_bytes < best.across_bytes else ""))
+    return "\n".join(out)
 
 
 # ---- exercise checks -------------------------------------------------------------------------

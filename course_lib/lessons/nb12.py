@@ -23,11 +23,12 @@ import math
 import os
 import re
 import types
-from typing import Callable
+from typing import Callable, Sequence
 
 import torch
 
-from course_lib import check, roofline
+from course_lib import check, roofline, units
+from course_lib.bench import Ratio
 from course_lib.lessons.nb07 import growth_exponent
 
 # float32 against SDPA: |Δ| of outputs and log-sum-exp stayed below 1e-6 for T up to 1024 here
@@ -232,6 +233,36 @@ def kernel_source(generated: str) -> str:
     if found is None:
         raise ValueError("No kernel found in the generated code: it holds no async_compile call.")
     return found.group(1).strip("\n")
+
+
+def kernel_head(kernel: str, language: str, lines: int = 40) -> str:
+    """The first `lines` lines of `kernel` (:func:`kernel_source`), under a line that says what
+    they are: torch.compile's kernel for the written-out softmax, in `language`."""
+    rows = kernel.splitlines()
+    return (f"torch.compile's kernel for the written-out softmax ({language}), first {min(lines, len(rows))} of "
+            f"{len(rows)} lines:\n\n" + "\n".join(rows[:lines]))
+
+
+# ---- bytes and time of the softmax -------------------------------------------------------------
+
+def bytes_lines(ops: Sequence[roofline.OpCost], fused: int) -> str:
+    """Section 4's count: each eager operation of the written-out softmax and its bytes, then
+    their total against the `fused` bytes (one read and one write of every element)."""
+    written = sum(op.bytes for op in ops)
+    return "\n".join([*(f"  {op.name:<10} {units.fmt_bytes(op.bytes):>10}" for op in ops),
+                      f"written out: {len(ops)} kernels, {units.fmt_bytes(written)}; fused (torch.softmax, or the "
+                      f"Triton kernel's one load and one store per element): {units.fmt_bytes(fused)}, "
+                      f"{written / fused:.1f}× less"])
+
+
+def against_bytes(ratio: Ratio, by_bytes: float | None) -> str:
+    """`ratio`'s line (a fused softmax against another version) and, when it is clearly faster
+    than the written-out one (`by_bytes` given: the speed-up the bytes predict), how the two compare."""
+    if by_bytes is None or not (ratio.clear and ratio.value > 1):
+        return str(ratio)
+    return (f"{ratio}; the bytes predict {by_bytes:.1f}×: " + ("as predicted" if ratio.lo <= by_bytes <= ratio.hi else
+            "less: time other than memory traffic counts here (the arithmetic, the caches)" if ratio.hi < by_bytes
+            else "more than the bytes alone explain"))
 
 
 # ---- Triton ------------------------------------------------------------------------------------
