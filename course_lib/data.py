@@ -392,7 +392,3 @@ def mnist(root: str | Path | None = None, train: bool = True, download: bool = F
     transform = transform or T.Compose([T.ToTensor(), T.Normalize(*MNIST_STATS)])
     hint = "the four uncompressed files " + ", ".join(FILES["mnist"])
     return _load("mnist", "MNIST", datasets.MNIST, root, train, download, transform, hint)
-
-
-# TEMPORARY, until notebook 08 calls course_lib.textdata (helpers are editing it now)
-from course_lib.textdata import ByteTokenizer, lm_windows, text_corpus, unigram_loss  # noqa: E402,F401

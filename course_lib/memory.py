@@ -6,8 +6,7 @@
 - :class:`PhaseTracker`: bytes live at the start, peak and end of each phase of a step
   (forward, backward, optimizer), by the same counters.
 - :func:`estimate_training_memory`: parameters + gradients + optimizer state + activations
-  (exact static terms, activations from saved_tensors_hooks, fake tensors welcome);
-  :func:`estimate_table` for any GPT size.
+  (exact static terms, activations from saved_tensors_hooks, fake tensors welcome).
 - Out of memory: :func:`headroom` (what the GPU in hand can still take), :func:`fit_batch`
   (a profile's batch, halved until a step fits),
   :func:`largest_batch` (double, then bisect), :func:`within_budget` (a CPU's measured
