@@ -188,3 +188,76 @@ def test_gil_verdict_reads_where_threads_helped_from_the_ranges():
     assert "no measurable difference" in line and "neither model" in line
     with pytest.raises(ValueError):
         nb05.gil_verdict({"small layers": threads["small layers"]}, procs)
+
+
+# ---- the lines the cells print follow what they are given --------------------------------------
+
+def test_attempt_returns_the_result_or_the_exception_and_says_which():
+    result, said = nb05.attempt("x = 1 + 1", lambda: 2)
+    assert result == 2 and said == "x = 1 + 1\n    runs"
+    err, said = nb05.attempt("x = 1 / 0", lambda: 1 / 0)
+    assert isinstance(err, ZeroDivisionError) and said == "x = 1 / 0\n    raises ZeroDivisionError: division by zero"
+
+
+def test_kept_ids_speaks_of_a_dataparallel_only():
+    assert nb05.kept_ids(nn.Linear(2, 2)) == ""
+    wrapped = nn.DataParallel(nn.Linear(2, 2), device_ids=[]) if not torch.cuda.is_available() else None
+    if wrapped is not None:  # without CUDA, DataParallel keeps no device
+        assert "device_ids = []" in nb05.kept_ids(wrapped) and "in one piece" in nb05.kept_ids(wrapped)
+
+
+def test_running_mean_text_quotes_the_storage_promise():
+    doc = "Implements data parallelism. The first replica shares storage. Sharing storage with the module."
+    text = nb05.running_mean_text(0.0123, by_construction=True, doc="A. the replica on device[0] is sharing storage with x. B.")
+    assert "up to 0.0123" in text and "by construction" in text
+    assert text.endswith("PyTorch's documentation: the replica on device[0] is sharing storage with x.")
+    plain = nb05.running_mean_text(0.5, by_construction=False, doc=doc[:20])
+    assert "by construction" not in plain and plain.endswith("(no storage promise in this PyTorch's docs)")
+
+
+def test_ways_text_gives_the_time_per_layer():
+    ways = {w: nb05.bench.Timing(f"small: {w}", "cpu", t, 0.0, 5) for w, t in
+            (("one after another", 0.08), ("a thread each", 0.05))}
+    lines = nb05.ways_text("small layers", (64, 20, 8), 2, ways).splitlines()
+    assert lines[0] == "small layers: 20 × Linear(64, 64) on 8 rows, 2 replicas; 2 ms per layer one after another"
+    assert lines[1] == f"  {ways['one after another']}" and len(lines) == 3
+
+
+def test_bytes_moved_text_and_logits_text_add_up():
+    text = nb05.bytes_moved_text("mlp", 2**20, 2**20 + 1024, {2: (2**20 + 1024, 2**20, 2**20)})
+    assert "mlp: 1.0 MiB of parameters, 1.0 KiB of buffers" in text and "DDP sends 1.0 MiB from each GPU" in text
+    logits = nb05.logits_text((3, 2, 4), [2, 1, 0], [64.0, 32.0, 0.0], 96.0).splitlines()
+    assert logits[0] == "logits (3, 2, 4) over 3 GPUs, arithmetic:" and "= 352 B" in logits[1]
+    assert logits[2] == "  GPU 1: piece of 1 sequence(s), 32 B" and logits[3].startswith("  GPU 2: piece of 0")
+
+
+def test_without_gpus_text_falls_back_to_published_scaling(monkeypatch):
+    monkeypatch.setattr(nb05.report, "references", lambda notebook: [("NVIDIA H200", {"GPUs": {"value": 1}})])
+    monkeypatch.setattr(nb05.published, "elsewhere", lambda notebook, prefixes=(), keys=(): "PUBLISHED")
+    text = nb05.without_gpus_text(0, "threads: 1.0×\n  why")
+    assert text.startswith("0 GPU(s) here") and "no reference run with 2 GPUs" in text and "PUBLISHED" in text
+    assert text.endswith("threads: 1.0×; why")  # the verdict on one line
+    two = {"GPUs": {"value": 2, "unit": "GPUs"}, "DDP, 2 GPU(s)": {"value": 900.0, "unit": "img/s", "note": ""},
+           "other": {"value": 1.0, "unit": "x"}}
+    monkeypatch.setattr(nb05.report, "references", lambda notebook: [("NVIDIA H200", two)])
+    ref = nb05.reference_text().splitlines()
+    assert ref[0] == "reference run on 2 × NVIDIA H200:" and len(ref) == 2 and "DDP, 2 GPU(s)" in ref[1]
+
+
+def _img_s(name: str, rate: float) -> "nb05.bench.Timing":
+    return nb05.bench.timing_of([100 / rate * f for f in (0.99, 1.0, 1.01)], name=name, device="cpu",
+                                work=100, unit="img/s")
+
+
+def test_scaling_text_compares_ddp_with_dataparallel_and_each_with_one_gpu():
+    runs = {1: dict(dp=_img_s("DataParallel, 1 GPU(s)", 1000), ddp=_img_s("DDP, 1 GPU(s)", 1000),
+                    dp_peak=[2**20], ddp_peak=[2**20]),
+            2: dict(dp=_img_s("DataParallel, 2 GPU(s)", 1500), ddp=_img_s("DDP, 2 GPU(s)", 1900),
+                    rep=nb05.bench.Timing("replicate to 2 GPUs", "cuda:0", 0.002, 0.0, 5), rep_share=0.2,
+                    dp_peak=[3 * 2**20, 2**20], ddp_peak=[2**20, 2**20])}
+    text = nb05.scaling_text(runs, "mlp on H200")
+    assert text.startswith("mlp on H200\n") and "DDP vs DataParallel, 2 GPU(s): 1.27×" in text
+    assert "  replicate: 2 ms per step, 20% of a DataParallel step" in text
+    assert "peak MiB per GPU: DataParallel [3, 1], DDP [1, 1]" in text
+    assert "DataParallel, 2 GPU(s) vs 1 GPU: 1.50× " in text and "75% of the ideal 2×" in text
+    assert text.endswith("95% of the ideal 2×") and text.count("replicate:") == 1

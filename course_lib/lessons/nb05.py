@@ -8,7 +8,8 @@ device). The primitives need CUDA devices. This module does the same arithmetic 
 so that a machine without two GPUs can check the mathematics, and gives the exercise's check;
 :func:`models.layer_stack`, :func:`replicas` and :func:`thread_apply` (one Python thread per replica, as
 ``parallel_apply``) are the replicas ``scripts/replica_procs.py`` times three ways, and
-:func:`state_bytes` the bytes each GPU holds.
+:func:`state_bytes` the bytes each GPU holds. The cells' printed lines (the snippet's lines run, the
+bytes moved, the scaling table) are worded here from what the cells measured, and returned as text.
 """
 
 from __future__ import annotations
@@ -24,8 +25,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from course_lib import check
+from course_lib import bench, check, published, report, units
 from course_lib.bench import Ratio
+
+NB = "05_data_parallel"
 
 
 def scatter_sizes(n: int, k: int) -> list[int]:
@@ -143,6 +146,124 @@ def state_bytes(model: nn.Module) -> int:
     """Bytes of the parameters and buffers: what ``replicate`` copies to each extra device on
     every forward."""
     return sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()])
+
+
+# ---- what the cells print, as text --------------------------------------------------------------
+
+def attempt(line: str, fn: Callable[[], Any]) -> tuple[Any, str]:
+    """Run one of the snippet's lines, `fn`: (its result, or the exception it raised; the
+    `line` and what happened, its exception's type and first line, or that it ran)."""
+    try:
+        result = fn()
+    except Exception as exc:
+        return exc, f"{line}\n    raises {type(exc).__name__}: {str(exc).strip().splitlines()[0]}"
+    return result, f"{line}\n    runs"
+
+
+def kept_ids(wrapped: Any) -> str:
+    """What a DataParallel `wrapped` without GPUs keeps ('' for anything else)."""
+    if not isinstance(wrapped, nn.DataParallel):
+        return ""
+    return f"\n    it keeps device_ids = {wrapped.device_ids}" + (
+        ": without CUDA its forward calls the module as it is, in one piece on one device"
+        if not wrapped.device_ids else "")
+
+
+def storage_promise(doc: str | None) -> str:
+    """The sentence of DataParallel's documentation `doc` on replica 0 sharing storage with the
+    module, or a line saying it has none."""
+    doc = " ".join((doc or "").split())
+    promise = next((part.strip() + "." for part in doc.split(". ") if "sharing storage" in part), "")
+    return f"PyTorch's documentation: {promise}" if promise else "(no storage promise in this PyTorch's docs)"
+
+
+def running_mean_text(missed: float, by_construction: bool, doc: str | None) -> str:
+    """How far the split run's running mean is from the whole batch's (`missed`); whether the
+    check before it passed `by_construction` (the arithmetic's replica 0 is the module); and
+    PyTorch's promise from DataParallel's documentation `doc`."""
+    lines = [f"it differs from the whole batch's running mean by up to {missed:.3g}"]
+    if by_construction:
+        lines.append("on this machine the split ran as arithmetic, whose replica 0 is the module itself: the "
+                     "running-mean check passes by construction; PyTorch's guarantee for DataParallel is the line below")
+    return "\n".join(lines + [storage_promise(doc)])
+
+
+def ways_text(name: str, shape: tuple[int, int, int], k: int, ways: dict[str, bench.Timing]) -> str:
+    """Section 6.1 for one model `name` of `shape` (width, layers, batch) on `k` replicas: the
+    time per layer one after another, then each way's row."""
+    width, layers, batch = shape
+    per_layer = ways["one after another"].median_s / (k * layers)
+    head = (f"{name}: {layers} × Linear({width}, {width}) on {batch} rows, {k} replicas; "
+            f"{units.fmt_time(per_layer)} per layer one after another")
+    return "\n".join([head, *(f"  {t}" for t in ways.values())])
+
+
+def bytes_moved_text(model: str, params: int, state: int, moved: dict[int, tuple[float, float, float]]) -> str:
+    """Section 6.2: `model`'s parameter and buffer bytes (`state` holds both), and per number of
+    GPUs the bytes `moved` per step: DataParallel's out of GPU 0 and into it, DDP's from each GPU."""
+    lines = [f"{model}: {units.fmt_bytes(params)} of parameters, {units.fmt_bytes(state - params)} of buffers; "
+             "bytes moved per step (arithmetic):"]
+    lines += [f"  {k} GPUs: DataParallel sends {units.fmt_bytes(out)} out of GPU 0 and {units.fmt_bytes(back)} of "
+              f"gradients into it; DDP sends {units.fmt_bytes(ddp)} from each GPU (ring all-reduce)"
+              for k, (out, back, ddp) in moved.items()]
+    return "\n".join(lines)
+
+
+def logits_text(shape: tuple[int, int, int], rows: Sequence[int], pieces: Sequence[float], full: float) -> str:
+    """Section 6.3: what each GPU holds of logits of `shape` (batch, tokens, vocab): its `rows`
+    and `pieces` (bytes of its piece), and on GPU 0 also the gathered logits, their log-softmax
+    and their gradient, each `full` bytes."""
+    batch, tokens, vocab = shape
+    lines = [f"logits ({batch}, {tokens}, {vocab:,}) over {len(rows)} GPUs, arithmetic:",
+             f"  GPU 0: piece {units.fmt_bytes(pieces[0])} + gathered {units.fmt_bytes(full)} + log-softmax "
+             f"{units.fmt_bytes(full)} + gradient {units.fmt_bytes(full)} = {units.fmt_bytes(pieces[0] + 3 * full)}: "
+             "a rough upper bound, if all four are alive at once in fp32"]
+    lines += [f"  GPU {gpu}: piece of {rows[gpu]} sequence(s), {units.fmt_bytes(pieces[gpu])}" for gpu in range(1, len(rows))]
+    return "\n".join(lines)
+
+
+def reference_text() -> str:
+    """The DataParallel/DDP rows of the first reference run recorded with 2 GPUs or more; else
+    a line saying there is none, and DDP's published scaling."""
+    for ref_device, ref in report.references(NB):
+        if ref.get("GPUs", {}).get("value", 0) >= 2:
+            rows = [f"  {report.fmt_row(key, row)}" for key, row in ref.items()
+                    if key.startswith(("DataParallel", "DDP", "replicate to"))]
+            return "\n".join([f"reference run on {ref['GPUs']['value']} × {ref_device}:", *rows])
+    return ("(no reference run with 2 GPUs or more is recorded in results/ for this notebook yet). Published, "
+            "DDP only (no DataParallel figure was found):\n" + published.elsewhere(
+                NB, keys=["dle_resnet50_a100_8gpu_strong_scaling", "dle_resnet50_v100_8gpu_strong_scaling"]))
+
+
+def without_gpus_text(gpus: int, gil: str) -> str:
+    """Section 7 with fewer than 2 GPUs: why it measures nothing, the reference run, and section
+    6.1's verdict `gil` (:func:`gil_verdict`) as this machine's answer."""
+    return "\n".join([f"{gpus} GPU(s) here: DataParallel against DDP needs at least 2, so this section measures "
+                      "nothing and shows the reference run when there is one.", reference_text(),
+                      "On a CPU, section 6.1 is this machine's answer to one process per replica against threads: "
+                      + gil.replace("\n ", ";")])
+
+
+def scaling_text(runs: dict[int, dict], title: str) -> str:
+    """Section 7's lines: per number of GPUs k in `runs`, DataParallel's and DDP's rows ("dp",
+    "ddp"), DDP over DataParallel, replicate's time and share of a step ("rep", "rep_share",
+    k > 1) and the peak MiB per GPU ("dp_peak", "ddp_peak", bytes); then each one's scaling
+    over 1 GPU against the ideal k×. `title` names the model, batch and GPU."""
+    lines = [title]
+    for k, r in runs.items():
+        vs = bench.rate_ratio(r["ddp"], r["dp"], f"DDP vs DataParallel, {k} GPU(s)")
+        lines += [str(r["dp"]), str(r["ddp"]), f"  {vs}"]
+        if k > 1:
+            lines.append(f"  replicate: {units.fmt_time(r['rep'].median_s)} per step, "
+                         f"{r['rep_share']:.0%} of a DataParallel step")
+        lines.append(f"  peak MiB per GPU: DataParallel {[round(b / 2**20) for b in r['dp_peak']]}, "
+                     f"DDP {[round(b / 2**20) for b in r['ddp_peak']]}")
+    for kind in ("dp", "ddp"):
+        for k in list(runs)[1:]:
+            scale = bench.rate_ratio(runs[k][kind], runs[1][kind])
+            lines.append(f"{runs[k][kind].name} vs 1 GPU: {scale.value:.2f}× ({scale.lo:.2f}–{scale.hi:.2f}), "
+                         f"{scale.value / k:.0%} of the ideal {k}×")
+    return "\n".join(lines)
 
 
 # ---- exercise check ----------------------------------------------------------------------------
