@@ -49,7 +49,8 @@ def test_profile_text_says_how_the_profile_was_chosen():
     assert "auto picks cpu: PyTorch sees no CUDA GPU" in auto and "on the GPU" not in auto
     given = nb00.profile_text("smoke", "smoke", cfg, cuda=True, env="smoke")
     assert "used as given" in given and "4096×4096 on the GPU" in given and "'smoke'" in given
-    sized = nb00.profile_text("auto", "gpu", SimpleNamespace(**cfg.__dict__ | {"why": "large sizes"}), cuda=True, env=None)
+    gpu_cfg = SimpleNamespace(**cfg.__dict__ | {"why": "large sizes"})
+    sized = nb00.profile_text("auto", "gpu", gpu_cfg, cuda=True, env=None)
     assert "auto picks gpu" in sized and "sizes: large sizes" in sized
 
 

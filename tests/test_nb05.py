@@ -208,7 +208,8 @@ def test_kept_ids_speaks_of_a_dataparallel_only():
 
 def test_running_mean_text_quotes_the_storage_promise():
     doc = "Implements data parallelism. The first replica shares storage. Sharing storage with the module."
-    text = nb05.running_mean_text(0.0123, by_construction=True, doc="A. the replica on device[0] is sharing storage with x. B.")
+    text = nb05.running_mean_text(0.0123, by_construction=True,
+                                  doc="A. the replica on device[0] is sharing storage with x. B.")
     assert "up to 0.0123" in text and "by construction" in text
     assert text.endswith("PyTorch's documentation: the replica on device[0] is sharing storage with x.")
     plain = nb05.running_mean_text(0.5, by_construction=False, doc=doc[:20])

@@ -72,7 +72,8 @@ def rates_text(hand: bench.Timing, timings: Sequence[bench.Timing], apart: bench
     none (the recorded reference run), and `apart`, the CPU's two rates compared."""
     lines = [str(hand), *map(str, timings)]
     if len(timings) == 1:
-        lines.append("No GPU here. What a GPU did with this cell: " + published.elsewhere("00_setup_check", ("matmul",)))
+        lines.append("No GPU here. What a GPU did with this cell: "
+                     + published.elsewhere("00_setup_check", ("matmul",)))
     return "\n".join(lines + [str(apart)])
 
 
@@ -84,12 +85,13 @@ def timing_split(apart: bench.Ratio, paired: bench.Ratio) -> str:
         return (f"timed apart {apart.value:.2f}×, in turns {paired.value:.2f}×: neither is beyond its spread, so "
                 "there is nothing to split between the way of timing and the moment")
     if paired.lo <= apart.value <= paired.hi:  # the way of timing alone could explain all of it, or none
-        return (f"timed apart {apart.value:.2f}×, in turns {paired.value:.2f}× ({paired.lo:.2f}–{paired.hi:.2f}×): "
-                f"the way of timing {way}; its interval holds the whole {apart.value:.2f}×, so this run cannot split "
+        return (f"timed apart {apart.value:.2f}×, in turns {paired.value:.2f}× "
+                f"({paired.lo:.2f}–{paired.hi:.2f}×): the way of timing {way}; its interval holds the whole {apart.value:.2f}×, so this run cannot split "
                 "it between the way of timing and the moments the two were measured at")
     return (f"timed apart {apart.value:.2f}×, in turns {paired.value:.2f}×: the way of timing {way}; the rest, "
-            f"about {apart.value / paired.value:.2f}× (the unrounded ratios' quotient; {apart.value / paired.hi:.2f}–"
-            f"{apart.value / paired.lo:.2f}× by the in-turns interval), came with the moments the two were measured at")
+            f"about {apart.value / paired.value:.2f}× (the unrounded ratios' quotient; "
+            f"{apart.value / paired.hi:.2f}–{apart.value / paired.lo:.2f}× by the in-turns interval), "
+            "came with the moments the two were measured at")
 
 
 def peak_text(peak: bench.Timing, note: peaks.Note, row: bench.Timing, offered: peaks.Offered) -> str:

@@ -236,7 +236,8 @@ def sizes_text(rows: Sequence[bench.Timing], earlier: Mapping[str, Sequence[benc
     lines = [str(t) for t in rows]
     for where, timed in earlier.items():
         if before := next((t for t in timed if t.name == at_n.name), None):  # the same matmul, timed before
-            lines.append(str(bench.rate_ratio(at_n, before, f"{at_n.name} here vs {where}, timed apart (another moment)")))
+            again = bench.rate_ratio(at_n, before, f"{at_n.name} here vs {where}, timed apart (another moment)")
+            lines.append(str(again))
     lines.append(str(mult8))
     if offered:
         lines.append(f"{at_n.name}: {offered}")

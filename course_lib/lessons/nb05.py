@@ -184,7 +184,8 @@ def running_mean_text(missed: float, by_construction: bool, doc: str | None) -> 
     lines = [f"it differs from the whole batch's running mean by up to {missed:.3g}"]
     if by_construction:
         lines.append("on this machine the split ran as arithmetic, whose replica 0 is the module itself: the "
-                     "running-mean check passes by construction; PyTorch's guarantee for DataParallel is the line below")
+                     "running-mean check passes by construction; PyTorch's guarantee for DataParallel is the "
+                     "line below")
     return "\n".join(lines + [storage_promise(doc)])
 
 
@@ -218,7 +219,8 @@ def logits_text(shape: tuple[int, int, int], rows: Sequence[int], pieces: Sequen
              f"  GPU 0: piece {units.fmt_bytes(pieces[0])} + gathered {units.fmt_bytes(full)} + log-softmax "
              f"{units.fmt_bytes(full)} + gradient {units.fmt_bytes(full)} = {units.fmt_bytes(pieces[0] + 3 * full)}: "
              "a rough upper bound, if all four are alive at once in fp32"]
-    lines += [f"  GPU {gpu}: piece of {rows[gpu]} sequence(s), {units.fmt_bytes(pieces[gpu])}" for gpu in range(1, len(rows))]
+    lines += [f"  GPU {gpu}: piece of {rows[gpu]} sequence(s), {units.fmt_bytes(pieces[gpu])}"
+              for gpu in range(1, len(rows))]
     return "\n".join(lines)
 
 
