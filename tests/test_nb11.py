@@ -273,3 +273,10 @@ def test_the_memory_lines_put_each_prediction_beside_its_measurement():
     assert lines[-1] == ("at m = 4, stage 0: GPipe's peak is 1.89× 1F1B's (predicted 1.89×; it holds 4 micro-batches "
                          "against 2)")
     assert lines[-3].startswith("gpipe: stage 0's peak at m = 4 is 1.00× its peak at m = 1")
+
+
+def test_require_passes_a_close_row_and_raises_the_line_of_one_that_is_not():
+    row = check.agreement("ones", torch.ones(3), torch.ones(3), atol=0.0, rtol=0.0)
+    assert nb11.require(row) is row
+    with pytest.raises(AssertionError, match=r"^twos vs ones: max \|Δ\| 1.00e\+00;.*fails on 3 of 3 elements"):
+        nb11.require(check.agreement("twos vs ones", 2 * torch.ones(3), torch.ones(3), atol=0.1, rtol=0.0))

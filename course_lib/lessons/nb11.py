@@ -78,6 +78,14 @@ def micro_loss(out: torch.Tensor, target: torch.Tensor, micro: int) -> torch.Ten
     return F.mse_loss(out, target) / micro
 
 
+def require(row: dict) -> dict:
+    """A :func:`check.agreement` row as it is, or its line raised when it is not close: a script
+    stops at the first comparison that fails (the launcher names the rank)."""
+    if not row["ok"]:
+        raise AssertionError(check.fmt_agreement(row))
+    return row
+
+
 def reference(model: nn.Sequential, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """One process, the whole batch at once: the output and every parameter's gradient of the
     mean squared error (the gradients in ``model.parameters()`` order)."""
