@@ -18,8 +18,8 @@ profiling   a profiler trace's steps by category, its syncs, a sync counter, Dyn
 roofline    every op's FLOPs and bytes, timed by the profiler, against the roofline
 
 *Where does the memory go?*
-memory      live and peak memory per phase (CUDA allocator / profiler events), the estimator,
-            out-of-memory: fit_batch, largest_batch, a measured budget, advice
+memory      live and peak memory per phase (CUDA allocator / profiler events), the estimator
+oom         out of memory: headroom, fit_batch, largest_batch, a measured budget, advice, guard
 timeline    memory over time: the profiler's categories, the CUDA allocator's snapshot
 
 *Several processes*

@@ -143,7 +143,7 @@ NOTEBOOKS: tuple[Notebook, ...] = (
             # batch 64 saves ≈ 5.3 GiB + 1.4 GiB of models < 14.6 GiB
             "gpu/small": dict(workers=[0, 1, 2, 4], resnet_batch=32),
             # 6-8 GB: batch 32 saves ≈ 2.7 GiB (fp32) + 1.4 GiB of models held at once < 7.6 GiB; where
-            # it still does not fit (6 GB cards), memory.fit_batch halves it
+            # it still does not fit (6 GB cards), oom.fit_batch halves it
         }),
     Notebook(
         "03_mixed_precision", "mixed precision (AMP)", gpus=1,
@@ -383,7 +383,7 @@ NOTEBOOKS: tuple[Notebook, ...] = (
                               warmup=20, time_repeats=6, peak_sizes=[2048, 4096, 8192], sample_tokens=200),
             # 6-12 GB cards, often no faster than a T4: medium's GPT, 200 steps (3.3 M tokens) ≈ 25 s at
             # 10 TFLOP/s; the probe's ≈ 1.5 GiB leaves room on a 6 GB card beside a display; where it does
-            # not fit, memory.fit_batch halves the micro-batch and the accumulation doubles
+            # not fit, oom.fit_batch halves the micro-batch and the accumulation doubles
         }),
     Notebook(
         "09_memory", "memory monitoring", gpus=1,
@@ -399,7 +399,7 @@ NOTEBOOKS: tuple[Notebook, ...] = (
             # repeats: timed steps per variant, in turns, after one warm-up (cpu 9: with 5, one slow
             # round on a busy 2-core box widened the interval to 0.72-1.33 around a 1.27x cost);
             # frag_steps: steps of the fragmentation script (GPU); measure_mib: the widget measures estimates up to this
-            # (None: 80 % of what the GPU has left, memory.headroom). On a GPU alloc_mib and budget_mib are
+            # (None: 80 % of what the GPU has left, oom.headroom). On a GPU alloc_mib and budget_mib are
             # at most a quarter and a half of what it has left
             "smoke": dict(block=64, n_layer=2, n_head=2, n_embd=64, batch=8, alloc_mib=64,
                           budget_mib=24, too_big=256, repeats=3, frag_steps=20, measure_mib=64),
@@ -410,7 +410,7 @@ NOTEBOOKS: tuple[Notebook, ...] = (
             # GPT-2 small's body on bytes: N = 86.0 M, fp32 weights 0.32 GiB, gradients 0.32, AdamW 0.64.
             # Activations (memory.estimate_training_memory on fake tensors, 16-bit autocast, T = 1024): 0.32 GiB
             # per sequence + 0.16 GiB of 16-bit weight copies; the notebook's largest moment (two GPTs with
-            # AdamW, one step; memory.fit_batch probes it and halves the batch where it does not fit) at
+            # AdamW, one step; oom.fit_batch probes it and halves the batch where it does not fit) at
             # batch 8 ≈ 2 × 0.96 + 0.32 + 2.74 = 5.0 GiB. The equivalence checks on the math backend run on
             # 2 × 256 tokens. ~40 steps of 8.2 k tokens, 6N + attention ≈ 5.2 TFLOP each: seconds on an H100.
             "gpu/medium": dict(budget_mib=6144),
@@ -430,7 +430,7 @@ NOTEBOOKS: tuple[Notebook, ...] = (
                  "set_sync_debug_mode and CUDA graphs (reduce-overhead) need a GPU"),
         sizes={
             # block, n_layer, n_head, n_embd: the GPT profiled (byte vocabulary); batch: sequences
-            # per step (memory.fit_batch halves it where the notebook's peak does not fit); profiled:
+            # per step (oom.fit_batch halves it where the notebook's peak does not fit); profiled:
             # steps in the profiler's active window (after one warm-up step); repeats: timed steps per
             # variant, in turns, after one warm-up; compile: torch.compile (cold) against eager;
             # compile_breaks: also compile the two monitored GPTs of the graph-break demo; peak_sizes:

@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from course_lib import memory
+from course_lib import memory, oom
 
 pytestmark = pytest.mark.versioned  # the profiler's memory events, activation checkpointing: make test-oldest runs it
 
@@ -158,12 +158,12 @@ def test_fit_batch_halves_until_a_step_fits_and_says_so(capsys):
         if batch > 40:
             raise torch.OutOfMemoryError(f"CUDA out of memory. Tried to allocate {batch} MiB")
 
-    assert memory.fit_batch(try_fn, 128, device="cpu") == 32
+    assert oom.fit_batch(try_fn, 128, device="cpu") == 32
     assert tried == [128, 64, 32]
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 2 and out[0].startswith("Batch 128 ran out of memory on cpu") and "64" in out[0]
     tried.clear()
-    assert memory.fit_batch(try_fn, 16, device="cpu") == 16 and tried == [16]  # one call
+    assert oom.fit_batch(try_fn, 16, device="cpu") == 16 and tried == [16]  # one call
     assert capsys.readouterr().out == ""  # nothing to say when it fits
 
 
@@ -173,21 +173,21 @@ def test_fit_batch_survives_a_real_cpu_out_of_memory_error(capsys):
 
     with pytest.raises(RuntimeError) as err:
         try_fn(8)
-    assert memory.is_oom(err.value) and not memory.is_oom(KeyError("x"))
-    assert memory.fit_batch(try_fn, 16, device="cpu") == 4
+    assert oom.is_oom(err.value) and not oom.is_oom(KeyError("x"))
+    assert oom.fit_batch(try_fn, 16, device="cpu") == 4
     assert len(capsys.readouterr().out.splitlines()) == 2  # 16 -> 8 -> 4
 
 
 def test_fit_batch_gives_up_at_one_and_reraises_other_errors():
-    def oom(batch: int) -> None:
+    def runs_out(batch: int) -> None:
         raise torch.OutOfMemoryError("CUDA out of memory.")
 
-    with pytest.raises(memory.NoBatchFits, match="Even batch size 1"):
-        memory.fit_batch(oom, 4, device="cpu")
+    with pytest.raises(oom.NoBatchFits, match="Even batch size 1"):
+        oom.fit_batch(runs_out, 4, device="cpu")
     with pytest.raises(KeyError):
-        memory.fit_batch(lambda b: {}[b], 4, device="cpu")
+        oom.fit_batch(lambda b: {}[b], 4, device="cpu")
     with pytest.raises(ValueError, match="batch >= 1"):
-        memory.fit_batch(oom, 0, device="cpu")
+        oom.fit_batch(runs_out, 0, device="cpu")
 
 
 @pytest.mark.gpu
@@ -350,7 +350,7 @@ def test_largest_batch_finds_the_threshold_exactly(threshold):
         if batch > threshold:
             raise torch.OutOfMemoryError("injected")
 
-    search = memory.largest_batch(try_fn, device="cpu")
+    search = oom.largest_batch(try_fn, device="cpu")
     assert search.largest == threshold and [b for b, _ in search.tried] == calls
     assert all(ok == (b <= threshold) for b, ok in search.tried)
     assert len(calls) <= 2 * threshold.bit_length() + 1
@@ -360,29 +360,29 @@ def test_largest_batch_finds_the_threshold_exactly(threshold):
 def test_largest_batch_limit_start_and_errors():
     def over_40(batch: int) -> None:
         if batch > 40:
-            raise memory.OverBudget(batch, 40)
+            raise oom.OverBudget(batch, 40)
 
-    capped = memory.largest_batch(over_40, 8, limit=20, device="cpu")
+    capped = oom.largest_batch(over_40, 8, limit=20, device="cpu")
     assert capped.largest == 20 and capped.tried == [(8, True), (16, True), (20, True)]
-    assert memory.largest_batch(over_40, 100, device="cpu").largest == 40  # bisects below start
-    with pytest.raises(memory.NoBatchFits):
-        memory.largest_batch(lambda b: over_40(b + 100), device="cpu")
+    assert oom.largest_batch(over_40, 100, device="cpu").largest == 40  # bisects below start
+    with pytest.raises(oom.NoBatchFits):
+        oom.largest_batch(lambda b: over_40(b + 100), device="cpu")
     with pytest.raises(KeyError):
-        memory.largest_batch(lambda b: {}[b], device="cpu")
+        oom.largest_batch(lambda b: {}[b], device="cpu")
     with pytest.raises(ValueError):
-        memory.largest_batch(over_40, 0, device="cpu")
+        oom.largest_batch(over_40, 0, device="cpu")
 
 
 def test_within_budget_raises_an_out_of_memory_error_with_advice():
-    assert memory.within_budget(lambda: alloc_mib(1), 4 * MiB, "cpu").peak_bytes <= 4 * MiB
+    assert oom.within_budget(lambda: alloc_mib(1), 4 * MiB, "cpu").peak_bytes <= 4 * MiB
     with pytest.raises(torch.OutOfMemoryError) as err:
-        memory.within_budget(lambda: alloc_mib(8), 4 * MiB, "cpu")
-    assert isinstance(err.value, memory.OverBudget) and memory.is_oom(err.value)
+        oom.within_budget(lambda: alloc_mib(8), 4 * MiB, "cpu")
+    assert isinstance(err.value, oom.OverBudget) and oom.is_oom(err.value)
     assert err.value.budget == 4 * MiB and err.value.peak >= 8 * MiB
-    advice = memory.oom_advice(err.value, "cpu", batch=256)
+    advice = oom.oom_advice(err.value, "cpu", batch=256)
     assert "batch 256" in advice and "4.0 MiB" in advice and "accumulation" in advice
     assert "autocast" in advice and "checkpointing" in advice
-    on = memory.oom_advice(err.value, "cpu", autocast=True, checkpointing=True)
+    on = oom.oom_advice(err.value, "cpu", autocast=True, checkpointing=True)
     assert "autocast" not in on and "checkpointing" not in on and "accumulation" in on
 
 
@@ -402,16 +402,16 @@ def test_cuda_phase_tracker_static_terms_are_exact():
 
 
 def test_guard_turns_out_of_memory_into_advice_and_runs_on(capsys):
-    with memory.guard("a step at batch 64", torch.device("cpu"), batch=64) as run:
+    with oom.guard("a step at batch 64", torch.device("cpu"), batch=64) as run:
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
     assert not run.ok and "at batch 64" in run.advice
     out = capsys.readouterr().out
     assert out.startswith("a step at batch 64: Out of memory") and "Try, in this order" in out
-    with memory.guard("fits", torch.device("cpu")) as run:
+    with oom.guard("fits", torch.device("cpu")) as run:
         x = torch.ones(4).sum()
     assert run.ok and run.advice is None and x.item() == 4
     with pytest.raises(KeyError):  # anything but out-of-memory propagates
-        with memory.guard("broken", torch.device("cpu")):
+        with oom.guard("broken", torch.device("cpu")):
             raise KeyError("not memory")
 
 
@@ -428,32 +428,32 @@ def test_headroom_counts_the_cache_and_honours_the_cap(monkeypatch):
     monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: 3 * GiB)
     monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 5 * GiB)
     monkeypatch.delenv("COURSE_GPU_MEMORY_GIB", raising=False)
-    assert memory.headroom("cuda") == 12 * GiB  # 10 free + 2 cached
+    assert oom.headroom("cuda") == 12 * GiB  # 10 free + 2 cached
     monkeypatch.setenv("COURSE_GPU_MEMORY_GIB", "8")  # 16 - 10 free - 5 reserved: 1 GiB outside the allocator
-    assert memory.headroom("cuda") == 4 * GiB  # an 8 GiB card: 1 GiB context, 3 GiB allocated
+    assert oom.headroom("cuda") == 4 * GiB  # an 8 GiB card: 1 GiB context, 3 GiB allocated
     monkeypatch.setenv("COURSE_GPU_MEMORY_GIB", "20")
-    assert memory.headroom() == 12 * GiB  # a cap above the card's size changes nothing
+    assert oom.headroom() == 12 * GiB  # a cap above the card's size changes nothing
     monkeypatch.setenv("COURSE_GPU_MEMORY_GIB", "15.5")
-    assert memory.headroom() == int(11.5 * GiB)  # 15.5 - 1 outside - 3 allocated
+    assert oom.headroom() == int(11.5 * GiB)  # 15.5 - 1 outside - 3 allocated
     monkeypatch.setenv("COURSE_GPU_MEMORY_GIB", "2")
-    assert memory.headroom("cuda") == 0  # already over the cap
+    assert oom.headroom("cuda") == 0  # already over the cap
     with pytest.raises(ValueError, match="CUDA"):
-        memory.headroom("cpu")
+        oom.headroom("cpu")
 
 
 @pytest.mark.gpu
 def test_oom_advice_names_the_simulated_card(monkeypatch):
     """Under COURSE_GPU_MEMORY_GIB the advice names the cap, not the card's full size."""
     monkeypatch.setenv("COURSE_GPU_MEMORY_GIB", "8")
-    advice = memory.oom_advice(torch.OutOfMemoryError("x"), torch.device("cuda"))
+    advice = oom.oom_advice(torch.OutOfMemoryError("x"), torch.device("cuda"))
     assert "a cap of 8.0 GiB" in advice or "a cap of 8 GiB" in advice
 
 
 def test_oom_advice_suggests_the_16_bit_format_the_device_runs(monkeypatch):
-    exc = memory.OverBudget(8 * MiB, 4 * MiB)
-    assert "bf16 autocast" in memory.oom_advice(exc, "cpu")
-    monkeypatch.setattr(memory, "bf16_supported", lambda device: False)  # a T4: bf16 only emulated
-    advice = memory.oom_advice(exc, "cpu")
+    exc = oom.OverBudget(8 * MiB, 4 * MiB)
+    assert "bf16 autocast" in oom.oom_advice(exc, "cpu")
+    monkeypatch.setattr(oom, "bf16_supported", lambda device: False)  # a T4: bf16 only emulated
+    advice = oom.oom_advice(exc, "cpu")
     assert "fp16 autocast" in advice and "GradScaler" in advice and "bf16" not in advice
 
 
@@ -495,9 +495,9 @@ def test_memory_helpers_never_reapply_the_cap(monkeypatch):
     monkeypatch.setattr(course_device, "limit_memory", reapplied)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
-    monkeypatch.setattr(memory, "_fits", lambda try_fn, batch, dev: True)  # no CUDA call here
+    monkeypatch.setattr(oom, "_fits", lambda try_fn, batch, dev: True)  # no CUDA call here
     for dev in ("cuda", "cuda:0", None):
-        assert memory.fit_batch(lambda b: None, 4, dev) == 4
+        assert oom.fit_batch(lambda b: None, 4, dev) == 4
     with pytest.raises(AssertionError, match="limit_memory"):  # the notebook's own pick does apply it
         course_device.pick("cuda")
 
@@ -517,8 +517,8 @@ def test_guard_frees_after_dropping_what_the_failed_block_held(monkeypatch):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
 
     alive_at_free = []
-    monkeypatch.setattr(memory, "free", lambda: alive_at_free.append(seen[0]() is not None))
-    with memory.guard("a step", torch.device("cpu"), quiet=True) as run:
+    monkeypatch.setattr(oom, "free", lambda: alive_at_free.append(seen[0]() is not None))
+    with oom.guard("a step", torch.device("cpu"), quiet=True) as run:
         step()
     assert not run.ok and alive_at_free == [False]
 

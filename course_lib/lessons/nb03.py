@@ -398,7 +398,7 @@ def steps_at_once(names: Sequence[str], make_model: ModelFn, x: torch.Tensor, y:
                   device: torch.device | str, channels_last: bool = False, lr: float = 1e-3) -> None:
     """One training step on (x, y) at each precision in `names`, every model with its AdamW
     state alive at once: the memory that timing those precisions in turns needs. Wrapped in
-    :func:`course_lib.memory.fit_batch`, it finds a batch at which every timed configuration fits."""
+    :func:`course_lib.oom.fit_batch`, it finds a batch at which every timed configuration fits."""
     unknown = [n for n in names if n not in PRECISIONS]
     if unknown:
         raise ValueError(f"Unknown precision {unknown[0]!r}: choose from {', '.join(PRECISIONS)}.")

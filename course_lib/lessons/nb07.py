@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.profiler import ProfilerActivity, profile
 
-from course_lib import bench, check, memory, published, units
+from course_lib import bench, check, memory, oom, published, units
 from course_lib.attention import attention, causal_mask, padding_mask
 from course_lib.bench import Timing
 from course_lib.lessons import seqlen
@@ -133,7 +133,7 @@ class BackendRow:
 def refusal(exc: RuntimeError, caught: Sequence[warnings.WarningMessage]) -> str:
     """Why an SDPA call under a forced backend raised: 'out of memory', else the first line of
     the first warning PyTorch gave (its reason for refusing the inputs), else a plain sentence."""
-    if memory.is_oom(exc):
+    if oom.is_oom(exc):
         return "out of memory"
     return next((str(w.message).strip().splitlines()[0] for w in caught), "no kernel for these inputs")
 
@@ -170,7 +170,7 @@ def time_backends(step: Callable[[], object], device: torch.device | str, *,
             except RuntimeError as exc:  # torch.OutOfMemoryError is a RuntimeError too
                 rows[name] = BackendRow(name, None, refusal(exc, caught))
         if rows[name].reason == "out of memory":
-            memory.free()  # after the except block, which held the failed call's frames
+            oom.free()  # after the except block, which held the failed call's frames
     for name, timing in (time_in_turns_or_alone(forced, device, repeats) if forced else {}).items():
         rows[name].timing = timing
         rows[name].reason = "" if timing is not None else "out of memory"

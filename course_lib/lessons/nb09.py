@@ -10,7 +10,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_lib import check, memory, published, report
+from course_lib import check, memory, oom, published, report
+from course_lib.device import label, pick
 from course_lib.bench import Ratio, Timing
 from course_lib.memory import MemoryEstimate, activation_bytes
 from course_lib.models import GPT, GPTConfig
@@ -170,7 +171,7 @@ def estimate_table(cfg: object, batch: int, precision: str = "fp32", optimizer: 
 
     if precision not in PRECISIONS:
         raise ValueError(f"Unknown precision {precision!r}; choose one of {PRECISIONS}.")
-    device = memory.pick(device, limit=False)
+    device = pick(device, limit=False)
     amp = _AUTOCAST.get(precision)
     dtype = torch.bfloat16 if precision == "bf16 weights" else torch.float32
     shape = (batch, cfg.block_size)  # type: ignore[attr-defined]
@@ -195,7 +196,7 @@ def estimate_table(cfg: object, batch: int, precision: str = "fp32", optimizer: 
         est = memory.estimate_training_memory(model, idx, optimizer, amp, loss=loss)
         n_params = sum(p.numel() for p in model.parameters())
     lines = [f"GPT, {n_params / 1e6:,.1f} M parameters, batch {batch} × {shape[1]} tokens, "
-             f"{precision}, {optimizer}, on {memory.label(device)}", str(est)]
+             f"{precision}, {optimizer}, on {label(device)}", str(est)]
     if est.total > measure_up_to:
         lines.append(f"measured: not run (the estimate is over {fmt_bytes(measure_up_to)}, "
                      "this notebook's limit for measuring here)")
@@ -214,7 +215,7 @@ def estimate_table(cfg: object, batch: int, precision: str = "fp32", optimizer: 
     lines.append(f"{'measured peak (2 steps)':<34} {fmt_bytes(peak):>11}   "
                  f"estimate {100 * (est.total - peak) / peak:+.0f} %")
     del model, idx, opt, scaler
-    memory.free()
+    oom.free()
     return "\n".join(lines)
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 import torch
 
-from course_lib import bench, memory, units
+from course_lib import bench, memory, oom, units
 from course_lib.bench import Timing
 
 if TYPE_CHECKING:
@@ -133,7 +133,7 @@ def fwd_bwd(fn: Callable[..., torch.Tensor], shape: tuple[int, int, int, int],
 
 def _reraise_unless_oom(exc: BaseException) -> None:
     """Out-of-memory is a result of the sweep; anything else is a bug: re-raised."""
-    if not memory.is_oom(exc):
+    if not oom.is_oom(exc):
         raise exc
 
 
@@ -151,7 +151,7 @@ def time_in_turns_or_alone(steps: dict[str, Callable[[], None]], device: torch.d
                                                        min_turn_s=SWEEP_TURN_S)}
     except Exception as exc:
         _reraise_unless_oom(exc)
-    memory.free()
+    oom.free()
     out: dict[str, Timing | None] = {}
     for name, step in steps.items():
         try:
@@ -159,7 +159,7 @@ def time_in_turns_or_alone(steps: dict[str, Callable[[], None]], device: torch.d
         except Exception as exc:
             _reraise_unless_oom(exc)
             out[name] = None
-        memory.free()
+        oom.free()
     return out
 
 
@@ -192,7 +192,7 @@ def sweep(fns: dict[str, Callable[..., torch.Tensor]], lengths: Sequence[int], *
             step = None
             if row[name].oom:
                 failed.add(name)
-                memory.free()  # after the except block, which held the failed step's frames
+                oom.free()  # after the except block, which held the failed step's frames
         timings = time_in_turns_or_alone(steps, device, repeats) if steps else {}
         steps = {}
         for name, point in row.items():
@@ -221,8 +221,8 @@ def plot_sweep(points: Sequence[Point], *, title: str = "") -> "Figure":
     first: dict = {}  # panel -> (T, value) of the first point drawn, where the guides start
     for name in dict.fromkeys(p.name for p in points):
         done = [p for p in points if p.name == name and p.timing is not None]
-        oom = [p.length for p in points if p.name == name and p.oom]
-        label = name + (f" (out of memory at T={min(oom)})" if oom else "")
+        ran_out = [p.length for p in points if p.name == name and p.oom]
+        label = name + (f" (out of memory at T={min(ran_out)})" if ran_out else "")
         if not done:
             ax_t.plot([], [], label=label)
             continue
