@@ -27,6 +27,8 @@ launcher    torchrun launched from a notebook: a failing rank named in one sente
 ranks       inside each rank of a torchrun job: process group, status record, rank-0 output
 sharding    what each rank holds under DDP, FSDP2 or DTensor: bytes counted from the tensors, or for
             any size from a fake process group in this process; whether FSDP2 trains on CPU here
+parallelism  which parallelism when: each plan's (DP, TP, PP, FSDP) state and traffic per GPU for
+            a GPT's shape, checked on a fake process group; the decision table
 
 *Recording and showing*
 report      per-notebook measurements with units and ranges (JSON), the you-vs-reference table

@@ -14,7 +14,7 @@ import pytest
 
 PKG = Path(__file__).resolve().parent.parent / "course_lib"
 NOTEBOOKS = PKG.parent / "notebooks"
-LESSON = re.compile(r"course_lib\.lessons\.nb(\d\d)$")
+LESSON = re.compile(r"course_lib\.lessons\.nb(\d\d)(_[a-z0-9]+)?$")
 
 
 def module_name(path: Path, root: Path = PKG) -> str:
@@ -96,11 +96,12 @@ def test_no_import_circle():
 
 
 def test_every_lesson_belongs_to_a_notebook():
-    lessons = sorted(p.stem for p in (PKG / "lessons").glob("nb*.py"))
+    lessons = sorted(p.stem for p in (PKG / "lessons").glob("*.py") if not p.stem.startswith("_"))
     assert lessons, "no lesson module found"
     for stem in lessons:
-        assert re.fullmatch(r"nb\d\d", stem), f"lessons/{stem}.py: a lesson is named nbNN after its notebook"
-        assert list(NOTEBOOKS.glob(f"{stem[2:]}_*.ipynb")), f"lessons/{stem}.py has no notebook {stem[2:]}_*.ipynb"
+        assert re.fullmatch(r"nb\d\d(_[a-z0-9]+)?", stem), \
+            f"lessons/{stem}.py: a lesson is named nbNN (or nbNN_topic) after its notebook"
+        assert list(NOTEBOOKS.glob(f"{stem[2:4]}_*.ipynb")), f"lessons/{stem}.py has no notebook {stem[2:4]}_*.ipynb"
 
 
 # ---- the checks themselves can fail: a planted package --------------------------------------
@@ -154,7 +155,7 @@ def test_the_maps_list_every_module_once():
     import course_lib.lessons
 
     core = sorted(p.stem for p in PKG.glob("*.py") if not p.stem.startswith("_"))
-    lessons = sorted(p.stem for p in (PKG / "lessons").glob("nb*.py"))
+    lessons = sorted(p.stem for p in (PKG / "lessons").glob("*.py") if not p.stem.startswith("_"))
     for doc, modules in ((course_lib.__doc__, core), (course_lib.lessons.__doc__, lessons)):
         names = listed(doc)
         assert sorted(names) == modules, f"listed {sorted(names)}, on disk {modules}"  # each once, none missing

@@ -1,4 +1,4 @@
-"""Tests for course_lib.lessons.formats, notebook 03's formats up close: limits, real casts, rounding
+"""Tests for course_lib.lessons.nb03_formats, notebook 03's formats up close: limits, real casts, rounding
 to a format, and the check that a format really ran in a layer (CPU, tiny models)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from course_lib import models
-from course_lib.lessons import formats, nb03
+from course_lib.lessons import nb03, nb03_formats as formats
 
 pytestmark = pytest.mark.versioned  # float rounding: make test-oldest runs it
 

@@ -10,7 +10,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from course_lib import attention as A
 from course_lib import bench
-from course_lib.lessons import nb07, seqlen
+from course_lib.lessons import nb07, nb07_seqlen as seqlen
 from test_attention import qkv  # the same inputs as the core tests
 
 pytestmark = pytest.mark.versioned  # SDPA's kernels: make test-oldest runs it

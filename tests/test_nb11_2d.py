@@ -6,89 +6,89 @@ import json
 import pytest
 import torch
 
-from course_lib import launcher, models, sharding
+from course_lib import launcher, models, parallelism, sharding
 from course_lib.lessons import nb11
 
 pytestmark = pytest.mark.versioned  # DTensor's 2D mesh: make test-oldest runs it
 
-TINY = nb11.Shape("tiny", dim=64, layers=8, heads=8, context=32, vocab=1024)  # every cut divides evenly
+TINY = parallelism.Shape("tiny", dim=64, layers=8, heads=8, context=32, vocab=1024)  # every cut divides evenly
 
 
 # ---- the table's formulas ----------------------------------------------------------------------
 
 def test_the_shape_counts_the_parameters_pytorch_builds():
-    for shape in (TINY, nb11.GPT2_SMALL):
+    for shape in (TINY, parallelism.GPT2_SMALL):
         with torch.device("meta"):
             model = shape.build()
         assert shape.params == sum(p.numel() for p in model.parameters())
-    assert nb11.GPT2_SMALL.params == 124_401_408 + (50304 - 50257) * 768  # GPT2SmallShapes', vocab padded
+    assert parallelism.GPT2_SMALL.params == 124_401_408 + (50304 - 50257) * 768  # GPT2SmallShapes', vocab padded
 
 
 @pytest.mark.filterwarnings("ignore:DTensor random operators")  # torch 2.6 on a CPU mesh; none runs
 def test_the_notebooks_table_agrees_with_pytorch_at_this_torch():
-    rows = nb11.decision_table([nb11.GPT2_SMALL, nb11.SIZE_7B], [8, 64])  # what notebook 11 prints
+    rows = parallelism.decision_table([parallelism.GPT2_SMALL, parallelism.SIZE_7B], [8, 64])  # what notebook 11 prints
     assert sum(r.why_not is None for r in rows) == 15  # 20 plans; 5 cannot split the model
     assert all(r.agrees for r in rows if r.why_not is None)
 
 
 @pytest.mark.parametrize("gpus", [4, 8])
 def test_the_formulas_parameters_equal_pytorchs_shards(gpus):
-    rows = nb11.decision_table([TINY], [gpus])
+    rows = parallelism.decision_table([TINY], [gpus])
     names = [r.plan.name for r in rows]
     assert names[:4] == ["DP", "FSDP", "TP", "PP"] and names[4].startswith("FSDP ")
     for r in rows:
         assert r.why_not is None, r.why_not
         assert r.fake_bytes == r.formula_param_bytes, r.plan  # no padding with these sizes
-        assert r.state_bytes == r.formula_param_bytes / 4 * nb11.BYTES_PER_PARAM
+        assert r.state_bytes == r.formula_param_bytes / 4 * parallelism.BYTES_PER_PARAM
 
 
 def test_a_formula_that_misses_pytorchs_shards_does_not_agree():
-    row = nb11.decision_table([TINY], [4])[2]  # TP
-    wrong = nb11.Row(row.shape, row.plan, row.tokens, None, int(row.formula_param_bytes * 1.05))
+    row = parallelism.decision_table([TINY], [4])[2]  # TP
+    wrong = parallelism.Row(row.shape, row.plan, row.tokens, None, int(row.formula_param_bytes * 1.05))
     assert row.agrees and not wrong.agrees
 
 
 def test_the_communication_formulas():
     P, tokens, d = TINY.params, 4096, TINY.dim
-    dp, fsdp, tp, pp, two_d = nb11.plans(4, TINY.heads)
-    assert nb11.comm_bytes(TINY, dp, tokens) == pytest.approx(2 * 3 / 4 * P * 4)  # ring all-reduce
-    assert nb11.comm_bytes(TINY, fsdp, tokens) == pytest.approx(1.5 * nb11.comm_bytes(TINY, dp, tokens))
-    assert nb11.comm_bytes(TINY, pp, tokens) == pytest.approx(2 * tokens * d * 4)
-    assert nb11.comm_bytes(TINY, tp, tokens) == pytest.approx(4 * TINY.layers * 2 * 3 / 4 * tokens * d * 4)
+    dp, fsdp, tp, pp, two_d = parallelism.plans(4, TINY.heads)
+    assert parallelism.comm_bytes(TINY, dp, tokens) == pytest.approx(2 * 3 / 4 * P * 4)  # ring all-reduce
+    assert parallelism.comm_bytes(TINY, fsdp, tokens) == pytest.approx(1.5 * parallelism.comm_bytes(TINY, dp, tokens))
+    assert parallelism.comm_bytes(TINY, pp, tokens) == pytest.approx(2 * tokens * d * 4)
+    assert parallelism.comm_bytes(TINY, tp, tokens) == pytest.approx(4 * TINY.layers * 2 * 3 / 4 * tokens * d * 4)
     assert (two_d.dp, two_d.tp) == (2, 2)
     tp_part = 4 * TINY.layers * 2 * 1 / 2 * tokens / 2 * d * 4  # each tp group: half the tokens
-    fsdp_part = 3 * 1 / 2 * nb11.rank_params(TINY, two_d, sharded=False) * 4
-    assert nb11.comm_bytes(TINY, two_d, tokens) == pytest.approx(tp_part + fsdp_part)
+    fsdp_part = 3 * 1 / 2 * parallelism.rank_params(TINY, two_d, sharded=False) * 4
+    assert parallelism.comm_bytes(TINY, two_d, tokens) == pytest.approx(tp_part + fsdp_part)
 
 
 def test_only_the_groups_that_span_servers_count_across_them():
     tokens = 64 * 1024
-    for plan in nb11.plans(8, 12):  # one server: nothing crosses
-        assert nb11.across_servers(nb11.GPT2_SMALL, plan, tokens) == 0
-    dp, fsdp, _, _, two_d = nb11.plans(64, 32)
+    for plan in parallelism.plans(8, 12):  # one server: nothing crosses
+        assert parallelism.across_servers(parallelism.GPT2_SMALL, plan, tokens) == 0
+    dp, fsdp, _, _, two_d = parallelism.plans(64, 32)
     for plan in (dp, fsdp):  # data parallel over 8 servers: all of it
-        assert nb11.across_servers(nb11.SIZE_7B, plan, tokens) == nb11.comm_bytes(nb11.SIZE_7B, plan, tokens)
-    parts = nb11.comm_parts(nb11.SIZE_7B, two_d, tokens)  # 2D: FSDP's part only, tp stays inside
-    assert nb11.across_servers(nb11.SIZE_7B, two_d, tokens) == parts["dp"] > 0 and parts["tp"] > parts["dp"]
+        assert parallelism.across_servers(parallelism.SIZE_7B, plan, tokens) == parallelism.comm_bytes(parallelism.SIZE_7B, plan, tokens)
+    parts = parallelism.comm_parts(parallelism.SIZE_7B, two_d, tokens)  # 2D: FSDP's part only, tp stays inside
+    assert parallelism.across_servers(parallelism.SIZE_7B, two_d, tokens) == parts["dp"] > 0 and parts["tp"] > parts["dp"]
 
 
 def test_plans_that_cannot_split_the_model_say_why():
-    assert "12 heads" in nb11.impossible(nb11.GPT2_SMALL, nb11.Plan("TP", 8, tp=8))
-    assert "12 blocks" in nb11.impossible(nb11.GPT2_SMALL, nb11.Plan("PP", 64, pp=64))
-    assert nb11.impossible(nb11.GPT2_SMALL, nb11.Plan("TP", 4, tp=4)) is None
-    assert nb11.plans(64, 12)[-1].tp == 4 and nb11.plans(64, 32)[-1].tp == 8  # tp divides the heads
+    assert "12 heads" in parallelism.impossible(parallelism.GPT2_SMALL, parallelism.Plan("TP", 8, tp=8))
+    assert "12 blocks" in parallelism.impossible(parallelism.GPT2_SMALL, parallelism.Plan("PP", 64, pp=64))
+    assert parallelism.impossible(parallelism.GPT2_SMALL, parallelism.Plan("TP", 4, tp=4)) is None
+    assert parallelism.plans(64, 12)[-1].tp == 4 and parallelism.plans(64, 32)[-1].tp == 8  # tp divides the heads
 
 
 def test_the_pipelines_idle_share_is_the_bubble_plus_the_uneven_stages_waits():
-    row = nb11.Row(TINY, nb11.Plan("PP", 4, pp=4), tokens=16 * TINY.context)  # 8 blocks: 2 per stage
+    row = parallelism.Row(TINY, parallelism.Plan("PP", 4, pp=4), tokens=16 * TINY.context)  # 8 blocks: 2 per stage
     assert row.idle == pytest.approx(nb11.bubble(4, 16))
-    uneven = nb11.Row(nb11.GPT2_SMALL, nb11.Plan("PP", 8, pp=8), tokens=64 * 1024)  # 12 blocks: 2 or 1
+    uneven = parallelism.Row(parallelism.GPT2_SMALL, parallelism.Plan("PP", 8, pp=8), tokens=64 * 1024)  # 12 blocks: 2 or 1
     busy = 64 * 1.5 / (12 + 63 * 2)  # the average stage's 1.5 blocks per micro-batch; fill, then pace 2
     assert uneven.idle == pytest.approx(1 - busy)
     ops = [nb11.gpipe(64)] * 8  # the same from the replay: stages of 2 blocks and of 1
     passes = nb11.simulate(ops, [2.0] * 4 + [1.0] * 4, [4.0] * 4 + [2.0] * 4)
     assert sum(nb11.idle_fractions(passes, 8)) / 8 == pytest.approx(uneven.idle)
-    assert nb11.Row(TINY, nb11.Plan("DP", 4, dp=4), tokens=16).idle == 0
+    assert parallelism.Row(TINY, parallelism.Plan("DP", 4, dp=4), tokens=16).idle == 0
 
 
 @pytest.mark.filterwarnings("ignore:DTensor random operators")  # torch 2.6 on a CPU mesh; none runs
@@ -161,14 +161,14 @@ def test_the_shards_lines_show_rank_0_each_ranks_bytes_and_the_share():
 
 
 def test_the_decision_tables_lines_and_verdicts():
-    rows = nb11.decision_table([TINY], [4, 8])
+    rows = parallelism.decision_table([TINY], [4, 8])
     lines = nb11.table_lines(rows).splitlines()
     assert len(lines) == 1 + len(rows) + 1 and all(line.endswith("✓") for line in lines[1:-1])
     first = rows[0]
-    wrong = nb11.Row(first.shape, first.plan, first.tokens, None, int(first.formula_param_bytes * 1.05))
+    wrong = parallelism.Row(first.shape, first.plan, first.tokens, None, int(first.formula_param_bytes * 1.05))
     assert nb11.table_lines([wrong]).splitlines()[1].endswith("+5.00% ✗")
     why = "3 tensor-parallel ranks cannot share 8 heads"
-    assert f"cannot: {why}" in nb11.table_lines([nb11.Row(TINY, nb11.Plan("TP", 3, tp=3), 1, why)])
+    assert f"cannot: {why}" in nb11.table_lines([parallelism.Row(TINY, parallelism.Plan("TP", 3, tp=3), 1, why)])
     assert nb11.memory_budget(torch.device("cpu")) == (2**34, "16 GiB (a budget chosen here; on a GPU, its memory)")
     roomy = nb11.plan_verdicts(rows, 2**40, "1 TiB").splitlines()  # every plan fits: DP sends least of DP and FSDP
     assert len(roomy) == 2 and roomy[0].startswith("tiny on 4 GPUs, 1 TiB per GPU: model state fits for DP, FSDP, TP")

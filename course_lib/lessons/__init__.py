@@ -10,7 +10,7 @@ nb03  mixed precision: formats, loss scaling, runs compared by precision
 nb04  gradient accumulation: micro-batches vs one big batch, what breaks it
 nb05  DataParallel: scatter, replicate, parallel_apply, gather on one device; replicas on threads
 nb06  DDP and FSDP2: the single-process reference, collectives checked, bytes per rank
-nb07  attention: SDPA's kernels named and timed, the sweep over lengths (from lessons/seqlen.py), the toy
+nb07  attention: SDPA's kernels named and timed, the sweep over lengths (from lessons/nb07_seqlen.py), the toy
       task, the snippet, the words around each measurement
 nb08  Transformer training: the words around each measurement (MFU, utilisation, the long run), the
       checks of its claims (weight-decay groups, beating the unigram baseline, resume) and exercises
@@ -18,4 +18,10 @@ nb09  memory: the exercise checks (AdamW's state, bytes saved for backward)
 nb10  compile and profile: the exercise checks (arithmetic intensity, a loop without syncs)
 nb11  model parallelism: the model every script splits, pipeline schedules and their bubble
 nb12  inside the kernel: the online softmax and FlashAttention's tiles in plain PyTorch, Triton
+
+Two lesson modules serve one notebook without being its module, so that the notebook's own stays
+its scaffolding (the notebook calls them through it):
+
+nb03_formats  for nb03: what each 16-bit format keeps and loses, real casts, did a format run in a layer
+nb07_seqlen   for nb07: attention's time and memory against sequence length, the growth exponents
 """

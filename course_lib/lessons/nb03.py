@@ -9,7 +9,7 @@ training runs compared by precision.
 
 Every number here is computed, never assumed: casts are real casts, gradients come from a real
 backward pass, runs are real training runs through `course_lib.train`. Whether a format really
-ran in a layer is :mod:`course_lib.lessons.formats`'s check (re-exported here, as its tables are).
+ran in a layer is :mod:`course_lib.lessons.nb03_formats`'s check (re-exported here, as its tables are).
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from course_lib.device import amp_note, cpu_16bit_flags, cpu_name, cpu_support, 
 from course_lib.device import label as device_label
 from course_lib.lessons import nb01
 from course_lib.profiling import StepProfile, amdahl_bound, profile_verdict
-from course_lib.lessons import formats
-from course_lib.lessons.formats import cast, dtype_of
+from course_lib.lessons import nb03_formats as formats
+from course_lib.lessons.nb03_formats import cast, dtype_of
 from course_lib.units import fmt_bytes, fmt_time
 
 # what notebook 03 calls as nb03.*: the formats' limits and real casts; did a format really run in a layer?

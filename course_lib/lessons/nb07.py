@@ -3,7 +3,7 @@ data, the snippet tutorials teach, the exercise checks, and the words around eac
 as text for the cells to print.
 
 The sweep over sequence lengths (each version's time and peak memory at each length, its plot, the
-growth exponents, the cache step) is :mod:`course_lib.lessons.seqlen`, re-exported here. The attention
+growth exponents, the cache step) is :mod:`course_lib.lessons.nb07_seqlen`, re-exported here. The attention
 itself (masks, :func:`~course_lib.attention.attention`, :class:`~course_lib.attention.MultiHeadAttention`)
 and how closely two correct attentions agree (:func:`~course_lib.attention.agreement`) are core:
 :mod:`course_lib.attention`.
@@ -24,8 +24,8 @@ from torch.profiler import ProfilerActivity, profile
 from course_lib import bench, check, memory, oom, published, units
 from course_lib.attention import attention, causal_mask, padding_mask
 from course_lib.bench import Timing
-from course_lib.lessons import seqlen
-from course_lib.lessons.seqlen import Point, cache_step, rising, time_in_turns_or_alone
+from course_lib.lessons import nb07_seqlen as seqlen
+from course_lib.lessons.nb07_seqlen import Point, cache_step, rising, time_in_turns_or_alone
 from course_lib.roofline import counted_flops
 
 if TYPE_CHECKING:

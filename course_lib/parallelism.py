@@ -1,0 +1,249 @@
+"""Which parallelism when: for a GPT-2-style Transformer, what each rank holds and sends under
+each plan (data, tensor, pipeline parallel, FSDP, and their products) on a given number of GPUs,
+the bytes of model state checked against PyTorch's own split on a fake process group, and the
+decision table notebook 11 prints (section 9):
+
+    rows = decision_table([GPT2_SMALL, SIZE_7B], gpu_counts=[8, 64])
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+import torch.nn as nn
+
+from course_lib import sharding
+
+
+BYTES_PER_PARAM = 16  # fp32 training with AdamW: weight 4, gradient 4, two moments 8 (notebook 06)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A GPT-2-style Transformer's sizes (the MLP 4·dim wide, the output head tied to the token
+    embedding, LayerNorms left out): what the decision table's formulas need."""
+
+    name: str
+    dim: int
+    layers: int
+    heads: int
+    context: int = 1024
+    # GPT-2's 50,257 tokens padded to 50,304, a multiple of 64, as nanoGPT's model.py does: every
+    # cut here then divides the embeddings evenly, which torch 2.6's FSDP requires of a
+    # tensor-parallel shard ("FSDP+TP sharding does not support uneven sharding").
+    vocab: int = 50304
+
+    @property
+    def embed(self) -> int:
+        """Token and position embeddings' parameters."""
+        return (self.vocab + self.context) * self.dim
+
+    @property
+    def split(self) -> int:
+        """Parameters of one block that tensor parallelism cuts over its ranks: the q, k, v
+        projection (weight and bias), the attention output's weight, the MLP's first Linear
+        (weight and bias) and its second's weight."""
+        d, h = self.dim, 4 * self.dim
+        return 3 * d * d + 3 * d + d * d + h * d + h + d * h
+
+    @property
+    def whole(self) -> int:
+        """Parameters of one block tensor parallelism keeps whole on every rank: the biases of
+        the two row-parallel Linears, added once after the sum."""
+        return 2 * self.dim
+
+    @property
+    def params(self) -> int:
+        return self.embed + self.layers * (self.split + self.whole)
+
+    def build(self, layers: int | None = None) -> nn.Module:
+        """The parameter shapes as modules (:class:`sharding.GPT2SmallShapes`), `layers` blocks."""
+        return sharding.GPT2SmallShapes(self.vocab, self.context, self.dim, layers or self.layers, 4 * self.dim)
+
+
+GPT2_SMALL = Shape("GPT-2 small", dim=768, layers=12, heads=12)
+SIZE_7B = Shape("6.7B", dim=4096, layers=32, heads=32, context=2048)  # GPT-2's layout, wider and deeper
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How `gpus` ranks share the work: dp copies of the model (FSDP-sharded over them when
+    `fsdp`), each cut into tp tensor-parallel shards and pp pipeline stages."""
+
+    name: str
+    gpus: int
+    dp: int = 1
+    tp: int = 1
+    pp: int = 1
+    fsdp: bool = False
+
+
+def plans(gpus: int, heads: int) -> list[Plan]:
+    """The table's five ways to use `gpus` GPUs. 2D keeps tensor parallelism within 8 GPUs (one
+    server's fast links), on the most ranks that divide both `gpus` and the `heads`, and shards
+    over the rest with FSDP."""
+    tp = max(t for t in range(1, min(8, gpus // 2) + 1) if gpus % t == 0 and heads % t == 0)
+    return [Plan("DP", gpus, dp=gpus), Plan("FSDP", gpus, dp=gpus, fsdp=True), Plan("TP", gpus, tp=gpus),
+            Plan("PP", gpus, pp=gpus), Plan(f"FSDP {gpus // tp} × TP {tp}", gpus, dp=gpus // tp, tp=tp, fsdp=True)]
+
+
+def impossible(shape: Shape, plan: Plan) -> str | None:
+    """Why `plan` cannot split `shape`, in a few words; None when it can."""
+    if shape.heads % plan.tp:
+        return f"{plan.tp} tensor-parallel ranks cannot share {shape.heads} heads"
+    if plan.pp > shape.layers:
+        return f"{plan.pp} stages for {shape.layers} blocks"
+    return None
+
+
+def stage_blocks(shape: Shape, plan: Plan) -> int:
+    """Blocks of the largest pipeline stage (the first): ceil(layers / pp)."""
+    return math.ceil(shape.layers / plan.pp)
+
+
+def rank_params(shape: Shape, plan: Plan, sharded: bool = True) -> float:
+    """Parameters the largest rank holds (before FSDP's cut when not `sharded`): the first
+    pipeline stage, ceil(layers / pp) blocks and the embeddings; tensor parallelism cuts the
+    embeddings' rows (the vocabulary) and each block's split part over tp."""
+    n = shape.embed / plan.tp + stage_blocks(shape, plan) * (shape.split / plan.tp + shape.whole)
+    return n / plan.dp if plan.fsdp and sharded else n
+
+
+def comm_bytes(shape: Shape, plan: Plan, tokens: int, itemsize: int = 4) -> float:
+    """Bytes one rank sends per training step of `tokens` tokens (the global batch), with ring
+    collectives (a ring all-reduce sends 2(n-1)/n of the data, an all-gather or reduce-scatter
+    (n-1)/n):
+
+    - over dp: DP all-reduces the gradients, 2(dp-1)/dp · P; FSDP all-gathers the parameters in
+      the forward and again in the backward and reduce-scatters the gradients, 3(dp-1)/dp · P;
+    - over tp: each block all-reduces its (tokens / dp, dim) activations twice forward and twice
+      backward (section 7); the embeddings' and the output head's own collectives are left out;
+    - over pp: a middle stage sends each token's activations forward and their gradients back.
+    """
+    return sum(comm_parts(shape, plan, tokens, itemsize).values())
+
+
+GPUS_PER_SERVER = 8  # the table's servers: 8 GPUs joined by fast links, slower links between servers
+
+
+def comm_parts(shape: Shape, plan: Plan, tokens: int, itemsize: int = 4) -> dict[str, float]:
+    """:func:`comm_bytes` split by the dimension that sends them: ``dp``, ``tp``, ``pp``."""
+    parts = dict(dp=0.0, tp=0.0, pp=0.0)
+    if plan.dp > 1:
+        parts["dp"] = (3 if plan.fsdp else 2) * (plan.dp - 1) / plan.dp * rank_params(shape, plan, sharded=False)
+    if plan.tp > 1:
+        parts["tp"] = 4 * stage_blocks(shape, plan) * 2 * (plan.tp - 1) / plan.tp * tokens / plan.dp * shape.dim
+    if plan.pp > 1:
+        parts["pp"] = 2 * tokens * shape.dim
+    return {k: v * itemsize for k, v in parts.items()}
+
+
+def across_servers(shape: Shape, plan: Plan, tokens: int, itemsize: int = 4) -> float:
+    """The part of :func:`comm_bytes` whose group spans several servers of
+    :data:`GPUS_PER_SERVER`: the ranks are numbered tensor-parallel first (each tp group within
+    a server, as :func:`plans` keeps it), so the dp groups span servers once there is more than
+    one server, and so do the pipeline's stage boundaries."""
+    if plan.gpus <= GPUS_PER_SERVER:
+        return 0.0
+    parts = comm_parts(shape, plan, tokens, itemsize)
+    return parts["dp"] + parts["pp"] + (parts["tp"] if plan.tp > GPUS_PER_SERVER else 0.0)
+
+
+def fake_rank_bytes(shape: Shape, plan: Plan) -> int:
+    """Bytes of parameters rank 0 holds when PyTorch itself splits `shape` by `plan`, on the meta
+    device in a fake process group (no memory, no values, no communication): the stage's blocks
+    for pp, ``parallelize_module`` over tp, ``fully_shard`` over dp. Rank 0 has the largest FSDP
+    shard, padded as every rank's is."""
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    with warnings.catch_warnings():  # torch 2.6-2.7 warn that DTensor's random ops on a CPU mesh
+        warnings.filterwarnings("ignore", category=UserWarning,  # may be incomplete; none runs here
+                                module=r"torch\.distributed\.tensor\._random")
+        with sharding.fake_group(plan.dp * plan.tp, (plan.dp, plan.tp), ("dp", "tp")) as mesh:
+            with torch.device("meta"):
+                model = shape.build(stage_blocks(shape, plan))
+            if plan.tp > 1:
+                parallelize_module(model, mesh["tp"], {"tokens": RowwiseParallel(), "positions": RowwiseParallel()})
+                for block in model.blocks:
+                    parallelize_module(block, mesh["tp"], {"attn_in": ColwiseParallel(), "attn_out": RowwiseParallel(),
+                                                           "mlp_up": ColwiseParallel(), "mlp_down": RowwiseParallel()})
+            if plan.fsdp:
+                sharding.shard(model, mesh["dp"], units=(sharding.Block, nn.Embedding))
+            return sharding.local_bytes(model)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the decision table: a model, a plan, a step of `tokens` tokens, and the
+    numbers (None where the plan cannot split the model)."""
+
+    shape: Shape
+    plan: Plan
+    tokens: int
+    why_not: str | None = None
+    fake_bytes: int | None = None  # the parameters' bytes PyTorch's own split gives rank 0
+
+    @property
+    def formula_param_bytes(self) -> float:
+        return rank_params(self.shape, self.plan) * 4
+
+    @property
+    def state_bytes(self) -> float:
+        """Weights, gradients and AdamW state of the largest rank, by formula."""
+        return rank_params(self.shape, self.plan) * BYTES_PER_PARAM
+
+    @property
+    def comm_bytes(self) -> float:
+        """Bytes one rank sends per step, by formula (:func:`comm_bytes`)."""
+        return comm_bytes(self.shape, self.plan, self.tokens)
+
+    @property
+    def agrees(self) -> bool:
+        """The formula's parameter bytes within 1 % of PyTorch's (FSDP pads each shard's dim 0)."""
+        return self.fake_bytes is not None and abs(self.fake_bytes / self.formula_param_bytes - 1) < 0.01
+
+    @property
+    def across_bytes(self) -> float:
+        """Of :attr:`comm_bytes`, what crosses between servers (:func:`across_servers`)."""
+        return across_servers(self.shape, self.plan, self.tokens)
+
+    @property
+    def flop_per_byte(self) -> float:
+        """Each rank's share of the step's arithmetic (6 FLOP per parameter and token: forward 2,
+        backward 4) per byte it sends over links (not notebook 10's bytes to memory):
+        communication can hide behind computing only while this is above the GPU's FLOP/s divided
+        by its link's bytes/s."""
+        return 6 * self.shape.params * self.tokens / self.plan.gpus / self.comm_bytes
+
+    @property
+    def idle(self) -> float:
+        """The stages' average idle share of a step with one sequence per micro-batch, every pass
+        taking time in proportion to its stage's blocks and messages taking none (a lower bound:
+        :func:`simulate` gives the same). The first micro-batch crosses all L blocks, the other
+        m - 1 follow at the pace of the largest stage, ceil(L / pp) blocks, while the average
+        stage works m · L / pp: idle = 1 - m·(L/pp) / (L + (m-1)·ceil(L/pp)). With even stages
+        this is the bubble (section 4); uneven ones add the waits of exercise 2. The output head
+        (tied to the token embedding) is left out: on the last stage it would add work there,
+        and an all-reduce of its gradient with the first. 0 without stages."""
+        if self.plan.pp == 1:
+            return 0.0
+        m, L, p = self.tokens // self.shape.context, self.shape.layers, self.plan.pp
+        return 1 - m * (L / p) / (L + (m - 1) * stage_blocks(self.shape, self.plan))
+
+
+def decision_table(shapes: Sequence[Shape], gpu_counts: Sequence[int], seqs_per_gpu: int = 8) -> list[Row]:
+    """Every plan of :func:`plans` for every model and GPU count: model state per rank and bytes
+    sent per step by formula, the parameters checked against PyTorch's own split. The global
+    batch is `seqs_per_gpu` full-context sequences per GPU."""
+    rows = []
+    for shape in shapes:
+        for gpus in gpu_counts:
+            tokens = gpus * seqs_per_gpu * shape.context
+            for plan in plans(gpus, shape.heads):
+                why = impossible(shape, plan)
+                rows.append(Row(shape, plan, tokens, why, None if why else fake_rank_bytes(shape, plan)))
+    return rows
