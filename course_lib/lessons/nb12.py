@@ -29,7 +29,7 @@ import torch
 
 from course_lib import check, roofline, units
 from course_lib.bench import Ratio
-from course_lib.lessons.nb07 import growth_exponent
+from course_lib.lessons.nb07 import growth_exponent, growth_words as growth_word  # noqa: F401 (notebook 12 calls it)
 
 # float32 against SDPA: |Δ| of outputs and log-sum-exp stayed below 1e-6 for T up to 1024 here
 ATOL, RTOL = 1e-5, 1e-4
@@ -205,21 +205,6 @@ def added_growth_exponent(lengths: list[int], peaks: list[int]) -> float:
         raise ValueError(f"Need three lengths or more in a geometric progression, got {lengths}.")
     added = [b - a for a, b in zip(peaks, peaks[1:])]
     return round(growth_exponent(lengths[1:], added), 9)
-
-
-def growth_word(p: float) -> str:
-    """A growth exponent p (value ∝ Tᵖ) in words, with the bounds notebook 07's ``growth`` uses.
-
-    >>> growth_word(1.02), growth_word(1.97)
-    ('about linear', 'about quadratic')
-    """
-    if p < 0.7:
-        return "less than linear"
-    if p < 1.3:
-        return "about linear"
-    if p < 1.8:
-        return "between linear and quadratic"
-    return "about quadratic" if p < 2.3 else "faster than quadratic"
 
 
 _KERNEL = re.compile(r"async_compile\.\w+\(.*?'{3}(.*?)'{3}", re.S)
