@@ -273,11 +273,14 @@ def test_check_flatten_size_passes_the_answer_fails_the_snippets_and_reports_a_s
 
 def test_shape_lines_measure_the_models():
     torch.manual_seed(0)
-    text = nb02.shape_lines(models.SmallCNN(num_classes=6, width=32), models.SmallCNN(width=16).features)
+    net = models.SmallCNN(num_classes=6, width=32)
+    logits = {r: net(torch.zeros(4, 3, r, r)).shape for r in (32, 64)}
+    text = nb02.shape_lines(net, logits, models.SmallCNN(width=16).features(torch.zeros(1, 3, 32, 32)))
     assert "SmallCNN(width=32): 94,246 parameters" in text
     assert "input (4, 3, 64, 64) -> logits (4, 6)" in text
     assert "(1, 64, 4, 4) -> flatten size 1,024, not 64·8·8 = 4,096" in text
-    assert "flatten size 256," in nb02.shape_lines(tiny_net(), models.SmallCNN(width=4).features)
+    small = models.SmallCNN(width=4).features(torch.zeros(1, 3, 32, 32))
+    assert "flatten size 256," in nb02.shape_lines(tiny_net(), {}, small)
 
 
 def test_training_lines_give_each_epoch_the_time_and_the_checkpoint(tmp_path):

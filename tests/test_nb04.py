@@ -302,9 +302,9 @@ def test_model_facts_and_batchnorm_lines_read_the_gradients():
     assert text.endswith("running mean/var: max |Δ| 1.00e+00; updates: 4 vs 1")
 
 
-def test_token_lines_weigh_each_micro_batch_by_its_tokens():
+def test_token_lines_show_each_micro_batch_and_the_three_means():
     group = [(torch.zeros(4, 3), torch.zeros(4, 3)), (torch.zeros(1, 2), torch.zeros(1, 2))]  # 12 and 2 tokens
-    text = nb04.token_lines(group, [1.0, 3.0], 1.25)
+    text = nb04.token_lines(group, [12, 2], [1.0, 3.0], 1.25, (12 * 1.0 + 2 * 3.0) / 14)
     assert text.splitlines()[1] == "micro-batch (1, 2):    2 tokens, mean loss 3.0000"
     assert text.endswith("token-weighted 1.2857 | mean of means 2.0000 (off by +0.7500)")
 

@@ -244,7 +244,12 @@ def test_kind_table_and_the_verdicts():
                                                                                   "bytes": 1e6}}
     table = nb10.kind_table(kinds, 0.005, 10.0).splitlines()
     assert table[1].endswith("above the ridge") and table[2].endswith("moves data only") and " 80.0% " in table[1]
-    verdict = nb10.roof_verdict(STEP.ops, MM, STEP.op_seconds, 10.0, of_roof, BW)
+    def near(o):  # the notebook's rule: an op at half its roof or more (a copy: of the memory bandwidth)
+        return (of_roof(o) if o.flops else o.bandwidth / BW) >= 0.5
+
+    shares = {(n, m): sum(o.seconds for o in STEP.ops if near(o) == n and (not o.flops or o.intensity < 10.0) == m)
+              / STEP.op_seconds for n in (True, False) for m in (True, False)}
+    verdict = nb10.roof_verdict(shares, MM, of_roof(MM))
     # the add (memory side, 120 %) is near its roof; the copy moves 1 GB/s against 100 GB/s, the mm is at 25 %
     assert "2% in memory-side ops at half their roof or more" in verdict and "0% in compute-side ops" in verdict
     assert "20% memory-side and 78% compute-side far below" in verdict

@@ -256,6 +256,7 @@ def test_the_idle_lines_and_the_span_verdict_follow_the_numbers():
     longer = nb11.why_span(bench.ratio_of("m = 4 vs 1", 0.5, 0.4, 0.6), [0.7, 0.5], 3.0)
     assert longer.startswith("  longer, although the idle share went 70% → 50%") and "3.00× as long" in longer
     assert nb11.why_span(bench.ratio_of("", 0.5, 0.4, 0.6), [0.5, 0.6], 3.0).startswith("  longer, and ")
+    assert nb11.why_span(bench.ratio_of("", 1.5, 1.3, 1.7), [0.5, 0.2], 0.99).endswith("took 0.99× as long, no longer")
     unclear = nb11.why_span(bench.ratio_of("m = 2 vs 1", 1.0, 0.8, 1.2), [0.5, 0.4], 1.2)
     assert unclear.startswith("  cannot be told apart here (") and "1.20× as long" in unclear
 

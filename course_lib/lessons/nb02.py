@@ -250,12 +250,13 @@ def check_flatten_size(fn: Callable[[int], int]) -> None:
 STALL = "meta_maiprof_gpu_idle_more_than_half_data_loading"  # a published data-loading stall
 
 
-def shape_lines(net: nn.Module, like_snippet: nn.Module, name: str = "SmallCNN(width=32)") -> str:
-    """Section 1's facts: `net`'s parameters and logits' shape at 32 and 64 px, and the shape of
-    `like_snippet`'s feature map at 32×32 (64 channels, as the snippet's conv3) with its flatten size."""
+def shape_lines(net: nn.Module, logits: dict[int, torch.Size], feats: torch.Tensor,
+                name: str = "SmallCNN(width=32)") -> str:
+    """Section 1's facts: `net`'s parameters, its `logits`' shape for a batch of 4 at each
+    resolution, and the shape of the snippet-like feature map `feats` (at 32×32, 64 channels as
+    the snippet's conv3) with its flatten size."""
     lines = [f"{name}: {models.count_params(net):,} parameters"]
-    lines += [f"input (4, 3, {r}, {r}) -> logits {tuple(net(torch.zeros(4, 3, r, r)).shape)}" for r in (32, 64)]
-    feats = like_snippet(torch.zeros(1, 3, 32, 32))
+    lines += [f"input (4, 3, {r}, {r}) -> logits {tuple(shape)}" for r, shape in logits.items()]
     lines.append(f"snippet-like features at 32×32: {tuple(feats.shape)} -> flatten size {feats[0].numel():,}, "
                  f"not 64·8·8 = {64 * 8 * 8:,}")
     return "\n".join(lines)

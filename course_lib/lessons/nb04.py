@@ -329,11 +329,10 @@ def batchnorm_lines(gb_acc: torch.Tensor, gb_big: torch.Tensor, gn_rel: float, s
             f"rounding)\nrunning mean/var: max |Δ| {(s_acc - s_big).abs().max():.2e}; updates: {n_acc} vs {n_big}")
 
 
-def token_lines(group: list, means: Sequence[float], global_mean: float) -> str:
-    """Each micro-batch's tokens and mean loss, then the global token mean against the
-    token-weighted mean and the mean of the means."""
-    counts = [t.numel() for _, t in group]
-    weighted = sum(n * m for n, m in zip(counts, means)) / sum(counts)
+def token_lines(group: list, counts: Sequence[int], means: Sequence[float], global_mean: float,
+                weighted: float) -> str:
+    """Each micro-batch's tokens (`counts`) and mean loss, then the global token mean against the
+    token-weighted mean (`weighted`) and the mean of the means."""
     mean_of_means = sum(means) / len(means)
     return "\n".join([*(f"micro-batch {tuple(a.shape)}: {n:>4} tokens, mean loss {m:.4f}"
                         for (a, _), n, m in zip(group, counts, means)),

@@ -483,14 +483,7 @@ def scaling_notes(eff: bench.Ratio | None, r: bench.Ratio | None, t_free1: bench
                          f"faster than the 1-rank job's ({t_free1.median_s * 1e3:.2f} ms), beyond both spreads: "
                          f"sharing the machine cannot do that, so the machine ran faster during the {world}-rank "
                          "job, and the efficiency above carries that change as well")
-        if r.hi < 1:  # the rate ratio W vs 1, beyond its spread
-            lines.append(f"in total, {world} ranks delivered fewer images per second than one rank alone "
-                         f"({r.value:.2f}×)")
-        elif r.within_noise:
-            lines.append(f"in total, {world} ranks delivered as many images per second as one rank ({r.value:.2f}×, "
-                         f"{r.lo:.2f}–{r.hi:.2f}): no gain here")
-        else:
-            lines.append(f"in total, {world} ranks delivered {r.value:.2f}× the images per second of one rank")
+        lines.append(r.verdict(f"images per second in total, {world} ranks against one rank alone", on=dev_w))
         if dev_w.startswith("cpu") and world > (os.cpu_count() or 1):
             lines.append(f"{world} ranks on {os.cpu_count()} cores: the ranks take turns on the cores, which this "
                          "efficiency measures as much as DDP's communication")

@@ -422,26 +422,18 @@ def kind_table(kinds: Mapping[str, Mapping[str, float]], op_time: float, ridge_:
     return "\n".join(lines)
 
 
-def roof_verdict(ops: Sequence[OpTime], slowest: OpTime, op_time: float, ridge_: float, of_roof: OfRoof,
-                 bandwidth: float) -> str:
-    """The verdict by share of op time: ops at half their roof or more and ops far below it, on the
-    memory side and the compute side of the ridge (a copy against `bandwidth`, the main-memory
-    roof); then how close the costliest op with FLOPs (`slowest`) comes to its roof."""
-    def share(o: OpTime) -> float:  # how close an op comes to its own roof
-        return of_roof(o) if o.flops else o.bandwidth / bandwidth
-
-    def part(near: bool, memory_side: bool) -> float:
-        return sum(o.seconds for o in ops
-                   if (share(o) >= 0.5) == near and (not o.flops or o.intensity < ridge_) == memory_side) / op_time
-
+def roof_verdict(shares: Mapping[tuple[bool, bool], float], slowest: OpTime, slowest_of_roof: float) -> str:
+    """The verdict by share of op time: `shares` maps (near its roof, on the memory side) to the
+    share of op time in such ops; then how close the costliest op with FLOPs (`slowest`, at
+    `slowest_of_roof` of its roof) comes to it."""
     far = "far below it, held back by something other than the two peaks (the kernel itself, its size, its overheads)"
-    return (f"verdict, by share of op time (copies included): {part(True, True):.0%} in memory-side ops "
+    return (f"verdict, by share of op time (copies included): {shares[True, True]:.0%} in memory-side ops "
             f"at half their roof or more (only moving fewer bytes, by fusing them, lifts those), "
-            f"{part(True, False):.0%} in compute-side ops as close to theirs; {part(False, True):.0%} memory-side and "
-            f"{part(False, False):.0%} compute-side far below their roof: no roof holds those back, something else "
-            "does (the launch, the size, the kernel itself)\n"
-            f"the costliest op, {slowest.label}, runs at {of_roof(slowest):.0%} of what the roofline allows at its "
-            f"intensity: {'close to the roof' if of_roof(slowest) >= 0.5 else far}")
+            f"{shares[True, False]:.0%} in compute-side ops as close to theirs; {shares[False, True]:.0%} memory-side "
+            f"and {shares[False, False]:.0%} compute-side far below their roof: no roof holds those back, something "
+            "else does (the launch, the size, the kernel itself)\n"
+            f"the costliest op, {slowest.label}, runs at {slowest_of_roof:.0%} of what the roofline allows at its "
+            f"intensity: {'close to the roof' if slowest_of_roof >= 0.5 else far}")
 
 
 def attention_alone(ran08: Mapping[str, dict] | None, dtype: torch.dtype) -> str:

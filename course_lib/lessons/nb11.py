@@ -383,8 +383,9 @@ def why_span(ratio: Ratio, idle: Sequence[float], busy: float) -> str:
     if not ratio.clear:
         return f"  cannot be told apart here ({ratio.doubt}); idle share {went}, stage 0 busy {busy:.2f}× as long"
     if ratio.value > 1:
-        return (f"  shorter: the idle time won back (idle share {went}) outweighed the longer passes "
-                f"(stage 0 busy {busy:.2f}× as long)")
+        passes = (f"outweighed the longer passes (stage 0 busy {busy:.2f}× as long)" if busy > 1
+                  else f"and stage 0's passes took {busy:.2f}× as long, no longer")
+        return f"  shorter: the idle time won back (idle share {went}) {passes}"
     return (f"  longer, {'although' if idle[1] < idle[0] else 'and'} the idle share went {went}: "
             f"stage 0's passes took {busy:.2f}× as long in all")
 
