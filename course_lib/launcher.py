@@ -146,7 +146,11 @@ def _stop(procs: list[subprocess.Popen], status_dir: Path) -> None:
         try:
             p.wait(timeout=max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)
+            pass
+        try:  # the agent's whole group, also after the agent exited: a worker it started a moment before
+            os.killpg(p.pid, signal.SIGKILL)  # the SIGTERM (still importing torch) would outlive it
+        except (ProcessLookupError, PermissionError):
+            pass
     for st in _statuses(status_dir).values():  # ranks in their own sessions, if any are left
         try:
             os.kill(int(st["pid"]), signal.SIGKILL)
