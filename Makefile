@@ -30,6 +30,10 @@ ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 # environment) every process compiled torch's modules again at each import, and a CI run's unit
 # tests ran at about half speed (tried and measured).
 EXTRAS := test,instructor
+# Python may cache the bytecode of what it imports (course_lib, the tests as pytest rewrites them):
+# a workplace that sets PYTHONDONTWRITEBYTECODE makes every kernel, test worker and torchrun rank
+# compile course_lib again at each import (about 0.15 s a process, hundreds of processes a test run).
+unexport PYTHONDONTWRITEBYTECODE
 define install
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "the course needs Python >= 3.11, found " + sys.version.split()[0]'
 	$(PYTHON) -m venv $(1)

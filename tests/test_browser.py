@@ -2,8 +2,9 @@
 (`course student`: each solution replaced by nbgrader's stub) opened in JupyterLab started the
 way `make lab` starts it, driven by headless Chromium through Playwright, under smoke.
 
-For each notebook: open it, wait for its kernel, Run ▸ Run All Cells, wait until every code
-cell has run, then check what the page shows: no error output, every figure rendered, every
+For each notebook: open it (in one JupyterLab page that every notebook shares, as a learner's
+browser tab does: the app loads once, not once per notebook), wait for its kernel, Run ▸ Run All
+Cells, wait until every code cell has run, then check what the page shows: no error output, every figure rendered, every
 widget rendered (not a placeholder), and under each exercise one "not done yet" sentence, the
 notebook running on. In 01 a slider is moved and in 02 an `interact_manual` button pressed;
 the widget's output must change. A failure leaves a full-page screenshot in build/browser/.
@@ -148,6 +149,40 @@ def browser():
         chromium.close()
 
 
+class Tab:
+    """JupyterLab in one browser page, loaded once and shared by the notebooks in turn (the app's
+    start took about 4 s of each notebook's 7 s to its kernel here). A test that fails leaves the
+    page as it was (a dialog, a stuck cell): the next test gets a new one."""
+
+    def __init__(self, browser, lab: Lab):
+        self.browser, self.lab, self.context, self.page = browser, lab, None, None
+        self.console: list[str] = []  # the browser's console errors since the notebook opened
+
+    def fresh(self):
+        """The shared page, JupyterLab started in it with an empty workspace of its own."""
+        if self.page is None:
+            self.context = self.browser.new_context(viewport=VIEWPORT)
+            self.context.set_default_timeout(60_000)  # clicks and page loads on a busy 2-core machine
+            self.page = self.context.new_page()
+            self.page.on("console", lambda m: self.console.append(m.text) if m.type == "error" else None)
+            self.page.goto(f"{self.lab.url}/lab/workspaces/browser-test?reset&token={self.lab.token}")
+            self.page.wait_for_function(APP_READY, timeout=KERNEL_READY_S * 1000, polling=250)
+        self.console.clear()
+        return self.page
+
+    def discard(self) -> None:
+        if self.context is not None:
+            self.context.close()
+        self.context = self.page = None
+
+
+@pytest.fixture(scope="module")
+def tab(browser, lab):
+    shared = Tab(browser, lab)
+    yield shared
+    shared.discard()
+
+
 @pytest.fixture(scope="module")
 def notebooks_status():
     return _notebooks_status()
@@ -159,6 +194,19 @@ _PANEL = "const panel = [...window.jupyterapp.shell.widgets('main')].find(w => w
 # A cell's own outputs, one node per output of its model, in order (not those nested in widgets).
 _OUTPUT_NODES = ("cell.node.querySelectorAll("
                  "':scope .jp-Cell-outputArea > .jp-OutputArea-child > .jp-OutputArea-output')")
+
+# JupyterLab has started and restored its (empty) layout: documents can be opened.
+APP_READY = "() => !!window.jupyterapp && !!window.jupyterapp.shell && document.querySelector('#jp-main-dock-panel') !== null"
+
+# Close the notebook without saving (autosave is off; nothing is written) and without the
+# "unsaved changes" dialog: its outputs are this run's, not the file's.
+CLOSE = f"""(path) => {{
+  {_PANEL}
+  if (!panel) return false;
+  panel.context.model.dirty = false;
+  panel.dispose();
+  return true;
+}}"""
 
 KERNEL_IDLE = f"""(path) => {{
   if (!window.jupyterapp) return false;
@@ -318,9 +366,10 @@ def check_page(cells: list[dict], path: Path) -> list[str]:
 
 
 # --- driving the page ----------------------------------------------------------------------------
-def open_notebook(page, lab: Lab, name: str) -> None:
-    # A workspace of its own per notebook: a fresh layout with this notebook alone.
-    page.goto(f"{lab.url}/lab/workspaces/{Path(name).stem}/tree/{name}?token={lab.token}")
+def open_notebook(page, name: str) -> None:
+    """Open `name` in the page's JupyterLab (File ▸ Open's command), alone in the main area, and
+    wait for its kernel (the notebook's own, python3, started as JupyterLab starts it)."""
+    page.evaluate("(path) => { window.jupyterapp.commands.execute('docmanager:open', {path}); }", name)
     page.wait_for_function(KERNEL_IDLE, arg=name, timeout=KERNEL_READY_S * 1000, polling=250)
 
 
@@ -398,14 +447,11 @@ def screenshot(page, stem: str) -> Path | None:
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_notebook_runs_in_jupyterlab(path, notebooks_status, browser, lab):
-    context = browser.new_context(viewport=VIEWPORT)
-    context.set_default_timeout(60_000)  # clicks and page loads on a busy 2-core machine
-    page = context.new_page()
-    console = []
-    page.on("console", lambda m: console.append(m.text) if m.type == "error" else None)
+def test_notebook_runs_in_jupyterlab(path, notebooks_status, tab, lab):
+    page = tab.fresh()
+    passed = False
     try:
-        open_notebook(page, lab, path.name)
+        open_notebook(page, path.name)
         run_all(page, path.name)
         try:  # let rendering catch up; what is still missing is reported below
             page.wait_for_function(RENDERED, arg=path.name, timeout=30_000, polling=250)
@@ -415,16 +461,18 @@ def test_notebook_runs_in_jupyterlab(path, notebooks_status, browser, lab):
         assert not problems, f"{path.name}:\n" + "\n".join(problems)
         if path.stem in INTERACTIONS:
             INTERACTIONS[path.stem](page, path.name)
+        passed = page.evaluate(CLOSE, path.name)  # the next notebook opens alone
     except BaseException as exc:
         shot = screenshot(page, path.stem)
         notes = [progress(page, path.name) if isinstance(exc, PlaywrightError) else "",
                  f"screenshot: {shot}" if shot else "no screenshot",
-                 "browser console errors:\n" + "\n".join(console[-10:]) if console else "",
+                 "browser console errors:\n" + "\n".join(tab.console[-10:]) if tab.console else "",
                  f"JupyterLab log (last lines):\n{lab.log_tail()}" if isinstance(exc, PlaywrightError) else ""]
         exc.add_note("\n".join(n for n in notes if n))
         raise
     finally:
-        context.close()
+        if not passed:  # whatever this notebook left in the page, the next one starts without it
+            tab.discard()
         try:  # free the CPU for the next notebook; a server that died is reported above
             lab.shut_down_kernels()
         except OSError:

@@ -67,10 +67,15 @@ def test_readme_quick_start_and_ci_agree():
     ci = (REPO / ".ci" / "run").read_text()
     commands = [ln.strip() for ln in ci.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
     makes = [c for c in commands if "make " in c and "()" not in c]
-    assert makes == ["make .venv/.installed", "background oldest-install make .venv-oldest/.installed",
+    assert makes == ["flock build/ci-install.lock make .venv-oldest/.installed", "make .venv/.installed",
                      "make test-units", "make course PROFILE=smoke", "CI=true make test-browser",
                      "make test-oldest"], \
         "CI runs the README's commands, tests both ends of the range, and the notebooks in a browser"
+    # the oldest set installs beside the newest (torch and torchvision first), the course itself
+    # once the newest install has built it: one pip build of the course's folder at a time
+    at = {c.split("#")[0].strip(): i for i, c in enumerate(commands)}
+    assert at["flock 9"] < at["background oldest-install install_oldest"] < at["make .venv/.installed"]
+    assert at["flock -u 9"] == at["make .venv/.installed"] + 1
     # make test's third part (nbval) runs at the oldest end only: make course executes the
     # notebooks at the newest, and test_executed compares their kept outputs as nbval does;
     # its second part (make test-commands: the knobs' extremes, the printed commands) runs in
