@@ -87,12 +87,15 @@ class Report:
         self.rows: dict[str, dict] = {}
 
     def add(self, key: str, value: float | int | str, unit: str, note: str = "",
-            spread: tuple[float, float] | None = None) -> None:
+            spread: tuple[float, float] | None = None, setup: str = "") -> None:
         """Record one measurement (`value` in `unit`, optionally the range `spread` = (lo, hi)
         its repeats gave), replacing an earlier one of the same key.
 
-        The report holds measurements only: a unit is required, and a bool (a fact such as
-        "NCCL available") is refused.
+        `setup` names what was measured where it does not follow from the profile (model and
+        its size, batch, sequence, precision, what is timed: "matmul 4096², bf16"): a reference
+        row with the same setup shares this row's line in :meth:`table` whatever profile either
+        run had. The report holds measurements only: a unit is required, and a bool (a fact
+        such as "NCCL available") is refused.
         """
         if isinstance(value, torch.Tensor):
             value = value.item()
@@ -103,26 +106,33 @@ class Report:
         row = {"value": value, "unit": unit, "note": note}
         if spread is not None:
             row["spread"] = [float(spread[0]), float(spread[1])]
+        if setup:
+            row["setup"] = setup
         self.rows[key] = row
 
-    def record(self, *items: "bench.Timing | bench.Ratio", note: str = "", show: bool = False) -> None:
+    def record(self, *items: "bench.Timing | bench.Ratio", note: str = "", show: bool = False,
+               setup: str = "") -> None:
         """Record Timings and Ratios in one line, each under its own name, with its spread;
         with `show`, also print each one's line (a Ratio's is its graded verdict), so that a
         cell does not print and record the same thing by hand.
 
         A Timing with work is recorded as its rate (e.g. GFLOP/s, img/s; the quartiles as the
-        range), one without as milliseconds per call; a Ratio as '×' with its range.
+        range), one without as milliseconds per call; a Ratio as '×' with its range, noted with
+        the device of the Timings recorded with it when they share one (so that a ratio of two
+        host-CPU timings says where it was measured too). `setup` as in :meth:`add`, for every item.
         """
+        devices = {item.device for item in items if isinstance(item, bench.Timing)}
+        ratio_note = note or (devices.pop() if len(devices) == 1 else "")
         for item in items:
             if isinstance(item, bench.Ratio):
-                self.add(item.name, item.value, "×", note, spread=(item.lo, item.hi))
+                self.add(item.name, item.value, "×", ratio_note, spread=(item.lo, item.hi), setup=setup)
             elif isinstance(item, bench.Timing) and item.rate is not None:
                 scale, unit = units.rate_scale(item.rate, item.unit)
                 self.add(item.name, item.rate / scale, unit, note or item.device,
-                         spread=(item.rate_lo / scale, item.rate_hi / scale))
+                         spread=(item.rate_lo / scale, item.rate_hi / scale), setup=setup)
             elif isinstance(item, bench.Timing):
                 self.add(item.name, item.median_s * 1e3, "ms", note or item.device,
-                         spread=(item.lo_s * 1e3, item.hi_s * 1e3))
+                         spread=(item.lo_s * 1e3, item.hi_s * 1e3), setup=setup)
             else:
                 raise TypeError(f"record() takes bench.Timing and bench.Ratio, not {type(item).__name__}.")
             if show:
@@ -138,38 +148,55 @@ class Report:
         return files.write_text_atomic(path, json.dumps(self.to_dict(), indent=1))
 
     def table(self) -> str:
-        """This run's measurements, with their spread (:data:`SPREAD`) and unit, beside
-        the recorded reference run (a GPU machine's, from ``results/``) when there is one.
+        """This run's measurements, with their spread (:data:`SPREAD`) and unit, and the recorded
+        reference run (a GPU machine's, from ``results/``) when there is one.
 
-        A reference row measured on that machine's CPU (its note names the CPU or gloo) says
-        "host CPU"; a reference of another profile is followed by one line saying its models
-        and sizes differ."""
+        A reference row shares a line with this run's only when it measured the same thing
+        (:func:`comparable`); the others stand apart below, each with its note (what it
+        measured), under a line naming the reference's machine and profile. A reference row
+        measured on that machine's CPU (its note names the CPU or gloo) says "host CPU"."""
         ref_device, ref = reference(self.notebook)
+        ref_profile = reference_meta(self.notebook).get("profile")
+        same_profile = ref_profile == self.meta["profile"]
+        beside = {k for k, row in self.rows.items() if k in ref and comparable(row, ref[k], same_profile)}
+        apart = [k for k in self.rows if k in ref and k not in beside]
         w = max([36, *map(len, self.rows)])  # the name column fits the longest name
         head = f"{'measurement':<{w}} | {'this run':>10} | {'spread (below)':>19} | {'unit':<8}"
-        if ref:
-            head += f" | reference run ({ref_device} machine)"
+        if beside:
+            head += f" | reference run ({ref_device} machine), the same setup"
         lines = [f"{self.meta['device']}, profile {self.meta['profile']}", head, "-" * len(head)]
         for key, row in self.rows.items():
             lo_hi = row.get("spread")
             rng = f"{fmt_value(lo_hi[0])}–{fmt_value(lo_hi[1])}" if lo_hi else "-"
             line = f"{key:<{w}} | {fmt_value(row['value']):>10} | {rng:>19} | {row['unit']:<8}"
-            if ref:
-                line += f" | {_ref_cell(ref.get(key), row)}"
+            if beside:
+                line += f" | {_ref_cell(ref[key], row) if key in beside else '-'}"
             lines.append(line)
         lines.append(SPREAD)
         if not ref:
             lines.append("(no reference GPU run recorded in results/ for this notebook yet)")
             return "\n".join(lines)
-        if not set(ref) & set(self.rows):  # a '-' in every row: the reference measured other things
-            lines.append(f"No row of this run has a row of the same name in the reference run, hence the '-'; "
+        if not set(ref) & set(self.rows):
+            lines.append(f"No row of this run has a row of the same name in the reference run; "
                          f"it recorded: {', '.join(ref)}.")
-        ref_profile = reference_meta(self.notebook).get("profile")
-        if ref_profile and ref_profile != self.meta["profile"]:
-            lines.append(f"The reference ran the {ref_profile!r} profile: its models, batches and sizes are "
-                         f"those of profiles.py for {ref_profile!r}, not this run's; a row's note names them "
-                         "where it was recorded. Set two numbers side by side only where their notes match.")
+        if apart:
+            setup = (f"the {ref_profile!r} profile's models and sizes, not this run's {self.meta['profile']!r}"
+                     if not same_profile else "another setup than this run's")
+            lines.append(f"Reference run on {ref_device} ({setup}), apart: a row's note names what it measured.")
+            lines += [f"  {fmt_row(k, ref[k])}" + ("  [host CPU]" if _ON_CPU.search(ref[k].get("note", "")) else "")
+                      for k in apart]
         return "\n".join(lines)
+
+
+def comparable(row: dict, ref_row: dict, same_profile: bool) -> bool:
+    """Whether a reference row measured what this run's row of the same name measured, so that
+    the two may share a line: where either names its setup (:meth:`Report.add`), the two setups
+    are equal; where neither does, both runs ran one profile (every size in a notebook comes
+    from its profile). Anything else (another profile, another or an unnamed setup) is unlike."""
+    mine, theirs = row.get("setup", ""), ref_row.get("setup", "")
+    if mine or theirs:
+        return mine == theirs
+    return same_profile
 
 
 def _reference_runs(notebook: str) -> list[tuple[str | None, dict]]:
@@ -221,8 +248,10 @@ def _ref_cell(ref_row: dict | None, row: dict) -> str:
 
 
 def fmt_row(key: str, row: dict) -> str:
-    """One recorded measurement as a line: 'key: value (lo–hi) unit  note'."""
-    return f"{key}: {fmt_row_value(row)} {row['unit']}  {row.get('note', '')}".rstrip()
+    """One recorded measurement as a line: 'key: value (lo–hi) unit  note', and its setup
+    in brackets where it names one."""
+    setup = f" [{row['setup']}]" if row.get("setup") else ""
+    return f"{key}: {fmt_row_value(row)} {row['unit']}  {row.get('note', '')}".rstrip() + setup
 
 
 def reference_header(notebook: str) -> str:

@@ -45,25 +45,79 @@ def test_table_without_reference_says_so(tmp_path, monkeypatch):
     assert "rate" in table and "12.5" in table and "no reference GPU run" in table
 
 
-def test_recorded_reference_appears_beside_this_run(tmp_path, monkeypatch):
+def test_a_reference_of_another_profile_stands_apart_and_one_of_this_profile_beside(tmp_path, monkeypatch):
     monkeypatch.setenv("COURSE_RESULTS_DIR", str(tmp_path))
     path = report.record_reference({"01_gpu_vs_cpu": gpu_report("01_gpu_vs_cpu", rate=700.0)})
     assert path.name == "nvidia-test-gpu.json"
     mine = report.Report("01_gpu_vs_cpu", "smoke", "cpu")
     mine.add("rate", 12.5, "GFLOP/s")
-    table = mine.table()
-    assert "reference run (NVIDIA Test GPU machine)" in table and "700" in table
-    assert "ran the 'gpu' profile" in table  # this run is smoke: the sizes differ, said once
+    lines = mine.table().splitlines()
+    assert not any("12.5" in ln and "700" in ln for ln in lines)  # the gpu profile's sizes are not smoke's
+    assert "reference run" not in lines[1]  # no column: nothing to set beside
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("Reference run on NVIDIA Test GPU"))
+    assert "'gpu' profile" in lines[at] and lines[at + 1].strip() == "rate: 700 GFLOP/s"
     assert report.reference_meta("01_gpu_vs_cpu")["profile"] == "gpu"
     assert report.reference_meta("09_memory") == {}
     same = report.Report("01_gpu_vs_cpu", "gpu", "cpu")
     same.add("rate", 12.5, "GFLOP/s")
-    assert "profile" not in same.table().splitlines()[-1]
-    assert "hence the '-'" not in table  # a row shares its name with the reference's
+    table = same.table()
+    assert "reference run (NVIDIA Test GPU machine), the same setup" in table
+    assert any("12.5" in ln and "700" in ln for ln in table.splitlines()) and "apart" not in table
     other = report.Report("01_gpu_vs_cpu", "gpu", "cpu")
     other.add("another rate", 3.0, "GFLOP/s")
-    assert "No row of this run has a row of the same name in the reference run, hence the '-'; it recorded: rate" \
-        in other.table()
+    assert "No row of this run has a row of the same name in the reference run; it recorded: rate" in other.table()
+
+
+def _with_reference(tmp_path, monkeypatch, ref_profile: str, ref_setup: str):
+    monkeypatch.setenv("COURSE_RESULTS_DIR", str(tmp_path))
+    ref = report.Report("03_mixed_precision", ref_profile, "cpu")
+    ref.meta.update(device="NVIDIA Test GPU", device_type="cuda")
+    ref.add("fp32 step", 2.466, "kimg/s", note="on the GPU", setup=ref_setup)
+    # as results/ holds it (record_reference takes gpu-profile runs only; a file may hold another)
+    (tmp_path / "nvidia-test-gpu.json").write_text(json.dumps(
+        {"device": "NVIDIA Test GPU", "notebooks": {"03_mixed_precision": ref.to_dict()}}))
+
+
+@pytest.mark.parametrize("ref_profile", ["cpu", "gpu"])
+@pytest.mark.parametrize("ref_setup", ["", "smallcnn, batch 64, fp32", "resnet50, batch 256, fp32"])
+@pytest.mark.parametrize("my_setup", ["", "smallcnn, batch 64, fp32"])
+def test_unlike_rows_never_share_a_line(tmp_path, monkeypatch, ref_profile, ref_setup, my_setup):
+    """The learner's row and the reference's share a line exactly when they measured the same
+    thing: equal setups, or, with none named, the same profile."""
+    _with_reference(tmp_path, monkeypatch, ref_profile, ref_setup)
+    mine = report.Report("03_mixed_precision", "cpu", "cpu")
+    mine.add("fp32 step", 20.01, "kimg/s", setup=my_setup)
+    lines = mine.table().splitlines()
+    alike = ref_setup == my_setup if (ref_setup or my_setup) else ref_profile == "cpu"
+    together = [ln for ln in lines if "20.01" in ln and "2.466" in ln]
+    assert bool(together) == alike, "\n".join(lines)
+    shown = [ln for ln in lines if "2.466" in ln]
+    assert len(shown) == 1  # the reference's row is shown once, beside or apart
+    if not alike:
+        assert shown[0].strip().startswith("fp32 step: 2.466 kimg/s  on the GPU")
+        assert not ref_setup or shown[0].endswith(f"[{ref_setup}]")  # what it measured, named
+
+
+def test_a_host_cpu_reference_row_says_so_apart_too(tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_RESULTS_DIR", str(tmp_path))
+    ref = report.Report("06_ddp", "gpu", "cpu")
+    ref.meta.update(device="NVIDIA Test GPU", device_type="cuda")
+    ref.add("step, 2 ranks", 63.3, "ms", note="2 ranks, gloo, 1 thread(s) per rank")
+    report.record_reference({"06_ddp": ref.to_dict()})
+    mine = report.Report("06_ddp", "cpu", "cpu")
+    mine.add("step, 2 ranks", 4.85, "ms")
+    assert any(ln.endswith("[host CPU]") and "63.3" in ln for ln in mine.table().splitlines())
+
+
+def test_setup_is_recorded_only_where_named():
+    rep = report.Report("03_mixed_precision", "cpu", "cpu")
+    rep.add("a", 1.0, "ms")
+    rep.record(bench.Ratio("b vs a", 1.2, 1.1, 1.3), setup="matmul 4096², bf16")
+    assert "setup" not in rep.rows["a"] and rep.rows["b vs a"]["setup"] == "matmul 4096², bf16"
+    assert report.comparable(rep.rows["a"], {"value": 2.0}, same_profile=True)
+    assert not report.comparable(rep.rows["a"], {"value": 2.0}, same_profile=False)
+    assert not report.comparable(rep.rows["a"], {"setup": "x"}, same_profile=True)
+    assert report.comparable(rep.rows["b vs a"], {"setup": "matmul 4096², bf16"}, same_profile=False)
 
 
 def test_references_lists_every_device_that_recorded_the_notebook(tmp_path, monkeypatch):
@@ -175,6 +229,12 @@ def test_record_takes_timings_and_ratios_with_their_spread():
     ratio = rep.rows["fast vs slow"]
     assert ratio["unit"] == "×" and ratio["value"] == pytest.approx(2.0)
     assert ratio["spread"] == pytest.approx([0.018 / 0.011, 0.022 / 0.009])
+    assert ratio["note"] == "cpu"  # the device of the timings it compares
+    gpu = bench.Timing("on a GPU", "cuda", 0.001, 0.0001, 5)
+    rep.record(gpu, slow, bench.speedup(slow, gpu))
+    assert rep.rows["on a GPU vs slow"]["note"] == ""  # two devices: none of them alone
+    rep.record(bench.speedup(slow, fast), note="2 ranks, gloo")
+    assert rep.rows["fast vs slow"]["note"] == "2 ranks, gloo"
     table = rep.table()
     assert "spread (below)" in table and report.SPREAD in table and all(key in table for key in rep.rows)
     with pytest.raises(TypeError, match="takes bench.Timing and bench.Ratio"):

@@ -165,7 +165,7 @@ CHECK_SHAPE = {
 }
 NOTEBOOK_SHAPE = {  # as report.Report.save writes it
     "notebook": str, "profile": str, "device": str, "torch": str, "cuda": str, "date": str,
-    "measurements": {"*": {"value": (int, float, str), "unit": str, "note": str, "spread": [NUM]}},
+    "measurements": {"*": {"value": (int, float, str), "unit": str, "note": str, "spread": [NUM], "setup": str}},
 }
 _JSON_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false",
                dict: "an object", list: "a list", type(None): "null"}
