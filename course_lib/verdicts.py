@@ -59,6 +59,9 @@ class Ratio:
     coverage: float | None = None  # of the interval lo..hi, when paired
     drift: float | None = None  # the machine's change of speed from round to round (0.12: 12 %), when paired
     medians: float | None = None  # the ratio of the two medians, when paired (it can differ from value)
+    # the least change the quantity can show, as a factor (1.01: 1 %; 1.0: any): a reading that
+    # saturates, such as utilisation near 100 %, gives ratios beyond a tight spread that mean nothing
+    negligible: float = 1.0
 
     @property
     def within_noise(self) -> bool:
@@ -146,8 +149,9 @@ class Ratio:
     @property
     def grade(self) -> str:
         """The verdict's word for this ratio: 'no verdict' (no spread), 'too wide', 'no difference',
-        'inconclusive', or, beyond the spread, 'small' (under 5 %), 'large' (even the interval's
-        end nearest 1 is 1.5× or more away from it) or 'clear'."""
+        'inconclusive', or, beyond the spread, 'negligible' (the whole interval closer to 1 than
+        :attr:`negligible`: less than the quantity can show), 'small' (under 5 %), 'large' (even
+        the interval's end nearest 1 is 1.5× or more away from it) or 'clear'."""
         if self.single:
             return "no verdict"
         if self.too_wide:
@@ -157,6 +161,8 @@ class Ratio:
         if self.inconclusive:
             return "inconclusive"
         near = self.lo if self.value > 1 else 1 / self.hi  # the end of the interval nearest 1, as a factor
+        if 1 / self.negligible <= self.lo and self.hi <= self.negligible:
+            return "negligible"
         if max(self.value, 1 / self.value) < SMALL:
             return "small"
         return "large" if near >= LARGE else "clear"
@@ -189,6 +195,8 @@ class Ratio:
             "no difference": (f"within the spread: no measurable difference{paired}" if self.rounds
                               else "within the spread of the repeats: no measurable difference"),
             "inconclusive": f"{self.phrase} in the median turn, but inconclusive: {self.doubt}{paired}",
+            "negligible": (f"{self.phrase}, beyond the spread but within {self.negligible - 1:.0%} of no change, "
+                           f"less than this reading can show: no difference that matters{paired}"),
             "small": f"{self.phrase}: a small difference, beyond the spread{where}",
             "clear": f"{self.phrase}, beyond the spread{where}",
             "large": f"{self.phrase}, far beyond the spread{where}",

@@ -64,6 +64,8 @@ MFU = {"1 sequence": 0.004, "16 sequences": 0.05}
 def test_busy_ratio_pairs_turn_by_turn():
     r = nb08.busy_ratio({"a": [50, 100, 80], "b": [100, 100, 40]}, "a", "b")
     assert (r.value, r.lo, r.hi, r.rounds) == (1.0, 0.5, 2.0, 3)
+    saturated = nb08.busy_ratio({"a": [99.9, 99.9, 99.8, 99.9, 99.9], "b": [100.0] * 5}, "a", "b")
+    assert saturated.grade == "negligible"  # 0.1 % higher in every turn: not a difference in the work
 
 
 @pytest.mark.parametrize("gain, busy, says", [

@@ -21,6 +21,19 @@ def test_a_verdict_is_graded_by_the_effect_against_its_spread():
     assert Ratio("x", 1.3, 1.3, 1.3, rounds=1, coverage=0.0, drift=0.0).grade == "no verdict"
 
 
+def test_a_change_smaller_than_the_quantity_can_show_is_negligible_not_beyond_the_spread():
+    """A utilisation reading saturated near 100 %: 0.05 % higher in every turn is beyond a tight
+    spread, and means nothing; with the quantity's least meaningful change named, the verdict says so."""
+    tight = dict(rounds=5, coverage=0.9375, drift=0.0)
+    saturated = Ratio("busy", 1.0005, 1.0002, 1.0008, "higher", "lower", negligible=1.01, **tight)
+    assert saturated.grade == "negligible"
+    line = str(saturated)
+    assert "no difference that matters" in line and "within 1% of no change" in line
+    assert Ratio("busy", 1.0005, 1.0002, 1.0008, **tight).grade == "small"  # any change counts by default
+    assert Ratio("busy", 1.03, 1.02, 1.04, negligible=1.01, **tight).grade == "small"  # beyond 1 %: it shows
+    assert Ratio("busy", 1.008, 1.002, 1.012, negligible=1.01, **tight).grade == "small"  # the interval reaches past it
+
+
 def test_a_verdict_sentence_names_what_changed_where_with_its_numbers():
     r = Ratio("compiled vs eager", 1.30, 1.21, 1.40, rounds=5, coverage=0.9375, drift=0.02)
     line = r.verdict("compiling the step", on="cpu")

@@ -41,13 +41,18 @@ def paired_vs_medians(r: Ratio, apart: float = 1.05) -> str:
             "different turns, keep it; the paired ratio is the comparison.")
 
 
+# A utilisation reading is a share of time the device was busy, read every 0.1 s: near 100 % it
+# saturates, and a change under 1 % of it says nothing about the work (its verdict says so).
+BUSY_NEGLIGIBLE = 1.01
+
+
 def busy_ratio(busy: dict[str, list[float]], small: str, large: str) -> Ratio:
     """The utilisation of `large`'s turns over `small`'s, paired turn by turn (median and its
     interval, :func:`bench.median_interval`); `busy` holds each version's utilisation per turn, in %."""
     ratios = [b / max(a, 1e-9) for a, b in zip(busy[small], busy[large])]
     value, lo, hi, coverage = median_interval(ratios)
     return Ratio(f"utilisation, {large} vs {small}", value, lo, hi, "higher", "lower", rounds=len(ratios),
-                 coverage=coverage)
+                 coverage=coverage, negligible=BUSY_NEGLIGIBLE)
 
 
 def busy_verdict(gain: Ratio, busy: Ratio, small: str, large: str, busy_pct: dict[str, float],
