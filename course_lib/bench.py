@@ -451,11 +451,17 @@ def curve_verdicts(timings: Sequence[Timing], sizes: Sequence[int],
              f"{units.fmt_rate(best.rate_hi, best.unit)}) | {best.device}"]
     against, which = (peak, "this run's peak") if peak is not None else (best, "that peak")
     reach = first_reaching(timings, against, fraction)
-    cross = [str(n_of[id(t)]) for t in timings if t.rate_lo < fraction * against.rate <= t.rate_hi]
+    # only a size up to the first that reaches it by its median can be the smallest to reach it
+    upto = timings[:next(i for i, t in enumerate(timings) if t is reach) + 1] if reach else timings
+    cross = [str(n_of[id(t)]) for t in upto if t.rate_lo < fraction * against.rate <= t.rate_hi]
+    # the candidates: those, and the first to reach it by its median where its spread is past it
+    maybe = cross + ([str(n_of[id(reach)])] if cross and reach and str(n_of[id(reach)]) not in cross else [])
+    halves = (f"the middle half of n={cross[0]} reaches" if len(cross) == 1
+              else f"the middle halves of n={', n='.join(cross)} reach")
     lines.append(f"smallest n at >= {fraction:.0%} of {which}: " + (
         f"n={n_of[id(reach)]} ({reach.rate / against.rate:.1%})" if reach else "none of these sizes")
-        + (f", by the medians; the middle halves of n={', n='.join(cross)} reach across {fraction:.0%}, so any "
-           "of those may be the smallest to reach it: this run cannot say which" if cross else ""))
+        + (f", by the medians; {halves} across {fraction:.0%}, so any of n={', n='.join(maybe)} may be the "
+           "smallest to reach it: this run cannot say which" if cross else ""))
     if best is not first:
         lines.append(str(rate_ratio(best, first, f"rate at n={peak_n} vs n={sizes[0]}")))
     else:

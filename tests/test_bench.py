@@ -488,3 +488,11 @@ def test_curve_verdicts_say_when_spreads_reach_across_the_threshold():
     assert "n=128, n=256 reach across 90%" in line
     tight = bench.curve_verdicts([_rated(64, 2e9), _rated(128, 9.5e9), _rated(256, 10e9)], [64, 128, 256])[1]
     assert "by the medians" not in tight
+    # a larger size whose spread reaches across cannot be the smallest: n=256 reached it by its median
+    # first (01's cpu run said "n=2048 may be the smallest" after n=256 had reached 90 %)
+    later = [_rated(64, 2e9), _rated(256, 9.5e9), _rated(512, 10e9), _rated(2048, 9.0e9, spread=0.2)]
+    line = bench.curve_verdicts(later, [64, 256, 512, 2048])[1]
+    assert line == "smallest n at >= 90% of that peak: n=256 (95.0%)"
+    before = [_rated(64, 8.9e9, spread=0.1), _rated(256, 9.5e9), _rated(512, 10e9)]
+    line = bench.curve_verdicts(before, [64, 256, 512])[1]
+    assert "the middle half of n=64 reaches across 90%, so any of n=64, n=256 may be the smallest" in line
