@@ -185,7 +185,11 @@ def test_gil_verdict_reads_where_threads_helped_from_the_ranges():
     assert "only where each operation's C++ work is long" in line and "own GIL, did better" in line
     threads["large layers"] = _ratio(1.02, 0.95, 1.10)  # within the spread: helped neither
     line = nb05.gil_verdict(threads, procs)
-    assert "no measurable difference" in line and "neither model" in line
+    assert "no measurable difference" in line and "neither model" in line and "undecided" not in line
+    threads["large layers"] = _ratio(1.61, 0.80, 2.30)  # a gain the repeats cannot tell from none
+    line = nb05.gil_verdict(threads, procs)
+    assert "large layers 1.61× (too wide to tell)" in line and "no measurable difference" not in line
+    assert "neither model here, beyond the spread; the large layers' 1.61× is undecided, not no gain" in line
     with pytest.raises(ValueError):
         nb05.gil_verdict({"small layers": threads["small layers"]}, procs)
 

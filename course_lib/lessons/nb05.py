@@ -107,9 +107,15 @@ def data_parallel_step(model: nn.Module, x: torch.Tensor, y: torch.Tensor, k: in
     return out.detach(), loss.detach()
 
 
+_UNDECIDED = {"too wide": "too wide to tell", "inconclusive": "inconclusive: the machine's speed drifted",
+              "no verdict": "one run: no verdict"}
+
+
 def _reading(r: Ratio) -> str:
-    """'0.41× (slower)', '1.70× (faster)' or '1.02× (no measurable difference)', from the ratio's range."""
-    word = ("slower" if r.value < 1 else "faster") if r.clear else "no measurable difference"
+    """'0.41× (slower)', '1.70× (faster)', '1.02× (no measurable difference)' or, where the
+    repeats cannot tell, '1.61× (too wide to tell)': the ratio's grade (:attr:`Ratio.grade`)."""
+    word = ("no measurable difference" if r.grade == "no difference" else
+            _UNDECIDED.get(r.grade) or ("slower" if r.value < 1 else "faster"))
     return f"{r.value:.2f}× ({word})"
 
 
@@ -132,7 +138,11 @@ def gil_verdict(threads: dict[str, Ratio], processes: dict[str, Ratio]) -> str:
     elif helps(large) and helps(small):
         why = "threads paid off for both models here"
     elif not helps(large) and not helps(small):
-        why = "threads paid off for neither model here"
+        open_ = [f"the {n}' {r.value:.2f}×" for n, r in (("small layers", small), ("large layers", large))
+                 if r.grade in _UNDECIDED]
+        why = ("threads paid off for neither model here, beyond the spread"
+               + (f"; {' and '.join(open_)} {'is' if len(open_) == 1 else 'are'} undecided, not no gain: "
+                  "more turns would tell" if open_ else ""))
     else:
         why = "threads paid off for the small layers but not the large ones here"
     p_small = processes["small layers"]
