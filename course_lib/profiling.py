@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import statistics
 import time
 import warnings
 from contextlib import contextmanager
@@ -371,12 +370,20 @@ def op_kind(name: str) -> str:
 
 @dataclass
 class StepProfile:
-    """Milliseconds per step of one training step's CPU ops (self time), by kind and by op."""
+    """Milliseconds of one training step's CPU ops (self time), by kind and by op, and the wall
+    time of the same profiled call."""
 
     name: str
-    steps: int
-    by_op: dict[str, float]  # op name -> ms per step
-    wall_ms: float | None = None  # median wall time of the profiled steps, the profiler's overhead included
+    steps: int  # rounds profiled; `by_op` and `wall_ms` are the median round's
+    by_op: dict[str, float]  # op name -> ms in that step
+    wall_ms: float | None = None  # wall time of that profiled step, the profiler's overhead included
+    threads: int = 1  # torch's intra-op threads when it was profiled
+
+    @property
+    def occupancy(self) -> float:
+        """Op time over wall time × threads: at most 1 (ops on a thread do not overlap and self
+        time excludes children), so a larger value means the profile mismeasured."""
+        return self.total / (self.wall_ms * self.threads) if self.wall_ms else math.nan
 
     @property
     def by_kind(self) -> dict[str, float]:
@@ -396,7 +403,7 @@ class StepProfile:
 
     def __str__(self) -> str:
         kinds = ", ".join(f"{k} {ms:.3g} ms ({ms / max(self.total, 1e-12):.0%})" for k, ms in self.by_kind.items())
-        wall = f" (wall {self.wall_ms:.3g} ms)" if self.wall_ms is not None else ""
+        wall = f" (wall {self.wall_ms:.3g} ms, the median of {self.steps} rounds)" if self.wall_ms is not None else ""
         return f"{self.name:<16} | {self.total:>7.3g} ms of op time per step{wall} | {kinds}"
 
     def against(self, timed_ms: float) -> str:
@@ -417,26 +424,36 @@ class StepProfile:
 
 def profile_in_turns(steps: dict[str, Callable[[], None]], rounds: int = 3) -> dict[str, StepProfile]:
     """Profile one call of each of `steps` per round, in turns (a slow spell hits all alike), on
-    the CPU: self time of every op, averaged over `rounds`. Each step is called once unprofiled
-    first (warm-up)."""
+    the CPU: self time of every op and the call's wall time. Each step runs once unprofiled and
+    once profiled first, so that neither its own first call nor the profiler's start-up lands in
+    a round. Of the rounds, the one with the median op time is kept, with its own wall time: the
+    op time and the wall describe the same call (a mean would let one slow round pass for every
+    round, and set it beside another round's wall)."""
     from torch.profiler import ProfilerActivity, profile
 
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, got {rounds}.")
-    for fn in steps.values():
+
+    def profiled(fn: Callable[[], None]) -> tuple[dict[str, float], float]:
+        start = time.perf_counter()
+        with quiet_stderr(), profile(activities=[ProfilerActivity.CPU]) as prof:
+            fn()
+        wall = (time.perf_counter() - start) * 1e3
+        by_op: dict[str, float] = {}
+        for e in prof.key_averages():
+            by_op[e.key] = by_op.get(e.key, 0.0) + e.self_cpu_time_total / 1e3
+        return by_op, wall
+
+    for fn in steps.values():  # warm-up: first calls, and the profiler's own start-up
         fn()
-    totals: dict[str, dict[str, float]] = {n: {} for n in steps}
-    walls: dict[str, list[float]] = {n: [] for n in steps}
+        profiled(fn)
+    runs: dict[str, list[tuple[dict[str, float], float]]] = {n: [] for n in steps}
     for _ in range(rounds):
         for name, fn in steps.items():
-            start = time.perf_counter()
-            with quiet_stderr(), profile(activities=[ProfilerActivity.CPU]) as prof:
-                fn()
-            walls[name].append((time.perf_counter() - start) * 1e3)
-            for e in prof.key_averages():
-                totals[name][e.key] = totals[name].get(e.key, 0.0) + e.self_cpu_time_total / 1e3
-    return {n: StepProfile(n, rounds, {op: ms / rounds for op, ms in t.items()}, statistics.median(walls[n]))
-            for n, t in totals.items()}
+            runs[name].append(profiled(fn))
+    threads = torch.get_num_threads()
+    kept = {n: sorted(r, key=lambda run: sum(run[0].values()))[(len(r) - 1) // 2] for n, r in runs.items()}
+    return {n: StepProfile(n, rounds, by_op, wall, threads) for n, (by_op, wall) in kept.items()}
 
 
 def profile_verdict(p: StepProfile, base: StepProfile) -> str:

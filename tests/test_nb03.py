@@ -416,6 +416,16 @@ def test_profile_lines_compare_each_profile_with_fp32s():
                           "free, the step would run at most 4.00× faster")
 
 
+def test_a_profile_and_a_timing_that_disagree_on_which_is_faster_say_so():
+    fp32 = profiling.StepProfile("fp32", 3, {"aten::convolution": 99.3}, 110.0)
+    bf16 = profiling.StepProfile("bf16", 3, {"aten::convolution": 4.3}, 6.0)
+    lines = nb03.profile_lines({"fp32": fp32, "bf16": bf16}, {"fp32": 5.91, "bf16": 6.03})
+    assert "disagree" not in lines  # the timed steps are within 10 % of each other
+    lines = nb03.profile_lines({"fp32": fp32, "bf16": bf16}, {"fp32": 5.91, "bf16": 7.0})
+    assert "bf16: the profile's op time is 0.04× fp32's but the timed step 1.18× fp32's" in lines
+    assert nb03.disagreement("bf16", 0.95, 1.3) == nb03.disagreement("bf16", 1.5, 1.05) == ""
+
+
 def test_memory_lines_set_each_peak_beside_fp32s_and_list_the_saved_bytes():
     text = nb03.memory_lines({"fp32": 2 * 2**20, "bf16": 2**20}, {"bf16": {torch.bfloat16: 1024, torch.int64: 64}})
     assert "bf16             | peak memory of one training step    1.0 MiB | 0.50× fp32's" in text

@@ -1,7 +1,9 @@
 """course_lib.profiling: reading a torch.profiler trace (steps, breakdown, syncs) and SyncCounter."""
 
 import json
+import math
 import random
+import time
 
 import matplotlib
 
@@ -444,8 +446,26 @@ def test_profile_in_turns_profiles_every_step_every_round():
         return run
 
     prof = profiling.profile_in_turns({"a": step("a"), "b": step("b")}, rounds=2)
-    assert calls == {"a": 3, "b": 3}  # one warm-up and two rounds each
+    assert calls == {"a": 4, "b": 4}  # a warm-up unprofiled, one profiled, and two rounds each
     assert prof["a"].by_kind["convolutions and matmuls"] > 0 and prof["a"].steps == 2
+    assert prof["a"].threads == torch.get_num_threads()
+
+
+def test_profile_in_turns_keeps_the_median_round_with_its_own_wall_time(monkeypatch):
+    """One slow round (the profiler's start-up, a busy moment) neither inflates the op time nor
+    sets it beside another round's wall: the op time fits in the wall time it is shown with."""
+    sleeps = iter([0.0, 0.0, 0.05, 0.0, 0.0])  # the unprofiled and profiled warm-up, then 3 rounds
+    def step():
+        time.sleep(next(sleeps))
+        torch.ones(64, 64) @ torch.ones(64, 64)
+    prof = profiling.profile_in_turns({"a": step}, rounds=3)["a"]
+    assert prof.wall_ms < 50 and 0 < prof.occupancy <= 1.2
+
+
+def test_occupancy_is_op_time_over_wall_time_times_threads():
+    p = profiling.StepProfile("fp32", 3, {"aten::relu": 12.0, "aten::mm": 6.0}, wall_ms=10.0, threads=2)
+    assert p.occupancy == pytest.approx(0.9)
+    assert math.isnan(profiling.StepProfile("fp32", 3, {"aten::relu": 1.0}).occupancy)
 
 
 def test_a_profile_far_slower_than_the_timed_step_says_so():
@@ -459,4 +479,4 @@ def test_a_profile_far_slower_than_the_timed_step_says_so():
 def test_profile_in_turns_records_each_steps_wall_time():
     calls = []
     prof = profiling.profile_in_turns({"a": lambda: calls.append(torch.ones(8).sum())}, rounds=2)
-    assert len(calls) == 3 and prof["a"].wall_ms is not None and prof["a"].wall_ms > 0
+    assert len(calls) == 4 and prof["a"].wall_ms is not None and prof["a"].wall_ms > 0

@@ -536,15 +536,27 @@ def precision_lines(device: torch.device | str, names: Sequence[str], ratios: Se
     return "\n".join(lines)
 
 
+def disagreement(name: str, profiled: float, timed: float, margin: float = 1.1) -> str:
+    """A line when the profile's op time against fp32's (`profiled`) and the timed steps' ratio
+    (`timed`) point opposite ways, each by more than `margin`: the profile's milliseconds then
+    describe another moment than the timing's; empty otherwise."""
+    if not (profiled > margin and timed < 1 / margin or profiled < 1 / margin and timed > margin):
+        return ""
+    return (f"{name}: the profile's op time is {profiled:.2f}× fp32's but the timed step {timed:.2f}× fp32's: "
+            "they disagree on which is faster, so read the profile's shares, not its milliseconds")
+
+
 def profile_lines(prof: dict[str, StepProfile], timed_ms: dict[str, float]) -> str:
     """The CPU profile of one step per precision: by kind, against the timed step, each against
     fp32, and what making fp32's convolutions and matmuls free could gain at most."""
     base = prof["fp32"]
     conv = base.by_kind["convolutions and matmuls"] / base.total
-    return "\n".join([*map(str, prof.values()), *(p.against(timed_ms[n]) for n, p in prof.items() if n in timed_ms),
+    return "\n".join(filter(None, [*map(str, prof.values()), *(p.against(timed_ms[n]) for n, p in prof.items() if n in timed_ms),
                       *(profile_verdict(p, base) for n, p in prof.items() if n != "fp32"),
+                      *(disagreement(n, p.total / base.total, timed_ms[n] / timed_ms["fp32"])
+                        for n, p in prof.items() if n != "fp32" and n in timed_ms and "fp32" in timed_ms),
                       f"fp32: convolutions and matmuls are {conv:.0%} of the step's op time: were 16 bits to "
-                      f"make them free, the step would run at most {amdahl_bound(base):.2f}× faster"])
+                      f"make them free, the step would run at most {amdahl_bound(base):.2f}× faster"]))
 
 
 def memory_lines(peaks: dict[str, int], saved: dict[str, dict[torch.dtype, int]]) -> str:
