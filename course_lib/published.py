@@ -82,14 +82,15 @@ def show(*keys: str) -> str:
 
 
 def elsewhere(notebook: str, prefixes: tuple[str, ...] = (), keys: Sequence[str] = (), *,
-              exclude: tuple[str, ...] = ()) -> str:
+              exclude: tuple[str, ...] = (), unlike: str = "") -> str:
     """What a GPU does in a section this machine cannot run, for printing: first the rows of the
     recorded reference run of `notebook` (``results/``: this course's code on a GPU) whose names
     start with one of `prefixes` and contain none of `exclude`, then the published figures `keys`,
-    each labelled as measured elsewhere; one line saying so when there is neither."""
+    each labelled as measured elsewhere, under `unlike` where they measured other work than the
+    section (what they measured instead); one line saying so when there is neither."""
     rows = report.reference_rows(notebook, prefixes, exclude) if prefixes else []
     lines = [report.reference_header(notebook), *rows] if rows else []
     if keys:
-        lines += ["figures published elsewhere, not measured here:",
+        lines += [f"figures published elsewhere, not measured here{f' ({unlike})' if unlike else ''}:",
                   *("  " + str(get(k)).replace("\n", "\n  ") for k in keys)]
     return "\n".join(lines) or "(no reference GPU run in results/ and no published figure answers this yet)"

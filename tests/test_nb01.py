@@ -68,7 +68,7 @@ def test_cpu_16bit_verdict_follows_the_ratio_and_the_flags():
 def test_gain_by_size_verdict_follows_the_two_intervals():
     big, small = bench.ratio_of("at 1024", 3.8, 3.5, 4.1), bench.ratio_of("at 1032", 1.5, 1.4, 1.6)
     assert "depends on the size" in nb01.gain_by_size_verdict(small, big, 1032, 1024)
-    assert "3.80× at n=1024" in nb01.gain_by_size_verdict(small, big, 1032, 1024)
+    assert "3.8× at n=1024" in nb01.gain_by_size_verdict(small, big, 1032, 1024)
     same = bench.ratio_of("at 1032", 3.6, 3.3, 3.9)
     assert "does not depend" in nb01.gain_by_size_verdict(same, big, 1032, 1024)
     broad = nb01.gain_by_size_verdict(bench.ratio_of("at 1032", 3.0, 1.8, 9.8), big, 1032, 1024)
@@ -76,6 +76,28 @@ def test_gain_by_size_verdict_follows_the_two_intervals():
     wide = bench.ratio_of("at 1032", 1.5, 0.9, 4.0)
     said = nb01.gain_by_size_verdict(wide, big, 1032, 1024)
     assert "too wide" in said or "does not depend" in said
+
+
+def test_gain_by_size_verdict_tells_small_gains_apart():
+    """0.0066× and 0.012× are not both "0.01×" (two decimals would print the same number twice)."""
+    said = nb01.gain_by_size_verdict(bench.ratio_of("a", 0.012, 0.0118, 0.0135),
+                                     bench.ratio_of("b", 0.0066, 0.0053, 0.0070), 1032, 1024)
+    assert "0.0066× at n=1024 and 0.012× at n=1032" in said
+
+
+def test_mult8_elsewhere_shows_the_reference_runs_own_sizes_apart(tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_RESULTS_DIR", str(tmp_path))
+    assert "no reference GPU run of this section" in nb01.mult8_elsewhere()
+    rep = nb01.report.Report(nb01.NB, "gpu", "cpu")
+    rep.meta.update(device="NVIDIA Test GPU", device_type="cuda")
+    rep.add("matmul 4104×4104 bfloat16", 637.4, "TFLOP/s")
+    rep.add("matmul 4103×4103 bfloat16", 117.8, "TFLOP/s")
+    rep.add("matmul 1024×1024 bfloat16", 500.0, "TFLOP/s")  # another section's row: not this block's
+    rep.add("bfloat16 rate, n=4104 vs n=4103", 5.41, "×")
+    nb01.report.record_reference({nb01.NB: rep.to_dict()})
+    text = nb01.mult8_elsewhere()
+    assert "NVIDIA Test GPU" in text and "4104×4104" in text and "4103×4103" in text and "5.41" in text
+    assert "1024×1024" not in text
 
 
 # ---- the lines the cells print: each follows its numbers ------------------------------------

@@ -393,3 +393,21 @@ def test_parts_apart_and_gpu_elsewhere():
     assert line.startswith("  SDPA, T=1024: here 2 ms (1.9 ms–2.1 ms), section 5 1 ms (900 µs–1.1 ms)") and "2.00× its time" in line
     assert nb07.gpu_elsewhere(False).startswith("No CUDA GPU here") and "not the same quantity" in nb07.gpu_elsewhere(False)
     assert nb07.gpu_elsewhere(True).startswith("For comparison, ")
+
+
+def test_flash_benchmark_flops_and_the_reference_kernels_in_its_unit(tmp_path, monkeypatch):
+    # FlashAttention's benchmark: 4·B·T²·H·d forward, /2 causal, ×3.5 forward + backward
+    assert nb07.flash_benchmark_flops(2, 3, 8, 4, causal=False) == 3.5 * 4 * 2 * 64 * 3 * 4
+    assert nb07.flash_benchmark_flops(2, 3, 8, 4, causal=True) == 3.5 * 2 * 2 * 64 * 3 * 4
+    monkeypatch.setenv("COURSE_RESULTS_DIR", str(tmp_path))
+    assert nb07.kernels_in_flash_units() == []
+    from course_lib import report
+    rep = report.Report("07_attention", "gpu", "cpu")
+    rep.meta.update(device="NVIDIA Test GPU", device_type="cuda")
+    rep.add("SDPA FLASH_ATTENTION, T=4096, section 6", 2.0, "ms", "fwd+bwd (4, 16, 4096, 64) bfloat16, causal, GPU")
+    rep.add("SDPA, T=4096", 1.3, "ms", "NVIDIA Test GPU")  # no shape in its note: not converted
+    report.record_reference({"07_attention": rep.to_dict()})
+    tflops = nb07.flash_benchmark_flops(4, 16, 4096, 64, causal=True) / 2e-3 / 1e12
+    assert nb07.kernels_in_flash_units() == [
+        f"  SDPA FLASH_ATTENTION, T=4096, section 6: {tflops:.0f} TFLOP/s  (4, 16, 4096, 64) bfloat16, causal"]
+    assert "FlashAttention's unit" in nb07.gpu_elsewhere(False)

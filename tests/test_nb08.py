@@ -298,3 +298,4 @@ def test_big_run_text_gives_the_datasheet_floor_unless_this_is_that_run():
     from course_lib import datasheet
     floor_ms = 5e14 / (datasheet.peak_tflops(datasheet.lookup("H100 SXM5"), "bf16") * 1e12) * 1e3
     assert f"{floor_ms:.1f} ms per step" in other and "not measurements" in other
+    assert "whole 8-GPU nodes training models of about 125 M parameters, against these sizes' 85.0 M" in other

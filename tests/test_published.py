@@ -102,3 +102,11 @@ def test_entries_ship_with_the_package():
     pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
     assert published.ENTRIES.name in pyproject["tool"]["setuptools"]["package-data"]["course_lib"]
     assert len(published._load()) == len(published.FIGURES) and published.FIGURES
+
+
+def test_figures_of_other_work_say_what_they_measured_instead(tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_RESULTS_DIR", str(tmp_path))
+    key = published.FIGURES[0].key
+    text = published.elsewhere("01_gpu_vs_cpu", keys=[key], unlike="whole training steps, not one matmul")
+    assert text.startswith("figures published elsewhere, not measured here (whole training steps, not one matmul):")
+    assert published.elsewhere("01_gpu_vs_cpu", keys=[key]).startswith("figures published elsewhere, not measured here:")

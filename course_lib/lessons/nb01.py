@@ -3,6 +3,7 @@ its measurements' lines as text (the cells measure; these functions word what th
 
 from __future__ import annotations
 
+import re
 from typing import Callable, Mapping, Sequence
 
 from course_lib import bench, check, datasheet, device, peaks, profiles, published, report, units
@@ -10,6 +11,8 @@ from course_lib import bench, check, datasheet, device, peaks, profiles, publish
 NB = "01_gpu_vs_cpu"
 COPY_KEYS = ["thirdparty_quadro_rtx6000_pinned_vs_pageable_h2d_1mib", "thirdparty_gh200_pageable_vs_pinned_1gib"]
 D2H_KEY = "pytorch_tutorial_nonblocking_d2h_erroneous"
+STEPS_NOT_MATMULS = ("whole training steps of other models, not one matmul: a step also runs element-wise work and "
+                     "the optimizer, which a matmul format speeds up less or not at all")
 FORMAT_KEYS = ["karpathy_gpt2_124m_fp32_to_tf32_1000ms_to_333ms", "dle_resnet50_a100_1gpu_tf32_vs_amp"]
 
 
@@ -65,16 +68,16 @@ def gain_by_size_verdict(gain: bench.Ratio, other: bench.Ratio, n: int, other_n:
     """Whether a 16-bit format's gain over fp32 differs between two sizes: `gain` at `n` and
     `other` at `other_n`, both timed in the same rounds (so drift hits them alike)."""
     if gain.too_wide or other.too_wide:
-        return (f"the intervals ({gain.lo:.2f}–{gain.hi:.2f}× at n={n}, {other.lo:.2f}–{other.hi:.2f}× at "
+        return (f"the intervals ({gain.lo:.3g}–{gain.hi:.3g}× at n={n}, {other.lo:.3g}–{other.hi:.3g}× at "
                 f"n={other_n}) are too wide to say whether the gain depends on the size")
     if gain.lo <= other.hi and other.lo <= gain.hi:
         if max(gain.hi / gain.lo, other.hi / other.lo) > 1.5:
-            return (f"the gains at n={n} ({gain.value:.2f}×) and n={other_n} ({other.value:.2f}×), timed in the same "
-                    f"rounds: their intervals ({gain.lo:.2f}–{gain.hi:.2f}×, {other.lo:.2f}–{other.hi:.2f}×) overlap "
+            return (f"the gains at n={n} ({gain.value:.3g}×) and n={other_n} ({other.value:.3g}×), timed in the same "
+                    f"rounds: their intervals ({gain.lo:.3g}–{gain.hi:.3g}×, {other.lo:.3g}–{other.hi:.3g}×) overlap "
                     "and are too wide to tell whether the gain depends on the size")
         return (f"the same gain at n={n} and n={other_n}, within their intervals (timed in the same rounds): "
                 "here it does not depend on the size")
-    return (f"the gain is {other.value:.2f}× at n={other_n} and {gain.value:.2f}× at n={n}, intervals apart, "
+    return (f"the gain is {other.value:.3g}× at n={other_n} and {gain.value:.3g}× at n={n}, intervals apart, "
             "timed in the same rounds: it depends on the size, not only on the format")
 
 
@@ -217,14 +220,15 @@ def formats_elsewhere(formats: Sequence[bench.Timing], fmts: Sequence[str], gpu_
         gpu_n = profiles.sizes(NB, "gpu", memory_gib=80).dtype_n  # the gpu profile's size
         return ("What GPUs are rated at in TF32 and bf16 (datasheet, not measured here): the table in section 3.\n"
                 "What GPUs measured: " + published.elsewhere(
-                    NB, (f"matmul {gpu_n}×{gpu_n}", "float32+TF32 vs", "float16 vs", "bfloat16 vs"), FORMAT_KEYS))
+                    NB, (f"matmul {gpu_n}×{gpu_n}", "float32+TF32 vs", "float16 vs", "bfloat16 vs"), FORMAT_KEYS,
+                    unlike=STEPS_NOT_MATMULS))
     spec, lines = datasheet.lookup(gpu_name), []
     for t, fmt in zip(formats, fmts):
         peak_tf = datasheet.peak_tflops(spec, fmt) if spec else None
         if peak_tf:
             lines.append(f"{t.name}: {units.fmt_rate(t.rate, 'FLOP/s')} = {t.rate / (peak_tf * 1e12):.0%} of "
                          f"the {spec.name} {fmt} peak, {peak_tf:g} TFLOP/s (datasheet)")
-    return "\n".join(lines + ["For comparison, " + published.elsewhere(NB, keys=FORMAT_KEYS)])
+    return "\n".join(lines + ["For comparison, " + published.elsewhere(NB, keys=FORMAT_KEYS, unlike=STEPS_NOT_MATMULS)])
 
 
 def sizes_text(rows: Sequence[bench.Timing], earlier: Mapping[str, Sequence[bench.Timing]],
@@ -242,6 +246,20 @@ def sizes_text(rows: Sequence[bench.Timing], earlier: Mapping[str, Sequence[benc
     if offered:
         lines.append(f"{at_n.name}: {offered}")
     return "\n".join(lines)
+
+
+def mult8_elsewhere() -> str:
+    """The multiple-of-8 section on a GPU: the recorded reference run's n vs n − 1 rows (its own
+    sizes, named in each row) and the matmuls they compare, in a block of their own; one line
+    saying so when none is recorded."""
+    _, ref = report.reference(NB)
+    pairs = [m.groups() for k in ref if (m := re.fullmatch(r"\w+ rate, n=(\d+) vs n=(\d+)", k))]
+    if not pairs:
+        return "(no reference GPU run of this section is recorded in results/ yet)"
+    sizes = sorted({int(n) for pair in pairs for n in pair}, reverse=True)
+    prefixes = (*(f"matmul {n}×{n} " for n in sizes), *(f"{dt} rate, n=" for dt in ("float32", "bfloat16", "float16")))
+    return ("The same section on a GPU, at its own sizes (a tensor core's tiles, not a CPU's vectors):\n"
+            + published.elsewhere(NB, prefixes))
 
 
 def raised_text(where: str, final: bench.Timing, read: bench.Timing) -> str:

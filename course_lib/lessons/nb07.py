@@ -12,6 +12,7 @@ and how closely two correct attentions agree (:func:`~course_lib.attention.agree
 from __future__ import annotations
 
 import math
+import re
 import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Mapping, Sequence
@@ -21,7 +22,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.profiler import ProfilerActivity, profile
 
-from course_lib import bench, check, memory, oom, published, units
+from course_lib import bench, check, memory, oom, published, report, units
 from course_lib.attention import attention, causal_mask, padding_mask
 from course_lib.bench import Timing
 from course_lib.lessons import nb07_seqlen as seqlen
@@ -397,6 +398,29 @@ def apart_line(here: Timing, before: Timing) -> str:
             "(another moment: the machine's speed moves; the ratios above cancel it)")
 
 
+_KERNEL_NOTE = re.compile(r"fwd\+bwd \((\d+), (\d+), (\d+), (\d+)\) (\w+), (causal|not causal)")
+
+
+def flash_benchmark_flops(b: int, h: int, t: int, d: int, causal: bool) -> float:
+    """FLOPs of one attention forward + backward as FlashAttention's benchmark counts them
+    (benchmarks/benchmark_flash_attention.py: 4·B·T²·H·d for the forward, halved with a causal
+    mask, and 3.5× that for forward + backward), so that a time converts to its chart's TFLOP/s."""
+    return 3.5 * 4 * b * t * t * h * d / (2 if causal else 1)
+
+
+def kernels_in_flash_units() -> list[str]:
+    """The reference run's section-6 kernels as TFLOP/s in FlashAttention's count, one line each,
+    with their shape, dtype and mask; [] when none is recorded."""
+    _, ref = report.reference("07_attention")
+    lines = []
+    for key, row in ref.items():
+        if row.get("unit") == "ms" and (m := _KERNEL_NOTE.search(row.get("note", ""))):
+            b, h, t, d = map(int, m.groups()[:4])
+            tflops = flash_benchmark_flops(b, h, t, d, m[6] == "causal") / (row["value"] * 1e-3) / 1e12
+            lines.append(f"  {key}: {tflops:.0f} TFLOP/s  ({b}, {h}, {t}, {d}) {m[5]}, {m[6]}")
+    return lines
+
+
 def gpu_elsewhere(on_gpu: bool) -> str:
     """What a GPU does that this run cannot show: without one, the reference GPU run's rows and published
     figures (and why their memory factors differ from this course's); with one, the published figures."""
@@ -407,6 +431,10 @@ def gpu_elsewhere(on_gpu: bool) -> str:
             "SDPA CUDNN", "SDPA MATH", "MATH vs", "CUDNN_ATTENTION vs", "FLASH_ATTENTION vs")
     return ("No CUDA GPU here: the flash, memory-efficient and cuDNN GPU kernels cannot run, so this cell shows the "
             "reference GPU run from results/ when there is one.\n"
-            + published.elsewhere("07_attention", rows, flash + ["karpathy_gpt2_124m_flash_attention_130ms_to_96ms"])
+            + published.elsewhere("07_attention", rows)
+            + ("\nThe same kernels in FlashAttention's unit (its benchmark's FLOP count, 3.5 × 4·B·H·T²·d for forward "
+               "+ backward, halved with a causal mask), to set beside its chart below, which measured other lengths, "
+               "without a causal mask, on an H100:\n" + "\n".join(flash_units) if (flash_units := kernels_in_flash_units()) else "")
+            + "\n" + published.elsewhere("07_attention", keys=flash + ["karpathy_gpt2_124m_flash_attention_130ms_to_96ms"])
             + "\n(the memory factors are not the same quantity: this course's peak covers its own forward + backward "
             "at its batch, heads and dtype; FlashAttention's README measured its own settings)")

@@ -412,7 +412,10 @@ def big_run_text(big: SimpleNamespace, params: int, tokens: int, flops: float, *
                      f"{h100.mem_bw_gbs / 1e3:g} TB/s, which a floor from FLOPs alone does not see)")
     lines += [report.reference_text("08_transformer"),
               published.elsewhere("08_transformer", keys=["flashattention_training_gpt3_125m_tokens_per_sec",
-                                                          "llmc_gpt2_124m_90min_8xa100_80gb_60pct_mfu"])]
+                                                          "llmc_gpt2_124m_90min_8xa100_80gb_60pct_mfu"],
+                                  unlike=f"whole 8-GPU nodes training models of about 125 M parameters, against these "
+                                         f"sizes' {params / 1e6:.1f} M on one GPU: a node's tokens/s is eight GPUs' "
+                                         "work on a larger model; MFU is the unit that carries across")]
     return "\n".join(lines)
 
 
