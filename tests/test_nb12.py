@@ -237,8 +237,13 @@ def test_a_speedup_is_set_against_the_bytes_prediction_only_when_clear_and_asked
     faster = bench.ratio_of("torch.softmax vs written out", 3.0, 2.8, 3.2, more="faster", less="slower")
     assert nb12.against_bytes(faster, None) == str(faster)
     assert nb12.against_bytes(faster, 3.1).endswith("; the bytes predict 3.1×: as predicted")
-    assert nb12.against_bytes(faster, 4.0).endswith("less: time other than memory traffic counts here (the "
-                                                    "arithmetic, the caches)")
+    assert nb12.against_bytes(faster, 4.0).endswith("less: time other than memory traffic counts here")
+    slow_fused = nb12.against_bytes(faster, 4.0, (0.5, 0.25))  # the cpu run: no version near the copy roof
+    assert "this one moved its bytes at 25% of the copy bandwidth, the written-out one at 50%" in slow_fused
+    assert "something else sets it, which this cell does not measure apart" in slow_fused
+    cached = nb12.against_bytes(faster, 4.0, (1.3, 0.95))
+    assert "faster than a copy: part of its traffic stayed in the caches" in cached
+    assert nb12.against_bytes(faster, 4.0, (0.9, 0.9)).endswith("neither share explains the gap here")
     assert nb12.against_bytes(faster, 2.0).endswith("more than the bytes alone explain")
     unclear = bench.ratio_of("torch.softmax vs written out", 1.1, 0.9, 1.3)
     assert nb12.against_bytes(unclear, 3.0) == str(unclear)

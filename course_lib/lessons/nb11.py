@@ -302,8 +302,9 @@ class Bubble:
         if lo <= sim <= hi:
             return head + ", within the spread: these stages' passes were not equal, as the formula assumes"
         if lo > sim:
-            return (head + f"; the remaining {med - sim:+.1%} of the step is time outside any pass: "
-                    "message waits, the Python between passes, the operating system's scheduling")
+            return (head + f"; the remaining {med - sim:+.1%} of the step is time outside any pass, which this run "
+                    "does not split further (not measured apart: a message still on its way, the Python between "
+                    "passes, the operating system running something else)")
         return (head + ", and the measured idle time is below that too: the replay takes each "
                 "stage's median pass, and these steps' passes varied around it")
 
@@ -383,8 +384,8 @@ def why_span(ratio: Ratio, idle: Sequence[float], busy: float) -> str:
     if not ratio.clear:
         return f"  cannot be told apart here ({ratio.doubt}); idle share {went}, stage 0 busy {busy:.2f}× as long"
     if ratio.value > 1:
-        passes = (f"outweighed the longer passes (stage 0 busy {busy:.2f}× as long)" if busy > 1
-                  else f"and stage 0's passes took {busy:.2f}× as long, no longer")
+        passes = (f"outweighed the longer passes (stage 0 busy {busy:.2f}× as long)" if busy >= 1.05
+                  else f"and stage 0's passes took {busy:.2f}× as long, not 5 % longer")
         return f"  shorter: the idle time won back (idle share {went}) {passes}"
     return (f"  longer, {'although' if idle[1] < idle[0] else 'and'} the idle share went {went}: "
             f"stage 0's passes took {busy:.2f}× as long in all")

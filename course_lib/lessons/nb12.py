@@ -240,14 +240,29 @@ def bytes_lines(ops: Sequence[roofline.OpCost], fused: int) -> str:
                       f"{written / fused:.1f}× less"])
 
 
-def against_bytes(ratio: Ratio, by_bytes: float | None) -> str:
+def against_bytes(ratio: Ratio, by_bytes: float | None, shares: tuple[float, float] | None = None) -> str:
     """`ratio`'s line (a fused softmax against another version) and, when it is clearly faster
-    than the written-out one (`by_bytes` given: the speed-up the bytes predict), how the two compare."""
+    than the written-out one (`by_bytes` given: the speed-up the bytes predict), how the two
+    compare; `shares`: the written-out one's and this one's memory traffic as shares of the
+    run's copy bandwidth, which say whether the bytes set either time."""
     if by_bytes is None or not (ratio.clear and ratio.value > 1):
         return str(ratio)
-    return (f"{ratio}; the bytes predict {by_bytes:.1f}×: " + ("as predicted" if ratio.lo <= by_bytes <= ratio.hi else
-            "less: time other than memory traffic counts here (the arithmetic, the caches)" if ratio.hi < by_bytes
-            else "more than the bytes alone explain"))
+    head = f"{ratio}; the bytes predict {by_bytes:.1f}×: "
+    if ratio.lo <= by_bytes <= ratio.hi:
+        return head + "as predicted"
+    if ratio.lo > by_bytes:
+        return head + "more than the bytes alone explain"
+    if shares is None:
+        return head + "less: time other than memory traffic counts here"
+    written, fused = shares
+    traffic = (f"this one moved its bytes at {fused:.0%} of the copy bandwidth, the written-out one at {written:.0%}")
+    if fused < 0.8:
+        return (head + f"less: {traffic}; were the bytes to set its time, it would run near 100 %, so something else "
+                "sets it, which this cell does not measure apart (the exp's instructions are one candidate)")
+    if written > 1.0:
+        return (head + f"less: {traffic}, faster than a copy: part of its traffic stayed in the caches, which the "
+                "bytes' prediction counts as memory traffic")
+    return head + f"less: {traffic}; neither share explains the gap here"
 
 
 # ---- Triton ------------------------------------------------------------------------------------
