@@ -241,12 +241,21 @@ def test_without_gpus_text_falls_back_to_published_scaling(monkeypatch):
     monkeypatch.setattr(nb05.published, "elsewhere", lambda notebook, prefixes=(), keys=(): "PUBLISHED")
     text = nb05.without_gpus_text(0, "threads: 1.0×\n  why")
     assert text.startswith("0 GPU(s) here") and "no reference run with 2 GPUs" in text and "PUBLISHED" in text
+    assert "DataParallel against DDP on 2 GPUs" in text
     assert text.endswith("threads: 1.0×; why")  # the verdict on one line
     two = {"GPUs": {"value": 2, "unit": "GPUs"}, "DDP, 2 GPU(s)": {"value": 900.0, "unit": "img/s", "note": ""},
            "other": {"value": 1.0, "unit": "x"}}
     monkeypatch.setattr(nb05.report, "references", lambda notebook: [("NVIDIA H200", two)])
     ref = nb05.reference_text().splitlines()
     assert ref[0] == "reference run on 2 × NVIDIA H200:" and len(ref) == 2 and "DDP, 2 GPU(s)" in ref[1]
+
+
+def test_reference_text_without_a_reference_shows_the_published_dataparallel_timing(monkeypatch):
+    monkeypatch.setattr(nb05.report, "references", lambda notebook: [])
+    text = nb05.reference_text()
+    dp = nb05.published.get("hf_transformers_dp_vs_ddp_2x_titan_rtx_gpt2")
+    assert text.index("no reference run") < text.index(f"published by {dp.by}") and dp.figure in text
+    assert "no DataParallel figure" not in text
 
 
 def _img_s(name: str, rate: float) -> "nb05.bench.Timing":

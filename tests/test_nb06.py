@@ -1,6 +1,7 @@
 """FSDP2 against DDP: scripts/fsdp_vs_ddp.py under torchrun (2 ranks); course_lib.lessons.nb06 and the
 notebook's inline byte count against course_lib.sharding, in process; the text of 06's reports."""
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -205,6 +206,10 @@ def test_overlap_and_no_sync_verdicts_follow_the_paired_ratio():
     assert "bucket_cap_mb a (1 bucket(s) sent during backward): 2.00× as fast as compute-then-reduce" in text
     assert "about 5.0 ms less per step" in text
     assert "bucket_cap_mb b (0 bucket(s) sent during backward): nothing overlapped" in text
+    bucket_fig = nb06.published.get("pytorch_ddp_benchmark_bucket_cap_1_vs_25_mb")
+    assert text.index("nothing overlapped") < text.index("published by") and bucket_fig.figure in text  # own block
+    on_gpus = nb06.overlap_verdicts(steps, after, ratios, timeline, "2 ranks, nccl, NVIDIA H100", 3)
+    assert "published by" not in on_gpus  # the learner's GPUs measured it: nothing stands in for them
     each, once = _timing("each", 20), _timing("once", 10)
     saving = nb06.no_sync_saving(each, once, bench.speedup(each, once), 3, 4, "rig")
     assert saving.endswith("here (rig): 3 fewer bucket all-reduces per step saved about 10.0 ms (the paired "
@@ -250,6 +255,7 @@ def test_scaling_notes_and_step_breakdown():
     assert text.startswith("(the efficiency above compares two jobs timed apart: unpaired)")
     assert r.verdict("images per second in total, 2 ranks against one rank alone", on="cpu") in text
     assert "What GPUs measured:" in text
+    assert nb06.published.get("pytorch_ddp_benchmark_resnet50_no_ddp_vs_ddp_1_to_16_gpus").figure in text
     assert nb06.scaling_notes(None, None, one, w, 2, "cpu", "cuda:0").startswith("No efficiency: the 2-rank job")
     t = dict(plain=_timing("p", 1), free1=_timing("f", 1.2), one=_timing("o", 1.5), free_w=_timing("fw", 2),
              w=_timing("w", 3))
@@ -258,6 +264,12 @@ def test_scaling_notes_and_step_breakdown():
     assert lines[0] == "1 process, per step: plain model 1.00 ms" and lines[1].startswith("  +0.20 ms: DDP with")
     assert lines[3] == "2 processes, per step: DDP 3.00 ms =" and "all-reduce of 2.0 KiB" in lines[5]
     assert lines[6].endswith("(1.67×; two jobs at different moments, so unpaired)")
+    assert lines[7].startswith("Between GPUs, NCCL's all-reduce: its bus bandwidth")  # ranks on a CPU: published
+    assert "published by" in lines[9]
+    busbw = nb06.published.get("ml_engineering_h200_8gpu_allreduce_busbw_nvls_vs_ring")
+    assert busbw.figure in "\n".join(lines)
+    on_gpus = {k: dataclasses.replace(v, device="cuda:0, 1 thread(s) per rank") for k, v in t.items()}
+    assert len(nb06.step_breakdown(on_gpus, rs, 2048, 2).splitlines()) == 7  # its own all-reduce, nothing else
 
 
 def test_failure_lab_texts():

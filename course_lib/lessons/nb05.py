@@ -236,15 +236,18 @@ def logits_text(shape: tuple[int, int, int], rows: Sequence[int], pieces: Sequen
 
 def reference_text() -> str:
     """The DataParallel/DDP rows of the first reference run recorded with 2 GPUs or more; else
-    a line saying there is none, and DDP's published scaling."""
+    a line saying there is none, then the published DataParallel-against-DDP timing and DDP's
+    published scaling."""
     for ref_device, ref in report.references(NB):
         if ref.get("GPUs", {}).get("value", 0) >= 2:
             rows = [f"  {report.fmt_row(key, row)}" for key, row in ref.items()
                     if key.startswith(("DataParallel", "DDP", "replicate to"))]
             return "\n".join([f"reference run on {ref['GPUs']['value']} × {ref_device}:", *rows])
-    return ("(no reference run with 2 GPUs or more is recorded in results/ for this notebook yet). Published, "
-            "DDP only (no DataParallel figure was found):\n" + published.elsewhere(
-                NB, keys=["dle_resnet50_a100_8gpu_strong_scaling", "dle_resnet50_v100_8gpu_strong_scaling"]))
+    return ("(no reference run with 2 GPUs or more is recorded in results/ for this notebook yet). Published: "
+            "DataParallel against DDP on 2 GPUs (another model and other GPUs than this section's), then DDP "
+            "from 1 to 8 GPUs:\n" + published.elsewhere(
+                NB, keys=["hf_transformers_dp_vs_ddp_2x_titan_rtx_gpt2", "dle_resnet50_a100_8gpu_strong_scaling",
+                          "dle_resnet50_v100_8gpu_strong_scaling"]))
 
 
 def without_gpus_text(gpus: int, gil: str) -> str:

@@ -363,7 +363,8 @@ def bucket_report(comm: dict, timeline: Mapping[str, tuple[Span, Span, list[Span
 def overlap_verdicts(steps: Mapping[str, bench.Timing], t_after: bench.Timing, ratios: Mapping[str, bench.Ratio],
                      timeline: Mapping[str, tuple[Span, Span, list[Span]]], rig: str, repeats: int) -> str:
     """The steps' timings and each bucket cap's ratio to compute-then-reduce, then what that says
-    about the overlap: nothing overlapped, not resolved, a saving (from the paired ratio) or a cost."""
+    about the overlap: nothing overlapped, not resolved, a saving (from the paired ratio) or a cost;
+    when `rig` is not nccl, what the bucket size did on GPUs, as published."""
     lines = [*map(str, [*steps.values(), t_after, *ratios.values()]), "",
              f"here: {rig}, {os.cpu_count()} cores in this machine, {repeats} repeats"]
     for label, ratio in ratios.items():
@@ -384,6 +385,10 @@ def overlap_verdicts(steps: Mapping[str, bench.Timing], t_after: bench.Timing, r
             tail = (f"{1 / ratio.value:.2f}× the time of compute-then-reduce, beyond the spread: communicating "
                     "during backward cost more than it hid")
         lines.append(head + tail)
+    if ", nccl," not in rig:  # the ranks shared CPU cores: what the bucket size did on GPUs, measured elsewhere
+        lines.append("\nOn GPUs (no published timing of DDP against compute-then-reduce was found; the bucket "
+                     "size's effect was measured):\n" + published.elsewhere(
+                         "06_ddp", keys=["pytorch_ddp_benchmark_bucket_cap_1_vs_25_mb"]))
     return "\n".join(lines)
 
 
@@ -492,12 +497,13 @@ def scaling_notes(eff: bench.Ratio | None, r: bench.Ratio | None, t_free1: bench
             lines.append("The recorded reference run had one GPU: its ranks ran on its CPU too, so it holds no "
                          "GPU scaling.")
         lines.append("What GPUs measured:\n" + published.elsewhere(
-            "06_ddp", keys=["dle_resnet50_a100_8gpu_strong_scaling", "mosaic_mpt7b_a100_40gb_8_to_128_gpu_mfu"]))
+            "06_ddp", keys=["pytorch_ddp_benchmark_resnet50_no_ddp_vs_ddp_1_to_16_gpus",
+                            "dle_resnet50_a100_8gpu_strong_scaling", "mosaic_mpt7b_a100_40gb_8_to_128_gpu_mfu"]))
     else:  # the learner's own scaling is above; what others measured, for comparison
         lines.append("For comparison, " + published.elsewhere(
             "06_ddp", ("1 process, DDP", "DDP at world size 1"),
-            ["dle_resnet50_a100_8gpu_strong_scaling", "dle_resnet50_v100_8gpu_strong_scaling",
-             "mosaic_mpt7b_a100_40gb_8_to_128_gpu_mfu"]))
+            ["pytorch_ddp_benchmark_resnet50_no_ddp_vs_ddp_1_to_16_gpus", "dle_resnet50_a100_8gpu_strong_scaling",
+             "dle_resnet50_v100_8gpu_strong_scaling", "mosaic_mpt7b_a100_40gb_8_to_128_gpu_mfu"]))
     return "\n".join(lines)
 
 
@@ -505,11 +511,12 @@ def step_breakdown(t: Mapping[str, bench.Timing], ratios: Sequence[bench.Ratio],
                    world: int) -> str:
     """Where a step's time goes: `t` holds "plain", "free1", "one", "free_w", "w" (the plain model,
     DDP under no_sync and DDP at world size 1; DDP under no_sync and DDP at world size W);
-    `ratios`: the paired (wrapper, 1-rank all-reduce, W-rank all-reduce) ratios."""
+    `ratios`: the paired (wrapper, 1-rank all-reduce, W-rank all-reduce) ratios. Ranks not on GPUs:
+    then what an all-reduce moves per second over NVLink, as published."""
     ms = {k: v.median_s * 1e3 for k, v in t.items()}
     wrapper, reduce1, reduce_w = ratios
     grads = units.fmt_bytes(grad_bytes)
-    return "\n".join([
+    lines = [
         f"1 process, per step: plain model {ms['plain']:.2f} ms",
         f"  {ms['free1'] - ms['plain']:+.2f} ms: DDP with communication off (its forward wrapper, its gradient "
         f"hooks) | {wrapper}",
@@ -521,7 +528,13 @@ def step_breakdown(t: Mapping[str, bench.Timing], ratios: Sequence[bench.Ratio],
         f"slower rank | {reduce_w}",
         f"sharing the machine: the step under no_sync took {ms['free_w']:.2f} ms with {world} ranks at once, "
         f"{ms['free1']:.2f} ms with one rank alone ({ms['free_w'] / ms['free1']:.2f}×; two jobs at different "
-        "moments, so unpaired)"])
+        "moments, so unpaired)"]
+    if not t["w"].device.startswith("cuda"):  # gloo on CPU cores: an all-reduce between GPUs, measured elsewhere
+        lines.append("Between GPUs, NCCL's all-reduce: its bus bandwidth (nccl-tests: 2·(W−1)/W × the tensor's "
+                     "bytes, what each rank sends, per second) for large messages:\n"
+                     + published.elsewhere("06_ddp", keys=["ml_engineering_h200_8gpu_allreduce_busbw_nvls_vs_ring",
+                                                           "ml_engineering_a100_node_allreduce_busbw_235gbps"]))
+    return "\n".join(lines)
 
 
 def restart_plan(crash_at: int, save_every: int, planned: tuple[int, int], steps: int) -> str:
