@@ -14,8 +14,8 @@ from pathlib import Path
 
 import torch
 
-from course_lib import bench, files, units
-from course_lib.device import cpu_name, describe
+from course_lib import bench, datasheet, files, profiles, units
+from course_lib.device import cpu_name, describe, gpu_memory_gib
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -84,6 +84,8 @@ class Report:
             "host": f"{cpu_name()}, {os.cpu_count()} cores",
             "date": _dt.date.today().isoformat(),
         }
+        if profile == "gpu":  # the gpu profile's sizes depend on the GPU's memory: its class is part of the setup
+            self.meta["sizes"] = f"gpu/{profiles.gpu_class(gpu_memory_gib(dev) if dev.type == 'cuda' else None)}"
         self.rows: dict[str, dict] = {}
 
     def add(self, key: str, value: float | int | str, unit: str, note: str = "",
@@ -156,8 +158,8 @@ class Report:
         measured), under a line naming the reference's machine and profile. A reference row
         measured on that machine's CPU (its note names the CPU or gloo) says "host CPU"."""
         ref_device, ref = reference(self.notebook)
-        ref_profile = reference_meta(self.notebook).get("profile")
-        same_profile = ref_profile == self.meta["profile"]
+        ref_sizes, my_sizes = size_class({"device": ref_device, **reference_meta(self.notebook)}), size_class(self.meta)
+        same_profile = ref_sizes == my_sizes
         beside = {k for k, row in self.rows.items() if k in ref and comparable(row, ref[k], same_profile)}
         apart = [k for k in self.rows if k in ref and k not in beside]
         w = max([36, *map(len, self.rows)])  # the name column fits the longest name
@@ -180,12 +182,29 @@ class Report:
             lines.append(f"No row of this run has a row of the same name in the reference run; "
                          f"it recorded: {', '.join(ref)}.")
         if apart:
-            setup = (f"the {ref_profile!r} profile's models and sizes, not this run's {self.meta['profile']!r}"
+            setup = (f"{_sizes_words(ref_sizes)}; this run has {_sizes_words(my_sizes)}"
                      if not same_profile else "another setup than this run's")
             lines.append(f"Reference run on {ref_device} ({setup}), apart: a row's note names what it measured.")
             lines += [f"  {fmt_row(k, ref[k])}" + ("  [host CPU]" if _ON_CPU.search(ref[k].get("note", "")) else "")
                       for k in apart]
         return "\n".join(lines)
+
+
+def _sizes_words(size_class: str) -> str:
+    """'gpu/large' -> "the 'gpu' profile's large models and sizes"."""
+    profile, _, cls = size_class.partition("/")
+    return f"the {profile!r} profile's {cls + ' ' if cls else ''}models and sizes"
+
+
+def size_class(meta: dict) -> str:
+    """The sizes a run's profile gave it: the profile's name, and under ``gpu`` its class by the
+    GPU's memory ("gpu/large"). A run recorded before the class was (no "sizes") takes the class
+    of its device's datasheet memory; one with no datasheet entry, "gpu" alone."""
+    profile = str(meta.get("profile") or "")
+    if profile != "gpu" or meta.get("sizes"):
+        return str(meta.get("sizes") or profile)
+    spec = datasheet.lookup(str(meta.get("device") or ""))
+    return f"gpu/{profiles.gpu_class(spec.memory_gib)}" if spec else "gpu"
 
 
 def comparable(row: dict, ref_row: dict, same_profile: bool) -> bool:
@@ -259,7 +278,9 @@ def reference_header(notebook: str) -> str:
     that it is not this machine."""
     runs = _reference_runs(notebook)  # one read of results/: the most recent run's device and record
     ref_device, meta = runs[0] if runs else (None, {})
-    return (f"recorded reference run on {ref_device} (this course's code, {meta.get('profile', 'gpu')} profile, "
+    cls = size_class({"profile": meta.get("profile", "gpu"), "device": ref_device, **meta}).partition("/")[2]
+    return (f"recorded reference run on {ref_device} (this course's code, {meta.get('profile', 'gpu')} profile"
+            f"{f', {cls} sizes' if cls else ''}, "
             f"torch {meta.get('torch', '?')}, {meta.get('date', 'date not recorded')}), not on this machine:")
 
 

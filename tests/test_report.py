@@ -58,11 +58,20 @@ def test_a_reference_of_another_profile_stands_apart_and_one_of_this_profile_bes
     assert "'gpu' profile" in lines[at] and lines[at + 1].strip() == "rate: 700 GFLOP/s"
     assert report.reference_meta("01_gpu_vs_cpu")["profile"] == "gpu"
     assert report.reference_meta("09_memory") == {}
+    assert report.size_class({"profile": "gpu", "device": "NVIDIA H200"}) == "gpu/large"  # recorded before "sizes"
+    assert report.size_class({"profile": "gpu", "device": "Tesla T4"}) == "gpu/medium"
+    assert report.size_class({"profile": "cpu"}) == "cpu" and report.Report("01_gpu_vs_cpu", "gpu", "cpu").meta["sizes"] == "gpu/large"
     same = report.Report("01_gpu_vs_cpu", "gpu", "cpu")
     same.add("rate", 12.5, "GFLOP/s")
     table = same.table()
     assert "reference run (NVIDIA Test GPU machine), the same setup" in table
     assert any("12.5" in ln and "700" in ln for ln in table.splitlines()) and "apart" not in table
+    medium = report.Report("01_gpu_vs_cpu", "gpu", "cpu")
+    medium.meta["sizes"] = "gpu/medium"  # the gpu profile on a 16 GB card: its own sizes
+    medium.add("rate", 12.5, "GFLOP/s")
+    table = medium.table()
+    assert not any("12.5" in ln and "700" in ln for ln in table.splitlines())
+    assert "(the 'gpu' profile's large models and sizes; this run has the 'gpu' profile's medium models" in table
     other = report.Report("01_gpu_vs_cpu", "gpu", "cpu")
     other.add("another rate", 3.0, "GFLOP/s")
     assert "No row of this run has a row of the same name in the reference run; it recorded: rate" in other.table()
