@@ -273,3 +273,22 @@ def test_placement_lists_far_above_and_unplaced():
     tiny = OpTime("aten::mul", ((8,),), "elementwise", 1, 1e3, 1e3, 0.00001)  # 1e8 FLOP/s against 1e11: far below
     far = nb10.placement([MM, tiny], 0.004 + 0.00001, of_roof).splitlines()[0]
     assert far.endswith(": 1 op(s) under 0.5% of op time each (mul), 0.2% together")
+
+
+def test_regime_follows_the_share_the_gpu_waited(tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_RESULTS_DIR", str(tmp_path))
+    assert nb10.regime({"compute": 0.2, "copies": 0.02, "waiting": 0.78}, "cuda").startswith(
+        "launch-bound: the GPU waited for the CPU to queue work 78% of the step")
+    assert nb10.regime({"compute": 0.6, "copies": 0.1, "waiting": 0.3}, "cuda").startswith("partly launch-bound")
+    assert nb10.regime({"compute": 0.9, "copies": 0.05, "waiting": 0.05}, "cuda").startswith("GPU-bound: kernels and "
+                                                                                            "copies filled 95%")
+    cpu = nb10.regime({"compute": 0.2, "copies": 0.0, "waiting": 0.0, "framework": 0.8}, "cpu")
+    assert cpu.startswith("on this CPU the ops ran 20% of the step and Python") and "Python sets its time" in cpu
+    assert "reference run's GPU step" not in cpu  # none recorded here
+    from course_lib import report
+    rep = report.Report("10_compile_and_profile", "gpu", "cpu")
+    rep.meta.update(device="NVIDIA Test GPU", device_type="cuda")
+    rep.add("plain step: waiting share", 30.0, "%")
+    report.record_reference({"10_compile_and_profile": rep.to_dict()})
+    assert "the reference run's GPU step was partly launch-bound, its GPU waiting 30%" in nb10.regime(
+        {"compute": 0.9, "framework": 0.1}, "cpu")

@@ -97,6 +97,39 @@ def trace_note(path: Path, steps: int) -> str:
             "or chrome://tracing in Chrome")
 
 
+def regime(plain: Mapping[str, float], device_type: str) -> str:
+    """The plain step's regime, from its categories' seconds (`plain`): on a GPU, launch-bound
+    where the GPU waited for the CPU half the step or more, partly so from a fifth, else bound by
+    its kernels; on a CPU, the ops' share against Python's; then, off a GPU, the reference run's
+    shares (another model and size: its own block)."""
+    total = sum(plain.values())
+    share = {cat: seconds / total for cat, seconds in plain.items()}
+    if device_type == "cuda":
+        waited, busy = share.get("waiting", 0.0), share.get("compute", 0.0) + share.get("copies", 0.0)
+        kind = _bound(waited)
+        if kind == "launch-bound":
+            return (f"launch-bound: the GPU waited for the CPU to queue work {waited:.0%} of the step. Faster kernels "
+                    "cannot shorten those waits; fewer launches can (section 3's CUDA graphs, fused kernels), or more "
+                    "work per launch (a larger batch)")
+        if kind == "partly launch-bound":
+            return (f"partly launch-bound: the GPU waited for the CPU {waited:.0%} of the step and ran kernels and "
+                    f"copies {busy:.0%}: both fewer launches and faster kernels shorten it")
+        return (f"GPU-bound: kernels and copies filled {busy:.0%} of the step, waits {waited:.0%}: faster kernels "
+                "shorten it (section 4 says which ops are far from their roof)")
+    ops, python = share.get("compute", 0.0) + share.get("copies", 0.0), share.get("framework", 0.0)
+    line = (f"on this CPU the ops ran {ops:.0%} of the step and Python with autograd's bookkeeping {python:.0%}: "
+            + ("the ops set its time" if ops >= 0.5 else "Python sets its time"))
+    ref = report.reference("10_compile_and_profile")[1].get("plain step: waiting share")
+    label = ("" if ref is None else f"\n(by the same rule, the reference run's GPU step was {_bound(ref['value'] / 100)}, "
+             f"its GPU waiting {ref['value']:.0f}% of the step)")
+    return line + "\n" + published.elsewhere("10_compile_and_profile", ("plain step:",)) + label
+
+
+def _bound(waited: float) -> str:
+    """A GPU step's regime by the share of it the GPU waited for the CPU (:func:`regime`)."""
+    return "launch-bound" if waited >= 0.5 else "partly launch-bound" if waited >= 0.2 else "GPU-bound"
+
+
 def shares(timings: Iterable[Timing]) -> str:
     """One line per category: its Timing and its share of the sum of the medians."""
     timings = list(timings)
