@@ -427,7 +427,8 @@ def gpu_elsewhere(on_gpu: bool) -> str:
     flash = ["flashattention2_h100_fwd_bwd_tflops_hdim64", "flashattention_readme_memory_10x_at_2k_20x_at_4k"]
     if on_gpu:  # the learner's own kernels are timed above; what others measured, for comparison
         return "For comparison, " + published.elsewhere("07_attention", keys=flash)
-    rows = ("written out, T=", "SDPA, T=", "SDPA vs written out", "peak memory,", "SDPA FLASH", "SDPA EFFICIENT",
+    rows = ("written out:", "SDPA:", "SDPA, math kernel:",  # the GPU sweep: growth exponents, first length out of memory
+            "written out, T=", "SDPA, T=", "SDPA vs written out", "peak memory,", "SDPA FLASH", "SDPA EFFICIENT",
             "SDPA CUDNN", "SDPA MATH", "MATH vs", "CUDNN_ATTENTION vs", "FLASH_ATTENTION vs")
     return ("No CUDA GPU here: the flash, memory-efficient and cuDNN GPU kernels cannot run, so this cell shows the "
             "reference GPU run from results/ when there is one.\n"
