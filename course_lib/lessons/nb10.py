@@ -284,7 +284,7 @@ def compile_log_note(name: str, seconds: float, breaks: Sequence[str], explained
         lines += ["    " + line for line in breaks[0].splitlines()[:3] if line.strip()]
     if breaks and len(breaks) != explained:
         lines.append(f"  explain listed {explained} break reason(s), one per graph that a break cut short; the log has "
-                     "one message per frame Dynamo traced into the break" + (
+                     "one message per frame (one running call of a function: see the glossary) Dynamo traced into the break" + (
                          ": first GPT.forward, which it then gave up on (so no graph for it; the block's code compiled "
                          "into graphs called once per block, as counted above), then the block's own forward, whose "
                          "graph stops at the .item()" if len(breaks) == 2 and eager_forward else ""))
