@@ -157,11 +157,12 @@ def test_the_notebooks_schedules_are_the_librarys():
     assert namespace["gpipe"](3) == nb11.gpipe(3)
 
 
-def test_the_script_cell_of_11_is_scripts_pipeline():
-    magic = '%%writefile "{PIPE_SCRIPT}"\n'
+@pytest.mark.parametrize("name, script", [("PIPE_SCRIPT", "pipeline.py"), ("TP_SCRIPT", "tensor_parallel.py")])
+def test_the_script_cells_of_11_are_the_scripts(name, script):
+    magic = f'%%writefile "{{{name}}}"\n'
     cells = [c for c in code_cells(NB11) if c.startswith(magic)]
-    assert len(cells) == 1, "11 writes its pipeline script from one cell"
-    assert cells[0][len(magic):].rstrip("\n") + "\n" == (REPO / "scripts" / "pipeline.py").read_text()
+    assert len(cells) == 1, f"11 writes {script} from one cell"
+    assert cells[0][len(magic):].rstrip("\n") + "\n" == (REPO / "scripts" / script).read_text()
 
 
 # ---- scripts/pipeline.py under torchrun ---------------------------------------------------------
