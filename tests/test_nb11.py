@@ -271,12 +271,13 @@ def test_the_memory_lines_put_each_prediction_beside_its_measurement():
     predicted = {key: n * one[key[1:]][0] + one[key[1:]][1] for key, n in held.items()}
     peak = {key: 2 * v for key, v in predicted.items()}  # measured twice the prediction
     lines = nb11.memory_lines(held, predicted, peak, one, "R").splitlines()
-    assert lines[0] == "peak memory of one step, predicted → measured | R" and len(lines) == 2 + 4 + 3
+    assert lines[0] == "peak memory of one step, predicted → measured | R" and len(lines) == 2 + 4 + 3 + 2
     assert lines[2].split("|")[0].split() == ["1", "0"] and lines[5].split("|")[0].split() == ["4", "1"]
     assert " 4 × →   8.5 KiB →  17.0 KiB" in lines[4]  # m = 4, stage 0, GPipe: 4 × 2 KiB + 0.5 KiB, measured 2×
-    assert lines[-1] == ("at m = 4, stage 0: GPipe's peak is 1.89× 1F1B's (predicted 1.89×; it holds 4 micro-batches "
+    assert lines[-3] == ("at m = 4, stage 0: GPipe's peak is 1.89× 1F1B's (predicted 1.89×; it holds 4 micro-batches "
                          "against 2)")
-    assert lines[-3].startswith("gpipe: stage 0's peak at m = 4 is 1.00× its peak at m = 1")
+    assert lines[-5].startswith("gpipe: stage 0's peak at m = 4 is 1.00× its peak at m = 1")
+    assert lines[-2].startswith("stage 0: the prediction misses by up to +") and lines[-1].startswith("stage 1:")
 
 
 def test_require_passes_a_close_row_and_raises_the_line_of_one_that_is_not():
@@ -284,3 +285,15 @@ def test_require_passes_a_close_row_and_raises_the_line_of_one_that_is_not():
     assert nb11.require(row) is row
     with pytest.raises(AssertionError, match=r"^twos vs ones: max \|Δ\| 1.00e\+00;.*fails on 3 of 3 elements"):
         nb11.require(check.agreement("twos vs ones", 2 * torch.ones(3), torch.ones(3), atol=0.1, rtol=0.0))
+
+
+def test_miss_line_says_how_far_a_stage_s_peak_is_from_the_prediction():
+    M = 2**20
+    peak = {("gpipe", 1, 1): 22 * M, ("1f1b", 8, 1): 9.8 * M, ("gpipe", 1, 0): 24 * M, ("1f1b", 8, 0): 8.6 * M}
+    pred = {("gpipe", 1, 1): 26 * M, ("1f1b", 8, 1): 6.8 * M, ("gpipe", 1, 0): 24 * M, ("1f1b", 8, 0): 8.5 * M}
+    assert nb11.miss_line(0, peak, pred).startswith("stage 0: every prediction within 10 % of the measured peak")
+    one = nb11.miss_line(1, peak, pred)
+    assert one.startswith("stage 1: the prediction misses by up to -4.0 MiB (GPipe, m = 1: measured 22.0 MiB, "
+                          "predicted 26.0 MiB)") and "keeps less at once" in one
+    pred[("gpipe", 1, 1)] = 22 * M
+    assert "up to +3.0 MiB (1F1B, m = 8" in nb11.miss_line(1, peak, pred)

@@ -413,7 +413,24 @@ def memory_lines(held: dict, predicted: dict, peak: dict, one: dict, rig: str) -
     g, o = ("gpipe", hi, 0), ("1f1b", hi, 0)
     lines.append(f"at m = {hi}, stage 0: GPipe's peak is {peak[g] / peak[o]:.2f}× 1F1B's (predicted "
                  f"{predicted[g] / predicted[o]:.2f}×; it holds {held[g]} micro-batches against {held[o]})")
+    lines += [miss_line(s, peak, predicted) for s in sorted({s for _, _, s in peak})]
     return "\n".join(lines)
+
+
+def miss_line(stage: int, peak: dict, predicted: dict) -> str:
+    """Stage `stage`'s largest miss of the prediction over every schedule and m, as measured:
+    within a tenth of the measured peak, or how far and where."""
+    key = max((k for k in peak if k[2] == stage), key=lambda k: abs(peak[k] - predicted[k]))
+    miss = peak[key] - predicted[key]
+    where = f"{'GPipe' if key[0] == 'gpipe' else '1F1B'}, m = {key[1]}"
+    if abs(miss) <= 0.1 * peak[key]:
+        return (f"stage {stage}: every prediction within 10 % of the measured peak (the largest miss "
+                f"{units.fmt_bytes(abs(miss))}, {where})")
+    return (f"stage {stage}: the prediction misses by up to {'+' if miss > 0 else '-'}{units.fmt_bytes(abs(miss))} "
+            f"({where}: measured {units.fmt_bytes(peak[key])}, predicted {units.fmt_bytes(predicted[key])}): "
+            + ("held × live + backward is not all this stage holds there" if miss > 0 else
+               "this stage keeps less at once there than held × live + backward counts")
+            + ", and this run does not measure the difference apart")
 
 
 # ---- 2D: FSDP over dp × tensor parallel over tp (section 8) ------------------------------------
