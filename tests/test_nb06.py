@@ -268,6 +268,9 @@ def test_scaling_notes_and_step_breakdown():
     assert "published by" in lines[9]
     busbw = nb06.published.get("ml_engineering_h200_8gpu_allreduce_busbw_nvls_vs_ring")
     assert busbw.figure in "\n".join(lines)
+    unclear = (bench.ratio_of("wrapper", 1.19, 0.74, 1.99), *rs[1:])  # a wide interval: the medians' gap is not a finding
+    assert "+0.20 ms between the medians, which the paired turns cannot tell from 0: DDP with" in \
+        nb06.step_breakdown(t, unclear, 2048, 2).splitlines()[1]
     on_gpus = {k: dataclasses.replace(v, device="cuda:0, 1 thread(s) per rank") for k, v in t.items()}
     assert len(nb06.step_breakdown(on_gpus, rs, 2048, 2).splitlines()) == 7  # its own all-reduce, nothing else
 

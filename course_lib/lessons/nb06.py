@@ -516,15 +516,20 @@ def step_breakdown(t: Mapping[str, bench.Timing], ratios: Sequence[bench.Ratio],
     ms = {k: v.median_s * 1e3 for k, v in t.items()}
     wrapper, reduce1, reduce_w = ratios
     grads = units.fmt_bytes(grad_bytes)
+
+    def part(after: str, before: str, ratio: bench.Ratio) -> str:  # a difference of medians, as far as the turns tell
+        delta = f"{ms[after] - ms[before]:+.2f} ms"
+        return f"{delta}:" if ratio.clear else f"{delta} between the medians, which the paired turns cannot tell from 0:"
+
     lines = [
         f"1 process, per step: plain model {ms['plain']:.2f} ms",
-        f"  {ms['free1'] - ms['plain']:+.2f} ms: DDP with communication off (its forward wrapper, its gradient "
+        f"  {part('free1', 'plain', wrapper)} DDP with communication off (its forward wrapper, its gradient "
         f"hooks) | {wrapper}",
-        f"  {ms['one'] - ms['free1']:+.2f} ms: DDP's buckets (gradients copied in and out) and a 1-rank "
+        f"  {part('one', 'free1', reduce1)} DDP's buckets (gradients copied in and out) and a 1-rank "
         f"all-reduce of {grads} | {reduce1}",
         f"{world} processes, per step: DDP {ms['w']:.2f} ms =",
         f"  {ms['free_w']:.2f} ms under no_sync: each rank's compute, the {world} ranks at once",
-        f"  {ms['w'] - ms['free_w']:+.2f} ms: the all-reduce of {grads} of gradients and the wait for the "
+        f"  {part('w', 'free_w', reduce_w)} the all-reduce of {grads} of gradients and the wait for the "
         f"slower rank | {reduce_w}",
         f"sharing the machine: the step under no_sync took {ms['free_w']:.2f} ms with {world} ranks at once, "
         f"{ms['free1']:.2f} ms with one rank alone ({ms['free_w'] / ms['free1']:.2f}×; two jobs at different "
