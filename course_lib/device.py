@@ -6,6 +6,7 @@ import os
 import platform
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Iterator, Sequence
 
 import torch
@@ -90,6 +91,21 @@ def memory_cap_gib() -> float | None:
         raise ValueError(f"{MEMORY_CAP_ENV}={raw!r} is not a memory size: give GiB as a positive "
                          f"number, e.g. {MEMORY_CAP_ENV}=8.")
     return cap
+
+
+def cpu_cache_bytes() -> int | None:
+    """The size of this CPU's last-level cache as Linux reports it for core 0 (``/sys``), or None
+    where it cannot be read (another OS, a container that hides it)."""
+    caches = {}
+    for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
+        try:
+            level, size = int((index / "level").read_text()), (index / "size").read_text().strip()
+        except (OSError, ValueError):
+            continue
+        units = {"K": 2**10, "M": 2**20, "G": 2**30}
+        if size[-1:] in units and size[:-1].isdigit():
+            caches[level] = int(size[:-1]) * units[size[-1]]
+    return caches[max(caches)] if caches else None
 
 
 def gpu_memory_gib(device: torch.device | str | None = None) -> float | None:

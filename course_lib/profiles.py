@@ -512,7 +512,8 @@ NOTEBOOKS: tuple[Notebook, ...] = (
             # check: (B, H, T, d) of section 2's equivalences (T not a multiple of any BLOCK of 16-128
             # below it); softmax: (rows, cols) of sections 1 and 4's checks (cols not a power of two;
             # the interpreter runs one program per row); softmax_timed: the timed softmax, larger than
-            # the caches in cpu (31 MiB) and gpu (125 MiB) but not in smoke; mem_shape
+            # the caches in cpu (62.5 MiB: 31 MiB sat on a 32 MiB L3 here) and gpu (125 MiB) but not in
+            # smoke (12 prints this CPU's last-level cache beside it); mem_shape
             # (B, H, d) and mem_lengths: section 3's passes (from 2·BLOCK up), each length twice the last;
             # add_n: the vector add's elements (not a multiple of its 1024); attention: (B, H, T, d) of
             # the Triton attention (T not a multiple of BLOCK); compile: show torch.compile's kernel
@@ -521,7 +522,7 @@ NOTEBOOKS: tuple[Notebook, ...] = (
             "smoke": dict(check=(2, 2, 100, 32), softmax=(16, 1000), softmax_timed=(64, 1000), mem_shape=(1, 2, 32),
                           mem_lengths=[128, 256, 512], add_n=10_000, attention=(1, 2, 80, 32),
                           compile=False, repeats=3, bw_sizes=[1 << 20, 256 << 20], peak_sizes=[256, 512]),
-            "cpu": dict(check=(2, 4, 300, 64), softmax=(256, 1000), softmax_timed=(2048, 4000), mem_shape=(1, 4, 64),
+            "cpu": dict(check=(2, 4, 300, 64), softmax=(256, 1000), softmax_timed=(4096, 4000), mem_shape=(1, 4, 64),
                         mem_lengths=[256, 512, 1024, 2048], add_n=100_000, attention=(2, 2, 200, 32),
                         compile=True, repeats=5, bw_sizes=[1 << 20, 8 << 20, 64 << 20, 256 << 20],
                         peak_sizes=[512, 1024, 2048]),

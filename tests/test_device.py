@@ -329,3 +329,16 @@ def test_sixteen_bit_choice_where_bf16_is_not_native(monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda dev=None: (8, 0))
     assert device.available("cuda") == ["fp32", "fp32+TF32", "fp16+GradScaler", "bf16"]
     assert device.amp_note("cuda") is None
+
+
+def test_cpu_cache_bytes_reads_the_last_level_or_says_none(tmp_path, monkeypatch):
+    for level, size in ((1, "32K"), (2, "512K"), (3, "32768K")):
+        index = tmp_path / f"index{level}"
+        index.mkdir()
+        (index / "level").write_text(f"{level}\n")
+        (index / "size").write_text(f"{size}\n")
+    real = device.Path
+    monkeypatch.setattr(device, "Path", lambda p: tmp_path if "cpu0/cache" in str(p) else real(p))
+    assert device.cpu_cache_bytes() == 32 * 2**20
+    monkeypatch.setattr(device, "Path", lambda p: tmp_path / "missing")
+    assert device.cpu_cache_bytes() is None
