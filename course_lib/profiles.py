@@ -372,6 +372,11 @@ NOTEBOOKS: tuple[Notebook, ...] = (
             # Memory (memory.estimate_training_memory, bf16 autocast, micro 32): parameters + gradients +
             # AdamW 0.39 GiB per GPT, activations 2.4 GiB (SDPA) / 4.4 GiB (written-out attention, as the
             # math backend): the fit probe's 3 GPTs ≈ 6 GiB.
+            # The regime (issue 50, chosen without a GPU: arithmetic on the recorded runs). The H200 ran
+            # the compiled GPT at 541 ktok/s, 13.4 % of its measured bf16 peak: at 177 MFLOP/token and
+            # 65,536 tokens per step, about 17 ms of FLOPs at that peak in a 121 ms step. GPT-2 small's shape (12 layers,
+            # width 768, T = 1024: 6N + 12·L·T·C ≈ 623 MFLOP/token, 3.5× these) is notebook 13's (issue
+            # 51); 08 keeps these sizes until 13 lands and a GPU run times both, and prints its MFU.
             "gpu/medium": dict(block=256, n_layer=6, n_head=6, n_embd=384, micro=32, accum=2, time_repeats=6,
                                peak_sizes=[2048, 4096, 8192], sample_tokens=200),
             # T4 (fp16 + GradScaler), ~3.5 min: N = 10.75 M, 71.6 MFLOP/token; 32·2·256 = 16,384 tokens per
@@ -455,6 +460,15 @@ NOTEBOOKS: tuple[Notebook, ...] = (
             # Memory (memory.estimate_training_memory, 16-bit autocast, batch 8): parameters + gradients +
             # AdamW 0.65 GiB per GPT, activations 1.4 GiB; the fit probe (3 GPTs, one step's activations
             # kept as a CUDA graph pool keeps them, another step) ≈ 4.8 GiB.
+            # The regime (issue 50, chosen without a GPU: arithmetic on the recorded runs, not run yet).
+            # The H200 reference ran the eager step at 428 ktok/s (19.1 ms for 8,192 tokens) with the GPU
+            # waiting for the host 78 % of it: about 4.3 ms of GPU work and 15 ms of waiting for launches,
+            # which do not grow with the batch. So this batch is where CUDA graphs win (reduce-overhead
+            # 2.28× there), and 10 now prints that regime; a compute-bound step for the roofline needs the
+            # GPU's work well above the launching: batch 64 (≈ 34 ms of GPU work, activations ≈ 11 GiB,
+            # the fit probe ≈ 24 GiB: large class only). Not changed here: 10 would time two batches
+            # (the launch-bound one for CUDA graphs, the compute-bound one for the roofline), which
+            # needs a GPU run to check its minutes (gpucheck's table) before the sizes change.
             "gpu/medium": dict(block=512, n_layer=4, n_embd=768, compile_breaks=False,
                                peak_sizes=[2048, 4096, 8192], bw_sizes=[16 << 20, 256 << 20, 1 << 30]),
             # T4 (fp16 autocast + GradScaler), ~3 min: N = 28.9 M, 190 MFLOP/token, 8·512 tokens = 0.78 TFLOP
