@@ -183,8 +183,7 @@ NOTEBOOKS: tuple[Notebook, ...] = (
             # so fp32 vs pure .half() gave no verdict there.
             # gpu, section 5: AdamW at 1e-3, batch 256, 150 steps learned (H200: fp32 0.55, bf16 0.54;
             # 69 s for the notebook on an H100 at 60 steps). With the same 150 steps at batch 64,
-            # fp32 stayed at 1.83 (H200): what counts is the images seen, so the smaller classes keep
-            # 150 × 256 of them (steps × batch).
+            # fp32 stayed at 1.83 (H200): what counts is the images seen, so the smaller classes keep 150 × 256 of them (steps × batch).
             "gpu/medium": dict(batch_size=128, steps=300, controls=1),
             # T4 (128 px: fp32 ~270 img/s, fp16 ~750 img/s; 2 precisions): fp32 300 + fp16 300 steps
             # of 128 ≈ 195 s, ~4.5 min in all; batch 128 saves ≈ 3.4 GiB (fp32)
@@ -247,8 +246,7 @@ NOTEBOOKS: tuple[Notebook, ...] = (
             # No gpu/medium or gpu/small entry: nothing here comes near 6 GiB. The largest model is
             # ddp.mlp(32, 4096): 3072·4096 + 4096² + 4096·6 ≈ 29 M parameters, 0.11 GiB in fp32, with
             # gradients, SGD momentum and DDP's bucket 0.45 GiB per GPU (DataParallel's replicas: 0.11
-            # each); a batch of 512 takes 6 MiB of images and tens of MiB of activations (512 × 4096 × 4 B
-            # = 8 MiB per saved tensor).
+            # each); a batch of 512 takes 6 MiB of images and tens of MiB of activations (512 × 4096 × 4 B = 8 MiB per saved tensor).
         }),
     Notebook(
         "06_ddp", "DistributedDataParallel (+ FSDP)", gpus=2,
@@ -279,8 +277,7 @@ NOTEBOOKS: tuple[Notebook, ...] = (
                         fsdp_width=4096, fsdp_layers=8, fsdp_steps=10, fake_worlds=[8, 64]),
             # No gpu/medium or gpu/small entry: per GPU the largest job is fsdp_vs_ddp.py's DDP copy,
             # 8 Linear(4096, 4096) = 134 M parameters: 0.5 GiB of fp32 weights, 0.5 of gradients, 1.0
-            # of AdamW state and 0.5 of DDP's buckets: 2.5 GiB, and the FSDP2 copy's shards (2 GiB / W)
-            # beside it;
+            # of AdamW state and 0.5 of DDP's buckets: 2.5 GiB, and the FSDP2 copy's shards (2 GiB / W) beside it;
             # ddp_comm.py holds 1 + len(comm_bucket_caps) DDP copies of 16 Linear(2048, 2048) (67 M
             # parameters, 0.5 GiB with gradients, SGD without momentum, buckets 0.25 GiB each): about
             # 2.3 GiB; ddp_train.py's 65,536 images of 32 px are 0.75 GiB. All fit a 6 GiB card.
@@ -372,11 +369,8 @@ NOTEBOOKS: tuple[Notebook, ...] = (
             # Memory (memory.estimate_training_memory, bf16 autocast, micro 32): parameters + gradients +
             # AdamW 0.39 GiB per GPT, activations 2.4 GiB (SDPA) / 4.4 GiB (written-out attention, as the
             # math backend): the fit probe's 3 GPTs ≈ 6 GiB.
-            # The regime (issue 50, chosen without a GPU: arithmetic on the recorded runs). The H200 ran
-            # the compiled GPT at 541 ktok/s, 13.4 % of its measured bf16 peak: at 177 MFLOP/token and
-            # 65,536 tokens per step, about 17 ms of FLOPs at that peak in a 121 ms step. GPT-2 small's shape (12 layers,
-            # width 768, T = 1024: 6N + 12·L·T·C ≈ 623 MFLOP/token, 3.5× these) is notebook 13's (issue
-            # 51); 08 keeps these sizes until 13 lands and a GPU run times both, and prints its MFU.
+            # Regime (issue 50, no GPU: the H200 run's arithmetic): 13.4 % MFU, ~17 ms of FLOPs per 121 ms step;
+            # GPT-2 small's shape is notebook 13's (issue 51): these sizes stay until a GPU run times both.
             "gpu/medium": dict(block=256, n_layer=6, n_head=6, n_embd=384, micro=32, accum=2, time_repeats=6,
                                peak_sizes=[2048, 4096, 8192], sample_tokens=200),
             # T4 (fp16 + GradScaler), ~3.5 min: N = 10.75 M, 71.6 MFLOP/token; 32·2·256 = 16,384 tokens per
@@ -460,15 +454,9 @@ NOTEBOOKS: tuple[Notebook, ...] = (
             # Memory (memory.estimate_training_memory, 16-bit autocast, batch 8): parameters + gradients +
             # AdamW 0.65 GiB per GPT, activations 1.4 GiB; the fit probe (3 GPTs, one step's activations
             # kept as a CUDA graph pool keeps them, another step) ≈ 4.8 GiB.
-            # The regime (issue 50, chosen without a GPU: arithmetic on the recorded runs, not run yet).
-            # The H200 reference ran the eager step at 428 ktok/s (19.1 ms for 8,192 tokens) with the GPU
-            # waiting for the host 78 % of it: about 4.3 ms of GPU work and 15 ms of waiting for launches,
-            # which do not grow with the batch. So this batch is where CUDA graphs win (reduce-overhead
-            # 2.28× there), and 10 now prints that regime; a compute-bound step for the roofline needs the
-            # GPU's work well above the launching: batch 64 (≈ 34 ms of GPU work, activations ≈ 11 GiB,
-            # the fit probe ≈ 24 GiB: large class only). Not changed here: 10 would time two batches
-            # (the launch-bound one for CUDA graphs, the compute-bound one for the roofline), which
-            # needs a GPU run to check its minutes (gpucheck's table) before the sizes change.
+            # Regime (issue 50, no GPU: the H200 run's arithmetic): 19.1 ms per step, 78 % waiting (~4.3 ms of
+            # GPU work): launch-bound, where CUDA graphs win (2.28×); a roofline step needs batch 64 (~34 ms,
+            # probe ~24 GiB, large only), not set until a GPU run checks 10's minutes with both batches.
             "gpu/medium": dict(block=512, n_layer=4, n_embd=768, compile_breaks=False,
                                peak_sizes=[2048, 4096, 8192], bw_sizes=[16 << 20, 256 << 20, 1 << 30]),
             # T4 (fp16 autocast + GradScaler), ~3 min: N = 28.9 M, 190 MFLOP/token, 8·512 tokens = 0.78 TFLOP
@@ -525,9 +513,8 @@ NOTEBOOKS: tuple[Notebook, ...] = (
         sizes={
             # check: (B, H, T, d) of section 2's equivalences (T not a multiple of any BLOCK of 16-128
             # below it); softmax: (rows, cols) of sections 1 and 4's checks (cols not a power of two;
-            # the interpreter runs one program per row); softmax_timed: the timed softmax, larger than
-            # the caches in cpu (62.5 MiB: 31 MiB sat on a 32 MiB L3 here) and gpu (125 MiB) but not in
-            # smoke (12 prints this CPU's last-level cache beside it); mem_shape
+            # the interpreter runs one program per row); softmax_timed: the timed softmax, beyond the caches
+            # in cpu (62.5 MiB; 12 prints the last-level cache) and gpu (125 MiB), not in smoke; mem_shape
             # (B, H, d) and mem_lengths: section 3's passes (from 2·BLOCK up), each length twice the last;
             # add_n: the vector add's elements (not a multiple of its 1024); attention: (B, H, T, d) of
             # the Triton attention (T not a multiple of BLOCK); compile: show torch.compile's kernel

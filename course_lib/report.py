@@ -268,9 +268,23 @@ def _ref_cell(ref_row: dict | None, row: dict) -> str:
 
 def fmt_row(key: str, row: dict) -> str:
     """One recorded measurement as a line: 'key: value (lo–hi) unit  note', and its setup
-    in brackets where it names one."""
+    in brackets where it names one; a ratio with its interval also says what the interval
+    allows (:func:`ratio_grade`)."""
     setup = f" [{row['setup']}]" if row.get("setup") else ""
-    return f"{key}: {fmt_row_value(row)} {row['unit']}  {row.get('note', '')}".rstrip() + setup
+    grade = f": {ratio_grade(row)}" if row.get("unit") == "×" and row.get("spread") else ""
+    return f"{key}: {fmt_row_value(row)} {row['unit']}{grade}  {row.get('note', '')}".rstrip() + setup
+
+
+def ratio_grade(row: dict) -> str:
+    """What a recorded ratio's interval allows, in the words of :class:`bench.Ratio`'s verdicts:
+    beyond it, within it (no measurable difference) or too wide to tell."""
+    lo, hi = row["spread"]
+    if lo == hi:
+        return "one run, no interval"
+    ratio = bench.ratio_of("", row["value"], min(lo, row["value"]), max(hi, row["value"]))
+    if ratio.too_wide:
+        return "too wide to tell"
+    return "no measurable difference (its interval holds 1)" if ratio.within_noise else "beyond its interval"
 
 
 def reference_header(notebook: str) -> str:

@@ -313,20 +313,21 @@ def gap_verdict(gap: float, controls: Iterable[float], base_name: str) -> str:
     the largest control's gap, no measurable difference; beyond it, if the run were just another
     rounding change, that would happen 1 time in k + 1 (the k + 1 gaps are then alike, and any of
     them is the largest), so with few controls a gap just beyond them is a hint; one FAR_BEYOND
-    times the largest control's gap or more is a difference that rounding does not make."""
+    times the largest control's gap or more is more than such a nudge moves the run."""
     gaps = [abs(c) for c in controls]
     if not gaps:
         raise ValueError("gap_verdict needs at least one control run to compare against.")
     k, largest = len(gaps), max(gaps)
     runs = f"all {k} control runs" if k > 1 else "the control run"
     if abs(gap) <= largest:
-        return (f"within what rounding alone does ({k} control run{'s' * (k > 1)}, the {base_name} run with its starting weights "
-                f"nudged by a few last bits, ended up to {largest:.4f} from it): no measurable difference")
+        return (f"within what a last-bit nudge does ({k} control run{'s' * (k > 1)}, the {base_name} run with its starting "
+                f"weights nudged by a few last bits, ended up to {largest:.4f} from it): no measurable difference")
     way = "higher" if gap > 0 else "lower"
     if largest < 5e-5 or abs(gap) >= FAR_BEYOND * largest:
         times = (f"the controls moved by less than 0.0001, {largest:.1g}" if largest < 5e-5 else
                  f"{abs(gap) / largest:.1f}× the largest control's gap: {abs(gap):#.3g} against {largest:#.3g}")
-        return f"{way} than {base_name}, far beyond {runs} ({times}): a difference rounding does not make"
+        return (f"{way} than {base_name}, far beyond {runs} ({times}): more than a last-bit nudge of {base_name}'s "
+                "starting weights moves it")
     return (f"{way} than {base_name}, beyond {runs} ({abs(gap) / largest:.1f}× the largest control's gap: "
-            f"{abs(gap):#.3g} against {largest:#.3g}); rounding alone would land beyond them 1 time in {k + 1}"
+            f"{abs(gap):#.3g} against {largest:#.3g}); a nudge alone would land beyond them 1 time in {k + 1}"
             + (", so read it as a hint, not a proof" if k + 1 < 10 else ""))

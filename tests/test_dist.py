@@ -280,10 +280,9 @@ def test_every_block_a_notebook_shows_is_marked_in_its_script():
     cells = ["".join(c["source"]) for nb in NOTEBOOKS for c in json.loads(nb.read_text())["cells"]
              if c["cell_type"] == "code"]
     shown = [m for cell in cells for m in re.findall(r'launcher\.source\("(\w+)", "([^"]+)"\)', cell)]
-    assert len(shown) == 14  # 05: the three ways; 06: collectives, the hook and its registration,
-    # compute then communicate, no_sync, ddp, fully_shard, failure_lab's skip; 11: f and g, the
-    # tensor-parallel MLP and attention, DTensor, 2D (11's pipelining block is read from the
-    # script its cell writes, tied to scripts/pipeline.py by test_nb11)
+    assert len(shown) == 10  # 05: the three ways; 06: collectives, the hook and its registration,
+    # compute then communicate, no_sync, ddp, fully_shard, failure_lab's skip; 11: 2D (11's
+    # pipeline and tensor-parallel scripts are cells that write them, tied to scripts/ by test_nb11)
     for name, block in shown:
         lines = (REPO / "scripts" / f"{name}.py").read_text().splitlines()
         for numbered in launcher.source(name, block).splitlines():  # "  95  code": the file's line 95

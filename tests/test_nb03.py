@@ -279,7 +279,7 @@ def test_compare_losses_judges_a_gap_against_control_runs():
             [v + d for v, d in zip(base, [0.0] * 6 + [-0.03, 0.02, -0.01, 0.0])]]  # tail gaps +0.0025, -0.005
     assert "NaN/inf from step 3" in nb03.compare_losses("x", [2.0, 1.9, float("nan"), 1.0], base, controls=ctrl)
     same = nb03.compare_losses("bf16", [v + 0.004 for v in base], base, last=4, controls=ctrl)
-    assert "within what rounding alone does (2 control runs" in same and "(gap +0.0040)" in same
+    assert "within what a last-bit nudge does (2 control runs" in same and "(gap +0.0040)" in same
     worse = nb03.compare_losses("fp16", [v + 0.02 for v in base], base, last=4, controls=ctrl)
     assert "higher than fp32, beyond all 2 control runs" in worse and "1 time in 3" in worse
     better = nb03.compare_losses("fp16", [v - 0.5 for v in base], base, last=4, controls=ctrl)

@@ -301,10 +301,10 @@ def test_miss_line_says_how_far_a_stage_s_peak_is_from_the_prediction():
 
 def test_link_thresholds_divide_the_datasheet_peak_by_the_published_link_rate():
     from course_lib import datasheet, parallelism, published
-    assert f"{nb11.NVLINK_RING_BUSBW / 1e9:.1f}GBps" in published.get("ml_engineering_h200_8gpu_allreduce_busbw_nvls_vs_ring").figure
+    assert f"{parallelism.NVLINK_RING_BUSBW / 1e9:.1f}GBps" in published.get("ml_engineering_h200_8gpu_allreduce_busbw_nvls_vs_ring").figure
     assert "400 Gb/s RDMA per GPU" in published.get("torchtitan_llama3_70b_256_h100_async_tp").hardware
     rows = parallelism.decision_table([parallelism.GPT2_SMALL, parallelism.SIZE_7B], [8, 64], seqs_per_gpu=8)
-    text = nb11.link_thresholds(rows)
+    text = parallelism.link_thresholds(rows)
     peak = datasheet.peak_tflops(datasheet.lookup("H200"), "bf16") * 1e12
     assert f"within a server, {peak / 367.2e9:,.0f} FLOP/byte" in text and f"{peak / 50e9:,.0f} FLOP/byte" in text
     crossing = [r for r in rows if not r.why_not and r.across_bytes > 0]

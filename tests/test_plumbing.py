@@ -26,7 +26,8 @@ def test_statements_are_counted_by_kind_and_scripts_left_out_of_the_share(tmp_pa
 
 
 def test_conventions_and_the_largest_module(tmp_path):
-    path = notebook(tmp_path, "nb03.check_scale(x)\ncheck.close(a, b, what='w')\nassert ok\nrow['ok']")
+    path = notebook(tmp_path, "nb03.check_scale(x)\ncheck.close(a, b, what='w')\nassert ok\nrow['ok']",
+                    "%%writefile s.py\nassert ok\nrow['max_abs']")  # a script's own checks: not the notebook's
     used = plumbing.conventions([path])
     assert len(used) == 4 and used["a bare assert"] == 1
     name, n = plumbing.largest_module(Path(plumbing.__file__).resolve().parents[1])

@@ -25,13 +25,14 @@ def cpu_16bit_verdict(fmt: str, ratio: bench.Ratio, flags: Sequence[str]) -> str
     if not ratio.clear:
         return f"{fmt} and fp32 cannot be told apart here ({ratio.doubt}); {reports}"
     if ratio.value > 1:
-        return (f"{fmt} ran {ratio.phrase} than fp32, and {reports}: the instructions that make {fmt} pay"
-                if has else f"{fmt} ran {ratio.phrase} than fp32 although {reports}: the library's {fmt} path "
-                "is faster here all the same")
-    return (f"{fmt} ran {ratio.phrase} than fp32 although {reports}: the library did not use them here, "
-            "or not to advantage at this size" if has else
-            f"{fmt} ran {ratio.phrase} than fp32, and {reports}: the library converts {fmt} to fp32 and back, "
-            "which costs more here than the halved bytes save")
+        return (f"{fmt} ran {ratio.phrase} than fp32, and {reports}: instructions that do {fmt} arithmetic" if has
+                else f"{fmt} ran {ratio.phrase} than fp32 although {reports}: PyTorch's {fmt} path ran faster here "
+                "all the same")
+    where = "where that time goes, this cell does not measure: notebook 03's profile of a training step does"
+    return (f"{fmt} ran {ratio.phrase} than fp32 although {reports}: PyTorch's {fmt} path did not gain from them "
+            f"here ({where})" if has else
+            f"{fmt} ran {ratio.phrase} than fp32, and {reports}: PyTorch's {fmt} path runs without them here "
+            f"({where})")
 
 
 def point_at_peak_size(curve: Sequence[bench.Timing], peak: bench.Timing) -> bench.Timing:

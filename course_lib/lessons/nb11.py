@@ -32,7 +32,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from course_lib import check, datasheet, launcher, published, units
+from course_lib import check, launcher, units
 from course_lib.bench import Ratio, median_interval
 from course_lib.parallelism import Row
 
@@ -480,38 +480,6 @@ def table_lines(rows: Sequence[Row]) -> str:
     lines.append("state/GPU, sent/step and its part across servers in GiB; idle: a pipeline's lower bound; "
                  "tensor parallelism's all-reduces also stall every layer (section 7), not counted here")
     return "\n".join(lines)
-
-
-# The link rates section 9's thresholds divide by: one 8-GPU H200 server's ring all-reduce bus
-# bandwidth, measured and published (nccl-tests, 16 GiB), and between servers the 400 Gb/s per GPU
-# that torchtitan's benchmark machines state (a network's rate, not a measurement).
-NVLINK_RING_BUSBW = 367.2e9  # B/s, published.get("ml_engineering_h200_8gpu_allreduce_busbw_nvls_vs_ring")
-BETWEEN_SERVERS = 400e9 / 8  # B/s, from "400 Gb/s RDMA per GPU" (torchtitan_llama3_70b_256_h100_async_tp's hardware)
-
-
-def link_thresholds(rows: Sequence[Row]) -> str:
-    """The FLOP per byte sent above which a GPU computes longer than its link sends (section 9's
-    threshold): an H200's datasheet bf16 peak over the published rate within a server and over
-    the stated rate between servers; then which plans of `rows` clear each."""
-    spec = datasheet.lookup("H200")
-    peak = datasheet.peak_tflops(spec, "bf16") * 1e12
-    within, between = peak / NVLINK_RING_BUSBW, peak / BETWEEN_SERVERS
-    ok = [r for r in rows if not r.why_not]
-    name = lambda r: f"{r.shape.name} {r.plan.name} on {r.plan.gpus}"  # noqa: E731
-    crossing = [r for r in ok if r.across_bytes > 0]  # FLOP per byte that crosses servers, for those
-    above_within = ", ".join(name(r) for r in ok if r.flop_per_byte > within) or "none"
-    above_between = ", ".join(name(r) for r in crossing
-                              if r.flop_per_byte * r.comm_bytes / r.across_bytes > between) or "none"
-    return "\n".join([
-        f"The threshold: an {spec.name}'s {peak / 1e12:g} TFLOP/s (dense bf16, datasheet; at 40 % of it, 40 % of each "
-        f"threshold) over what its links carry: within a server, {within:,.0f} FLOP/byte at the "
-        f"{NVLINK_RING_BUSBW / 1e9:g} GB/s ring all-reduce bus bandwidth measured on 8 H200s (published, below); "
-        f"between servers, {between:,.0f} FLOP/byte at 400 Gb/s per GPU ({BETWEEN_SERVERS / 1e9:g} GB/s, the network "
-        "torchtitan's benchmark machines state)",
-        f"  FLOP per byte sent above the within-server threshold: {above_within}",
-        f"  FLOP per byte sent between servers above that threshold (of the {len(crossing)} plans that send between "
-        f"servers): {above_between}",
-        published.show("ml_engineering_h200_8gpu_allreduce_busbw_nvls_vs_ring")])
 
 
 def memory_budget(device: torch.device) -> tuple[int, str]:

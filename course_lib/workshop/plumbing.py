@@ -145,9 +145,10 @@ def report_share(lines: collections.Counter) -> float:
 
 
 def conventions(paths: list[Path]) -> dict[str, int]:
-    """Each checking convention used in `paths`' code cells, with its number of uses."""
+    """Each checking convention used in `paths`' code cells, with its number of uses; a
+    ``%%writefile`` cell is a script, whose own checks are not the notebook's (as in :func:`notebook_lines`)."""
     code = "\n".join("".join(c["source"]) for p in paths for c in json.loads(Path(p).read_text())["cells"]
-                     if c["cell_type"] == "code")
+                     if c["cell_type"] == "code" and not "".join(c["source"]).lstrip().startswith("%%writefile"))
     used = {name: len(re.findall(pattern, code, re.M)) for name, pattern in CONVENTIONS.items()}
     return {name: n for name, n in used.items() if n}
 
