@@ -280,3 +280,11 @@ def link_thresholds(rows: Sequence[Row]) -> str:
         f"  FLOP per byte sent between servers above that threshold (of the {len(crossing)} plans that send between "
         f"servers): {above_between}",
         published.show("ml_engineering_h200_8gpu_allreduce_busbw_nvls_vs_ring")])
+
+
+def memory_budget(device: torch.device) -> tuple[int, str]:
+    """Bytes of memory per GPU for :func:`plan_verdicts`, and their label: a GPU's own, else 16 GiB."""
+    if device.type != "cuda":
+        return 16 * 2**30, "16 GiB (a budget chosen here; on a GPU, its memory)"
+    total = torch.cuda.get_device_properties(device).total_memory
+    return total, f"{total / 2**30:.0f} GiB ({torch.cuda.get_device_name(device)})"

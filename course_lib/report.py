@@ -179,8 +179,9 @@ class Report:
             lines.append("(no reference GPU run recorded in results/ for this notebook yet)")
             return "\n".join(lines)
         if not set(ref) & set(self.rows):
-            lines.append(f"No row of this run has a row of the same name in the reference run; "
-                         f"it recorded: {', '.join(ref)}.")
+            lines.append(f"No row of this run has a row of the same name in the reference run, which recorded {len(ref)} "
+                         f"row{'s' * (len(ref) != 1)} of its own (the cells above show those they compare with; all "
+                         f"in results/{device_slug(ref_device or '')}.json).")
         if apart:
             setup = (f"{_sizes_words(ref_sizes)}; this run has {_sizes_words(my_sizes)}"
                      if not same_profile else "another setup than this run's")

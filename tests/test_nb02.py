@@ -337,6 +337,9 @@ def test_resnet_lines_compare_the_layouts_intervals():
     assert "On a GPU" in apart  # and what 16 bits can do: here the reference GPU run
     close = bench.Ratio("r fp32 channels_last vs fp32 NCHW", 1.02, 0.9, 1.1)
     assert "overlap" not in nb02.resnet_lines(rows, [close], small, "r", (64, 32), "cpu")  # neither clear
+    assert "fastest here: r fp32 channels_last at 80.0 img/s (not told apart from r fp32 NCHW by the repeats)" in \
+        nb02.resnet_lines(rows, [close], small, "r", (64, 32), "cpu")
+    assert "not told apart" not in apart  # 2.0× (1.9–2.1): told apart
     assert "fastest" not in nb02.resnet_lines([], [], small, "r", (64, 32), "cpu")
 
 

@@ -201,8 +201,10 @@ def test_mfu_text_without_a_step_and_without_a_datasheet_entry():
 
 
 def test_published_and_reference_texts_are_labelled():
-    assert "For comparison, MFU of GPT training on GPUs" in nb08.published_mfu()
-    assert "not against the measured peak" in nb08.published_mfu()
+    said = nb08.published_mfu("0.84 M parameters, T = 128, fp32, 4,096 tokens per step")
+    assert said.startswith("\nFor comparison, and not the same setup as this run (0.84 M parameters, T = 128, fp32")
+    assert "the gpu profile's large GPT (8 layers, width 512, T = 512, bf16, 65,536 tokens per step" in said
+    assert "not against the measured peak" in said and "so on a GPU more of each step is overhead" not in said
     assert "A finer reading than GPU-Util" in nb08.utilisation_elsewhere()
 
 

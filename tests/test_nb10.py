@@ -292,3 +292,19 @@ def test_regime_follows_the_share_the_gpu_waited(tmp_path, monkeypatch):
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
     assert "the reference run's GPU step was partly launch-bound, its GPU waiting 30%" in nb10.regime(
         {"compute": 0.9, "framework": 0.1}, "cpu")
+
+
+def test_sync_verdict_says_when_the_reference_gpu_showed_no_cost_and_its_regime(tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_RESULTS_DIR", str(tmp_path))
+    from course_lib import report
+    rep = report.Report("10_compile_and_profile", "gpu", "cpu")
+    rep.meta.update(device="NVIDIA Test GPU", device_type="cuda")
+    rep.add("keeping values vs reading values", 1.041, "×", spread=(0.842, 1.203))
+    rep.add("plain step: waiting share", 78.0, "%")
+    report.record_reference({"10_compile_and_profile": rep.to_dict()})
+    text = nb10.sync_verdict(None, 53, "cpu", "cpu")
+    assert "keeping values vs reading values: 1.041 (0.842–1.203) ×: too wide to tell" in text
+    assert "the reference GPU showed no measurable cost of the reads either. Its step was launch-bound" in text
+    rep.add("keeping values vs reading values", 1.3, "×", spread=(1.2, 1.4))  # a cost the reference did show
+    report.record_reference({"10_compile_and_profile": rep.to_dict()})
+    assert "no measurable cost" not in nb10.sync_verdict(None, 53, "cpu", "cpu")

@@ -100,7 +100,10 @@ def test_bubble_verdict_follows_the_numbers():
     assert "were not equal" in unequal.verdict() and "above" in unequal.verdict()
     messages = nb11.Bubble("gpipe", 2, 4, measured=[0.4, 0.41, 0.42], simulated=[0.25] * 3)
     assert "outside any pass" in messages.verdict() and "+16.0%" in messages.verdict()
-    assert "not measured apart" in messages.verdict()
+    assert messages.verdict().endswith("time outside any pass (*)")
+    both = nb11.bubble_lines([messages, messages]).splitlines()
+    assert len(both) == 3 and both[-1].startswith("(*) time outside any pass: this run does not split it further")
+    assert "(*)" not in nb11.bubble_lines([unequal])
     below = nb11.Bubble("1f1b", 2, 4, measured=[0.17, 0.18, 0.185], simulated=[0.21] * 3)
     assert "below the formula" in below.verdict() and "below that too" in below.verdict()
     assert "outside any pass" not in below.verdict()
@@ -258,8 +261,8 @@ def test_the_idle_lines_and_the_span_verdict_follow_the_numbers():
     longer = nb11.why_span(bench.ratio_of("m = 4 vs 1", 0.5, 0.4, 0.6), [0.7, 0.5], 3.0)
     assert longer.startswith("  longer, although the idle share went 70% → 50%") and "3.00× as long" in longer
     assert nb11.why_span(bench.ratio_of("", 0.5, 0.4, 0.6), [0.5, 0.6], 3.0).startswith("  longer, and ")
-    assert nb11.why_span(bench.ratio_of("", 1.5, 1.3, 1.7), [0.5, 0.2], 0.99).endswith("took 0.99× as long, not 5 % longer")
-    assert nb11.why_span(bench.ratio_of("", 1.5, 1.3, 1.7), [0.5, 0.2], 1.003).endswith("not 5 % longer")
+    assert nb11.why_span(bench.ratio_of("", 1.5, 1.3, 1.7), [0.5, 0.2], 0.99).endswith("took 0.99× as long (less than 5 % longer)")
+    assert nb11.why_span(bench.ratio_of("", 1.5, 1.3, 1.7), [0.5, 0.2], 1.003).endswith("(less than 5 % longer)")
     unclear = nb11.why_span(bench.ratio_of("m = 2 vs 1", 1.0, 0.8, 1.2), [0.5, 0.4], 1.2)
     assert unclear.startswith("  cannot be told apart here (") and "1.20× as long" in unclear
 

@@ -169,7 +169,7 @@ def test_the_decision_tables_lines_and_verdicts():
     assert nb11.table_lines([wrong]).splitlines()[1].endswith("+5.00% ✗")
     why = "3 tensor-parallel ranks cannot share 8 heads"
     assert f"cannot: {why}" in nb11.table_lines([parallelism.Row(TINY, parallelism.Plan("TP", 3, tp=3), 1, why)])
-    assert nb11.memory_budget(torch.device("cpu")) == (2**34, "16 GiB (a budget chosen here; on a GPU, its memory)")
+    assert parallelism.memory_budget(torch.device("cpu")) == (2**34, "16 GiB (a budget chosen here; on a GPU, its memory)")
     roomy = nb11.plan_verdicts(rows, 2**40, "1 TiB").splitlines()  # every plan fits: DP sends least of DP and FSDP
     assert len(roomy) == 2 and roomy[0].startswith("tiny on 4 GPUs, 1 TiB per GPU: model state fits for DP, FSDP, TP")
     assert "DP: of the plans whose communication can overlap computing, the one that sends least" in roomy[0]

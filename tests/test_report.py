@@ -74,7 +74,8 @@ def test_a_reference_of_another_profile_stands_apart_and_one_of_this_profile_bes
     assert "(the 'gpu' profile's large models and sizes; this run has the 'gpu' profile's medium models" in table
     other = report.Report("01_gpu_vs_cpu", "gpu", "cpu")
     other.add("another rate", 3.0, "GFLOP/s")
-    assert "No row of this run has a row of the same name in the reference run; it recorded: rate" in other.table()
+    assert ("No row of this run has a row of the same name in the reference run, which recorded 1 row of its own "
+            "(the cells above show those they compare with; all in results/nvidia-test-gpu.json)") in other.table()
 
 
 def _with_reference(tmp_path, monkeypatch, ref_profile: str, ref_setup: str):

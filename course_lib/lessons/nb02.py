@@ -344,8 +344,11 @@ def _resnet_rows(rows: list[bench.Timing], ratios: list[bench.Ratio], small: ben
     if not rows:
         return ""
     fastest = max(rows, key=lambda t: t.rate)
-    line = (f"\nfastest here: {fastest.name} at {units.fmt_rate(fastest.rate, 'img/s')} (the ratios above say "
-            "which of the differences the repeats can tell)")
+    pairs = [(r, r.name.split(" vs ")[0], f"{model} {r.name.split(' vs ')[1]}") for r in ratios if " vs " in r.name]
+    tied = [b if a == fastest.name else a for r, a, b in pairs if not r.clear and fastest.name in (a, b)]
+    line = (f"\nfastest here: {fastest.name} at {units.fmt_rate(fastest.rate, 'img/s')} "
+            + (f"(not told apart from {', '.join(tied)} by the repeats)" if tied else
+               "(the ratios above say which of the differences the repeats can tell)"))
     big = next((r for r in ratios if r.name.startswith(f"{model} fp32 channels_last vs fp32 NCHW")), None)
     if big is None:
         return line

@@ -134,7 +134,8 @@ def gil_verdict(threads: dict[str, Ratio], processes: dict[str, Ratio]) -> str:
     helps = lambda r: r.clear and r.value > 1  # noqa: E731
     if helps(large) and not helps(small):
         why = ("threads paid off only where each operation's C++ work is long (large layers); with small "
-               "layers the replicas' Python took turns under the GIL")
+               "layers they did not, as the GIL predicts (the replicas' Python takes turns), though this run "
+               "does not time the GIL's waits apart from the threads' own start and join")
     elif helps(large) and helps(small):
         why = "threads paid off for both models here"
     elif not helps(large) and not helps(small):

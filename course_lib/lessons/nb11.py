@@ -302,11 +302,20 @@ class Bubble:
         if lo <= sim <= hi:
             return head + ", within the spread: these stages' passes were not equal, as the formula assumes"
         if lo > sim:
-            return (head + f"; the remaining {med - sim:+.1%} of the step is time outside any pass, which this run "
-                    "does not split further (not measured apart: a message still on its way, the Python between "
-                    "passes, the operating system running something else)")
+            return head + f"; the remaining {med - sim:+.1%} of the step is time outside any pass{OUTSIDE_MARK}"
         return (head + ", and the measured idle time is below that too: the replay takes each "
                 "stage's median pass, and these steps' passes varied around it")
+
+
+OUTSIDE_MARK = " (*)"
+OUTSIDE = ("(*) time outside any pass: this run does not split it further (not measured apart: a message still on "
+           "its way, the Python between passes, the operating system running something else)")
+
+
+def bubble_lines(bubbles: Sequence[Bubble]) -> str:
+    """Each bubble's verdict, and once below them what time outside any pass may be."""
+    lines = [b.verdict() for b in bubbles]
+    return "\n".join(lines + [OUTSIDE] * any(ln.endswith(OUTSIDE_MARK) for ln in lines))
 
 
 def bubbles(results: dict) -> list[Bubble]:
@@ -385,7 +394,7 @@ def why_span(ratio: Ratio, idle: Sequence[float], busy: float) -> str:
         return f"  cannot be told apart here ({ratio.doubt}); idle share {went}, stage 0 busy {busy:.2f}× as long"
     if ratio.value > 1:
         passes = (f"outweighed the longer passes (stage 0 busy {busy:.2f}× as long)" if busy >= 1.05
-                  else f"and stage 0's passes took {busy:.2f}× as long, not 5 % longer")
+                  else f"and stage 0's passes took {busy:.2f}× as long (less than 5 % longer)")
         return f"  shorter: the idle time won back (idle share {went}) {passes}"
     return (f"  longer, {'although' if idle[1] < idle[0] else 'and'} the idle share went {went}: "
             f"stage 0's passes took {busy:.2f}× as long in all")
@@ -480,14 +489,6 @@ def table_lines(rows: Sequence[Row]) -> str:
     lines.append("state/GPU, sent/step and its part across servers in GiB; idle: a pipeline's lower bound; "
                  "tensor parallelism's all-reduces also stall every layer (section 7), not counted here")
     return "\n".join(lines)
-
-
-def memory_budget(device: torch.device) -> tuple[int, str]:
-    """Bytes of memory per GPU for :func:`plan_verdicts`, and their label: a GPU's own, else 16 GiB."""
-    if device.type != "cuda":
-        return 16 * 2**30, "16 GiB (a budget chosen here; on a GPU, its memory)"
-    total = torch.cuda.get_device_properties(device).total_memory
-    return total, f"{total / 2**30:.0f} GiB ({torch.cuda.get_device_name(device)})"
 
 
 def plan_verdicts(rows: Sequence[Row], budget: float, label: str) -> str:
