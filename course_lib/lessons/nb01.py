@@ -129,8 +129,10 @@ def curve_text(curve: Sequence[bench.Timing], sizes: Sequence[int], *, stored: b
     """Section 3 for one device: the `stored` peak and its `note`, `same` (the curve's point at the
     peak's size over it) and what that says, what offering the curve's best point did
     (`offered`), the `curve`'s rows as % of the run's `peak` as it then stands, and its verdicts."""
-    lines = [str(stored), f"  {note}", str(same), "  " + same_peak_verdict(same, stored, sizes)]
-    if offered:
+    lines = [str(stored), f"  {note}", str(same)]
+    if not (same.within_noise and not same.too_wide):  # agreement needs no second sentence
+        lines.append("  " + same_peak_verdict(same, stored, sizes))
+    if offered and offered.raised:  # a point that did not raise the peak changes nothing below
         lines.append(f"  {bench.best_rate(curve).name}: {offered}")
     lines.append(f"% of peak below: of {units.fmt_rate(peak.rate, 'FLOP/s')}, this run's peak as it stands now")
     lines += [f"{t} | {t.rate / peak.rate:6.1%} of peak" for t in curve]
