@@ -446,7 +446,7 @@ def curve_verdicts(timings: Sequence[Timing], sizes: Sequence[int],
     best = best_rate(timings)
     n_of = {id(t): n for t, n in zip(timings, sizes)}
     peak_n, first, last = n_of[id(best)], timings[0], timings[-1]
-    lines = [f"peak of this curve: n={peak_n}, {units.fmt_rate(best.rate, best.unit)} "
+    lines = [f"fastest point of this curve: n={peak_n}, {units.fmt_rate(best.rate, best.unit)} "
              f"(middle half of the repeats {units.fmt_rate(best.rate_lo, best.unit)}–"
              f"{units.fmt_rate(best.rate_hi, best.unit)}) | {best.device}"]
     against, which = (peak, "this run's peak") if peak is not None else (best, "that peak")
@@ -467,7 +467,7 @@ def curve_verdicts(timings: Sequence[Timing], sizes: Sequence[int],
     else:
         lines.append(f"the smallest size, n={sizes[0]}, is the peak: no size measured here ran faster")
     if best is not last:
-        lines.append(str(rate_ratio(last, best, f"rate at n={sizes[-1]} vs the peak (n={peak_n})")))
+        lines.append(str(rate_ratio(last, best, f"rate at n={sizes[-1]} vs the fastest point (n={peak_n})")))
     return lines
 
 

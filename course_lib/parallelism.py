@@ -274,8 +274,8 @@ def link_thresholds(rows: Sequence[Row]) -> str:
         f"threshold; the table's bytes are fp32, and sent in 16 bits each FLOP per byte doubles) over what its links "
         f"carry: within a server, {within:,.0f} FLOP/byte at the "
         f"{NVLINK_RING_BUSBW / 1e9:g} GB/s ring all-reduce bus bandwidth measured on 8 H200s (published, below); "
-        f"between servers, {between:,.0f} FLOP/byte at 400 Gb/s per GPU ({BETWEEN_SERVERS / 1e9:g} GB/s, the network "
-        "torchtitan's benchmark machines state)",
+        f"between servers, {between:,.0f} FLOP/byte at 400 Gb/s per GPU ({BETWEEN_SERVERS / 1e9:g} GB/s: the network rate "
+        "torchtitan's H100 benchmark machines state, a property of the network, not of the GPU)",
         f"  FLOP per byte sent above the within-server threshold: {above_within}",
         f"  FLOP per byte sent between servers above that threshold (of the {len(crossing)} plans that send between "
         f"servers): {above_between}",

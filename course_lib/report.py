@@ -285,7 +285,7 @@ def ratio_grade(row: dict) -> str:
     ratio = bench.ratio_of("", row["value"], min(lo, row["value"]), max(hi, row["value"]))
     if ratio.too_wide:
         return "too wide to tell"
-    return "no measurable difference (its interval holds 1)" if ratio.within_noise else "beyond its interval"
+    return "no measurable difference (its interval holds 1)" if ratio.within_noise else "a difference (1 lies outside its interval)"
 
 
 def reference_header(notebook: str) -> str:

@@ -213,7 +213,7 @@ def test_first_reaching_takes_the_first_size_within_the_fraction():
 def test_curve_verdicts_follow_the_numbers():
     rising = [_rated(64, 2e9), _rated(128, 5e9), _rated(256, 9.5e9), _rated(512, 10e9)]
     lines = bench.curve_verdicts(rising, [64, 128, 256, 512])
-    assert lines[0].startswith("peak of this curve: n=512, 10.0 GFLOP/s")
+    assert lines[0].startswith("fastest point of this curve: n=512, 10.0 GFLOP/s")
     assert lines[1] == "smallest n at >= 90% of that peak: n=256 (95.0%)"
     assert lines[2].startswith("rate at n=512 vs n=64: 5.00×") and "higher, far beyond" in lines[2]
     assert len(lines) == 3  # the peak is the last size: nothing after it to compare
@@ -221,7 +221,7 @@ def test_curve_verdicts_follow_the_numbers():
     flat = [_rated(64, 10e9, 0.1), _rated(128, 9.8e9, 0.1)]
     lines = bench.curve_verdicts(flat, [64, 128])
     assert "n=64 (100.0%)" in lines[1] and "the smallest size, n=64, is the peak" in lines[2]
-    assert lines[3].startswith("rate at n=128 vs the peak (n=64): 0.98×") and "within the spread" in lines[3]
+    assert lines[3].startswith("rate at n=128 vs the fastest point (n=64): 0.98×") and "within the spread" in lines[3]
     falling = [_rated(64, 2e9), _rated(512, 10e9), _rated(2048, 6e9)]
     assert "lower, far beyond the spread" in bench.curve_verdicts(falling, [64, 512, 2048])[-1]
     with pytest.raises(ValueError, match="one size per timing"):

@@ -280,7 +280,7 @@ def test_reference_text_shows_the_first_run_filtered_or_says_none(tmp_path, monk
 
 def test_fmt_row_names_value_spread_unit_and_note():
     line = report.fmt_row("SDPA", {"value": 2.5, "unit": "×", "note": "T=1024", "spread": [2.0, 3.0]})
-    assert line == "SDPA: 2.5 (2–3) ×: beyond its interval  T=1024"
+    assert line == "SDPA: 2.5 (2–3) ×: a difference (1 lies outside its interval)  T=1024"
     assert report.fmt_row("r", {"value": 1.041, "unit": "×", "spread": [0.842, 1.203]}) == "r: 1.041 (0.842–1.203) ×: too wide to tell"
     assert report.fmt_row("r", {"value": 1.003, "unit": "×", "spread": [1.0, 1.006]}).endswith("(its interval holds 1)")
     assert report.fmt_row("t", {"value": 2.5, "unit": "ms", "spread": [2.0, 3.0]}) == "t: 2.5 (2–3) ms"  # not a ratio

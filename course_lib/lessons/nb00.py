@@ -89,7 +89,8 @@ def timing_split(apart: bench.Ratio, paired: bench.Ratio) -> str:
                 f"({paired.lo:.2f}–{paired.hi:.2f}×): the way of timing {way}; its interval holds the whole {apart.value:.2f}×, so this run cannot split "
                 "it between the way of timing and the moments the two were measured at")
     return (f"timed apart {apart.value:.2f}×, in turns {paired.value:.2f}× ({paired.lo:.2f}–{paired.hi:.2f}×): the way "
-            f"of timing {way}; the rest, {apart.value / paired.hi:.2f}–{apart.value / paired.lo:.2f}×, came with when "
+            f"of timing {way}; the rest, {apart.lo / paired.hi:.2f}–{apart.hi / paired.lo:.2f}× (both intervals "
+            "carried through), came with when "
             "each was timed (the machine's speed then, or the first loop's colder start: this run does not split those)")
 
 

@@ -16,10 +16,11 @@ STEPS_NOT_MATMULS = ("whole training steps of other models, not one matmul: a st
 FORMAT_KEYS = ["karpathy_gpt2_124m_fp32_to_tf32_1000ms_to_333ms", "dle_resnet50_a100_1gpu_tf32_vs_amp"]
 
 
-def cpu_16bit_verdict(fmt: str, ratio: bench.Ratio, flags: Sequence[str]) -> str:
+def cpu_16bit_verdict(fmt: str, ratio: bench.Ratio, flags: Sequence[str],
+                      profiled: str = "notebook 03's profile of a training step does") -> str:
     """One sentence on `ratio`, a CPU's speed in `fmt` ("bf16" or "fp16") over fp32 (a matmul,
     or a training step as in 03), read with the 16-bit instructions the CPU reports (`flags`,
-    :func:`device.cpu_16bit_flags`)."""
+    :func:`device.cpu_16bit_flags`); `profiled`: what measures where the time goes."""
     has = [f for f in flags if f.endswith(fmt)]
     reports = f"this CPU reports {', '.join(has)}" if has else f"this CPU reports no {fmt} instructions"
     if not ratio.clear:
@@ -28,7 +29,7 @@ def cpu_16bit_verdict(fmt: str, ratio: bench.Ratio, flags: Sequence[str]) -> str
         return (f"{fmt} ran {ratio.phrase} than fp32, and {reports}: instructions that do {fmt} arithmetic" if has
                 else f"{fmt} ran {ratio.phrase} than fp32 although {reports}: PyTorch's {fmt} path ran faster here "
                 "all the same")
-    where = "where that time goes, this cell does not measure: notebook 03's profile of a training step does"
+    where = f"where that time goes, this cell does not measure: {profiled}"
     return (f"{fmt} ran {ratio.phrase} than fp32 although {reports}: PyTorch's {fmt} path did not gain from them "
             f"here ({where})" if has else
             f"{fmt} ran {ratio.phrase} than fp32, and {reports}: PyTorch's {fmt} path runs without them here "
@@ -78,7 +79,7 @@ def gain_by_size_verdict(gain: bench.Ratio, other: bench.Ratio, n: int, other_n:
                     "and are too wide to tell whether the gain depends on the size")
         return (f"the same gain at n={n} and n={other_n}, within their intervals (timed in the same rounds): "
                 "here it does not depend on the size")
-    return (f"the gain is {other.value:.3g}× at n={other_n} and {gain.value:.3g}× at n={n}, intervals apart, "
+    return (f"the 16-bit rate over fp32's is {other.value:.3g}× at n={other_n} and {gain.value:.3g}× at n={n}, intervals apart, "
             "timed in the same rounds: it depends on the size, not only on the format")
 
 

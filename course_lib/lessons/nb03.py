@@ -524,7 +524,7 @@ def precision_lines(device: torch.device | str, names: Sequence[str], ratios: Se
     if dev.type == "cpu":
         flags, vs = cpu_16bit_flags(), {r.name: r for r in ratios}
         lines += [cpu_support("bf16"), cpu_support("fp16")]
-        lines += [f"{cpu_name()}: {nb01.cpu_16bit_verdict(fmt, vs[f'{n} vs fp32'], flags)}"
+        lines += [f"{cpu_name()}: {nb01.cpu_16bit_verdict(fmt, vs[f'{n} vs fp32'], flags, 'the profile in section 4 does')}"
                   for n, fmt in (("fp16+GradScaler", "fp16"), ("bf16", "bf16")) if f"{n} vs fp32" in vs]
     if "fp32+TF32" not in names:
         rows = ("fp32 step", "fp32+TF32 step", "fp32+TF32 vs", "bf16 step", "fp16+GradScaler step",

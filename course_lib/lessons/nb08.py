@@ -201,7 +201,8 @@ def break_even_text(speed: Ratio, extra_s: float, eager: Timing, tokens_per_step
     step's work, over what each compiled step saves against `eager` (:func:`bench.break_even`), with the range
     the speed-up's spread gives; one sentence saying there is none where `speed` is no clear gain."""
     if not (speed.clear and speed.value > 1):
-        return "no gain from compiling here: no break-even to state"
+        return ("no gain these repeats can establish: no break-even to state" if speed.value > 1 or speed.within_noise
+                else "compiling made the step slower here: no break-even to state")
     steps, few, many = break_even(extra_s, eager, speed)
     return (f"the compilation ({extra_s:.1f} s beyond that step's work) pays for itself after about "
             f"{fmt_count(steps)} steps of {tokens_per_step:,} tokens "
@@ -268,8 +269,8 @@ def published_mfu(this_run: str) -> str:
             "125 M to 1 B parameters on 2,048-token sequences. "
             + published.elsewhere("08_transformer", ("MFU",), ["mosaic_mpt125m_a100_80gb_mfu",
                                                                "mosaic_mpt1b_h100_vs_a100_mfu"])
-            + "\n(the reference's MFU is one H200's: another H200 ran the same step at 799.6 against 462.9 ktok/s, "
-            "24.0 % against 13.4 %, cause not found: results/nvidia-h200.test-gpu.md. Why these MFUs are what they "
+            + "\n(the reference is one H200's: another H200 ran the same eager SDPA step at 799.6 ktok/s against "
+            "this reference's 462.9, cause not found: results/nvidia-h200.test-gpu.md. Why these MFUs are what they "
             "are is not measured here; notebook 10 profiles where a GPT step's time goes. Set a published MFU beside "
             "the reference's MFU against the datasheet, not against the measured peak, unless its source says it "
             "measured its peak)")

@@ -231,8 +231,13 @@ def payback(speed: Ratio, first_call_s: float, eager: Timing, compiled: Timing) 
         steps, few, many = break_even(extra, eager, speed)  # extra ÷ the seconds each step saves
         return (f"  the compilation ({extra:.1f} s beyond one step) pays for itself after about "
                 f"{fmt_count(steps)} steps ({fmt_count(few)} to {fmt_count(many)} over the spread of the speed-up)")
-    return (f"  no gain to pay back the compilation ({first_call_s:.0f} s for the first step): eager is the "
-            "better choice for this model here")
+    if speed.value > 1 and not speed.within_noise:  # faster, but the drift is as large: not established
+        return f"  no gain these repeats can establish ({speed.doubt}), so no break-even to state"
+    if speed.within_noise:
+        return (f"  no gain these repeats can establish ({speed.doubt}): the compilation ({first_call_s:.0f} s for "
+                "the first step) has nothing measured to pay it back here")
+    return (f"  compiled ran slower: nothing pays back the compilation ({first_call_s:.0f} s for the first step); "
+            "eager is the better choice for this model here")
 
 
 def gpus_measured(device_type: str, reduce_overhead: bool) -> str:
