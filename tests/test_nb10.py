@@ -308,6 +308,13 @@ def test_sync_verdict_says_when_the_reference_gpu_showed_no_cost_and_its_regime(
     text = nb10.sync_verdict(None, 53, "cpu", "cpu")
     assert "keeping values vs reading values: 1.041 (0.842–1.203) ×: too wide to tell" in text
     assert "the reference GPU showed no measurable cost of the reads either. Its step was launch-bound" in text
+    assert "(reasoning, not measured here)" in text
+    rep.add("plain step: waiting share", 5.0, "%")  # a GPU-bound reference: no launch-bound reasoning
+    report.record_reference({"10_compile_and_profile": rep.to_dict()})
+    gpu_bound = nb10.sync_verdict(None, 53, "cpu", "cpu")
+    assert "Its step was GPU-bound (section 1: its GPU waited 5% of the step for the CPU)" in gpu_bound
+    assert "reasoning" not in gpu_bound
+    rep.add("plain step: waiting share", 78.0, "%")
     rep.add("keeping values vs reading values", 1.3, "×", spread=(1.2, 1.4))  # a cost the reference did show
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
     assert "no measurable cost" not in nb10.sync_verdict(None, 53, "cpu", "cpu")
