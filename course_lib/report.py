@@ -276,13 +276,20 @@ def fmt_row(key: str, row: dict) -> str:
     return f"{key}: {fmt_row_value(row)} {row['unit']}{grade}  {row.get('note', '')}".rstrip() + setup
 
 
+def recorded_ratio(key: str, row: dict) -> bench.Ratio:
+    """A recorded ratio row ('×', its interval in `spread`) as a :class:`bench.Ratio`, to be read
+    by the same rules as one measured in this run (its value kept inside its range)."""
+    lo, hi = row.get("spread") or (row["value"], row["value"])
+    return bench.ratio_of(key, row["value"], min(lo, row["value"]), max(hi, row["value"]))
+
+
 def ratio_grade(row: dict) -> str:
     """What a recorded ratio's interval allows, in the words of :class:`bench.Ratio`'s verdicts:
-    beyond it, within it (no measurable difference) or too wide to tell."""
+    a difference (1 outside it), no measurable difference (1 inside it) or too wide to tell."""
     lo, hi = row["spread"]
     if lo == hi:
         return "one run, no interval"
-    ratio = bench.ratio_of("", row["value"], min(lo, row["value"]), max(hi, row["value"]))
+    ratio = recorded_ratio("", row)
     if ratio.too_wide:
         return "too wide to tell"
     return "no measurable difference (its interval holds 1)" if ratio.within_noise else "a difference (1 lies outside its interval)"

@@ -257,11 +257,11 @@ def mult8_elsewhere() -> str:
     sizes, named in each row) and the matmuls they compare, in a block of their own; one line
     saying so when none is recorded."""
     _, ref = report.reference(NB)
-    pairs = [m.groups() for k in ref if (m := re.fullmatch(r"\w+ rate, n=(\d+) vs n=(\d+)", k))]
-    if not pairs:
+    ratios = {k: m.groups() for k in ref if (m := re.fullmatch(r"\w+ rate, n=(\d+) vs n=(\d+)", k))}
+    if not ratios:
         return "(no reference GPU run of this section is recorded in results/ yet)"
-    sizes = sorted({int(n) for pair in pairs for n in pair}, reverse=True)
-    prefixes = (*(f"matmul {n}×{n} " for n in sizes), *(f"{dt} rate, n=" for dt in ("float32", "bfloat16", "float16")))
+    sizes = sorted({int(n) for pair in ratios.values() for n in pair}, reverse=True)
+    prefixes = (*(f"matmul {n}×{n} " for n in sizes), *ratios)  # the matmuls compared, then the ratios
     return ("The same section on a GPU, at its own sizes (a tensor core's tiles, not a CPU's vectors):\n"
             + published.elsewhere(NB, prefixes))
 

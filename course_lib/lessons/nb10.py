@@ -165,7 +165,7 @@ def sync_verdict(gain: Ratio | None, waits: int, device: str, device_type: str) 
                                              prefixes=("reading values", "keeping values", "set_sync")))
         ref = report.reference("10_compile_and_profile")[1]
         kept, waited = ref.get("keeping values vs reading values"), ref.get("plain step: waiting share")
-        if kept and kept.get("spread") and kept["spread"][0] <= 1 <= kept["spread"][1] and waited:
+        if kept and kept.get("spread") and report.recorded_ratio("", kept).within_noise and waited:
             bound = _bound(waited["value"] / 100)
             lines.append(f"So the reference GPU showed no measurable cost of the reads either. Its step was {bound} "
                          f"(section 1: its GPU waited {waited['value']:.0f}% of the step for the CPU)"
