@@ -389,8 +389,8 @@ def cpu_16bit_flags(path: str = "/proc/cpuinfo") -> list[str]:
 def cpu_support(fmt: str, flags: Sequence[str] | None = None) -> str:
     """One sentence: does this CPU report instructions for `fmt` ("fp16" or "bf16")?
 
-    `flags` defaults to :func:`cpu_16bit_flags`. Without them, PyTorch has no optimised
-    kernels for the format on this CPU and takes slower generic paths.
+    `flags` defaults to :func:`cpu_16bit_flags`. Without them, what the format costs here is
+    not assumed: it is for a timing (and 03's profile) to say.
     """
     if fmt not in ("fp16", "bf16"):
         raise ValueError(f"fmt must be fp16 or bf16, got {fmt!r}.")
@@ -400,8 +400,9 @@ def cpu_support(fmt: str, flags: Sequence[str] | None = None) -> str:
     if have:
         return (f"This CPU reports {', '.join(have)}: it has {fmt} instructions, which PyTorch's "
                 f"CPU kernels use where they were written for them.")
-    return (f"This CPU reports none of {', '.join(wanted)}: PyTorch has no optimised {fmt} kernels "
-            f"for it and takes generic paths (the ratio this notebook measures says what that costs here).")
+    return (f"This CPU reports none of {', '.join(wanted)}, the instructions that do {fmt} arithmetic in hardware: "
+            f"what their absence costs PyTorch's {fmt} kernels here is for a measurement to say (notebook 03 "
+            "times and profiles a training step in each format)")
 
 
 def available(device: torch.device | str) -> list[str]:

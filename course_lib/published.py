@@ -54,6 +54,16 @@ class Figure:
         return (f"{self.cite()}\n    what: {self.what}{software}\n"
                 f"    source: {self.source}; {self.where}; {self.url} (read {self.read})")
 
+    def reference(self) -> str:
+        """Where it was read, in full: the source's title, where in it, its address, the date, the software."""
+        software = f"; software: {self.software}" if self.software else ""
+        return f"{self.source}; {self.where}; {self.url} (read {self.read}){software}"
+
+    def short(self, number: int) -> str:
+        """Two lines for a notebook's output: the label and the figure, then what was measured and
+        its address, with the number of its full reference in :func:`sources`."""
+        return f"{self.cite()}\n    {self.what} [{number}: {self.url}]"
+
 
 ENTRIES = Path(__file__).with_name("published.toml")  # the entries, as data
 
@@ -76,9 +86,28 @@ def get(key: str) -> Figure:
         raise KeyError(f"No published figure has the key {key!r}; the keys are: {', '.join(_BY_KEY)}.") from None
 
 
+_CITED: dict[str, int] = {}  # key -> its number in this process's list of sources, in the order first shown
+
+
+def _shown(key: str) -> str:
+    """The entry `key` in two lines, numbered for :func:`sources` (the first time it is shown)."""
+    fig = get(key)
+    return fig.short(_CITED.setdefault(key, len(_CITED) + 1))
+
+
 def show(*keys: str) -> str:
-    """The entries `keys`, each with what was measured and where it was read, for printing."""
-    return "\n".join(str(get(k)) for k in keys)
+    """The entries `keys`, each with what was measured and its address, for printing; the full
+    reference of each (title, where in it, date read, software) waits in :func:`sources`."""
+    return "\n".join(_shown(k) for k in keys)
+
+
+def sources() -> str:
+    """The full reference of every entry shown so far in this process, by its number: a notebook's
+    closing table ends with it (:meth:`course_lib.report.Report.table`); '' when none was shown."""
+    if not _CITED:
+        return ""
+    return "\n".join(["Sources of the published figures printed above:",
+                      *(f"  [{n}] {get(key).reference()}" for key, n in _CITED.items())])
 
 
 def elsewhere(notebook: str, prefixes: tuple[str, ...] = (), keys: Sequence[str] = (), *,
@@ -92,5 +121,5 @@ def elsewhere(notebook: str, prefixes: tuple[str, ...] = (), keys: Sequence[str]
     lines = [report.reference_header(notebook), *rows] if rows else []
     if keys:
         lines += [f"figures published elsewhere, not measured here{f' ({unlike})' if unlike else ''}:",
-                  *("  " + str(get(k)).replace("\n", "\n  ") for k in keys)]
+                  *("  " + _shown(k).replace("\n", "\n  ") for k in keys)]
     return "\n".join(lines) or "(no reference GPU run in results/ and no published figure answers this yet)"

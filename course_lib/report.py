@@ -88,6 +88,12 @@ class Report:
             self.meta["sizes"] = f"gpu/{profiles.gpu_class(gpu_memory_gib(dev) if dev.type == 'cuda' else None)}"
         self.rows: dict[str, dict] = {}
 
+    def ran_sizes_of(self, profile: str) -> None:
+        """Record that this run took `profile`'s sizes, not its own profile's: 06 and 11 under
+        the gpu profile with fewer GPUs than ranks run the cpu profile's jobs on the CPU (gloo), and
+        their rows then compare with a cpu run's (:func:`size_class`)."""
+        self.meta["sizes"] = profile
+
     def add(self, key: str, value: float | int | str, unit: str, note: str = "",
             spread: tuple[float, float] | None = None, setup: str = "") -> None:
         """Record one measurement (`value` in `unit`, optionally the range `spread` = (lo, hi)
@@ -175,9 +181,11 @@ class Report:
                 line += f" | {_ref_cell(ref[key], row) if key in beside else '-'}"
             lines.append(line)
         lines.append(SPREAD)
+        from course_lib import published  # the figures this notebook printed: their full references close it
+
         if not ref:
             lines.append("(no reference GPU run recorded in results/ for this notebook yet)")
-            return "\n".join(lines)
+            return "\n".join([*lines, published.sources()]).rstrip("\n")
         if not set(ref) & set(self.rows):
             lines.append(f"No row of this run has a row of the same name in the reference run, which recorded {len(ref)} "
                          f"row{'s' * (len(ref) != 1)} of its own (the cells above show those they compare with; all "
@@ -188,7 +196,7 @@ class Report:
             lines.append(f"Reference run on {ref_device} ({setup}), apart: a row's note names what it measured.")
             lines += [f"  {fmt_row(k, ref[k])}" + ("  [host CPU]" if _ON_CPU.search(ref[k].get("note", "")) else "")
                       for k in apart]
-        return "\n".join(lines)
+        return "\n".join([*lines, published.sources()]).rstrip("\n")
 
 
 def _sizes_words(size_class: str) -> str:
@@ -300,9 +308,11 @@ def reference_header(notebook: str) -> str:
     that it is not this machine."""
     runs = _reference_runs(notebook)  # one read of results/: the most recent run's device and record
     ref_device, meta = runs[0] if runs else (None, {})
-    cls = size_class({"profile": meta.get("profile", "gpu"), "device": ref_device, **meta}).partition("/")[2]
-    return (f"recorded reference run on {ref_device} (this course's code, {meta.get('profile', 'gpu')} profile"
-            f"{f', {cls} sizes' if cls else ''}, "
+    profile = meta.get("profile", "gpu")
+    sizes = size_class({"profile": profile, "device": ref_device, **meta})
+    cls = sizes.partition("/")[2]
+    took = f", {cls} sizes" if cls else f", the {sizes!r} profile's sizes" if sizes != profile else ""
+    return (f"recorded reference run on {ref_device} (this course's code, {profile} profile{took}, "
             f"torch {meta.get('torch', '?')}, {meta.get('date', 'date not recorded')}), not on this machine:")
 
 
@@ -422,9 +432,24 @@ class Shared:
 
 
 def fmt_row_value(row: dict) -> str:
-    """'213.6 (210.5–215.6)': a report row's value and the range of its repeats."""
+    """'213.6 (210.5–215.6)': a report row's value and the range of its repeats; a ratio's range
+    with the digits it needs to show on which side of 1 its ends lie ('1.003 (1.0004–1.006)')."""
     lo_hi = row.get("spread")
-    return fmt_value(row["value"]) + (f" ({fmt_value(lo_hi[0])}–{fmt_value(lo_hi[1])})" if lo_hi else "")
+    if not lo_hi:
+        return fmt_value(row["value"])
+    lo, hi = (fmt_value(v) for v in lo_hi)
+    if row.get("unit") == "×":
+        lo, hi = (_off_one(v, text) for v, text in zip(lo_hi, (lo, hi)))
+    return f"{fmt_value(row['value'])} ({lo}–{hi})"
+
+
+def _off_one(value: float, text: str) -> str:
+    """`value` as `text`, or with more digits where `text` reads 1 and `value` is not 1."""
+    digits = 4
+    while float(text.replace(",", "")) == 1 and value != 1 and digits < 9:
+        digits += 1
+        text = f"{value:.{digits}g}"
+    return text
 
 
 def shared(reports: dict[str, dict]) -> list[Shared]:

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from conftest import REPO
 from fixtures_data import write_mnist_fixture
 
-from course_lib import bench, data, models, train
+from course_lib import bench, data, models, report, train
 from course_lib.lessons import nb02
 from course_lib.lessons.nb02 import Throughput
 
@@ -345,4 +345,19 @@ def test_resnet_lines_compare_the_layouts_intervals():
 
 def test_cudnn_benchmark_absent_says_why():
     assert "nothing to measure" in nb02.cudnn_benchmark_absent("cpu")
+    ref = report.reference("02_first_cnn")[1].get("cudnn.benchmark on vs off")
+    if ref:  # the reference's figure with its interval and what it measured
+        text = nb02.cudnn_benchmark_absent("cpu")
+        assert report.fmt_row("cudnn.benchmark on vs off", ref) in text and "recorded reference run on" in text
     assert "ran out of memory" in nb02.cudnn_benchmark_absent(torch.device("cuda"))
+
+
+def test_draw_vs_wait_sets_the_draw_beside_workers0s_wait_per_image():
+    from course_lib import bench
+    draw = bench.timing_of([0.0016] * 5, name="draw one image (ds[i])", device="cpu", work=1, unit="img/s")
+    calls = bench.timing_of([1.0, 1.02, 0.98, 1.1, 1.0], name="SmallCNN workers=0", device="cpu", work=512, unit="img/s")
+    base = nb02.Throughput(calls, 0.5, (0.5, 0.52, 0.48, 0.6, 0.5))
+    text = nb02.draw_vs_wait(draw, base, 512)
+    assert text.startswith("SmallCNN workers=0 waited 500 ms a call for its 512 images: 977 µs an image")
+    assert "(its calls: 938 µs–1.17 ms)" in text and "against 1.6 ms for one ds[i] in section 2 (0.61×)" in text
+    assert "timed minutes apart" in text

@@ -104,20 +104,21 @@ def test_sync_verdict_adds_the_cpu_note_and_the_reference_off_a_gpu():
     gpu = nb10.sync_verdict(CLEAR, 7, "H100", "cuda")
     assert gpu.startswith("verdict on H100: keeping the 7 values per step on the device: 2.00×") and "\n" not in gpu
     cpu = nb10.sync_verdict(CLEAR, 7, "EPYC", "cpu")
-    assert "(on a CPU, ops run as they are called" in cpu and "What the same two steps did on the reference GPU" in cpu
+    assert "(on a CPU, ops run as they are called" in cpu and "The same two steps on the reference GPU" in cpu
     assert nb10.sync_verdict(None, 7, "H100", "cuda") == ""
 
 
 def test_profiled_note_sets_the_profile_beside_the_verdict():
     cats = {"reading values": {"compute": 0.09, "waiting": 0.01}, "keeping values": {"compute": 0.05, "waiting": 0.0}}
     same = nb10.profiled_note(cats, CLEAR, "cuda")
-    assert "took 2.00× the time per step of keeping values, the same direction" in same and "no figure" not in same
+    assert "took 2.00× the time of keeping them (the timed verdict's direction)" in same and "too thin" not in same
+    assert len(same.splitlines()) == 2
     slower = Ratio("b vs a", 0.5, 0.45, 0.55, rounds=5, coverage=0.9, drift=0.01)
     assert "the opposite of the timed verdict" in nb10.profiled_note(cats, slower, "cuda")
     assert "resolves no difference" in nb10.profiled_note(cats, NONE, "cuda")
     cats["reading values"]["waiting"] = 0.0001
     thin = nb10.profiled_note(cats, None, "cpu")
-    assert "with no timed comparison" in thin and "no figure: at 0.11% of the step" in thin and "on a CPU" in thin
+    assert "no timed comparison" in thin and "(0.11% of it), 0 ns keeping them: too thin to draw" in thin and "on a CPU" in thin
 
 
 def test_first_call_line_says_whether_the_caches_were_cold():
@@ -156,7 +157,7 @@ def test_captured_graphs_and_the_share_compiled():
     assert nb10.captured_line("GPT", [[10, 2], [5, 1]]).endswith("2 graph(s): 10 ops × 2 call(s), 5 ops × 1 call(s) "
                                                                "| 25 op calls in compiled graphs")
     assert nb10.gave_up([[7, 4]], 4) and not nb10.gave_up([[7, 4], [3, 1]], 4)
-    gave_up = "with the .item(), Dynamo gave up on GPT.forward: its 28"
+    gave_up = "with the .item(): only the 4 blocks run compiled (28 op calls"
     assert nb10.compiled_share([[7, 4]], [[40, 1]], 4).startswith(gave_up)
     assert nb10.compiled_share([[7, 4], [3, 1]], [[40, 1]], 4).startswith("op calls per forward in compiled graphs: 31")
 
@@ -167,17 +168,17 @@ def test_compile_log_note_explains_a_count_that_differs_from_explain():
     lines = note.splitlines()
     assert lines[0] == "compiled, .item(): first step 12.3 s (one run, caches warm), compilation included | cpu"
     assert lines[1] == "  graph_breaks log: 2 message(s); the first begins:" and lines[3] == "      at model.py:12"
-    assert "explain listed 1 break reason(s)" in note and "first GPT.forward" in note
-    assert "first GPT.forward" not in nb10.compile_log_note("x", 1.0, breaks, 1, False, "cpu")
-    assert "explain listed" not in nb10.compile_log_note("x", 1.0, breaks, 2, True, "cpu")
+    assert "2 messages against explain's 1" in note and "GPT.forward's (given up on)" in note
+    assert "GPT.forward's" not in nb10.compile_log_note("x", 1.0, breaks, 1, False, "cpu")
+    assert "against explain" not in nb10.compile_log_note("x", 1.0, breaks, 2, True, "cpu")
     assert nb10.compile_log_note("plain", 1.0, [], 1, True, "cpu").count("\n") == 0
 
 
 def test_compile_pair_and_turns_apart():
-    assert "(2.0×), one run each" in nb10.compile_pair(20.0, 10.0)
+    assert "(2.0×): one run each, not in turns" in nb10.compile_pair(20.0, 10.0)
     apart = nb10.turns_apart(_t("then", 1.0, 0.02), _t("now", 2.0, 0.04))
-    assert "(0.50×, a range of" in apart and "more apart than their spreads" in apart
-    assert "within their spreads this time" in nb10.turns_apart(_t("then", 1.0, 0.2), _t("now", 1.02, 0.2))
+    assert "(0.50×, 0.4" in apart and "more apart than their spreads" in apart
+    assert "within their spreads;" in nb10.turns_apart(_t("then", 1.0, 0.2), _t("now", 1.02, 0.2))
 
 
 def test_tlparse_note_each_case(tmp_path):
@@ -235,7 +236,7 @@ def test_op_notes_read_the_op_times():
     notes = nb10.op_notes(STEP, {"aten::mm": 0.002, "aten::add": 0.002}, 10.0, of_roof, "peak: mm 4096²", "cpu")
     lines = notes.splitlines()
     assert "their sum is 28% more than the whole step" in lines[0]  # 5.1 ms of ops in a 4 ms step
-    assert lines[1].startswith("mm: 50% in section 1's table") and "2.00×" in lines[1]
+    assert lines[1].startswith("mm: 50% of section 1's table") and "2.00×" in lines[1]
     assert lines[2].startswith("1 group below the ridge ran above its roof (up to 120%, add 64 · 64)")
     fast = StepOps(STEP.ops, _t("step", 0.01), _t("profiled", 0.02))
     gpu = nb10.op_notes(fast, {}, 10.0, of_roof, "peak", "cuda")
@@ -307,14 +308,33 @@ def test_sync_verdict_says_when_the_reference_gpu_showed_no_cost_and_its_regime(
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
     text = nb10.sync_verdict(None, 53, "cpu", "cpu")
     assert "keeping values vs reading values: 1.041 (0.842–1.203) ×: too wide to tell" in text
-    assert "the reference GPU showed no measurable cost of the reads either. Its step was launch-bound" in text
-    assert "(reasoning, not measured here)" in text
+    assert "No measurable cost there either. That step was launch-bound (its GPU waited 78% of the step" in text
+    assert "(reasoning, not measured)" in text
     rep.add("plain step: waiting share", 5.0, "%")  # a GPU-bound reference: no launch-bound reasoning
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
     gpu_bound = nb10.sync_verdict(None, 53, "cpu", "cpu")
-    assert "Its step was GPU-bound (section 1: its GPU waited 5% of the step for the CPU)" in gpu_bound
+    assert "That step was GPU-bound (its GPU waited 5% of the step, section 1)" in gpu_bound
     assert "reasoning" not in gpu_bound
     rep.add("plain step: waiting share", 78.0, "%")
     rep.add("keeping values vs reading values", 1.3, "×", spread=(1.2, 1.4))  # a cost the reference did show
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
-    assert "no measurable cost" not in nb10.sync_verdict(None, 53, "cpu", "cpu")
+    assert "No measurable cost" not in nb10.sync_verdict(None, 53, "cpu", "cpu")
+
+
+def test_step_in_08_sets_08s_step_of_the_same_gpt_beside_this_one():
+    from course_lib import bench, profiles
+    c = profiles.sizes("10_compile_and_profile", "cpu")
+    gpt = GPTConfig(vocab_size=256, block_size=c.block, n_layer=c.n_layer, n_head=c.n_head, n_embd=c.n_embd)
+    eager = bench.timing_of([0.117, 0.114, 0.137, 0.118, 0.12], name="eager", device="cpu", work=2048, unit="tok/s")
+    row = {"value": 12.56, "unit": "ktok/s", "spread": [11.95, 12.70]}
+    ran08 = {f"step, micro-batch of {c.batch} sequences": row}
+    text = nb10.step_in_08(ran08, eager, c.batch, gpt, "cpu")
+    assert "notebook 08 timed this GPT at this batch" in text and "12.56 (11.95–12.7) ktok/s" in text
+    lo, hi = eager.rate_lo / 1e3 / 12.70, eager.rate_hi / 1e3 / 11.95
+    assert f"beyond both quartiles ({lo:.2f}–{hi:.2f}×)" in text and "one set of turns are paired" in text
+    near = {f"step, micro-batch of {c.batch} sequences": {**row, "value": 17.0, "spread": [15.0, 18.0]}}
+    assert "within their quartiles" in nb10.step_in_08(near, eager, c.batch, gpt, "cpu")
+    assert nb10.step_in_08(None, eager, c.batch, gpt, "cpu") == ""  # 08 did not run so
+    assert nb10.step_in_08(ran08, eager, c.batch // 2, gpt, "cpu") == ""  # another batch: no row of that name
+    wider = GPTConfig(vocab_size=256, block_size=c.block, n_layer=c.n_layer, n_head=c.n_head, n_embd=2 * c.n_embd)
+    assert nb10.step_in_08(ran08, eager, c.batch, wider, "cpu") == ""  # another GPT

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from course_lib import published
+from course_lib import published, report
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 _NUMBER = re.compile(r"(?<![A-Za-z\d.,])\d[\d,]*(?:\.\d+)?")  # 2,470 or 2.63, not the 32 of "TF32"
@@ -46,7 +46,24 @@ def test_a_printed_entry_is_labelled_as_published_elsewhere_with_its_hardware_an
     fig = published.FIGURES[0]
     text = published.show(fig.key)
     assert text.startswith(f"published by {fig.by}, measured on {fig.hardware}, not on this machine")
-    assert fig.figure in text and fig.url in text and fig.read in text
+    assert fig.figure in text and fig.url in text and len(text.splitlines()) == 2
+    number = int(text.rsplit("[", 1)[1].split(":")[0])  # its full reference, by number, in sources()
+    listed = published.sources().splitlines()
+    assert listed[0] == "Sources of the published figures printed above:"
+    assert f"  [{number}] {fig.source}; {fig.where}; {fig.url} (read {fig.read})" in listed[number]
+    assert published.show(fig.key) == text  # shown again: the same number, listed once
+    assert published.sources().count(fig.where) == 1
+
+
+def test_a_closing_table_ends_with_the_sources_of_the_figures_printed(tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_RESULTS_DIR", str(tmp_path))
+    monkeypatch.setattr(published, "_CITED", {})
+    rep = report.Report("01_gpu_vs_cpu", "cpu", "cpu")
+    rep.add("rate", 1.0, "GFLOP/s")
+    assert "Sources of the published" not in rep.table()  # none printed yet
+    fig = published.FIGURES[1]
+    published.show(fig.key)
+    assert rep.table().endswith(f"  [1] {fig.reference()}")
 
 
 def _printed_keys() -> set[str]:

@@ -88,6 +88,25 @@ def _with_reference(tmp_path, monkeypatch, ref_profile: str, ref_setup: str):
         {"device": "NVIDIA Test GPU", "notebooks": {"03_mixed_precision": ref.to_dict()}}))
 
 
+def test_a_gpu_run_that_took_the_cpu_sizes_compares_with_a_cpu_run(tmp_path, monkeypatch):
+    """06 and 11 under the gpu profile with one GPU run their jobs on the CPU at the cpu profile's sizes."""
+    monkeypatch.setenv("COURSE_RESULTS_DIR", str(tmp_path))
+    ref = report.Report("06_ddp", "gpu", "cpu")
+    ref.ran_sizes_of("cpu")
+    ref.meta.update(device="NVIDIA Test GPU", device_type="cuda", cuda="12.8")
+    ref.add("step", 60.0, "ms", note="2 ranks on the CPU (gloo)")
+    report.record_reference({"06_ddp": ref.to_dict()})
+    assert "gpu profile, the 'cpu' profile's sizes" in report.reference_header("06_ddp")
+    mine = report.Report("06_ddp", "cpu", "cpu")
+    mine.add("step", 90.0, "ms")
+    assert any("90" in ln and "60" in ln for ln in mine.table().splitlines())  # one line: the same jobs
+    large = report.Report("06_ddp", "gpu", "cpu")  # the gpu profile's own sizes: apart
+    large.add("step", 9.0, "ms")
+    table = large.table()
+    assert not any(" 9 " in ln and "60" in ln for ln in table.splitlines())
+    assert "(the 'cpu' profile's models and sizes; this run has the 'gpu' profile's large models and sizes)" in table
+
+
 @pytest.mark.parametrize("ref_profile", ["cpu", "gpu"])
 @pytest.mark.parametrize("ref_setup", ["", "smallcnn, batch 64, fp32", "resnet50, batch 256, fp32"])
 @pytest.mark.parametrize("my_setup", ["", "smallcnn, batch 64, fp32"])
@@ -370,3 +389,10 @@ def test_this_run_reads_another_notebooks_fresh_report_of_the_same_profile_and_d
     old = time.time() - 7200
     os.utime(report.report_path("08_transformer"), (old, old))
     assert report.this_run("08_transformer", me) is None  # two hours old: not this run's
+
+
+def test_a_ratio_range_shows_on_which_side_of_1_its_ends_lie():
+    row = {"value": 1.0029880263918143, "unit": "×", "spread": [1.000420900783998, 1.0057564941005073]}
+    assert report.fmt_row_value(row) == "1.003 (1.0004–1.006)"  # not '(1–1.006)' beside 'a difference'
+    assert report.fmt_row_value({**row, "unit": "ms"}) == "1.003 (1–1.006)"  # only ratios read against 1
+    assert report.fmt_row_value({"value": 0.9998, "unit": "×", "spread": [0.99996, 1.0]}) == "0.9998 (0.99996–1)"

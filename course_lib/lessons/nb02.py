@@ -293,18 +293,33 @@ def threads_line(cores: int, threads: int) -> str:
             + (": every worker shares a core with them (no core of its own)" if cores <= threads else ""))
 
 
+def draw_vs_wait(draw: bench.Timing, base: Throughput, images: int) -> str:
+    """Section 2's `draw` of one image beside the per-image wait of `base` (workers=0, which
+    draws its `images` a call the same way, in the training process): both per image, and that
+    the two were timed minutes apart, so the machine's speed at each moment is in their ratio."""
+    per_image = base.wait_s / images
+    lo, hi = min(base.waits) / images, max(base.waits) / images
+    return (f"{base.timing.name} waited {units.fmt_time(base.wait_s)} a call for its {images:,} images: "
+            f"{units.fmt_time(per_image)} an image (its calls: {units.fmt_time(lo)}–{units.fmt_time(hi)}), against "
+            f"{units.fmt_time(draw.median_s)} for one ds[i] in section 2 ({per_image / draw.median_s:.2f}×). "
+            "The same drawing, timed minutes apart: their ratio holds the machine's change of speed between the two "
+            "moments too: set side by side only timings of one set of turns")
+
+
 def loaders_elsewhere(dev: torch.device | str) -> str:
     """Beside the loader rows: on a CPU, why the pinned rows are missing and what the reference
     GPU run measured (less its pinned rows that outran their workers, :func:`beyond_workers`);
     on a GPU, a published data-loading stall for comparison."""
     if torch.device(dev).type == "cuda":
         return "For comparison, " + published.elsewhere("02_first_cnn", keys=[STALL])
-    gpu_w = profiles.sizes("02_first_cnn", "gpu", memory_gib=80).workers[-1]  # the gpu profile's loader
+    gpu = profiles.sizes("02_first_cnn", "gpu", memory_gib=80)  # the gpu profile's large sizes, the reference's
+    gpu_w = gpu.workers[-1]  # the gpu profile's loader
     over, why = beyond_workers(report.reference("02_first_cnn")[1], gpu_w)
     rows = ("SmallCNN workers=0", f"SmallCNN workers={gpu_w}", "SmallCNN batch in memory",
             "data wait SmallCNN workers=0", f"data wait SmallCNN workers={gpu_w}")
     return ("pin_memory, non_blocking and copy_ahead act on the copy from host memory to a GPU: a CPU run has no "
-            "such copy, so those rows are measured on a GPU only. What GPUs measured:\n"
+            f"such copy, so those rows are measured on a GPU only. What GPUs measured (their SmallCNN: width "
+            f"{gpu.width}, {gpu.resolution}×{gpu.resolution} px, batch {gpu.batch_size}, {gpu.call_steps} steps a call):\n"
             + published.elsewhere("02_first_cnn", rows, [STALL], exclude=tuple(over)) + "\n" + why + "\n")
 
 
@@ -388,8 +403,6 @@ def cudnn_benchmark_absent(dev: torch.device | str) -> str:
     if torch.device(dev).type == "cuda":
         return "cudnn.benchmark: not measured, the timing above ran out of memory."
     text = "cudnn.benchmark only affects cuDNN's convolutions on NVIDIA GPUs: a CPU run has nothing to measure."
-    ref_device, ref = report.reference("02_first_cnn")
-    if "cudnn.benchmark on vs off" in ref:
-        text += (f"\nreference run ({ref_device}): cudnn.benchmark on vs off "
-                 f"{ref['cudnn.benchmark on vs off']['value']:.2f}×")
+    if "cudnn.benchmark on vs off" in report.reference("02_first_cnn")[1]:
+        text += "\n" + published.elsewhere("02_first_cnn", ("cudnn.benchmark on vs off",))
     return text

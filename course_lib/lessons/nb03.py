@@ -24,7 +24,7 @@ import torch.nn as nn
 from course_lib import check, memory, published, train, verdicts
 from course_lib.bench import Ratio, timing_of
 from course_lib.data import TensorLoader
-from course_lib.device import amp_note, cpu_16bit_flags, cpu_name, cpu_support, tf32
+from course_lib.device import amp_note, cpu_16bit_flags, cpu_name, tf32
 from course_lib.device import label as device_label
 from course_lib.lessons import nb01
 from course_lib.profiling import StepProfile, amdahl_bound, profile_verdict
@@ -523,7 +523,6 @@ def precision_lines(device: torch.device | str, names: Sequence[str], ratios: Se
               "precisions carry across better, but still depend on the model, the image size and the GPU)")
     if dev.type == "cpu":
         flags, vs = cpu_16bit_flags(), {r.name: r for r in ratios}
-        lines += [cpu_support("bf16"), cpu_support("fp16")]
         lines += [f"{cpu_name()}: {nb01.cpu_16bit_verdict(fmt, vs[f'{n} vs fp32'], flags, 'the profile in section 4 does')}"
                   for n, fmt in (("fp16+GradScaler", "fp16"), ("bf16", "bf16")) if f"{n} vs fp32" in vs]
     if "fp32+TF32" not in names:

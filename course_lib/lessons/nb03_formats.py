@@ -62,11 +62,11 @@ def format_facts(name: str) -> FormatFacts:
 def format_table(names: Sequence[str] = ("fp32", "fp16", "bf16")) -> str:
     """The limits of each format, one row each."""
     head = f"{'format':<6} | {'bits':>4} | {'mantissa':>8} | {'max':>10} | {'smallest normal':>15} | " \
-           f"{'smallest subnormal':>18} | {'eps':>9}"
+           f"{'smallest subnormal':>18} | {'ε: gap at 1':>11}"
     lines = [head, "-" * len(head)]
     for f in map(format_facts, names):
         lines.append(f"{f.name:<6} | {f.bits:>4} | {f.mantissa_bits:>8} | {f.max:>10.5g} | "
-                     f"{f.smallest_normal:>15.3g} | {f.smallest_subnormal:>18.3g} | {f.eps:>9.3g}")
+                     f"{f.smallest_normal:>15.3g} | {f.smallest_subnormal:>18.3g} | {f.eps:>11.3g}")
     return "\n".join(lines)
 
 

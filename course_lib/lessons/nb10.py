@@ -10,7 +10,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 import torch
 from torch import nn
 
-from course_lib import check, published, report
+from course_lib import check, profiles, published, report
 from course_lib.bench import Ratio, Timing, break_even, speedup
 from course_lib.models import GPT, GPTConfig
 from course_lib.profiling import StepSyncs, SyncCounter
@@ -160,46 +160,42 @@ def sync_verdict(gain: Ratio | None, waits: int, device: str, device_type: str) 
         if device_type == "cpu":
             lines.append("(on a CPU, ops run as they are called, so a value is ready when it is read)")
     if device_type != "cuda":
-        lines.append("What the same two steps did on the reference GPU (a read there waits for the queue to drain):\n"
+        lines.append("The same two steps on the reference GPU, where a read waits for the queue to drain:\n"
                      + report.reference_text("10_compile_and_profile",
                                              prefixes=("reading values", "keeping values", "set_sync")))
         ref = report.reference("10_compile_and_profile")[1]
         kept, waited = ref.get("keeping values vs reading values"), ref.get("plain step: waiting share")
         if kept and kept.get("spread") and report.recorded_ratio("", kept).within_noise and waited:
             bound = _bound(waited["value"] / 100)
-            lines.append(f"So the reference GPU showed no measurable cost of the reads either. Its step was {bound} "
-                         f"(section 1: its GPU waited {waited['value']:.0f}% of the step for the CPU)"
-                         + (": where the GPU already waits for Python, a read that drains the queue should find little "
-                            "queued (reasoning, not measured here): the cost this section is about would show on a "
-                            "GPU-bound step, which this reference did not time" if bound != "GPU-bound" else ""))
+            lines.append(f"No measurable cost there either. That step was {bound} (its GPU waited {waited['value']:.0f}% "
+                         "of the step, section 1)" + (
+                             ": a read then finds little queued to drain (reasoning, not measured); a GPU-bound step, "
+                             "which the reference did not time, is where the cost would show" if bound != "GPU-bound"
+                             else ""))
     return "\n".join(lines)
 
 
 def profiled_note(categories: Mapping[str, Mapping[str, float]], gain: Ratio | None, device_type: str) -> str:
-    """What the profiled steps say beside the timed verdict: the ratio of the two steps' profiled
-    times, whether it points the timed verdict's way, and the time in the 'waiting' category
-    (and, where its bar is too thin to draw, that no figure follows)."""
+    """What the profiled steps say beside the timed verdict, in two lines: the ratio of the two
+    steps' profiled times (whether it points the timed verdict's way) and the time in the
+    'waiting' category, which holds the reads (and, where its bar is too thin, that no figure follows)."""
     reading, keeping = categories["reading values"], categories["keeping values"]
     profiled = sum(reading.values()) / sum(keeping.values())
     if gain is None:
-        said = "with no timed comparison to set it beside"
+        said = "no timed comparison to set it beside"
     elif not gain.clear:
-        said = "where the timed comparison above resolves no difference"
+        said = "the timed comparison resolves no difference"
     else:
-        said = ("the same direction as the timed verdict above" if (profiled > 1) == (gain.value > 1)
-                else "the opposite of the timed verdict above")
+        said = ("the timed verdict's direction" if (profiled > 1) == (gain.value > 1)
+                else "the opposite of the timed verdict")
     waited = reading["waiting"] / sum(reading.values())
-    lines = [f"profiled steps: reading values took {profiled:.2f}× the time per step of keeping values, {said}. "
-             "The category times come from the profiled steps (the profiler adds a cost to every op it records; "
-             "the two versions ran one after the other): they show where a step's time goes, and the "
-             "verdict rests on the steps timed in turns, without the profiler.",
-             f"waiting, the category that holds the reads: {fmt_time(reading['waiting'])} per profiled step reading "
-             f"values ({waited:.2%} of the step), {fmt_time(keeping['waiting'])} keeping them"]
-    if waited < VISIBLE:
-        lines.append(f"no figure: at {waited:.2%} of the step, the reads' bar would be too thin to see"
-                     + ("; on a CPU a value is ready when it is read, so the read costs only itself"
-                        if device_type == "cpu" else ""))
-    return "\n".join(lines)
+    thin = waited < VISIBLE
+    return (f"profiled (the profiler adds a cost to every op; the verdict rests on the turns above): reading values "
+            f"took {profiled:.2f}× the time of keeping them ({said})\n"
+            f"waiting, the category that holds the reads: {fmt_time(reading['waiting'])} per step reading values "
+            f"({waited:.2%} of it), {fmt_time(keeping['waiting'])} keeping them"
+            + (": too thin to draw" if thin else "")
+            + ("; on a CPU a read costs only itself" if thin and device_type == "cpu" else ""))
 
 
 def first_call_line(mode: str, seconds: float, cold: bool, device: str) -> str:
@@ -241,6 +237,30 @@ def payback(speed: Ratio, first_call_s: float, eager: Timing, compiled: Timing) 
             "eager is the better choice for this model here")
 
 
+def step_in_08(ran08: Mapping[str, dict] | None, eager: Timing, batch: int, gpt: GPTConfig, profile: str) -> str:
+    """Notebook 08's step of the same GPT at the same batch, recorded earlier in this run (its
+    utilisation section), beside this notebook's eager step: how far apart the two are beyond
+    their quartiles, and why timings of two notebooks are not paired. '' where 08 did not
+    run so (another profile or device, or not yet) or its GPT (`profile`'s sizes) is not `gpt`."""
+    c08 = profiles.sizes("08_transformer", profile)
+    same_gpt = (c08.block, c08.n_layer, c08.n_head, c08.n_embd) == (gpt.block_size, gpt.n_layer, gpt.n_head, gpt.n_embd)
+    row = (ran08 or {}).get(f"step, micro-batch of {batch} sequences")
+    if not same_gpt or not row or not row.get("spread") or eager.rate is None:
+        return ""
+    prefixes = {"": 1.0, "k": 1e3, "M": 1e6, "G": 1e9}  # 08 recorded its rate with an SI prefix
+    scale = prefixes.get(row["unit"].removesuffix(eager.unit))
+    if scale is None:  # another unit altogether: nothing to set side by side
+        return ""
+    mine = [eager.rate / scale, eager.rate_lo / scale, eager.rate_hi / scale]
+    lo, hi = mine[1] / row["spread"][1], mine[2] / row["spread"][0]  # the ratio the quartiles allow
+    apart = ("within their quartiles" if lo <= 1 <= hi else
+             f"{mine[0] / row['value']:.2f}× apart, beyond both quartiles ({lo:.2f}–{hi:.2f}×)")
+    return (f"notebook 08 timed this GPT at this batch earlier in this run, with gradient clipping as well: "
+            f"{report.fmt_row_value(row)} {row['unit']}; eager here: {mine[0]:.4g} ({mine[1]:.4g}–{mine[2]:.4g}) "
+            f"{row['unit']}: {apart}. Minutes apart, in two processes, the machine's speed at each moment is part of any "
+            "gap: only timings of one set of turns are paired")
+
+
 def gpus_measured(device_type: str, reduce_overhead: bool) -> str:
     """What GPUs measured of torch.compile: the reference run's speed-up off a GPU, the published
     figures (with CUDA graphs' where reduce-overhead ran)."""
@@ -280,10 +300,9 @@ def compiled_share(item_graphs: Sequence[Sequence[int]], tensor_graphs: Sequence
     whole = sum(o * c for o, c in tensor_graphs)
     broken = sum(o * c for o, c in item_graphs)
     if gave_up(item_graphs, n_layer):
-        return (f"with the .item(), Dynamo gave up on GPT.forward: its {broken} op calls per forward in compiled "
-                f"graphs are the {n_layer} blocks' (graphs compiled once from the block's code, each called once per "
-                "block), and the rest of the forward (embeddings, final norm, head) runs eagerly; with the tensor, "
-                f"one graph holds all {whole} op calls of the forward: nothing runs eagerly")
+        return (f"with the .item(): only the {n_layer} blocks run compiled ({broken} op calls, one graph of the block's "
+                "code called once per block); Dynamo gave up on GPT.forward, so the embeddings, final norm and head "
+                f"run eagerly. With the tensor: one graph of all {whole} op calls")
     return (f"op calls per forward in compiled graphs: {broken} with the .item(), the rest of its forward running "
             f"eagerly; {whole} with the tensor, in one graph: the whole forward")
 
@@ -298,19 +317,17 @@ def compile_log_note(name: str, seconds: float, breaks: Sequence[str], explained
         lines.append(f"  graph_breaks log: {len(breaks)} message(s); the first begins:")
         lines += ["    " + line for line in breaks[0].splitlines()[:3] if line.strip()]
     if breaks and len(breaks) != explained:
-        lines.append(f"  explain listed {explained} break reason(s), one per graph that a break cut short; the log has "
-                     "one message per frame (one running call of a function: see the glossary) Dynamo traced into the break" + (
-                         ": first GPT.forward, which it then gave up on (so no graph for it; the block's code compiled "
-                         "into graphs called once per block, as counted above), then the block's own forward, whose "
-                         "graph stops at the .item()" if len(breaks) == 2 and eager_forward else ""))
+        lines.append(f"  {len(breaks)} messages against explain's {explained}: the log writes one per frame (glossary) that "
+                     "reached the break" + (", GPT.forward's (given up on) and the block's (its graph stops at the .item())"
+                                            if len(breaks) == 2 and eager_forward else "")
+                     + "; explain, one per graph the break cut short")
     return "\n".join(lines)
 
 
 def compile_pair(item_s: float, tensor_s: float) -> str:
     """The two first steps (compilation included), with and without the break: one pair, no verdict."""
-    return (f"compilation: the first step took {item_s:.1f} s with the .item() and {tensor_s:.1f} s with the tensor "
-            f"({item_s / tensor_s:.1f}×), one run each, one after the other: a single pair, not timed in turns, "
-            "so no verdict on what the break costs to compile")
+    return (f"compilation: first step {item_s:.1f} s with the .item(), {tensor_s:.1f} s with the tensor "
+            f"({item_s / tensor_s:.1f}×): one run each, not in turns, so no verdict on what the break costs to compile")
 
 
 def turns_apart(then: Timing, now: Timing) -> str:
@@ -318,11 +335,10 @@ def turns_apart(then: Timing, now: Timing) -> str:
     sets of turns differ beyond their spreads (only timings of the same turns are compared)."""
     apart = speedup(then, now, "compiled, plain GPT: here vs section 3")
     return (f"the plain compiled step took {fmt_time(then.median_s)} in section 3's turns and {fmt_time(now.median_s)} "
-            f"in these ({apart.value:.2f}×, a range of {apart.lo:.2f}–{apart.hi:.2f} from their spreads): " + (
-                "more apart than their spreads, at two sets of turns with other steps beside it: these numbers do "
-                "not say what moved it (the machine's speed, or what ran beside it), so set side by side only "
-                "timings of the same turns" if apart.clear else
-                "within their spreads this time; still, only timings of the same turns are paired, so compare those"))
+            f"in these ({apart.value:.2f}×, {apart.lo:.2f}–{apart.hi:.2f} from their spreads): " + (
+                "more apart than their spreads; what moved it (the machine's speed, what ran beside it) is not "
+                "measured, so only timings of one set of turns are compared" if apart.clear else
+                "within their spreads; still, only timings of one set of turns are compared"))
 
 
 def no_break_timing(compiles: bool) -> str:
@@ -401,9 +417,8 @@ def eager_then_now(then: Timing, now: Timing) -> str:
     return (f"section 3 timed this eager step at {fmt_time(then.median_s)} (quartiles {fmt_time(then.lo_s)}–"
             f"{fmt_time(then.hi_s)}), here {fmt_time(now.median_s)} ({fmt_time(now.lo_s)}–{fmt_time(now.hi_s)}), "
             f"{now.median_s / then.median_s:.2f}× its time: "
-            + (f"apart by {gap:.1%} beyond their quartiles, at two moments, each timed in turns beside another step: "
-               "these numbers do not say what moved it (the machine's speed, or what ran beside it); compare only "
-               "timings of the same turns" if gap > 0.01 else
+            + (f"apart by {gap:.1%} beyond their quartiles, at two moments; what moved it is not measured, so only "
+               "timings of one set of turns are compared" if gap > 0.01 else
                "the same within their quartiles (or less than 1 % beyond them)"))
 
 
@@ -413,8 +428,7 @@ def op_notes(measured: StepOps, own: Mapping[str, float], ridge_: float, of_roof
     off a GPU, the costliest op's share in section 1's table (`own`: each op's self time per step)
     beside its share of op time; and, on each side of the ridge, the groups that ran above their roof."""
     op_time, step, profiled = measured.op_seconds, measured.step.median_s, measured.profiled.median_s
-    how = ("measure_ops times each op by the profiler's own record of it (the ops it calls included; the range around "
-           "it and the counting mode's Python left out)" if device_type != "cuda" else
+    how = ("op times: the profiler's record of each op (the ops it calls included)" if device_type != "cuda" else
            "measure_ops times each op by the GPU kernels and copies it launched")
     if op_time > step:
         lines = [f"{how}: their sum is {op_time / step - 1:.0%} more than the whole step without the profiler, "
@@ -429,20 +443,16 @@ def op_notes(measured: StepOps, own: Mapping[str, float], ridge_: float, of_roof
                  f"{rest}. The shares below are of op time"]
     top, table = measured.ops[0], sum(own.values())  # the table's "Self CPU time total", per step
     if device_type != "cuda" and top.name in own:  # the same op, two shares: what each divides by
-        lines.append(f"{top.short}: {own[top.name] / table:.0%} in section 1's table ({fmt_time(own[top.name])} of "
-                     f"{fmt_time(table)} per step, the table's total: the own time of everything recorded, time in no "
-                     f"op included), {top.seconds / op_time:.0%} of op time here ({fmt_time(top.seconds)} of "
-                     f"{fmt_time(op_time)}, the ops alone). Profiled at different moments, not in turns: from there to "
-                     f"here the op's time changed {top.seconds / own[top.name]:.2f}×, the total it is divided by "
-                     f"{op_time / table:.2f}×")
+        lines.append(f"{top.short}: {own[top.name] / table:.0%} of section 1's table (its total counts time in no op "
+                     f"too), {top.seconds / op_time:.0%} of op time here; profiled at two moments, the op's time moved "
+                     f"{top.seconds / own[top.name]:.2f}×, the total {op_time / table:.2f}×")
     over = [o for o in measured.ops if o.flops and of_roof(o) > 1]
     for side, group in (("below", [o for o in over if o.intensity < ridge_]),
                         ("above", [o for o in over if o.intensity >= ridge_])):
         if group:  # the roofs are measured rates, not bounds
             top = max(group, key=of_roof)
-            why = ("the count takes every operand whole, from main memory: an op above its roof moved those bytes "
-                   "faster than the copy's main-memory rate, so some came from a cache, or it did not read every "
-                   "operand whole"
+            why = ("the count reads every operand whole from main memory, so some bytes came from a cache, or not "
+                   "every operand was read whole"
                    if side == "below" else
                    f"the compute roof is the median rate of {peak_name.split(': ')[-1]} timed as whole calls at "
                    f"another moment, the ops are the profiler's record of each: a measured rate, not a bound")
