@@ -398,7 +398,7 @@ def amp_for(dev: torch.device | str, cpu_flags: Iterable[str] | None = None) -> 
     "fp16" (autocast with a GradScaler: a T4 or a V100 would emulate bf16, slowly). A CPU: "bf16"
     when it reports bf16 instructions (avx512_bf16 or amx_bf16, :data:`device.CPU_16BIT_FLAGS`;
     `cpu_flags` defaults to /proc/cpuinfo's), else "off", float32: without them bf16 takes slow
-    generic paths. Any other device: "off".
+    generic paths (01 and 03 time how slow on such a CPU). Any other device: "off".
     """
     dev = torch.device(dev)
     if dev.type == "cuda":

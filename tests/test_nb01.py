@@ -73,7 +73,7 @@ def test_gain_by_size_verdict_follows_the_two_intervals():
     same = bench.ratio_of("at 1032", 3.6, 3.3, 3.9)
     assert "does not depend" in nb01.gain_by_size_verdict(same, big, 1032, 1024)
     broad = nb01.gain_by_size_verdict(bench.ratio_of("at 1032", 3.0, 1.8, 9.8), big, 1032, 1024)
-    assert "overlap" in broad and "too wide to tell whether the gain depends" in broad and "no measurable" not in broad
+    assert "overlap" in broad and "too wide to tell whether it depends" in broad and "no measurable" not in broad
     wide = bench.ratio_of("at 1032", 1.5, 0.9, 4.0)
     said = nb01.gain_by_size_verdict(wide, big, 1032, 1024)
     assert "too wide" in said or "does not depend" in said
@@ -210,3 +210,20 @@ def test_sizes_text_compares_the_repeated_size_with_its_earlier_timings():
 def test_raised_text_names_both_peaks():
     text = nb01.raised_text("cpu", _rate(2048, 150e9, "peak: matmul 2048×2048"), _rate(512, 120e9))
     assert text.startswith("cpu: the run's fp32 peak is now 150.0 GFLOP/s (matmul 2048×2048)") and "120.0 GFLOP/s" in text
+
+
+def test_reads_text_off_a_gpu_reads_the_references_reads_against_its_queue(tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_RESULTS_DIR", str(tmp_path))
+    from course_lib import report
+    rep = report.Report("01_gpu_vs_cpu", "gpu", "cpu")
+    rep.meta.update(device="NVIDIA Test GPU", device_type="cuda")
+    rep.add("async: time with CUDA events", 2.7, "ms")
+    rep.add("async: 10 queued matmuls, then .item()", 27.1, "ms")
+    rep.add("async: 10 queued matmuls, then print", 138.4, "ms")
+    report.record_reference({"01_gpu_vs_cpu": rep.to_dict()})
+    text = nb01.reads_text({})
+    assert "the 10 matmuls took 27 ms on that GPU" in text and "each read waited for the whole queue" in text
+    assert ".item() returned after 27.1 ms and print returned after 138 ms (111 ms beyond the queue" in text
+    rep.add("async: 10 queued matmuls, then .item()", 1.0, "ms")  # returned before the queue ran
+    report.record_reference({"01_gpu_vs_cpu": rep.to_dict()})
+    assert "not every read waited" in nb01.reads_text({})

@@ -189,7 +189,10 @@ def test_mfu_text_without_a_step_and_without_a_datasheet_entry():
     cpu = nb08.mfu_text(peak, "measured now", best, 1000, [0.041, 0.037, 0.045], None, None, None, "bf16",
                         torch.device("cpu"), "cpu").splitlines()
     assert cpu[0] == "matmul peak, bf16: 1.0 TFLOP/s on cpu, measured now"
-    assert "4.1% (interquartile range of its repeats: 3.7%–4.5%)" in cpu[2] and cpu[3].startswith("A CPU has no entry")
+    assert "4.1% (the step's quartiles: 3.7%–4.5%; with the peak's too, 3.7%–4.5%; the two" in cpu[2] and cpu[3].startswith("A CPU has no entry")
+    wide = _timing("matmul peak, bf16", 0.01, 0.008, 0.0125, work=1e10, unit="FLOP/s")  # the peak's spread widens it
+    assert "with the peak's too, 3.0%–5.6%" in nb08.mfu_text(wide, "", best, 1000, [0.041, 0.037, 0.045], None, None,
+                                                            None, "bf16", torch.device("cpu"), "cpu")
     none = nb08.mfu_text(peak, "", None, 1000, None, None, None, None, "bf16", torch.device("cuda"), "GPU")
     assert "no MFU from that section" in none and "This GPU is not in the course's datasheet table" in none
     from course_lib import datasheet

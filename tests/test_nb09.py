@@ -195,4 +195,29 @@ def test_at_peak_report_and_the_profilers_cost():
     plain = _t("plain", 0.1, 0.01)  # upper quartile 105 ms
     assert "2.50× as long, over twice" in nb09.profiler_cost(250, plain)
     assert "1.50× as long, less than twice" in nb09.profiler_cost(150, plain)
-    assert nb09.profiler_cost(104, plain).endswith("no longer than section 5's quartiles allow")
+    assert nb09.profiler_cost(104, plain).endswith("within section 5's quartiles: this pair shows no cost of the profiler")
+
+
+def test_recompute_elsewhere_reads_the_reference_by_the_same_rule(tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_RESULTS_DIR", str(tmp_path))
+    from course_lib import report
+    rep = report.Report("09_memory", "gpu", "cpu")
+    rep.meta.update(device="NVIDIA Test GPU", device_type="cuda")
+    assert nb09.recompute_elsewhere() == ""  # no reference recorded
+    rep.add("step without checkpointing", 49.3, "ms", spread=(47.9, 50.4))
+    rep.add("the blocks' forward alone", 22.6, "ms", spread=(22.5, 23.0))
+    rep.add("step with checkpointing", 90.3, "ms", spread=(90.1, 91.3))
+    report.record_reference({"09_memory": rep.to_dict()})
+    text = nb09.recompute_elsewhere()
+    assert "a plain step plus the blocks' forward 71.9 ms (70.4–73.4), measured with checkpointing 90.3 ms" in text
+    assert "18.4 ms beyond recomputing the forward" in text and "not measured" in text
+    rep.add("step with checkpointing", 72.0, "ms", spread=(71.0, 73.0))
+    report.record_reference({"09_memory": rep.to_dict()})
+    assert nb09.recompute_elsewhere().endswith("the recomputed forward there too")
+
+
+def test_profiler_cost_says_when_the_profiled_step_ran_faster():
+    from course_lib import bench
+    plain = bench.timing_of([0.139, 0.140, 0.141, 0.144, 0.141], name="plain", device="cpu")
+    assert "shorter than section 5's lower quartile" in nb09.profiler_cost(126.0, plain)
+    assert "within section 5's quartiles" in nb09.profiler_cost(141.0, plain)

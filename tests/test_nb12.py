@@ -249,12 +249,21 @@ def test_a_speedup_is_set_against_the_bytes_prediction_only_when_clear_and_asked
     assert nb12.against_bytes(unclear, 3.0) == str(unclear)
 
 
-def test_the_kernels_head_says_how_much_of_it_is_shown():
-    kernel = "\n".join(f"line {i}" for i in range(50))
+def test_the_kernels_head_is_an_outline_that_says_how_much_of_it_is_shown():
+    kernel = "\n".join(["#include <x.h>", 'extern "C" void kernel(const float* in_ptr0,', "    #pragma omp parallel",
+                        *(f"    int filler{i};" for i in range(30)),
+                        "        for(int64_t x0=0; x0<256L; x0+=1L)",
+                        "            auto tmp0 = at::vec::Vectorized<float>::loadu(in_ptr0 + x0, 8);",
+                        "            out_ptr0[static_cast<int64_t>(x0)] = static_cast<float>(tmp_acc0);"])
     head = nb12.kernel_head(kernel, "C++").splitlines()
-    assert head[0] == "torch.compile's kernel for the written-out softmax (C++), first 40 of 50 lines:"
-    assert head[1] == "" and head[2:] == [f"line {i}" for i in range(40)]
-    assert nb12.kernel_head("a\nb", "Triton", lines=40).splitlines()[0].endswith("(Triton), first 2 of 2 lines:")
+    assert head[0] == ("torch.compile's kernel for the written-out softmax (C++): 36 lines, of which the 5 that show "
+                       "its structure (loops, loads, stores); print(kernel) prints them all:")
+    assert head[2].startswith('extern "C" void kernel(') and head[4].lstrip().startswith("for(") and len(head) == 7
+    triton = "def triton_(in_ptr0, out_ptr2, xnumel):\n    x = 1\n    tmp0 = tl.load(in_ptr0 + r1)\n    tl.store(out_ptr2, tmp0)"
+    assert nb12.kernel_head(triton, "Triton").splitlines()[2:] == ["def triton_(in_ptr0, out_ptr2, xnumel):",
+                                                                    "    tmp0 = tl.load(in_ptr0 + r1)",
+                                                                    "    tl.store(out_ptr2, tmp0)"]
+    assert len(nb12.kernel_head(kernel * 9, "C++", lines=20).splitlines()) == 22  # at most 20 lines shown
 
 
 def test_kernel_source_is_the_first_kernel_between_triple_quotes():

@@ -71,14 +71,14 @@ def gain_by_size_verdict(gain: bench.Ratio, other: bench.Ratio, n: int, other_n:
     `other` at `other_n`, both timed in the same rounds (so drift hits them alike)."""
     if gain.too_wide or other.too_wide:
         return (f"the intervals ({gain.lo:.3g}–{gain.hi:.3g}× at n={n}, {other.lo:.3g}–{other.hi:.3g}× at "
-                f"n={other_n}) are too wide to say whether the gain depends on the size")
+                f"n={other_n}) are too wide to say whether the 16-bit rate over fp32's depends on the size")
     if gain.lo <= other.hi and other.lo <= gain.hi:
         if max(gain.hi / gain.lo, other.hi / other.lo) > 1.5:
-            return (f"the gains at n={n} ({gain.value:.3g}×) and n={other_n} ({other.value:.3g}×), timed in the same "
-                    f"rounds: their intervals ({gain.lo:.3g}–{gain.hi:.3g}×, {other.lo:.3g}–{other.hi:.3g}×) overlap "
-                    "and are too wide to tell whether the gain depends on the size")
-        return (f"the same gain at n={n} and n={other_n}, within their intervals (timed in the same rounds): "
-                "here it does not depend on the size")
+            return (f"the 16-bit rate over fp32's at n={n} ({gain.value:.3g}×) and n={other_n} ({other.value:.3g}×), "
+                    f"timed in the same rounds: their intervals ({gain.lo:.3g}–{gain.hi:.3g}×, {other.lo:.3g}–"
+                    f"{other.hi:.3g}×) overlap and are too wide to tell whether it depends on the size")
+        return (f"the same 16-bit rate over fp32's at n={n} and n={other_n}, within their intervals (timed in the same "
+                "rounds): here it does not depend on the size")
     return (f"the 16-bit rate over fp32's is {other.value:.3g}× at n={other_n} and {gain.value:.3g}× at n={n}, intervals apart, "
             "timed in the same rounds: it depends on the size, not only on the format")
 
@@ -115,7 +115,7 @@ def reads_text(reads: Mapping[str, tuple[float, float, float]]) -> str:
     (seconds queueing, seconds queueing and reading, the matmuls' seconds on the GPU); without
     `reads` (no GPU), the recorded reference run's."""
     if not reads:
-        return published.elsewhere(NB, ("async: 10 queued",))
+        return published.elsewhere(NB, ("async: 10 queued",)) + _reads_read(report.reference(NB)[1])
     lines = []
     for name, (queued_s, read_s, gpu_s) in reads.items():
         waited = read_s >= 0.5 * gpu_s  # at least half of the matmuls' GPU time?
@@ -123,6 +123,23 @@ def reads_text(reads: Mapping[str, tuple[float, float, float]]) -> str:
                      f"{units.fmt_time(read_s)} (the 10 matmuls take {units.fmt_time(gpu_s)} on the GPU) → "
                      f"{'it waited for the queue' if waited else 'it did not wait for the whole queue'}")
     return "\n".join(lines)
+
+
+def _reads_read(ref: Mapping[str, dict]) -> str:
+    """The reference's two reads read against its 10 matmuls' time on the GPU (CUDA events): whether
+    each waited for the whole queue, and what is left beyond it; '' without those rows."""
+    events = ref.get("async: time with CUDA events")
+    rows = {name: ref.get(f"async: 10 queued matmuls, then {name}") for name in (".item()", "print")}
+    if not events or not all(rows.values()):
+        return ""
+    queue_ms = 10 * events["value"]  # the 10 matmuls on the GPU, by its own clock
+    said = [f"{name} returned after {units.fmt_time(row['value'] / 1e3)}"
+            + (f" ({units.fmt_time((row['value'] - queue_ms) / 1e3)} beyond the queue, which one run does not split)"
+               if row["value"] > 1.5 * queue_ms else "") for name, row in rows.items()]
+    waited = all(row["value"] >= 0.5 * queue_ms for row in rows.values())
+    return (f"\nreading them: the 10 matmuls took {units.fmt_time(queue_ms / 1e3)} on that GPU (10 × its CUDA-events "
+            f"time); {' and '.join(said)}: " + ("each read waited for the whole queue" if waited else
+                                               "not every read waited for the whole queue"))
 
 
 def curve_text(curve: Sequence[bench.Timing], sizes: Sequence[int], *, stored: bench.Timing, note: peaks.Note,

@@ -397,10 +397,10 @@ def no_sync_saving(t_each: bench.Timing, t_once: bench.Timing, ratio: bench.Rati
                    rig: str) -> str:
     """The two steps' timings, their ratio, and what skipping `fewer` bucket all-reduces saved."""
     if ratio.clear and ratio.value > 1:
-        saved = t_each.median_s * (1 - 1 / ratio.value) * 1e3  # from the paired ratio, not the medians' gap
-        tail = (f"{fewer} fewer bucket all-reduces per step saved about {saved:.1f} ms (the paired ratio applied "
-                f"to the {t_each.median_s * 1e3:.1f} ms step), {saved / (k - 1):.1f} ms per micro-batch that "
-                "skipped its all-reduce")
+        saved, lo, hi = (t_each.median_s * (1 - 1 / r) * 1e3 for r in (ratio.value, ratio.lo, ratio.hi))  # paired
+        tail = (f"{fewer} fewer bucket all-reduces per step saved about {saved:.0f} ms ({lo:.0f}–{hi:.0f} over the "
+                f"ratio's interval, applied to the {t_each.median_s * 1e3:.0f} ms step), {saved / (k - 1):.0f} ms per "
+                "micro-batch that skipped its all-reduce")
     else:
         tail = ("an outcome to investigate: the step with no_sync sends less" if ratio.clear
                 else f"{fewer} fewer all-reduces per step saved nothing these repeats resolve")
@@ -533,8 +533,9 @@ def step_breakdown(t: Mapping[str, bench.Timing], ratios: Sequence[bench.Ratio],
         f"  {part('w', 'free_w', reduce_w)} the all-reduce of {grads} of gradients and the wait for the "
         f"slower rank | {reduce_w}",
         f"sharing the machine: the step under no_sync took {ms['free_w']:.2f} ms with {world} ranks at once, "
-        f"{ms['free1']:.2f} ms with one rank alone ({ms['free_w'] / ms['free1']:.2f}×; two jobs at different "
-        "moments, so unpaired)"]
+        f"{ms['free1']:.2f} ms with one rank alone ({ms['free_w'] / ms['free1']:.2f}×, "
+        f"{t['free_w'].lo_s / t['free1'].hi_s:.2f}–{t['free_w'].hi_s / t['free1'].lo_s:.2f}× from their quartiles; "
+        "two jobs at different moments, so unpaired)"]
     if not t["w"].device.startswith("cuda"):  # gloo on CPU cores: an all-reduce between GPUs, measured elsewhere
         lines.append("Between GPUs, NCCL's all-reduce: its bus bandwidth (nccl-tests: 2·(W−1)/W × the tensor's "
                      "bytes, what each rank sends, per second) for large messages:\n"

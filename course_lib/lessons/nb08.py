@@ -242,8 +242,10 @@ def mfu_text(peak: Timing, peak_note: object, best: Timing | None, flops_per_tok
     else:
         lines += [f"fastest step: {best.name}, {fmt_rate(best.rate, 'tok/s')} "
                   f"-> {fmt_rate(flops_per_token * best.rate, 'FLOP/s')} of model FLOPs",
-                  f"MFU against the measured peak: {best_mfu[0]:.1%} (interquartile range of its repeats: "
-                  f"{best_mfu[1]:.1%}–{best_mfu[2]:.1%})"]
+                  f"MFU against the measured peak: {best_mfu[0]:.1%} (the step's quartiles: {best_mfu[1]:.1%}–"
+                  f"{best_mfu[2]:.1%}; with the peak's too, {best_mfu[1] * peak.rate / peak.rate_hi:.1%}–"
+                  f"{best_mfu[2] * peak.rate / peak.rate_lo:.1%}; the two were timed at different moments, and a "
+                  "machine's speed moves between moments, so read the MFU to its first digit)"]
     if spec and sheet_tflops and sheet_mfu is not None:
         lines.append(f"MFU against NVIDIA's datasheet ({spec.name}, dense {precision}: {sheet_tflops:g} TFLOP/s, "
                      f"not a measurement): {sheet_mfu:.1%}")

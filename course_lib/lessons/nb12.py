@@ -220,12 +220,22 @@ def kernel_source(generated: str) -> str:
     return found.group(1).strip("\n")
 
 
-def kernel_head(kernel: str, language: str, lines: int = 40) -> str:
-    """The first `lines` lines of `kernel` (:func:`kernel_source`), under a line that says what
-    they are: torch.compile's kernel for the written-out softmax, in `language`."""
+# the lines that show a generated kernel's structure: its signature, its loops, its loads and stores
+_OUTLINE = {"C++": re.compile(r"void\s+kernel\(|#pragma omp|\bfor\(|loadu\(|out_ptr\d+\[.*\]\s*=|\.store\("),
+            "Triton": re.compile(r"^\s*def |\bfor |tl\.load\(|tl\.store\(|tl\.(max|sum)\(|exp\(")}
+
+
+def kernel_head(kernel: str, language: str, lines: int = 20) -> str:
+    """An outline of `kernel` (:func:`kernel_source`): of its lines, the first `lines` that show its
+    structure (signature, loops, loads, stores and, in Triton, the reductions and the exp), under a
+    line that says what they are and how to print the whole kernel."""
     rows = kernel.splitlines()
-    return (f"torch.compile's kernel for the written-out softmax ({language}), first {min(lines, len(rows))} of "
-            f"{len(rows)} lines:\n\n" + "\n".join(rows[:lines]))
+    pattern = _OUTLINE.get(language)
+    shown = [r for r in rows if pattern is None or pattern.search(r)][:lines]
+    indent = min((len(r) - len(r.lstrip()) for r in shown), default=0)
+    return (f"torch.compile's kernel for the written-out softmax ({language}): {len(rows)} lines, of which the "
+            f"{len(shown)} that show its structure (loops, loads, stores); print(kernel) prints them all:\n\n"
+            + "\n".join(r[indent:] for r in shown))
 
 
 # ---- bytes and time of the softmax -------------------------------------------------------------
