@@ -284,6 +284,24 @@ def fmt_row(key: str, row: dict) -> str:
     return f"{key}: {fmt_row_value(row)} {row['unit']}{grade}  {row.get('note', '')}".rstrip() + setup
 
 
+def rate_vs_row(t: "bench.Timing", row: dict) -> tuple[float, float, float] | None:
+    """`t`'s rate over a recorded rate `row`'s (another notebook's, another moment): the ratio of the
+    medians and the range the two quartiles allow, (value, lo, hi); None where the row has no
+    spread or is not `t`'s unit with an SI prefix (GFLOP/s for FLOP/s, ktok/s for tok/s)."""
+    scale = {"": 1.0, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}.get(str(row.get("unit", "")).removesuffix(t.unit)) \
+        if t.rate is not None and t.unit and str(row.get("unit", "")).endswith(t.unit) else None
+    if scale is None or not row.get("spread"):
+        return None
+    lo, hi = row["spread"]
+    return t.rate / scale / row["value"], t.rate_lo / scale / hi, t.rate_hi / scale / lo
+
+
+def apart_words(vs: tuple[float, float, float]) -> str:
+    """A :func:`rate_vs_row` comparison in words: within the two quartiles, or how far apart beyond them."""
+    value, lo, hi = vs
+    return "within their quartiles" if lo <= 1 <= hi else f"{value:.2f}× apart, beyond both quartiles ({lo:.2f}–{hi:.2f}×)"
+
+
 def recorded_ratio(key: str, row: dict) -> bench.Ratio:
     """A recorded ratio row ('×', its interval in `spread`) as a :class:`bench.Ratio`, to be read
     by the same rules as one measured in this run (its value kept inside its range)."""

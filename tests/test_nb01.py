@@ -227,3 +227,15 @@ def test_reads_text_off_a_gpu_reads_the_references_reads_against_its_queue(tmp_p
     rep.add("async: 10 queued matmuls, then .item()", 1.0, "ms")  # returned before the queue ran
     report.record_reference({"01_gpu_vs_cpu": rep.to_dict()})
     assert "not every read waited" in nb01.reads_text({})
+
+
+def test_sizes_in_00_sets_00s_rows_beside_the_curves_points():
+    t = bench.timing_of([0.00185, 0.00184, 0.00186, 0.00185], name="matmul 512×512 float32", device="cpu",
+                        work=2 * 512**3, unit="FLOP/s")
+    row = {"value": 135.25, "unit": "GFLOP/s", "note": t.device, "spread": [134.06, 136.54]}
+    text = nb01.sizes_in_00({"matmul 512×512 float32": row}, [t])
+    assert text.startswith("matmul 512×512 float32: notebook 00 timed it earlier in this run at 135.2 (134.1–136.5) "
+                           "GFLOP/s, this curve at 145.1 GFLOP/s: 1.07× apart, beyond both quartiles")
+    assert "only timings of one set of rounds are compared" in text
+    assert nb01.sizes_in_00({"matmul 512×512 float32": {**row, "note": "NVIDIA H200"}}, [t]) == ""  # another device
+    assert nb01.sizes_in_00(None, [t]) == ""

@@ -329,7 +329,7 @@ def test_step_in_08_sets_08s_step_of_the_same_gpt_beside_this_one():
     row = {"value": 12.56, "unit": "ktok/s", "spread": [11.95, 12.70]}
     ran08 = {f"step, micro-batch of {c.batch} sequences": row}
     text = nb10.step_in_08(ran08, eager, c.batch, gpt, "cpu")
-    assert "notebook 08 timed this GPT at this batch" in text and "12.56 (11.95–12.7) ktok/s" in text
+    assert "notebook 08 timed this GPT at this batch" in text and "12.56 (11.95–12.7) ktok/s; eager here: 17.36 (17.07–17.5) ktok/s" in text
     lo, hi = eager.rate_lo / 1e3 / 12.70, eager.rate_hi / 1e3 / 11.95
     assert f"beyond both quartiles ({lo:.2f}–{hi:.2f}×)" in text and "one set of turns are paired" in text
     near = {f"step, micro-batch of {c.batch} sequences": {**row, "value": 17.0, "spread": [15.0, 18.0]}}
@@ -338,3 +338,20 @@ def test_step_in_08_sets_08s_step_of_the_same_gpt_beside_this_one():
     assert nb10.step_in_08(ran08, eager, c.batch // 2, gpt, "cpu") == ""  # another batch: no row of that name
     wider = GPTConfig(vocab_size=256, block_size=c.block, n_layer=c.n_layer, n_head=c.n_head, n_embd=2 * c.n_embd)
     assert nb10.step_in_08(ran08, eager, c.batch, wider, "cpu") == ""  # another GPT
+
+
+def test_regime_off_a_gpu_names_the_profilers_cost_and_the_graphs_evidence(tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_RESULTS_DIR", str(tmp_path))
+    from course_lib import report
+    rep = report.Report("10_compile_and_profile", "gpu", "cpu")
+    rep.meta.update(device="NVIDIA Test GPU", device_type="cuda")
+    rep.add("plain step: waiting share", 78.0, "%")
+    report.record_reference({"10_compile_and_profile": rep.to_dict()})
+    cats = {"compute": 0.9, "copies": 0.02, "waiting": 0.0, "framework": 0.08}
+    text = nb10.regime(cats, "cpu")
+    assert "waiting 78% of the profiled step; the profiler adds CPU time to every op" in text and "CUDA graphs" not in text
+    rep.add("compiled, default", 534.4, "ktok/s", spread=(517.0, 545.5))
+    rep.add("compiled, reduce-overhead", 975.1, "ktok/s", spread=(950.4, 1000.1))
+    report.record_reference({"10_compile_and_profile": rep.to_dict()})
+    text = nb10.regime(cats, "cpu")
+    assert "replayed as CUDA graphs ran 1.82× the rate" in text and "45% of that step (at least 43% by the quartiles)" in text

@@ -142,6 +142,23 @@ def _reads_read(ref: Mapping[str, dict]) -> str:
                                                "not every read waited for the whole queue"))
 
 
+def sizes_in_00(ran00: Mapping[str, dict] | None, curve: Sequence[bench.Timing]) -> str:
+    """The curve's points that notebook 00 timed earlier in this run (the same matmul, by name, on
+    the same device), each beside 00's: within both quartiles or how far apart, and why two notebooks'
+    timings are not paired; '' where 00 did not run so or timed none of these sizes."""
+    lines = []
+    for t in curve:
+        row = (ran00 or {}).get(t.name)
+        vs = report.rate_vs_row(t, row) if row and row.get("note") == t.device else None
+        if vs is not None:
+            lines.append(f"{t.name}: notebook 00 timed it earlier in this run at {report.fmt_row_value(row)} "
+                         f"{row['unit']}, this curve at {units.fmt_rate(t.rate, t.unit)}: {report.apart_words(vs)}")
+    if not lines:
+        return ""
+    return "\n".join(lines) + (" (minutes apart: the machine's speed at each moment is part of any gap, so only "
+                               "timings of one set of rounds are compared)")
+
+
 def curve_text(curve: Sequence[bench.Timing], sizes: Sequence[int], *, stored: bench.Timing, note: peaks.Note,
                same: bench.Ratio, offered: peaks.Offered, peak: bench.Timing) -> str:
     """Section 3 for one device: the `stored` peak and its `note`, `same` (the curve's point at the

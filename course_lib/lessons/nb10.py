@@ -15,7 +15,7 @@ from course_lib.bench import Ratio, Timing, break_even, speedup
 from course_lib.models import GPT, GPTConfig
 from course_lib.profiling import StepSyncs, SyncCounter
 from course_lib.roofline import OpTime, StepOps, count_ops, intensity, ridge, vs_datasheet
-from course_lib.units import fmt_bytes, fmt_count, fmt_rate, fmt_time
+from course_lib.units import fmt_bytes, fmt_count, fmt_rate, fmt_time, rate_scale
 
 
 @check.exercise()
@@ -119,11 +119,25 @@ def regime(plain: Mapping[str, float], device_type: str) -> str:
     ops, python = share.get("compute", 0.0) + share.get("copies", 0.0), share.get("framework", 0.0)
     line = (f"on this CPU the ops ran {ops:.0%} of the step and Python with autograd's bookkeeping {python:.0%}: "
             + ("the ops set its time" if ops >= 0.5 else "Python sets its time"))
-    ref = report.reference("10_compile_and_profile")[1].get("plain step: waiting share")
+    rows = report.reference("10_compile_and_profile")[1]
+    ref = rows.get("plain step: waiting share")
     label = ("" if ref is None else f"\n(by the rule a GPU run prints here, the glossary's launch-bound, the reference run's GPU step was "
-             f"{_bound(ref['value'] / 100)}, "
-             f"its GPU waiting {ref['value']:.0f}% of the step)")
+             f"{_bound(ref['value'] / 100)}, its GPU waiting {ref['value']:.0f}% of the profiled step; the profiler adds "
+             "CPU time to every op, so a profiled step waits more than a plain one" + _graphs_bound(rows) + ")")
     return line + "\n" + published.elsewhere("10_compile_and_profile", ("plain step:",)) + label
+
+
+def _graphs_bound(rows: Mapping[str, dict]) -> str:
+    """Without the profiler, from the reference's compiled steps: the same kernels launched one by one
+    (default) and replayed as CUDA graphs (reduce-overhead); the time graphs removed is launching."""
+    default, graphs = rows.get("compiled, default"), rows.get("compiled, reduce-overhead")
+    if not (default and graphs and default.get("spread") and graphs.get("spread")):
+        return ""
+    lo = 1 - default["spread"][1] / graphs["spread"][0]  # the share saved, from the quartiles' ends (rates)
+    mid = 1 - default["value"] / graphs["value"]
+    return (f"; without it, the same compiled kernels replayed as CUDA graphs ran {graphs['value'] / default['value']:.2f}× "
+            f"the rate of those launched one by one: {mid:.0%} of that step (at least {lo:.0%} by the quartiles) was "
+            "the GPU waiting for kernels to be launched")
 
 
 def _bound(waited: float) -> str:
@@ -245,20 +259,19 @@ def step_in_08(ran08: Mapping[str, dict] | None, eager: Timing, batch: int, gpt:
     c08 = profiles.sizes("08_transformer", profile)
     same_gpt = (c08.block, c08.n_layer, c08.n_head, c08.n_embd) == (gpt.block_size, gpt.n_layer, gpt.n_head, gpt.n_embd)
     row = (ran08 or {}).get(f"step, micro-batch of {batch} sequences")
-    if not same_gpt or not row or not row.get("spread") or eager.rate is None:
+    vs = report.rate_vs_row(eager, row) if same_gpt and row else None
+    if vs is None:  # 08 did not run so, or recorded no spread or another unit: nothing to set side by side
         return ""
-    prefixes = {"": 1.0, "k": 1e3, "M": 1e6, "G": 1e9}  # 08 recorded its rate with an SI prefix
-    scale = prefixes.get(row["unit"].removesuffix(eager.unit))
-    if scale is None:  # another unit altogether: nothing to set side by side
-        return ""
-    mine = [eager.rate / scale, eager.rate_lo / scale, eager.rate_hi / scale]
-    lo, hi = mine[1] / row["spread"][1], mine[2] / row["spread"][0]  # the ratio the quartiles allow
-    apart = ("within their quartiles" if lo <= 1 <= hi else
-             f"{mine[0] / row['value']:.2f}× apart, beyond both quartiles ({lo:.2f}–{hi:.2f}×)")
     return (f"notebook 08 timed this GPT at this batch earlier in this run, with gradient clipping as well: "
-            f"{report.fmt_row_value(row)} {row['unit']}; eager here: {mine[0]:.4g} ({mine[1]:.4g}–{mine[2]:.4g}) "
-            f"{row['unit']}: {apart}. Minutes apart, in two processes, the machine's speed at each moment is part of any "
-            "gap: only timings of one set of turns are paired")
+            f"{report.fmt_row_value(row)} {row['unit']}; eager here: {_rate_range(eager)}, "
+            f"{report.apart_words(vs)}. Minutes apart, in two processes, the machine's speed at each moment is part of "
+            "any gap: only timings of one set of turns are paired")
+
+
+def _rate_range(t: Timing) -> str:
+    """'17.4 (17.1–17.8) ktok/s': a timing's rate and its quartiles' rates, with an SI prefix."""
+    scale, unit = rate_scale(t.rate, t.unit)
+    return f"{t.rate / scale:.4g} ({t.rate_lo / scale:.4g}–{t.rate_hi / scale:.4g}) {unit}"
 
 
 def gpus_measured(device_type: str, reduce_overhead: bool) -> str:
