@@ -182,7 +182,7 @@ def test_gil_verdict_reads_where_threads_helped_from_the_ranges():
     procs = {"small layers": _ratio(1.85, 1.77, 1.97), "large layers": _ratio(1.89, 1.87, 1.97)}
     line = nb05.gil_verdict(threads, procs)
     assert "small layers 0.41× (slower)" in line and "large layers 1.70× (faster)" in line
-    assert "only where each operation's C++ work is long" in line and "own GIL, did better" in line
+    assert "only on the large layers, whose ops run long in C++" in line and "own GIL, beat the threads" in line
     threads["large layers"] = _ratio(1.02, 0.95, 1.10)  # within the spread: helped neither
     line = nb05.gil_verdict(threads, procs)
     assert "no measurable difference" in line and "neither model" in line and "undecided" not in line

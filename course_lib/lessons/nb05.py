@@ -133,9 +133,8 @@ def gil_verdict(threads: dict[str, Ratio], processes: dict[str, Ratio]) -> str:
             f"{_reading(processes['small layers'])}, large layers {_reading(processes['large layers'])}")
     helps = lambda r: r.clear and r.value > 1  # noqa: E731
     if helps(large) and not helps(small):
-        why = ("threads paid off only where each operation's C++ work is long (large layers); with small "
-               "layers they did not, as the GIL predicts (the replicas' Python takes turns), though this run "
-               "does not time the GIL's waits apart from the threads' own start and join")
+        why = ("threads paid off only on the large layers, whose ops run long in C++; on the small ones they did "
+               "not, as the GIL predicts (its waits are not timed apart here)")
     elif helps(large) and helps(small):
         why = "threads paid off for both models here"
     elif not helps(large) and not helps(small):
@@ -148,8 +147,8 @@ def gil_verdict(threads: dict[str, Ratio], processes: dict[str, Ratio]) -> str:
         why = "threads paid off for the small layers but not the large ones here"
     p_small = processes["small layers"]
     if helps(p_small) and p_small.lo > small.hi:  # their ranges apart
-        why += ("; one process per replica, each with its own GIL, did better on the small layers (the ranges "
-                "apart, the processes timed at another moment)")
+        why += ("; a process per replica, each with its own GIL, beat the threads on the small layers (ranges "
+                "apart; timed at another moment)")
     return f"{head}\n  {why}"
 
 

@@ -352,9 +352,8 @@ def bucket_report(comm: dict, timeline: Mapping[str, tuple[Span, Span, list[Span
         if early:
             spans = (f"last gradient at {last * ms:.2f} ms ({ready[-1][1] * ms:.2f}–{ready[-1][2] * ms:.2f}), "
                      f"compute only {compute[0] * ms:.2f} ms ({compute[1] * ms:.2f}–{compute[2] * ms:.2f})")
-            lines.append(f"  the last gradient came later than in every compute-only pass: DDP's work during "
-                         f"backward delayed it (copying gradients into buckets and the all-reduces on the same "
-                         f"cores are that work; this run does not time them apart): {spans}"
+            lines.append(f"  the last gradient came later than in every compute-only pass ({spans}): DDP's work "
+                         "during backward delayed it (bucket copies and all-reduces on the same cores; not timed apart)"
                          if ready[-1][1] > compute[2]  # slower than every compute-only pass
                          else f"  {passes} passes cannot tell whether DDP's work during backward delayed the "
                               f"compute: {spans}")
