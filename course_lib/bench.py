@@ -435,10 +435,10 @@ def first_reaching(timings: Sequence[Timing], peak: Timing, fraction: float = 0.
 
 
 def curve_verdicts(timings: Sequence[Timing], sizes: Sequence[int],
-                   fraction: float = 0.9, peak: Timing | None = None) -> list[str]:
+                   fraction: float = 0.9, peak: Timing | None = None, which: str = "this run's peak") -> list[str]:
     """What a measured rate-vs-size curve shows, one printed line each, from its numbers:
     where its peak is, the smallest size within `fraction` of the peak (of `peak`, this run's
-    stored peak, where given: the one a "% of peak" column divides by), whether the rate
+    stored peak, where given: the one a "% of peak" column divides by; `which` names it), whether the rate
     at the curve's peak is above the smallest size's beyond the spread, and whether the rate
     after it falls beyond the spread."""
     if len(timings) != len(sizes) or not timings:
@@ -449,7 +449,7 @@ def curve_verdicts(timings: Sequence[Timing], sizes: Sequence[int],
     lines = [f"fastest point of this curve: n={peak_n}, {units.fmt_rate(best.rate, best.unit)} "
              f"(middle half of the repeats {units.fmt_rate(best.rate_lo, best.unit)}–"
              f"{units.fmt_rate(best.rate_hi, best.unit)}) | {best.device}"]
-    against, which = (peak, "this run's peak") if peak is not None else (best, "that peak")
+    against, which = (peak, which) if peak is not None else (best, "that peak")
     reach = first_reaching(timings, against, fraction)
     # only a size up to the first that reaches it by its median can be the smallest to reach it
     upto = timings[:next(i for i, t in enumerate(timings) if t is reach) + 1] if reach else timings

@@ -256,13 +256,20 @@ NVLINK_RING_BUSBW = 367.2e9  # B/s, published.get("ml_engineering_h200_8gpu_allr
 BETWEEN_SERVERS = 400e9 / 8  # B/s, from "400 Gb/s RDMA per GPU" (torchtitan_llama3_70b_256_h100_async_tp's hardware)
 
 
+def _thresholds() -> tuple[datasheet.Spec, float, float, float]:
+    """The H200 datasheet entry, its dense bf16 FLOP/s, and the FLOP per byte sent above which it
+    computes longer than a link sends: within a server (the measured ring bus bandwidth) and
+    between servers (the stated network rate)."""
+    spec = datasheet.lookup("H200")
+    peak = datasheet.peak_tflops(spec, "bf16") * 1e12
+    return spec, peak, peak / NVLINK_RING_BUSBW, peak / BETWEEN_SERVERS
+
+
 def link_thresholds(rows: Sequence[Row]) -> str:
     """The FLOP per byte sent above which a GPU computes longer than its link sends (section 9's
     threshold): an H200's datasheet bf16 peak over the published rate within a server and over
     the stated rate between servers; then which plans of `rows` clear each."""
-    spec = datasheet.lookup("H200")
-    peak = datasheet.peak_tflops(spec, "bf16") * 1e12
-    within, between = peak / NVLINK_RING_BUSBW, peak / BETWEEN_SERVERS
+    spec, peak, within, between = _thresholds()
     ok = [r for r in rows if not r.why_not]
     name = lambda r: f"{r.shape.name} {r.plan.name} on {r.plan.gpus}"  # noqa: E731
     crossing = [r for r in ok if r.across_bytes > 0]  # FLOP per byte that crosses servers, for those
@@ -288,3 +295,42 @@ def memory_budget(device: torch.device) -> tuple[int, str]:
         return 16 * 2**30, "16 GiB (a budget chosen here; on a GPU, its memory)"
     total = torch.cuda.get_device_properties(device).total_memory
     return total, f"{total / 2**30:.0f} GiB ({torch.cuda.get_device_name(device)})"
+
+
+def plan_verdicts(rows: Sequence[Row], budget: float, label: str) -> str:
+    """A verdict per model and GPU count of `rows`, on the model state alone: a plan fits when its
+    model state leaves half of `budget` for activations. Of the plans that fit, those whose
+    communication can run during the backward pass and that never idle come first (DP and FSDP);
+    of those, the one that sends least; only when none fits, the least-sending of the others. A
+    plan whose FLOP per byte sent is below its link's threshold (:func:`link_thresholds`) is said
+    not to hide its communication behind the computing."""
+    out = []
+    for shape, gpus in dict.fromkeys((r.shape, r.plan.gpus) for r in rows):
+        fit = [r for r in rows if (r.shape, r.plan.gpus) == (shape, gpus) and not r.why_not
+               and r.state_bytes <= budget / 2]
+        head = f"{shape.name} on {gpus} GPUs, {label} per GPU"
+        if not fit:
+            out.append(f"{head}: no plan's model state leaves half of it free; more GPUs, or fewer bytes per "
+                       "parameter (optimizer state in lower precision, or kept on the CPU)")
+            continue
+        overlapping = [r for r in fit if r.plan.tp == 1 and r.plan.pp == 1]
+        best = min(overlapping or fit, key=lambda r: r.comm_bytes)
+        why = ("of the plans whose communication can run during the backward pass (DP, FSDP), the one that sends least"
+               if overlapping
+               else "no DP or FSDP plan fits; of the others, the one that sends least")
+        across = min(fit, key=lambda r: r.across_bytes)
+        _, _, within, between = _thresholds()
+        crossing = best.flop_per_byte * best.comm_bytes / best.across_bytes if best.across_bytes else None
+        fpb, where, limit = ((crossing, "between servers", between) if crossing is not None and crossing <= between
+                             else (best.flop_per_byte, "within a server", within))
+        hides = ("" if fpb > limit else
+                 f"; its {fpb:,.0f} FLOP per byte sent {where} is below that threshold above"
+                 + (": even at 40 % of the peak, its communication there would outlast the computing, not hide behind it"
+                    if fpb <= 0.4 * limit else ": it would hide behind the computing only well below the peak"))
+        out.append(f"{head}: model state fits for {', '.join(r.plan.name for r in fit)}. {best.plan.name}: {why} "
+                   f"({best.comm_bytes / 2**30:.2f} GiB per step, {best.flop_per_byte:,.0f} FLOP/byte)"
+                   + (f", idling at least {best.idle:.0%}" if best.idle else "")
+                   + (f"; across servers {across.plan.name} sends least ({across.across_bytes / 2**30:.2f} GiB "
+                      f"against {best.across_bytes / 2**30:.2f})" if across.across_bytes < best.across_bytes else "")
+                   + hides)
+    return "\n".join(out)

@@ -123,3 +123,6 @@ def elsewhere(notebook: str, prefixes: tuple[str, ...] = (), keys: Sequence[str]
         lines += [f"figures published elsewhere, not measured here{f' ({unlike})' if unlike else ''}:",
                   *("  " + _shown(k).replace("\n", "\n  ") for k in keys)]
     return "\n".join(lines) or "(no reference GPU run in results/ and no published figure answers this yet)"
+
+
+report.TABLE_FOOTERS.append(sources)  # every closing table ends with the references of the figures printed

@@ -11,10 +11,11 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import torch
 
-from course_lib import bench, datasheet, files, profiles, units
+from course_lib import bench, datasheet, files, profiles, units, verdicts
 from course_lib.device import cpu_name, describe, gpu_memory_gib
 
 REPO = Path(__file__).resolve().parent.parent
@@ -43,6 +44,12 @@ def this_run(notebook: str, like: "Report", max_age_s: float = 3600.0) -> dict[s
         return None
     same = (data.get("profile"), data.get("device")) == (like.meta["profile"], like.meta["device"])
     return data.get("measurements") if fresh and same else None
+
+
+# What closes every closing table (:meth:`Report.table`), each a function returning text or '': the
+# full references of the published figures a notebook printed register here when course_lib.published
+# is imported (published.sources), so that this module does not import it.
+TABLE_FOOTERS: list[Callable[[], str]] = []
 
 
 class RecordError(ValueError):
@@ -166,6 +173,8 @@ class Report:
         ref_device, ref = reference(self.notebook)
         ref_sizes, my_sizes = size_class({"device": ref_device, **reference_meta(self.notebook)}), size_class(self.meta)
         same_profile = ref_sizes == my_sizes
+        # a gpu-profile run that took the cpu profile's sizes (Report.ran_sizes_of) ran its jobs on the host's CPU
+        ref_on_cpu = reference_meta(self.notebook).get("profile") == "gpu" and ref_sizes == "cpu"
         beside = {k for k, row in self.rows.items() if k in ref and comparable(row, ref[k], same_profile)}
         apart = [k for k in self.rows if k in ref and k not in beside]
         w = max([36, *map(len, self.rows)])  # the name column fits the longest name
@@ -178,14 +187,13 @@ class Report:
             rng = f"{fmt_value(lo_hi[0])}–{fmt_value(lo_hi[1])}" if lo_hi else "-"
             line = f"{key:<{w}} | {fmt_value(row['value']):>10} | {rng:>19} | {row['unit']:<8}"
             if beside:
-                line += f" | {_ref_cell(ref[key], row) if key in beside else '-'}"
+                line += f" | {_ref_cell(ref[key], row, ref_on_cpu) if key in beside else '-'}"
             lines.append(line)
         lines.append(SPREAD)
-        from course_lib import published  # the figures this notebook printed: their full references close it
-
+        footers = [footer() for footer in TABLE_FOOTERS]  # the published figures' full references, where printed
         if not ref:
             lines.append("(no reference GPU run recorded in results/ for this notebook yet)")
-            return "\n".join([*lines, published.sources()]).rstrip("\n")
+            return "\n".join([*lines, *footers]).rstrip("\n")
         if not set(ref) & set(self.rows):
             lines.append(f"No row of this run has a row of the same name in the reference run, which recorded {len(ref)} "
                          f"row{'s' * (len(ref) != 1)} of its own (the cells above show those they compare with; all "
@@ -194,9 +202,9 @@ class Report:
             setup = (f"{_sizes_words(ref_sizes)}; this run has {_sizes_words(my_sizes)}"
                      if not same_profile else "another setup than this run's")
             lines.append(f"Reference run on {ref_device} ({setup}), apart: a row's note names what it measured.")
-            lines += [f"  {fmt_row(k, ref[k])}" + ("  [host CPU]" if _ON_CPU.search(ref[k].get("note", "")) else "")
-                      for k in apart]
-        return "\n".join([*lines, published.sources()]).rstrip("\n")
+            lines += [f"  {fmt_row(k, ref[k])}" + ("  [host CPU]" if ref_on_cpu or _ON_CPU.search(ref[k].get("note", ""))
+                                                   else "") for k in apart]
+        return "\n".join([*lines, *footers]).rstrip("\n")
 
 
 def _sizes_words(size_class: str) -> str:
@@ -263,15 +271,16 @@ def reference_meta(notebook: str) -> dict:
 _ON_CPU = re.compile(r"\b(cpu|gloo)\b", re.I)  # a GPU machine's row measured on its host CPU
 
 
-def _ref_cell(ref_row: dict | None, row: dict) -> str:
+def _ref_cell(ref_row: dict | None, row: dict, on_cpu: bool = False) -> str:
     """The reference column of :meth:`Report.table`: the reference's value and unit, "host CPU"
-    where the GPU machine measured it on its CPU, and its note (model, batch, device) where that
-    differs from this run's, so unlike runs do not pass for alike."""
+    where the GPU machine measured it on its CPU (every row, `on_cpu`, where its run took the cpu
+    profile's sizes on the CPU), and its note (model, batch, device) where that differs from this
+    run's, so unlike runs do not pass for alike."""
     if ref_row is None:
         return "-"
     cell = f"{fmt_value(ref_row['value'])} {ref_row['unit']}"
     note = ref_row.get("note", "")
-    tags = (["host CPU"] if _ON_CPU.search(note) else []) + ([note] if note and note != row.get("note", "") else [])
+    tags = (["host CPU"] if on_cpu or _ON_CPU.search(note) else []) + ([note] if note and note != row.get("note", "") else [])
     return cell + (f" ({'; '.join(tags)})" if tags else "")
 
 
@@ -311,14 +320,18 @@ def recorded_ratio(key: str, row: dict) -> bench.Ratio:
 
 def ratio_grade(row: dict) -> str:
     """What a recorded ratio's interval allows, in the words of :class:`bench.Ratio`'s verdicts:
-    a difference (1 outside it), no measurable difference (1 inside it) or too wide to tell."""
+    a difference (1 outside it; a small one nearer 1 than :data:`verdicts.SMALL`), no measurable
+    difference (1 inside it) or too wide to tell."""
     lo, hi = row["spread"]
     if lo == hi:
         return "one run, no interval"
     ratio = recorded_ratio("", row)
     if ratio.too_wide:
         return "too wide to tell"
-    return "no measurable difference (its interval holds 1)" if ratio.within_noise else "a difference (1 lies outside its interval)"
+    if ratio.within_noise:
+        return "no measurable difference (its interval holds 1)"
+    small = max(ratio.value, 1 / ratio.value) < verdicts.SMALL  # the learner's verdicts' word for it, too
+    return f"a {'small ' if small else ''}difference (1 lies outside its interval)"
 
 
 def reference_header(notebook: str) -> str:

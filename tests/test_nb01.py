@@ -143,6 +143,18 @@ def test_curve_text_divides_by_the_peak_as_it_stands():
     assert "  matmul 512×512: raised: faster" in raised and "| 100.0% of peak" in raised
 
 
+def test_curve_text_in_a_slow_spell_divides_by_the_peaks_size_in_its_own_rounds():
+    stored = _rate(512, 160e9, "peak: matmul 512×512")
+    curve = [_rate(256, 50e9, "matmul 256×256"), _rate(512, 100e9, "matmul 512×512")]  # 1.6x slower than stored
+    same = bench.rate_ratio(curve[1], stored)
+    note = nb01.peaks.Note("00_setup_check", 10.0, False)
+    text = nb01.curve_text(curve, [256, 512], stored=stored, note=note, same=same, offered=nb01.peaks.Offered(),
+                           peak=stored)
+    assert "of 100.0 GFLOP/s, matmul 512×512 timed in these rounds (0.62× the stored peak" in text
+    assert "|  50.0% of peak" in text and "| 100.0% of peak" in text
+    assert "smallest n at >= 90% of matmul 512×512 in these rounds: n=512" in text
+
+
 def test_best_name_keys_a_gpu_as_gpu():
     assert nb01.best_name("cpu") == "cpu fp32 matmul, best of the rate curve"
     assert nb01.best_name("cuda").startswith("gpu fp32")
@@ -204,7 +216,7 @@ def test_sizes_text_compares_the_repeated_size_with_its_earlier_timings():
     lines = text.splitlines()
     assert len(lines) == 5 and "matmul 1024×1024 here vs section 5" in lines[3] and lines[4] == str(mult8)
     said = nb01.sizes_text([even, odd, at_n], {}, mult8, nb01.peaks.Offered("raised: x", raised=True))
-    assert said.endswith("matmul 1024×1024: raised: x")
+    assert said.endswith("matmul 1032×1032: raised: x")  # the fastest row is the one offered
 
 
 def test_raised_text_names_both_peaks():

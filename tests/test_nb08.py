@@ -304,3 +304,16 @@ def test_big_run_text_gives_the_datasheet_floor_unless_this_is_that_run():
     floor_ms = 5e14 / (datasheet.peak_tflops(datasheet.lookup("H100 SXM5"), "bf16") * 1e12) * 1e3
     assert f"{floor_ms:.1f} ms per step" in other and "not measurements" in other
     assert "whole 8-GPU nodes training models of about 125 M parameters, against these sizes' 85.0 M" in other
+
+
+def test_paired_mfu_text_names_the_turns_and_the_moment():
+    from course_lib import bench
+    import dataclasses
+    step = bench.timing_of([0.10, 0.11, 0.10, 0.12, 0.10], name="eager, SDPA", device="cpu", work=1000, unit="tok/s")
+    mm = bench.timing_of([0.01, 0.011, 0.01, 0.012, 0.01], name="peak's matmul", device="cpu")
+    step, mm = (dataclasses.replace(t, turns_id=7) for t in (step, mm))  # timed in the same turns
+    mfu = bench.rate_ratio(dataclasses.replace(step, work=1e9, unit="FLOP/s"), dataclasses.replace(mm, work=2e8, unit="FLOP/s"))
+    assert mfu.rounds == 5 and abs(mfu.value - 0.5) < 1e-9  # 1e10 FLOP/s of model FLOPs over 2e10 of matmul
+    text = nb08.paired_mfu_text(mfu, "eager, SDPA", "cpu")
+    assert text.startswith("MFU of the eager, SDPA step against the peak's matmul timed in the same turns: 50.0% (")
+    assert "median of 5 paired turns" in text and "does not depend on when the peak was stored" in text

@@ -170,10 +170,13 @@ def test_the_decision_tables_lines_and_verdicts():
     why = "3 tensor-parallel ranks cannot share 8 heads"
     assert f"cannot: {why}" in nb11.table_lines([parallelism.Row(TINY, parallelism.Plan("TP", 3, tp=3), 1, why)])
     assert parallelism.memory_budget(torch.device("cpu")) == (2**34, "16 GiB (a budget chosen here; on a GPU, its memory)")
-    roomy = nb11.plan_verdicts(rows, 2**40, "1 TiB").splitlines()  # every plan fits: DP sends least of DP and FSDP
+    roomy = parallelism.plan_verdicts(rows, 2**40, "1 TiB").splitlines()  # every plan fits: DP sends least of DP and FSDP
     assert len(roomy) == 2 and roomy[0].startswith("tiny on 4 GPUs, 1 TiB per GPU: model state fits for DP, FSDP, TP")
-    assert "DP: of the plans whose communication can overlap computing, the one that sends least" in roomy[0]
+    assert "DP: of the plans whose communication can run during the backward pass (DP, FSDP), the one that sends least" in roomy[0]
+    tiny_dp = next(r for r in rows if r.plan.name == "DP" and r.plan.gpus == 4)
+    assert tiny_dp.flop_per_byte < 0.4 * parallelism._thresholds()[2]  # a tiny model: far below the link's threshold
+    assert "sent within a server is below that threshold above: even at 40 % of the peak" in roomy[0]
     dp_state = next(r for r in rows if r.plan.name == "DP").state_bytes
-    sharded = nb11.plan_verdicts(rows[:5], 2 * dp_state - 1, "B")  # DP's model state no longer fits
-    assert "fits for FSDP," in sharded and "FSDP: of the plans whose communication can overlap" in sharded
-    assert "no plan's model state leaves half of it free" in nb11.plan_verdicts(rows, 1, "1 B")
+    sharded = parallelism.plan_verdicts(rows[:5], 2 * dp_state - 1, "B")  # DP's model state no longer fits
+    assert "fits for FSDP," in sharded and "FSDP: of the plans whose communication can run during" in sharded
+    assert "no plan's model state leaves half of it free" in parallelism.plan_verdicts(rows, 1, "1 B")

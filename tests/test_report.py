@@ -99,7 +99,12 @@ def test_a_gpu_run_that_took_the_cpu_sizes_compares_with_a_cpu_run(tmp_path, mon
     assert "gpu profile, the 'cpu' profile's sizes" in report.reference_header("06_ddp")
     mine = report.Report("06_ddp", "cpu", "cpu")
     mine.add("step", 90.0, "ms")
-    assert any("90" in ln and "60" in ln for ln in mine.table().splitlines())  # one line: the same jobs
+    mine.add("efficiency", 0.5, "×", spread=(0.4, 0.6))
+    ref.add("efficiency", 0.8, "×", spread=(0.7, 0.9))  # a ratio row: no note, measured on the host CPU all the same
+    report.record_reference({"06_ddp": ref.to_dict()})
+    lines = mine.table().splitlines()
+    assert any("90" in ln and "60 ms (host CPU" in ln for ln in lines)  # one line: the same jobs
+    assert any(ln.startswith("efficiency") and "0.8 × (host CPU)" in ln for ln in lines)
     large = report.Report("06_ddp", "gpu", "cpu")  # the gpu profile's own sizes: apart
     large.add("step", 9.0, "ms")
     table = large.table()
@@ -396,3 +401,5 @@ def test_a_ratio_range_shows_on_which_side_of_1_its_ends_lie():
     assert report.fmt_row_value(row) == "1.003 (1.0004–1.006)"  # not '(1–1.006)' beside 'a difference'
     assert report.fmt_row_value({**row, "unit": "ms"}) == "1.003 (1–1.006)"  # only ratios read against 1
     assert report.fmt_row_value({"value": 0.9998, "unit": "×", "spread": [0.99996, 1.0]}) == "0.9998 (0.99996–1)"
+    assert report.ratio_grade(row) == "a small difference (1 lies outside its interval)"  # 0.3 %: the learner's word
+    assert report.ratio_grade({"value": 1.8, "unit": "×", "spread": [1.7, 1.9]}) == "a difference (1 lies outside its interval)"

@@ -163,15 +163,23 @@ def curve_text(curve: Sequence[bench.Timing], sizes: Sequence[int], *, stored: b
                same: bench.Ratio, offered: peaks.Offered, peak: bench.Timing) -> str:
     """Section 3 for one device: the `stored` peak and its `note`, `same` (the curve's point at the
     peak's size over it) and what that says, what offering the curve's best point did
-    (`offered`), the `curve`'s rows as % of the run's `peak` as it then stands, and its verdicts."""
+    (`offered`), the `curve`'s rows as % of the run's `peak` as it then stands (of the peak's own size
+    in the curve's rounds where `same` says the curve ran at another pace), and its verdicts."""
     lines = [str(stored), f"  {note}", str(same)]
     if not (same.within_noise and not same.too_wide):  # agreement needs no second sentence
         lines.append("  " + same_peak_verdict(same, stored, sizes))
     if offered and offered.raised:  # a point that did not raise the peak changes nothing below
         lines.append(f"  {bench.best_rate(curve).name}: {offered}")
-    lines.append(f"% of peak below: of {units.fmt_rate(peak.rate, 'FLOP/s')}, this run's peak as it stands now")
-    lines += [f"{t} | {t.rate / peak.rate:6.1%} of peak" for t in curve]
-    return "\n".join(lines + bench.curve_verdicts(curve, sizes, peak=peak)) + "\n"
+    if same.within_noise or same.too_wide:  # the curve ran at the peak's pace: divide by the run's peak
+        against, which = peak, "this run's peak"
+        lines.append(f"% of peak below: of {units.fmt_rate(peak.rate, 'FLOP/s')}, this run's peak as it stands now")
+    else:  # a slower or faster spell: the peak's own size in these rounds is the like-for-like yardstick
+        against = point_at_peak_size(curve, stored)
+        which = f"{against.name} in these rounds"
+        lines.append(f"% of peak below: of {units.fmt_rate(against.rate, 'FLOP/s')}, {against.name} timed in these "
+                     f"rounds ({same.value:.2f}× the stored peak, measured at another moment)")
+    lines += [f"{t} | {t.rate / against.rate:6.1%} of peak" for t in curve]
+    return "\n".join(lines + bench.curve_verdicts(curve, sizes, peak=against, which=which)) + "\n"
 
 
 def best_name(device_type: str) -> str:
@@ -273,7 +281,7 @@ def sizes_text(rows: Sequence[bench.Timing], earlier: Mapping[str, Sequence[benc
                mult8: bench.Ratio, offered: peaks.Offered) -> str:
     """One format of the multiple-of-8 section: its `rows` (n, n − 1, section 5's size), the last
     against the same matmul timed `earlier` (where: rows), the n vs n − 1 ratio `mult8`, and what
-    offering the last row to the run's peaks did (`offered`)."""
+    offering the fastest row to the run's peaks did (`offered`)."""
     at_n = rows[-1]
     lines = [str(t) for t in rows]
     for where, timed in earlier.items():
@@ -281,8 +289,8 @@ def sizes_text(rows: Sequence[bench.Timing], earlier: Mapping[str, Sequence[benc
             again = bench.rate_ratio(at_n, before, f"{at_n.name} here vs {where}, timed apart (another moment)")
             lines.append(str(again))
     lines.append(str(mult8))
-    if offered:
-        lines.append(f"{at_n.name}: {offered}")
+    if offered:  # the fastest of the rows is the one offered
+        lines.append(f"{bench.best_rate(rows).name}: {offered}")
     return "\n".join(lines)
 
 

@@ -293,17 +293,17 @@ def threads_line(cores: int, threads: int) -> str:
             + (": every worker shares a core with them (no core of its own)" if cores <= threads else ""))
 
 
-def draw_vs_wait(draw: bench.Timing, base: Throughput, images: int) -> str:
-    """Section 2's `draw` of one image beside the per-image wait of `base` (workers=0, which
-    draws its `images` a call the same way, in the training process): both per image, and that
-    the two were timed minutes apart, so the machine's speed at each moment is in their ratio."""
+def draw_vs_wait(draw: bench.Timing, again: bench.Timing, base: Throughput, images: int) -> str:
+    """workers=0's wait per image (it draws its `images` a call in the training process, as a
+    worker would) beside one ds[i] timed `again` just after the loader's turns, and section 2's
+    `draw` of the same, timed minutes earlier (the machine's speed moves between moments)."""
     per_image = base.wait_s / images
     lo, hi = min(base.waits) / images, max(base.waits) / images
     return (f"{base.timing.name} waited {units.fmt_time(base.wait_s)} a call for its {images:,} images: "
-            f"{units.fmt_time(per_image)} an image (its calls: {units.fmt_time(lo)}–{units.fmt_time(hi)}), against "
-            f"{units.fmt_time(draw.median_s)} for one ds[i] in section 2 ({per_image / draw.median_s:.2f}×). "
-            "The same drawing, timed minutes apart: their ratio holds the machine's change of speed between the two "
-            "moments too: set side by side only timings of one set of turns")
+            f"{units.fmt_time(per_image)} an image (its calls: {units.fmt_time(lo)}–{units.fmt_time(hi)}), "
+            f"{per_image / again.median_s:.2f}× one image drawn alone just after these turns "
+            f"({units.fmt_time(again.median_s)} {again.spread_text}); section 2's {units.fmt_time(draw.median_s)} "
+            "came at another moment, and a machine's speed moves between moments")
 
 
 def loaders_elsewhere(dev: torch.device | str) -> str:
@@ -370,7 +370,9 @@ def _resnet_rows(rows: list[bench.Timing], ratios: list[bench.Ratio], small: ben
     said = lambda r: r.phrase if r.clear else r.doubt  # noqa: E731
     sign = lambda r: (r.value > 1) - (r.value < 1) if r.clear else 0  # noqa: E731  faster, slower or neither
     both = f"({small.lo:.2f}–{small.hi:.2f}× and {big.lo:.2f}–{big.hi:.2f}×)"
-    if small.hi < big.lo or big.hi < small.lo:  # the two intervals do not overlap
+    if small.inconclusive or big.inconclusive:  # the machine's drift was as large as the effect: nothing to compare
+        end = "; one of the two is inconclusive here, so whether the layout's effect differs between the models is not settled"
+    elif small.hi < big.lo or big.hi < small.lo:  # the two intervals do not overlap
         end = (f"; the two intervals {both} are apart, so the layout's effect depends on the workload (the model's "
                f"convolutions, the batch: {batches[0]} and {batches[1]} here), and it is measured per model")
     elif sign(small) == sign(big):

@@ -21,7 +21,7 @@ from typing import Callable, Sequence
 import torch
 import torch.nn as nn
 
-from course_lib import check, memory, published, train, verdicts
+from course_lib import check, memory, profiles, published, train, verdicts
 from course_lib.bench import Ratio, timing_of
 from course_lib.data import TensorLoader
 from course_lib.device import amp_note, cpu_16bit_flags, cpu_name, tf32
@@ -523,13 +523,16 @@ def precision_lines(device: torch.device | str, names: Sequence[str], ratios: Se
               "precisions carry across better, but still depend on the model, the image size and the GPU)")
     if dev.type == "cpu":
         flags, vs = cpu_16bit_flags(), {r.name: r for r in ratios}
-        lines += [f"{cpu_name()}: {nb01.cpu_16bit_verdict(fmt, vs[f'{n} vs fp32'], flags, 'the profile in section 4 does')}"
+        lines += [f"{cpu_name()}: {nb01.cpu_16bit_verdict(fmt, vs[f'{n} vs fp32'], flags, 'the profile below does')}"
                   for n, fmt in (("fp16+GradScaler", "fp16"), ("bf16", "bf16")) if f"{n} vs fp32" in vs]
     if "fp32+TF32" not in names:
         rows = ("fp32 step", "fp32+TF32 step", "fp32+TF32 vs", "bf16 step", "fp16+GradScaler step",
                 "fp16+GradScaler vs", "bf16 vs")
+        big = profiles.sizes("03_mixed_precision", "gpu", memory_gib=80)  # the reference's sizes
         lines += ["fp32+TF32 exists only on NVIDIA GPUs from Ampere on, not here (datasheet TF32 rates: notebook 01). "
-                  "What GPUs measured:", published.elsewhere("03_mixed_precision", rows, ELSEWHERE), caveat]
+                  f"What GPUs measured (the reference's {big.model} at {big.resolution}×{big.resolution} px, batch "
+                  f"{big.batch_size}: notebook 02's ResNet rows ran at other sizes):",
+                  published.elsewhere("03_mixed_precision", rows, ELSEWHERE), caveat]
     if dev.type == "cuda":  # the learner's own ratios are above; what others measured on other models and GPUs
         lines += ["For comparison, " + published.elsewhere("03_mixed_precision", keys=ELSEWHERE), caveat]
     return "\n".join(lines)

@@ -260,6 +260,15 @@ def mfu_text(peak: Timing, peak_note: object, best: Timing | None, flops_per_tok
     return "\n".join(lines)
 
 
+def paired_mfu_text(mfu: Ratio, what: str, device: str) -> str:
+    """The MFU of the `what` step against the peak's own matmul timed in the same turns (`mfu`: the
+    paired ratio of the step's model FLOP/s to the matmul's): a slow or fast spell of the
+    machine falls on both, so this MFU does not hang on the moment the peak was measured."""
+    return (f"MFU of the {what} step against the peak's matmul timed in the same turns: {mfu.value:.1%} "
+            f"({mfu.lo:.1%}–{mfu.hi:.1%}, median of {mfu.rounds} paired turns, drift {mfu.drift:.0%}) | {device}: "
+            "a slow or fast spell falls on both, so this figure does not depend on when the peak was stored")
+
+
 def published_mfu(this_run: str) -> str:
     """The reference run's MFU and published MFU of GPT training on GPUs, each with its setup, apart
     from this run's (`this_run`: its model, context, precision and tokens per step): MFU divides

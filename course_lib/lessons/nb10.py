@@ -136,8 +136,8 @@ def _graphs_bound(rows: Mapping[str, dict]) -> str:
     lo = 1 - default["spread"][1] / graphs["spread"][0]  # the share saved, from the quartiles' ends (rates)
     mid = 1 - default["value"] / graphs["value"]
     return (f"; without it, the same compiled kernels replayed as CUDA graphs ran {graphs['value'] / default['value']:.2f}× "
-            f"the rate of those launched one by one: {mid:.0%} of that step (at least {lo:.0%} by the quartiles) was "
-            "the GPU waiting for kernels to be launched")
+            f"the rate of those launched one by one: graphs removed {mid:.0%} of that step (at least {lo:.0%} by the "
+            "quartiles), time inferred to be launching, as the replayed kernels' own GPU time was not measured")
 
 
 def _bound(waited: float) -> str:
@@ -182,7 +182,7 @@ def sync_verdict(gain: Ratio | None, waits: int, device: str, device_type: str) 
         if kept and kept.get("spread") and report.recorded_ratio("", kept).within_noise and waited:
             bound = _bound(waited["value"] / 100)
             lines.append(f"No measurable cost there either. That step was {bound} (its GPU waited {waited['value']:.0f}% "
-                         "of the step, section 1)" + (
+                         "of the profiled step, section 1)" + (
                              ": a read then finds little queued to drain (reasoning, not measured); a GPU-bound step, "
                              "which the reference did not time, is where the cost would show" if bound != "GPU-bound"
                              else ""))

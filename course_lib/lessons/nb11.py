@@ -19,7 +19,7 @@ the MLP stack that tensor parallelism and FSDP split together on a 2D mesh (:fun
 traffic per GPU by formula, checked against what PyTorch's own sharding gives a rank in a fake
 process group (:mod:`course_lib.parallelism`: ``rank_params``, ``comm_bytes``, ``fake_rank_bytes``,
 ``decision_table``). The notebook's tables and sentences from the scripts' results are text
-functions here (:func:`memory_lines`, :func:`shards_lines`, :func:`table_lines`, :func:`plan_verdicts`…).
+functions here (:func:`memory_lines`, :func:`shards_lines`, :func:`table_lines`…; the verdicts are :func:`course_lib.parallelism.plan_verdicts`).
 """
 
 from __future__ import annotations
@@ -489,33 +489,6 @@ def table_lines(rows: Sequence[Row]) -> str:
     lines.append("state/GPU, sent/step and its part across servers in GiB; idle: a pipeline's lower bound; "
                  "tensor parallelism's all-reduces also stall every layer (section 7), not counted here")
     return "\n".join(lines)
-
-
-def plan_verdicts(rows: Sequence[Row], budget: float, label: str) -> str:
-    """A verdict per model and GPU count of `rows`, on the model state alone: a plan fits when its
-    model state leaves half of `budget` for activations. Of the plans that fit, those whose
-    communication can overlap computing and that never idle come first (DP and FSDP); of those,
-    the one that sends least; only when none fits, the least-sending of the others."""
-    out = []
-    for shape, gpus in dict.fromkeys((r.shape, r.plan.gpus) for r in rows):
-        fit = [r for r in rows if (r.shape, r.plan.gpus) == (shape, gpus) and not r.why_not
-               and r.state_bytes <= budget / 2]
-        head = f"{shape.name} on {gpus} GPUs, {label} per GPU"
-        if not fit:
-            out.append(f"{head}: no plan's model state leaves half of it free; more GPUs, or fewer bytes per "
-                       "parameter (optimizer state in lower precision, or kept on the CPU)")
-            continue
-        overlapping = [r for r in fit if r.plan.tp == 1 and r.plan.pp == 1]
-        best = min(overlapping or fit, key=lambda r: r.comm_bytes)
-        why = ("of the plans whose communication can overlap computing, the one that sends least" if overlapping
-               else "no DP or FSDP plan fits; of the others, the one that sends least")
-        across = min(fit, key=lambda r: r.across_bytes)
-        out.append(f"{head}: model state fits for {', '.join(r.plan.name for r in fit)}. {best.plan.name}: {why} "
-                   f"({best.comm_bytes / 2**30:.2f} GiB per step, {best.flop_per_byte:,.0f} FLOP/byte)"
-                   + (f", idling at least {best.idle:.0%}" if best.idle else "")
-                   + (f"; across servers {across.plan.name} sends least ({across.across_bytes / 2**30:.2f} GiB "
-                      f"against {best.across_bytes / 2**30:.2f})" if across.across_bytes < best.across_bytes else ""))
-    return "\n".join(out)
 
 
 # ---- exercise checks -------------------------------------------------------------------------
