@@ -63,7 +63,8 @@ def same_peak_verdict(same: bench.Ratio, peak: bench.Timing, sizes: Sequence[int
     return (f"the same {peak_n}×{peak_n} matmul ran {way} during this curve than "
             f"when the peak was measured, beyond both spreads; the two were timed apart (unpaired), so this mixes "
             f"the machine's speed at two moments (another program, the clock) with two ways of timing (the "
-            f"peak's runs, the curve's rounds in turns); the % column divides by the run's peak as it stands below")
+            f"peak's runs, the curve's rounds in turns); so the % column below divides by that matmul as timed in "
+            "these rounds")
 
 
 def gain_by_size_verdict(gain: bench.Ratio, other: bench.Ratio, n: int, other_n: int) -> str:
