@@ -323,10 +323,16 @@ def plan_verdicts(rows: Sequence[Row], budget: float, label: str) -> str:
         crossing = best.flop_per_byte * best.comm_bytes / best.across_bytes if best.across_bytes else None
         fpb, where, limit = ((crossing, "between servers", between) if crossing is not None and crossing <= between
                              else (best.flop_per_byte, "within a server", within))
+        def clears(r: Row) -> bool:  # FLOP per byte above both links' thresholds it sends over
+            return r.flop_per_byte > within and (not r.across_bytes or
+                                                 r.flop_per_byte * r.comm_bytes / r.across_bytes > between)
+        instead = next((r for r in sorted(fit, key=lambda r: r.comm_bytes) if clears(r)), None)
         hides = ("" if fpb > limit else
-                 f"; its {fpb:,.0f} FLOP per byte sent {where} is below that threshold above"
-                 + (": even at 40 % of the peak, its communication there would outlast the computing, not hide behind it"
-                    if fpb <= 0.4 * limit else ": it would hide behind the computing only well below the peak"))
+                 f"; {best.plan.name}'s {fpb:,.0f} FLOP per byte sent {where} is below the threshold above"
+                 + (f": even at 40 % of the peak, {best.plan.name}'s communication there would outlast the computing"
+                    if fpb <= 0.4 * limit else ": it would hide behind the computing only well below the peak")
+                 + (f"; {instead.plan.name} clears both thresholds, the plan whose communication can hide at the peak"
+                    if instead is not None and instead is not best else ""))
         out.append(f"{head}: model state fits for {', '.join(r.plan.name for r in fit)}. {best.plan.name}: {why} "
                    f"({best.comm_bytes / 2**30:.2f} GiB per step, {best.flop_per_byte:,.0f} FLOP/byte)"
                    + (f", idling at least {best.idle:.0%}" if best.idle else "")

@@ -314,6 +314,8 @@ def test_paired_mfu_text_names_the_turns_and_the_moment():
     step, mm = (dataclasses.replace(t, turns_id=7) for t in (step, mm))  # timed in the same turns
     mfu = bench.rate_ratio(dataclasses.replace(step, work=1e9, unit="FLOP/s"), dataclasses.replace(mm, work=2e8, unit="FLOP/s"))
     assert mfu.rounds == 5 and abs(mfu.value - 0.5) < 1e-9  # 1e10 FLOP/s of model FLOPs over 2e10 of matmul
-    text = nb08.paired_mfu_text(mfu, "eager, SDPA", "cpu")
+    text = nb08.paired_mfu_text(mfu, "eager, SDPA", "cpu", 0.45)
     assert text.startswith("MFU of the eager, SDPA step against the peak's matmul timed in the same turns: 50.0% (")
-    assert "median of 5 paired turns" in text and "does not depend on when the peak was stored" in text
+    assert "median of 5 paired turns" in text and "the same step against the stored peak: 45.0%" in text
+    assert nb08.paired_mfu_text(mfu, "eager, SDPA", "cpu", 0.45, (150e9, 187.6e9)).endswith(
+        "(the peak's matmul: 150.0 GFLOP/s, the median of these turns; 187.6 GFLOP/s when stored)")

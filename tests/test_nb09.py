@@ -158,8 +158,11 @@ def test_checkpointing_rows_and_verdicts():
     assert beyond[2].startswith("verdict: checkpointing costs 70.0 ms beyond recomputing the forward")
     below = nb09.recompute_verdict(-0.1, cost, plain, _t("ck", 0.11, 0.002), fwd)
     assert "peak memory 10 % higher" in below and "costs 10.0 ms here, less than the blocks' forward alone" in below
-    within = nb09.recompute_verdict(0.4, cost, plain, _t("ck", 0.13, 0.01), fwd)
-    assert within.endswith("verdict: the extra time is the recomputed forward, within the spread of the repeats")
+    within = nb09.recompute_verdict(0.4, cost, plain, _t("ck", 0.13, 0.01), fwd)  # quartiles 125–135 hold 130
+    assert within.endswith("verdict: the checkpointed step took what a plain step plus the recomputed forward "
+                           "predicts, within the spread of the repeats")
+    apart = nb09.recompute_verdict(0.4, cost, plain, _t("ck", 0.115, 0.02), fwd)  # 105–125 overlaps, misses 130.0
+    assert "the prediction's median (130.0 ms) lies outside the measured quartiles: these repeats cannot tell" in apart
 
 
 def test_set_to_none_and_empty_cache_notes():

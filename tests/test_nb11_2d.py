@@ -175,7 +175,7 @@ def test_the_decision_tables_lines_and_verdicts():
     assert "DP: of the plans whose communication can run during the backward pass (DP, FSDP), the one that sends least" in roomy[0]
     tiny_dp = next(r for r in rows if r.plan.name == "DP" and r.plan.gpus == 4)
     assert tiny_dp.flop_per_byte < 0.4 * parallelism._thresholds()[2]  # a tiny model: far below the link's threshold
-    assert "sent within a server is below that threshold above: even at 40 % of the peak" in roomy[0]
+    assert "DP's 256 FLOP per byte sent within a server is below the threshold above: even at 40 % of the peak" in roomy[0]
     dp_state = next(r for r in rows if r.plan.name == "DP").state_bytes
     sharded = parallelism.plan_verdicts(rows[:5], 2 * dp_state - 1, "B")  # DP's model state no longer fits
     assert "fits for FSDP," in sharded and "FSDP: of the plans whose communication can run during" in sharded

@@ -420,9 +420,9 @@ def time_cost_lines(timed: dict[tuple[int, int], tuple], k: int, resolution: int
         at = f"{device}, width {width} at {resolution} px, batch {batch}"
         lines.append(f"{at}: " + (f"these repeats resolve no time cost of K = {k} micro-batches (the ratio above)"
                                   if not ratio.clear else
-                                  f"K = {k} micro-batches take {1 / ratio.value:.2f}× the time of one batch: "
-                                  "here accumulation bought memory with time (what it costs depends on the size and "
-                                  "the device: compare the sizes above, and the GPU's below)"
+                                  f"K = {k} micro-batches take {1 / ratio.value:.2f}× the time of one batch here "
+                                  "(what it costs depends on the size and the device: compare the sizes above, and "
+                                  "the GPU's below)"
                                   if ratio.value < 1 else f"K = {k} micro-batches run {ratio.value:.2f}× faster: "
                                   "this device runs the smaller passes more efficiently"))
     if reference:  # on a GPU a small pass may leave most of it idle

@@ -260,13 +260,18 @@ def mfu_text(peak: Timing, peak_note: object, best: Timing | None, flops_per_tok
     return "\n".join(lines)
 
 
-def paired_mfu_text(mfu: Ratio, what: str, device: str) -> str:
+def paired_mfu_text(mfu: Ratio, what: str, device: str, stored: float,
+                    rates: tuple[float, float] | None = None) -> str:
     """The MFU of the `what` step against the peak's own matmul timed in the same turns (`mfu`: the
     paired ratio of the step's model FLOP/s to the matmul's): a slow or fast spell of the
-    machine falls on both, so this MFU does not hang on the moment the peak was measured."""
+    machine falls on both, so this MFU does not hang on the moment the peak was measured; beside
+    it, the same turns' step against the stored peak (`stored`), with the matmul's FLOP/s in these
+    turns and the stored peak's (`rates`)."""
     return (f"MFU of the {what} step against the peak's matmul timed in the same turns: {mfu.value:.1%} "
             f"({mfu.lo:.1%}–{mfu.hi:.1%}, median of {mfu.rounds} paired turns, drift {mfu.drift:.0%}) | {device}: "
-            "a slow or fast spell falls on both, so this figure does not depend on when the peak was stored")
+            f"a slow or fast spell falls on both; the same step against the stored peak: {stored:.1%}"
+            + (f" (the peak's matmul: {fmt_rate(rates[0], 'FLOP/s')}, the median of these turns; "
+               f"{fmt_rate(rates[1], 'FLOP/s')} when stored)" if rates else ""))
 
 
 def published_mfu(this_run: str) -> str:

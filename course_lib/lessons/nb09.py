@@ -333,8 +333,13 @@ def recompute_verdict(saving: float, cost: Ratio, plain: Timing, checkpointed: T
     elif checkpointed.hi_s < lo:
         lines.append(f"verdict: checkpointing costs {1e3 * (checkpointed.median_s - plain.median_s):.1f} ms here, "
                      f"less than the blocks' forward alone ({1e3 * forward.median_s:.1f} ms)")
+    elif checkpointed.lo_s <= plain.median_s + forward.median_s <= checkpointed.hi_s:
+        lines.append("verdict: the checkpointed step took what a plain step plus the recomputed forward predicts, "
+                     "within the spread of the repeats")
     else:
-        lines.append("verdict: the extra time is the recomputed forward, within the spread of the repeats")
+        lines.append(f"verdict: the two ranges overlap but the prediction's median "
+                     f"({1e3 * (plain.median_s + forward.median_s):.1f} ms) lies outside the measured quartiles: these "
+                     "repeats cannot tell whether checkpointing costs more or less than recomputing the forward")
     return "\n".join(lines)
 
 
