@@ -142,7 +142,9 @@ class Ratio:
         if not self.rounds:
             return "the spread of the repeats"
         apart = self.medians is not None and abs(math.log(self.medians / self.value)) > math.log(1.05)
-        drift = f", drift {self.drift:.0%}" if self.drift is not None and self.rounds > 1 else ""
+        # under 10 %, one decimal: a 0.8 % effect beside 'drift 1%' would read as no larger than the drift
+        drift = (f", drift {self.drift:.{1 if self.drift < 0.1 else 0}%}" if self.drift is not None and self.rounds > 1
+                 else "")
         return (f"median of {self.rounds} paired turns, {self.coverage:.0%} interval{drift}"
                 + (f"; the two medians' ratio, unpaired, is {self.medians:.{self.decimals}f}×" if apart else ""))
 

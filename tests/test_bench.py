@@ -496,3 +496,9 @@ def test_curve_verdicts_say_when_spreads_reach_across_the_threshold():
     before = [_rated(64, 8.9e9, spread=0.1), _rated(256, 9.5e9), _rated(512, 10e9)]
     line = bench.curve_verdicts(before, [64, 256, 512])[1]
     assert "the middle half of n=64 reaches across 90%, so any of n=64, n=256 may be the smallest" in line
+
+
+def test_a_small_drift_prints_with_the_digit_that_sets_it_beside_the_effect():
+    small = bench.Ratio("a vs b", 0.992, 0.981, 0.998, rounds=5, coverage=0.94, drift=0.007)
+    assert "drift 0.7%" in str(small) and small.grade == "small"  # 0.8 % effect, 0.7 % drift: not '1%' beside it
+    assert "drift 12%" in str(bench.Ratio("a vs b", 1.5, 1.4, 1.6, rounds=5, coverage=0.94, drift=0.12))
