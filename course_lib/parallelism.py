@@ -297,6 +297,11 @@ def memory_budget(device: torch.device) -> tuple[int, str]:
     return total, f"{total / 2**30:.0f} GiB ({torch.cuda.get_device_name(device)})"
 
 
+def _clears(r: Row, within: float, between: float) -> bool:
+    """Whether plan `r`'s FLOP per byte is above the threshold of every link it sends over."""
+    return r.flop_per_byte > within and (not r.across_bytes or r.flop_per_byte * r.comm_bytes / r.across_bytes > between)
+
+
 def plan_verdicts(rows: Sequence[Row], budget: float, label: str) -> str:
     """A verdict per model and GPU count of `rows`, on the model state alone: a plan fits when its
     model state leaves half of `budget` for activations. Of the plans that fit, those whose
@@ -323,15 +328,13 @@ def plan_verdicts(rows: Sequence[Row], budget: float, label: str) -> str:
         crossing = best.flop_per_byte * best.comm_bytes / best.across_bytes if best.across_bytes else None
         fpb, where, limit = ((crossing, "between servers", between) if crossing is not None and crossing <= between
                              else (best.flop_per_byte, "within a server", within))
-        def clears(r: Row) -> bool:  # FLOP per byte above both links' thresholds it sends over
-            return r.flop_per_byte > within and (not r.across_bytes or
-                                                 r.flop_per_byte * r.comm_bytes / r.across_bytes > between)
-        instead = next((r for r in sorted(fit, key=lambda r: r.comm_bytes) if clears(r)), None)
-        hides = ("" if fpb > limit else
+        instead = next((r for r in sorted(fit, key=lambda r: r.comm_bytes) if _clears(r, within, between)), None)
+        hides = ("" if fpb > limit or not overlapping else  # only DP's and FSDP's communication can hide at all
                  f"; {best.plan.name}'s {fpb:,.0f} FLOP per byte sent {where} is below the threshold above"
                  + (f": even at 40 % of the peak, {best.plan.name}'s communication there would outlast the computing"
                     if fpb <= 0.4 * limit else ": it would hide behind the computing only well below the peak")
-                 + (f"; {instead.plan.name} clears both thresholds, the plan whose communication can hide at the peak"
+                 + (f"; {instead.plan.name} sends enough FLOP per byte to clear both thresholds"
+                    + (" (its tensor-parallel all-reduces still stall every layer, section 7)" if instead.plan.tp > 1 else "")
                     if instead is not None and instead is not best else ""))
         out.append(f"{head}: model state fits for {', '.join(r.plan.name for r in fit)}. {best.plan.name}: {why} "
                    f"({best.comm_bytes / 2**30:.2f} GiB per step, {best.flop_per_byte:,.0f} FLOP/byte)"
