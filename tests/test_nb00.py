@@ -37,6 +37,8 @@ def test_devices_text_on_a_cpu_and_on_an_old_gpu():
     assert "No CUDA GPU visible" in cpu and "avx512_bf16" in cpu
     assert "\ntorch " not in cpu and "gloo         True" in cpu  # versions are section 1's
     assert "none reported" in nb00.devices_text(_info(), [], [])
+    assert "runs, with bf16 instructions: avx512_bf16" in cpu.splitlines()[5]  # the bf16 row says why
+    assert "emulated" in nb00.devices_text(_info(), [], ["avx512_fp16"])  # an fp16 flag is not bf16
     t4 = SimpleNamespace(name="Tesla T4", total_memory=15 * 2**30, major=7, minor=5, multi_processor_count=40)
     gpu = nb00.devices_text(_info(kind="cuda", gpu_count=1, capability="7.5", bf16=False), [t4], [])
     assert "cuda:0  Tesla T4 | 15.0 GiB | sm 7.5 | 40 SMs" in gpu and "fp16 + GradScaler" in gpu

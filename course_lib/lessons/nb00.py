@@ -20,10 +20,20 @@ def two_columns(pairs: Iterable[tuple[str, object]], width: int) -> str:
     return "\n".join(f"{name:<{width}} {value}" for name, value in pairs)
 
 
+def bf16_words(value: str, cpu_flags: Sequence[str]) -> str:
+    """The CPU's bf16 row: 'True' means bf16 runs, not that this CPU has bf16 instructions
+    (which of `cpu_flags` name bf16), and without them it runs emulated."""
+    native = [f for f in cpu_flags if "bf16" in f]
+    if native:
+        return f"{value} (runs, with bf16 instructions: {', '.join(native)})"
+    return f"{value} (runs, emulated: no bf16 instructions reported; notebook 01 measures how slow)"
+
+
 def devices_text(info: device.DeviceInfo, gpus: Sequence[object], cpu_flags: Sequence[str]) -> str:
     """What :func:`device.describe` read (less the versions section 1 printed), one line per GPU
     in `gpus` (``torch.cuda.get_device_properties``), and what 16-bit training will use here."""
-    rows = [(k, v) for k, v in info.rows() if k not in ("torch", "python")]
+    rows = [(k, bf16_words(v, cpu_flags) if k == "bf16" and info.kind == "cpu" else v)
+            for k, v in info.rows() if k not in ("torch", "python")]
     lines = [two_columns(rows, 12)]
     lines += [f"cuda:{i}  {p.name} | {p.total_memory / 2**30:.1f} GiB | sm {p.major}.{p.minor} "
               f"| {p.multi_processor_count} SMs" for i, p in enumerate(gpus)]
