@@ -283,8 +283,8 @@ def baseline_lines(acc: float, lin_acc: float, n_val: int, epochs: int, classes:
             f"{100 * lin_acc:.1f}%: the CNN is {100 * (acc - lin_acc):+.1f} percentage points "
             f"{'ahead' if acc >= lin_acc else 'behind'} on {n_val:,} unseen images (a guess among {classes} classes: "
             f"{100 / classes:.1f}%)\nguessing gets {right:,} or more of {n_val:,} right with chance {guess:.2g}: "
-            "the linear classifier is " + ("beyond chance (under 1 %)" if guess < 0.01 else
-                                            "not shown to beat guessing (a chance of 1 % or more)"))
+            "the linear classifier is " + ("beyond chance (under the 1 % this course requires)" if guess < 0.01 else
+                                            "not shown to beat guessing (this course requires a chance under 1 %)"))
 
 
 def threads_line(cores: int, threads: int) -> str:
@@ -317,10 +317,14 @@ def loaders_elsewhere(dev: torch.device | str) -> str:
     over, why = beyond_workers(report.reference("02_first_cnn")[1], gpu_w)
     rows = ("SmallCNN workers=0", f"SmallCNN workers={gpu_w}", "SmallCNN batch in memory",
             "data wait SmallCNN workers=0", f"data wait SmallCNN workers={gpu_w}")
-    return ("pin_memory, non_blocking and copy_ahead act on the copy from host memory to a GPU: a CPU run has no "
-            f"such copy, so those rows are measured on a GPU only. What GPUs measured (their SmallCNN: width "
-            f"{gpu.width}, {gpu.resolution}×{gpu.resolution} px, batch {gpu.batch_size}, {gpu.call_steps} steps a call):\n"
-            + published.elsewhere("02_first_cnn", rows, [STALL], exclude=tuple(over)) + "\n" + why + "\n")
+    ref = (published.elsewhere("02_first_cnn", rows, exclude=tuple(over))
+           if report.reference_rows("02_first_cnn", rows, tuple(over)) else "(no reference GPU run in results/)")
+    return "\n\n".join(filter(None, [  # three blocks: why no rows here, the reference run, published figures
+        "pin_memory, non_blocking and copy_ahead act on the copy from host memory to a GPU: a CPU run has no "
+        "such copy, so those rows are measured on a GPU only.",
+        f"What GPUs measured (their SmallCNN: width {gpu.width}, {gpu.resolution}×{gpu.resolution} px, batch "
+        f"{gpu.batch_size}, {gpu.call_steps} steps a call):\n" + ref + ("\n" + why if why else ""),
+        published.elsewhere("02_first_cnn", keys=[STALL])]))
 
 
 def wait_lines(base: Throughput, ceilings: list[Throughput], apart: list[Throughput], threads: int) -> str:
