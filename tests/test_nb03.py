@@ -413,7 +413,17 @@ def test_profile_lines_compare_each_profile_with_fp32s():
     assert lines.splitlines()[0].startswith("fp32") and "the profiled step took 4.4 ms" in lines
     assert "bf16 vs fp32: 4 vs 4 ms of op time" in lines
     assert lines.endswith("fp32: convolutions and matmuls are 75% of the step's op time: were 16 bits to make them "
-                          "free, the step would run at most 4.00× faster")
+                          "free, its op time would fall at most 4.00× (op time, not wall time)")
+
+
+def test_profiled_vs_timed_labels_its_causes_as_not_measured():
+    p = profiling.StepProfile("fp32", 3, {"aten::relu": 300.0}, wall_ms=363.0)
+    assert "33.93×" in nb03.profiled_vs_timed(p, 10.7) and "not measured apart" in nb03.profiled_vs_timed(p, 10.7)
+    close = nb03.profiled_vs_timed(profiling.StepProfile("fp32", 3, {"aten::relu": 9.0}, wall_ms=10.7), 7.68)
+    assert "1.39×" in close and "not measured apart; a guess" in close
+    near = profiling.StepProfile("fp32", 3, {"aten::relu": 9.0}, wall_ms=8.0)
+    assert nb03.profiled_vs_timed(near, 7.68).endswith("1.04×")  # within 10 %: no cause offered
+    assert nb03.profiled_vs_timed(profiling.StepProfile("fp32", 3, {"aten::relu": 1.0}), 10.7) == ""
 
 
 def test_a_profile_and_a_timing_that_disagree_on_which_is_faster_say_so():

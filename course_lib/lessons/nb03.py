@@ -548,17 +548,37 @@ def disagreement(name: str, profiled: float, timed: float, margin: float = 1.1) 
             "they disagree on which is faster, so read the profile's shares, not its milliseconds")
 
 
+def profiled_vs_timed(p: StepProfile, timed_ms: float) -> str:
+    """`p`'s profiled wall time beside the same step timed without the profiler (`timed_ms`), and,
+    where the profiled step was slower by over 10 %, the likely causes, labelled as not measured
+    apart (the profiler's cost and the machine's moment are not separated here); empty without a wall."""
+    if p.wall_ms is None:
+        return ""
+    ratio = p.wall_ms / timed_ms
+    line = (f"{p.name}: the profiled step took {p.wall_ms:.3g} ms of wall time, the timed step "
+            f"{timed_ms:.3g} ms (median): {ratio:.2f}×")
+    if ratio > 1.5:
+        return line + (" — its shares describe the profiled step, and its milliseconds are not the timed step's "
+                       "(a slower moment or the profiler's own cost: not measured apart)")
+    if ratio > 1.1:
+        return line + (" (not measured apart; a guess: the profiler's own cost per op, which weighs most on short "
+                       "steps, or a slower moment)")
+    return line
+
+
 def profile_lines(prof: dict[str, StepProfile], timed_ms: dict[str, float]) -> str:
     """The CPU profile of one step per precision: by kind, against the timed step, each against
     fp32, and what making fp32's convolutions and matmuls free could gain at most."""
     base = prof["fp32"]
     conv = base.by_kind["convolutions and matmuls"] / base.total
-    return "\n".join(filter(None, [*map(str, prof.values()), *(p.against(timed_ms[n]) for n, p in prof.items() if n in timed_ms),
+    return "\n".join(filter(None, [*map(str, prof.values()),
+                      *(profiled_vs_timed(p, timed_ms[n]) for n, p in prof.items() if n in timed_ms),
                       *(profile_verdict(p, base) for n, p in prof.items() if n != "fp32"),
                       *(disagreement(n, p.total / base.total, timed_ms[n] / timed_ms["fp32"])
                         for n, p in prof.items() if n != "fp32" and n in timed_ms and "fp32" in timed_ms),
                       f"fp32: convolutions and matmuls are {conv:.0%} of the step's op time: were 16 bits to "
-                      f"make them free, the step would run at most {amdahl_bound(base):.2f}× faster"]))
+                      f"make them free, its op time would fall at most {amdahl_bound(base):.2f}× (op time, "
+                      "not wall time)"]))
 
 
 def memory_lines(peaks: dict[str, int], saved: dict[str, dict[torch.dtype, int]]) -> str:
