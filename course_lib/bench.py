@@ -241,6 +241,11 @@ def matmul_flops(n: int) -> float:
     return 2.0 * n**3
 
 
+def matmul_n(flops: float) -> int:
+    """The n of the square n×n matmul that does `flops` operations: :func:`matmul_flops` inverted."""
+    return round((flops / 2) ** (1 / 3))
+
+
 def time_matmul(n: int, device: torch.device | str, dtype: torch.dtype = torch.float32,
                 min_run_s: float = 0.2) -> Timing:
     """Time ``a @ b`` for square n×n matrices; the rate is in FLOP/s."""
@@ -434,13 +439,11 @@ def first_reaching(timings: Sequence[Timing], peak: Timing, fraction: float = 0.
     return next((t for t in timings if t.rate is not None and t.rate >= fraction * peak.rate), None)
 
 
-def curve_verdicts(timings: Sequence[Timing], sizes: Sequence[int],
-                   fraction: float = 0.9, peak: Timing | None = None, which: str = "this run's peak") -> list[str]:
+def curve_verdicts(timings: Sequence[Timing], sizes: Sequence[int], fraction: float = 0.9) -> list[str]:
     """What a measured rate-vs-size curve shows, one printed line each, from its numbers:
-    where its peak is, the smallest size within `fraction` of the peak (of `peak`, this run's
-    stored peak, where given: the one a "% of peak" column divides by; `which` names it), whether the rate
-    at the curve's peak is above the smallest size's beyond the spread, and whether the rate
-    after it falls beyond the spread."""
+    where its fastest point is, the smallest size within `fraction` of that point (timed in the
+    same rounds, so one yardstick for every size), whether the rate at the fastest point is above
+    the smallest size's beyond the spread, and whether the rate after it falls beyond the spread."""
     if len(timings) != len(sizes) or not timings:
         raise ValueError(f"Give one size per timing: {len(timings)} timings, {len(sizes)} sizes.")
     best = best_rate(timings)
@@ -449,7 +452,7 @@ def curve_verdicts(timings: Sequence[Timing], sizes: Sequence[int],
     lines = [f"fastest point of this curve: n={peak_n}, {units.fmt_rate(best.rate, best.unit)} "
              f"(middle half of the repeats {units.fmt_rate(best.rate_lo, best.unit)}–"
              f"{units.fmt_rate(best.rate_hi, best.unit)}) | {best.device}"]
-    against, which = (peak, which) if peak is not None else (best, "that peak")
+    against, which = best, "the fastest point"
     reach = first_reaching(timings, against, fraction)
     # only a size up to the first that reaches it by its median can be the smallest to reach it
     upto = timings[:next(i for i, t in enumerate(timings) if t is reach) + 1] if reach else timings

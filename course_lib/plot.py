@@ -36,10 +36,10 @@ def rate_vs_size(curves: Mapping[str, tuple[Sequence[float], Sequence[float]]], 
                  peaks: Mapping[str, float] | None = None,
                  errors: Mapping[str, Sequence[tuple[float, float]]] | None = None,
                  logy: bool = False, xlabel: str = "matrix size n",
-                 ylabel: str = "GFLOP/s", title: str = "") -> Figure:
+                 ylabel: str = "GFLOP/s", title: str = "", peak_label: str = "measured peak") -> Figure:
     """Lines of a value against size (x on a log₂ axis), one per label, with dashed
-    measured peaks; ``errors[label]`` gives each point's (lo, hi) range, drawn as error
-    bars. The y axis is linear unless `logy` (use it when the values span decades)."""
+    measured peaks (named '<label> <peak_label>' in the legend); ``errors[label]`` gives each
+    point's (lo, hi) range, drawn as error bars. The y axis is linear unless `logy` (use it when the values span decades)."""
     fig, ax = plt.subplots(figsize=(6.5, 4))
     for label, (xs, ys) in curves.items():
         err = (errors or {}).get(label)
@@ -47,7 +47,7 @@ def rate_vs_size(curves: Mapping[str, tuple[Sequence[float], Sequence[float]]], 
         line = ax.errorbar(xs, ys, yerr=yerr, marker="o", capsize=3, label=label).lines[0]
         if peaks and label in peaks:
             ax.axhline(peaks[label], ls="--", color=line.get_color(), alpha=0.6,
-                       label=f"{label} measured peak")
+                       label=f"{label} {peak_label}")
     ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
     ax.set_xscale("log", base=2)
     ax.set_xticks(sorted({x for xs, _ in curves.values() for x in xs}))

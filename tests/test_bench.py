@@ -214,7 +214,7 @@ def test_curve_verdicts_follow_the_numbers():
     rising = [_rated(64, 2e9), _rated(128, 5e9), _rated(256, 9.5e9), _rated(512, 10e9)]
     lines = bench.curve_verdicts(rising, [64, 128, 256, 512])
     assert lines[0].startswith("fastest point of this curve: n=512, 10.0 GFLOP/s")
-    assert lines[1] == "smallest n at >= 90% of that peak: n=256 (95.0%)"
+    assert lines[1] == "smallest n at >= 90% of the fastest point: n=256 (95.0%)"
     assert lines[2].startswith("rate at n=512 vs n=64: 5.00×") and "higher, far beyond" in lines[2]
     assert len(lines) == 3  # the peak is the last size: nothing after it to compare
     # a flat curve: the smallest size is already the peak, a later drop inside the noise
@@ -464,15 +464,6 @@ def test_a_range_holding_1_is_no_difference_only_when_narrow():
     assert wide.too_wide and not narrow.too_wide and not bench.ratio_of("x", 2.0, 1.5, 3.0).too_wide
 
 
-def test_curve_verdicts_reach_a_given_peak():
-    curve = [_rated(n, r) for n, r in ((64, 2e9), (256, 9e9), (512, 10e9))]
-    stored = _rated(2048, 12e9)
-    lines = bench.curve_verdicts(curve, [64, 256, 512], peak=stored)
-    assert lines[1] == "smallest n at >= 90% of this run's peak: none of these sizes"
-    lines = bench.curve_verdicts(curve, [64, 256, 512], fraction=0.7, peak=stored)
-    assert lines[1] == "smallest n at >= 70% of this run's peak: n=256 (75.0%)"
-
-
 def test_a_paired_doubt_names_the_in_turns_interval_and_an_unpaired_one_the_repeats():
     paired = bench.speedup(*_in_turns([0.1, 0.101, 0.099, 0.1, 0.1], [0.1, 0.1, 0.1, 0.101, 0.099]))
     apart = bench.ratio_of("a vs b", 1.01, 0.97, 1.05)
@@ -484,7 +475,7 @@ def test_a_paired_doubt_names_the_in_turns_interval_and_an_unpaired_one_the_repe
 def test_curve_verdicts_say_when_spreads_reach_across_the_threshold():
     curve = [_rated(64, 2e9), _rated(128, 8.8e9, spread=0.1), _rated(256, 9.3e9, spread=0.1), _rated(512, 10e9)]
     line = bench.curve_verdicts(curve, [64, 128, 256, 512])[1]
-    assert line.startswith("smallest n at >= 90% of that peak: n=256 (93.0%), by the medians")
+    assert line.startswith("smallest n at >= 90% of the fastest point: n=256 (93.0%), by the medians")
     assert "n=128, n=256 reach across 90%" in line
     tight = bench.curve_verdicts([_rated(64, 2e9), _rated(128, 9.5e9), _rated(256, 10e9)], [64, 128, 256])[1]
     assert "by the medians" not in tight
@@ -492,7 +483,7 @@ def test_curve_verdicts_say_when_spreads_reach_across_the_threshold():
     # first (01's cpu run said "n=2048 may be the smallest" after n=256 had reached 90 %)
     later = [_rated(64, 2e9), _rated(256, 9.5e9), _rated(512, 10e9), _rated(2048, 9.0e9, spread=0.2)]
     line = bench.curve_verdicts(later, [64, 256, 512, 2048])[1]
-    assert line == "smallest n at >= 90% of that peak: n=256 (95.0%)"
+    assert line == "smallest n at >= 90% of the fastest point: n=256 (95.0%)"
     before = [_rated(64, 8.9e9, spread=0.1), _rated(256, 9.5e9), _rated(512, 10e9)]
     line = bench.curve_verdicts(before, [64, 256, 512])[1]
     assert "the middle half of n=64 reaches across 90%, so any of n=64, n=256 may be the smallest" in line
@@ -502,3 +493,8 @@ def test_a_small_drift_prints_with_the_digit_that_sets_it_beside_the_effect():
     small = bench.Ratio("a vs b", 0.992, 0.981, 0.998, rounds=5, coverage=0.94, drift=0.007)
     assert "drift 0.7%" in str(small) and small.grade == "small"  # 0.8 % effect, 0.7 % drift: not '1%' beside it
     assert "drift 12%" in str(bench.Ratio("a vs b", 1.5, 1.4, 1.6, rounds=5, coverage=0.94, drift=0.12))
+
+
+def test_matmul_n_inverts_matmul_flops():
+    assert [bench.matmul_n(bench.matmul_flops(n)) for n in (1, 64, 1031, 16384)] == [1, 64, 1031, 16384]
+    assert bench.matmul_n(2.0 * 100**3 * 1.01) == 100  # a work figure near n³ still names n

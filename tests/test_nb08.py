@@ -102,7 +102,7 @@ def test_precision_lines_say_why_autocast_falls_back():
     fp16 = nb08.precision_lines("fp16", torch.float16, True, "Tesla T4", "cuda").splitlines()
     assert fp16[0].startswith("Tesla T4 has no bf16 tensor cores") and fp16[1].endswith("GradScaler: True | fused AdamW: True")
     off = nb08.precision_lines("off", torch.bfloat16, False, "cpu", "cpu").splitlines()
-    assert "the CPU lacks bf16 instructions" in off[0] and off[1].startswith("autocast: off")
+    assert "without bf16 instructions" in off[0] and off[1].startswith("autocast: off")
 
 
 def test_corpus_windows_and_baseline_lines_carry_their_numbers():
@@ -189,7 +189,8 @@ def test_mfu_text_without_a_step_and_without_a_datasheet_entry():
     cpu = nb08.mfu_text(peak, "measured now", best, 1000, [0.041, 0.037, 0.045], None, None, None, "bf16",
                         torch.device("cpu"), "cpu").splitlines()
     assert cpu[0] == "matmul peak, bf16: 1.0 TFLOP/s on cpu, measured now"
-    assert "4.1% (the step's quartiles: 3.7%–4.5%; with the peak's too, 3.7%–4.5%; the two" in cpu[2] and cpu[3].startswith("A CPU has no entry")
+    assert cpu[2].startswith("MFU: 4.1% of the measured peak (the step's quartiles: 3.7%–4.5%; with the peak's too, "
+                             "3.7%–4.5%)") and "notebook 10" in cpu[2] and cpu[3].startswith("A CPU has no entry")
     wide = _timing("matmul peak, bf16", 0.01, 0.008, 0.0125, work=1e10, unit="FLOP/s")  # the peak's spread widens it
     assert "with the peak's too, 3.0%–5.6%" in nb08.mfu_text(wide, "", best, 1000, [0.041, 0.037, 0.045], None, None,
                                                             None, "bf16", torch.device("cpu"), "cpu")
@@ -314,8 +315,29 @@ def test_paired_mfu_text_names_the_turns_and_the_moment():
     step, mm = (dataclasses.replace(t, turns_id=7) for t in (step, mm))  # timed in the same turns
     mfu = bench.rate_ratio(dataclasses.replace(step, work=1e9, unit="FLOP/s"), dataclasses.replace(mm, work=2e8, unit="FLOP/s"))
     assert mfu.rounds == 5 and abs(mfu.value - 0.5) < 1e-9  # 1e10 FLOP/s of model FLOPs over 2e10 of matmul
-    text = nb08.paired_mfu_text(mfu, "eager, SDPA", "cpu", 0.45)
-    assert text.startswith("MFU of the eager, SDPA step against the peak's matmul timed in the same turns: 50.0% (")
-    assert "median of 5 paired turns" in text and "the same step against the stored peak: 45.0%" in text
-    assert nb08.paired_mfu_text(mfu, "eager, SDPA", "cpu", 0.45, (150e9, 187.6e9)).endswith(
-        "(the peak's matmul: 150.0 GFLOP/s, the median of these turns; 187.6 GFLOP/s when stored)")
+    held = bench.rate_ratio(dataclasses.replace(mm, work=2e8, unit="FLOP/s"),
+                            bench.timing_of([0.01, 0.011, 0.01], name="peak", device="cpu", work=2e8, unit="FLOP/s"))
+    text = nb08.paired_mfu_text(mfu, "eager, SDPA", "cpu", 0.45, held).splitlines()
+    assert text[0] == "checked at one moment: the eager, SDPA step and the peak's matmul, in 5 turns | cpu"
+    assert "over the stored peak: 45.0%; over the matmul of the same turn: 50.0% (" in text[2]
+    assert text[-1].endswith("the MFU above stands")
+    slow = bench.rate_ratio(dataclasses.replace(mm, work=2e8, unit="FLOP/s"),
+                            bench.timing_of([0.008] * 3, name="peak", device="cpu", work=2e8, unit="FLOP/s"))
+    moved = nb08.paired_mfu_text(mfu, "eager, SDPA", "cpu", 0.45, slow)
+    assert "at 0.80× the stored rate" in moved and "stands" not in moved  # 0.010 s against a stored 0.008 s
+
+
+def test_reference_peak_is_derived_from_its_two_mfus(monkeypatch):
+    from course_lib import report
+    runs = {"08_transformer": {"MFU vs measured matmul peak": {"value": 10.0, "unit": "%"},
+                               "MFU vs datasheet peak": {"value": 5.0, "unit": "%"}},
+            "10_compile_and_profile": {"peak: matmul 8×8 bfloat16": {"value": 480.0, "unit": "TFLOP/s",
+                                                                     "spread": [470.0, 490.0]}}}
+    monkeypatch.setattr(report, "reference", lambda nb: ("NVIDIA H100", runs[nb]))
+    monkeypatch.setattr(report, "reference_meta", lambda nb: {"device": "NVIDIA H100 SXM5"})
+    text = nb08.reference_peak_text()  # 989.5 × 5 / 10
+    assert "a measured peak of 494.8 TFLOP/s" in text and "outside its quartiles" in text
+    runs["10_compile_and_profile"]["peak: matmul 8×8 bfloat16"]["spread"] = [480.0, 500.0]
+    assert "the same peak within its spread" in nb08.reference_peak_text()
+    del runs["08_transformer"]["MFU vs datasheet peak"]
+    assert nb08.reference_peak_text() == ""

@@ -46,10 +46,10 @@ def same_peak_verdict(same: bench.Ratio, peak: bench.Timing, sizes: Sequence[int
     """One sentence on `same`, a rate curve's point over this run's stored `peak`
     (:mod:`course_lib.peaks`): the same size where the curve has it, else its best point.
     Agreement, or what a difference means. `sizes` are the curve's."""
-    peak_n = round((peak.work / 2) ** (1 / 3))  # a square n×n matmul does 2·n³ FLOPs
+    peak_n = bench.matmul_n(peak.work)
     if same.too_wide:
         return (f"the spreads are too wide ({same.lo:.2f}–{same.hi:.2f}×) to say whether the machine ran as fast "
-                f"as when the peak was measured; the % column divides by the run's peak as it stands below")
+                "as when the peak was measured")
     if same.within_noise or same.single:
         return (f"the two measurements of the {peak_n}×{peak_n} matmul agree within their spreads: the "
                 "machine ran as fast during this curve as when the peak was measured")
@@ -59,12 +59,7 @@ def same_peak_verdict(same: bench.Ratio, peak: bench.Timing, sizes: Sequence[int
                     f"matmul ran {1 / same.value - 1:.0%} faster than any size of this curve")
         return (f"the curve's best point and the peak (n={peak_n}, not in this curve) differ by "
                 f"{abs(same.value - 1):.0%}, beyond both spreads: other sizes, measured at other moments")
-    way = f"{same.value - 1:.0%} faster" if same.value > 1 else f"{1 / same.value:.2f}× slower"
-    return (f"the same {peak_n}×{peak_n} matmul ran {way} during this curve than "
-            f"when the peak was measured, beyond both spreads; the two were timed apart (unpaired), so this mixes "
-            f"the machine's speed at two moments (another program, the clock) with two ways of timing (the "
-            f"peak's runs, the curve's rounds in turns); so the % column below divides by that matmul as timed in "
-            "these rounds")
+    return "timed apart: the machine's pace at each moment is part of that gap"
 
 
 def gain_by_size_verdict(gain: bench.Ratio, other: bench.Ratio, n: int, other_n: int) -> str:
@@ -161,26 +156,21 @@ def sizes_in_00(ran00: Mapping[str, dict] | None, curve: Sequence[bench.Timing])
 
 
 def curve_text(curve: Sequence[bench.Timing], sizes: Sequence[int], *, stored: bench.Timing, note: peaks.Note,
-               same: bench.Ratio, offered: peaks.Offered, peak: bench.Timing) -> str:
+               same: bench.Ratio, offered: peaks.Offered) -> str:
     """Section 3 for one device: the `stored` peak and its `note`, `same` (the curve's point at the
     peak's size over it) and what that says, what offering the curve's best point did
-    (`offered`), the `curve`'s rows as % of the run's `peak` as it then stands (of the peak's own size
-    in the curve's rounds where `same` says the curve ran at another pace), and its verdicts."""
+    (`offered`), then the `curve`'s rows as % of its own fastest point, timed in the same rounds
+    (one yardstick that a slow spell moves with every row), and its verdicts."""
     lines = [str(stored), f"  {note}", str(same)]
     if not (same.within_noise and not same.too_wide):  # agreement needs no second sentence
         lines.append("  " + same_peak_verdict(same, stored, sizes))
     if offered and offered.raised:  # a point that did not raise the peak changes nothing below
         lines.append(f"  {bench.best_rate(curve).name}: {offered}")
-    if same.within_noise or same.too_wide:  # the curve ran at the peak's pace: divide by the run's peak
-        against, which = peak, "this run's peak"
-        lines.append(f"% of peak below: of {units.fmt_rate(peak.rate, 'FLOP/s')}, this run's peak as it stands now")
-    else:  # a slower or faster spell: the peak's own size in these rounds is the like-for-like yardstick
-        against = point_at_peak_size(curve, stored)
-        which = f"{against.name} in these rounds"
-        lines.append(f"% of peak below: of {units.fmt_rate(against.rate, 'FLOP/s')}, {against.name} timed in these "
-                     f"rounds ({same.value:.2f}× the stored peak, measured at another moment)")
-    lines += [f"{t} | {t.rate / against.rate:6.1%} of peak" for t in curve]
-    return "\n".join(lines + bench.curve_verdicts(curve, sizes, peak=against, which=which)) + "\n"
+    fastest = bench.best_rate(curve)
+    lines.append(f"% of fastest below: of {units.fmt_rate(fastest.rate, 'FLOP/s')}, {fastest.name}, the fastest "
+                 "point of these same rounds")
+    lines += [f"{t} | {t.rate / fastest.rate:6.1%} of fastest" for t in curve]
+    return "\n".join(lines + bench.curve_verdicts(curve, sizes)) + "\n"
 
 
 def best_name(device_type: str) -> str:

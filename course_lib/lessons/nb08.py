@@ -136,8 +136,9 @@ def precision_lines(amp: str, amp_dtype: torch.dtype, fused: bool, device_label:
         lines.append(f"{device_label} has no bf16 tensor cores: the training step runs float16 autocast with a "
                      "GradScaler.")
     elif amp == "off":
-        lines.append("No bfloat16 arithmetic here" + (" (the CPU lacks bf16 instructions)" if device_type == "cpu"
-                                                      else "") + ": the training step runs in float32.")
+        lines.append(("bfloat16 runs here on slow generic paths, without bf16 instructions (notebooks 01 and 03 "
+                      "time how slow)" if device_type == "cpu" else "No bfloat16 arithmetic here")
+                     + ": the training step runs in float32.")
     lines.append(f"autocast: {amp_dtype if amp != 'off' else 'off'} | GradScaler: {amp == 'fp16'} | "
                  f"fused AdamW: {fused}")
     return "\n".join(lines)
@@ -242,10 +243,10 @@ def mfu_text(peak: Timing, peak_note: object, best: Timing | None, flops_per_tok
     else:
         lines += [f"fastest step: {best.name}, {fmt_rate(best.rate, 'tok/s')} "
                   f"-> {fmt_rate(flops_per_token * best.rate, 'FLOP/s')} of model FLOPs",
-                  f"MFU against the measured peak: {best_mfu[0]:.1%} (the step's quartiles: {best_mfu[1]:.1%}–"
+                  f"MFU: {best_mfu[0]:.1%} of the measured peak (the step's quartiles: {best_mfu[1]:.1%}–"
                   f"{best_mfu[2]:.1%}; with the peak's too, {best_mfu[1] * peak.rate / peak.rate_hi:.1%}–"
-                  f"{best_mfu[2] * peak.rate / peak.rate_lo:.1%}; the two were timed at different moments, and a "
-                  "machine's speed moves between moments, so read the MFU to its first digit)"]
+                  f"{best_mfu[2] * peak.rate / peak.rate_lo:.1%}): the course's MFU, the one notebook 10 and the "
+                  "reference run divide the same way"]
     if spec and sheet_tflops and sheet_mfu is not None:
         lines.append(f"MFU against NVIDIA's datasheet ({spec.name}, dense {precision}: {sheet_tflops:g} TFLOP/s, "
                      f"not a measurement): {sheet_mfu:.1%}")
@@ -260,18 +261,23 @@ def mfu_text(peak: Timing, peak_note: object, best: Timing | None, flops_per_tok
     return "\n".join(lines)
 
 
-def paired_mfu_text(mfu: Ratio, what: str, device: str, stored: float,
-                    rates: tuple[float, float] | None = None) -> str:
-    """The MFU of the `what` step against the peak's own matmul timed in the same turns (`mfu`: the
-    paired ratio of the step's model FLOP/s to the matmul's): a slow or fast spell of the
-    machine falls on both, so this MFU does not hang on the moment the peak was measured; beside
-    it, the same turns' step against the stored peak (`stored`), with the matmul's FLOP/s in these
-    turns and the stored peak's (`rates`)."""
-    return (f"MFU of the {what} step against the peak's matmul timed in the same turns: {mfu.value:.1%} "
-            f"({mfu.lo:.1%}–{mfu.hi:.1%}, median of {mfu.rounds} paired turns, drift {mfu.drift:.0%}) | {device}: "
-            f"a slow or fast spell falls on both; the same step against the stored peak: {stored:.1%}"
-            + (f" (the peak's matmul: {fmt_rate(rates[0], 'FLOP/s')}, the median of these turns; "
-               f"{fmt_rate(rates[1], 'FLOP/s')} when stored)" if rates else ""))
+def paired_mfu_text(mfu: Ratio, what: str, device: str, stored: float, matmul: Ratio) -> str:
+    """The check of section 5's MFU at one moment: the `what` step and the peak's own matmul timed in the
+    same turns. `matmul` compares the matmul's FLOP/s in these turns with the stored peak's (timed apart);
+    `mfu` is the paired ratio of the step's model FLOP/s to the matmul's, `stored` the same turns' step over
+    the stored peak. Where the matmul ran at the stored pace, the stored-peak MFU stands; otherwise the
+    moment moved it, by the matmul's ratio."""
+    lines = [f"checked at one moment: the {what} step and the peak's matmul, in {mfu.rounds} turns | {device}",
+             f"  {matmul}",
+             f"  the step's model FLOP/s over the stored peak: {stored:.1%}; over the matmul of the same turn: "
+             f"{mfu.value:.1%} ({mfu.lo:.1%}–{mfu.hi:.1%}" + (f", drift {mfu.drift:.1%})" if mfu.drift else ")")]
+    if matmul.within_noise:
+        lines.append("  the matmul ran at the stored peak's pace in these turns: the MFU above stands")
+    else:
+        lines.append(f"  in these turns the machine ran the peak's own matmul at {matmul.value:.2f}× the stored rate: "
+                     "an MFU against a stored peak moves with the moment it is timed at, by about that much; "
+                     "against the matmul of the same turn it does not")
+    return "\n".join(lines)
 
 
 def published_mfu(this_run: str) -> str:
@@ -286,10 +292,38 @@ def published_mfu(this_run: str) -> str:
             + published.elsewhere("08_transformer", ("MFU",), ["mosaic_mpt125m_a100_80gb_mfu",
                                                                "mosaic_mpt1b_h100_vs_a100_mfu"])
             + "\n(the reference is one H200's: another H200 ran the same eager SDPA step at 799.6 ktok/s against "
-            "this reference's 462.9, cause not found: results/nvidia-h200.test-gpu.md. Why these MFUs are what they "
-            "are is not measured here; notebook 10 profiles where a GPT step's time goes. Set a published MFU beside "
-            "the reference's MFU against the datasheet, not against the measured peak, unless its source says it "
-            "measured its peak)")
+            "this reference's 462.9, cause not found: results/nvidia-h200.test-gpu.md)"
+            + (f"\n{ref_peak}" if (ref_peak := reference_peak_text()) else "")
+            + "\nWhy these MFUs are what they are is not measured here; notebook 10 profiles where a GPT step's time "
+            "goes. Set a published MFU beside the reference's MFU against the datasheet, not against the measured "
+            "peak, unless its source says it measured its peak.")
+
+
+def reference_peak_text() -> str:
+    """The measured peak the reference run's MFU divided by, derived from its two recorded MFUs of one step
+    (against its measured peak, against the datasheet's dense bf16), beside notebook 10's reference peak:
+    whether the two notebooks' reference runs divided by one stored peak. '' where a row is missing."""
+    rows = report.reference("08_transformer")[1]
+    meas, sheet = rows.get("MFU vs measured matmul peak"), rows.get("MFU vs datasheet peak")
+    spec = datasheet.lookup(report.reference_meta("08_transformer").get("device") or "")
+    dense = datasheet.peak_tflops(spec, "bf16") if spec else None
+    if not (meas and sheet and dense):
+        return ""
+    derived = dense * sheet["value"] / meas["value"]  # the same tokens/s over each peak: MFUs scale as 1/peak
+    text = (f"the reference's MFU divided by a measured peak of {derived:.1f} TFLOP/s (derived here from its two "
+            f"MFUs of one step: {dense:g} × {sheet['value']:.4g} % / {meas['value']:.4g} %)")
+    ten = next(((k, r) for k, r in report.reference("10_compile_and_profile")[1].items()
+                if k.startswith("peak: ") and "bfloat16" in k and r.get("unit") == "TFLOP/s"), None)
+    if ten is None:
+        return text
+    key, row = ten
+    lo, hi = row.get("spread") or (row["value"], row["value"])
+    same = lo <= derived <= hi
+    return (text + f"; notebook 10's reference ran {key.removeprefix('peak: ')} at {report.fmt_row_value(row)} "
+            f"TFLOP/s: {'within' if same else 'outside'} its quartiles, "
+            + ("the same peak within its spread" if same else
+               "so the reference's 08 and 10 did not divide by one stored peak (a single-session re-record would)"))
+
 
 
 def busy_line(t: Timing, mfu: Sequence[float], busy: Sequence[float]) -> str:
