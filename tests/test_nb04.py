@@ -366,3 +366,8 @@ def test_run_lines_and_gap_line():
     assert line.startswith("GroupNorm: accumulated − one batch over the last 5 records +0.0020 nats; controls "
                            "+0.0010 (nudged +1), -0.0030 (nudged -1) | ")
     assert line.endswith(verdicts.gap_verdict(0.002, [0.001, -0.003], "one batch"))
+    assert "cannot tell rounding" not in nb04.gap_line("GroupNorm", 0.002, [0.001, -0.003], controls, 5,
+                                                       same_algorithm=True)  # within the controls: no caveat
+    beyond = nb04.gap_line("GroupNorm", 0.01, [0.001, -0.003], controls, 5, same_algorithm=True)
+    assert "under-estimate" in beyond and "cannot tell rounding" in beyond.splitlines()[1]
+    assert "\n" not in nb04.gap_line("BatchNorm", 0.01, [0.001, -0.003], controls, 5)  # another algorithm

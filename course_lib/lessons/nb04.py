@@ -438,9 +438,18 @@ def run_lines(runs: dict[tuple[bool, int], object], batch: int) -> str:
                      f"{h.step[-1]} optimizer steps | last loss {h.loss[-1]:.4f}" for (bn, k), h in runs.items())
 
 
-def gap_line(name: str, gap: float, gaps: Sequence[float], controls: Sequence, tail: int) -> str:
+def gap_line(name: str, gap: float, gaps: Sequence[float], controls: Sequence, tail: int,
+             *, same_algorithm: bool = False) -> str:
     """The accumulated run's gap to the one-batch run over the last `tail` records, beside each
-    control's (with its nudge), and :func:`course_lib.verdicts.gap_verdict`."""
+    control's (with its nudge), and :func:`course_lib.verdicts.gap_verdict`. Where accumulation
+    runs the `same_algorithm` as one batch (no BatchNorm), a gap beyond the controls gets a caveat:
+    they differ from one batch once, at the start, while accumulation sums each step's gradient in
+    another order, so rounds differently at every step, and they may under-estimate that drift."""
     ctrl = ", ".join(f"{g:+.4f} (nudged {c.ulps:+d})" for g, c in zip(gaps, controls))
-    return (f"{name}: accumulated − one batch over the last {tail} records {gap:+.4f} nats; controls {ctrl} | "
+    line = (f"{name}: accumulated − one batch over the last {tail} records {gap:+.4f} nats; controls {ctrl} | "
             f"{verdicts.gap_verdict(gap, gaps, 'one batch')}")
+    if same_algorithm and abs(gap) > max(abs(g) for g in gaps):
+        line += ("\n  but the controls differ from one batch once (their starting weights), while accumulation "
+                 "rounds its gradient sums differently at every step: the controls may under-estimate the drift "
+                 "rounding alone causes here, so this run cannot tell rounding from another difference")
+    return line
