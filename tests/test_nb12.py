@@ -331,3 +331,11 @@ def test_a_triton_imported_before_the_interpreter_was_asked_for_is_one_sentence(
                           timeout=300, env={k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"})
     assert done.returncode == 0, done.stderr[-2000:]
     assert "restart the kernel" in done.stdout
+
+
+def test_short_digits_rounds_only_float_noise_and_says_so():
+    text = "Triton 0.04095999896526337 ms vs torch 0.057583998888731 ms; 2048 x 4096, 1.5 ms"
+    short = nb12.short_digits(text)
+    assert short.startswith("Triton 0.04096 ms vs torch 0.05758 ms; 2048 x 4096, 1.5 ms")
+    assert short.endswith("rounded here to 4 significant digits)")
+    assert nb12.short_digits("2048 x 4096, 1.5 ms, 0.123456 s") == "2048 x 4096, 1.5 ms, 0.123456 s"

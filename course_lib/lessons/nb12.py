@@ -277,6 +277,17 @@ def against_bytes(ratio: Ratio, by_bytes: float | None, shares: tuple[float, flo
 
 # ---- Triton ------------------------------------------------------------------------------------
 
+_LONG = re.compile(r"(?<![\w.])\d+\.\d{7,}(?![\d])")  # a float printed with 7 or more decimals
+
+
+def short_digits(text: str, digits: int = 4) -> str:
+    """`text` with every number of 7 or more decimals (a CSV's float noise, 0.04095999896526337)
+    rounded to `digits` significant digits for display (0.04096), and a note saying so; text
+    without such numbers comes back unchanged."""
+    short, n = _LONG.subn(lambda m: f"{float(m.group()):.{digits}g}", text)
+    return short + (f"\n(numbers of 7 or more decimals rounded here to {digits} significant digits)" if n else "")
+
+
 NO_TRITON = ("Triton is not installed here: it comes with PyTorch's Linux wheels (`pip install torch` on "
              "Linux, or a Colab notebook), and has no official release for macOS or Windows; sections 1-3 "
              "and PyTorch's own kernels run without it.")
