@@ -347,8 +347,12 @@ def test_slopes_line_words_the_exponent_and_flags_slopes_that_do_not_climb():
     steady = nb07.slopes_line("SDPA", "time", [128, 256, 512], [1.0, 3.0, 12.0], 1.8)
     assert "∝ T^1.80 (about quadratic)" in steady and "between neighbours: 1.58, 2.00" in steady
     assert len(steady.splitlines()) == 1
-    assert len(nb07.slopes_line("SDPA", "time", [128, 256, 512], [1.0, 4.0, 8.0], 1.5).splitlines()) == 2
-    assert len(nb07.slopes_line("SDPA", "peak memory", [128, 256, 512], [1.0, 4.0, 8.0], 1.5).splitlines()) == 1
+    flat = nb07.slopes_line("SDPA", "time", [128, 256, 512], [1.0, 4.0, 8.0], 1.5)
+    assert flat.endswith("(not climbing steadily: below)")
+    assert "climbing" not in nb07.slopes_line("SDPA", "peak memory", [128, 256, 512], [1.0, 4.0, 8.0], 1.5)
+    assert nb07.local_slopes([128, 256, 512], [1.0, 4.0, 8.0]) == pytest.approx([2.0, 1.0])
+    assert nb07.slopes_caveat([]) == ""
+    assert nb07.slopes_caveat(["written out", "SDPA"]).startswith("written out, SDPA: these time slopes do not climb")
     assert [nb07.growth_words(p) for p in (0.5, 1.0, 1.5, 2.0, 2.5)] == [
         "less than linear: fixed costs dominate", "about linear", "between linear and quadratic",
         "about quadratic", "faster than quadratic"]

@@ -330,17 +330,31 @@ def growth_words(p: float) -> str:
     return "about quadratic" if p < 2.3 else "faster than quadratic"
 
 
+def local_slopes(lengths: Sequence[int], values: Sequence[float]) -> list[float]:
+    """The growth exponent between each pair of neighbouring `lengths`: log(v₂/v₁) / log(T₂/T₁)."""
+    return [math.log(b / a) / math.log(tb / ta) for a, b, ta, tb in zip(values, values[1:], lengths, lengths[1:])]
+
+
 def slopes_line(name: str, what: str, lengths: Sequence[int], values: Sequence[float], p_fit: float) -> str:
     """A version's growth with T: `p_fit` (fitted to all `lengths`), the slope between each pair of
-    neighbouring lengths, and for time, where those slopes do not climb, why this run cannot say why."""
-    local = [math.log(b / a) / math.log(tb / ta) for a, b, ta, tb in zip(values, values[1:], lengths, lengths[1:])]
+    neighbouring lengths, and for time, where those slopes do not climb, a pointer to
+    :func:`slopes_caveat` (printed once, below all the versions)."""
+    local = local_slopes(lengths, values)
     line = (f"{name:<18} {what:<11} ∝ T^{p_fit:.2f} ({growth_words(p_fit)}) over T = {lengths[0]}..{lengths[-1]}; "
             f"between neighbours: {', '.join(f'{x:.2f}' for x in local)}")
     if what == "time" and not rising(local):  # fixed costs fading would make them climb
-        line += (f"\n{'':<18} these slopes do not climb steadily, as fading fixed costs alone would make them: the "
-                 "lengths are timed one after another, not in turns, so changes of the machine's speed between "
-                 "lengths enter them, and so may cache effects; this run cannot tell which")
+        line += " (not climbing steadily: below)"
     return line
+
+
+def slopes_caveat(names: Sequence[str]) -> str:
+    """Once, under the slope lines: why this run cannot say why the time slopes of the versions
+    `names` do not climb steadily; '' when there are none."""
+    if not names:
+        return ""
+    return (f"{', '.join(names)}: these time slopes do not climb steadily, as fading fixed costs alone would make "
+            "them: the lengths are timed one after another, not in turns, so changes of the machine's speed between "
+            "lengths enter them, and so may cache effects; this run cannot tell which")
 
 
 def cache_text(cache: tuple[str, int] | None, lead: Mapping[int, bench.Ratio], lengths: Sequence[int],
