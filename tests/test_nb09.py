@@ -224,3 +224,25 @@ def test_profiler_cost_says_when_the_profiled_step_ran_faster():
     plain = bench.timing_of([0.139, 0.140, 0.141, 0.144, 0.141], name="plain", device="cpu")
     assert "shorter than section 5's lower quartile" in nb09.profiler_cost(126.0, plain)
     assert "within section 5's quartiles" in nb09.profiler_cost(141.0, plain)
+
+
+def test_step_in_08_sets_08s_whole_step_beside_this_part_of_it():
+    from course_lib import bench, profiles
+    from course_lib.models import GPTConfig
+    c = profiles.sizes("09_memory", "cpu")
+    gpt = GPTConfig(vocab_size=256, block_size=c.block, n_layer=c.n_layer, n_head=c.n_head, n_embd=c.n_embd)
+    plain = bench.timing_of([0.150, 0.1555, 0.161, 0.149, 0.158], name="step without checkpointing", device="cpu")
+    row = {"value": 14.6, "unit": "ktok/s", "spread": [14.05, 14.7]}  # 08's whole step: about 140 ms
+    ran08 = {f"step, micro-batch of {c.batch} sequences": row}
+    text = nb09.step_in_08(ran08, plain, c.batch, gpt, "cpu")
+    tokens = c.batch * c.block
+    assert "whole training step" in text and "14.6 (14.05–14.7) ktok/s" in text
+    assert "its forward and backward only" in text
+    lo, hi = plain.lo_s / (tokens / 14.05e3), plain.hi_s / (tokens / 14.7e3)  # this time over 08's slowest, fastest
+    assert f"beyond both quartiles ({lo:.2f}–{hi:.2f}×)" in text and "the part took longer than the whole" in text
+    near = {f"step, micro-batch of {c.batch} sequences": {**row, "value": 13.0, "spread": [12.5, 13.9]}}
+    assert "within their quartiles" in (same := nb09.step_in_08(near, plain, c.batch, gpt, "cpu"))
+    assert "longer than the whole" not in same
+    assert nb09.step_in_08(None, plain, c.batch, gpt, "cpu") == ""  # 08 did not run so
+    wider = GPTConfig(vocab_size=256, block_size=c.block, n_layer=c.n_layer, n_head=c.n_head, n_embd=2 * c.n_embd)
+    assert nb09.step_in_08(ran08, plain, c.batch, wider, "cpu") == ""  # another GPT

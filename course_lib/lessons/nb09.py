@@ -4,6 +4,7 @@ cell prints)."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable, Mapping, Sequence
 
 import torch
@@ -312,6 +313,31 @@ def checkpoint_rows(times: Sequence[Timing], peaks: Mapping[str, int]) -> str:
         rows.append(f"{t.name:<26} {peak} | {1e3 * t.median_s:6.1f} ms (quartiles {1e3 * t.lo_s:.1f}–"
                     f"{1e3 * t.hi_s:.1f}), {t.runs} runs")
     return "\n".join(rows)
+
+
+def step_in_08(ran08: Mapping[str, dict] | None, plain: Timing, batch: int, gpt: GPTConfig, profile: str) -> str:
+    """Notebook 08's whole training step of the same GPT at the same batch, recorded earlier in this
+    run (:func:`course_lib.report.this_run`), beside this notebook's `plain` step, its forward and
+    backward only (a part of 08's): both times and how far apart beyond their quartiles. '' where
+    08 did not run so (another profile or device, or not yet) or its GPT (`profile`'s sizes) is not `gpt`."""
+    c08 = profiles.sizes("08_transformer", profile)
+    same_gpt = (c08.block, c08.n_layer, c08.n_head, c08.n_embd) == (gpt.block_size, gpt.n_layer, gpt.n_head,
+                                                                     gpt.n_embd)
+    row = (ran08 or {}).get(f"step, micro-batch of {batch} sequences")
+    as_rate = dataclasses.replace(plain, work=batch * gpt.block_size, unit="tok/s")  # the tokens of one step
+    vs = report.rate_vs_row(as_rate, row) if same_gpt and row else None
+    if vs is None:  # 08 did not run so, or recorded no spread or another unit: nothing to set side by side
+        return ""
+    part, lo, hi = 1 / vs[0], 1 / vs[2], 1 / vs[1]  # this step's time over 08's (the rates' ratio inverted)
+    longer = (" Here the part took longer than the whole: something differed between the moments or the two "
+              "steps' code, which these timings do not measure apart." if lo > 1 else "")
+    ms = f"{1e3 * plain.median_s:.1f} ms ({1e3 * plain.lo_s:.1f}–{1e3 * plain.hi_s:.1f})"
+    return (f"notebook 08 timed a whole training step of this GPT at this batch earlier in this run (forward, "
+            f"backward, gradient clipping and AdamW's update): {report.fmt_row_value(row)} {row['unit']}, about "
+            f"{1e3 * plain.median_s / part:.0f} ms a step; the step without checkpointing here, its forward and "
+            f"backward only, is a part of that: {ms}, {report.apart_words((part, lo, hi))}.{longer} Minutes apart, "
+            "in two processes, the machine's speed at each moment is part of any gap: only timings of one set of "
+            "turns are paired")
 
 
 def recompute_verdict(saving: float, cost: Ratio, plain: Timing, checkpointed: Timing, forward: Timing) -> str:
