@@ -43,6 +43,7 @@ class Figure:
     quote: str  # the source's words or table row that carry the figure
     software: str = ""  # versions, where the source gives them
     read: str = ""  # the date it was read in its source
+    setup: str = ""  # where set: the configuration in a few words, so the entry prints on one line
 
     def cite(self) -> str:
         """The label and the figure: who published it, on what hardware, not on this machine."""
@@ -60,8 +61,11 @@ class Figure:
         return f"{self.source}; {self.where}; {self.url} (read {self.read}){software}"
 
     def short(self, number: int) -> str:
-        """Two lines for a notebook's output: the label and the figure, then what was measured and
-        its address, with the number of its full reference in :func:`sources`."""
+        """A notebook's output: the label, the figure and the number of its full reference in
+        :func:`sources`; one line with its `setup` where the entry has one (`what` then waits in
+        :func:`sources`), else two, the second what was measured and its address."""
+        if self.setup:
+            return f"{self.cite()} | {self.setup} [{number}]"
         return f"{self.cite()}\n    {self.what} [{number}: {self.url}]"
 
 
@@ -107,7 +111,8 @@ def sources() -> str:
     if not _CITED:
         return ""
     return "\n".join(["Sources of the published figures printed above:",
-                      *(f"  [{n}] {get(key).reference()}" for key, n in _CITED.items())])
+                      *(f"  [{n}] {get(key).reference()}" + (f"\n      what: {get(key).what}" if get(key).setup else "")
+                        for key, n in _CITED.items())])
 
 
 def elsewhere(notebook: str, prefixes: tuple[str, ...] = (), keys: Sequence[str] = (), *,

@@ -180,7 +180,8 @@ class Report:
         w = max([36, *map(len, self.rows)])  # the name column fits the longest name
         head = f"{'measurement':<{w}} | {'this run':>10} | {'spread (below)':>19} | {'unit':<8}"
         if beside:
-            head += f" | reference run ({ref_device} machine), the same setup"
+            host = reference_meta(self.notebook).get("host")  # a host-CPU row runs as fast as that CPU
+            head += f" | reference run ({ref_device} machine{f'; host {host}' if host else ''}), the same setup"
         lines = [f"{self.meta['device']}, profile {self.meta['profile']}", head, "-" * len(head)]
         for key, row in self.rows.items():
             lo_hi = row.get("spread")
@@ -343,8 +344,9 @@ def reference_header(notebook: str) -> str:
     sizes = size_class({"profile": profile, "device": ref_device, **meta})
     cls = sizes.partition("/")[2]
     took = f", {cls} sizes" if cls else f", the {sizes!r} profile's sizes" if sizes != profile else ""
+    host = f", host {meta['host']}" if meta.get("host") else ""
     return (f"recorded reference run on {ref_device} (this course's code, {profile} profile{took}, "
-            f"torch {meta.get('torch', '?')}, {meta.get('date', 'date not recorded')}), not on this machine:")
+            f"torch {meta.get('torch', '?')}, {meta.get('date', 'date not recorded')}{host}), not on this machine:")
 
 
 def reference_rows(notebook: str, prefixes: tuple[str, ...] = (), exclude: tuple[str, ...] = ()) -> list[str]:

@@ -127,3 +127,12 @@ def test_figures_of_other_work_say_what_they_measured_instead(tmp_path, monkeypa
     text = published.elsewhere("01_gpu_vs_cpu", keys=[key], unlike="whole training steps, not one matmul")
     assert text.startswith("figures published elsewhere, not measured here (whole training steps, not one matmul):")
     assert published.elsewhere("01_gpu_vs_cpu", keys=[key]).startswith("figures published elsewhere, not measured here:")
+
+
+def test_an_entry_with_a_setup_prints_on_one_line_and_its_description_waits_in_the_sources(monkeypatch):
+    monkeypatch.setattr(published, "_CITED", {})
+    fig = next(f for f in published.FIGURES if f.setup)
+    text = published.show(fig.key)
+    assert text == f"{fig.cite()} | {fig.setup} [1]" and fig.url not in text
+    assert f"  [1] {fig.reference()}\n      what: {fig.what}" in published.sources()
+    assert all(len(f.setup) <= 80 for f in published.FIGURES)  # a few words, not a second description

@@ -121,9 +121,9 @@ def regime(plain: Mapping[str, float], device_type: str) -> str:
             + ("the ops set its time" if ops >= 0.5 else "Python sets its time"))
     rows = report.reference("10_compile_and_profile")[1]
     ref = rows.get("plain step: waiting share")
-    label = ("" if ref is None else f"\n(by the rule a GPU run prints here, the glossary's launch-bound, the reference run's GPU step was "
-             f"{_bound(ref['value'] / 100)}, its GPU waiting {ref['value']:.0f}% of the profiled step; the profiler adds "
-             "CPU time to every op, so a profiled step waits more than a plain one" + _graphs_bound(rows) + ")")
+    label = ("" if ref is None else
+             f"\nthe reference's GPU waited {ref['value']:.0f}% of its profiled step: {_bound(ref['value'] / 100)} by "
+             "the glossary's rule (the profiler's CPU time per op makes a profiled step wait more)" + _graphs_bound(rows))
     return line + "\n" + published.elsewhere("10_compile_and_profile", ("plain step:",)) + label
 
 
@@ -135,9 +135,8 @@ def _graphs_bound(rows: Mapping[str, dict]) -> str:
         return ""
     lo = 1 - default["spread"][1] / graphs["spread"][0]  # the share saved, from the quartiles' ends (rates)
     mid = 1 - default["value"] / graphs["value"]
-    return (f"; without it, the same compiled kernels replayed as CUDA graphs ran {graphs['value'] / default['value']:.2f}× "
-            f"the rate of those launched one by one: graphs removed {mid:.0%} of that step (at least {lo:.0%} by the "
-            "quartiles), time inferred to be launching, as the replayed kernels' own GPU time was not measured")
+    return (f"\nwithout the profiler, CUDA graphs ran its compiled step {graphs['value'] / default['value']:.2f}× "
+            f"faster: {mid:.0%} of that step (at least {lo:.0%}) was launching, inferred (section 3)")
 
 
 def _bound(waited: float) -> str:
@@ -435,30 +434,19 @@ def eager_then_now(then: Timing, now: Timing) -> str:
                "the same within their quartiles (or less than 1 % beyond them)"))
 
 
-def op_notes(measured: StepOps, own: Mapping[str, float], ridge_: float, of_roof: OfRoof, peak_name: str,
-             device_type: str) -> str:
-    """How to read the op times: how they were timed and how their sum compares with the plain step;
-    off a GPU, the costliest op's share in section 1's table (`own`: each op's self time per step)
-    beside its share of op time; and, on each side of the ridge, the groups that ran above their roof."""
+def op_notes(measured: StepOps, ridge_: float, of_roof: OfRoof, peak_name: str, device_type: str) -> str:
+    """How to read the op times: how they were timed and what share of the step they fill, like with like
+    (off a GPU the profiler's record of each op, over the profiled step; on a GPU the kernels' time, over the
+    step without the profiler); and, on each side of the ridge, the groups that ran above their roof."""
     op_time, step, profiled = measured.op_seconds, measured.step.median_s, measured.profiled.median_s
-    how = ("op times: the profiler's record of each op (the ops it calls included)" if device_type != "cuda" else
-           "measure_ops times each op by the GPU kernels and copies it launched")
-    if op_time > step:
-        lines = [f"{how}: their sum is {op_time / step - 1:.0%} more than the whole step without the profiler, "
-                 f"because each op's time includes the profiler's recording of it and of the ops it calls, which the "
-                 f"plain step does not pay (the profiled step, the counting mode's Python included, took "
-                 f"{profiled / step:.2f}× as long): read each op's time as its share of op time, as the verdicts "
-                 "below do"]
-    else:
-        rest = ("time in no op: Python, autograd's bookkeeping" if device_type != "cuda" else
-                "the GPU idle, waiting for the CPU to queue work")
-        lines = [f"{how}: their sum is {op_time / step:.0%} of the whole step without the profiler; the rest is "
-                 f"{rest}. The shares below are of op time"]
-    top, table = measured.ops[0], sum(own.values())  # the table's "Self CPU time total", per step
-    if device_type != "cuda" and top.name in own:  # the same op, two shares: what each divides by
-        lines.append(f"{top.short}: {own[top.name] / table:.0%} of section 1's table (its total counts time in no op "
-                     f"too), {top.seconds / op_time:.0%} of op time here; profiled at two moments, the op's time moved "
-                     f"{top.seconds / own[top.name]:.2f}×, the total {op_time / table:.2f}×")
+    if device_type == "cuda":
+        lines = [f"op times: the GPU kernels and copies each op launched; their sum is {op_time / step:.0%} of the "
+                 "whole step without the profiler, the rest the GPU idle, waiting for the CPU to queue work. "
+                 "The shares below are of op time"]
+    else:  # the profiler's records carry its own cost: set them against the step that paid it
+        lines = [f"op times: the profiler's record of each op (the ops it calls included); their sum is "
+                 f"{op_time / profiled:.0%} of the profiled step, the rest time in no op (Python, autograd's "
+                 "bookkeeping, the profiler's and the op counting's own). The shares below are of op time"]
     over = [o for o in measured.ops if o.flops and of_roof(o) > 1]
     for side, group in (("below", [o for o in over if o.intensity < ridge_]),
                         ("above", [o for o in over if o.intensity >= ridge_])):
