@@ -21,7 +21,7 @@ from typing import Callable, Sequence
 import torch
 import torch.nn as nn
 
-from course_lib import check, memory, profiles, published, train, verdicts
+from course_lib import memory, profiles, published, train, verdicts
 from course_lib.bench import Ratio, timing_of
 from course_lib.data import TensorLoader
 from course_lib.device import amp_note, cpu_16bit_flags, cpu_name, tf32
@@ -29,12 +29,14 @@ from course_lib.device import label as device_label
 from course_lib.lessons import nb01
 from course_lib.profiling import StepProfile, amdahl_bound, profile_verdict
 from course_lib.lessons import nb03_formats as formats
-from course_lib.lessons.nb03_formats import cast, dtype_of
+from course_lib.lessons.nb03_formats import dtype_of
 from course_lib.units import fmt_bytes, fmt_time
 
 # what notebook 03 calls as nb03.*: the formats' limits and real casts; did a format really run in a layer?
 format_table, cast_table = formats.format_table, formats.cast_table
 check_layer, classifier_input, layer_check = formats.check_layer, formats.classifier_input, formats.layer_check
+needed_scale, check_loss_scale = formats.needed_scale, formats.check_loss_scale  # loss scaling's exercise
+stays_normal, check_survivors, cast = formats.stays_normal, formats.check_survivors, formats.cast  # real casts
 
 # Training precisions: label -> (TrainConfig.amp, TF32 for fp32 matmuls/convs on CUDA).
 PRECISIONS = {
@@ -137,41 +139,6 @@ def scaling_summary(rows: Sequence[ScaleRow]) -> str:
         return f"{moved}; none overflowed up to S = {s2(rows[-1])}"
     return (f"{moved}; the largest overflow to inf from S = {s2(over)} on ({pct(over.overflowed, over)}), "
             f"{pct(rows[-1].overflowed, rows[-1])} at S = {s2(rows[-1])}")
-
-
-def needed_scale(g_min: float, name: str | torch.dtype = "fp16") -> float:
-    """The smallest power of two S with ``g_min * S`` >= the format's smallest normal."""
-    if g_min <= 0:
-        raise ValueError(f"The gradient magnitude must be positive, got {g_min}.")
-    return 2.0 ** max(0, math.ceil(math.log2(torch.finfo(dtype_of(name)).smallest_normal / g_min)))
-
-
-@check.exercise()
-def check_loss_scale(fn: Callable[[float], float]) -> None:
-    """Exercise: `fn(g_min)` must return the smallest power-of-two loss scale that lifts
-    `g_min` to fp16's smallest normal (6.1e-5), and 1 when no scaling is needed."""
-    for g in (1e-7, 3e-6, 2.0**-20, 1e-3):
-        got, want = fn(g), needed_scale(g)
-        if got != want and got * 2 == want:
-            raise AssertionError(f"loss_scale({g:g}) = {got:g}: {g:g} × {got:g} = {g * got:.3g} "
-                                 f"is still below 6.1e-5; expected {want:g}")
-        check.expect(f"loss scale for g = {g:g}", got, want)
-
-
-def stays_normal(value: float, name: str | torch.dtype = "fp16") -> bool:
-    """True when a real cast of `value` to `name` is 0 from 0, or finite and in the normal
-    range (rounded by at most eps/2, all significant bits kept; not subnormal, not 0, not inf)."""
-    got = cast(value, name)
-    return value == 0 or (math.isfinite(got) and abs(got) >= torch.finfo(dtype_of(name)).smallest_normal)
-
-
-@check.exercise()
-def check_survivors(fn: Callable[[float], bool], values: Sequence[float]) -> None:
-    """Exercise: `fn(v)` must say whether v stays a normal fp16 number (see :func:`stays_normal`);
-    compared with real casts of every value in `values`."""
-    got = [v for v in values if fn(v)]
-    want = [v for v in values if stays_normal(v, "fp16")]
-    check.expect("values a cast leaves normal in fp16 (finite, not subnormal, not 0)", got, want)
 
 
 # ---- optimizers in pure fp16 ----------------------------------------------------------

@@ -1,7 +1,8 @@
 """16-bit formats up close, apart from notebook 03's lesson module so that it stays its notebook's
 scaffolding (:mod:`course_lib.lessons.nb03` re-exports what its notebook calls): each format's
 limits, what a real cast does to a value, rounding to a format in fp64, and whether a format (or
-TF32) really ran, one layer's output against its fp64 emulation:
+TF32) really ran, one layer's output against its fp64 emulation; and the normal range that loss
+scaling lifts gradients into (the loss-scale and survivors exercises):
 
     print(format_table())                       # fp32 / fp16 / bf16 limits
     print(cast_table([1e-8, 1.0, 70000.0]))     # what survives a cast
@@ -15,11 +16,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 import torch.nn as nn
 
+from course_lib import check
 from course_lib.device import label as device_label
 from course_lib.device import tf32
 
@@ -260,3 +262,40 @@ def check_layer(result: LayerCheck, device: torch.device | str) -> LayerCheck:
                              f"[{result.low:.2e}, {result.high:.2e}], what {PROBED[result.name]} "
                              f"gives these numbers: this is not {PROBED[result.name]} arithmetic")
     return result
+
+
+# ---- the normal range: loss scaling and what a cast keeps (notebook 03's exercises) ----------------
+
+def needed_scale(g_min: float, name: str | torch.dtype = "fp16") -> float:
+    """The smallest power of two S with ``g_min * S`` >= the format's smallest normal."""
+    if g_min <= 0:
+        raise ValueError(f"The gradient magnitude must be positive, got {g_min}.")
+    return 2.0 ** max(0, math.ceil(math.log2(torch.finfo(dtype_of(name)).smallest_normal / g_min)))
+
+
+@check.exercise()
+def check_loss_scale(fn: Callable[[float], float]) -> None:
+    """Exercise: `fn(g_min)` must return the smallest power-of-two loss scale that lifts
+    `g_min` to fp16's smallest normal (6.1e-5), and 1 when no scaling is needed."""
+    for g in (1e-7, 3e-6, 2.0**-20, 1e-3):
+        got, want = fn(g), needed_scale(g)
+        if got != want and got * 2 == want:
+            raise AssertionError(f"loss_scale({g:g}) = {got:g}: {g:g} × {got:g} = {g * got:.3g} "
+                                 f"is still below 6.1e-5; expected {want:g}")
+        check.expect(f"loss scale for g = {g:g}", got, want)
+
+
+def stays_normal(value: float, name: str | torch.dtype = "fp16") -> bool:
+    """True when a real cast of `value` to `name` is 0 from 0, or finite and in the normal
+    range (rounded by at most eps/2, all significant bits kept; not subnormal, not 0, not inf)."""
+    got = cast(value, name)
+    return value == 0 or (math.isfinite(got) and abs(got) >= torch.finfo(dtype_of(name)).smallest_normal)
+
+
+@check.exercise()
+def check_survivors(fn: Callable[[float], bool], values: Sequence[float]) -> None:
+    """Exercise: `fn(v)` must say whether v stays a normal fp16 number (see :func:`stays_normal`);
+    compared with real casts of every value in `values`."""
+    got = [v for v in values if fn(v)]
+    want = [v for v in values if stays_normal(v, "fp16")]
+    check.expect("values a cast leaves normal in fp16 (finite, not subnormal, not 0)", got, want)
