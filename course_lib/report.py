@@ -298,8 +298,7 @@ def rate_vs_row(t: "bench.Timing", row: dict) -> tuple[float, float, float] | No
     """`t`'s rate over a recorded rate `row`'s (another notebook's, another moment): the ratio of the
     medians and the range the two quartiles allow, (value, lo, hi); None where the row has no
     spread or is not `t`'s unit with an SI prefix (GFLOP/s for FLOP/s, ktok/s for tok/s)."""
-    scale = {"": 1.0, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}.get(str(row.get("unit", "")).removesuffix(t.unit)) \
-        if t.rate is not None and t.unit and str(row.get("unit", "")).endswith(t.unit) else None
+    scale = units.unit_scale(str(row.get("unit", "")), t.unit) if t.rate is not None else None
     if scale is None or not row.get("spread"):
         return None
     lo, hi = row["spread"]

@@ -30,12 +30,23 @@ def fmt_bytes(n: float) -> str:
     return f"{n:.1f} TiB"
 
 
+_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))  # SI, largest first
+
+
 def rate_scale(rate: float, unit: str) -> tuple[float, str]:
     """The SI scale that reads well for `rate`, with the prefixed unit: (1e9, 'GFLOP/s')."""
-    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+    for scale, prefix in _PREFIXES:
         if rate >= scale:
             return scale, prefix + unit
     return 1.0, unit
+
+
+def unit_scale(prefixed: str, unit: str) -> float | None:
+    """The scale of `prefixed`, `unit` with an SI prefix or none: ('GFLOP/s', 'FLOP/s') -> 1e9,
+    ('tok/s', 'tok/s') -> 1.0; None where `prefixed` is not `unit` so written."""
+    if not unit or not prefixed.endswith(unit):
+        return None
+    return {"": 1.0, **{prefix: scale for scale, prefix in _PREFIXES}}.get(prefixed.removesuffix(unit))
 
 
 def fmt_rate(rate: float, unit: str) -> str:

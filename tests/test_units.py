@@ -37,3 +37,12 @@ def test_time_scale_is_the_unit_fmt_time_writes():
     for seconds in (0.0413, 12e-6, 2.51, 125.0, 1250.0, 3e-9):
         scale, unit = units.time_scale(seconds)
         assert units.fmt_time(seconds).endswith(" " + unit)
+
+
+def test_unit_scale_reads_an_si_prefix_back():
+    assert units.unit_scale("GFLOP/s", "FLOP/s") == 1e9 and units.unit_scale("tok/s", "tok/s") == 1.0
+    assert units.unit_scale("ktok/s", "tok/s") == 1e3 and units.unit_scale("PFLOP/s", "FLOP/s") == 1e15
+    assert units.unit_scale("GB/s", "FLOP/s") is None and units.unit_scale("xFLOP/s", "FLOP/s") is None
+    assert units.unit_scale("ms", "") is None
+    scale, prefixed = units.rate_scale(3.2e10, "FLOP/s")
+    assert units.unit_scale(prefixed, "FLOP/s") == scale  # the inverse of rate_scale's prefix

@@ -530,7 +530,7 @@ def step_breakdown(t: Mapping[str, bench.Timing], ratios: Sequence[bench.Ratio],
         f"{world} processes, per step: DDP {ms['w']:.2f} ms =",
         f"  {ms['free_w']:.2f} ms under no_sync: each rank's compute, the {world} ranks at once",
         f"  {part('w', 'free_w', reduce_w)} the all-reduce of {grads} of gradients and the wait for the "
-        f"slower rank | {reduce_w}",
+        f"slower rank (a call's fixed cost and that wait are in it: not a bandwidth) | {reduce_w}",
         f"sharing the machine: the step under no_sync took {ms['free_w']:.2f} ms with {world} ranks at once, "
         f"{ms['free1']:.2f} ms with one rank alone ({ms['free_w'] / ms['free1']:.2f}×, "
         f"{t['free_w'].lo_s / t['free1'].hi_s:.2f}–{t['free_w'].hi_s / t['free1'].lo_s:.2f}× from their quartiles; "
