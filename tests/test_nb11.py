@@ -263,8 +263,29 @@ def test_the_idle_lines_and_the_span_verdict_follow_the_numbers():
     assert nb11.why_span(bench.ratio_of("", 0.5, 0.4, 0.6), [0.5, 0.6], 3.0).startswith("  longer, and ")
     assert nb11.why_span(bench.ratio_of("", 1.5, 1.3, 1.7), [0.5, 0.2], 0.99).endswith("took 0.99× as long (less than 5 % longer)")
     assert nb11.why_span(bench.ratio_of("", 1.5, 1.3, 1.7), [0.5, 0.2], 1.003).endswith("(less than 5 % longer)")
-    unclear = nb11.why_span(bench.ratio_of("m = 2 vs 1", 1.0, 0.8, 1.2), [0.5, 0.4], 1.2)
-    assert unclear.startswith("  cannot be told apart here (") and "1.20× as long" in unclear
+
+
+def test_span_table_sets_each_step_beside_its_paired_ratios_and_explains_only_the_clear_ones():
+    def step(ms, kind, m):
+        t = bench.timing_of([ms * f / 1e3 for f in (0.98, 1.0, 1.02)], name=f"{kind}, m = {m}: one step", device="cpu")
+        return t
+    steps = {("gpipe", 1): step(300, "gpipe", 1), ("gpipe", 4): step(200, "gpipe", 4),
+             ("1f1b", 1): step(300, "1f1b", 1), ("1f1b", 4): step(290, "1f1b", 4)}
+    busy = {("gpipe", 1): [0.15, 0.15], ("gpipe", 4): [0.16, 0.16], ("1f1b", 1): [0.15, 0.15], ("1f1b", 4): [0.2, 0.2]}
+    idle = {("gpipe", 1): 0.5, ("gpipe", 4): 0.2, ("1f1b", 1): 0.5, ("1f1b", 4): 0.3}
+    fast = bench.ratio_of("gpipe 4 vs 1", 1.5, 1.4, 1.6, more="faster", less="slower")
+    wide = bench.ratio_of("1f1b 4 vs 1", 1.03, 0.8, 1.3, more="faster", less="slower")
+    table = nb11.span_table(steps, busy, idle, {("gpipe", 4): fast, ("1f1b", 4): wide},
+                            {1: bench.ratio_of("", 1.0, 0.99, 1.01),
+                             4: bench.ratio_of("", 0.69, 0.6, 0.8, more="faster", less="slower")}, "2 stages")
+    lines = table.splitlines()
+    assert lines[0].endswith("| 2 stages") and "vs m = 1, paired" in lines[1]
+    gpipe4 = next(ln for ln in lines if ln.startswith("gpipe      4"))
+    assert "200 (198–202)" in gpipe4 and "20%" in gpipe4 and "1.50× (1.40–1.60) faster" in gpipe4
+    f1b4 = next(ln for ln in lines if ln.startswith("1f1b       4"))
+    assert "1.03× (0.80–1.30) too wide" in f1b4 and f1b4.endswith("0.69× (0.60–0.80) slower")
+    assert lines[-1].startswith("gpipe, m = 4: shorter: the idle time won back (idle share 50% → 20%)")
+    assert not any(ln.startswith("1f1b, m = 4:") for ln in lines)  # not told apart: no cause offered
 
 
 def test_the_memory_lines_put_each_prediction_beside_its_measurement():

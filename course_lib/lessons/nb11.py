@@ -386,12 +386,42 @@ def idle_lines(idle: Sequence[Sequence[float]]) -> list[str]:
     return lines
 
 
+def span_table(steps: dict, busy: dict, idle: dict, ratios: dict, vs: dict, rig: str) -> str:
+    """Section 4's steps as one table, keyed (schedule, m): the step (`steps`, a Timing: median and
+    quartiles), its idle share (`idle`), each stage's busy time (`busy`, s), its speed-up over the
+    smallest m (`ratios`, paired) and 1F1B's over GPipe at the same m (`vs`, keyed m, paired);
+    below it, why, for each speed-up over the smallest m that the turns tell apart."""
+    def cell(r: Ratio | None) -> str:
+        return "-" if r is None else f"{r.value:.2f}× ({r.lo:.2f}–{r.hi:.2f}) " + (
+            (r.more if r.value > 1 else r.less) if r.clear else r.grade)
+
+    lo, paired = min(k for _, k in steps), [r for r in [*ratios.values(), *vs.values()] if r.rounds]
+    lines = [f"one step of each schedule and m, in turns | {rig}",
+             f"{'schedule':<8} {'m':>3}  {'step, ms (quartiles)':<22} {'idle':>5}  {'busy per stage, ms':<18}  "
+             f"{f'vs m = {lo}, paired':<28}  1F1B vs GPipe, paired"]
+    def ms(s: float) -> str:  # 3 significant digits, trailing zeros kept: 5.00, 2.90, 323
+        return f"{s * 1e3:#.3g}".rstrip(".")
+
+    for kind, k in sorted(steps, key=lambda key: (key[0] != "gpipe", key[1])):  # GPipe first, then 1F1B
+        t = steps[(kind, k)]
+        step, stages = f"{ms(t.median_s)} ({ms(t.lo_s)}–{ms(t.hi_s)})", ", ".join(ms(b) for b in busy[(kind, k)])
+        lines.append(f"{kind:<8} {k:>3}  {step:<22} {idle[(kind, k)]:>5.0%}  {stages:<18}  "
+                     f"{cell(ratios.get((kind, k))):<28}  {cell(vs.get(k)) if kind == '1f1b' else ''}".rstrip())
+    if paired:
+        lines.append(f"ratios: median of {paired[0].rounds} paired turns, {paired[0].coverage:.0%} interval; the "
+                     f"machine's drift from turn to turn up to {max(r.drift or 0 for r in paired):.0%}; 'too wide': "
+                     "the interval holds 1 and these turns cannot tell")
+    lines += [f"{kind}, m = {k}:" + why_span(r, [idle[(kind, lo)], idle[(kind, k)]],
+                                              busy[(kind, k)][0] / busy[(kind, lo)][0]).removeprefix(" ")
+              for (kind, k), r in ratios.items() if r.clear]
+    return "\n".join(lines)
+
+
 def why_span(ratio: Ratio, idle: Sequence[float], busy: float) -> str:
-    """What a step with more micro-batches shows against one with fewer: `ratio` is its speed-up,
-    `idle` the two idle shares (fewer, more), `busy` how many times as long stage 0's passes took."""
-    went = " → ".join(f"{v:.0%}" for v in idle)
-    if not ratio.clear:
-        return f"  cannot be told apart here ({ratio.doubt}); idle share {went}, stage 0 busy {busy:.2f}× as long"
+    """Why a step with more micro-batches took less or more time than one with fewer, where the turns
+    tell them apart: `ratio` is its speed-up, `idle` the two idle shares (fewer, more), `busy` how many
+    times as long stage 0's passes took."""
+    went = " → ".join(f"{v:.0%}" for v in idle)  # a ratio the turns do not tell apart: span_table says so
     if ratio.value > 1:
         passes = (f"outweighed the longer passes (stage 0 busy {busy:.2f}× as long)" if busy >= 1.05
                   else f"and stage 0's passes took {busy:.2f}× as long (less than 5 % longer)")
