@@ -352,7 +352,8 @@ def test_slopes_line_words_the_exponent_and_flags_slopes_that_do_not_climb():
     assert "climbing" not in nb07.slopes_line("SDPA", "peak memory", [128, 256, 512], [1.0, 4.0, 8.0], 1.5)
     assert nb07.local_slopes([128, 256, 512], [1.0, 4.0, 8.0]) == pytest.approx([2.0, 1.0])
     assert nb07.slopes_caveat([]) == ""
-    assert nb07.slopes_caveat(["written out", "SDPA"]).startswith("written out, SDPA: these time slopes do not climb")
+    caveat = nb07.slopes_caveat(["written out", "SDPA, math kernel"])  # names with commas: ';' between them
+    assert caveat.startswith("the time slopes marked above (written out; SDPA, math kernel) do not climb")
     assert [nb07.growth_words(p) for p in (0.5, 1.0, 1.5, 2.0, 2.5)] == [
         "less than linear: fixed costs dominate", "about linear", "between linear and quadratic",
         "about quadratic", "faster than quadratic"]

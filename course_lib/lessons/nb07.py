@@ -352,9 +352,9 @@ def slopes_caveat(names: Sequence[str]) -> str:
     `names` do not climb steadily; '' when there are none."""
     if not names:
         return ""
-    return (f"{', '.join(names)}: these time slopes do not climb steadily, as fading fixed costs alone would make "
-            "them: the lengths are timed one after another, not in turns, so changes of the machine's speed between "
-            "lengths enter them, and so may cache effects; this run cannot tell which")
+    return (f"the time slopes marked above ({'; '.join(names)}) do not climb steadily, as fading fixed costs alone "
+            "would make them: the lengths are timed one after another, not in turns, so changes of the machine's "
+            "speed between lengths enter them, and so may cache effects; this run cannot tell which")
 
 
 def cache_text(cache: tuple[str, int] | None, lead: Mapping[int, bench.Ratio], lengths: Sequence[int],
