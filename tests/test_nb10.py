@@ -307,12 +307,13 @@ def test_sync_verdict_says_when_the_reference_gpu_showed_no_cost_and_its_regime(
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
     text = nb10.sync_verdict(None, 53, "cpu", "cpu")
     assert "keeping values vs reading values: 1.041 (0.842–1.203) ×: too wide to tell" in text
-    assert "No measurable cost there either. That step was launch-bound (its GPU waited 78% of the profiled step" in text
+    assert "No measurable cost there either. The same GPT's plain step was launch-bound there (its GPU waited 78%" in text
+    assert "the logging step's own share was not profiled" in text
     assert "(reasoning, not measured)" in text
     rep.add("plain step: waiting share", 5.0, "%")  # a GPU-bound reference: no launch-bound reasoning
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
     gpu_bound = nb10.sync_verdict(None, 53, "cpu", "cpu")
-    assert "That step was GPU-bound (its GPU waited 5% of the profiled step, section 1)" in gpu_bound
+    assert "plain step was GPU-bound there (its GPU waited 5% of the profiled step, section 1" in gpu_bound
     assert "reasoning" not in gpu_bound
     rep.add("plain step: waiting share", 78.0, "%")
     rep.add("keeping values vs reading values", 1.3, "×", spread=(1.2, 1.4))  # a cost the reference did show

@@ -180,11 +180,12 @@ def sync_verdict(gain: Ratio | None, waits: int, device: str, device_type: str) 
         kept, waited = ref.get("keeping values vs reading values"), ref.get("plain step: waiting share")
         if kept and kept.get("spread") and report.recorded_ratio("", kept).within_noise and waited:
             bound = _bound(waited["value"] / 100)
-            lines.append(f"No measurable cost there either. That step was {bound} (its GPU waited {waited['value']:.0f}% "
-                         "of the profiled step, section 1)" + (
-                             ": a read then finds little queued to drain (reasoning, not measured); a GPU-bound step, "
-                             "which the reference did not time, is where the cost would show" if bound != "GPU-bound"
-                             else ""))
+            lines.append(f"No measurable cost there either. The same GPT's plain step was {bound} there (its GPU "
+                         f"waited {waited['value']:.0f}% of the profiled step, section 1; the logging step's own share "
+                         "was not profiled)" + (
+                             ": if this one was too, a read finds little queued to drain (reasoning, not measured); a "
+                             "GPU-bound step, which the reference did not time, is where the cost would show"
+                             if bound != "GPU-bound" else ""))
     return "\n".join(lines)
 
 
