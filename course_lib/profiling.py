@@ -406,21 +406,6 @@ class StepProfile:
         wall = f" (wall {self.wall_ms:.3g} ms, the median of {self.steps} rounds)" if self.wall_ms is not None else ""
         return f"{self.name:<16} | {self.total:>7.3g} ms of op time per step{wall} | {kinds}"
 
-    def against(self, timed_ms: float) -> str:
-        """The profiled step's wall time beside the same step timed without the profiler: a
-        profile taken at a slow moment, or with a large overhead, shows as a ratio well above 1."""
-        if self.wall_ms is None:
-            return ""
-        ratio = self.wall_ms / timed_ms
-        line = (f"{self.name}: the profiled step took {self.wall_ms:.3g} ms of wall time, the timed step "
-                f"{timed_ms:.3g} ms (median): {ratio:.2f}×")
-        if ratio > 1.5:
-            line += (" — the profile ran at a slower moment or its overhead is large here: its shares describe the "
-                     "profiled step, and its milliseconds are not the timed step's")
-        elif ratio > 1.1:
-            line += " (the profiler's own cost per op, which weighs most on short steps)"
-        return line
-
 
 def profile_in_turns(steps: dict[str, Callable[[], None]], rounds: int = 3) -> dict[str, StepProfile]:
     """Profile one call of each of `steps` per round, in turns (a slow spell hits all alike), on
