@@ -153,7 +153,7 @@ def speedup(base: Timing, new: Timing, name: str | None = None, *, more: str = "
         return _paired_ratio(name, [b / max(n, 1e-300) for b, n in zip(base.samples, new.samples)],
                              base, new, more, less, base.median_s / new.median_s)
     return Ratio(name, base.median_s / new.median_s, base.lo_s / new.hi_s, base.hi_s / max(new.lo_s, 1e-12),
-                 more, less)
+                 more, less, apart=True)
 
 
 def break_even(extra_s: float, base: Timing, speed: Ratio) -> tuple[float, float, float]:
@@ -428,7 +428,7 @@ def rate_ratio(a: Timing, b: Timing, name: str | None = None) -> Ratio:
     if _paired(a, b):
         return _paired_ratio(name, [a.work * tb / (b.work * max(ta, 1e-300)) for ta, tb in zip(a.samples, b.samples)],
                              a, b, "higher", "lower", a.rate / b.rate)
-    return ratio_of(name, a.rate / b.rate, a.rate_lo / b.rate_hi, a.rate_hi / b.rate_lo, more="higher", less="lower")
+    return Ratio(name, a.rate / b.rate, a.rate_lo / b.rate_hi, a.rate_hi / b.rate_lo, "higher", "lower", apart=True)
 
 
 def first_reaching(timings: Sequence[Timing], peak: Timing, fraction: float = 0.9) -> Timing | None:

@@ -10,7 +10,9 @@ One home for the sentences a notebook prints about a comparison:
 (:func:`bench.speedup`, :func:`bench.rate_ratio` build it from timings; :func:`ratio_of` from
 other numbers) and words it in one place, :meth:`Ratio.verdict`, graded by the effect's size:
 no verdict (no spread), no measurable difference, too wide to tell, inconclusive (the machine
-drifted more than the difference), a small difference, a difference, a large one.
+drifted more than the difference; or, for two timings taken at different moments, a gap smaller
+than :data:`LARGE`, which a change of the machine's pace between the moments can make), a small
+difference, a difference, a large one.
 
 Two training runs on the same batches are compared by the gap of their loss curves
 (:func:`tail_gap`) against **control runs**: the baseline again from starting weights nudged by
@@ -34,6 +36,9 @@ if TYPE_CHECKING:
 WIDE = 1.2  # a range holding 1 whose ends are further apart than this factor is too wide to call "no difference"
 SMALL = 1.05  # beyond the spread, a ratio nearer 1 than this is "a small difference"
 LARGE = 1.5  # beyond the spread, an interval whose end nearest 1 is this far from it is "far beyond"
+# Two timings taken apart: a verdict only where the interval's end nearest 1 is LARGE or more away from it.
+# A 2-core machine's pace moved 1.12-1.33x between moments within one course run (01, 08, 10): quartiles
+# of repeats at each moment do not hold that.
 
 
 @dataclass
@@ -46,7 +51,8 @@ class Ratio:
     ``lo``..``hi`` its interval of ``coverage`` (:func:`median_interval`), and ``drift`` how
     much the machine's speed changed from one round to the next. A range that contains 1 means the two
     cannot be told apart by these repeats (:attr:`within_noise`); a drift larger than the
-    difference makes it :attr:`inconclusive`; :attr:`clear` is neither.
+    difference makes it :attr:`inconclusive`, and so does, for two timings measured ``apart``,
+    a gap whose end nearest 1 is under :data:`LARGE`; :attr:`clear` is neither.
     """
 
     name: str
@@ -62,6 +68,7 @@ class Ratio:
     # the least change the quantity can show, as a factor (1.01: 1 %; 1.0: any): a reading that
     # saturates, such as utilisation near 100 %, gives ratios beyond a tight spread that mean nothing
     negligible: float = 1.0
+    apart: bool = False  # two timings measured at different moments (bench.speedup/rate_ratio, not in turns)
 
     @property
     def within_noise(self) -> bool:
@@ -75,11 +82,20 @@ class Ratio:
         return self.within_noise and self.hi > WIDE * self.lo
 
     @property
+    def near(self) -> float:
+        """The end of the interval nearest 1, as a factor of 1 or more (1.2 for 0.70–0.83 or 1.2–1.4)."""
+        return self.lo if self.value > 1 else 1 / self.hi
+
+    @property
     def inconclusive(self) -> bool:
         """True when the ratio is beyond its spread but the machine's speed changed by more than
-        the difference (the ratio's distance from 1) during the rounds."""
-        return (self.drift is not None and not self.within_noise
-                and self.drift > max(self.value, 1 / self.value) - 1)
+        the difference (the ratio's distance from 1) during the rounds; or, two timings measured
+        apart, when the interval's end nearest 1 is under :data:`LARGE`: a change of the machine's
+        pace between the two moments can make such a gap, and their quartiles do not hold it."""
+        if self.within_noise:
+            return False
+        drifted = self.drift is not None and self.drift > max(self.value, 1 / self.value) - 1
+        return drifted or (self.apart and not self.single and self.near < LARGE)
 
     @property
     def single(self) -> bool:
@@ -130,9 +146,12 @@ class Ratio:
                 return f"{what}, {self.lo:.2f}–{self.hi:.2f}×, is too wide to tell"
             return (f"{what}, {self.lo:.2f}–{self.hi:.2f}×, holds 1: no difference beyond it" if self.rounds
                     else "no difference beyond the spread of the repeats")
-        if self.inconclusive:
+        if self.inconclusive and self.drift is not None:
             return (f"the machine's speed changed by {self.drift:.1%} from one turn to the next, "
                     f"more than the {max(self.value, 1 / self.value) - 1:.1%} difference")
+        if self.inconclusive:
+            return (f"timed at two moments, and a machine's pace can change by more than this between them "
+                    f"(apart, only a gap of {LARGE:g}× or more beyond the repeats counts; in turns, any)")
         return ""
 
     @property
@@ -162,12 +181,11 @@ class Ratio:
             return "no difference"
         if self.inconclusive:
             return "inconclusive"
-        near = self.lo if self.value > 1 else 1 / self.hi  # the end of the interval nearest 1, as a factor
         if 1 / self.negligible <= self.lo and self.hi <= self.negligible:
             return "negligible"
         if max(self.value, 1 / self.value) < SMALL:
             return "small"
-        return "large" if near >= LARGE else "clear"
+        return "large" if self.near >= LARGE else "clear"
 
     def verdict(self, what: str = "", on: str = "") -> str:
         """The one line that says what this comparison shows, graded by :attr:`grade` (``str()``
@@ -196,7 +214,8 @@ class Ratio:
                          "within the spread of the repeats: a range too wide to tell; more repeats would narrow it"),
             "no difference": (f"within the spread: no measurable difference{paired}" if self.rounds
                               else "within the spread of the repeats: no measurable difference"),
-            "inconclusive": f"{self.phrase} in the median turn, but inconclusive: {self.doubt}{paired}",
+            "inconclusive": (f"{self.phrase} {'by the medians' if self.apart else 'in the median turn'}, but "
+                             f"inconclusive: {self.doubt}{paired}"),
             "negligible": (f"{self.phrase}, beyond the spread but within {self.negligible - 1:.0%} of no change, "
                            f"less than this reading can show: no difference that matters{paired}"),
             "small": f"{self.phrase}: a small difference, beyond the spread{where}",

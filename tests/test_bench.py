@@ -498,3 +498,16 @@ def test_a_small_drift_prints_with_the_digit_that_sets_it_beside_the_effect():
 def test_matmul_n_inverts_matmul_flops():
     assert [bench.matmul_n(bench.matmul_flops(n)) for n in (1, 64, 1031, 16384)] == [1, 64, 1031, 16384]
     assert bench.matmul_n(2.0 * 100**3 * 1.01) == 100  # a work figure near n³ still names n
+
+
+def test_two_timings_taken_apart_give_a_verdict_only_beyond_what_a_moment_can_move():
+    base, new = _timing(median_s=1.0, iqr_s=0.04), _timing(median_s=1 / 1.18, iqr_s=0.01)
+    apart = bench.speedup(base, new)  # 1.18x, beyond the quartiles, measured at two moments
+    assert apart.apart and apart.inconclusive and not apart.clear and apart.grade == "inconclusive"
+    assert "by the medians, but inconclusive: timed at two moments" in str(apart)
+    far = bench.speedup(base, _timing(median_s=0.5, iqr_s=0.02))  # 2x: beyond what a change of pace makes
+    assert far.apart and far.clear and far.grade == "large"
+    same = bench.ratio_of("numbers measured some other way", 1.18, 1.16, 1.20)
+    assert same.clear and not same.apart  # the rule is for timings taken apart, not for every ratio
+    paired = bench.speedup(*_in_turns([1.0, 1.01, 0.99, 1.0, 1.0], [0.85, 0.85, 0.84, 0.85, 0.85]))
+    assert paired.clear and not paired.apart  # in turns: any difference beyond the interval and the drift

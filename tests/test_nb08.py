@@ -324,7 +324,7 @@ def test_paired_mfu_text_names_the_turns_and_the_moment():
     slow = bench.rate_ratio(dataclasses.replace(mm, work=2e8, unit="FLOP/s"),
                             bench.timing_of([0.008] * 3, name="peak", device="cpu", work=2e8, unit="FLOP/s"))
     moved = nb08.paired_mfu_text(mfu, "eager, SDPA", "cpu", 0.45, slow)
-    assert "at 0.80× the stored rate" in moved and "stands" not in moved  # 0.010 s against a stored 0.008 s
+    assert "ran at 0.80× its stored rate" in moved and "stands" not in moved  # 0.010 s against a stored 0.008 s
 
 
 def test_reference_peak_is_derived_from_its_two_mfus(monkeypatch):

@@ -274,9 +274,9 @@ def paired_mfu_text(mfu: Ratio, what: str, device: str, stored: float, matmul: R
     if matmul.within_noise:
         lines.append("  the matmul ran at the stored peak's pace in these turns: the MFU above stands")
     else:
-        lines.append(f"  in these turns the machine ran the peak's own matmul at {matmul.value:.2f}× the stored rate: "
-                     "an MFU against a stored peak moves with the moment it is timed at, by about that much; "
-                     "against the matmul of the same turn it does not")
+        lines.append(f"  in these turns the peak's own matmul ran at {matmul.value:.2f}× its stored rate (the moment, "
+                     "or the step just before it in each turn: not measured apart): an MFU against a stored peak "
+                     "moves by about that much; against the matmul of the same turn it does not")
     return "\n".join(lines)
 
 

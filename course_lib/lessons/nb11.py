@@ -411,23 +411,23 @@ def span_table(steps: dict, busy: dict, idle: dict, ratios: dict, vs: dict, rig:
         lines.append(f"ratios: median of {paired[0].rounds} paired turns, {paired[0].coverage:.0%} interval; the "
                      f"machine's drift from turn to turn up to {max(r.drift or 0 for r in paired):.0%}; 'too wide': "
                      "the interval holds 1 and these turns cannot tell")
-    lines += [f"{kind}, m = {k}:" + why_span(r, [idle[(kind, lo)], idle[(kind, k)]],
-                                              busy[(kind, k)][0] / busy[(kind, lo)][0]).removeprefix(" ")
-              for (kind, k), r in ratios.items() if r.clear]
-    return "\n".join(lines)
+    said: dict[str, list[str]] = {}  # one line per reason, naming the steps it holds for
+    for (kind, k), r in ratios.items():
+        if r.clear:
+            why = why_span(r, [idle[(kind, lo)], idle[(kind, k)]], busy[(kind, k)][0] / busy[(kind, lo)][0])
+            said.setdefault(why, []).append(f"{kind} m = {k}")
+    return "\n".join(lines + [f"{', '.join(steps)}: {why}" for why, steps in said.items()])
 
 
 def why_span(ratio: Ratio, idle: Sequence[float], busy: float) -> str:
     """Why a step with more micro-batches took less or more time than one with fewer, where the turns
-    tell them apart: `ratio` is its speed-up, `idle` the two idle shares (fewer, more), `busy` how many
-    times as long stage 0's passes took."""
-    went = " → ".join(f"{v:.0%}" for v in idle)  # a ratio the turns do not tell apart: span_table says so
+    tell them apart (the figures are in :func:`span_table`'s columns): `ratio` is its speed-up, `idle`
+    the two idle shares (fewer, more), `busy` how many times as long stage 0's passes took."""
     if ratio.value > 1:
-        passes = (f"outweighed the longer passes (stage 0 busy {busy:.2f}× as long)" if busy >= 1.05
-                  else f"and stage 0's passes took {busy:.2f}× as long (less than 5 % longer)")
-        return f"  shorter: the idle time won back (idle share {went}) {passes}"
-    return (f"  longer, {'although' if idle[1] < idle[0] else 'and'} the idle share went {went}: "
-            f"stage 0's passes took {busy:.2f}× as long in all")
+        return "shorter: the idle time won back " + (
+            "outweighed the longer passes" if busy >= 1.05 else "with passes less than 5 % longer")
+    return (f"longer, {'although' if idle[1] < idle[0] else 'and'} the idle share went "
+            f"{' → '.join(f'{v:.0%}' for v in idle)}: stage 0's passes took {busy:.2f}× as long in all")
 
 
 def memory_lines(held: dict, predicted: dict, peak: dict, one: dict, rig: str) -> str:
