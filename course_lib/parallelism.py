@@ -143,14 +143,19 @@ def comm_parts(shape: Shape, plan: Plan, tokens: int, itemsize: int = 4) -> dict
 
 
 def across_servers(shape: Shape, plan: Plan, tokens: int, itemsize: int = 4) -> float:
-    """The part of :func:`comm_bytes` whose group spans several servers of
-    :data:`GPUS_PER_SERVER`: the ranks are numbered tensor-parallel first (each tp group within
-    a server, as :func:`plans` keeps it), so the dp groups span servers once there is more than
-    one server, and so do the pipeline's stage boundaries."""
+    """The part of :func:`comm_bytes` that one GPU sends between servers of :data:`GPUS_PER_SERVER`,
+    each GPU with its own network link. The ranks are numbered tensor-parallel first (each tp group
+    within a server, as :func:`plans` keeps it), so a dp group spans servers once dp × tp exceeds
+    a server, with GPUS_PER_SERVER / tp of its ranks in each: the bytes its collectives send out of a
+    server are spread over those ranks' links (NCCL runs several rings, each crossing a server at
+    another GPU; a hierarchical all-reduce sends about as much), so one GPU sends its dp bytes over
+    that count. A pipeline's stage boundaries cross servers whole."""
     if plan.gpus <= GPUS_PER_SERVER:
         return 0.0
     parts = comm_parts(shape, plan, tokens, itemsize)
-    return parts["dp"] + parts["pp"] + (parts["tp"] if plan.tp > GPUS_PER_SERVER else 0.0)
+    per_server = GPUS_PER_SERVER // plan.tp  # the dp group's ranks in one server, each with its own link
+    dp = parts["dp"] / per_server if plan.dp > per_server else 0.0
+    return dp + parts["pp"] + (parts["tp"] if plan.tp > GPUS_PER_SERVER else 0.0)
 
 
 def fake_rank_bytes(shape: Shape, plan: Plan) -> int:

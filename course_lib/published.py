@@ -62,8 +62,8 @@ class Figure:
 
     def short(self, number: int) -> str:
         """A notebook's output: the label, the figure and the number of its full reference in
-        :func:`sources`; one line with its `setup` where the entry has one (`what` then waits in
-        :func:`sources`), else two, the second what was measured and its address."""
+        :func:`sources`; one line with its `setup` where the entry has one (the whole `what` stays
+        in published.toml), else two, the second what was measured and its address."""
         if self.setup:
             return f"{self.cite()} | {self.setup} [{number}]"
         return f"{self.cite()}\n    {self.what} [{number}: {self.url}]"
@@ -111,8 +111,7 @@ def sources() -> str:
     if not _CITED:
         return ""
     return "\n".join(["Sources of the published figures printed above:",
-                      *(f"  [{n}] {get(key).reference()}" + (f"\n      what: {get(key).what}" if get(key).setup else "")
-                        for key, n in _CITED.items())])
+                      *(f"  [{n}] {get(key).reference()}" for key, n in _CITED.items())])
 
 
 def elsewhere(notebook: str, prefixes: tuple[str, ...] = (), keys: Sequence[str] = (), *,

@@ -180,8 +180,8 @@ class Report:
         w = max([36, *map(len, self.rows)])  # the name column fits the longest name
         head = f"{'measurement':<{w}} | {'this run':>10} | {'spread (below)':>19} | {'unit':<8}"
         if beside:
-            host = reference_meta(self.notebook).get("host")  # a host-CPU row runs as fast as that CPU
-            head += f" | reference run ({ref_device} machine{f'; host {host}' if host else ''}), the same setup"
+            cores = re.search(r"(\d+) cores", reference_meta(self.notebook).get("host", ""))  # host-CPU rows
+            head += f" | reference run ({ref_device} machine{f', {cores[1]}-core host' if cores else ''}), the same setup"
         lines = [f"{self.meta['device']}, profile {self.meta['profile']}", head, "-" * len(head)]
         for key, row in self.rows.items():
             lo_hi = row.get("spread")

@@ -450,3 +450,11 @@ def test_loss_lines_and_facts_report_the_skipped_steps():
     facts = nb03.loss_facts(runs, 3, 64)
     assert facts["fp32: loss after 3 steps"] == (0.5, "nats", "3 steps of 64")
     assert facts["fp16+GradScaler: skipped steps"] == (1, "steps", "")
+
+
+def test_the_reference_adamw_rows_name_their_model(tmp_path, monkeypatch):
+    from course_lib import report
+    monkeypatch.setenv("COURSE_RESULTS_DIR", str(tmp_path))
+    assert nb03.adamw_reference_setup() == ""  # no reference run
+    monkeypatch.setattr(report, "reference", lambda nb: ("GPU", {"fp32 step": {"note": "resnet18, batch 256"}}))
+    assert nb03.adamw_reference_setup().startswith("(the reference's model: resnet18, 62 parameter tensors")

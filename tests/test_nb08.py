@@ -243,7 +243,7 @@ def test_long_run_lines_count_the_clipped_steps():
 @pytest.mark.parametrize("vs, long_s, says", [
     (_in_turns(0.5, 0.45, 0.55), 0.2, "longer, beyond both spreads; the data wait accounts for 1% of it"),
     (_in_turns(2.0, 1.8, 2.2), 0.05, "ms shorter, beyond both spreads"),
-    (_in_turns(1.0, 0.9, 1.1), 0.1, "not told apart from the repeats' noise"),
+    (_in_turns(1.0, 0.9, 1.1), 0.1, "what the long run's loop adds is not told apart here"),
 ])
 def test_long_vs_section4_grades_the_difference(vs, long_s, says):
     from course_lib.train import TrainConfig
@@ -317,14 +317,15 @@ def test_paired_mfu_text_names_the_turns_and_the_moment():
     assert mfu.rounds == 5 and abs(mfu.value - 0.5) < 1e-9  # 1e10 FLOP/s of model FLOPs over 2e10 of matmul
     held = bench.rate_ratio(dataclasses.replace(mm, work=2e8, unit="FLOP/s"),
                             bench.timing_of([0.01, 0.011, 0.01], name="peak", device="cpu", work=2e8, unit="FLOP/s"))
-    text = nb08.paired_mfu_text(mfu, "eager, SDPA", "cpu", 0.45, held).splitlines()
-    assert text[0] == "checked at one moment: the eager, SDPA step and the peak's matmul, in 5 turns | cpu"
-    assert "over the stored peak: 45.0%; over the matmul of the same turn: 50.0% (" in text[2]
-    assert text[-1].endswith("the MFU above stands")
+    text = nb08.paired_mfu_text(mfu, "eager, SDPA", "cpu", 0.45, held)
+    assert text.startswith("at one moment (5 turns of the eager, SDPA step and the peak's matmul | cpu): the matmul ran")
+    assert "the step reached 50.0% (" in text and "45.0% of the stored peak" in text and "\n" not in text
+    assert text.endswith("the stored peak held, and the MFU above stands")
     slow = bench.rate_ratio(dataclasses.replace(mm, work=2e8, unit="FLOP/s"),
                             bench.timing_of([0.008] * 3, name="peak", device="cpu", work=2e8, unit="FLOP/s"))
     moved = nb08.paired_mfu_text(mfu, "eager, SDPA", "cpu", 0.45, slow)
     assert "ran at 0.80× its stored rate" in moved and "stands" not in moved  # 0.010 s against a stored 0.008 s
+    assert "this step's MFU reads 45%–50% by which moment's peak divides it" in moved
 
 
 def test_reference_peak_is_derived_from_its_two_mfus(monkeypatch):
@@ -336,8 +337,8 @@ def test_reference_peak_is_derived_from_its_two_mfus(monkeypatch):
     monkeypatch.setattr(report, "reference", lambda nb: ("NVIDIA H100", runs[nb]))
     monkeypatch.setattr(report, "reference_meta", lambda nb: {"device": "NVIDIA H100 SXM5"})
     text = nb08.reference_peak_text()  # 989.5 × 5 / 10
-    assert "a measured peak of 494.8 TFLOP/s" in text and "outside its quartiles" in text
+    assert "its measured peak, 494.8 TFLOP/s" in text and "was stored in another session" in text
     runs["10_compile_and_profile"]["peak: matmul 8×8 bfloat16"]["spread"] = [480.0, 500.0]
-    assert "the same peak within its spread" in nb08.reference_peak_text()
+    assert "agrees within its quartiles" in nb08.reference_peak_text()
     del runs["08_transformer"]["MFU vs datasheet peak"]
     assert nb08.reference_peak_text() == ""

@@ -66,10 +66,16 @@ def test_only_the_groups_that_span_servers_count_across_them():
     for plan in parallelism.plans(8, 12):  # one server: nothing crosses
         assert parallelism.across_servers(parallelism.GPT2_SMALL, plan, tokens) == 0
     dp, fsdp, _, _, two_d = parallelism.plans(64, 32)
-    for plan in (dp, fsdp):  # data parallel over 8 servers: all of it
-        assert parallelism.across_servers(parallelism.SIZE_7B, plan, tokens) == parallelism.comm_bytes(parallelism.SIZE_7B, plan, tokens)
+    for plan in (dp, fsdp):  # data parallel over 8 servers: its bytes, spread over a server's 8 links
+        sent = parallelism.comm_bytes(parallelism.SIZE_7B, plan, tokens)
+        assert parallelism.across_servers(parallelism.SIZE_7B, plan, tokens) == pytest.approx(sent / 8)
     parts = parallelism.comm_parts(parallelism.SIZE_7B, two_d, tokens)  # 2D: FSDP's part only, tp stays inside
-    assert parallelism.across_servers(parallelism.SIZE_7B, two_d, tokens) == parts["dp"] > 0 and parts["tp"] > parts["dp"]
+    per_server = parallelism.GPUS_PER_SERVER // two_d.tp  # the fsdp group's ranks in one server
+    assert parallelism.across_servers(parallelism.SIZE_7B, two_d, tokens) == pytest.approx(parts["dp"] / per_server)
+    assert parts["dp"] > 0 and parts["tp"] > parts["dp"]
+    inside = parallelism.Plan("dp 2 × tp 4 × pp 8", 64, dp=2, tp=4, pp=8)  # each dp group fits in one server
+    assert parallelism.across_servers(parallelism.SIZE_7B, inside, tokens) == parallelism.comm_parts(
+        parallelism.SIZE_7B, inside, tokens)["pp"]
 
 
 def test_plans_that_cannot_split_the_model_say_why():

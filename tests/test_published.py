@@ -129,10 +129,10 @@ def test_figures_of_other_work_say_what_they_measured_instead(tmp_path, monkeypa
     assert published.elsewhere("01_gpu_vs_cpu", keys=[key]).startswith("figures published elsewhere, not measured here:")
 
 
-def test_an_entry_with_a_setup_prints_on_one_line_and_its_description_waits_in_the_sources(monkeypatch):
+def test_an_entry_with_a_setup_prints_on_one_line_and_its_source_once_below(monkeypatch):
     monkeypatch.setattr(published, "_CITED", {})
     fig = next(f for f in published.FIGURES if f.setup)
     text = published.show(fig.key)
     assert text == f"{fig.cite()} | {fig.setup} [1]" and fig.url not in text
-    assert f"  [1] {fig.reference()}\n      what: {fig.what}" in published.sources()
+    assert published.sources().splitlines()[1] == f"  [1] {fig.reference()}"  # one line a source
     assert all(len(f.setup) <= 80 for f in published.FIGURES)  # a few words, not a second description

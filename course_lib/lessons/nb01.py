@@ -17,7 +17,8 @@ FORMAT_KEYS = ["karpathy_gpt2_124m_fp32_to_tf32_1000ms_to_333ms", "dle_resnet50_
 
 
 def cpu_16bit_verdict(fmt: str, ratio: bench.Ratio, flags: Sequence[str],
-                      profiled: str = "notebook 03's profile of a training step does") -> str:
+                      profiled: str = "nor does any notebook for a matmul; the cells below time the formats "
+                                      "again at other sizes, where the ratio can differ") -> str:
     """One sentence on `ratio`, a CPU's speed in `fmt` ("bf16" or "fp16") over fp32 (a matmul,
     or a training step as in 03), read with the 16-bit instructions the CPU reports (`flags`,
     :func:`device.cpu_16bit_flags`); `profiled`: what measures where the time goes."""
@@ -29,7 +30,7 @@ def cpu_16bit_verdict(fmt: str, ratio: bench.Ratio, flags: Sequence[str],
         return (f"{fmt} ran {ratio.phrase} than fp32, and {reports}: instructions that do {fmt} arithmetic" if has
                 else f"{fmt} ran {ratio.phrase} than fp32 although {reports}: PyTorch's {fmt} path ran faster here "
                 "all the same")
-    where = f"where that time goes, this cell does not measure: {profiled}"
+    where = f"where that time goes, this cell does not measure, {profiled}"
     return (f"{fmt} ran {ratio.phrase} than fp32 although {reports}: PyTorch's {fmt} path did not gain from them "
             f"here ({where})" if has else
             f"{fmt} ran {ratio.phrase} than fp32, and {reports}: PyTorch's {fmt} path runs without them here "

@@ -21,7 +21,7 @@ from typing import Callable, Sequence
 import torch
 import torch.nn as nn
 
-from course_lib import memory, profiles, published, train, verdicts
+from course_lib import memory, models, profiles, published, report, train, verdicts
 from course_lib.bench import Ratio, timing_of
 from course_lib.data import TensorLoader
 from course_lib.device import amp_note, cpu_16bit_flags, cpu_name, tf32
@@ -490,7 +490,7 @@ def precision_lines(device: torch.device | str, names: Sequence[str], ratios: Se
               "precisions carry across better, but still depend on the model, the image size and the GPU)")
     if dev.type == "cpu":
         flags, vs = cpu_16bit_flags(), {r.name: r for r in ratios}
-        lines += [f"{cpu_name()}: {nb01.cpu_16bit_verdict(fmt, vs[f'{n} vs fp32'], flags, 'the profile below does')}"
+        lines += [f"{cpu_name()}: {nb01.cpu_16bit_verdict(fmt, vs[f'{n} vs fp32'], flags, 'but the profile below does')}"
                   for n, fmt in (("fp16+GradScaler", "fp16"), ("bf16", "bf16")) if f"{n} vs fp32" in vs]
     if "fp32+TF32" not in names:
         rows = ("fp32 step", "fp32+TF32 step", "fp32+TF32 vs", "bf16 step", "fp16+GradScaler step",
@@ -576,3 +576,15 @@ def loss_facts(runs: dict[str, RunResult], steps: int, batch: int) -> dict[str, 
     if "fp16+GradScaler" in runs:
         facts["fp16+GradScaler: skipped steps"] = (len(runs["fp16+GradScaler"].history.skipped_steps), "steps", "")
     return facts
+
+
+def adamw_reference_setup() -> str:
+    """The model the reference run timed AdamW on, named for its line: its step rows' model (their note,
+    'resnet50, batch 256': section 6 builds the same `make_model`), with that model's parameter tensors
+    counted on the meta device; '' without a reference run or a ResNet there."""
+    name = report.reference("03_mixed_precision")[1].get("fp32 step", {}).get("note", "").split(",")[0].strip()
+    if not name.startswith("resnet"):
+        return ""
+    with torch.device("meta"):
+        tensors = len(list(models.resnet(name, num_classes=6).parameters()))
+    return f"(the reference's model: {name}, {tensors} parameter tensors, as its step rows say; this run's: above)"
