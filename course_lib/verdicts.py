@@ -150,8 +150,8 @@ class Ratio:
             return (f"the machine's speed changed by {self.drift:.1%} from one turn to the next, "
                     f"more than the {max(self.value, 1 / self.value) - 1:.1%} difference")
         if self.inconclusive:
-            return (f"timed at two moments, and a machine's pace can change by more than this between them "
-                    f"(apart, only a gap of {LARGE:g}× or more beyond the repeats counts; in turns, any)")
+            return (f"timed at two moments, between which a machine's pace can change this much (apart, only a "
+                    f"gap of {LARGE:g}× or more counts)")
         return ""
 
     @property

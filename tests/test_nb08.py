@@ -326,6 +326,8 @@ def test_paired_mfu_text_names_the_turns_and_the_moment():
     moved = nb08.paired_mfu_text(mfu, "eager, SDPA", "cpu", 0.45, slow)
     assert "ran at 0.80× its stored rate" in moved and "stands" not in moved  # 0.010 s against a stored 0.008 s
     assert "this step's MFU reads 45%–50% by which moment's peak divides it" in moved
+    wide = bench.ratio_of("matmul", 1.37, 0.7, 1.9)
+    assert "too wide to say whether it held" in nb08.paired_mfu_text(mfu, "eager, SDPA", "cpu", 0.45, wide)
 
 
 def test_reference_peak_is_derived_from_its_two_mfus(monkeypatch):

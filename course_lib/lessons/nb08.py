@@ -270,6 +270,8 @@ def paired_mfu_text(mfu: Ratio, what: str, device: str, stored: float, matmul: R
     head = (f"at one moment ({mfu.rounds} turns of the {what} step and the peak's matmul | {device}): the matmul ran "
             f"at {matmul.value:.2f}× its stored rate; the step reached {mfu.value:.1%} ({mfu.lo:.1%}–{mfu.hi:.1%}) "
             f"of the same turn's matmul, {stored:.1%} of the stored peak")
+    if matmul.too_wide:
+        return head + f": the matmul's spreads ({matmul.lo:.2f}–{matmul.hi:.2f}×) are too wide to say whether it held"
     if matmul.within_noise:
         return head + ": the stored peak held, and the MFU above stands"
     lo, hi = sorted((stored, mfu.value))
