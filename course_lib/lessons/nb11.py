@@ -516,8 +516,8 @@ def table_lines(rows: Sequence[Row]) -> str:
                      head + f"{r.state_bytes / G:>8.2f} G{r.comm_bytes / G:>9.2f} G{r.across_bytes / G:>7.2f} G"
                      f"{r.flop_per_byte:>11,.0f}{r.idle:>6.0%}  {r.fake_bytes / r.formula_param_bytes - 1:+.2%} "
                      + ("✓" if r.agrees else "✗"))
-    lines.append("state/GPU, sent/step and its part across servers in GiB; idle: a pipeline's lower bound; "
-                 "tensor parallelism's all-reduces also stall every layer (section 7), not counted here")
+    lines.append("state/GPU, sent/step, across (one GPU's bytes between servers) in GiB; idle: a pipeline's lower "
+                 "bound; tensor parallelism's all-reduces also stall every layer (section 7), not counted here")
     return "\n".join(lines)
 
 
