@@ -316,8 +316,8 @@ def reference_peak_text() -> str:
         return text
     lo, hi = ten[1].get("spread") or (ten[1]["value"], ten[1]["value"])
     return text + ("; notebook 10's reference peak agrees within its quartiles" if lo <= derived <= hi else
-                   f"; notebook 10's reference peak, {report.fmt_row_value(ten[1])} TFLOP/s, was stored in another "
-                   "session")
+                   f"; notebook 10's reference printed a peak of {report.fmt_row_value(ten[1])} TFLOP/s, outside "
+                   "it: the two did not divide by one peak, and why is not recorded")
 
 
 
