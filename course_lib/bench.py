@@ -452,17 +452,16 @@ def curve_verdicts(timings: Sequence[Timing], sizes: Sequence[int], fraction: fl
     lines = [f"fastest point of this curve: n={peak_n}, {units.fmt_rate(best.rate, best.unit)} "
              f"(middle half of the repeats {units.fmt_rate(best.rate_lo, best.unit)}–"
              f"{units.fmt_rate(best.rate_hi, best.unit)}) | {best.device}"]
-    against, which = best, "the fastest point"
-    reach = first_reaching(timings, against, fraction)
+    reach = first_reaching(timings, best, fraction)
     # only a size up to the first that reaches it by its median can be the smallest to reach it
     upto = timings[:next(i for i, t in enumerate(timings) if t is reach) + 1] if reach else timings
-    cross = [str(n_of[id(t)]) for t in upto if t.rate_lo < fraction * against.rate <= t.rate_hi]
+    cross = [str(n_of[id(t)]) for t in upto if t.rate_lo < fraction * best.rate <= t.rate_hi]
     # the candidates: those, and the first to reach it by its median where its spread is past it
     maybe = cross + ([str(n_of[id(reach)])] if cross and reach and str(n_of[id(reach)]) not in cross else [])
     halves = (f"the middle half of n={cross[0]} reaches" if len(cross) == 1
               else f"the middle halves of n={', n='.join(cross)} reach")
-    lines.append(f"smallest n at >= {fraction:.0%} of {which}: " + (
-        f"n={n_of[id(reach)]} ({reach.rate / against.rate:.1%})" if reach else "none of these sizes")
+    lines.append(f"smallest n at >= {fraction:.0%} of the fastest point: " + (
+        f"n={n_of[id(reach)]} ({reach.rate / best.rate:.1%})" if reach else "none of these sizes")
         + (f", by the medians; {halves} across {fraction:.0%}, so any of n={', n='.join(maybe)} may be the "
            "smallest to reach it: this run cannot say which" if cross else ""))
     if best is not first:

@@ -32,9 +32,11 @@ def test_same_peak_verdict_follows_the_ratio():
     wide = bench.ratio_of("best vs peak", 1.21, 0.96, 1.30)
     said = nb01.same_peak_verdict(wide, peak, [512, 1024, 2048])
     assert "too wide" in said and "agree" not in said
-    faster = bench.rate_ratio(_rate(2048, 120e9), peak)
-    said = nb01.same_peak_verdict(faster, peak, [512, 1024, 2048])
-    assert said.startswith("timed apart") and "agree" not in said  # the ratio's own line says how far apart
+    faster = bench.rate_ratio(_rate(2048, 120e9), peak)  # 1.2x apart: inconclusive, and its line says why
+    assert faster.inconclusive and nb01.same_peak_verdict(faster, peak, [512, 1024, 2048]) == ""
+    far = bench.rate_ratio(_rate(2048, 170e9), peak)  # 1.7x: beyond what a change of pace explains
+    said = nb01.same_peak_verdict(far, peak, [512, 1024, 2048])
+    assert said.startswith("timed apart") and "agree" not in said
     short = bench.rate_ratio(_rate(1024, 80e9), peak)
     beyond = nb01.same_peak_verdict(short, peak, [512, 1024])  # the peak's size is not on the curve
     assert "stops at n=1024" in beyond and "n=2048" in beyond and "25% faster" in beyond  # 100 / 80

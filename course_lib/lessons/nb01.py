@@ -46,7 +46,8 @@ def point_at_peak_size(curve: Sequence[bench.Timing], peak: bench.Timing) -> ben
 def same_peak_verdict(same: bench.Ratio, peak: bench.Timing, sizes: Sequence[int]) -> str:
     """One sentence on `same`, a rate curve's point over this run's stored `peak`
     (:mod:`course_lib.peaks`): the same size where the curve has it, else its best point.
-    Agreement, or what a difference means. `sizes` are the curve's."""
+    Agreement, or what a difference means; "" where the ratio's own line already says it was
+    timed at two moments (inconclusive). `sizes` are the curve's."""
     peak_n = bench.matmul_n(peak.work)
     if same.too_wide:
         return (f"the spreads are too wide ({same.lo:.2f}–{same.hi:.2f}×) to say whether the machine ran as fast "
@@ -57,9 +58,11 @@ def same_peak_verdict(same: bench.Ratio, peak: bench.Timing, sizes: Sequence[int
     if peak_n not in sizes:
         if same.value < 1 and peak_n > max(sizes):
             return (f"the curve stops at n={max(sizes)}, the peak came from n={peak_n}: a larger "
-                    f"matmul ran {1 / same.value - 1:.0%} faster than any size of this curve")
+                    f"matmul, timed at another moment, ran {1 / same.value - 1:.0%} faster by the medians")
         return (f"the curve's best point and the peak (n={peak_n}, not in this curve) differ by "
-                f"{abs(same.value - 1):.0%}, beyond both spreads: other sizes, measured at other moments")
+                f"{abs(same.value - 1):.0%} by the medians: other sizes, measured at other moments")
+    if same.inconclusive:  # the ratio's own line says it was timed at two moments
+        return ""
     return "timed apart: the machine's pace at each moment is part of that gap"
 
 
@@ -164,7 +167,7 @@ def curve_text(curve: Sequence[bench.Timing], sizes: Sequence[int], *, stored: b
     (one yardstick that a slow spell moves with every row), and its verdicts."""
     lines = [str(stored), f"  {note}", str(same)]
     if not (same.within_noise and not same.too_wide):  # agreement needs no second sentence
-        lines.append("  " + same_peak_verdict(same, stored, sizes))
+        lines += ["  " + said for said in [same_peak_verdict(same, stored, sizes)] if said]
     if offered and offered.raised:  # a point that did not raise the peak changes nothing below
         lines.append(f"  {bench.best_rate(curve).name}: {offered}")
     fastest = bench.best_rate(curve)
