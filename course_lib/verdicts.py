@@ -113,8 +113,10 @@ class Ratio:
     def decimals(self) -> int:
         """2, or up to 4 where a difference beyond the spread is so small that 2 would print
         its range's bound nearest 1 as 1.00 (0.996× (0.993–0.998), not 1.00× (0.99–1.00))."""
-        if self.within_noise or self.lo == self.hi:
+        if self.lo == self.hi:
             return 2
+        if self.within_noise:  # enough digits that the printed ends show the WIDE rule as applied (0.905–1.087)
+            return next((d for d in (2, 3) if (round(self.hi, d) > WIDE * round(self.lo, d)) == self.too_wide), 4)
         if self.inconclusive and abs(self.value - 1) < 0.01:  # 1.006× (1.006–1.024), not 1.01× (1.01–1.02)
             return 3
         if 0 < self.lo < 0.1:  # far below 1: enough digits that the range does not collapse (0.033, not 0.03)
@@ -142,9 +144,10 @@ class Ratio:
             return "one run each, no spread to judge it by"
         if self.within_noise:  # timed in turns: the interval of the paired ratios; apart: the quartiles' range
             what = "the in-turns interval" if self.rounds else "the repeats' range"
+            d = self.decimals
             if self.too_wide:
-                return f"{what}, {self.lo:.2f}–{self.hi:.2f}×, is too wide to tell"
-            return (f"{what}, {self.lo:.2f}–{self.hi:.2f}×, holds 1: no difference beyond it" if self.rounds
+                return f"{what}, {self.lo:.{d}f}–{self.hi:.{d}f}×, is too wide to tell"
+            return (f"{what}, {self.lo:.{d}f}–{self.hi:.{d}f}×, holds 1: no difference beyond it" if self.rounds
                     else "no difference beyond the spread of the repeats")
         if self.inconclusive and self.drift is not None:
             return (f"the machine's speed changed by {self.drift:.1%} from one turn to the next, "
@@ -246,11 +249,12 @@ def median_interval(values: Sequence[float], confidence: float = 0.9) -> tuple[f
 
 
 def ratio_of(name: str, value: float, lo: float, hi: float, *, more: str = "higher",
-             less: str = "lower") -> Ratio:
-    """A :class:`Ratio` from numbers measured some other way (lo <= value <= hi)."""
+             less: str = "lower", apart: bool = False) -> Ratio:
+    """A :class:`Ratio` from numbers measured some other way (lo <= value <= hi); `apart` when
+    they come from timings taken at different moments (:attr:`Ratio.apart`)."""
     if not lo <= value <= hi:
         raise ValueError(f"A ratio's range must contain its value, got {value} outside {lo}–{hi}.")
-    return Ratio(name, value, lo, hi, more, less)
+    return Ratio(name, value, lo, hi, more, less, apart=apart)
 
 
 

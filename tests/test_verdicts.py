@@ -106,3 +106,10 @@ def test_a_gap_far_beyond_the_controls_is_a_difference_whatever_their_number():
     assert "far" not in just and "hint" in just
     tiny = verdicts.gap_verdict(0.0156, [4e-8], "one batch")
     assert "the controls moved by less than 0.0001" in tiny and "far beyond" in tiny
+
+
+def test_a_range_prints_with_the_digits_that_show_the_wide_rule_as_applied():
+    wide = verdicts.ratio_of("x", 1.0, 0.905, 1.087)  # 1.201 apart: too wide, though 0.91-1.09 would not be
+    assert wide.too_wide and "(0.905–1.087)" in str(wide) and "too wide" in str(wide)
+    narrow = verdicts.ratio_of("x", 1.0, 0.95, 1.05)
+    assert not narrow.too_wide and "(0.95–1.05)" in str(narrow)
