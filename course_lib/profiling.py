@@ -454,6 +454,8 @@ def profile_verdict(p: StepProfile, base: StepProfile) -> str:
             + "; ".join(f"{k} {mine[k]:.3g} vs {ref[k]:.3g} ms" for k in OP_KINDS if mine[k] or ref[k]))
     largest = (f"the step's largest op, {op}, took {ms:.3g} ms ({ms / max(p.total, 1e-12):.0%} of its op time) "
                f"against {base.by_op.get(op, 0.0):.3g} ms in {base.name}")
+    if op not in base.by_op:  # measured: the other step's profile has no such op at all
+        largest += f": an op the {base.name} step never called, so another code path, not the same kernel slower"
     if abs(total_diff) < 0.1 * base.total:
         change = f"the two totals are within 10% of each other; the largest change by kind is {biggest}, {diffs[biggest]:+.3g} ms"
     else:

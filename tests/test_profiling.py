@@ -433,7 +433,9 @@ def test_op_kind_and_profile_verdict_name_the_op_that_costs():
     assert "aten::convolution_backward, took 200 ms (97% of its op time) against 2 ms in fp32" in line
     assert profiling.amdahl_bound(base) == pytest.approx(1 / 0.75)
     same = profiling.profile_verdict(profiling.StepProfile("bf16", 3, {"aten::convolution_backward": 2.1, "aten::relu": 6.0}), base)
-    assert "within 10% of each other" in same
+    assert "within 10% of each other" in same and "never called" not in line + same
+    other = profiling.profile_verdict(profiling.StepProfile("bf16", 3, {"aten::_slow_conv2d_backward": 90.0}), base)
+    assert "against 0 ms in fp32: an op the fp32 step never called" in other
 
 
 def test_profile_in_turns_profiles_every_step_every_round():

@@ -245,8 +245,8 @@ def mfu_text(peak: Timing, peak_note: object, best: Timing | None, flops_per_tok
                   f"-> {fmt_rate(flops_per_token * best.rate, 'FLOP/s')} of model FLOPs",
                   f"MFU: {best_mfu[0]:.1%} of the measured peak (the step's quartiles: {best_mfu[1]:.1%}–"
                   f"{best_mfu[2]:.1%}; with the peak's too, {best_mfu[1] * peak.rate / peak.rate_hi:.1%}–"
-                  f"{best_mfu[2] * peak.rate / peak.rate_lo:.1%}): the course's MFU, the one notebook 10 and the "
-                  "reference run divide the same way"]
+                  f"{best_mfu[2] * peak.rate / peak.rate_lo:.1%}): the course's MFU, over the stored peak that "
+                  "notebook 10's roofline divides by too"]
     if spec and sheet_tflops and sheet_mfu is not None:
         lines.append(f"MFU against NVIDIA's datasheet ({spec.name}, dense {precision}: {sheet_tflops:g} TFLOP/s, "
                      f"not a measurement): {sheet_mfu:.1%}")
