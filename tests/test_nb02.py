@@ -245,7 +245,7 @@ def test_beyond_workers_leaves_out_pinned_rows_faster_than_the_workers_can_draw(
            "SmallCNN workers=8 +pin": row(10.0, 33.0), "SmallCNN workers=8 +pin +copy ahead": row(80.0, 89.0)}
     over, why = nb02.beyond_workers(ref, 8)  # 8 × 2.1 = 16.8 kimg/s at most
     assert over == ["SmallCNN workers=8 +pin", "SmallCNN workers=8 +pin +copy ahead"]
-    assert "8 × 2.1 kimg/s" in why
+    assert "8 × 2.1 kimg/s (the upper quartile of its draw row)" in why
     assert nb02.beyond_workers(ref, 32) == ([], "")  # 32 workers could draw that fast
     assert nb02.beyond_workers({}, 8) == ([], "")
 
@@ -337,7 +337,12 @@ def test_resnet_lines_compare_the_layouts_intervals():
     small = bench.Ratio("SmallCNN channels_last vs NCHW", 1.0, 0.95, 1.05)
     big = bench.Ratio("r fp32 channels_last vs fp32 NCHW", 2.0, 1.9, 2.1)
     apart = nb02.resnet_lines(rows, [big], small, "r", (64, 32), "cpu")
-    assert "fastest here: r fp32 channels_last" in apart and "are apart" in apart and "64 and 32" in apart
+    assert "fastest here: r fp32 channels_last" in apart and "64 and 32" in apart
+    assert "measured at two moments" in apart and "are 1.81× apart, beyond the 1.5×" in apart  # 1.9 / 1.05
+    near = nb02.resnet_lines(rows, [bench.Ratio("r fp32 channels_last vs fp32 NCHW", 1.05, 0.97, 1.14)],
+                             bench.Ratio("s", 1.32, 1.28, 1.35), "r", (64, 32), "cpu")
+    assert "are 1.12× apart, under the 1.5×" in near and "cannot say whether the layout's effect depends" in near
+    assert "depends on the workload (" not in near
     assert "On a GPU" in apart  # and what 16 bits can do: here the reference GPU run
     close = bench.Ratio("r fp32 channels_last vs fp32 NCHW", 1.02, 0.9, 1.1)
     assert "overlap" not in nb02.resnet_lines(rows, [close], small, "r", (64, 32), "cpu")  # neither clear
@@ -347,7 +352,7 @@ def test_resnet_lines_compare_the_layouts_intervals():
     assert "fastest" not in nb02.resnet_lines([], [], small, "r", (64, 32), "cpu")
     drifted = bench.Ratio("r fp32 channels_last vs fp32 NCHW", 1.06, 1.01, 1.12, rounds=5, coverage=0.94, drift=0.114)
     unsettled = nb02.resnet_lines(rows, [drifted], bench.Ratio("s", 1.43, 1.36, 1.55), "r", (64, 32), "cpu")
-    assert "is inconclusive here, so whether the layout's effect differs" in unsettled and "are apart" not in unsettled
+    assert "is inconclusive here, so whether the layout's effect differs" in unsettled and "apart," not in unsettled
 
 
 def test_cudnn_benchmark_absent_says_why():
@@ -366,6 +371,21 @@ def test_draw_vs_wait_sets_the_draw_beside_workers0s_wait_per_image():
     calls = bench.timing_of([1.0, 1.02, 0.98, 1.1, 1.0], name="SmallCNN workers=0", device="cpu", work=512, unit="img/s")
     base = nb02.Throughput(calls, 0.5, (0.5, 0.52, 0.48, 0.6, 0.5))
     text = nb02.draw_vs_wait(draw, again, base, 512)
-    assert text.startswith("SmallCNN workers=0 waited 500 ms a call for its 512 images: 977 µs an image "
-                           "(its calls: 938 µs–1.17 ms), 1.40× one image drawn alone just after these turns (700 µs")
-    assert "section 2's 1.6 ms came at another moment" in text
+    assert text.splitlines()[0] == ("SmallCNN workers=0 waited 500 ms a call for its 512 images: 977 µs an image "
+                                    "(calls: 938 µs–1.17 ms)")
+    assert text.splitlines()[1].startswith("that is 1.40× one image drawn alone just after these turns, 700 µs")
+    assert text.endswith("(section 2's 1.6 ms: another moment)") and len(text.splitlines()) == 2
+    assert max(map(len, text.splitlines())) < 160
+
+
+def test_reference_waits_reads_the_reference_rows():
+    row = lambda v, unit="kimg/s": {"value": v, "unit": unit}  # noqa: E731
+    ref = {"SmallCNN workers=0": row(1.66), "SmallCNN workers=1": row(1.87), "draw one image (ds[i])": row(2.07),
+           "SmallCNN batch in memory": row(93.2)}
+    line = nb02.reference_waits(ref, "GPU X")
+    assert line == ("reference (GPU X): 0 and 1 worker fed 1.66 and 1.87 kimg/s, near its draw rate (2.07), far below "
+                    "a batch in memory (93.2): both wait on drawing")
+    assert nb02.reference_waits({**ref, "SmallCNN batch in memory": row(93.2, "img/s")}, "GPU X") == ""  # units differ
+    assert nb02.reference_waits({k: v for k, v in ref.items() if "workers=1" not in k}, "GPU X") == ""
+    recorded = nb02.reference_waits()  # the recorded reference run, when it has these rows
+    assert recorded == "" or (recorded.startswith("reference (") and len(recorded) < 160)

@@ -25,7 +25,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, Dataset, Subset
 
-from course_lib import bench, check, data, datasheet, device, models, profiles, published, report, train, units
+from course_lib import (bench, check, data, datasheet, device, models, profiles, published, report, train, units,
+                        verdicts)
 from course_lib.device import pick as pick_device
 
 __all__ = ["Throughput", "shapes_loader", "loader_name", "train_steps", "time_steps",
@@ -227,9 +228,9 @@ def beyond_workers(ref: dict[str, dict], workers: int) -> tuple[list[str], str]:
             and row["unit"] == draw["unit"] and row.get("spread", [0, 0])[1] > limit]
     if not over:
         return [], ""
-    return over, (f"(left out: the reference's rows {', '.join(over)}, whose repeats ran faster than its {workers} "
-                  f"workers can draw images, {workers} × {draw['spread'][1]:.3g} {draw['unit']}: they timed "
-                  "batches already waiting, not the loader)")
+    return over, (f"(left out: the reference's rows {', '.join(over)}: their repeats ran faster than its {workers} "
+                  f"workers can draw images,\n {workers} × {draw['spread'][1]:.3g} {draw['unit']} (the upper quartile "
+                  "of its draw row): they timed batches already waiting, not the loader)")
 
 
 # ---- the exercise ---------------------------------------------------------------------
@@ -294,16 +295,16 @@ def threads_line(cores: int, threads: int) -> str:
 
 
 def draw_vs_wait(draw: bench.Timing, again: bench.Timing, base: Throughput, images: int) -> str:
-    """workers=0's wait per image (it draws its `images` a call in the training process, as a
-    worker would) beside one ds[i] timed `again` just after the loader's turns, and section 2's
-    `draw` of the same, timed minutes earlier (the machine's speed moves between moments)."""
+    """Two short lines: workers=0's wait per image (it draws its `images` a call in the training
+    process, as a worker would), then that wait beside one ds[i] timed `again` just after the
+    loader's turns, and section 2's `draw` of the same, timed minutes earlier (another moment)."""
     per_image = base.wait_s / images
     lo, hi = min(base.waits) / images, max(base.waits) / images
-    return (f"{base.timing.name} waited {units.fmt_time(base.wait_s)} a call for its {images:,} images: "
-            f"{units.fmt_time(per_image)} an image (its calls: {units.fmt_time(lo)}–{units.fmt_time(hi)}), "
-            f"{per_image / again.median_s:.2f}× one image drawn alone just after these turns "
-            f"({units.fmt_time(again.median_s)} {again.spread_text}); section 2's {units.fmt_time(draw.median_s)} "
-            "came at another moment, and a machine's speed moves between moments")
+    t = units.fmt_time
+    return (f"{base.timing.name} waited {t(base.wait_s)} a call for its {images:,} images: {t(per_image)} an image "
+            f"(calls: {t(lo)}–{t(hi)})\n"
+            f"that is {per_image / again.median_s:.2f}× one image drawn alone just after these turns, "
+            f"{t(again.median_s)} {again.spread_text} (section 2's {t(draw.median_s)}: another moment)")
 
 
 def loaders_elsewhere(dev: torch.device | str) -> str:
@@ -325,6 +326,23 @@ def loaders_elsewhere(dev: torch.device | str) -> str:
         f"What GPUs measured (their SmallCNN: width {gpu.width}, {gpu.resolution}×{gpu.resolution} px, batch "
         f"{gpu.batch_size}, {gpu.call_steps} steps a call):\n" + ref + ("\n" + why if why else ""),
         published.elsewhere("02_first_cnn", keys=[STALL])]))
+
+
+def reference_waits(ref: dict[str, dict] | None = None, device_name: str = "") -> str:
+    """One line under the closing table, from the reference run's rows (`ref`: name -> row, by
+    default the recorded reference run's, with its `device_name`) on its
+    loaders of 0 and 1 worker: both fed images near its one-image draw rate and far below its rate
+    on a batch in memory, so both wait on drawing (why one worker's data wait need not be the
+    smaller there); '' when a row is missing or the rates are in different units."""
+    if ref is None:
+        device_name, ref = report.reference("02_first_cnn")
+    names = ("SmallCNN workers=0", "SmallCNN workers=1", "draw one image (ds[i])", "SmallCNN batch in memory")
+    if not all(n in ref for n in names) or len({ref[n]["unit"] for n in names}) != 1:
+        return ""
+    w0, w1, draw, mem = (ref[n]["value"] for n in names)
+    unit = ref[names[0]]["unit"]
+    return (f"reference ({device_name}): 0 and 1 worker fed {w0:.3g} and {w1:.3g} {unit}, near its draw rate "
+            f"({draw:.3g}), far below a batch in memory ({mem:.3g}): both wait on drawing")
 
 
 def wait_lines(base: Throughput, ceilings: list[Throughput], apart: list[Throughput], threads: int) -> str:
@@ -353,8 +371,10 @@ def wait_lines(base: Throughput, ceilings: list[Throughput], apart: list[Through
 def resnet_lines(rows: list[bench.Timing], ratios: list[bench.Ratio], small: bench.Ratio, model: str,
                  batches: tuple[int, int], dev: torch.device | str) -> str:
     """The fastest ResNet configuration and channels_last's effect in fp32 on SmallCNN (`small`)
-    against the ResNet's (intervals apart: the effect depends on the workload), when there are
-    `rows`; then what 16 bits can do on `dev` (:func:`sixteen_bits_here`)."""
+    against the ResNet's, when there are `rows`: the two were timed at two moments, so intervals
+    apart say the effect depends on the workload only when their nearest ends are
+    :data:`course_lib.verdicts.LARGE` or more apart; then what 16 bits can do on `dev`
+    (:func:`sixteen_bits_here`)."""
     return "\n".join(filter(None, [_resnet_rows(rows, ratios, small, model, batches), sixteen_bits_here(dev)]))
 
 
@@ -375,14 +395,21 @@ def _resnet_rows(rows: list[bench.Timing], ratios: list[bench.Ratio], small: ben
     sign = lambda r: (r.value > 1) - (r.value < 1) if r.clear else 0  # noqa: E731  faster, slower or neither
     both = f"({small.lo:.2f}–{small.hi:.2f}× and {big.lo:.2f}–{big.hi:.2f}×)"
     if small.inconclusive or big.inconclusive:  # the machine's drift was as large as the effect: nothing to compare
-        end = "; one of the two is inconclusive here, so whether the layout's effect differs between the models is not settled"
-    elif small.hi < big.lo or big.hi < small.lo:  # the two intervals do not overlap
-        end = (f"; the two intervals {both} are apart, so the layout's effect depends on the workload (the model's "
-               f"convolutions, the batch: {batches[0]} and {batches[1]} here), and it is measured per model")
+        end = ("\none of the two is inconclusive here, so whether the layout's effect differs between the models "
+               "is not settled")
+    elif small.hi < big.lo or big.hi < small.lo:  # the two intervals do not overlap, but come from two moments
+        gap = max(small.lo / big.hi, big.lo / small.hi)  # the factor between their nearest ends
+        end = (f"\nmeasured at two moments (section 5's turns, then these): the intervals {both} are {gap:.2f}× "
+               "apart, "
+               + (f"beyond the {verdicts.LARGE:g}× a change of pace explains: the layout's effect depends on the "
+                  f"workload (the model's convolutions, the batch: {batches[0]} and {batches[1]} here)"
+                  if gap >= verdicts.LARGE else
+                  f"under the {verdicts.LARGE:g}× a change of pace can explain (the course's rule for two moments):"
+                  "\nthis run cannot say whether the layout's effect depends on the workload"))
     elif sign(small) == sign(big):
         end = ""
     else:
-        end = (f"; the two intervals {both} overlap, so these repeats cannot tell whether the effect differs "
+        end = (f"\nthe two intervals {both} overlap, so these repeats cannot tell whether the effect differs "
                "between the models")
     return f"{line}\nchannels_last vs NCHW in fp32, SmallCNN: {said(small)}; {model}: {said(big)}{end}"
 
