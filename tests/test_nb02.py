@@ -368,7 +368,8 @@ def test_draw_vs_wait_sets_the_draw_beside_workers0s_wait_per_image():
     from course_lib import bench
     draw = bench.timing_of([0.0016] * 5, name="draw one image (ds[i])", device="cpu", work=1, unit="img/s")
     again = bench.timing_of([0.0007] * 5, name="draw one image, again", device="cpu", work=1, unit="img/s")
-    calls = bench.timing_of([1.0, 1.02, 0.98, 1.1, 1.0], name="SmallCNN workers=0", device="cpu", work=512, unit="img/s")
+    calls = bench.timing_of([1.0, 1.02, 0.98, 1.1, 1.0], name="SmallCNN workers=0", device="cpu", work=512,
+                            unit="img/s")
     base = nb02.Throughput(calls, 0.5, (0.5, 0.52, 0.48, 0.6, 0.5))
     text = nb02.draw_vs_wait(draw, again, base, 512)
     assert text.splitlines()[0] == ("SmallCNN workers=0 waited 500 ms a call for its 512 images: 977 µs an image "

@@ -1,5 +1,6 @@
 """course_lib.lessons.nb07: notebook 07's agreement, kernels, sweep, toy task and exercise checks."""
 
+import dataclasses
 import math
 
 import matplotlib
@@ -248,6 +249,25 @@ def test_two_moments_reads_the_two_intervals():
     assert "agree within" in nb07.two_moments(sec5, bench.ratio_of("here", 2.9, 2.5, 3.1))
     assert "agree within" in nb07.two_moments(sec5, bench.ratio_of("here", 2.0, 0.8, 4.0))  # wide: overlaps
     assert "no interval" in nb07.two_moments(sec5, bench.ratio_of("here", 2.0, 2.0, 2.0))
+    assert "not measured" in nb07.two_moments(sec5, bench.ratio_of("here", 2.24, 2.21, 2.48))  # no cause offered
+
+
+def _turns(names, medians, run):  # timings of one set of turns (`run`), three rounds, constant per name
+    return {n: bench.timing_of([m] * 3, name=n, device="cpu", turns_id=run) for n, m in zip(names, medians)}
+
+
+def test_sections_text_quotes_the_math_kernel_ratio_from_section_6_only():
+    five = _turns(["written out", "SDPA, math kernel", "SDPA"], [0.6, 0.5, 0.2], "section 5")
+    at = {(n, 64): nb07.Point(n, 64, timing=t) for n, t in five.items()}
+    mine = _turns(["FLASH_ATTENTION", "MATH", "written out"], [0.2, 0.33, 0.55], "section 6")
+    text = nb07.sections_text(at, mine, list(five), 64, "FLASH_ATTENTION")
+    assert "SDPA vs written out, T=64: section 5 3.00×, here (FLASH_ATTENTION vs written out) 2.75×" in text
+    assert "SDPA vs its math kernel, T=64: this section's ratio only (FLASH_ATTENTION vs MATH, above)" in text
+    assert "section 5 2.50×" not in text and "1.65×" not in text  # the math kernel's ratio: not printed twice
+    assert text.count("timed apart") == 3 and text.endswith("what moves its time between them is not measured")
+    assert max(map(len, text.splitlines())) < 160
+    assert "math kernel" not in nb07.sections_text(at, mine, list(five), 64, "MATH")  # SDPA picked MATH itself
+    assert nb07.sections_text({}, mine, list(five), 64, "FLASH_ATTENTION") == ""  # section 5 did not reach T
 
 
 def test_rising_and_largest_cache():
@@ -341,6 +361,18 @@ def test_sweep_tables_mark_an_unclear_lead_and_give_the_peak_in_matrices():
     assert lines[5] == "peak memory added by one call"
     assert lines[7].endswith("|               3.0× | 512.0 KiB")
     assert lines[-1] == "written out, T=256: peak 3.0 MiB = 1.50 × one (B, H, T, T) matrix"
+    assert "†" not in "\n".join(lines)  # no medians to set beside the paired ratios
+
+
+def test_sweep_tables_give_the_medians_ratio_where_the_paired_median_sits_apart():
+    at, names, lengths = _sweep()
+    lead = {128: dataclasses.replace(bench.ratio_of("T=128", 1.14, 1.01, 1.15), rounds=5, medians=1.04),
+            256: dataclasses.replace(bench.ratio_of("T=256", 3.0, 2.8, 3.2), rounds=5, medians=3.05)}
+    lines = nb07.sweep_tables(at, names, lengths, lead, {128: 2**19, 256: 2**21}).splitlines()
+    assert lines[1].endswith("| 1.14× (1.01–1.15) †")
+    assert lines[2].endswith("| 3.00× (2.80–3.20)")  # its medians' ratio, 3.05, within 5 %: no mark
+    assert lines[3] == ("†: the column gives the median of the paired turns' ratios; the two medians' ratio, "
+                        "unpaired, is 1.04× at T=128")
 
 
 def test_slopes_line_words_the_exponent_and_flags_slopes_that_do_not_climb():

@@ -181,16 +181,42 @@ def time_backends(step: Callable[[], object], device: torch.device | str, *,
 def two_moments(before: bench.Ratio, here: bench.Ratio) -> str:
     """One sentence on one comparison (the same two steps) timed in turns at two moments of a
     run: `before` in section 5's sweep, `here` in section 6. Each ratio is paired; whether the
-    two agree is read from their intervals."""
+    two agree is read from their intervals (what would move a ratio between the two is not measured)."""
     ranges = f"section 5: {before.lo:.2f}–{before.hi:.2f}×, here: {here.lo:.2f}–{here.hi:.2f}×"
     if before.single or here.single:
         return f"one round at a moment: no interval to say whether the two moments agree ({ranges})"
     if before.lo <= here.hi and here.lo <= before.hi:
         return f"the two moments agree within their intervals ({ranges})"
-    return (f"the two moments disagree beyond their intervals ({ranges}): the ratio itself changed "
-            "between them. Timing in turns cancels a slow spell that slows both steps alike; on this "
-            "shared machine a slow spell need not slow two different kernels by the same factor, so "
-            "quote each ratio with its interval and the section that measured it")
+    return (f"the two moments disagree beyond their intervals ({ranges}):\n  the ratio itself changed between them, "
+            "for a reason not measured here; quote each with its interval and its section")
+
+
+SAME_STEP = ("  both sections time the same step (inputs of one shape, forward + backward, causal), in turns, by the "
+             "same code;\n  they differ in the steps beside it, one more untimed call here, and section 5's memory "
+             "profile just before: what moves its time between them is not measured")
+
+
+def sections_text(at: Mapping[tuple[str, int], Point], mine: Mapping[str, Timing], names: Sequence[str],
+                  t: int, default_kernel: str) -> str:
+    """Section 6's one set of turns at length `t` (`mine`: kernel or "written out" -> Timing) beside section 5's
+    (`at[(name, T)]`; `names`: written out, SDPA's math kernel, SDPA). SDPA against the written-out version was
+    timed in turns at both moments: both ratios, whether they agree (:func:`two_moments`) and each step's time at
+    both. SDPA against its math kernel is quoted from this section only (its ratio is printed above): the math
+    kernel's time at both moments, and what of their difference is not measured (:data:`SAME_STEP`)."""
+    def both(five: str, six: str) -> tuple[Timing | None, Timing | None]:
+        p = at.get((five, t))
+        return (p.timing if p else None), mine.get(six)
+
+    lines = []
+    (w5, w6), (s5, s6), (m5, m6) = both(names[0], "written out"), both(names[2], default_kernel), both(names[1], "MATH")
+    if w5 and w6 and s5 and s6:
+        then, now = bench.speedup(w5, s5), bench.speedup(w6, s6)
+        lines += [f"\nSDPA vs written out, T={t}: section 5 {then.value:.2f}×, here ({default_kernel} vs written out) "
+                  f"{now.value:.2f}×", f"  {two_moments(then, now)}", apart_line(w6, w5), apart_line(s6, s5)]
+    if m5 and m6 and default_kernel != "MATH":
+        lines += [f"\nSDPA vs its math kernel, T={t}: this section's ratio only ({default_kernel} vs MATH, above); "
+                  "section 5 timed the math kernel in turns of its own", apart_line(m6, m5), SAME_STEP]
+    return "\n".join(lines)
 
 
 # what notebook 07 calls as nb07.*: the sweep over lengths, its plot and growth exponents, the largest cache
@@ -289,10 +315,13 @@ def sweep_tables(at: Mapping[tuple[str, int], Point], names: Sequence[str], leng
                  lead: Mapping[int, bench.Ratio], one: Mapping[int, int]) -> str:
     """The sweep as two tables, a row per length, a column per version (`at[(name, T)]`; the first version
     written out, the last SDPA): times with SDPA's lead `lead[T]` (marked ? where the repeats do not tell it,
-    and why, below), then peak memory with the written-out / SDPA ratio and `one[T]`, the bytes of one
+    and why, below; † where the two medians' ratio, unpaired, is 5 % or more from it, and that ratio), then peak memory with the written-out / SDPA ratio and `one[T]`, the bytes of one
     (B, H, T, T) matrix; last, the written-out version's peak at its longest length in such matrices."""
     def cell(p: Point, show: Callable[[Point], str]) -> str:
         return "skipped" if p.skipped else "out of memory" if p.oom else show(p)
+
+    def unpaired(r: bench.Ratio) -> bool:  # the medians' ratio 5 % or more from the paired median (Ratio.statistic)
+        return r.medians is not None and abs(math.log(r.medians / r.value)) > math.log(1.05)
 
     head = f"{'T':>6} | " + " | ".join(f"{n:>18}" for n in names)
     times = [head + " | SDPA vs written out"]
@@ -300,13 +329,18 @@ def sweep_tables(at: Mapping[tuple[str, int], Point], names: Sequence[str], leng
     for t in lengths:
         row, s = [at[(n, t)] for n in names], lead.get(t)
         d = s.decimals if s else 2
-        ratio = f"{s.value:.{d}f}× ({s.lo:.{d}f}–{s.hi:.{d}f})" + ("" if s.clear else " ?") if s else "-"
+        ratio = (f"{s.value:.{d}f}× ({s.lo:.{d}f}–{s.hi:.{d}f})" + ("" if s.clear else " ?")
+                 + (" †" if unpaired(s) else "") if s else "-")
         cells = [cell(p, lambda p: f"{units.fmt_time(p.timing.median_s)} ± {p.timing.spread:4.0%}") for p in row]
         times.append(f"{t:>6} | " + " | ".join(f"{x:>18}" for x in cells) + f" | {ratio}")
         cells = [cell(p, lambda p: units.fmt_bytes(p.peak_bytes)) for p in row]
         mem_ratio = f"{row[0].peak_bytes / row[-1].peak_bytes:.1f}×" if row[0].timing and row[-1].timing else "-"
         mems.append(f"{t:>6} | " + " | ".join(f"{x:>18}" for x in cells) + f" | {mem_ratio:>18} | "
                     f"{units.fmt_bytes(one[t])}")
+    apart = [f"{s.medians:.{s.decimals}f}× at T={t}" for t, s in lead.items() if unpaired(s)]
+    if apart:  # as Ratio.statistic says it in a verdict's line
+        times.append("†: the column gives the median of the paired turns' ratios; the two medians' ratio, unpaired, is "
+                     + ", ".join(apart))
     unresolved = [f"T={t}: {s.doubt}" for t, s in lead.items() if not s.clear]
     if unresolved:
         times.append("?: these repeats do not tell SDPA from the written-out version at that length ("
@@ -408,8 +442,7 @@ def apart_line(here: Timing, before: Timing) -> str:
     """One step's time in section 6 against section 5's, measured at two moments, not in turns."""
     t = units.fmt_time
     return (f"  {here.name}: here {t(here.median_s)} ({t(here.lo_s)}–{t(here.hi_s)}), section 5 {t(before.median_s)} "
-            f"({t(before.lo_s)}–{t(before.hi_s)}): {here.median_s / before.median_s:.2f}× its time, timed apart "
-            "(another moment: the machine's speed moves; the ratios above cancel it)")
+            f"({t(before.lo_s)}–{t(before.hi_s)}): {here.median_s / before.median_s:.2f}× its time, timed apart")
 
 
 _KERNEL_NOTE = re.compile(r"fwd\+bwd \((\d+), (\d+), (\d+), (\d+)\) (\w+), (causal|not causal)")
