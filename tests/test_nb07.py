@@ -264,7 +264,7 @@ def test_sections_text_quotes_the_math_kernel_ratio_from_section_6_only():
     assert "SDPA vs written out, T=64: section 5 3.00×, here (FLASH_ATTENTION vs written out) 2.75×" in text
     assert "SDPA vs its math kernel, T=64: this section's ratio only (FLASH_ATTENTION vs MATH, above)" in text
     assert "section 5 2.50×" not in text and "1.65×" not in text  # the math kernel's ratio: not printed twice
-    assert text.count("timed apart") == 3 and text.endswith("what moves its time between them is not measured")
+    assert text.count("timed apart") == 3 and text.endswith("what moves its time is not measured")
     assert max(map(len, text.splitlines())) < 160
     assert "math kernel" not in nb07.sections_text(at, mine, list(five), 64, "MATH")  # SDPA picked MATH itself
     assert nb07.sections_text({}, mine, list(five), 64, "FLASH_ATTENTION") == ""  # section 5 did not reach T

@@ -399,13 +399,13 @@ def _resnet_rows(rows: list[bench.Timing], ratios: list[bench.Ratio], small: ben
                "is not settled")
     elif small.hi < big.lo or big.hi < small.lo:  # the two intervals do not overlap, but come from two moments
         gap = max(small.lo / big.hi, big.lo / small.hi)  # the factor between their nearest ends
-        end = (f"\nmeasured at two moments (section 5's turns, then these): the intervals {both} are {gap:.2f}× "
-               "apart, "
+        end = (f"\nmeasured at two moments (section 5's turns, then these), the intervals {both} are "
+               f"{gap:.2f}× apart:\n"
                + (f"beyond the {verdicts.LARGE:g}× a change of pace explains: the layout's effect depends on the "
                   f"workload (the model's convolutions, the batch: {batches[0]} and {batches[1]} here)"
                   if gap >= verdicts.LARGE else
-                  f"under the {verdicts.LARGE:g}× a change of pace can explain (the course's rule for two moments):"
-                  "\nthis run cannot say whether the layout's effect depends on the workload"))
+                  f"under the {verdicts.LARGE:g}× a change of pace can explain (the course's rule for two moments), "
+                  "so this run cannot say whether the layout's effect depends on the workload"))
     elif sign(small) == sign(big):
         end = ""
     else:

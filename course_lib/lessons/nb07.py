@@ -192,8 +192,8 @@ def two_moments(before: bench.Ratio, here: bench.Ratio) -> str:
 
 
 SAME_STEP = ("  both sections time the same step (inputs of one shape, forward + backward, causal), in turns, by the "
-             "same code;\n  they differ in the steps beside it, one more untimed call here, and section 5's memory "
-             "profile just before: what moves its time between them is not measured")
+             "same code;\n  they differ in the steps beside it, one more untimed call here and section 5's call measuring "
+             "its memory first: what moves its time is not measured")
 
 
 def sections_text(at: Mapping[tuple[str, int], Point], mine: Mapping[str, Timing], names: Sequence[str],
