@@ -191,9 +191,9 @@ def two_moments(before: bench.Ratio, here: bench.Ratio) -> str:
             "for a reason not measured here; quote each with its interval and its section")
 
 
-SAME_STEP = ("  both sections time the same step (inputs of one shape, forward + backward, causal), in turns, by the "
-             "same code;\n  they differ in the steps beside it, one more untimed call here and section 5's call measuring "
-             "its memory first: what moves its time is not measured")
+SAME_STEP = ("  both sections time the same step (inputs of one shape, forward + backward, causal), in turns, "
+             "by the same code;\n  they differ in the steps beside it, one more untimed call here and section 5's "
+             "call measuring its memory first: what moves its time is not measured")
 
 
 def sections_text(at: Mapping[tuple[str, int], Point], mine: Mapping[str, Timing], names: Sequence[str],
@@ -315,8 +315,9 @@ def sweep_tables(at: Mapping[tuple[str, int], Point], names: Sequence[str], leng
                  lead: Mapping[int, bench.Ratio], one: Mapping[int, int]) -> str:
     """The sweep as two tables, a row per length, a column per version (`at[(name, T)]`; the first version
     written out, the last SDPA): times with SDPA's lead `lead[T]` (marked ? where the repeats do not tell it,
-    and why, below; † where the two medians' ratio, unpaired, is 5 % or more from it, and that ratio), then peak memory with the written-out / SDPA ratio and `one[T]`, the bytes of one
-    (B, H, T, T) matrix; last, the written-out version's peak at its longest length in such matrices."""
+    and why, below; † where the two medians' ratio, unpaired, is 5 % or more from it, and that ratio),
+    then peak memory with the written-out / SDPA ratio and `one[T]`, the bytes of one (B, H, T, T) matrix;
+    last, the written-out version's peak at its longest length in such matrices."""
     def cell(p: Point, show: Callable[[Point], str]) -> str:
         return "skipped" if p.skipped else "out of memory" if p.oom else show(p)
 
