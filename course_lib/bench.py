@@ -258,10 +258,15 @@ def time_matmul(n: int, device: torch.device | str, dtype: torch.dtype = torch.f
 
 def calls_per_block(fn: Callable[[], object], seconds: float) -> int:
     """Calls of `fn` that last about `seconds` back to back, from the fastest of 3 single calls
-    (``torch.utils.benchmark.Timer``, which synchronises CUDA); at least 1."""
+    (``torch.utils.benchmark.Timer``, which synchronises CUDA), or of 1 where that one already
+    lasts `seconds`; at least 1."""
     timer = benchmark.Timer(stmt="fn()", globals={"fn": fn},
                             num_threads=torch.get_num_threads())  # its default is 1 thread
-    single = min(timer.timeit(number=1).times[0] for _ in range(3))
+    single = math.inf
+    for _ in range(3):  # each timeit() also makes 2 warm-up calls of its own
+        single = min(single, timer.timeit(number=1).times[0])
+        if single >= seconds:  # one call fills a block already: no need for the fastest of 3
+            break
     return max(1, round(seconds / max(single, 1e-9)))
 
 
@@ -282,7 +287,7 @@ def turns(fns: dict[str, Callable[[], object]], *, rounds: int, block_s: float |
     `block_warmup` (short calls), ``torch.utils.benchmark.Timer`` times each block, after 2
     warm-up calls of its own, and synchronises CUDA; without it (long calls such as training
     steps, where 2 more calls per block would triple the cost) the block runs between two
-    synchronisations of `device`."""
+    synchronisations of `device`, and so does a block of one call that about lasts `block_s` alone."""
     if rounds < 1 or not fns or (number is None) == (block_s is None):
         raise ValueError(f"Need at least one function, rounds >= 1 and either number or block_s, "
                          f"got {len(fns)}, {rounds}, {number} and {block_s}.")
@@ -299,15 +304,18 @@ def turns(fns: dict[str, Callable[[], object]], *, rounds: int, block_s: float |
             fn()
         if device is not None:
             synchronize(device)
-        if block_warmup:
-            timers[name] = benchmark.Timer(stmt="fn()", globals={"fn": fn}, label=name,
-                                           num_threads=torch.get_num_threads())  # its default is 1 thread
         if number is None:
             numbers[name] = calls_per_block(fn, block_s)
+        # a call that about fills a block on its own (a CPU's emulated bf16 matmul, seconds long) is timed
+        # as a long call is: the Timer's 2 warm-up calls per block would triple its cost
+        long_call = number is None and device is not None and numbers[name] == 1
+        if block_warmup and not long_call:
+            timers[name] = benchmark.Timer(stmt="fn()", globals={"fn": fn}, label=name,
+                                           num_threads=torch.get_num_threads())  # its default is 1 thread
     times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(rounds):
         for name, fn in fns.items():
-            if block_warmup:
+            if name in timers:
                 times[name].append(timers[name].timeit(number=numbers[name]).times[0])
                 continue
             synchronize(device)

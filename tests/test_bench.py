@@ -254,6 +254,22 @@ def test_time_in_rounds_alternates_the_functions():
     assert all(r.runs == 4 and r.unit == "FLOP/s" and r.q1_s <= r.median_s <= r.q3_s for r in rows)
 
 
+def test_a_call_that_fills_a_block_alone_is_not_warmed_up_again_each_round():
+    import time
+
+    calls = {"long": 0, "short": 0}
+
+    def long():
+        calls["long"] += 1
+        time.sleep(0.02)  # longer than a block (0.01 s): one call per block, no Timer warm-up
+
+    fns = {"long": long, "short": lambda: calls.__setitem__("short", calls["short"] + 1)}
+    times = bench.turns(fns, rounds=3, block_s=0.01, warmup=2, device="cpu")
+    # 2 warm-up calls, 1 timed single call after timeit()'s own 2 warm-ups, then 1 call per round
+    assert calls["long"] == 2 + 3 + 3 and all(t >= 0.02 for t in times["long"])
+    assert calls["short"] > 2 + 9 + 3 * 3  # short calls: sized from 3 singles, Timer warm-ups per block
+
+
 def test_time_in_rounds_refuses_missing_work_or_rounds():
     with pytest.raises(ValueError):
         bench.time_in_rounds({"a": lambda: None}, device="cpu", work={"b": 1.0})
