@@ -277,8 +277,10 @@ def turns(fns: dict[str, Callable[[], object]], *, rounds: int, block_s: float |
           number: int | dict[str, int] | None = None, warmup: int = 2,
           device: torch.device | str | None = None, block_warmup: bool = True) -> dict[str, list[float]]:
     """Seconds per call of each function in each of `rounds` rounds; in every round each
-    function runs one block of calls, in the order given, so that a slow spell of the machine
-    falls on all of them alike instead of on whichever ran during it. The one turn-taking loop
+    function runs one block of calls, so that a slow spell of the machine falls on all of them
+    alike instead of on whichever ran during it. Round r starts at the r-th function (the order
+    given, rotated), so no function always runs first: a bias tied to a place in the round
+    widens the spread of paired ratios instead of passing for a difference. The one turn-taking loop
     under :func:`time_in_rounds` and :func:`time_in_turns`, and what the distributed scripts time with.
 
     A block is `number` calls (one count for all, the same on every rank so that their
@@ -313,8 +315,12 @@ def turns(fns: dict[str, Callable[[], object]], *, rounds: int, block_s: float |
             timers[name] = benchmark.Timer(stmt="fn()", globals={"fn": fn}, label=name,
                                            num_threads=torch.get_num_threads())  # its default is 1 thread
     times: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
+    order = list(fns.items())
+    for r in range(rounds):
+        # each round starts one place further along the list: a setting does not always run first
+        # (or just after the same other one), so what a place in the round does to a timing, a
+        # cache warmed by the setting before or a pause after the last, falls on every setting
+        for name, fn in order[r % len(order):] + order[:r % len(order)]:
             if name in timers:
                 times[name].append(timers[name].timeit(number=numbers[name]).times[0])
                 continue

@@ -249,7 +249,7 @@ def test_time_in_rounds_alternates_the_functions():
     rows = bench.time_in_rounds(fns, device="cpu", work={"a": 10.0, "b": 20.0}, unit="FLOP/s",
                                 min_run_s=0.003, rounds=4)
     runs = "".join(k for k, _ in itertools.groupby(calls))  # a block of a's, then of b's, ...
-    assert runs == "ab" * 5  # warm-up and block sizing of each, then 4 rounds in turns
+    assert runs == "ab" + "ab" + "a" + "b" + "a"  # warm-up and sizing; rounds ab, ba, ab, ba (blocks merge)
     assert [r.name for r in rows] == ["a", "b"] and [r.work for r in rows] == [10.0, 20.0]
     assert all(r.runs == 4 and r.unit == "FLOP/s" and r.q1_s <= r.median_s <= r.q3_s for r in rows)
 
@@ -288,7 +288,8 @@ def test_time_in_turns_runs_the_settings_in_rounds():
     order = []
     fns = {name: (lambda n=name: order.append(n)) for name in ("a", "b", "c")}
     rows = bench.time_in_turns(fns, device="cpu", work=4, unit="img/s", warmup=1, repeats=3)
-    assert order == ["a", "b", "c"] + ["a", "b", "c"] * 3  # warm-ups, then rounds
+    assert order == ["a", "b", "c"] + ["a", "b", "c", "b", "c", "a", "c", "a", "b"]  # warm-ups, then rounds,
+    # each starting one place further along: every setting runs first once, and after each other one
     assert [r.name for r in rows] == ["a", "b", "c"]
     for r in rows:
         assert r.runs == 3 and r.lo_s <= r.median_s <= r.hi_s and r.rate == 4 / r.median_s
@@ -355,7 +356,7 @@ def test_turns_takes_turns_and_calls_each_function_its_number_of_times():
     order = []
     fns = {"a": lambda: order.append("a"), "b": lambda: order.append("b")}
     times = bench.turns(fns, rounds=3, number={"a": 2, "b": 1}, warmup=1, device="cpu", block_warmup=False)
-    assert order == ["a", "b"] + ["a", "a", "b"] * 3  # warm-up, then each round a's block, then b's
+    assert order == ["a", "b"] + ["a", "a", "b"] + ["b", "a", "a"] + ["a", "a", "b"]  # warm-up, rounds rotated
     assert {k: len(v) for k, v in times.items()} == {"a": 3, "b": 3} and min(min(v) for v in times.values()) > 0
     with pytest.raises(ValueError):
         bench.turns(fns, rounds=3, number={"a": 2}, device="cpu")  # b's count missing
@@ -527,3 +528,18 @@ def test_two_timings_taken_apart_give_a_verdict_only_beyond_what_a_moment_can_mo
     assert same.clear and not same.apart  # the rule is for timings taken apart, not for every ratio
     paired = bench.speedup(*_in_turns([1.0, 1.01, 0.99, 1.0, 1.0], [0.85, 0.85, 0.84, 0.85, 0.85]))
     assert paired.clear and not paired.apart  # in turns: any difference beyond the interval and the drift
+
+
+def test_a_place_in_the_round_that_costs_time_widens_the_spread_instead_of_passing_for_a_difference():
+    import time
+
+    calls = [0]
+
+    def same_work():  # two identical settings; whichever runs first in a round pays 4 ms more
+        time.sleep(0.008 if calls[0] % 2 == 0 else 0.004)
+        calls[0] += 1
+
+    times = bench.turns({"a": same_work, "b": same_work}, rounds=6, number=1, warmup=0, device="cpu",
+                        block_warmup=False)
+    a, b = (bench.timing_of(times[k], name=k, device="cpu", turns_id="aa") for k in "ab")
+    assert not bench.speedup(a, b).clear  # fixed order: a always first, "2x slower" in every round
