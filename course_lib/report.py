@@ -306,9 +306,11 @@ def rate_vs_row(t: "bench.Timing", row: dict) -> tuple[float, float, float] | No
 
 
 def apart_words(vs: tuple[float, float, float]) -> str:
-    """A :func:`rate_vs_row` comparison in words: within the two quartiles, or how far apart beyond them."""
+    """A :func:`rate_vs_row` comparison (two moments) in words: within the two quartiles, or how far apart
+    beyond them and whether that is past what two moments can differ by (:func:`verdicts.moments_words`)."""
     value, lo, hi = vs
-    return "within their quartiles" if lo <= 1 <= hi else f"{value:.2f}× apart, beyond both quartiles ({lo:.2f}–{hi:.2f}×)"
+    return ("within their quartiles" if lo <= 1 <= hi else
+            f"{value:.2f}× apart, beyond both quartiles ({lo:.2f}–{hi:.2f}×); {verdicts.moments_words(lo, hi)}")
 
 
 def recorded_ratio(key: str, row: dict) -> bench.Ratio:

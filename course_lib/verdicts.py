@@ -153,8 +153,7 @@ class Ratio:
             return (f"the machine's speed changed by {self.drift:.1%} from one turn to the next, "
                     f"more than the {max(self.value, 1 / self.value) - 1:.1%} difference")
         if self.inconclusive:
-            return (f"timed at two moments, between which a machine's pace can change this much (apart, only a "
-                    f"gap of {LARGE:g}× or more counts)")
+            return f"timed at two moments: {moments_words(self.lo, self.hi)}"
         return ""
 
     @property
@@ -246,6 +245,17 @@ def median_interval(values: Sequence[float], confidence: float = 0.9) -> tuple[f
     tail = lambda k: sum(math.comb(n, i) for i in range(k)) / 2**n  # noqa: E731  P(B < k)
     k = max([1] + [k for k in range(1, (n + 1) // 2 + 1) if tail(k) <= (1 - confidence) / 2])
     return statistics.median(xs), xs[k - 1], xs[n - k], 1 - 2 * tail(k)
+
+
+def moments_words(lo: float, hi: float) -> str:
+    """What a range `lo`..`hi` of ratios between two timings taken at two moments says, in the course's
+    one wording: within the spreads; beyond them but under :data:`LARGE` (inconclusive); or beyond it."""
+    if lo <= 1 <= hi:
+        return "within their spreads"
+    near = lo if lo > 1 else 1 / hi
+    if near < LARGE:
+        return f"its end nearest 1 is {near:.2f}×, under the {LARGE:g}× two moments can differ by: inconclusive"
+    return f"even its end nearest 1 is {near:.2f}×, past the {LARGE:g}× two moments can differ by"
 
 
 def ratio_of(name: str, value: float, lo: float, hi: float, *, more: str = "higher",

@@ -205,10 +205,11 @@ def test_formats_elsewhere_gives_datasheet_shares_on_a_listed_gpu(monkeypatch):
 def test_sizes_text_compares_the_repeated_size_with_its_earlier_timings():
     even, odd, at_n = _rate(1032, 100e9), _rate(1031, 90e9), _rate(1024, 95e9)
     mult8 = bench.rate_ratio(even, odd, "n=1032 vs n=1031")
-    text = nb01.sizes_text([even, odd, at_n], {"section 5": [_rate(1024, 95e9)], "the curve": [_rate(512, 1e9)]},
-                           mult8, nb01.peaks.Offered())
-    lines = text.splitlines()
-    assert len(lines) == 5 and "matmul 1024×1024 here vs section 5" in lines[3] and lines[4] == str(mult8)
+    text = nb01.sizes_text([even, odd, at_n], {"section 5": [_rate(1024, 95e9)], "the curve": [_rate(1024, 80e9)],
+                                               "elsewhere": [_rate(512, 1e9)]}, mult8, nb01.peaks.Offered())
+    lines = text.splitlines()  # the two earlier timings of n=1024 in one line; n=512 is another matmul
+    assert len(lines) == 5 and lines[4] == str(mult8)
+    assert lines[3].startswith("1024×1024 at other moments of this run: section 5 1.00× (") and "the curve 1.19×" in lines[3]
     said = nb01.sizes_text([even, odd, at_n], {}, mult8, nb01.peaks.Offered("raised: x", raised=True))
     assert said.endswith("matmul 1032×1032: raised: x")  # the fastest row is the one offered
 

@@ -177,8 +177,10 @@ def test_compile_log_note_explains_a_count_that_differs_from_explain():
 def test_compile_pair_and_turns_apart():
     assert "(2.0×): one run each, not in turns" in nb10.compile_pair(20.0, 10.0)
     apart = nb10.turns_apart(_t("then", 1.0, 0.02), _t("now", 2.0, 0.04))
-    assert "(0.50×, 0.4" in apart and "more apart than their spreads" in apart
+    assert "(0.50×, 0.4" in apart and "past the 1.5× two moments can differ by" in apart
     assert "within their spreads;" in nb10.turns_apart(_t("then", 1.0, 0.2), _t("now", 1.02, 0.2))
+    beyond = nb10.turns_apart(_t("then", 1.0, 0.02), _t("now", 1.28, 0.02))  # the cpu run's 0.78x: beyond, under 1.5x
+    assert "within" not in beyond and "under the 1.5× two moments can differ by: inconclusive" in beyond
 
 
 def test_tlparse_note_each_case(tmp_path):
@@ -355,4 +357,4 @@ def test_regime_off_a_gpu_names_the_profilers_cost_and_the_graphs_evidence(tmp_p
     rep.add("compiled, reduce-overhead", 975.1, "ktok/s", spread=(950.4, 1000.1))
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
     text = nb10.regime(cats, "cpu")
-    assert "CUDA graphs ran its compiled step 1.82× faster: 45% of that step (at least 43%) was launching, inferred" in text
+    assert "CUDA graphs ran its compiled step 1.82× faster: 45% of that step (at least 43%) was CPU-side work that graphs skip" in text

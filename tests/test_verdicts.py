@@ -113,3 +113,11 @@ def test_a_range_prints_with_the_digits_that_show_the_wide_rule_as_applied():
     assert wide.too_wide and "(0.905–1.087)" in str(wide) and "too wide" in str(wide)
     narrow = verdicts.ratio_of("x", 1.0, 0.95, 1.05)
     assert not narrow.too_wide and "(0.95–1.05)" in str(narrow)
+
+
+def test_two_moments_are_worded_one_way_whatever_prints_them():
+    assert verdicts.moments_words(0.9, 1.1) == "within their spreads"
+    assert "1.18×, under the 1.5×" in verdicts.moments_words(0.74, 0.85) and "inconclusive" in verdicts.moments_words(0.74, 0.85)
+    assert "past the 1.5×" in verdicts.moments_words(1.6, 1.9)
+    r = verdicts.ratio_of("x", 1.68, 1.42, 1.80, apart=True)  # 05's 1.68x (1.42-1.80): its near end is 1.42x
+    assert r.inconclusive and "1.42×, under the 1.5×" in str(r)

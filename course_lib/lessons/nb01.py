@@ -275,14 +275,16 @@ def formats_elsewhere(formats: Sequence[bench.Timing], fmts: Sequence[str], gpu_
 def sizes_text(rows: Sequence[bench.Timing], earlier: Mapping[str, Sequence[bench.Timing]],
                mult8: bench.Ratio, offered: peaks.Offered) -> str:
     """One format of the multiple-of-8 section: its `rows` (n, n − 1, section 5's size), the last
-    against the same matmul timed `earlier` (where: rows), the n vs n − 1 ratio `mult8`, and what
-    offering the fastest row to the run's peaks did (`offered`)."""
+    against the same matmul timed `earlier` (where: rows) in one line, the n vs n − 1 ratio `mult8`,
+    and what offering the fastest row to the run's peaks did (`offered`)."""
     at_n = rows[-1]
     lines = [str(t) for t in rows]
-    for where, timed in earlier.items():
-        if before := next((t for t in timed if t.name == at_n.name), None):  # the same matmul, timed before
-            again = bench.rate_ratio(at_n, before, f"{at_n.name} here vs {where}, timed apart (another moment)")
-            lines.append(str(again))
+    again = [(where, bench.rate_ratio(at_n, before)) for where, timed in earlier.items()  # the same matmul, before
+             if (before := next((t for t in timed if t.name == at_n.name), None))]
+    if again:  # one line: timed apart, each says only how the machine's pace moved (verdicts.moments_words)
+        lines.append(f"{at_n.name.removeprefix('matmul ')} at other moments of this run: "
+                     + "; ".join(f"{where} {r.value:.2f}× ({r.lo:.2f}–{r.hi:.2f})" for where, r in again)
+                     + ": the same matmul, so a gap is the moment's")
     lines.append(str(mult8))
     if offered:  # the fastest of the rows is the one offered
         lines.append(f"{bench.best_rate(rows).name}: {offered}")

@@ -10,7 +10,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 import torch
 from torch import nn
 
-from course_lib import check, profiles, published, report
+from course_lib import check, profiles, published, report, verdicts
 from course_lib.bench import Ratio, Timing, break_even, speedup
 from course_lib.models import GPT, GPTConfig
 from course_lib.profiling import StepSyncs, SyncCounter
@@ -129,14 +129,16 @@ def regime(plain: Mapping[str, float], device_type: str) -> str:
 
 def _graphs_bound(rows: Mapping[str, dict]) -> str:
     """Without the profiler, from the reference's compiled steps: the same kernels launched one by one
-    (default) and replayed as CUDA graphs (reduce-overhead); the time graphs removed is launching."""
+    (default) and replayed as CUDA graphs (reduce-overhead); the time graphs removed is CPU-side work that a
+    replay skips (launches, the dispatcher, Python)."""
     default, graphs = rows.get("compiled, default"), rows.get("compiled, reduce-overhead")
     if not (default and graphs and default.get("spread") and graphs.get("spread")):
         return ""
     lo = 1 - default["spread"][1] / graphs["spread"][0]  # the share saved, from the quartiles' ends (rates)
     mid = 1 - default["value"] / graphs["value"]
     return (f"\nwithout the profiler, CUDA graphs ran its compiled step {graphs['value'] / default['value']:.2f}× "
-            f"faster: {mid:.0%} of that step (at least {lo:.0%}) was launching, inferred (section 3)")
+            f"faster: {mid:.0%} of that step (at least {lo:.0%}) was CPU-side work that graphs skip (launches, "
+            "the dispatcher, Python), inferred (section 3)")
 
 
 def _bound(waited: float) -> str:
@@ -348,10 +350,8 @@ def turns_apart(then: Timing, now: Timing) -> str:
     sets of turns differ beyond their spreads (only timings of the same turns are compared)."""
     apart = speedup(then, now, "compiled, plain GPT: here vs section 3")
     return (f"the plain compiled step took {fmt_time(then.median_s)} in section 3's turns and {fmt_time(now.median_s)} "
-            f"in these ({apart.value:.2f}×, {apart.lo:.2f}–{apart.hi:.2f} from their spreads): " + (
-                "more apart than their spreads; what moved it (the machine's speed, what ran beside it) is not "
-                "measured, so only timings of one set of turns are compared" if apart.clear else
-                "within their spreads; still, only timings of one set of turns are compared"))
+            f"in these ({apart.value:.2f}×, {apart.lo:.2f}–{apart.hi:.2f}× from their spreads): "
+            f"{verdicts.moments_words(apart.lo, apart.hi)}; only timings of one set of turns are compared")
 
 
 def no_break_timing(compiles: bool) -> str:
