@@ -16,7 +16,7 @@ import dataclasses
 import math
 import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,8 +25,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, Dataset, Subset
 
-from course_lib import (bench, check, data, datasheet, device, models, profiles, published, report, train, units,
-                        verdicts)
+from course_lib import bench, check, data, datasheet, device, models, profiles, published, report, train, units
 from course_lib.device import pick as pick_device
 
 __all__ = ["Throughput", "shapes_loader", "loader_name", "train_steps", "time_steps",
@@ -345,6 +344,27 @@ def reference_waits(ref: dict[str, dict] | None = None, device_name: str = "") -
             f"({draw:.3g}), far below a batch in memory ({mem:.3g}): both wait on drawing")
 
 
+def loader_takeaway(base: Throughput, loaders: Sequence[Throughput], vs_base: Sequence[bench.Ratio],
+                    cores: int) -> str:
+    """Section 4 in one line: the data wait of workers=0 (`base`) against the `loaders` with workers, and
+    whether their calls ran faster than workers=0's (`vs_base`, one ratio per loader, base over it),
+    beyond the spread and beyond what two moments can differ by; '' without loaders."""
+    if not loaders:
+        return ""
+    shares = [r.data_wait_share for r in loaders]
+    lo, hi = f"{min(shares):.0%}", f"{max(shares):.0%}"
+    waits = lo if lo == hi else f"{lo}–{hi}"
+    faster = [r for r in vs_base if r.clear and r.value > 1]
+    slower = [r for r in vs_base if r.clear and r.value < 1]
+    speed = (f"and their calls ran faster: {', '.join(f'{r.value:.2f}×' for r in faster)}" if faster and not slower
+             else "and some calls ran faster, some slower" if faster
+             else f"and their calls ran slower: {', '.join(f'{1 / r.value:.2f}×' for r in slower)}" if slower
+             else "but whether their calls ran faster, these timings cannot tell")
+    return (f"takeaway: workers took the drawing out of the training process (data wait {base.data_wait_share:.0%} of a "
+            f"call with workers=0, {waits} with workers), {speed} ({cores} cores here, shared by workers and the "
+            "training threads)")
+
+
 def wait_lines(base: Throughput, ceilings: list[Throughput], apart: list[Throughput], threads: int) -> str:
     """workers=0's calls split into waiting and the rest, the rest against the ceiling; on a CPU
     (a second ceiling, with 1 training thread) that ceiling against the first and the 1-thread
@@ -371,10 +391,9 @@ def wait_lines(base: Throughput, ceilings: list[Throughput], apart: list[Through
 def resnet_lines(rows: list[bench.Timing], ratios: list[bench.Ratio], small: bench.Ratio, model: str,
                  batches: tuple[int, int], dev: torch.device | str) -> str:
     """The fastest ResNet configuration and channels_last's effect in fp32 on SmallCNN (`small`)
-    against the ResNet's, when there are `rows`: the two were timed at two moments, so intervals
-    apart say the effect depends on the workload only when their nearest ends are
-    :data:`course_lib.verdicts.LARGE` or more apart; then what 16 bits can do on `dev`
-    (:func:`sixteen_bits_here`)."""
+    against the ResNet's, when there are `rows`: each ratio is paired in its own turns, so two
+    intervals that do not overlap say the effect differs between the models; then what 16 bits
+    can do on `dev` (:func:`sixteen_bits_here`)."""
     return "\n".join(filter(None, [_resnet_rows(rows, ratios, small, model, batches), sixteen_bits_here(dev)]))
 
 
@@ -397,15 +416,10 @@ def _resnet_rows(rows: list[bench.Timing], ratios: list[bench.Ratio], small: ben
     if small.inconclusive or big.inconclusive:  # the machine's drift was as large as the effect: nothing to compare
         end = ("\none of the two is inconclusive here, so whether the layout's effect differs between the models "
                "is not settled")
-    elif small.hi < big.lo or big.hi < small.lo:  # the two intervals do not overlap, but come from two moments
-        gap = max(small.lo / big.hi, big.lo / small.hi)  # the factor between their nearest ends
-        end = (f"\nmeasured at two moments (section 5's turns, then these), the intervals {both} are "
-               f"{gap:.2f}× apart:\n"
-               + (f"beyond the {verdicts.LARGE:g}× a change of pace explains: the layout's effect depends on the "
-                  f"workload (the model's convolutions, the batch: {batches[0]} and {batches[1]} here)"
-                  if gap >= verdicts.LARGE else
-                  f"under the {verdicts.LARGE:g}× a change of pace can explain (the course's rule for two moments), "
-                  "so this run cannot say whether the layout's effect depends on the workload"))
+    elif small.hi < big.lo or big.hi < small.lo:  # two paired intervals that do not overlap
+        end = (f"\neach ratio is paired in its own turns (a change of the machine's pace cancels within each), and "
+               f"the two intervals {both} do not overlap:\nthe layout's effect differs between the two models here "
+               f"(their convolutions, the batch: {batches[0]} and {batches[1]})")
     elif sign(small) == sign(big):
         end = ""
     else:
