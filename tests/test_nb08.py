@@ -318,13 +318,14 @@ def test_paired_mfu_text_names_the_turns_and_the_moment():
     held = bench.rate_ratio(dataclasses.replace(mm, work=2e8, unit="FLOP/s"),
                             bench.timing_of([0.01, 0.011, 0.01], name="peak", device="cpu", work=2e8, unit="FLOP/s"))
     text = nb08.paired_mfu_text(mfu, "eager, SDPA", "cpu", 0.45, held)
-    assert text.startswith("at one moment (5 turns of the eager, SDPA step and the peak's matmul | cpu): the matmul ran")
-    assert "the step reached 50.0% (" in text and "45.0% of the stored peak" in text and "\n" not in text
-    assert text.endswith("the stored peak held, and the MFU above stands")
+    assert text.startswith("the same check at one moment: 5 turns of the eager, SDPA step and the peak's matmul | cpu")
+    assert "over the same turns' matmul: 50.0% (" in text and "over the stored peak: 45.0%" in text
+    assert text.endswith("the matmul held its stored pace: the MFU above stands") and len(text.splitlines()) == 3
+    assert all(len(line) < 120 for line in text.splitlines())
     slow = bench.rate_ratio(dataclasses.replace(mm, work=2e8, unit="FLOP/s"),
                             bench.timing_of([0.008] * 3, name="peak", device="cpu", work=2e8, unit="FLOP/s"))
     moved = nb08.paired_mfu_text(mfu, "eager, SDPA", "cpu", 0.45, slow)
-    assert "ran at 0.80× its stored rate" in moved and "stands" not in moved  # 0.010 s against a stored 0.008 s
+    assert "ran at 0.80× its stored pace" in moved and "stands" not in moved  # 0.010 s against a stored 0.008 s
     assert "this step's MFU reads 45%–50% by which moment's peak divides it" in moved
     wide = bench.ratio_of("matmul", 1.37, 0.7, 1.9)
     assert "too wide to say whether it held" in nb08.paired_mfu_text(mfu, "eager, SDPA", "cpu", 0.45, wide)
@@ -336,11 +337,10 @@ def test_reference_peak_is_derived_from_its_two_mfus(monkeypatch):
                                "MFU vs datasheet peak": {"value": 5.0, "unit": "%"}},
             "10_compile_and_profile": {"peak: matmul 8×8 bfloat16": {"value": 480.0, "unit": "TFLOP/s",
                                                                      "spread": [470.0, 490.0]}}}
-    monkeypatch.setattr(report, "reference", lambda nb: ("NVIDIA H100", runs[nb]))
+    monkeypatch.setattr(report, "reference", lambda nb: ("NVIDIA H200", runs[nb]))
     monkeypatch.setattr(report, "reference_meta", lambda nb: {"device": "NVIDIA H100 SXM5"})
     text = nb08.reference_peak_text()  # 989.5 × 5 / 10
-    assert "its measured peak, 494.8 TFLOP/s" in text and "did not divide by one peak" in text
-    runs["10_compile_and_profile"]["peak: matmul 8×8 bfloat16"]["spread"] = [480.0, 500.0]
-    assert "agrees within its quartiles" in nb08.reference_peak_text()
+    assert "divides by 494.8 TFLOP/s, a peak its record implies but does not hold" in text
+    assert "results/nvidia-h200.test-gpu.md" in text and "\n" not in text
     del runs["08_transformer"]["MFU vs datasheet peak"]
     assert nb08.reference_peak_text() == ""

@@ -486,8 +486,8 @@ def precision_lines(device: torch.device | str, names: Sequence[str], ratios: Se
     """Beside section 5's ratios: on a CPU its 16-bit instructions and each 16-bit ratio read with
     them; without TF32 (not an Ampere-on GPU) what GPUs measured; on a GPU, published figures."""
     dev, lines = torch.device(device), []
-    caveat = ("(images per second from other models, image sizes and batches are not comparable; the ratios between "
-              "precisions carry across better, but still depend on the model, the image size and the GPU)")
+    caveat = ("(images per second from other models, image sizes and batches are not comparable, and neither are "
+              "the ratios between precisions: they depend on the model, the image size and the GPU)")
     if dev.type == "cpu":
         flags, vs = cpu_16bit_flags(), {r.name: r for r in ratios}
         lines += [f"{cpu_name()}: {nb01.cpu_16bit_verdict(fmt, vs[f'{n} vs fp32'], flags, 'but the profile below does')}"

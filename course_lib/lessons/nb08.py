@@ -262,21 +262,22 @@ def mfu_text(peak: Timing, peak_note: object, best: Timing | None, flops_per_tok
 
 
 def paired_mfu_text(mfu: Ratio, what: str, device: str, stored: float, matmul: Ratio) -> str:
-    """The check of section 5's MFU at one moment, one line: the `what` step and the peak's own matmul timed
-    in the same turns. `matmul` compares the matmul's FLOP/s in these turns with the stored peak's (timed
-    apart); `mfu` is the paired ratio of the step's model FLOP/s to the matmul's, `stored` the same turns'
-    step over the stored peak. Where the matmul ran at the stored pace the MFU above stands; otherwise the
-    step's MFU reads between the two, by which moment's peak divides it."""
-    head = (f"at one moment ({mfu.rounds} turns of the {what} step and the peak's matmul | {device}): the matmul ran "
-            f"at {matmul.value:.2f}× its stored rate; the step reached {mfu.value:.1%} ({mfu.lo:.1%}–{mfu.hi:.1%}) "
-            f"of the same turn's matmul, {stored:.1%} of the stored peak")
+    """The check of section 5's MFU at one moment, three short lines: the `what` step and the peak's own
+    matmul timed in the same turns. `mfu` is the paired ratio of the step's model FLOP/s to the matmul's,
+    `stored` the same turns' step over the stored peak, `matmul` the matmul's FLOP/s in these turns over
+    the stored peak's (timed apart). Where the matmul held its stored pace the MFU above stands;
+    otherwise the step's MFU reads between the two, by which moment's peak divides it."""
+    lines = [f"the same check at one moment: {mfu.rounds} turns of the {what} step and the peak's matmul | {device}",
+             f"  over the same turns' matmul: {mfu.value:.1%} ({mfu.lo:.1%}–{mfu.hi:.1%}); over the stored peak: "
+             f"{stored:.1%}"]
     if matmul.too_wide:
-        return head + f": the matmul's spreads ({matmul.lo:.2f}–{matmul.hi:.2f}×) are too wide to say whether it held"
+        return "\n".join(lines + [f"  the matmul's spreads ({matmul.lo:.2f}–{matmul.hi:.2f}×) are too wide to say "
+                                  "whether it held its stored pace"])
     if matmul.within_noise:
-        return head + ": the stored peak held, and the MFU above stands"
+        return "\n".join(lines + ["  the matmul held its stored pace: the MFU above stands"])
     lo, hi = sorted((stored, mfu.value))
-    return (head + f": this step's MFU reads {lo:.0%}–{hi:.0%} by which moment's peak divides it (what slowed or sped "
-            "the matmul, the moment or the step just before it, is not measured apart)")
+    return "\n".join(lines + [f"  the matmul ran at {matmul.value:.2f}× its stored pace: this step's MFU reads "
+                              f"{lo:.0%}–{hi:.0%} by which moment's peak divides it"])
 
 
 def published_mfu(this_run: str) -> str:
@@ -297,28 +298,20 @@ def published_mfu(this_run: str) -> str:
 
 
 def reference_peak_text() -> str:
-    """The measured peak the reference run's MFU divided by, derived from its two recorded MFUs of one step
-    (against its measured peak, against the datasheet's dense bf16), beside notebook 10's reference peak:
-    whether the two notebooks' reference runs divided by one stored peak. '' where a row is missing."""
-    rows = report.reference("08_transformer")[1]
+    """One line on the reference run's MFU rows: the measured peak they divided by, derived from its two
+    recorded MFUs of one step (against its measured peak, against the datasheet's dense bf16), which 08's
+    record does not hold; and that they are one of two H200s (results/nvidia-h200.test-gpu.md). '' where
+    a row is missing."""
+    ref_device, rows = report.reference("08_transformer")
     meas, sheet = rows.get("MFU vs measured matmul peak"), rows.get("MFU vs datasheet peak")
     spec = datasheet.lookup(report.reference_meta("08_transformer").get("device") or "")
     dense = datasheet.peak_tflops(spec, "bf16") if spec else None
     if not (meas and sheet and dense):
         return ""
     derived = dense * sheet["value"] / meas["value"]  # the same tokens/s over each peak: MFUs scale as 1/peak
-    text = (f"the reference's MFU divided by its measured peak, {derived:.1f} TFLOP/s (from its two MFUs: "
-            f"{dense:g} × {sheet['value']:.4g} / {meas['value']:.4g}); another H200 ran the same eager step 1.73× "
-            "faster with this code, cause not known")
-    ten = next(((k, r) for k, r in report.reference("10_compile_and_profile")[1].items()
-                if k.startswith("peak: ") and "bfloat16" in k and r.get("unit") == "TFLOP/s"), None)
-    if ten is None:
-        return text
-    lo, hi = ten[1].get("spread") or (ten[1]["value"], ten[1]["value"])
-    return text + ("; notebook 10's reference peak agrees within its quartiles" if lo <= derived <= hi else
-                   f"; notebook 10's reference printed a peak of {report.fmt_row_value(ten[1])} TFLOP/s, outside "
-                   "it: the two did not divide by one peak, and why is not recorded")
-
+    two = ("; it is one of two H200s that ran this step 1.73× apart: results/nvidia-h200.test-gpu.md"
+           if "H200" in ref_device else "")  # that file's second session
+    return f"(the reference's MFU divides by {derived:.1f} TFLOP/s, a peak its record implies but does not hold{two})"
 
 
 def busy_line(t: Timing, mfu: Sequence[float], busy: Sequence[float]) -> str:
