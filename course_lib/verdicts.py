@@ -11,7 +11,7 @@ One home for the sentences a notebook prints about a comparison:
 other numbers) and words it in one place, :meth:`Ratio.verdict`, graded by the effect's size:
 no verdict (no spread), no measurable difference, too wide to tell, inconclusive (the machine
 drifted more than the difference; or, for two timings taken at different moments, a gap smaller
-than :data:`LARGE`, which a change of the machine's pace between the moments can make), a small
+than :data:`APART`, which a change of the machine's pace between the moments can make), a small
 difference, a difference, a large one.
 
 Two training runs on the same batches are compared by the gap of their loss curves
@@ -36,9 +36,10 @@ if TYPE_CHECKING:
 WIDE = 1.2  # a range holding 1 whose ends are further apart than this factor is too wide to call "no difference"
 SMALL = 1.05  # beyond the spread, a ratio nearer 1 than this is "a small difference"
 LARGE = 1.5  # beyond the spread, an interval whose end nearest 1 is this far from it is "far beyond"
-# Two timings taken apart: a verdict only where the interval's end nearest 1 is LARGE or more away from it.
-# A 2-core machine's pace moved 1.12-1.33x between moments within one course run (01, 08, 10): quartiles
-# of repeats at each moment do not hold that.
+APART = 2.5  # two timings taken apart: a verdict only where the interval's end nearest 1 is this far from 1
+# The pace of the course's 2-core machine (AMD EPYC) moved 1.12-1.33x between moments of one course run
+# (01, 08, 10; 2026-11-29, quiet) and up to 2.2x (02's one-image draw, 834 us vs 1.85 ms) and 2.36x (10's
+# eager step, 141 vs 333 ms) in another run of the same day: quartiles of repeats at each moment hold none.
 
 
 @dataclass
@@ -52,7 +53,7 @@ class Ratio:
     much the machine's speed changed from one round to the next. A range that contains 1 means the two
     cannot be told apart by these repeats (:attr:`within_noise`); a drift larger than the
     difference makes it :attr:`inconclusive`, and so does, for two timings measured ``apart``,
-    a gap whose end nearest 1 is under :data:`LARGE`; :attr:`clear` is neither.
+    a gap whose end nearest 1 is under :data:`APART`; :attr:`clear` is neither.
     """
 
     name: str
@@ -90,12 +91,12 @@ class Ratio:
     def inconclusive(self) -> bool:
         """True when the ratio is beyond its spread but the machine's speed changed by more than
         the difference (the ratio's distance from 1) during the rounds; or, two timings measured
-        apart, when the interval's end nearest 1 is under :data:`LARGE`: a change of the machine's
+        apart, when the interval's end nearest 1 is under :data:`APART`: a change of the machine's
         pace between the two moments can make such a gap, and their quartiles do not hold it."""
         if self.within_noise:
             return False
         drifted = self.drift is not None and self.drift > max(self.value, 1 / self.value) - 1
-        return drifted or (self.apart and not self.single and self.near < LARGE)
+        return drifted or (self.apart and not self.single and self.near < APART)
 
     @property
     def single(self) -> bool:
@@ -249,13 +250,13 @@ def median_interval(values: Sequence[float], confidence: float = 0.9) -> tuple[f
 
 def moments_words(lo: float, hi: float) -> str:
     """What a range `lo`..`hi` of ratios between two timings taken at two moments says, in the course's
-    one wording: within the spreads; beyond them but under :data:`LARGE` (inconclusive); or beyond it."""
+    one wording: within the spreads; beyond them but under :data:`APART` (inconclusive); or beyond it."""
     if lo <= 1 <= hi:
         return "within their spreads"
     near = lo if lo > 1 else 1 / hi
-    if near < LARGE:
-        return f"its end nearest 1 is {near:.2f}×, under the {LARGE:g}× two moments can differ by: inconclusive"
-    return f"even its end nearest 1 is {near:.2f}×, past the {LARGE:g}× two moments can differ by"
+    if near < APART:
+        return f"its end nearest 1 is {near:.2f}×, under the {APART:g}× two moments can differ by: inconclusive"
+    return f"even its end nearest 1 is {near:.2f}×, past the {APART:g}× two moments can differ by"
 
 
 def ratio_of(name: str, value: float, lo: float, hi: float, *, more: str = "higher",

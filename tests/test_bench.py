@@ -142,13 +142,13 @@ def test_time_fn_blocks_give_several_runs():
 
 def test_speedup_range_comes_from_the_quartiles():
     base = bench.Timing("fp32", "cpu", 0.10, 0.02, 5, q1_s=0.09, q3_s=0.11)
-    new = bench.Timing("bf16", "cpu", 0.05, 0.01, 5, q1_s=0.045, q3_s=0.055)
+    new = bench.Timing("bf16", "cpu", 0.025, 0.005, 5, q1_s=0.0225, q3_s=0.0275)
     r = bench.speedup(base, new)
-    assert r.name == "bf16 vs fp32" and r.value == pytest.approx(2.0)
-    assert (r.lo, r.hi) == (pytest.approx(0.09 / 0.055), pytest.approx(0.11 / 0.045))
-    assert not r.within_noise and "2.00× faster, far beyond the spread" in str(r)  # 1.64 at least
+    assert r.name == "bf16 vs fp32" and r.value == pytest.approx(4.0)
+    assert (r.lo, r.hi) == (pytest.approx(0.09 / 0.0275), pytest.approx(0.11 / 0.0225))
+    assert not r.within_noise and "4.00× faster, far beyond the spread" in str(r)  # 3.27 at least: past 2.5x apart
     slower = bench.speedup(new, base)
-    assert slower.value == pytest.approx(0.5) and "| 2.00× slower, far beyond the spread" in str(slower)
+    assert slower.value == pytest.approx(0.25) and "| 4.00× slower (3.27–4.89×), far beyond the spread" in str(slower)
 
 
 def test_speedup_inside_the_spread_is_called_noise():
@@ -222,8 +222,8 @@ def test_curve_verdicts_follow_the_numbers():
     lines = bench.curve_verdicts(flat, [64, 128])
     assert "n=64 (100.0%)" in lines[1] and "the smallest size, n=64, is the peak" in lines[2]
     assert lines[3].startswith("rate at n=128 vs the fastest point (n=64): 0.98×") and "within the spread" in lines[3]
-    falling = [_rated(64, 2e9), _rated(512, 10e9), _rated(2048, 6e9)]
-    assert "lower, far beyond the spread" in bench.curve_verdicts(falling, [64, 512, 2048])[-1]
+    falling = [_rated(64, 2e9), _rated(512, 10e9), _rated(2048, 3e9)]
+    assert "lower (3.20–3.47×), far beyond the spread" in bench.curve_verdicts(falling, [64, 512, 2048])[-1]
     with pytest.raises(ValueError, match="one size per timing"):
         bench.curve_verdicts(falling, [64])
 
@@ -522,7 +522,7 @@ def test_two_timings_taken_apart_give_a_verdict_only_beyond_what_a_moment_can_mo
     apart = bench.speedup(base, new)  # 1.18x, beyond the quartiles, measured at two moments
     assert apart.apart and apart.inconclusive and not apart.clear and apart.grade == "inconclusive"
     assert "by the medians, but inconclusive: timed at two moments" in str(apart)
-    far = bench.speedup(base, _timing(median_s=0.5, iqr_s=0.02))  # 2x: beyond what a change of pace makes
+    far = bench.speedup(base, _timing(median_s=1 / 3, iqr_s=0.01))  # 3x: beyond what a change of pace makes
     assert far.apart and far.clear and far.grade == "large"
     same = bench.ratio_of("numbers measured some other way", 1.18, 1.16, 1.20)
     assert same.clear and not same.apart  # the rule is for timings taken apart, not for every ratio
