@@ -329,6 +329,10 @@ def test_paired_mfu_text_names_the_turns_and_the_moment():
     assert "this step's MFU reads 45%–50% by which moment's peak divides it" in moved
     wide = bench.ratio_of("matmul", 1.37, 0.7, 1.9)
     assert "too wide to say whether it held" in nb08.paired_mfu_text(mfu, "eager, SDPA", "cpu", 0.45, wide)
+    swung = bench.ratio_of("MFU, same turns", 0.746, 0.267, 2.148)  # the busy cpu run's: past 100 %, 8x wide
+    said = nb08.paired_mfu_text(swung, "eager, SDPA", "cpu", 0.40, slow)
+    assert not nb08.usable(swung) and nb08.usable(mfu) and "too wide to check the MFU above" in said
+    assert "reads" not in said  # no MFU range concluded from it
 
 
 def test_reference_peak_is_derived_from_its_two_mfus(monkeypatch):

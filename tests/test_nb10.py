@@ -176,11 +176,11 @@ def test_compile_log_note_explains_a_count_that_differs_from_explain():
 
 def test_compile_pair_and_turns_apart():
     assert "(2.0×): one run each, not in turns" in nb10.compile_pair(20.0, 10.0)
-    apart = nb10.turns_apart(_t("then", 1.0, 0.02), _t("now", 2.0, 0.04))
-    assert "(0.50×, 0.4" in apart and "past the 1.5× two moments can differ by" in apart
+    apart = nb10.turns_apart(_t("then", 1.0, 0.02), _t("now", 3.0, 0.06))
+    assert "(0.33×, 0.3" in apart and "past the 2.5× two moments can differ by" in apart
     assert "within their spreads;" in nb10.turns_apart(_t("then", 1.0, 0.2), _t("now", 1.02, 0.2))
     beyond = nb10.turns_apart(_t("then", 1.0, 0.02), _t("now", 1.28, 0.02))  # the cpu run's 0.78x: beyond, under 1.5x
-    assert "within" not in beyond and "under the 1.5× two moments can differ by: inconclusive" in beyond
+    assert "within" not in beyond and "under the 2.5× two moments can differ by: inconclusive" in beyond
 
 
 def test_tlparse_note_each_case(tmp_path):
@@ -230,8 +230,9 @@ def test_op_table_rows_footer_and_section_3():
 
 
 def test_eager_then_now_apart_beyond_the_quartiles():
-    assert "apart by" in nb10.eager_then_now(_t("then", 1.0, 0.02), _t("now", 1.5, 0.02))
-    assert "the same within their quartiles" in nb10.eager_then_now(_t("then", 1.0, 0.2), _t("now", 1.05, 0.2))
+    assert "1.50× its time, at two moments: its end nearest 1 is 1.4" in nb10.eager_then_now(
+        _t("then", 1.0, 0.02), _t("now", 1.5, 0.02))
+    assert "at two moments: within their spreads" in nb10.eager_then_now(_t("then", 1.0, 0.2), _t("now", 1.05, 0.2))
 
 
 def test_op_notes_read_the_op_times():
@@ -358,3 +359,12 @@ def test_regime_off_a_gpu_names_the_profilers_cost_and_the_graphs_evidence(tmp_p
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
     text = nb10.regime(cats, "cpu")
     assert "CUDA graphs ran its compiled step 1.82× faster: 45% of that step (at least 43%) was CPU-side work that graphs skip" in text
+
+
+def test_op_table_remarks_a_profiled_step_that_ran_faster():
+    from course_lib import bench
+    step = bench.timing_of([0.33, 0.34, 0.32, 0.33, 0.35], name="step", device="cpu", turns_id="t")
+    faster = bench.timing_of([0.23, 0.24, 0.235, 0.23, 0.24], name="profiled", device="cpu", turns_id="t")
+    said = nb10.op_table(StepOps([MM, COPY, ADD], step, faster), 10.0, of_roof, "cpu")
+    assert "the profiled step ran faster, which the profiler's cost cannot do" in said
+    assert "ran faster" not in nb10.op_table(STEP, 10.0, of_roof, "cpu")  # slower with the profiler: no remark

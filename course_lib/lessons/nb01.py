@@ -306,10 +306,11 @@ def mult8_elsewhere() -> str:
 
 
 def raised_text(where: str, final: bench.Timing, read: bench.Timing) -> str:
-    """The fp32 peak of device `where` raised in this notebook to `final` from `read` (the one 00 measured)."""
+    """The fp32 peak of device `where` raised by a row of this notebook to `final` from `read` (the one
+    this notebook read at its start, and the notebooks before it divided by)."""
     return (f"{where}: the run's fp32 peak is now {units.fmt_rate(final.rate, 'FLOP/s')} "
-            f"({final.name.removeprefix('peak: ')}), raised in this notebook; 00 divided by the one it measured, "
-            f"{units.fmt_rate(read.rate, 'FLOP/s')}. The table below holds the raised one.")
+            f"({final.name.removeprefix('peak: ')}), raised by a row of this notebook; the notebooks before it "
+            f"divided by {units.fmt_rate(read.rate, 'FLOP/s')}. The table below holds the raised one.")
 
 
 @check.exercise()

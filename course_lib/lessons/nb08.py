@@ -241,7 +241,7 @@ def mfu_text(peak: Timing, peak_note: object, best: Timing | None, flops_per_tok
     if best is None or best_mfu is None:
         lines.append("No version of the step was timed in section 4 (out of memory): no MFU from that section.")
     else:
-        lines += [f"fastest step: {best.name}, {fmt_rate(best.rate, 'tok/s')} "
+        lines += [f"fastest step by its median: {best.name}, {fmt_rate(best.rate, 'tok/s')} "
                   f"-> {fmt_rate(flops_per_token * best.rate, 'FLOP/s')} of model FLOPs",
                   f"MFU: {best_mfu[0]:.1%} of the measured peak (the step's quartiles: {best_mfu[1]:.1%}–"
                   f"{best_mfu[2]:.1%}; with the peak's too, {best_mfu[1] * peak.rate / peak.rate_hi:.1%}–"
@@ -261,6 +261,12 @@ def mfu_text(peak: Timing, peak_note: object, best: Timing | None, flops_per_tok
     return "\n".join(lines)
 
 
+def usable(mfu: Ratio) -> bool:
+    """Whether a paired MFU can check the MFU over the stored peak: its interval within 1.5x end to end
+    (a wider one, or one past 100 %, says the machine's pace moved within the turns, not the MFU)."""
+    return mfu.hi <= 1.0 and mfu.hi <= 1.5 * mfu.lo
+
+
 def paired_mfu_text(mfu: Ratio, what: str, device: str, stored: float, matmul: Ratio) -> str:
     """The check of section 5's MFU at one moment, three short lines: the `what` step and the peak's own
     matmul timed in the same turns. `mfu` is the paired ratio of the step's model FLOP/s to the matmul's,
@@ -270,6 +276,9 @@ def paired_mfu_text(mfu: Ratio, what: str, device: str, stored: float, matmul: R
     lines = [f"the same check at one moment: {mfu.rounds} turns of the {what} step and the peak's matmul | {device}",
              f"  over the same turns' matmul: {mfu.value:.1%} ({mfu.lo:.1%}–{mfu.hi:.1%}); over the stored peak: "
              f"{stored:.1%}"]
+    if not usable(mfu):
+        return "\n".join(lines + [f"  the paired interval spans {mfu.hi / mfu.lo:.1f}× (the machine's pace moved within "
+                                  "these turns): too wide to check the MFU above"])
     if matmul.too_wide:
         return "\n".join(lines + [f"  the matmul's spreads ({matmul.lo:.2f}–{matmul.hi:.2f}×) are too wide to say "
                                   "whether it held its stored pace"])
