@@ -154,7 +154,7 @@ class Ratio:
             return (f"the machine's speed changed by {self.drift:.1%} from one turn to the next, "
                     f"more than the {max(self.value, 1 / self.value) - 1:.1%} difference")
         if self.inconclusive:
-            return f"timed at two moments: {moments_words(self.lo, self.hi)}"
+            return f"timed at two moments: {moments_words(self.lo, self.hi, word=False)}"
         return ""
 
     @property
@@ -248,14 +248,16 @@ def median_interval(values: Sequence[float], confidence: float = 0.9) -> tuple[f
     return statistics.median(xs), xs[k - 1], xs[n - k], 1 - 2 * tail(k)
 
 
-def moments_words(lo: float, hi: float) -> str:
+def moments_words(lo: float, hi: float, *, word: bool = True) -> str:
     """What a range `lo`..`hi` of ratios between two timings taken at two moments says, in the course's
-    one wording: within the spreads; beyond them but under :data:`APART` (inconclusive); or beyond it."""
+    one wording: within the spreads; beyond them but under :data:`APART` (inconclusive, said unless not
+    `word`: a verdict that says it already); or beyond it."""
     if lo <= 1 <= hi:
         return "within their spreads"
     near = lo if lo > 1 else 1 / hi
     if near < APART:
-        return f"its end nearest 1 is {near:.2f}×, under the {APART:g}× two moments can differ by: inconclusive"
+        return (f"its end nearest 1 is {near:.2f}×, under the {APART:g}× two moments can differ by"
+                + (": inconclusive" if word else ""))
     return f"even its end nearest 1 is {near:.2f}×, past the {APART:g}× two moments can differ by"
 
 

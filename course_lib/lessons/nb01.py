@@ -200,7 +200,8 @@ def vs_datasheet(cpu_peak: bench.Timing, gpu_peak: bench.Timing | None = None, g
         datasheet.table(),  # the course prints the full datasheet table here only
         f"this CPU's measured fp32 peak, {units.fmt_rate(cpu_peak.rate, 'FLOP/s')}, against the datasheet fp32 "
         f"column: {low.name} is rated at {low.fp32_tflops * 1e12 / cpu_peak.rate:,.0f}× it, "
-        f"{high.name} at {high.fp32_tflops * 1e12 / cpu_peak.rate:,.0f}×",
+        f"{high.name} at {high.fp32_tflops * 1e12 / cpu_peak.rate:,.0f}× (a rating over a measurement, not like "
+        "for like: set a GPU's measured figure, below, beside its rating)",
         "What a GPU measured with this notebook's code: " + published.elsewhere(NB, ("gpu fp32 matmul peak",))])
 
 

@@ -528,8 +528,7 @@ def profiled_vs_timed(p: StepProfile, timed_ms: float) -> str:
         return line + (" — its shares describe the profiled step, and its milliseconds are not the timed step's "
                        "(a slower moment or the profiler's own cost: not measured apart)")
     if ratio > 1.1:
-        return line + (" (not measured apart; a guess: the profiler's own cost per op, which weighs most on short "
-                       "steps, or a slower moment)")
+        return line + " (a slower moment or the profiler's own cost: not measured apart)"
     return line
 
 

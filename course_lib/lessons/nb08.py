@@ -394,7 +394,7 @@ def long_vs_section4(vs: Ratio, hist: History, long_t: Timing, sec4: Timing, run
         verdict = (f"verdict: the long run's step is {-diff_ms:.1f} ms shorter, beyond both spreads: what its loop "
                    "adds is smaller than what else differs between the two, which is not measured here")
     else:
-        verdict = f"verdict: {vs.doubt}: what the long run's loop adds is not told apart here"
+        verdict = f"verdict: {vs.phrase} by the medians, two moments apart: what the long run's loop adds is not told apart here"
     return "\n".join([str(vs), what, verdict])
 
 
