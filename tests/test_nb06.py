@@ -205,6 +205,7 @@ def test_overlap_and_no_sync_verdicts_follow_the_paired_ratio():
     assert text.splitlines()[0].startswith("DDP a") and "here: rig," in text
     assert "bucket_cap_mb a (1 bucket(s) sent during backward): 2.00× as fast as compute-then-reduce" in text
     assert "about 5.0 ms less per step" in text
+    assert "\nDDP a vs DDP b: 2.02×" in text  # the two caps against each other, DDP a the faster
     assert "bucket_cap_mb b (0 bucket(s) sent during backward): nothing overlapped" in text
     bucket_fig = nb06.published.get("pytorch_ddp_benchmark_bucket_cap_1_vs_25_mb")
     assert text.index("nothing overlapped") < text.index("published by") and bucket_fig.figure in text  # own block

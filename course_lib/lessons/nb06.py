@@ -362,10 +362,15 @@ def bucket_report(comm: dict, timeline: Mapping[str, tuple[Span, Span, list[Span
 
 def overlap_verdicts(steps: Mapping[str, bench.Timing], t_after: bench.Timing, ratios: Mapping[str, bench.Ratio],
                      timeline: Mapping[str, tuple[Span, Span, list[Span]]], rig: str, repeats: int) -> str:
-    """The steps' timings and each bucket cap's ratio to compute-then-reduce, then what that says
+    """The steps' timings, each bucket cap's ratio to compute-then-reduce and, with two caps, theirs
+    to each other; then what that says
     about the overlap: nothing overlapped, not resolved, a saving (from the paired ratio) or a cost;
     when `rig` is not nccl, what the bucket size did on GPUs, as published."""
-    lines = [*map(str, [*steps.values(), t_after, *ratios.values()]), "",
+    caps = []  # the bucket caps against each other: the knob the section turns, paired in the same turns
+    if len(steps) == 2:
+        (name_a, a), (name_b, b) = steps.items()
+        caps = [bench.speedup(b, a, f"{name_a.removeprefix('DDP, ')} vs {name_b.removeprefix('DDP, ')}")]
+    lines = [*map(str, [*steps.values(), t_after, *ratios.values(), *caps]), "",
              f"here: {rig}, {os.cpu_count()} cores in this machine, {repeats} repeats"]
     for label, ratio in ratios.items():
         sent = len(timeline[label][2]) - 1  # buckets handed over before the last gradient
