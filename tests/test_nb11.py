@@ -95,14 +95,15 @@ def test_micro_loss_shares_add_up_to_the_batch_gradient():
 
 def test_bubble_verdict_follows_the_numbers():
     inside = nb11.Bubble("gpipe", 2, 4, measured=[0.18, 0.2, 0.22], simulated=[0.2] * 3)
-    assert "within the measured spread" in inside.verdict()
+    assert "within the measured interval" in inside.verdict()
     unequal = nb11.Bubble("gpipe", 2, 4, measured=[0.26, 0.27, 0.28], simulated=[0.27] * 3)
     assert "were not equal" in unequal.verdict() and "above" in unequal.verdict()
     messages = nb11.Bubble("gpipe", 2, 4, measured=[0.4, 0.41, 0.42], simulated=[0.25] * 3)
     assert "outside any pass" in messages.verdict() and "+16.0%" in messages.verdict()
-    assert messages.verdict().endswith("time outside any pass (*)")
-    both = nb11.bubble_lines([messages, messages]).splitlines()
-    assert len(both) == 3 and both[-1].startswith("(*) time outside any pass: this run does not split it further")
+    assert messages.verdict().endswith("outside any pass (*)")
+    both = nb11.bubble_lines([messages, inside]).splitlines()  # a header, a row each, the note once
+    assert len(both) == 4 and both[-1].startswith("(*) time outside any pass: this run does not split it further")
+    assert both[1].startswith("gpipe      4 |   41.0% (40.0%–42.0%) |   20.0% |  25.0% | above the formula")
     assert "(*)" not in nb11.bubble_lines([unequal])
     below = nb11.Bubble("1f1b", 2, 4, measured=[0.17, 0.18, 0.185], simulated=[0.21] * 3)
     assert "below the formula" in below.verdict() and "below that too" in below.verdict()

@@ -289,22 +289,17 @@ class Bubble:
         return med, lo, hi
 
     def verdict(self) -> str:
-        """One sentence from the numbers: where the formula and the replay fall against the
-        measured interval, and what the gap is made of where the numbers say it."""
+        """Where the formula and the replay fall against the measured interval, and what the gap is made of."""
         med, lo, hi = self.spread(self.measured)
         sim = self.spread(self.simulated)[0]
-        head = (f"{self.schedule}, m = {self.micro}: idle {med:.1%} ({lo:.1%}–{hi:.1%}) measured, "
-                f"{self.formula:.1%} by the formula")
         if lo <= self.formula <= hi:
-            return head + ": the formula falls within the measured spread"
+            return "the formula: within the measured interval"
         side = "above" if lo > self.formula else "below"
-        head += f": measured {side} the formula, beyond the spread; the replay of each step's own pass times gives {sim:.1%}"
         if lo <= sim <= hi:
-            return head + ", within the spread: these stages' passes were not equal, as the formula assumes"
+            return f"{side} the formula; the replay within: these stages' passes were not equal"
         if lo > sim:
-            return head + f"; the remaining {med - sim:+.1%} of the step is time outside any pass{OUTSIDE_MARK}"
-        return (head + ", and the measured idle time is below that too: the replay takes each "
-                "stage's median pass, and these steps' passes varied around it")
+            return f"{side} the formula and the replay: {med - sim:+.1%} of the step outside any pass{OUTSIDE_MARK}"
+        return f"{side} the formula and below that too: these steps' passes varied about the replay's medians"
 
 
 OUTSIDE_MARK = " (*)"
@@ -313,8 +308,13 @@ OUTSIDE = ("(*) time outside any pass: this run does not split it further (not m
 
 
 def bubble_lines(bubbles: Sequence[Bubble]) -> str:
-    """Each bubble's verdict, and once below them what time outside any pass may be."""
-    lines = [b.verdict() for b in bubbles]
+    """One table: each schedule and m, its idle share (measured: median, interval over the steps; by the
+    formula; replayed from each step's own pass times), its verdict; below, once, what (*) may be."""
+    lines = [f"{'schedule':<8} {'m':>3} | {'idle, measured':>24} | formula | replay | verdict"]
+    for b in bubbles:
+        med, lo, hi = b.spread(b.measured)
+        lines.append(f"{b.schedule:<8} {b.micro:>3} | {med:>7.1%} ({lo:.1%}–{hi:.1%}) | {b.formula:>7.1%} | "
+                     f"{b.spread(b.simulated)[0]:>6.1%} | {b.verdict()}")
     return "\n".join(lines + [OUTSIDE] * any(ln.endswith(OUTSIDE_MARK) for ln in lines))
 
 
