@@ -48,15 +48,11 @@ class Note:
     raised: str = ""  # where a faster row of the run replaced the measured peak: what and by whom
 
     def __str__(self) -> str:
-        if self.raised:  # the raise names both measurements, who made them and when
-            return self.raised + (
-                f"; stored in {path().name} for the other notebooks" if self.fresh else
-                f"; read from {path().name}: the later notebooks divide by it unless a faster row raises "
-                "it again, which is then said")
+        if self.raised:  # the raise names both measurements and who made them
+            return self.raised
         if self.fresh:
-            return f"measured now, stored in {path().name} for the other notebooks"
-        return (f"measured {_ago(self.age_s)} by {self.by} and read from {path().name}: the notebooks divide "
-                "by the same peak unless a faster row raises it, which is then said")
+            return "measured now; the later notebooks of this run divide by the same peak"
+        return f"measured {_ago(self.age_s)} by {self.by}; every notebook of this run divides by it"
 
 
 @dataclass(frozen=True)
@@ -144,11 +140,9 @@ def _raise(entries: dict, key: str, row: bench.Timing, by: str, *, used: bool = 
     `used`: the old peak was stored before this call, so earlier cells may have divided by it."""
     old = _timing(entries[key]["timings"][0])
     peak = dataclasses.replace(row, name=f"peak: {row.name}", samples=tuple(row.samples), turns_id=None)
-    said = (f"the peak is the run's fastest matmul in this precision: {by}'s {row.name} "
-            f"({units.fmt_rate(row.rate, row.unit)}), faster than {old.name.removeprefix('peak: ')} "
-            f"({units.fmt_rate(old.rate, old.unit)}) as {entries[key]['by']} measured it, at another moment "
-            "(a machine's speed moves between moments)"
-            + ("; notebooks and cells before this divided by the old peak" if used else ""))
+    said = (f"raised to {by}'s {row.name}, {units.fmt_rate(row.rate, row.unit)}: faster beyond both spreads than "
+            f"{old.name.removeprefix('peak: ')}, {units.fmt_rate(old.rate, old.unit)}, as {entries[key]['by']} "
+            "measured it at another moment" + ("; cells before this divided by the old one" if used else ""))
     entries[key]["timings"] = [_stored_dict(peak)]
     entries[key]["by"], entries[key]["at"] = by, time.time()  # the peak is now this notebook's row
     entries[key]["raised"] = said

@@ -36,7 +36,7 @@ def test_a_second_notebook_reuses_the_first_ones_peak(build, monkeypatch):
     assert (second.name, second.rate, second.rate_lo, second.rate_hi) == (first.name, first.rate, first.rate_lo,
                                                                          first.rate_hi)
     assert second.samples == first.samples and second.turns_id is None
-    assert "by 08_transformer and read from peaks.json" in str(note2) and "measured now" in str(note1)
+    assert "by 08_transformer; every notebook" in str(note2) and "measured now" in str(note1)
     peaks.forget(build)
     assert not peaks.path().exists()
     _, note3 = peaks.matmul("cpu", torch.float32, [64, 128], by="10_compile_and_profile")
@@ -138,4 +138,4 @@ def test_a_raise_says_earlier_cells_used_the_old_peak_only_when_they_could_have(
     assert note.raised and "old peak" not in note.raised
     peaks.matmul("cpu", torch.float32, [64, 128], by="00_setup_check")  # stored: notebooks may divide by it
     said = peaks.offer(_row(128, 9e11), "cpu", torch.float32, by="01_gpu_vs_cpu")
-    assert said.raised and "divided by the old peak" in said.text
+    assert said.raised and "divided by the old one" in said.text
