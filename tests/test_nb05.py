@@ -275,3 +275,10 @@ def test_scaling_text_compares_ddp_with_dataparallel_and_each_with_one_gpu():
     assert "peak MiB per GPU: DataParallel [3, 1], DDP [1, 1]" in text
     assert "DataParallel, 2 GPU(s) vs 1 GPU: 1.50× " in text and "75% of the ideal 2×" in text
     assert text.endswith("95% of the ideal 2×") and text.count("replicate:") == 1
+
+
+def test_gil_verdict_says_why_a_process_ratio_is_inconclusive():
+    threads = {"small layers": _ratio(0.41, 0.39, 0.56), "large layers": _ratio(1.70, 1.37, 1.85)}
+    apart = {n: nb05.Ratio(n, 1.94, 1.85, 2.04, apart=True) for n in ("small layers", "large layers")}
+    line = nb05.gil_verdict(threads, apart)  # timed apart, under 2.5x: not the machine's drift in turns
+    assert "1.94× (inconclusive: timed at two moments)" in line and "drifted" not in line

@@ -115,6 +115,7 @@ def _reading(r: Ratio) -> str:
     """'0.41× (slower)', '1.70× (faster)', '1.02× (no measurable difference)' or, where the
     repeats cannot tell, '1.61× (too wide to tell)': the ratio's grade (:attr:`Ratio.grade`)."""
     word = ("no measurable difference" if r.grade == "no difference" else
+            "inconclusive: timed at two moments" if r.grade == "inconclusive" and r.apart else
             _UNDECIDED.get(r.grade) or ("slower" if r.value < 1 else "faster"))
     return f"{r.value:.2f}× ({word})"
 
