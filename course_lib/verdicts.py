@@ -158,12 +158,18 @@ class Ratio:
         return ""
 
     @property
+    def medians_apart(self) -> bool:
+        """True when the two medians' ratio, unpaired, lies 5 % or more from the paired median: then a
+        line gives it too (:attr:`statistic`, 07's sweep table)."""
+        return self.medians is not None and abs(math.log(self.medians / self.value)) > math.log(1.05)
+
+    @property
     def statistic(self) -> str:
         """What the range is: 'the spread of the repeats' or, timed in turns, 'median of 5
         paired turns, 94 % interval'."""
         if not self.rounds:
             return "the spread of the repeats"
-        apart = self.medians is not None and abs(math.log(self.medians / self.value)) > math.log(1.05)
+        apart = self.medians_apart
         # under 10 %, one decimal: a 0.8 % effect beside 'drift 1%' would read as no larger than the drift
         drift = (f", drift {self.drift:.{1 if self.drift < 0.1 else 0}%}" if self.drift is not None and self.rounds > 1
                  else "")

@@ -321,9 +321,6 @@ def sweep_tables(at: Mapping[tuple[str, int], Point], names: Sequence[str], leng
     def cell(p: Point, show: Callable[[Point], str]) -> str:
         return "skipped" if p.skipped else "out of memory" if p.oom else show(p)
 
-    def unpaired(r: bench.Ratio) -> bool:  # the medians' ratio 5 % or more from the paired median (Ratio.statistic)
-        return r.medians is not None and abs(math.log(r.medians / r.value)) > math.log(1.05)
-
     head = f"{'T':>6} | " + " | ".join(f"{n:>20}" for n in names)
     times = [head + " | SDPA vs written out"]
     mems = ["", "peak memory added by one call", head + " | written out / SDPA | one (B,H,T,T) matrix, computed"]
@@ -331,14 +328,14 @@ def sweep_tables(at: Mapping[tuple[str, int], Point], names: Sequence[str], leng
         row, s = [at[(n, t)] for n in names], lead.get(t)
         d = s.decimals if s else 2
         ratio = (f"{s.value:.{d}f}× ({s.lo:.{d}f}–{s.hi:.{d}f})" + ("" if s.clear else " ?")
-                 + (" †" if unpaired(s) else "") if s else "-")
+                 + (" †" if s.medians_apart else "") if s else "-")
         cells = [cell(p, lambda p: f"{units.fmt_time(p.timing.median_s)} {p.timing.spread_text}") for p in row]
         times.append(f"{t:>6} | " + " | ".join(f"{x:>20}" for x in cells) + f" | {ratio}")
         cells = [cell(p, lambda p: units.fmt_bytes(p.peak_bytes)) for p in row]
         mem_ratio = f"{row[0].peak_bytes / row[-1].peak_bytes:.1f}×" if row[0].timing and row[-1].timing else "-"
         mems.append(f"{t:>6} | " + " | ".join(f"{x:>20}" for x in cells) + f" | {mem_ratio:>18} | "
                     f"{units.fmt_bytes(one[t])}")
-    apart = [f"{s.medians:.{s.decimals}f}× at T={t}" for t, s in lead.items() if unpaired(s)]
+    apart = [f"{s.medians:.{s.decimals}f}× at T={t}" for t, s in lead.items() if s.medians_apart]
     if apart:  # as Ratio.statistic says it in a verdict's line
         times.append("†: the column gives the median of the paired turns' ratios; the two medians' ratio, unpaired, is "
                      + ", ".join(apart))
