@@ -270,28 +270,28 @@ def _thresholds() -> tuple[datasheet.Spec, float, float, float]:
     return spec, peak, peak / NVLINK_RING_BUSBW, peak / BETWEEN_SERVERS
 
 
-def link_thresholds(rows: Sequence[Row]) -> str:
+def link_thresholds() -> str:
     """The FLOP per byte sent above which a GPU computes longer than its link sends (section 9's
-    threshold): an H200's datasheet bf16 peak over the published rate within a server and over
-    the stated rate between servers; then which plans of `rows` clear each."""
+    threshold, the decision table's `> link` column: :func:`above_links`), in short lines: an
+    H200's datasheet bf16 peak over the published rate within a server and over the stated rate
+    between servers, and the published figure the first comes from."""
     spec, peak, within, between = _thresholds()
-    ok = [r for r in rows if not r.why_not]
-    name = lambda r: f"{r.shape.name} {r.plan.name} on {r.plan.gpus}"  # noqa: E731
-    crossing = [r for r in ok if r.across_bytes > 0]  # FLOP per byte that crosses servers, for those
-    above_within = ", ".join(name(r) for r in ok if r.flop_per_byte > within) or "none"
-    above_between = ", ".join(name(r) for r in crossing
-                              if r.flop_per_byte * r.comm_bytes / r.across_bytes > between) or "none"
     return "\n".join([
-        f"The threshold: an {spec.name}'s {peak / 1e12:g} TFLOP/s (dense bf16, datasheet; at 40 % of it, 40 % of each "
-        f"threshold; the table's bytes are fp32, and sent in 16 bits each FLOP per byte doubles) over what its links "
-        f"carry: within a server, {within:,.0f} FLOP/byte at the "
-        f"{NVLINK_RING_BUSBW / 1e9:g} GB/s ring all-reduce bus bandwidth measured on 8 H200s (published, below); "
-        f"between servers, {between:,.0f} FLOP/byte at 400 Gb/s per GPU ({BETWEEN_SERVERS / 1e9:g} GB/s: the network rate "
-        "torchtitan's H100 benchmark machines state, a property of the network, not of the GPU)",
-        f"  FLOP per byte sent above the within-server threshold: {above_within}",
-        f"  FLOP per byte sent between servers above that threshold (of the {len(crossing)} plans that send between "
-        f"servers): {above_between}",
+        f"> link: the plan's FLOP per byte sent is above the threshold of every link it sends over, a GPU's FLOP/s over "
+        f"the link's bytes/s ({spec.name}: {peak / 1e12:g} TFLOP/s, dense bf16, datasheet):",
+        f"  within a server: {within:,.0f} FLOP/byte ({NVLINK_RING_BUSBW / 1e9:g} GB/s, the ring all-reduce bus bandwidth "
+        "measured on 8 H200s, published below)",
+        f"  between servers: {between:,.0f} FLOP/byte (400 Gb/s = {BETWEEN_SERVERS / 1e9:g} GB/s per GPU, the network "
+        "torchtitan's H100 benchmark machines state; counted on the bytes that cross)",
+        "  at 40 % of the peak each threshold is 40 % as high; sent in 16 bits instead of fp32, each FLOP per byte doubles",
         published.show("ml_engineering_h200_8gpu_allreduce_busbw_nvls_vs_ring")])
+
+
+def above_links(r: Row) -> bool:
+    """Whether plan `r`'s FLOP per byte sent is above the threshold of every link it sends over
+    (:func:`link_thresholds`): within a server, and, for the bytes that cross, between servers."""
+    _, _, within, between = _thresholds()
+    return _clears(r, within, between)
 
 
 def memory_budget(device: torch.device) -> tuple[int, str]:

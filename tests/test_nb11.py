@@ -330,9 +330,15 @@ def test_link_thresholds_divide_the_datasheet_peak_by_the_published_link_rate():
     assert f"{parallelism.NVLINK_RING_BUSBW / 1e9:.1f}GBps" in published.get("ml_engineering_h200_8gpu_allreduce_busbw_nvls_vs_ring").figure
     assert "400 Gb/s RDMA per GPU" in published.get("torchtitan_llama3_70b_256_h100_async_tp").hardware
     rows = parallelism.decision_table([parallelism.GPT2_SMALL, parallelism.SIZE_7B], [8, 64], seqs_per_gpu=8)
-    text = parallelism.link_thresholds(rows)
+    text = parallelism.link_thresholds()
     peak = datasheet.peak_tflops(datasheet.lookup("H200"), "bf16") * 1e12
-    assert f"within a server, {peak / 367.2e9:,.0f} FLOP/byte" in text and f"{peak / 50e9:,.0f} FLOP/byte" in text
-    crossing = [r for r in rows if not r.why_not and r.across_bytes > 0]
-    assert f"(of the {len(crossing)} plans that send between servers)" in text
-    assert "GPT-2 small FSDP 2 × TP 4 on 8" not in text.splitlines()[1]  # 823 FLOP/byte: below 2,695
+    assert f"within a server: {peak / 367.2e9:,.0f} FLOP/byte" in text.splitlines()[1]
+    assert f"between servers: {peak / 50e9:,.0f} FLOP/byte" in text.splitlines()[2]
+    mark = {(r.shape.name, r.plan.gpus, r.plan.name): line.split()
+            for r, line in zip(rows, nb11.table_lines(rows).splitlines()[1:]) if not r.why_not}
+    assert mark["GPT-2 small", 8, "FSDP 2 × TP 4"][-4] == "no"  # 823 FLOP/byte: below 2,695 within a server
+    assert mark["GPT-2 small", 8, "DP"][-4] == "yes"  # 7,022, and nothing crosses servers
+    crossing = next(r for r in rows if r.plan.gpus == 64 and r.plan.name == "DP" and r.shape is parallelism.GPT2_SMALL)
+    assert crossing.across_bytes > 0 and crossing.flop_per_byte > peak / 367.2e9  # clears the link within a server...
+    between = crossing.flop_per_byte * crossing.comm_bytes / crossing.across_bytes  # ... and the one between, on what crosses
+    assert mark["GPT-2 small", 64, "DP"][-4] == ("yes" if between > peak / 50e9 else "no")

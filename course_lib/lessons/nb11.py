@@ -32,7 +32,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from course_lib import check, launcher, units
+from course_lib import check, launcher, parallelism, units
 from course_lib.bench import Ratio, median_interval
 from course_lib.parallelism import Row
 
@@ -506,16 +506,17 @@ def shards_lines(two_d: dict, expected: dict[str, int]) -> str:
 def table_lines(rows: Sequence[Row]) -> str:
     """The decision table: per model, GPU count and plan, the model state per GPU, the bytes sent
     per step and their part across servers (GiB), FLOP per byte sent, the idle share, and the
-    formula's parameter bytes against PyTorch's own split (✓ within 1 %), or why the plan cannot."""
+    formula's parameter bytes against PyTorch's own split (✓ within 1 %), or why the plan cannot;
+    `> link`: whether the FLOP per byte clears every link's threshold (parallelism.link_thresholds)."""
     G = 2**30
     lines = [f"{'model':<12}{'GPUs':>5}  {'plan':<18}{'state/GPU':>10}{'sent/step':>11}{'across':>9}{'FLOP/byte':>11}"
-             f"{'idle':>6}  PyTorch's bytes vs formula"]
+             f"{'> link':>8}{'idle':>6}  PyTorch's bytes vs formula"]
     for r in rows:
         head = f"{r.shape.name:<12}{r.plan.gpus:>5}  {r.plan.name:<18}"
         lines.append(head + f"cannot: {r.why_not}" if r.why_not else
                      head + f"{r.state_bytes / G:>8.2f} G{r.comm_bytes / G:>9.2f} G{r.across_bytes / G:>7.2f} G"
-                     f"{r.flop_per_byte:>11,.0f}{r.idle:>6.0%}  {r.fake_bytes / r.formula_param_bytes - 1:+.2%} "
-                     + ("✓" if r.agrees else "✗"))
+                     f"{r.flop_per_byte:>11,.0f}{'yes' if parallelism.above_links(r) else 'no':>8}{r.idle:>6.0%}  "
+                     f"{r.fake_bytes / r.formula_param_bytes - 1:+.2%} " + ("✓" if r.agrees else "✗"))
     lines.append("state/GPU, sent/step, across (one GPU's bytes between servers) in GiB; idle: a pipeline's lower "
                  "bound; tensor parallelism's all-reduces also stall every layer (section 7), not counted here")
     return "\n".join(lines)
