@@ -196,6 +196,13 @@ class Ratio:
             return "small"
         return "large" if self.near >= LARGE else "clear"
 
+    @property
+    def brief(self) -> str:
+        """The ratio, its range and the verdict in a word, for a table's cell or a breakdown's line that
+        says the statistic once beside it: '1.50× (1.40–1.60) faster', '1.03× (0.80–1.30) too wide'
+        (:attr:`grade`'s word where the repeats do not tell the two apart)."""
+        return f"{self._numbers} {(self.more if self.value > 1 else self.less) if self.clear else self.grade}"
+
     def verdict(self, what: str = "", on: str = "") -> str:
         """The one line that says what this comparison shows, graded by :attr:`grade` (``str()``
         of a Ratio is the same line without the 'verdict: ' and the subject): 'verdict on cpu:

@@ -392,8 +392,7 @@ def span_table(steps: dict, busy: dict, idle: dict, ratios: dict, vs: dict, rig:
     smallest m (`ratios`, paired) and 1F1B's over GPipe at the same m (`vs`, keyed m, paired);
     below it, why, for each speed-up over the smallest m that the turns tell apart."""
     def cell(r: Ratio | None) -> str:
-        return "-" if r is None else f"{r.value:.2f}× ({r.lo:.2f}–{r.hi:.2f}) " + (
-            (r.more if r.value > 1 else r.less) if r.clear else r.grade)
+        return "-" if r is None else r.brief
 
     lo, paired = min(k for _, k in steps), [r for r in [*ratios.values(), *vs.values()] if r.rounds]
     lines = [f"one step of each schedule and m, in turns | {rig}",
