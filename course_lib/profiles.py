@@ -118,10 +118,8 @@ NOTEBOOKS: tuple[Notebook, ...] = (
                           resnet="resnet18", resnet_res=32, resnet_small=False, resnet_batch=4,
                           resnet_runs=[("off", "NCHW"), ("bf16", "channels_last")],
                           real_steps=5, min_run_s=0.05),
-            # epochs: 4 reached 41.9 / 89.6 / 98.3 / 99.3 % (2-core EPYC, 2026-11-29), 63 s of steps;
-            # 3 clear the 90 % bar with a shorter cosine. resnet_batch: on a CPU without bf16
-            # instructions a bf16 step at batch 16 took 8-11 s (AMD EPYC, 2 cores), 15-24x fp32's, and
-            # the ResNet cell 111-125 s; batch 8 halves it. 16 bits in one layout: a second cost 2 min
+            # 3 epochs reached 96.6 % (4: 99.3 % in 63 s; 2-core EPYC, 2026-11-29). The ResNet: a bf16 step
+            # at batch 16 took 8-11 s there (no bf16 instructions), its cell 111-125 s: batch 8, one layout
             "cpu": dict(n_train=12_000, n_val=2000, resolution=32, width=32, batch_size=128, epochs=3,
                         acc_bar=0.90, workers=[0, 1, 2], call_steps=4, repeats=8,
                         resnet="resnet18", resnet_res=32, resnet_small=True, resnet_batch=8,
