@@ -261,6 +261,19 @@ def median_interval(values: Sequence[float], confidence: float = 0.9) -> tuple[f
     return statistics.median(xs), xs[k - 1], xs[n - k], 1 - 2 * tail(k)
 
 
+def brief_legend(ratios: Sequence[Ratio]) -> str:
+    """What the :attr:`Ratio.brief` cells of a table or breakdown rest on, said once: 'median of 7
+    paired turns, 98% interval; the machine's drift from turn to turn up to 15%; ...' ('' without
+    paired ones)."""
+    paired = [r for r in ratios if r.rounds]
+    if not paired:
+        return ""
+    said = lambda values: " or ".join(dict.fromkeys(values))  # noqa: E731  one figure where all agree
+    return (f"median of {said(str(r.rounds) for r in paired)} paired turns, {said(f'{r.coverage:.0%}' for r in paired)} "
+            f"interval; the machine's drift from turn to turn up to {max(r.drift or 0 for r in paired):.0%}; "
+            "'too wide': the interval holds 1 and these turns cannot tell")
+
+
 def moments_words(lo: float, hi: float, *, word: bool = True) -> str:
     """What a range `lo`..`hi` of ratios between two timings taken at two moments says, in the course's
     one wording: within the spreads; beyond them but under :data:`APART` (inconclusive, said unless not

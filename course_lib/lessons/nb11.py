@@ -32,7 +32,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from course_lib import check, launcher, parallelism, units
+from course_lib import check, launcher, parallelism, units, verdicts
 from course_lib.bench import Ratio, median_interval
 from course_lib.parallelism import Row
 
@@ -407,9 +407,7 @@ def span_table(steps: dict, busy: dict, idle: dict, ratios: dict, vs: dict, rig:
         lines.append(f"{kind:<8} {k:>3}  {step:<22} {idle[(kind, k)]:>5.0%}  {stages:<18}  "
                      f"{cell(ratios.get((kind, k))):<28}  {cell(vs.get(k)) if kind == '1f1b' else ''}".rstrip())
     if paired:
-        lines.append(f"ratios: median of {paired[0].rounds} paired turns, {paired[0].coverage:.0%} interval; the "
-                     f"machine's drift from turn to turn up to {max(r.drift or 0 for r in paired):.0%}; 'too wide': "
-                     "the interval holds 1 and these turns cannot tell")
+        lines.append(f"ratios: {verdicts.brief_legend(paired)}")
     said: dict[str, list[str]] = {}  # one line per reason, naming the steps it holds for
     for (kind, k), r in ratios.items():
         if r.clear:
