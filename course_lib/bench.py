@@ -474,9 +474,12 @@ def curve_verdicts(timings: Sequence[Timing], sizes: Sequence[int], fraction: fl
     maybe = cross + ([str(n_of[id(reach)])] if cross and reach and str(n_of[id(reach)]) not in cross else [])
     halves = (f"the middle half of n={cross[0]} reaches" if len(cross) == 1
               else f"the middle halves of n={', n='.join(cross)} reach")
+    # the first to reach it by its median, its own middle half across the line, may not reach it: then a larger n
+    larger = " or a larger n" if reach and str(n_of[id(reach)]) in cross else ""
+    names = f"n={maybe[0]}" if len(maybe) == 1 else f"any of n={', n='.join(maybe)}"
     lines.append(f"smallest n at >= {fraction:.0%} of the fastest point: " + (
         f"n={n_of[id(reach)]} ({reach.rate / best.rate:.1%})" if reach else "none of these sizes")
-        + (f", by the medians; {halves} across {fraction:.0%}, so any of n={', n='.join(maybe)} may be the "
+        + (f", by the medians; {halves} across {fraction:.0%}, so {names}{larger} may be the "
            "smallest to reach it: this run cannot say which" if cross else ""))
     if best is not first:
         lines.append(str(rate_ratio(best, first, f"rate at n={peak_n} vs n={sizes[0]}")))

@@ -282,9 +282,9 @@ def moments_words(lo: float, hi: float, *, word: bool = True) -> str:
         return "within their spreads"
     near = lo if lo > 1 else 1 / hi
     if near < APART:
-        return (f"its end nearest 1 is {near:.2f}×, under the {APART:g}× two moments can differ by"
-                + (": inconclusive" if word else ""))
-    return f"even its end nearest 1 is {near:.2f}×, past the {APART:g}× two moments can differ by"
+        return (f"the end of its range nearest 1 is {near:.2f}×, less than the {APART:g}× by which two moments "
+                "can differ" + (": inconclusive" if word else ""))
+    return f"even the end of its range nearest 1, {near:.2f}×, is past the {APART:g}× by which two moments can differ"
 
 
 def ratio_of(name: str, value: float, lo: float, hi: float, *, more: str = "higher",

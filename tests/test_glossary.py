@@ -168,3 +168,14 @@ def test_terms_are_alphabetical_and_anchors_unique():
     assert terms == sorted(terms, key=str.casefold), "headings are not in alphabetical order"
     anchors = [anchor(term) for term in terms]
     assert len(anchors) == len(set(anchors)), "two headings have the same anchor"
+
+
+def test_the_allowance_for_two_moments_in_the_prose_is_the_verdict_engines():
+    """The glossary and 00's markdown state the factor two timings taken apart must clear; the
+    verdicts apply verdicts.APART: the prose must not drift from it when the constant moves."""
+    from course_lib import verdicts
+    factor = f"{verdicts.APART:g}×"
+    assert f"unless they differ by {factor} or more" in GLOSSARY.read_text(encoding="utf-8")
+    nb00 = json.loads((NOTEBOOKS / "00_setup_check.ipynb").read_text(encoding="utf-8"))
+    prose = " ".join("".join(c["source"]) for c in nb00["cells"] if c["cell_type"] == "markdown").replace("\n", " ")
+    assert prose.count(f"lies {factor} or more from 1") == 2 and f"move by up to {factor} between moments" in prose

@@ -177,10 +177,10 @@ def test_compile_log_note_explains_a_count_that_differs_from_explain():
 def test_compile_pair_and_turns_apart():
     assert "(2.0×): one run each, not in turns" in nb10.compile_pair(20.0, 10.0)
     apart = nb10.turns_apart(_t("then", 1.0, 0.02), _t("now", 3.0, 0.06))
-    assert "(0.33×, 0.3" in apart and "past the 2.5× two moments can differ by" in apart
+    assert "(0.33×, 0.3" in apart and "past the 2.5× by which two moments can differ" in apart
     assert "within their spreads;" in nb10.turns_apart(_t("then", 1.0, 0.2), _t("now", 1.02, 0.2))
     beyond = nb10.turns_apart(_t("then", 1.0, 0.02), _t("now", 1.28, 0.02))  # the cpu run's 0.78x: beyond, under 1.5x
-    assert "within" not in beyond and "under the 2.5× two moments can differ by: inconclusive" in beyond
+    assert "within" not in beyond and "less than the 2.5× by which two moments can differ: inconclusive" in beyond
 
 
 def test_tlparse_note_each_case(tmp_path):
@@ -230,7 +230,7 @@ def test_op_table_rows_footer_and_section_3():
 
 
 def test_eager_then_now_apart_beyond_the_quartiles():
-    assert "1.50× its time, at two moments: its end nearest 1 is 1.4" in nb10.eager_then_now(
+    assert "1.50× its time, at two moments: the end of its range nearest 1 is 1.4" in nb10.eager_then_now(
         _t("then", 1.0, 0.02), _t("now", 1.5, 0.02))
     assert "at two moments: within their spreads" in nb10.eager_then_now(_t("then", 1.0, 0.2), _t("now", 1.05, 0.2))
 

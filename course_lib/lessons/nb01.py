@@ -285,7 +285,7 @@ def sizes_text(rows: Sequence[bench.Timing], earlier: Mapping[str, Sequence[benc
     if again:  # one line: timed apart, each says only how the machine's pace moved (verdicts.moments_words)
         lines.append(f"{at_n.name.removeprefix('matmul ')} at other moments of this run: "
                      + "; ".join(f"{where} {r.value:.2f}× ({r.lo:.2f}–{r.hi:.2f})" for where, r in again)
-                     + ": the same matmul, so a gap is the moment's")
+                     + ": the same matmul; what moved its pace between the moments is not measured here")
     lines.append(str(mult8))
     if offered:  # the fastest of the rows is the one offered
         lines.append(f"{bench.best_rate(rows).name}: {offered}")
