@@ -102,15 +102,16 @@ class Report:
         self.meta["sizes"] = profile
 
     def add(self, key: str, value: float | int | str, unit: str, note: str = "",
-            spread: tuple[float, float] | None = None, setup: str = "") -> None:
+            spread: tuple[float, float] | None = None, setup: str = "", apart: bool = False) -> None:
         """Record one measurement (`value` in `unit`, optionally the range `spread` = (lo, hi)
         its repeats gave), replacing an earlier one of the same key.
 
         `setup` names what was measured where it does not follow from the profile (model and
         its size, batch, sequence, precision, what is timed: "matmul 4096², bf16"): a reference
         row with the same setup shares this row's line in :meth:`table` whatever profile either
-        run had. The report holds measurements only: a unit is required, and a bool (a fact
-        such as "NCCL available") is refused.
+        run had. `apart`: a ratio of two timings taken at two moments, read by that rule wherever
+        the row is shown again (:func:`ratio_grade`). The report holds measurements only: a unit
+        is required, and a bool (a fact such as "NCCL available") is refused.
         """
         if isinstance(value, torch.Tensor):
             value = value.item()
@@ -123,6 +124,8 @@ class Report:
             row["spread"] = [float(spread[0]), float(spread[1])]
         if setup:
             row["setup"] = setup
+        if apart:
+            row["apart"] = True
         self.rows[key] = row
 
     def record(self, *items: "bench.Timing | bench.Ratio", note: str = "", show: bool = False,
@@ -140,7 +143,8 @@ class Report:
         ratio_note = note or (devices.pop() if len(devices) == 1 else "")
         for item in items:
             if isinstance(item, bench.Ratio):
-                self.add(item.name, item.value, "×", ratio_note, spread=(item.lo, item.hi), setup=setup)
+                self.add(item.name, item.value, "×", ratio_note, spread=(item.lo, item.hi), setup=setup,
+                         apart=item.apart)
             elif isinstance(item, bench.Timing) and item.rate is not None:
                 scale, unit = units.rate_scale(item.rate, item.unit)
                 self.add(item.name, item.rate / scale, unit, note or item.device,
@@ -290,7 +294,7 @@ def fmt_row(key: str, row: dict) -> str:
     in brackets where it names one; a ratio with its interval also says what the interval
     allows (:func:`ratio_grade`)."""
     setup = f" [{row['setup']}]" if row.get("setup") else ""
-    grade = f": {ratio_grade(row)}" if row.get("unit") == "×" and row.get("spread") else ""
+    grade = f": {ratio_grade(row, key)}" if row.get("unit") == "×" and row.get("spread") else ""
     return f"{key}: {fmt_row_value(row)} {row['unit']}{grade}  {row.get('note', '')}".rstrip() + setup
 
 
@@ -320,13 +324,17 @@ def recorded_ratio(key: str, row: dict) -> bench.Ratio:
     return bench.ratio_of(key, row["value"], min(lo, row["value"]), max(hi, row["value"]))
 
 
-def ratio_grade(row: dict) -> str:
+def ratio_grade(row: dict, key: str = "") -> str:
     """What a recorded ratio's interval allows, in the words of :class:`bench.Ratio`'s verdicts:
     a difference (1 outside it; a small one nearer 1 than :data:`verdicts.SMALL`), no measurable
-    difference (1 inside it) or too wide to tell."""
+    difference (1 inside it) or too wide to tell; a ratio of two timings taken at two moments (its
+    row's `apart`, or 'timed apart' / 'unpaired' in its `key`, as older records name it) by the
+    rule this run's are read by (:func:`verdicts.moments_words`)."""
     lo, hi = row["spread"]
     if lo == hi:
         return "one run, no interval"
+    if row.get("apart") or "timed apart" in key or "unpaired" in key:
+        return f"timed apart: {verdicts.moments_words(min(lo, row['value']), max(hi, row['value']))}"
     ratio = recorded_ratio("", row)
     if ratio.too_wide:
         return "too wide to tell"
