@@ -198,10 +198,12 @@ class Ratio:
 
     @property
     def brief(self) -> str:
-        """The ratio, its range and the verdict in a word, for a table's cell or a breakdown's line that
-        says the statistic once beside it: '1.50× (1.40–1.60) faster', '1.03× (0.80–1.30) too wide'
-        (:attr:`grade`'s word where the repeats do not tell the two apart)."""
-        return f"{self._numbers} {(self.more if self.value > 1 else self.less) if self.clear else self.grade}"
+        """The ratio, its range and the verdict in a few words, for a table's cell or a breakdown's line
+        that says the statistic once beside it: '1.50× (1.40–1.60) faster', '0.69× (0.60–0.80): 1.45×
+        slower', '1.03× (0.80–1.30) too wide' (:attr:`grade`'s word where the repeats do not tell)."""
+        if not self.clear:
+            return f"{self._numbers} {self.grade}"
+        return f"{self._numbers} {self.more}" if self.value > 1 else f"{self._numbers}: {self.phrase}"
 
     def verdict(self, what: str = "", on: str = "") -> str:
         """The one line that says what this comparison shows, graded by :attr:`grade` (``str()``

@@ -283,7 +283,7 @@ def test_span_table_sets_each_step_beside_its_paired_ratios_and_explains_only_th
     gpipe4 = next(ln for ln in lines if ln.startswith("gpipe      4"))
     assert "200 (198–202)" in gpipe4 and "20%" in gpipe4 and "1.50× (1.40–1.60) faster" in gpipe4
     f1b4 = next(ln for ln in lines if ln.startswith("1f1b       4"))
-    assert "1.03× (0.80–1.30) too wide" in f1b4 and f1b4.endswith("0.69× (0.60–0.80) slower")
+    assert "1.03× (0.80–1.30) too wide" in f1b4 and f1b4.endswith("0.69× (0.60–0.80): 1.45× slower")
     assert lines[-1] == "gpipe m = 4: shorter: the idle time won back outweighed the longer passes"
     assert not any("1f1b m = 4" in ln for ln in lines)  # not told apart: no cause offered
     both = nb11.span_table(steps, busy, idle, {("gpipe", 4): fast, ("1f1b", 4): fast}, {}, "2 stages")

@@ -487,7 +487,8 @@ def scaling_notes(eff: bench.Ratio | None, r: bench.Ratio | None, t_free1: bench
         lines = [f"No efficiency: the {world}-rank job ran on {dev_w} and the 1-rank job on {dev_1}; "
                  f"scaling needs {world} GPUs."]
     else:
-        lines = ["(the efficiency above compares two jobs timed apart: unpaired)"]
+        lines = ["(the efficiency above compares two jobs timed apart: unpaired; the next cell splits each job's step "
+                 "into parts timed in turns within that job)"]
         if t_free_w.hi_s < t_free1.lo_s:  # a step without communication, faster beside other ranks than alone
             lines.append(f"the {world}-rank job's step without communication ({t_free_w.median_s * 1e3:.2f} ms) ran "
                          f"faster than the 1-rank job's ({t_free1.median_s * 1e3:.2f} ms), beyond both spreads: "
