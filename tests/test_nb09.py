@@ -234,15 +234,38 @@ def test_step_in_08_sets_08s_whole_step_beside_this_part_of_it():
     plain = bench.timing_of([0.150, 0.1555, 0.161, 0.149, 0.158], name="step without checkpointing", device="cpu")
     row = {"value": 14.6, "unit": "ktok/s", "spread": [14.05, 14.7]}  # 08's whole step: about 140 ms
     ran08 = {f"step, micro-batch of {c.batch} sequences": row}
-    text = nb09.step_in_08(ran08, plain, c.batch, gpt, "cpu")
+    assert nb09.row_of_08(ran08, c.batch, gpt, "cpu") is row
+    assert nb09.row_of_08(None, c.batch, gpt, "cpu") is None  # 08 did not run so
+    wider = GPTConfig(vocab_size=256, block_size=c.block, n_layer=c.n_layer, n_head=c.n_head, n_embd=2 * c.n_embd)
+    assert nb09.row_of_08(ran08, c.batch, wider, "cpu") is None and nb09.step_in_08(None, plain, c.batch, gpt) == ""
+    text = nb09.step_in_08(row, plain, c.batch, gpt)  # without a pair timed here: 08's record against this part
     tokens = c.batch * c.block
     assert "whole training step" in text and "14.6 (14.05–14.7) ktok/s" in text
     assert "its forward and backward only" in text
     lo, hi = plain.lo_s / (tokens / 14.05e3), plain.hi_s / (tokens / 14.7e3)  # this time over 08's slowest, fastest
     assert f"beyond both quartiles ({lo:.2f}–{hi:.2f}×)" in text and "the part took longer than the whole" in text
-    near = {f"step, micro-batch of {c.batch} sequences": {**row, "value": 13.0, "spread": [12.5, 13.9]}}
-    assert "within their quartiles" in (same := nb09.step_in_08(near, plain, c.batch, gpt, "cpu"))
+    near = {**row, "value": 13.0, "spread": [12.5, 13.9]}
+    assert "within their quartiles" in (same := nb09.step_in_08(near, plain, c.batch, gpt))
     assert "longer than the whole" not in same
-    assert nb09.step_in_08(None, plain, c.batch, gpt, "cpu") == ""  # 08 did not run so
-    wider = GPTConfig(vocab_size=256, block_size=c.block, n_layer=c.n_layer, n_head=c.n_head, n_embd=2 * c.n_embd)
-    assert nb09.step_in_08(ran08, plain, c.batch, wider, "cpu") == ""  # another GPT
+    # with the whole step timed here in turns: the part's share, paired, then 08's record against the whole here
+    whole = bench.timing_of([0.170, 0.172, 0.175, 0.169, 0.180], name="08's whole step, here", device="cpu",
+                            turns_id="t")
+    part = bench.timing_of([0.150, 0.151, 0.155, 0.149, 0.158], name="its forward and backward, here", device="cpu",
+                           turns_id="t")
+    first, second = nb09.step_in_08(row, plain, c.batch, gpt, (whole, part)).splitlines()
+    assert "the part is shorter than the whole, as it must be" in first and "takes 88% (88%–89%) of the whole's time, paired" in first
+    assert second.startswith("notebook 08 recorded a whole training step") and "the whole step here: 172.0 ms" in second
+    longer = bench.timing_of([0.180, 0.182, 0.185, 0.179, 0.190], name="part", device="cpu", turns_id="t")
+    assert "the part took longer than the whole in the same turns" in nb09.step_in_08(row, plain, c.batch, gpt,
+                                                                                     (whole, longer))
+
+
+def test_whole_and_part_times_08s_step_and_its_forward_and_backward_in_turns():
+    from course_lib.models import GPT, GPTConfig
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=16, block_size=8, n_layer=1, n_head=2, n_embd=8))
+    x = torch.randint(0, 16, (2, 8))
+    before = [p.detach().clone() for p in model.parameters()]
+    whole, part = nb09.whole_and_part(model, lambda: model(x).float().pow(2).mean().backward(), torch.device("cpu"), 2)
+    assert (whole.runs, part.runs) == (2, 2) and whole.turns_id == part.turns_id  # paired, round by round
+    assert any(not torch.equal(a, p) for a, p in zip(before, model.parameters()))  # AdamW's update ran

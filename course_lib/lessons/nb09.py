@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_lib import check, memory, oom, profiles, published, report
+from course_lib import bench, check, memory, oom, profiles, published, report
 from course_lib.device import label, pick
 from course_lib.bench import Ratio, Timing
 from course_lib.memory import MemoryEstimate, activation_bytes
@@ -315,29 +315,67 @@ def checkpoint_rows(times: Sequence[Timing], peaks: Mapping[str, int]) -> str:
     return "\n".join(rows)
 
 
-def step_in_08(ran08: Mapping[str, dict] | None, plain: Timing, batch: int, gpt: GPTConfig, profile: str) -> str:
-    """Notebook 08's whole training step of the same GPT at the same batch, recorded earlier in this
-    run (:func:`course_lib.report.this_run`), beside this notebook's `plain` step, its forward and
-    backward only (a part of 08's): both times and how far apart beyond their quartiles. '' where
-    08 did not run so (another profile or device, or not yet) or its GPT (`profile`'s sizes) is not `gpt`."""
+def row_of_08(ran08: Mapping[str, dict] | None, batch: int, gpt: GPTConfig, profile: str) -> dict | None:
+    """Notebook 08's recorded whole training step of this GPT at this batch earlier in this run
+    (:func:`course_lib.report.this_run`), or None where 08 did not run so (another profile or device,
+    or not yet) or its GPT (`profile`'s sizes) is not `gpt`."""
     c08 = profiles.sizes("08_transformer", profile)
     same_gpt = (c08.block, c08.n_layer, c08.n_head, c08.n_embd) == (gpt.block_size, gpt.n_layer, gpt.n_head,
                                                                      gpt.n_embd)
     row = (ran08 or {}).get(f"step, micro-batch of {batch} sequences")
-    as_rate = dataclasses.replace(plain, work=batch * gpt.block_size, unit="tok/s")  # the tokens of one step
-    vs = report.rate_vs_row(as_rate, row) if same_gpt and row else None
-    if vs is None:  # 08 did not run so, or recorded no spread or another unit: nothing to set side by side
+    return row if same_gpt and row and row.get("spread") else None
+
+
+def whole_and_part(model: GPT, step: Callable[[], None], device: torch.device, repeats: int) -> list[Timing]:
+    """08's whole training step of `model` (`step`, its forward and backward, then gradient clipping
+    and fused AdamW's update, as 08 trains) and `step` alone, timed in turns: (whole, part)."""
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device.type in ("cuda", "cpu"))
+
+    def whole() -> None:
+        step()
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    def part() -> None:
+        model.zero_grad(set_to_none=True)  # as 08's step starts: no gradients to add to
+        step()
+
+    return bench.time_in_turns({"08's whole step, here": whole, "its forward and backward, here": part},
+                               device=device, repeats=repeats)
+
+
+def step_in_08(row: dict | None, plain: Timing, batch: int, gpt: GPTConfig,
+               pair: Sequence[Timing] = ()) -> str:
+    """Notebook 08's whole training step of this GPT at this batch (`row`: :func:`row_of_08`) beside
+    this notebook's forward and backward of it: timed here in turns with that whole step (`pair`:
+    :func:`whole_and_part`), the part's share of the whole, paired; then 08's record against the whole
+    step timed here, two moments apart. Without `pair`, this notebook's `plain` step against 08's
+    record. '' without `row`."""
+    if row is None:
         return ""
-    part, lo, hi = 1 / vs[0], 1 / vs[2], 1 / vs[1]  # this step's time over 08's (the rates' ratio inverted)
-    longer = (" Here the part took longer than the whole: something differed between the moments or the two "
-              "steps' code, which these timings do not measure apart." if lo > 1 else "")
-    ms = f"{1e3 * plain.median_s:.1f} ms ({1e3 * plain.lo_s:.1f}–{1e3 * plain.hi_s:.1f})"
-    return (f"notebook 08 timed a whole training step of this GPT at this batch earlier in this run (forward, "
-            f"backward, gradient clipping and AdamW's update): {report.fmt_row_value(row)} {row['unit']}, about "
-            f"{1e3 * plain.median_s / part:.0f} ms a step; the step without checkpointing here, its forward and "
-            f"backward only, is a part of that: {ms}, {report.apart_words((part, lo, hi))}.{longer} Minutes apart, "
-            "in two processes, the machine's speed at each moment is part of any gap: only timings of one set of "
-            "turns are paired")
+    ms = lambda t: f"{1e3 * t.median_s:.1f} ms ({1e3 * t.lo_s:.1f}–{1e3 * t.hi_s:.1f})"  # noqa: E731
+    head = (f"notebook 08 recorded a whole training step of this GPT at this batch earlier in this run (forward, "
+            f"backward, gradient clipping and AdamW's update): {report.fmt_row_value(row)} {row['unit']}")
+    if not pair:
+        as_rate = dataclasses.replace(plain, work=batch * gpt.block_size, unit="tok/s")
+        part, high, low = (1 / v for v in report.rate_vs_row(as_rate, row))  # this step's time over 08's
+        longer = (" Here the part took longer than the whole: something differed between the moments or the two "
+                  "steps' code, which these timings do not measure apart." if low > 1 else "")
+        return (f"{head}, about {1e3 * plain.median_s / part:.0f} ms a step; the step without checkpointing here, its "
+                f"forward and backward only, is a part of that: {ms(plain)}, "
+                f"{report.apart_words((part, low, high))}.{longer}")
+    whole, part = pair
+    share = bench.speedup(part, whole, "forward and backward over the whole step, time", more="longer",
+                          less="shorter")  # part's time ÷ whole's, turn by turn
+    said = ("the part is shorter than the whole, as it must be" if share.clear and share.value < 1 else
+            "the part took longer than the whole in the same turns: the two steps' code differs by more than "
+            "clipping and AdamW, not measured here" if share.clear else f"the turns cannot tell ({share.grade})")
+    as_rate = dataclasses.replace(whole, work=batch * gpt.block_size, unit="tok/s")
+    return "\n".join([
+        f"08's whole step, timed here in turns with its forward and backward: {ms(whole)} and {ms(part)}; the part "
+        f"takes {share.value:.0%} ({share.lo:.0%}–{share.hi:.0%}) of the whole's time, paired turn by turn: {said}",
+        f"{head}; the whole step here: {ms(whole)}, {report.apart_words(report.rate_vs_row(as_rate, row))}"])
 
 
 def recompute_verdict(saving: float, cost: Ratio, plain: Timing, checkpointed: Timing, forward: Timing) -> str:
