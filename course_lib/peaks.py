@@ -183,8 +183,7 @@ def offer(row: bench.Timing, device: torch.device | str, dtype: torch.dtype, *, 
     if not stored:
         if any(_timing(o["timing"]).rate >= row.rate for o in offers[:-1] if o["kind"] == kind):
             return Offered()  # a faster row of this precision is kept already
-        return Offered("kept for this run's peak in this precision: a notebook that measures that peak "
-                       "later takes the faster of its own and this")
+        return Offered("kept: a later notebook's peak in this precision is the faster of its own and this")
     return Offered()
 
 

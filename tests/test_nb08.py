@@ -6,6 +6,7 @@ import math
 import pytest
 import torch
 
+from course_lib import report
 from course_lib.bench import Ratio
 from course_lib.lessons import nb08
 
@@ -209,6 +210,11 @@ def test_published_and_reference_texts_are_labelled():
     assert said.startswith("\nFor comparison, and not the same setup as this run (0.84 M parameters, T = 128, fp32")
     assert "the gpu profile's large GPT (8 layers, width 512, T = 512, bf16, 65,536 tokens per step" in said
     assert "not against the measured peak" in said and "so on a GPU more of each step is overhead" not in said
+    _, rows10 = report.reference("10_compile_and_profile")  # one measured reason, from the reference's 10, labelled
+    if "plain step: waiting share" in rows10:
+        wait = f"{rows10['plain step: waiting share']['value']:.0f} % of a profiled step"
+        assert "One measured reason, on another GPT (6 layers, width 768, T = 1024, 8,192 tokens per step)" in said
+        assert wait in said and wait in nb08.reference_wait_text()
     assert "A finer reading than GPU-Util" in nb08.utilisation_elsewhere()
 
 

@@ -240,6 +240,9 @@ def test_op_notes_read_the_op_times():
     lines = notes.splitlines()
     assert f"their sum is {STEP.op_seconds / STEP.profiled.median_s:.0%} of the profiled step" in lines[0]
     assert lines[1].startswith("1 group below the ridge ran above its roof (up to 120%, add 64 · 64)")
+    gelu = OpTime("aten::gelu", ((16, 128, 512),), "element-wise", 4, 1e6, 8e6, 0.002)  # 1 FLOP per 8 bytes
+    with_gelu = nb10.op_notes(StepOps([MM, gelu], _t("step", 0.004), _t("profiled", 0.008)), 10.0, of_roof, "p", "cpu")
+    assert with_gelu.splitlines()[-1].endswith("cross to the compute side only at 80 FLOPs per element (gelu)")
     fast = StepOps(STEP.ops, _t("step", 0.01), _t("profiled", 0.02))
     gpu = nb10.op_notes(fast, 10.0, of_roof, "peak", "cuda")
     assert "51% of the whole step without the profiler, the rest the GPU idle" in gpu and "profiled step" not in gpu

@@ -333,7 +333,7 @@ def bucket_report(comm: dict, timeline: Mapping[str, tuple[Span, Span, list[Span
     if timeline[slow][0][1] > timeline[fast][0][2]:  # the same compute-only passes, min–max ranges apart
         lines.append(f"\ncompute only: {timeline[fast][0][0] * ms:.2f} ms with bucket_cap_mb {fast}, "
                      f"{timeline[slow][0][0] * ms:.2f} ms with {slow}: the same passes (no bucket is sent under "
-                     "no_sync), ranges apart: the runs went at different moments of the machine (unpaired); "
+                     "no_sync), ranges apart: two runs at two moments (unpaired), what moved them not measured; "
                      "compare each run's DDP backward with its own compute-only passes")
     lines.append("")
     for label, (compute, with_ddp, ready) in timeline.items():

@@ -302,8 +302,23 @@ def published_mfu(this_run: str) -> str:
                                                                "mosaic_mpt1b_h100_vs_a100_mfu"])
             + (f"\n{ref_peak}" if (ref_peak := reference_peak_text()) else "")
             + "\nWhy these MFUs are what they are is not measured here; notebook 10 profiles where a GPT step's time "
-            "goes. Set a published MFU beside the reference's MFU against the datasheet, not against the measured "
+            "goes." + (f" {wait}" if (wait := reference_wait_text()) else "")
+            + " Set a published MFU beside the reference's MFU against the datasheet, not against the measured "
             "peak, unless its source says it measured its peak.")
+
+
+def reference_wait_text() -> str:
+    """One measured reason a GPU's MFU can be low, from the reference run's notebook 10 (another GPT: its
+    gpu profile's): the share of its profiled step the GPU waited for the host. '' where not recorded."""
+    ref_device, rows = report.reference("10_compile_and_profile")
+    wait = rows.get("plain step: waiting share")
+    if not (wait and ref_device):
+        return ""
+    c = profiles.sizes("10_compile_and_profile", "gpu", memory_gib=80)
+    return (f"One measured reason, on another GPT ({c.n_layer} layers, width {c.n_embd}, T = {c.block}, "
+            f"{c.batch * c.block:,} tokens per step): the reference's notebook 10 found its {ref_device} idle, waiting "
+            f"for the host to queue work, {wait['value']:.0f} % of a profiled step (the profiler's own CPU time "
+            "adds to that wait); time the GPU waits does no FLOPs.")
 
 
 def reference_peak_text() -> str:

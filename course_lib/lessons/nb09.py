@@ -370,7 +370,9 @@ def step_in_08(row: dict | None, plain: Timing, batch: int, gpt: GPTConfig,
                           less="shorter")  # part's time ÷ whole's, turn by turn
     said = ("the part is shorter than the whole, as it must be" if share.clear and share.value < 1 else
             "the part took longer than the whole in the same turns: the two steps' code differs by more than "
-            "clipping and AdamW, not measured here" if share.clear else f"the turns cannot tell ({share.grade})")
+            "clipping and AdamW, not measured here" if share.clear else
+            "no measurable difference: clipping and AdamW's update take less than these turns resolve"
+            if share.grade == "no difference" else f"the turns cannot tell ({share.grade})")
     as_rate = dataclasses.replace(whole, work=batch * gpt.block_size, unit="tok/s")
     return "\n".join([
         f"08's whole step, timed here in turns with its forward and backward: {ms(whole)} and {ms(part)}; the part "

@@ -462,6 +462,13 @@ def op_notes(measured: StepOps, ridge_: float, of_roof: OfRoof, peak_name: str, 
             many = len(group) != 1
             lines.append(f"{len(group)} group{'s' if many else ''} {side} the ridge ran above "
                          f"{'their' if many else 'its'} roof (up to {of_roof(top):.0%}, {top.label}): {why}")
+    pointwise = sorted((o for o in measured.ops if o.kind == "element-wise" and o.flops and o.intensity < ridge_),
+                       key=lambda o: -o.seconds)[:2]  # counted at one FLOP per element: how far that count matters
+    if pointwise:
+        lines.append("element-wise ops are counted at one FLOP per element (a GELU does tens): below the ridge, the "
+                     "share of its roof an op reaches is its share of the memory bandwidth whatever its count, and it "
+                     "would cross to the compute side only at " + ", ".join(
+                         f"{ridge_ / o.intensity:.0f} FLOPs per element ({o.short})" for o in pointwise))
     return "\n".join(lines)
 
 
