@@ -39,7 +39,8 @@ LARGE = 1.5  # beyond the spread, an interval whose end nearest 1 is this far fr
 APART = 2.5  # two timings taken apart: a verdict only where the interval's end nearest 1 is this far from 1
 # The pace of the course's 2-core machine (AMD EPYC) moved 1.12-1.33x between moments of one course run
 # (01, 08, 10; 2026-11-29, quiet) and up to 2.2x (02's one-image draw, 834 us vs 1.85 ms) and 2.36x (10's
-# eager step, 141 vs 333 ms) in another run of the same day: quartiles of repeats at each moment hold none.
+# eager step, 141 vs 333 ms) in another run of the same day, and 1.54x (00's one-call matmul seconds apart) in a
+# later quiet one: quartiles of repeats at each moment hold none.
 
 
 @dataclass
@@ -282,11 +283,11 @@ def moments_words(lo: float, hi: float, *, word: bool = True) -> str:
     `word`: a verdict that says it already); or beyond it."""
     if lo <= 1 <= hi:
         return "within their spreads"
-    near = lo if lo > 1 else 1 / hi
-    if near < APART:
-        return (f"the end of its range nearest 1 is {near:.2f}×, less than the {APART:g}× by which two moments "
-                "can differ" + (": inconclusive" if word else ""))
-    return f"even the end of its range nearest 1, {near:.2f}×, is past the {APART:g}× by which two moments can differ"
+    end = lo if lo > 1 else hi  # as printed; its distance from 1 as a factor is max(end, 1 / end)
+    if max(end, 1 / end) < APART:
+        return (f"the end of its range nearest 1, {end:.2f}×, is closer to 1 than the {APART:g}× by which two "
+                "moments can differ" + (": inconclusive" if word else ""))
+    return f"even the end of its range nearest 1, {end:.2f}×, lies past the {APART:g}× by which two moments can differ"
 
 
 def ratio_of(name: str, value: float, lo: float, hi: float, *, more: str = "higher",

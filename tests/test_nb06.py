@@ -257,7 +257,7 @@ def test_scaling_notes_and_step_breakdown():
     eff = bench.ratio_of("scaling efficiency, 2 vs 1 process", r.value / 2, r.lo / 2, r.hi / 2)
     text = nb06.scaling_notes(eff, r, one, w, 2, "cpu", "cpu")
     assert text.startswith("(the efficiency above compares two jobs timed apart: unpaired; the next cell splits")
-    assert r.verdict("images per second in total, 2 ranks against one rank alone", on="cpu") in text
+    assert r.verdict("the same jobs' images/s in total (2 × the efficiency), 2 ranks vs 1", on="cpu") in text
     assert "What GPUs measured:" in text
     assert nb06.published.get("pytorch_ddp_benchmark_resnet50_no_ddp_vs_ddp_1_to_16_gpus").figure in text
     assert nb06.scaling_notes(None, None, one, w, 2, "cpu", "cuda:0").startswith("No efficiency: the 2-rank job")

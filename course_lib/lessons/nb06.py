@@ -494,7 +494,7 @@ def scaling_notes(eff: bench.Ratio | None, r: bench.Ratio | None, t_free1: bench
                          f"faster than the 1-rank job's ({t_free1.median_s * 1e3:.2f} ms), beyond both spreads: "
                          f"sharing the machine cannot do that, so the machine ran faster during the {world}-rank "
                          "job, and the efficiency above carries that change as well")
-        lines.append(r.verdict(f"images per second in total, {world} ranks against one rank alone", on=dev_w))
+        lines.append(r.verdict(f"the same jobs' images/s in total ({world} × the efficiency), {world} ranks vs 1", on=dev_w))
         if dev_w.startswith("cpu") and world > (os.cpu_count() or 1):
             lines.append(f"{world} ranks on {os.cpu_count()} cores: the ranks take turns on the cores, which this "
                          "efficiency measures as much as DDP's communication")

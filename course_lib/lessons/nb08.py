@@ -315,10 +315,11 @@ def reference_wait_text() -> str:
     if not (wait and ref_device):
         return ""
     c = profiles.sizes("10_compile_and_profile", "gpu", memory_gib=80)
-    return (f"One measured reason, on another GPT ({c.n_layer} layers, width {c.n_embd}, T = {c.block}, "
-            f"{c.batch * c.block:,} tokens per step): the reference's notebook 10 found its {ref_device} idle, waiting "
-            f"for the host to queue work, {wait['value']:.0f} % of a profiled step (the profiler's own CPU time "
-            "adds to that wait); time the GPU waits does no FLOPs.")
+    return (f"On another GPT ({c.n_layer} layers, width {c.n_embd}, T = {c.block}, {c.batch * c.block:,} tokens per "
+            f"step), the reference's notebook 10 measured one thing that holds MFU down: its {ref_device} idle, waiting "
+            f"for the host to queue work, {wait['value']:.0f} % of a profiled step (the profiler's own CPU time adds "
+            "to that wait; time the GPU waits does no FLOPs). Whether this GPT's step waits as much, no run here "
+            "measured.")
 
 
 def reference_peak_text() -> str:

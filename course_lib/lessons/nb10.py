@@ -433,7 +433,8 @@ def eager_then_now(then: Timing, now: Timing) -> str:
     apart = speedup(then, now)  # two sets of turns: the range their quartiles allow
     return (f"section 3 timed this eager step at {fmt_time(then.median_s)} (quartiles {fmt_time(then.lo_s)}–"
             f"{fmt_time(then.hi_s)}), here {fmt_time(now.median_s)} ({fmt_time(now.lo_s)}–{fmt_time(now.hi_s)}), "
-            f"{now.median_s / then.median_s:.2f}× its time, at two moments: {verdicts.moments_words(apart.lo, apart.hi)}")
+            f"{now.median_s / then.median_s:.2f}× its time, at two moments: "
+            f"{verdicts.moments_words(1 / apart.hi, 1 / apart.lo)}")  # the time's ratio, as printed
 
 
 def op_notes(measured: StepOps, ridge_: float, of_roof: OfRoof, peak_name: str, device_type: str) -> str:
