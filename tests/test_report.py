@@ -412,3 +412,11 @@ def test_a_ratio_range_shows_on_which_side_of_1_its_ends_lie():
     rep = report.Report("05_data_parallel", "smoke", torch.device("cpu"))
     rep.record(bench.ratio_of("a vs b", 2.0, 1.9, 2.1, apart=True), bench.ratio_of("c vs d", 2.0, 1.9, 2.1))
     assert rep.rows["a vs b"]["apart"] is True and "apart" not in rep.rows["c vs d"]
+
+
+def test_the_references_loader_ratios_are_read_as_timed_apart():
+    """02's loader rows were each timed alone in the recorded runs (notebook 02 at 7aa4f09 and 013e117: one
+    `timed(...)` per row), so their ratios carry 'apart' and read by the two-moments rule."""
+    _, rows = report.reference("02_first_cnn")
+    loaders = {k: r for k, r in rows.items() if k.endswith("vs workers=0") and r.get("spread")}
+    assert loaders and all(report.ratio_grade(r, k).startswith("timed apart: ") for k, r in loaders.items())
