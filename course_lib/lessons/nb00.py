@@ -92,9 +92,10 @@ def timing_split(apart: bench.Ratio, paired: bench.Ratio) -> str:
     by `paired` (the same two ways timed in turns), and how much the moments."""
     way = f"differs ({paired.phrase})" if paired.clear else f"shows no difference to tell ({paired.doubt})"
     if not (apart.clear or paired.clear):
+        why = ("within the spread of its repeats" if apart.within_noise or apart.single
+               else "closer to 1 than two moments can differ by")
         return (f"timed apart {apart.value:.2f}×, in turns {paired.value:.2f}×: neither tells a difference (the one "
-                "apart is under what two moments can differ by), so there is nothing to split between the way of "
-                "timing and the moment")
+                f"apart is {why}), so there is nothing to split between the way of timing and the moment")
     if paired.lo <= apart.value <= paired.hi:  # the way of timing alone could explain all of it, or none
         return (f"timed apart {apart.value:.2f}×, in turns {paired.value:.2f}× "
                 f"({paired.lo:.2f}–{paired.hi:.2f}×): the way of timing {way}; its interval holds the whole {apart.value:.2f}×, so this run cannot split "

@@ -302,24 +302,8 @@ def published_mfu(this_run: str) -> str:
                                                                "mosaic_mpt1b_h100_vs_a100_mfu"])
             + (f"\n{ref_peak}" if (ref_peak := reference_peak_text()) else "")
             + "\nWhy these MFUs are what they are is not measured here; notebook 10 profiles where a GPT step's time "
-            "goes." + (f" {wait}" if (wait := reference_wait_text()) else "")
-            + " Set a published MFU beside the reference's MFU against the datasheet, not against the measured "
+            "goes. Set a published MFU beside the reference's MFU against the datasheet, not against the measured "
             "peak, unless its source says it measured its peak.")
-
-
-def reference_wait_text() -> str:
-    """One measured reason a GPU's MFU can be low, from the reference run's notebook 10 (another GPT: its
-    gpu profile's): the share of its profiled step the GPU waited for the host. '' where not recorded."""
-    ref_device, rows = report.reference("10_compile_and_profile")
-    wait = rows.get("plain step: waiting share")
-    if not (wait and ref_device):
-        return ""
-    c = profiles.sizes("10_compile_and_profile", "gpu", memory_gib=80)
-    return (f"On another GPT ({c.n_layer} layers, width {c.n_embd}, T = {c.block}, {c.batch * c.block:,} tokens per "
-            f"step), the reference's notebook 10 measured one thing that holds MFU down: its {ref_device} idle, waiting "
-            f"for the host to queue work, {wait['value']:.0f} % of a profiled step (the profiler's own CPU time adds "
-            "to that wait; time the GPU waits does no FLOPs). Whether this GPT's step waits as much, no run here "
-            "measured.")
 
 
 def reference_peak_text() -> str:
@@ -334,7 +318,8 @@ def reference_peak_text() -> str:
     if not (meas and sheet and dense):
         return ""
     derived = dense * sheet["value"] / meas["value"]  # the same tokens/s over each peak: MFUs scale as 1/peak
-    two = ("; it is one of two H200s that ran this step 1.73× apart: results/nvidia-h200.test-gpu.md"
+    two = ("; it is one of two H200s that ran this step 1.73× apart, at 13.4 % and 24.0 % MFU against their own "
+           "measured peaks, the cause not found: results/nvidia-h200.test-gpu.md"
            if "H200" in ref_device else "")  # that file's second session
     return f"(the reference's MFU divides by {derived:.1f} TFLOP/s, a peak its record implies but does not hold{two})"
 
