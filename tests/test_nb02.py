@@ -327,6 +327,10 @@ def test_wait_lines_split_workers0_and_add_the_one_thread_rows():
     assert "waiting for batches" in text and "(medians of 3 calls)" in text and "1 training thread vs 2" not in text
     both = nb02.wait_lines(rows[0], rows[1:], [one], 2)
     assert "batch in memory, 1 training thread vs 2" in both and "vs its ceiling (1 thread), timed apart" in both
+    switch = bench.timing_of([4e-7, 4.1e-7, 3.9e-7], name="1 thread and back", device="cpu")
+    timed = nb02.wait_lines(rows[0], rows[1:], [one], 2, switch)  # the switch the 1-thread ceiling makes, timed
+    share = 4e-7 / rows[2].timing.median_s
+    assert f"a switch to 1 thread and back took 400 ns here, {share:.1e} of a call" in timed
 
 
 def test_resnet_lines_compare_the_layouts_intervals():

@@ -365,10 +365,12 @@ def loader_takeaway(base: Throughput, loaders: Sequence[Throughput], vs_base: Se
             "training threads)")
 
 
-def wait_lines(base: Throughput, ceilings: list[Throughput], apart: list[Throughput], threads: int) -> str:
+def wait_lines(base: Throughput, ceilings: list[Throughput], apart: list[Throughput], threads: int,
+               switch: bench.Timing | None = None) -> str:
     """workers=0's calls split into waiting and the rest, the rest against the ceiling; on a CPU
     (a second ceiling, with 1 training thread) that ceiling against the first and the 1-thread
-    loader against it, with what a loader faster than its ceiling (timed apart) means."""
+    loader against it, with what a loader faster than its ceiling (timed apart) means; `switch`:
+    a switch to 1 thread and back, timed, which the 1-thread ceiling makes inside each call."""
     rest = base.rest()  # workers=0 round by round, its wait taken out: the training part of its calls
     lines = [f"\nworkers=0, per call: {units.fmt_time(base.wait_s)} waiting for batches, "
              f"{units.fmt_time(rest.median_s)} the rest (medians of {len(base.waits)} calls)",
@@ -380,11 +382,15 @@ def wait_lines(base: Throughput, ceilings: list[Throughput], apart: list[Through
         beyond = bench.speedup(ceilings[1].timing, one.timing,
                                f"{one.timing.name} vs its ceiling (1 thread), timed apart")
         lines.append(beyond)
+        share = switch.median_s / ceilings[1].timing.median_s if switch else None
+        if share is not None:
+            lines.append(f"the 1-thread ceiling switches the thread count inside each call, the loader row once outside: "
+                         f"a switch to 1 thread and back took {units.fmt_time(switch.median_s)} here, {share:.1e} of a call")
         if beyond.clear and beyond.value > 1:  # faster than training on a batch already in memory
+            such = "" if share is not None and share < 0.01 else ", such as the ceiling switching its thread count each turn"
             lines.append("  a loader cannot feed training faster than a batch already in memory: the two were timed "
                          "apart, so the machine's speed at the two moments (or another difference between the two "
-                         "runs, such as the ceiling switching its thread count each turn) made the gap; these numbers "
-                         "cannot tell which")
+                         f"runs{such}) made the gap; these numbers cannot tell which")
     return "\n".join(map(str, lines))
 
 
