@@ -13,7 +13,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 
 from conftest import REPO
-from course_lib import bench, launcher, sharding
+from course_lib import bench, launcher, sharding, verdicts
 from course_lib.launcher import Run
 from course_lib.lessons import nb06
 
@@ -268,7 +268,7 @@ def test_scaling_notes_and_step_breakdown():
     assert lines[0] == "1 process, per step: plain model 1.00 ms" and lines[1].startswith("  +0.20 ms: DDP with")
     assert lines[3] == "2 processes, per step: DDP 3.00 ms =" and "all-reduce of 2.0 KiB" in lines[5]
     assert lines[1].endswith("| paired: 0.83× (0.83–0.83): 1.20× slower")  # the verdict in a few words
-    assert lines[6].startswith("paired: rate ratios of each job's two steps, median of")  # the statistic, once
+    assert lines[6] == f"paired: rate ratios of each job's two steps, {verdicts.brief_legend(rs)}"  # said once
     assert lines[7].endswith("(1.67×, 1.63–1.70× from their quartiles; two jobs at different moments, so unpaired)")
     assert lines[8].startswith("Between GPUs, NCCL's all-reduce: its bus bandwidth")  # ranks on a CPU: published
     assert "published by" in lines[10]
@@ -278,7 +278,9 @@ def test_scaling_notes_and_step_breakdown():
     assert "+0.20 ms by the medians, not told from 0: DDP with" in \
         nb06.step_breakdown(t, unclear, 2048, 2).splitlines()[1]
     on_gpus = {k: dataclasses.replace(v, device="cuda:0, 1 thread(s) per rank") for k, v in t.items()}
-    assert len(nb06.step_breakdown(on_gpus, rs, 2048, 2).splitlines()) == 7 + any(r.rounds for r in rs)  # no published
+    assert len(nb06.step_breakdown(on_gpus, rs, 2048, 2).splitlines()) == 8  # the legend, and no published lines
+    unpaired = tuple(bench.ratio_of(r.name, r.value, r.lo, r.hi) for r in rs)  # no turns: no legend to say
+    assert not any("paired: rate ratios" in line for line in nb06.step_breakdown(t, unpaired, 2048, 2).splitlines())
 
 
 def test_failure_lab_texts():

@@ -231,33 +231,47 @@ def test_step_in_08_sets_08s_whole_step_beside_this_part_of_it():
     from course_lib.models import GPTConfig
     c = profiles.sizes("09_memory", "cpu")
     gpt = GPTConfig(vocab_size=256, block_size=c.block, n_layer=c.n_layer, n_head=c.n_head, n_embd=c.n_embd)
-    plain = bench.timing_of([0.150, 0.1555, 0.161, 0.149, 0.158], name="step without checkpointing", device="cpu")
     row = {"value": 14.6, "unit": "ktok/s", "spread": [14.05, 14.7]}  # 08's whole step: about 140 ms
     ran08 = {f"step, micro-batch of {c.batch} sequences": row}
     assert nb09.row_of_08(ran08, c.batch, gpt, "cpu") is row
     assert nb09.row_of_08(None, c.batch, gpt, "cpu") is None  # 08 did not run so
     wider = GPTConfig(vocab_size=256, block_size=c.block, n_layer=c.n_layer, n_head=c.n_head, n_embd=2 * c.n_embd)
-    assert nb09.row_of_08(ran08, c.batch, wider, "cpu") is None and nb09.step_in_08(None, plain, c.batch, gpt) == ""
-    text = nb09.step_in_08(row, plain, c.batch, gpt)  # without a pair timed here: 08's record against this part
-    tokens = c.batch * c.block
-    assert "whole training step" in text and "14.6 (14.05–14.7) ktok/s" in text
-    assert "its forward and backward only" in text
-    lo, hi = plain.lo_s / (tokens / 14.05e3), plain.hi_s / (tokens / 14.7e3)  # this time over 08's slowest, fastest
-    assert f"beyond both quartiles ({lo:.2f}–{hi:.2f}×)" in text and "the part took longer than the whole" in text
-    near = {**row, "value": 13.0, "spread": [12.5, 13.9]}
-    assert "within their quartiles" in (same := nb09.step_in_08(near, plain, c.batch, gpt))
-    assert "longer than the whole" not in same
-    # with the whole step timed here in turns: the part's share, paired, then 08's record against the whole here
+    assert nb09.row_of_08(ran08, c.batch, wider, "cpu") is None
+    # the whole step timed here in turns with its forward and backward: the part's share, paired, then 08's
+    # record against the whole step here, two moments apart
     whole = bench.timing_of([0.170, 0.172, 0.175, 0.169, 0.180], name="08's whole step, here", device="cpu",
                             turns_id="t")
     part = bench.timing_of([0.150, 0.151, 0.155, 0.149, 0.158], name="its forward and backward, here", device="cpu",
                            turns_id="t")
-    first, second = nb09.step_in_08(row, plain, c.batch, gpt, (whole, part)).splitlines()
+    assert nb09.step_in_08(None, (whole, part), c.batch, gpt) == ""
+    first, second = nb09.step_in_08(row, (whole, part), c.batch, gpt).splitlines()
     assert "the part is shorter than the whole, as it must be" in first and "takes 88% (88%–89%) of the whole's time, paired" in first
     assert second.startswith("notebook 08 recorded a whole training step") and "the whole step here: 172.0 ms" in second
+    assert "14.6 (14.05–14.7) ktok/s" in second
+    tokens = c.batch * c.block
+    lo, hi = (tokens / whole.hi_s) / 14.7e3, (tokens / whole.lo_s) / 14.05e3  # rate here over 08's fastest, slowest
+    assert f"({lo:.2f}–{hi:.2f}×)" in second and "inconclusive" in second  # 0.79–0.86×: under 2.5×
+    written = {**row, "setup": "written-out attention"}  # 08 ran the written-out attention: the pair names it
+    assert "08's whole step (written-out attention, as 08 ran it), timed here" in \
+        nb09.step_in_08(written, (whole, part), c.batch, gpt)
     longer = bench.timing_of([0.180, 0.182, 0.185, 0.179, 0.190], name="part", device="cpu", turns_id="t")
-    assert "the part took longer than the whole in the same turns" in nb09.step_in_08(row, plain, c.batch, gpt,
-                                                                                     (whole, longer))
+    assert "the part took longer than the whole in the same turns" in nb09.step_in_08(row, (whole, longer), c.batch,
+                                                                                     gpt)
+
+
+def test_as_in_08_runs_the_attention_08_timed_with_the_same_weights():
+    from course_lib.attention import MultiHeadAttention
+    from course_lib.lessons import nb08
+    from course_lib.models import GPT, GPTConfig
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=32, block_size=16, n_layer=2, n_head=2, n_embd=16))
+    assert nb09.as_in_08(model, {"value": 1.0}) is model  # 08 ran SDPA, as this notebook does
+    twin = nb09.as_in_08(model, {"value": 1.0, "setup": nb08.attention_setup(False)})
+    attns = [m for m in twin.modules() if isinstance(m, MultiHeadAttention)]
+    assert twin is not model and len(attns) == 2 and not any(m.sdpa for m in attns)
+    assert all(m.sdpa for m in model.modules() if isinstance(m, MultiHeadAttention))  # the original untouched
+    idx = torch.randint(0, 32, (2, 16))
+    torch.testing.assert_close(twin(idx), model(idx), atol=1e-5, rtol=1e-4)  # the same function, written out
 
 
 def test_whole_and_part_times_08s_step_and_its_forward_and_backward_in_turns():

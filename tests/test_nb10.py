@@ -344,6 +344,10 @@ def test_step_in_08_sets_08s_step_of_the_same_gpt_beside_this_one():
     assert nb10.step_in_08(ran08, eager, c.batch // 2, gpt, "cpu") == ""  # another batch: no row of that name
     wider = GPTConfig(vocab_size=256, block_size=c.block, n_layer=c.n_layer, n_head=c.n_head, n_embd=2 * c.n_embd)
     assert nb10.step_in_08(ran08, eager, c.batch, wider, "cpu") == ""  # another GPT
+    from course_lib.lessons import nb08
+    written = {f"step, micro-batch of {c.batch} sequences": {**row, "setup": nb08.attention_setup(False)}}
+    text = nb10.step_in_08(written, eager, c.batch, gpt, "cpu")  # 08 ran the written-out attention: another step
+    assert "with the written-out attention" in text and "not set side by side" in text and "12.56" not in text
 
 
 def test_regime_off_a_gpu_names_the_profilers_cost_and_the_graphs_evidence(tmp_path, monkeypatch):

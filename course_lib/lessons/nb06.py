@@ -527,7 +527,6 @@ def step_breakdown(t: Mapping[str, bench.Timing], ratios: Sequence[bench.Ratio],
         delta = f"{ms[after] - ms[before]:+.2f} ms"
         return f"{delta}:" if ratio.clear else f"{delta} by the medians, not told from 0:"
 
-    legend = any(r.rounds for r in ratios)
     lines = [
         f"1 process, per step: plain model {ms['plain']:.2f} ms",
         f"  {part('free1', 'plain', wrapper)} DDP with communication off (its forward wrapper, its gradient "
@@ -538,7 +537,7 @@ def step_breakdown(t: Mapping[str, bench.Timing], ratios: Sequence[bench.Ratio],
         f"  {ms['free_w']:.2f} ms under no_sync: each rank's compute, the {world} ranks at once",
         f"  {part('w', 'free_w', reduce_w)} the all-reduce of {grads} of gradients and the wait for the "
         f"slower rank (a call's fixed cost and that wait are in it: not a bandwidth) | paired: {reduce_w.brief}",
-        *([f"paired: rate ratios of each job's two steps, {verdicts.brief_legend(ratios)}"] if legend else []),
+        *([f"paired: rate ratios of each job's two steps, {said}"] if (said := verdicts.brief_legend(ratios)) else []),
         f"sharing the machine: the step under no_sync took {ms['free_w']:.2f} ms with {world} ranks at once, "
         f"{ms['free1']:.2f} ms with one rank alone ({ms['free_w'] / ms['free1']:.2f}×, "
         f"{t['free_w'].lo_s / t['free1'].hi_s:.2f}–{t['free_w'].hi_s / t['free1'].lo_s:.2f}× from their quartiles; "

@@ -345,6 +345,14 @@ def variant(compiled: bool, sdpa: bool) -> str:
     return f"{'compiled' if compiled else 'eager'}, {'SDPA' if sdpa or compiled else 'written-out attention'}"
 
 
+def attention_setup(sdpa: bool) -> str:
+    """The `setup` (:meth:`course_lib.report.Report.add`) of a row that times this GPT's step: '' with
+    SDPA, the GPT's default and the reference runs' attention; 'written-out attention' otherwise
+    (section 4 found it faster here), so that such a row neither shares a line with a reference row
+    of the SDPA step nor passes for the SDPA step that notebooks 09 and 10 time."""
+    return "" if sdpa else "written-out attention"
+
+
 def long_attention(sdpa: bool, fit_compile: bool) -> str:
     """Which attention the long run uses, and why."""
     if fit_compile:

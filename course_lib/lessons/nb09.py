@@ -4,6 +4,7 @@ cell prints)."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from typing import Callable, Mapping, Sequence
 
@@ -12,8 +13,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_lib import bench, check, memory, oom, profiles, published, report
-from course_lib.device import label, pick
+from course_lib.attention import MultiHeadAttention
 from course_lib.bench import Ratio, Timing
+from course_lib.device import label, pick
+from course_lib.lessons import nb08
 from course_lib.memory import MemoryEstimate, activation_bytes
 from course_lib.models import GPT, GPTConfig
 from course_lib.units import fmt_bytes
@@ -326,6 +329,19 @@ def row_of_08(ran08: Mapping[str, dict] | None, batch: int, gpt: GPTConfig, prof
     return row if same_gpt and row and row.get("spread") else None
 
 
+def as_in_08(model: GPT, row: dict) -> GPT:
+    """The GPT whose step 08's `row` timed: `model` itself where 08 ran SDPA, as this notebook does;
+    where 08 ran the written-out attention (its row's setup, :func:`nb08.attention_setup`: faster
+    than SDPA on that machine), a copy of `model`, the same weights, that runs it."""
+    if row.get("setup", "") != nb08.attention_setup(False):
+        return model
+    twin = copy.deepcopy(model)
+    for m in twin.modules():
+        if isinstance(m, MultiHeadAttention):
+            m.sdpa = False
+    return twin
+
+
 def whole_and_part(model: GPT, step: Callable[[], None], device: torch.device, repeats: int) -> list[Timing]:
     """08's whole training step of `model` (`step`, its forward and backward, then gradient clipping
     and fused AdamW's update, as 08 trains) and `step` alone, timed in turns: (whole, part)."""
@@ -345,27 +361,18 @@ def whole_and_part(model: GPT, step: Callable[[], None], device: torch.device, r
                                device=device, repeats=repeats)
 
 
-def step_in_08(row: dict | None, plain: Timing, batch: int, gpt: GPTConfig,
-               pair: Sequence[Timing] = ()) -> str:
+def step_in_08(row: dict | None, pair: Sequence[Timing], batch: int, gpt: GPTConfig) -> str:
     """Notebook 08's whole training step of this GPT at this batch (`row`: :func:`row_of_08`) beside
-    this notebook's forward and backward of it: timed here in turns with that whole step (`pair`:
-    :func:`whole_and_part`), the part's share of the whole, paired; then 08's record against the whole
-    step timed here, two moments apart. Without `pair`, this notebook's `plain` step against 08's
-    record. '' without `row`."""
+    this notebook's forward and backward of it, timed here in turns with that whole step (`pair`:
+    :func:`whole_and_part`): the part's share of the whole, paired; then 08's record against the
+    whole step timed here, two moments apart. '' without `row`."""
     if row is None:
         return ""
     ms = lambda t: f"{1e3 * t.median_s:.1f} ms ({1e3 * t.lo_s:.1f}–{1e3 * t.hi_s:.1f})"  # noqa: E731
     head = (f"notebook 08 recorded a whole training step of this GPT at this batch earlier in this run (forward, "
             f"backward, gradient clipping and AdamW's update): {report.fmt_row_value(row)} {row['unit']}")
-    if not pair:
-        as_rate = dataclasses.replace(plain, work=batch * gpt.block_size, unit="tok/s")
-        part, high, low = (1 / v for v in report.rate_vs_row(as_rate, row))  # this step's time over 08's
-        longer = (" Here the part took longer than the whole: something differed between the moments or the two "
-                  "steps' code, which these timings do not measure apart." if low > 1 else "")
-        return (f"{head}, about {1e3 * plain.median_s / part:.0f} ms a step; the step without checkpointing here, its "
-                f"forward and backward only, is a part of that: {ms(plain)}, "
-                f"{report.apart_words((part, low, high))}.{longer}")
     whole, part = pair
+    how = f" ({row['setup']}, as 08 ran it)" if row.get("setup") else ""
     share = bench.speedup(part, whole, "forward and backward over the whole step, time", more="longer",
                           less="shorter")  # part's time ÷ whole's, turn by turn
     said = ("the part is shorter than the whole, as it must be" if share.clear and share.value < 1 else
@@ -375,7 +382,7 @@ def step_in_08(row: dict | None, plain: Timing, batch: int, gpt: GPTConfig,
             if share.grade == "no difference" else f"the turns cannot tell ({share.grade})")
     as_rate = dataclasses.replace(whole, work=batch * gpt.block_size, unit="tok/s")
     return "\n".join([
-        f"08's whole step, timed here in turns with its forward and backward: {ms(whole)} and {ms(part)}; the part "
+        f"08's whole step{how}, timed here in turns with its forward and backward: {ms(whole)} and {ms(part)}; the part "
         f"takes {share.value:.0%} ({share.lo:.0%}–{share.hi:.0%}) of the whole's time, paired turn by turn: {said}",
         f"{head}; the whole step here: {ms(whole)}, {report.apart_words(report.rate_vs_row(as_rate, row))}"])
 

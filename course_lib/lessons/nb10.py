@@ -256,14 +256,19 @@ def payback(speed: Ratio, first_call_s: float, eager: Timing, compiled: Timing) 
 def step_in_08(ran08: Mapping[str, dict] | None, eager: Timing, batch: int, gpt: GPTConfig, profile: str) -> str:
     """Notebook 08's step of the same GPT at the same batch, recorded earlier in this run (its
     utilisation section), beside this notebook's eager step: how far apart the two are beyond
-    their quartiles, and why timings of two notebooks are not paired. '' where 08 did not
-    run so (another profile or device, or not yet) or its GPT (`profile`'s sizes) is not `gpt`."""
+    their quartiles, and why timings of two notebooks are not paired; where 08 ran another attention
+    (its row's setup), why the two are not compared. '' where 08 did not run so (another profile or
+    device, or not yet) or its GPT (`profile`'s sizes) is not `gpt`."""
     c08 = profiles.sizes("08_transformer", profile)
     same_gpt = (c08.block, c08.n_layer, c08.n_head, c08.n_embd) == (gpt.block_size, gpt.n_layer, gpt.n_head, gpt.n_embd)
     row = (ran08 or {}).get(f"step, micro-batch of {batch} sequences")
     vs = report.rate_vs_row(eager, row) if same_gpt and row else None
     if vs is None:  # 08 did not run so, or recorded no spread or another unit: nothing to set side by side
         return ""
+    if row.get("setup"):  # 08 ran another step of this GPT (nb08.attention_setup): unlike, not set beside this one
+        return (f"notebook 08 timed this GPT at this batch earlier in this run with the {row['setup']} (its section 4 "
+                f"found it faster than SDPA on this machine): another step than the eager one here, which runs SDPA, "
+                "so the two are not set side by side")
     return (f"notebook 08 timed this GPT at this batch earlier in this run, with gradient clipping as well: "
             f"{report.fmt_row_value(row)} {row['unit']}; eager here: {_rate_range(eager)}, "
             f"{report.apart_words(vs)}. Minutes apart, in two processes, the machine's speed at each moment is part of "
