@@ -341,7 +341,9 @@ def ratio_grade(row: dict, key: str = "") -> str:
     if ratio.within_noise:
         return "no measurable difference (its interval holds 1)"
     small = max(ratio.value, 1 / ratio.value) < verdicts.SMALL  # the learner's verdicts' word for it, too
-    return f"a {'small ' if small else ''}difference (1 lies outside its interval)"
+    # a recorded interval holds no drift between turns: this run's verdicts also ask the drift (inconclusive where the
+    # machine's pace moved more than the difference); a record's cannot, and says so
+    return f"a {'small ' if small else ''}difference (1 lies outside its interval; drift not recorded)"
 
 
 def reference_header(notebook: str) -> str:

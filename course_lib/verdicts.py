@@ -230,13 +230,17 @@ class Ratio:
             "no verdict": self.doubt,
             "too wide": (f"within the spread: a range too wide to tell; more repeats would narrow it{paired}"
                          if self.rounds else
+                         "within their spreads, timed at two moments: a range too wide to tell; more repeats would "
+                         "not narrow their quartiles, timing the two in turns would" if self.apart else
                          "within the spread of the repeats: a range too wide to tell; more repeats would narrow it"),
             "no difference": (f"within the spread: no measurable difference{paired}" if self.rounds
-                              else "within the spread of the repeats: no measurable difference"),
+                              else "within their spreads, timed at two moments: no measurable difference"
+                              if self.apart else "within the spread of the repeats: no measurable difference"),
             "inconclusive": (f"{self.phrase} {'by the medians' if self.apart else 'in the median turn'}, but "
                              f"inconclusive: {self.doubt}{paired}"),
-            "negligible": (f"{self.phrase}, beyond the spread but within {self.negligible - 1:.0%} of no change, "
-                           f"less than this reading can show: no difference that matters{paired}"),
+            "negligible": (f"{abs(self.value - 1):.2%} {self.more if self.value > 1 else self.less}, beyond the spread "
+                           f"but within {self.negligible - 1:.0%} of no change, less than this reading can show: no "
+                           f"difference that matters{paired}"),
             "small": f"{self.phrase}: a small difference, beyond the spread{where}",
             "clear": f"{self.phrase}, beyond the spread{where}",
             "large": f"{self.phrase}, far beyond the spread{where}",
@@ -279,15 +283,16 @@ def brief_legend(ratios: Sequence[Ratio]) -> str:
 
 def moments_words(lo: float, hi: float, *, word: bool = True) -> str:
     """What a range `lo`..`hi` of ratios between two timings taken at two moments says, in the course's
-    one wording: within the spreads; beyond them but under :data:`APART` (inconclusive, said unless not
-    `word`: a verdict that says it already); or beyond it."""
+    one wording: within the spreads; beyond them but under :data:`APART` (inconclusive); or beyond it (a
+    difference). The last word is said unless not `word` (a verdict that says it already)."""
     if lo <= 1 <= hi:
         return "within their spreads"
     end = lo if lo > 1 else hi  # as printed; its distance from 1 as a factor is max(end, 1 / end)
     if max(end, 1 / end) < APART:
         return (f"the end of its range nearest 1, {end:.2f}×, is closer to 1 than the {APART:g}× by which two "
                 "moments can differ" + (": inconclusive" if word else ""))
-    return f"even the end of its range nearest 1, {end:.2f}×, lies past the {APART:g}× by which two moments can differ"
+    return (f"even the end of its range nearest 1, {end:.2f}×, lies past the {APART:g}× by which two moments can differ"
+            + (": a difference" if word else ""))
 
 
 def ratio_of(name: str, value: float, lo: float, hi: float, *, more: str = "higher",

@@ -196,7 +196,7 @@ def test_rate_ratio_compares_rates_of_different_work():
     assert r.value == pytest.approx(3.0) and r.lo == pytest.approx(3.0 * 0.98 / 1.02)
     assert r.hi == pytest.approx(3.0 * 1.02 / 0.98) and "3.00× higher, far beyond the spread" in str(r)
     noisy = bench.rate_ratio(_rated(512, 6.1e9, spread=0.1), _rated(1024, 6e9, spread=0.1))
-    assert noisy.within_noise and "within the spread of the repeats" in str(noisy)
+    assert noisy.within_noise and "within their spreads, timed at two moments" in str(noisy)
     with pytest.raises(ValueError, match="same unit"):
         bench.rate_ratio(big, _timing(work=1.0, unit="B/s"))
 
@@ -221,7 +221,7 @@ def test_curve_verdicts_follow_the_numbers():
     flat = [_rated(64, 10e9, 0.1), _rated(128, 9.8e9, 0.1)]
     lines = bench.curve_verdicts(flat, [64, 128])
     assert "n=64 (100.0%)" in lines[1] and "the smallest size, n=64, is the peak" in lines[2]
-    assert lines[3].startswith("rate at n=128 vs the fastest point (n=64): 0.98×") and "within the spread" in lines[3]
+    assert lines[3].startswith("rate at n=128 vs the fastest point (n=64): 0.98×") and "within their spreads" in lines[3]
     falling = [_rated(64, 2e9), _rated(512, 10e9), _rated(2048, 3e9)]
     assert "lower (3.20–3.47×), far beyond the spread" in bench.curve_verdicts(falling, [64, 512, 2048])[-1]
     with pytest.raises(ValueError, match="one size per timing"):
@@ -530,6 +530,12 @@ def test_two_timings_taken_apart_give_a_verdict_only_beyond_what_a_moment_can_mo
     assert same.clear and not same.apart  # the rule is for timings taken apart, not for every ratio
     paired = bench.speedup(*_in_turns([1.0, 1.01, 0.99, 1.0, 1.0], [0.85, 0.85, 0.84, 0.85, 0.85]))
     assert paired.clear and not paired.apart  # in turns: any difference beyond the interval and the drift
+    # within the quartiles: more repeats would not narrow them (only turns would), so the line does not promise it
+    wide = bench.speedup(base, _timing(median_s=1.0, iqr_s=0.4))
+    assert wide.apart and wide.grade == "too wide" and "timed at two moments" in str(wide)
+    assert "more repeats would narrow" not in str(wide) and "in turns would" in str(wide)
+    near = bench.speedup(base, _timing(median_s=1.0, iqr_s=0.04))
+    assert near.grade == "no difference" and "timed at two moments: no measurable difference" in str(near)
 
 
 def test_a_place_in_the_round_that_costs_time_widens_the_spread_instead_of_passing_for_a_difference():

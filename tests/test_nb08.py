@@ -47,8 +47,8 @@ def _paired(value, medians, drift=0.03):
 
 def test_paired_vs_medians_explains_a_disagreement_and_stays_silent_otherwise():
     said = nb08.paired_vs_medians(_paired(1.08, 0.94))
-    assert "1.08×" in said and "0.94×" in said and "point opposite ways" in said and "3%" in said
-    assert "differ because" in nb08.paired_vs_medians(_paired(1.30, 1.10))  # both above 1, far apart
+    assert "1.08×" in said and "0.94×" in said and "points the other way" in said and "3%" in said
+    assert "1.10×, differs:" in nb08.paired_vs_medians(_paired(1.30, 1.10))  # both above 1, far apart
     assert nb08.paired_vs_medians(_paired(1.08, 1.06)) == ""  # within 5 %: nothing to explain
     from course_lib.bench import Ratio
     assert nb08.paired_vs_medians(Ratio("apart", 1.2, 1.1, 1.3)) == ""  # measured apart: no medians' ratio
@@ -331,7 +331,18 @@ def test_paired_mfu_text_names_the_turns_and_the_moment():
                             bench.timing_of([0.008] * 3, name="peak", device="cpu", work=2e8, unit="FLOP/s"))
     moved = nb08.paired_mfu_text(mfu, "eager, SDPA", "cpu", 0.45, slow)
     assert "ran at 0.80× its stored pace" in moved and "stands" not in moved  # 0.010 s against a stored 0.008 s
-    assert "this step's MFU reads 45%–50% by which moment's peak divides it" in moved
+    assert "this step's MFU reads 45%–50% by which moment's timings divide it" in moved
+    # the step itself ran faster in these turns than in section 4's: the MFU above does not stand either
+    sec4 = bench.timing_of([0.14, 0.135, 0.15], name="eager, SDPA", device="cpu", work=1000, unit="tok/s")
+    faster = bench.rate_ratio(step, sec4)  # 0.10 s here against section 4's 0.14 s: 1.4x its pace
+    text = nb08.paired_mfu_text(mfu, "eager, SDPA", "cpu", 0.45, held, faster)
+    assert "the matmul held its stored pace; the step ran at 1.40× (" in text and "stands" not in text
+    assert f"reads {0.45 / faster.value:.0%}–50% by which moment's timings divide it" in text  # section 4's 32 %
+    assert all(len(line) < 120 for line in text.splitlines())
+    same = bench.rate_ratio(step, bench.timing_of([0.10, 0.11, 0.105], name="eager, SDPA", device="cpu", work=1000,
+                                                  unit="tok/s"))
+    assert nb08.paired_mfu_text(mfu, "eager, SDPA", "cpu", 0.45, held, same).endswith(
+        "the matmul held its stored pace, and the step section 4's: the MFU above stands")
     wide = bench.ratio_of("matmul", 1.37, 0.7, 1.9)
     assert "too wide to say whether it held" in nb08.paired_mfu_text(mfu, "eager, SDPA", "cpu", 0.45, wide)
     swung = bench.ratio_of("MFU, same turns", 0.746, 0.267, 2.148)  # the busy cpu run's: past 100 %, 8x wide
@@ -349,7 +360,8 @@ def test_reference_peak_is_derived_from_its_two_mfus(monkeypatch):
     monkeypatch.setattr(report, "reference", lambda nb: ("NVIDIA H200", runs[nb]))
     monkeypatch.setattr(report, "reference_meta", lambda nb: {"device": "NVIDIA H100 SXM5"})
     text = nb08.reference_peak_text()  # 989.5 × 5 / 10
-    assert "divides by 494.8 TFLOP/s, a peak its record implies but does not hold" in text
+    assert "stores no peak: its two MFU rows imply it divided by 494.8 TFLOP/s" in text
+    assert "the reference's 10 measured its own, 480.0 TFLOP/s: both records predate the peak" in text
     assert "results/nvidia-h200.test-gpu.md" in text and "\n" not in text
     del runs["08_transformer"]["MFU vs datasheet peak"]
     assert nb08.reference_peak_text() == ""

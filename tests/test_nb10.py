@@ -313,7 +313,8 @@ def test_sync_verdict_says_when_the_reference_gpu_showed_no_cost_and_its_regime(
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
     text = nb10.sync_verdict(None, 53, "cpu", "cpu")
     assert "keeping values vs reading values: 1.041 (0.842–1.203) ×: too wide to tell" in text
-    assert "No measurable cost there either. The same GPT's plain step was launch-bound there (its GPU waited 78%" in text
+    assert "The reference's turns could not tell either (0.84–1.20×: too wide, a cost of up to 20% fits in it). The " \
+        "same GPT's plain step was launch-bound there (its GPU waited 78%" in text  # too wide is not "no cost"
     assert "the logging step's own share was not profiled" in text
     assert "(reasoning, not measured)" in text
     rep.add("plain step: waiting share", 5.0, "%")  # a GPU-bound reference: no launch-bound reasoning
@@ -350,6 +351,21 @@ def test_step_in_08_sets_08s_step_of_the_same_gpt_beside_this_one():
     assert "with the written-out attention" in text and "not set side by side" in text and "12.56" not in text
 
 
+def test_the_reference_gpt_is_named_where_its_rows_first_appear(tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_RESULTS_DIR", str(tmp_path))
+    from course_lib import profiles, report
+    assert nb10.reference_gpt() == ""  # no reference run
+    rep = report.Report("10_compile_and_profile", "gpu", "cpu")
+    rep.meta.update(device="NVIDIA H100 80GB HBM3", device_type="cuda")
+    rep.add("plain step: waiting share", 78.0, "%")
+    report.record_reference({"10_compile_and_profile": rep.to_dict()})
+    g = profiles.sizes("10_compile_and_profile", "gpu", memory_gib=80)
+    said = nb10.reference_gpt()
+    assert f"{g.n_layer} layers, width {g.n_embd}, T = {g.block}, batch {g.batch} ({g.batch * g.block:,} tokens" in said
+    assert said.startswith("the reference (NVIDIA H100 80GB HBM3) profiled") and "not this run's" in said
+    assert said in nb10.regime({"compute": 0.9, "framework": 0.1}, "cpu")  # said before its first row
+
+
 def test_regime_off_a_gpu_names_the_profilers_cost_and_the_graphs_evidence(tmp_path, monkeypatch):
     monkeypatch.setenv("COURSE_RESULTS_DIR", str(tmp_path))
     from course_lib import report
@@ -365,7 +381,7 @@ def test_regime_off_a_gpu_names_the_profilers_cost_and_the_graphs_evidence(tmp_p
     rep.add("compiled, reduce-overhead", 975.1, "ktok/s", spread=(950.4, 1000.1))
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
     text = nb10.regime(cats, "cpu")
-    assert "CUDA graphs ran its compiled step 1.82× faster: 45% of that step (at least 43%) was CPU-side work that graphs skip" in text
+    assert "CUDA graphs ran it 1.82× faster, so 45% of it (at least 42%) was CPU-side work that a graph's replay skips" in text
 
 
 def test_op_table_remarks_a_profiled_step_that_ran_faster():

@@ -304,7 +304,7 @@ def test_reference_text_shows_the_first_run_filtered_or_says_none(tmp_path, monk
 
 def test_fmt_row_names_value_spread_unit_and_note():
     line = report.fmt_row("SDPA", {"value": 2.5, "unit": "×", "note": "T=1024", "spread": [2.0, 3.0]})
-    assert line == "SDPA: 2.5 (2–3) ×: a difference (1 lies outside its interval)  T=1024"
+    assert line == "SDPA: 2.5 (2–3) ×: a difference (1 lies outside its interval; drift not recorded)  T=1024"
     assert report.fmt_row("r", {"value": 1.041, "unit": "×", "spread": [0.842, 1.203]}) == "r: 1.041 (0.842–1.203) ×: too wide to tell"
     assert report.fmt_row("r", {"value": 1.003, "unit": "×", "spread": [1.0, 1.006]}).endswith("(its interval holds 1)")
     assert report.fmt_row("t", {"value": 2.5, "unit": "ms", "spread": [2.0, 3.0]}) == "t: 2.5 (2–3) ms"  # not a ratio
@@ -401,14 +401,15 @@ def test_a_ratio_range_shows_on_which_side_of_1_its_ends_lie():
     assert report.fmt_row_value(row) == "1.003 (1.0004–1.006)"  # not '(1–1.006)' beside 'a difference'
     assert report.fmt_row_value({**row, "unit": "ms"}) == "1.003 (1–1.006)"  # only ratios read against 1
     assert report.fmt_row_value({"value": 0.9998, "unit": "×", "spread": [0.99996, 1.0]}) == "0.9998 (0.99996–1)"
-    assert report.ratio_grade(row) == "a small difference (1 lies outside its interval)"  # 0.3 %: the learner's word
-    assert report.ratio_grade({"value": 1.8, "unit": "×", "spread": [1.7, 1.9]}) == "a difference (1 lies outside its interval)"
+    assert report.ratio_grade(row) == "a small difference (1 lies outside its interval; drift not recorded)"  # 0.3 %: the learner's word
+    assert report.ratio_grade({"value": 1.8, "unit": "×", "spread": [1.7, 1.9]}) == "a difference (1 lies outside its interval; drift not recorded)"
     # taken at two moments: the rule this run's ratios are read by, whether the row says so or its older name does
     apart = {"value": 2.3148848747497035, "unit": "×", "spread": [1.958589557578997, 2.4694767522864756]}  # 05's H200
     worded = "timed apart: the end of its range nearest 1, 1.96×, is closer to 1 than the 2.5× by which two moments can differ"
     assert report.ratio_grade({**apart, "apart": True}).startswith(worded)
     assert report.ratio_grade(apart, "a process each vs one after another (timed apart, unpaired)").startswith(worded)
-    assert report.ratio_grade({**apart, "spread": [2.6, 2.9], "value": 2.7}, "x, unpaired").startswith("timed apart: even")
+    far = report.ratio_grade({**apart, "spread": [2.6, 2.9], "value": 2.7}, "x, unpaired")
+    assert far.startswith("timed apart: even") and far.endswith(": a difference")  # which way: the value says
     rep = report.Report("05_data_parallel", "smoke", torch.device("cpu"))
     rep.record(bench.ratio_of("a vs b", 2.0, 1.9, 2.1, apart=True), bench.ratio_of("c vs d", 2.0, 1.9, 2.1))
     assert rep.rows["a vs b"]["apart"] is True and "apart" not in rep.rows["c vs d"]

@@ -29,6 +29,9 @@ def test_a_change_smaller_than_the_quantity_can_show_is_negligible_not_beyond_th
     assert saturated.grade == "negligible"
     line = str(saturated)
     assert "no difference that matters" in line and "within 1% of no change" in line
+    assert "| 0.05% higher, beyond the spread" in line  # a percentage, not "1.0005× higher"
+    below = Ratio("busy", 0.9995, 0.9985, 0.9999, "higher", "lower", negligible=1.01, **tight)
+    assert "| 0.05% lower, beyond the spread" in str(below)
     assert Ratio("busy", 1.0005, 1.0002, 1.0008, **tight).grade == "small"  # any change counts by default
     assert Ratio("busy", 1.03, 1.02, 1.04, negligible=1.01, **tight).grade == "small"  # beyond 1 %: it shows
     assert Ratio("busy", 1.008, 1.002, 1.012, negligible=1.01, **tight).grade == "small"  # the interval reaches past it

@@ -33,12 +33,12 @@ def paired_vs_medians(r: Ratio, apart: float = 1.05) -> str:
     if not r.rounds or r.medians is None or abs(math.log(r.medians / r.value)) <= math.log(apart):
         return ""
     opposite = (r.value - 1) * (r.medians - 1) < 0  # one above 1, the other below
-    drift = (f" (the median change from one turn to the next was {r.drift:.0%} here; single turns can move "
-             "more, as the timings' quartiles show)" if r.drift is not None else "")
-    return (f"{r.name}: the paired ratio, {r.value:.2f}×, and the medians' ratio, {r.medians:.2f}×, "
-            f"{'point opposite ways' if opposite else 'differ'} because each turn ran the two back to back: the "
-            f"paired ratio cancels the machine's speed changing between turns{drift}, the medians, taken from "
-            "different turns, keep it; the paired ratio is the comparison.")
+    drift = (f" (here its median change from one turn to the next was {r.drift:.0%}; single turns can move more)"
+             if r.drift is not None else "")
+    return (f"{r.name}: the paired ratio, {r.value:.2f}×, is the comparison: each turn ran the two back to back, "
+            f"so the machine's pace cancels in it. The medians' ratio, {r.medians:.2f}×, "
+            f"{'points the other way' if opposite else 'differs'}: it divides medians taken from different turns, "
+            f"so the change of pace between turns stays in it{drift}.")
 
 
 # A utilisation reading is a share of time the device was busy, read every 0.1 s: near 100 % it
@@ -267,12 +267,15 @@ def usable(mfu: Ratio) -> bool:
     return mfu.hi <= 1.0 and mfu.hi <= 1.5 * mfu.lo
 
 
-def paired_mfu_text(mfu: Ratio, what: str, device: str, stored: float, matmul: Ratio) -> str:
-    """The check of section 5's MFU at one moment, three short lines: the `what` step and the peak's own
+def paired_mfu_text(mfu: Ratio, what: str, device: str, stored: float, matmul: Ratio,
+                    step: Ratio | None = None) -> str:
+    """The check of section 5's MFU at one moment, a few short lines: the `what` step and the peak's own
     matmul timed in the same turns. `mfu` is the paired ratio of the step's model FLOP/s to the matmul's,
     `stored` the same turns' step over the stored peak, `matmul` the matmul's FLOP/s in these turns over
-    the stored peak's (timed apart). Where the matmul held its stored pace the MFU above stands;
-    otherwise the step's MFU reads between the two, by which moment's peak divides it."""
+    the stored peak's, `step` the step's rate in these turns over section 4's timing of it (both timed
+    apart; None where section 4's MFU came from another version of the step). Where the matmul held its
+    stored pace and the step section 4's, the MFU above stands; otherwise this step's MFU reads between
+    the readings, by which moment's timings divide it."""
     lines = [f"the same check at one moment: {mfu.rounds} turns of the {what} step and the peak's matmul | {device}",
              f"  over the same turns' matmul: {mfu.value:.1%} ({mfu.lo:.1%}–{mfu.hi:.1%}); over the stored peak: "
              f"{stored:.1%}"]
@@ -282,11 +285,19 @@ def paired_mfu_text(mfu: Ratio, what: str, device: str, stored: float, matmul: R
     if matmul.too_wide:
         return "\n".join(lines + [f"  the matmul's spreads ({matmul.lo:.2f}–{matmul.hi:.2f}×) are too wide to say "
                                   "whether it held its stored pace"])
-    if matmul.within_noise:
-        return "\n".join(lines + ["  the matmul held its stored pace: the MFU above stands"])
-    lo, hi = sorted((stored, mfu.value))
-    return "\n".join(lines + [f"  the matmul ran at {matmul.value:.2f}× its stored pace: this step's MFU reads "
-                              f"{lo:.0%}–{hi:.0%} by which moment's peak divides it"])
+    said = ["the matmul held its stored pace" if matmul.within_noise else
+            f"the matmul ran at {matmul.value:.2f}× its stored pace"]
+    if step is not None:
+        said.append("the step section 4's" if step.within_noise else
+                    f"the step ran at {step.value:.2f}× ({step.lo:.2f}–{step.hi:.2f}) section 4's pace\n"
+                    "  (two moments apart; what moved it is not measured here)")
+    if matmul.within_noise and (step is None or step.within_noise):
+        return "\n".join(lines + [f"  {', and '.join(said)}: the MFU above stands"])
+    readings = [mfu.value, stored] + ([stored / step.value] if step is not None else [])  # the last: section 4's
+    lines.append(f"  {'; '.join(said)}")
+    lines.append(f"  so this step's MFU reads {min(readings):.0%}–{max(readings):.0%} by which moment's timings divide "
+                 "it: no one of them is the MFU")
+    return "\n".join(lines)
 
 
 def published_mfu(this_run: str) -> str:
@@ -321,7 +332,13 @@ def reference_peak_text() -> str:
     two = ("; it is one of two H200s that ran this step 1.73× apart, at 13.4 % and 24.0 % MFU against their own "
            "measured peaks, the cause not found: results/nvidia-h200.test-gpu.md"
            if "H200" in ref_device else "")  # that file's second session
-    return f"(the reference's MFU divides by {derived:.1f} TFLOP/s, a peak its record implies but does not hold{two})"
+    _, rows10 = report.reference("10_compile_and_profile")
+    peak10 = next((r for k, r in rows10.items() if k.startswith("peak: matmul") and "bfloat16" in k
+                   and r.get("unit") == "TFLOP/s"), None)
+    ten = (f"; the reference's 10 measured its own, {peak10['value']:.1f} TFLOP/s: both records predate the peak "
+           "the notebooks now share (course_lib.peaks)" if peak10 and abs(peak10["value"] - derived) > 0.05 else "")
+    return (f"(the reference's 08 record stores no peak: its two MFU rows imply it divided by {derived:.1f} TFLOP/s"
+            f"{ten}{two})")
 
 
 def busy_line(t: Timing, mfu: Sequence[float], busy: Sequence[float]) -> str:

@@ -3,6 +3,7 @@ measurements (each function returns the text a cell prints)."""
 
 from __future__ import annotations
 
+import math
 import subprocess
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
@@ -10,7 +11,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 import torch
 from torch import nn
 
-from course_lib import check, profiles, published, report, verdicts
+from course_lib import check, datasheet, profiles, published, report, verdicts
 from course_lib.bench import Ratio, Timing, break_even, speedup
 from course_lib.models import GPT, GPTConfig
 from course_lib.profiling import StepSyncs, SyncCounter
@@ -121,10 +122,24 @@ def regime(plain: Mapping[str, float], device_type: str) -> str:
             + ("the ops set its time" if ops >= 0.5 else "Python sets its time"))
     rows = report.reference("10_compile_and_profile")[1]
     ref = rows.get("plain step: waiting share")
+    named = f"\n{gpt}" if ref is not None and (gpt := reference_gpt()) else ""  # before the reference's first row
     label = ("" if ref is None else
              f"\nthe reference's GPU waited {ref['value']:.0f}% of its profiled step: {_bound(ref['value'] / 100)} by "
              "the glossary's rule (the profiler's CPU time per op makes a profiled step wait more)" + _graphs_bound(rows))
-    return line + "\n" + published.elsewhere("10_compile_and_profile", ("plain step:",)) + label
+    return line + named + "\n" + published.elsewhere("10_compile_and_profile", ("plain step:",)) + label
+
+
+def reference_gpt() -> str:
+    """The GPT the reference run profiled, said once where its rows first appear: its `gpu` sizes for
+    the reference GPU's memory, which are not this run's ('' without a reference run)."""
+    device = report.reference_meta("10_compile_and_profile").get("device")
+    spec = datasheet.lookup(device or "")
+    if spec is None:
+        return ""
+    g = profiles.sizes("10_compile_and_profile", "gpu", memory_gib=spec.memory_gib)
+    return (f"the reference ({device}) profiled the gpu profile's GPT: {g.n_layer} layers, width {g.n_embd}, "
+            f"T = {g.block}, batch {g.batch} ({g.batch * g.block:,} tokens a step), not this run's; its rows below are "
+            "that GPT's")
 
 
 def _graphs_bound(rows: Mapping[str, dict]) -> str:
@@ -136,9 +151,9 @@ def _graphs_bound(rows: Mapping[str, dict]) -> str:
         return ""
     lo = 1 - default["spread"][1] / graphs["spread"][0]  # the share saved, from the quartiles' ends (rates)
     mid = 1 - default["value"] / graphs["value"]
-    return (f"\nwithout the profiler, CUDA graphs ran its compiled step {graphs['value'] / default['value']:.2f}× "
-            f"faster: {mid:.0%} of that step (at least {lo:.0%}) was CPU-side work that graphs skip (launches, "
-            "the dispatcher, Python), inferred (section 3)")
+    return (f"\nits compiled step, timed without the profiler: CUDA graphs ran it {graphs['value'] / default['value']:.2f}× "
+            f"faster, so {mid:.0%} of it (at least {math.floor(100 * lo)}%) was CPU-side work that a graph's replay "
+            "skips (launching each kernel, PyTorch's choosing of a kernel for each op, Python), inferred (section 3)")
 
 
 def _bound(waited: float) -> str:
@@ -180,14 +195,15 @@ def sync_verdict(gain: Ratio | None, waits: int, device: str, device_type: str) 
                                              prefixes=("reading values", "keeping values", "set_sync")))
         ref = report.reference("10_compile_and_profile")[1]
         kept, waited = ref.get("keeping values vs reading values"), ref.get("plain step: waiting share")
-        if kept and kept.get("spread") and report.recorded_ratio("", kept).within_noise and waited:
+        if kept and kept.get("spread") and (said := report.recorded_ratio("", kept)).within_noise and waited:
             bound = _bound(waited["value"] / 100)
-            lines.append(f"No measurable cost there either. The same GPT's plain step was {bound} there (its GPU "
-                         f"waited {waited['value']:.0f}% of the profiled step, section 1; the logging step's own share "
-                         "was not profiled)" + (
-                             ": if this one was too, a read finds little queued to drain (reasoning, not measured); a "
-                             "GPU-bound step, which the reference did not time, is where the cost would show"
-                             if bound != "GPU-bound" else ""))
+            lo, hi = kept["spread"]
+            lines.append((f"The reference's turns could not tell either ({lo:.2f}–{hi:.2f}×: too wide, a cost of up to "
+                          f"{hi - 1:.0%} fits in it)." if said.too_wide else "No measurable cost there either.")
+                         + f" The same GPT's plain step was {bound} there (its GPU waited {waited['value']:.0f}% of "
+                         "the profiled step, section 1; the logging step's own share was not profiled)" + (
+                             ": if this one was too, a read would find little queued to drain (reasoning, not "
+                             "measured)" if bound != "GPU-bound" else ""))
     return "\n".join(lines)
 
 
