@@ -283,7 +283,7 @@ def _ref_cell(ref_row: dict | None, row: dict, on_cpu: bool = False) -> str:
     run's, so unlike runs do not pass for alike."""
     if ref_row is None:
         return "-"
-    cell = f"{fmt_value(ref_row['value'])} {ref_row['unit']}"
+    cell = f"{fmt_row_value(ref_row)} {ref_row['unit']}"  # with its spread, as this run's columns
     note = ref_row.get("note", "")
     tags = (["host CPU"] if on_cpu or _ON_CPU.search(note) else []) + ([note] if note and note != row.get("note", "") else [])
     return cell + (f" ({'; '.join(tags)})" if tags else "")

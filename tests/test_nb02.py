@@ -314,6 +314,9 @@ def test_loaders_elsewhere_explains_a_cpu_run_and_compares_a_gpu_run():
     blocks = cpu.split("\n\n")  # read in blocks: why, the reference run, published figures
     assert len(blocks) == 3 and blocks[1].startswith("What GPUs") and blocks[2].startswith("figures published")
     assert nb02.loaders_elsewhere(torch.device("cuda")).startswith("For comparison, ")
+    from course_lib import report
+    apart = (report.reference("02_first_cnn")[1].get("SmallCNN batch in memory vs workers=0") or {}).get("apart")
+    assert ("recorded by an earlier version of this cell, which timed every row alone" in blocks[1]) == bool(apart)
 
 
 def test_wait_lines_split_workers0_and_add_the_one_thread_rows():
