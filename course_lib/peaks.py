@@ -51,8 +51,8 @@ class Note:
         if self.raised:  # the raise names both measurements and who made them
             return self.raised
         if self.fresh:
-            return "measured now; the later notebooks of this run divide by the same peak"
-        return f"measured {_ago(self.age_s)} by {self.by}; every notebook of this run divides by it"
+            return "measured now, stored for the later notebooks of this run"
+        return f"measured {_ago(self.age_s)} by {self.by}, stored for every notebook of this run"
 
 
 @dataclass(frozen=True)

@@ -168,7 +168,7 @@ def test_compile_log_note_explains_a_count_that_differs_from_explain():
     lines = note.splitlines()
     assert lines[0] == "compiled, .item(): first step 12.3 s (one run, caches warm), compilation included | cpu"
     assert lines[1] == "  graph_breaks log: 2 message(s); the first begins:" and lines[3] == "      at model.py:12"
-    assert "2 messages against explain's 1" in note and "GPT.forward's (given up on)" in note
+    assert "the log wrote 2 messages, explain counted 1 break(s)" in note and "one for GPT.forward (given up on)" in note
     assert "GPT.forward's" not in nb10.compile_log_note("x", 1.0, breaks, 1, False, "cpu")
     assert "against explain" not in nb10.compile_log_note("x", 1.0, breaks, 2, True, "cpu")
     assert nb10.compile_log_note("plain", 1.0, [], 1, True, "cpu").count("\n") == 0

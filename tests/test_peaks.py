@@ -36,7 +36,7 @@ def test_a_second_notebook_reuses_the_first_ones_peak(build, monkeypatch):
     assert (second.name, second.rate, second.rate_lo, second.rate_hi) == (first.name, first.rate, first.rate_lo,
                                                                          first.rate_hi)
     assert second.samples == first.samples and second.turns_id is None
-    assert "by 08_transformer; every notebook" in str(note2) and "measured now" in str(note1)
+    assert "by 08_transformer, stored for every notebook" in str(note2) and "measured now" in str(note1)
     peaks.forget(build)
     assert not peaks.path().exists()
     _, note3 = peaks.matmul("cpu", torch.float32, [64, 128], by="10_compile_and_profile")

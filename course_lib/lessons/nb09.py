@@ -12,14 +12,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_lib import bench, check, memory, oom, profiles, published, report
+from course_lib import bench, check, memory, oom, profiles, published, report, verdicts
 from course_lib.attention import MultiHeadAttention
 from course_lib.bench import Ratio, Timing
 from course_lib.device import label, pick
 from course_lib.lessons import nb08
 from course_lib.memory import MemoryEstimate, activation_bytes
 from course_lib.models import GPT, GPTConfig
-from course_lib.units import fmt_bytes
+from course_lib.units import fmt_bytes, rate_scale
 
 # Each term of memory.MemoryEstimate and the profiler's category that holds those bytes
 # (course_lib.timeline names them as torch.profiler does)
@@ -381,10 +381,12 @@ def step_in_08(row: dict | None, pair: Sequence[Timing], batch: int, gpt: GPTCon
             "no measurable difference: clipping and AdamW's update take less than these turns resolve"
             if share.grade == "no difference" else f"the turns cannot tell ({share.grade})")
     as_rate = dataclasses.replace(whole, work=batch * gpt.block_size, unit="tok/s")
+    k, unit = rate_scale(as_rate.rate, "tok/s")  # in 08's unit where it reads so: '24.5 (24.3–25.1) ktok/s'
     return "\n".join([
         f"08's whole step{how}, timed here in turns with its forward and backward: {ms(whole)} and {ms(part)}; the part "
         f"takes {share.value:.0%} ({share.lo:.0%}–{share.hi:.0%}) of the whole's time, paired turn by turn: {said}",
-        f"{head}; the whole step here: {ms(whole)}, {report.apart_words(report.rate_vs_row(as_rate, row))}"])
+        f"{head}; the whole step here: {ms(whole)}, {as_rate.rate / k:.4g} ({as_rate.rate_lo / k:.4g}–"
+        f"{as_rate.rate_hi / k:.4g}) {unit}, {report.apart_words(report.rate_vs_row(as_rate, row))}"])
 
 
 def recompute_verdict(saving: float, cost: Ratio, plain: Timing, checkpointed: Timing, forward: Timing) -> str:
@@ -508,21 +510,20 @@ def at_peak_report(by_term: Sequence[tuple[str, int | None, int]], verdict: str,
 
 
 def profiler_cost(profiled_ms: float, plain: Timing) -> str:
-    """Step 2's forward + backward under the profiler beside section 5's plain step (timed at another
-    moment): over twice its upper quartile (most of it the profiler's recording), more than its upper
-    quartile but less than twice (no measure of the profiler's cost), or within its quartiles."""
-    plain_ms, hi_ms = 1e3 * plain.median_s, 1e3 * plain.hi_s
+    """Step 2's forward + backward under the profiler beside section 5's plain step, timed at another
+    moment, read by the course's rule for two moments (:func:`verdicts.moments_words`): within section
+    5's quartiles, beyond them but under :data:`verdicts.APART` (this pair cannot tell), or past it."""
+    plain_ms, lo_ms, hi_ms = 1e3 * plain.median_s, 1e3 * plain.lo_s, 1e3 * plain.hi_s
     head = (f"step 2's forward + backward: {profiled_ms:.0f} ms under the profiler (the plot's clock) vs "
-            f"{plain_ms:.0f} ms (quartiles {1e3 * plain.lo_s:.0f}–{hi_ms:.0f}) without it in section 5, measured at "
+            f"{plain_ms:.0f} ms (quartiles {lo_ms:.0f}–{hi_ms:.0f}) without it in section 5, measured at "
             "another moment, not in turns: ")
-    if profiled_ms > 2 * hi_ms:
-        return head + (f"{profiled_ms / plain_ms:.2f}× as long, over twice section 5's upper quartile: more than two "
-                       "unpaired moments usually differ by, so most of it is the profiler recording every allocation "
-                       "with its shapes and Python stack")
-    if profiled_ms > hi_ms:
-        return head + (f"{profiled_ms / plain_ms:.2f}× as long, less than twice section 5's upper quartile: two "
-                       "unpaired moments can differ by that much, so this pair does not measure the profiler's cost")
-    if profiled_ms < 1e3 * plain.lo_s:
-        return head + (f"{profiled_ms / plain_ms:.2f}× as long, shorter than section 5's lower quartile: the profiled "
-                       "step ran faster at its moment, so this pair does not measure the profiler's cost either")
-    return head + "within section 5's quartiles: this pair shows no cost of the profiler"
+    lo, hi = profiled_ms / hi_ms, profiled_ms / lo_ms  # the profiled time over the ends of section 5's quartiles
+    if lo <= 1 <= hi:
+        return head + (f"within section 5's quartiles: two moments cannot show a cost under {verdicts.APART:g}× "
+                       "(notebook 10 times a profiled step in turns with a plain one)")
+    said = (f"{profiled_ms / plain_ms:.2f}× as long ({lo:.2f}–{hi:.2f}× section 5's quartiles): "
+            f"{verdicts.moments_words(lo, hi)}")
+    if lo > verdicts.APART:
+        return head + (f"{said}; what differs between the two is the profiler recording every allocation with its "
+                       "shapes and Python stack")
+    return head + f"{said}, so this pair does not measure the profiler's cost"

@@ -353,10 +353,11 @@ def compile_log_note(name: str, seconds: float, breaks: Sequence[str], explained
         lines.append(f"  graph_breaks log: {len(breaks)} message(s); the first begins:")
         lines += ["    " + line for line in breaks[0].splitlines()[:3] if line.strip()]
     if breaks and len(breaks) != explained:
-        lines.append(f"  {len(breaks)} messages against explain's {explained}: the log writes one per frame (glossary) that "
-                     "reached the break" + (", GPT.forward's (given up on) and the block's (its graph stops at the .item())"
-                                            if len(breaks) == 2 and eager_forward else "")
-                     + "; explain, one per graph the break cut short")
+        lines.append(f"  the log wrote {len(breaks)} messages, explain counted {explained} break(s): the log writes one "
+                     "per Python frame that reached the break (GLOSSARY.md#frame-python)"
+                     + (": one for GPT.forward (given up on), one for the block (its graph cut at the .item())"
+                        if len(breaks) == 2 and eager_forward else "")
+                     + "; explain counts the graphs the break cut short")
     return "\n".join(lines)
 
 
