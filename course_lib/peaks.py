@@ -140,9 +140,10 @@ def _raise(entries: dict, key: str, row: bench.Timing, by: str, *, used: bool = 
     `used`: the old peak was stored before this call, so earlier cells may have divided by it."""
     old = _timing(entries[key]["timings"][0])
     peak = dataclasses.replace(row, name=f"peak: {row.name}", samples=tuple(row.samples), turns_id=None)
-    said = (f"raised to {by}'s {row.name}, {units.fmt_rate(row.rate, row.unit)}: faster beyond both spreads than "
-            f"{old.name.removeprefix('peak: ')}, {units.fmt_rate(old.rate, old.unit)}, as {entries[key]['by']} "
-            "measured it at another moment" + ("; cells before this divided by the old one" if used else ""))
+    said = (f"raised to {by}'s {row.name}, {units.fmt_rate(row.rate, row.unit)}: the peak is the fastest matmul "
+            f"this run measured, and {old.name.removeprefix('peak: ')} read {units.fmt_rate(old.rate, old.unit)} as "
+            f"{entries[key]['by']} measured it (two moments: which size runs faster is not told by them)"
+            + ("; cells before this divided by the old one" if used else ""))
     entries[key]["timings"] = [_stored_dict(peak)]
     entries[key]["by"], entries[key]["at"] = by, time.time()  # the peak is now this notebook's row
     entries[key]["raised"] = said

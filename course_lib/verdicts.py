@@ -144,6 +144,8 @@ class Ratio:
         """Why the repeats do not tell the two apart, for a verdict's sentence ('' when :attr:`clear`)."""
         if self.single:
             return "one run each, no spread to judge it by"
+        if self.within_noise and self.apart:  # the rule for two moments: within their spreads, inconclusive
+            return f"timed at two moments: {moments_words(self.lo, self.hi, word=False)}"
         if self.within_noise:  # timed in turns: the interval of the paired ratios; apart: the quartiles' range
             what = "the in-turns interval" if self.rounds else "the repeats' range"
             d = self.decimals
@@ -180,11 +182,14 @@ class Ratio:
     @property
     def grade(self) -> str:
         """The verdict's word for this ratio: 'no verdict' (no spread), 'too wide', 'no difference',
-        'inconclusive', or, beyond the spread, 'negligible' (the whole interval closer to 1 than
+        'inconclusive' (also two timings taken apart whose range holds 1: the rule for two moments), or,
+        beyond the spread, 'negligible' (the whole interval closer to 1 than
         :attr:`negligible`: less than the quantity can show), 'small' (under 5 %), 'large' (even
         the interval's end nearest 1 is 1.5× or more away from it) or 'clear'."""
         if self.single:
             return "no verdict"
+        if self.apart and self.within_noise:  # two moments can move a pace by up to APART: neither alike nor unlike
+            return "inconclusive"
         if self.too_wide:
             return "too wide"
         if self.within_noise:
@@ -230,12 +235,9 @@ class Ratio:
             "no verdict": self.doubt,
             "too wide": (f"within the spread: a range too wide to tell; more repeats would narrow it{paired}"
                          if self.rounds else
-                         "within their spreads, timed at two moments: a range too wide to tell; more repeats would "
-                         "not narrow their quartiles, timing the two in turns would" if self.apart else
                          "within the spread of the repeats: a range too wide to tell; more repeats would narrow it"),
             "no difference": (f"within the spread: no measurable difference{paired}" if self.rounds
-                              else "within their spreads, timed at two moments: no measurable difference"
-                              if self.apart else "within the spread of the repeats: no measurable difference"),
+                              else "within the spread of the repeats: no measurable difference"),
             "inconclusive": (f"{self.phrase} {'by the medians' if self.apart else 'in the median turn'}, but "
                              f"inconclusive: {self.doubt}{paired}"),
             "negligible": (f"{abs(self.value - 1):.2%} {self.more if self.value > 1 else self.less}, beyond the spread "

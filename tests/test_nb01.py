@@ -71,12 +71,13 @@ def test_gain_by_size_verdict_follows_the_two_intervals():
     assert "depends on the size" in nb01.gain_by_size_verdict(small, big, 1032, 1024)
     assert "3.8× at n=1024" in nb01.gain_by_size_verdict(small, big, 1032, 1024)
     same = bench.ratio_of("at 1032", 3.6, 3.3, 3.9)
-    assert "does not depend" in nb01.gain_by_size_verdict(same, big, 1032, 1024)
+    agree = nb01.gain_by_size_verdict(same, big, 1032, 1024)  # two sizes only: no claim beyond them
+    assert "(3.6×) and n=1024 (3.8×) agree" in agree and "at these two sizes, no measurable difference" in agree
     broad = nb01.gain_by_size_verdict(bench.ratio_of("at 1032", 3.0, 1.8, 9.8), big, 1032, 1024)
     assert "overlap" in broad and "too wide to tell whether it depends" in broad and "no measurable" not in broad
     wide = bench.ratio_of("at 1032", 1.5, 0.9, 4.0)
     said = nb01.gain_by_size_verdict(wide, big, 1032, 1024)
-    assert "too wide" in said or "does not depend" in said
+    assert "too wide" in said or "no measurable difference" in said
 
 
 def test_gain_by_size_verdict_tells_small_gains_apart():
@@ -135,7 +136,7 @@ def test_curve_text_divides_by_the_curves_fastest_point_whatever_the_stored_peak
     note = nb01.peaks.Note("00_setup_check", 10.0, False)
     text = nb01.curve_text(curve, [256, 512], stored=stored, note=note, same=same, offered=nb01.peaks.Offered())
     assert "|  50.0% of fastest" in text and "| 100.0% of fastest" in text and "of 100.0 GFLOP/s" in text
-    assert "no measurable difference" in text and ": raised" not in text and text.endswith("\n")
+    assert "inconclusive: timed at two moments: within their spreads" in text and ": raised" not in text and text.endswith("\n")
     assert "agree within their spreads" not in text  # the ratio's own verdict says it
     raised = nb01.curve_text(curve, [256, 512], stored=stored, note=note, same=same,
                              offered=nb01.peaks.Offered("raised: faster", raised=True))
@@ -161,8 +162,11 @@ def test_vs_datasheet_compares_a_gpu_with_its_datasheet_and_a_cpu_with_the_table
     assert "GPU fp32 peak vs CPU fp32 peak: 335" in gpu and "50% of the NVIDIA H100 SXM5 80GB fp32 peak" in gpu
     assert "is not in the datasheet table" in nb01.vs_datasheet(cpu, _rate(4096, 1e12), "Some Card")
     table = nb01.vs_datasheet(cpu)
-    low = min(nb01.datasheet.SPECS, key=lambda s: s.fp32_tflops)
-    assert f"{low.name} is rated at {low.fp32_tflops * 10:,.0f}× it" in table and "ELSEWHERE" in table
+    assert "this CPU's measured fp32 peak: 100.0 GFLOP/s" in table and "ELSEWHERE" in table
+    assert "rated at" not in table and "× it" not in table  # a rating is not set against a measurement
+    _no_gpu_run(monkeypatch, {"gpu fp32 matmul peak": {"value": 50.0, "unit": "TFLOP/s", "spread": [49.0, 51.0]}})
+    measured = nb01.vs_datasheet(cpu)  # 50 TFLOP/s against 100 GFLOP/s (quartiles 99-101)
+    assert "the reference GPU X's peak is 500× this CPU's" in measured and "both measured" in measured
 
 
 def test_early_read_text_says_what_the_early_read_saw(monkeypatch):

@@ -409,6 +409,9 @@ def test_loader_takeaway_says_the_wait_moved_and_what_the_speed_did():
     unsure = [bench.ratio_of("w1 vs w0", 1.10, 0.96, 1.26, apart=True), bench.ratio_of("w2", 1.08, 1.01, 1.21, apart=True)]
     said = nb02.loader_takeaway(base, [one, two], unsure, 2)
     assert "data wait 49% of a call with workers=0, 1%–2% with workers" in said and "cannot tell" in said
+    assert "at most 1.96× faster, under the 2.5× by which two moments can differ" in said  # 1 / (1 - 0.49)
+    waits = thr("w0", 1.0, 0.7)  # a wait of 70 %: 3.3x is within reach of timings taken apart, no bound to state
+    assert "at most" not in nb02.loader_takeaway(waits, [one, two], unsure, 2)
     sure = [bench.ratio_of("w1 vs w0", 1.9, 1.7, 2.1), bench.ratio_of("w2", 1.8, 1.6, 2.0)]
     assert "their calls ran faster: 1.90×, 1.80×" in nb02.loader_takeaway(base, [one, two], sure, 8)
     assert nb02.loader_takeaway(base, [], [], 2) == ""

@@ -231,6 +231,7 @@ def test_ways_text_gives_the_time_per_layer():
 def test_bytes_moved_text_and_logits_text_add_up():
     text = nb05.bytes_moved_text("mlp", 2**20, 2**20 + 1024, {2: (2**20 + 1024, 2**20, 2**20)})
     assert "mlp: 1.0 MiB of parameters, 1.0 KiB of buffers" in text and "DDP sends 1.0 MiB from each GPU" in text
+    assert "2.0 MiB in all" in text and "totals over all links" in text  # DDP's total beside DataParallel's
     logits = nb05.logits_text((3, 2, 4), [2, 1, 0], [64.0, 32.0, 0.0], 96.0).splitlines()
     assert logits[0] == "logits (3, 2, 4) over 3 GPUs, arithmetic:" and "= 352 B" in logits[1]
     assert logits[2] == "  GPU 1: piece of 1 sequence(s), 32 B" and logits[3].startswith("  GPU 2: piece of 0")

@@ -256,7 +256,7 @@ def test_step_in_08_sets_08s_whole_step_beside_this_part_of_it():
     lo, hi = (tokens / whole.hi_s) / 14.7e3, (tokens / whole.lo_s) / 14.05e3  # rate here over 08's fastest, slowest
     assert f"({lo:.2f}–{hi:.2f}×)" in second and "inconclusive" in second  # 0.79–0.86×: under 2.5×
     written = {**row, "setup": "written-out attention"}  # 08 ran the written-out attention: the pair names it
-    assert "08's whole step (written-out attention, as 08 ran it), timed here" in \
+    assert "08's whole step (written-out attention, as 08 ran it; this notebook's own steps above run SDPA), timed " in \
         nb09.step_in_08(written, (whole, part), c.batch, gpt)
     longer = bench.timing_of([0.180, 0.182, 0.185, 0.179, 0.190], name="part", device="cpu", turns_id="t")
     assert "the part took longer than the whole in the same turns" in nb09.step_in_08(row, (whole, longer), c.batch,

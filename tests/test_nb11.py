@@ -102,9 +102,12 @@ def test_bubble_verdict_follows_the_numbers():
     assert "outside any pass" in messages.verdict() and "+16.0%" in messages.verdict()
     assert messages.verdict().endswith("outside any pass (*)")
     both = nb11.bubble_lines([messages, inside]).splitlines()  # a header, a row each, the note once
-    assert len(both) == 4 and both[-1].startswith("(*) time outside any pass: this run does not split it further")
+    assert len(both) == 4 and both[-1].startswith("(*) time outside any pass, not split here; guesses:")
     assert both[1].startswith("gpipe      4 |   41.0% (40.0%–42.0%) |   20.0% |  25.0% | above the formula")
     assert "(*)" not in nb11.bubble_lines([unequal])
+    alone = nb11.footnoted(messages.verdict()).splitlines()  # a verdict printed on its own keeps its footnote
+    assert alone[0] == messages.verdict() and alone[1] == nb11.OUTSIDE
+    assert nb11.footnoted(unequal.verdict()) == unequal.verdict()
     below = nb11.Bubble("1f1b", 2, 4, measured=[0.17, 0.18, 0.185], simulated=[0.21] * 3)
     assert "below the formula" in below.verdict() and "below that too" in below.verdict()
     assert "outside any pass" not in below.verdict()

@@ -77,8 +77,8 @@ def gain_by_size_verdict(gain: bench.Ratio, other: bench.Ratio, n: int, other_n:
             return (f"the 16-bit rate over fp32's at n={n} ({gain.value:.3g}×) and n={other_n} ({other.value:.3g}×), "
                     f"timed in the same rounds: their intervals ({gain.lo:.3g}–{gain.hi:.3g}×, {other.lo:.3g}–"
                     f"{other.hi:.3g}×) overlap and are too wide to tell whether it depends on the size")
-        return (f"the same 16-bit rate over fp32's at n={n} and n={other_n}, within their intervals (timed in the same "
-                "rounds): here it does not depend on the size")
+        return (f"the 16-bit rate over fp32's at n={n} ({gain.value:.3g}×) and n={other_n} ({other.value:.3g}×) agree "
+                "within their intervals (timed in the same rounds): at these two sizes, no measurable difference")
     return (f"the 16-bit rate over fp32's is {other.value:.3g}× at n={other_n} and {gain.value:.3g}× at n={n}, intervals apart, "
             "timed in the same rounds: it depends on the size, not only on the format")
 
@@ -155,8 +155,8 @@ def sizes_in_00(ran00: Mapping[str, dict] | None, curve: Sequence[bench.Timing])
                          f"{row['unit']}, this curve at {units.fmt_rate(t.rate, t.unit)}: {report.apart_words(vs)}")
     if not lines:
         return ""
-    return "\n".join(lines) + (" (minutes apart: the machine's speed at each moment is part of any gap, so only "
-                               "timings of one set of rounds are compared)")
+    return "\n".join(lines) + (" (another moment, in another notebook: the machine's speed at each moment is part "
+                               "of any gap, so only timings of one set of rounds are compared)")
 
 
 def curve_text(curve: Sequence[bench.Timing], sizes: Sequence[int], *, stored: bench.Timing, note: peaks.Note,
@@ -194,15 +194,18 @@ def vs_datasheet(cpu_peak: bench.Timing, gpu_peak: bench.Timing | None = None, g
                      f"{gpu_peak.rate / (spec.fp32_tflops * 1e12):.0%} of the {spec.name} fp32 peak, "
                      f"{spec.fp32_tflops:g} TFLOP/s (datasheet)")
         return "\n".join(lines)
-    low = min(datasheet.SPECS, key=lambda s: s.fp32_tflops)
-    high = max(datasheet.SPECS, key=lambda s: s.fp32_tflops)
+    ref_device, ref = report.reference(NB)
+    row = ref.get("gpu fp32 matmul peak")
+    vs = report.rate_vs_row(cpu_peak, row) if row else None  # this CPU's peak over the reference GPU's: both measured
+    measured = (f"\nboth measured, both the fastest fp32 matmul each found: the reference {ref_device}'s peak is "
+                f"{1 / vs[0]:,.0f}× this CPU's ({1 / vs[2]:,.0f}–{1 / vs[1]:,.0f}× from their quartiles; its matmul "
+                "larger, as a GPU needs to reach its peak)" if vs else "")
     return "\n".join([
         datasheet.table(),  # the course prints the full datasheet table here only
-        f"this CPU's measured fp32 peak, {units.fmt_rate(cpu_peak.rate, 'FLOP/s')}, against the datasheet fp32 "
-        f"column: {low.name} is rated at {low.fp32_tflops * 1e12 / cpu_peak.rate:,.0f}× it, "
-        f"{high.name} at {high.fp32_tflops * 1e12 / cpu_peak.rate:,.0f}× (a rating over a measurement, not like "
-        "for like: set a GPU's measured figure, below, beside its rating)",
-        "What a GPU measured with this notebook's code: " + published.elsewhere(NB, ("gpu fp32 matmul peak",))])
+        f"this CPU's measured fp32 peak: {units.fmt_rate(cpu_peak.rate, 'FLOP/s')}; the table's column is NVIDIA's "
+        "ratings, not measurements, so it is not set against it: a GPU's measured figure is, below",
+        "What a GPU measured with this notebook's code: " + published.elsewhere(NB, ("gpu fp32 matmul peak",))
+        + measured])
 
 
 def early_read_text(read: tuple[float, float] | None) -> str:

@@ -25,7 +25,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, Dataset, Subset
 
-from course_lib import bench, check, data, datasheet, device, models, profiles, published, report, train, units
+from course_lib import bench, check, data, datasheet, device, models, profiles, published, report, train, units, verdicts
 from course_lib.device import pick as pick_device
 
 __all__ = ["Throughput", "shapes_loader", "loader_name", "train_steps", "time_steps",
@@ -364,7 +364,10 @@ def loader_takeaway(base: Throughput, loaders: Sequence[Throughput], vs_base: Se
     speed = (f"and their calls ran faster: {', '.join(f'{r.value:.2f}×' for r in faster)}" if faster and not slower
              else "and some calls ran faster, some slower" if faster
              else f"and their calls ran slower: {', '.join(f'{1 / r.value:.2f}×' for r in slower)}" if slower
-             else "but whether their calls ran faster, these timings cannot tell")
+             else "but whether their calls ran faster, these timings cannot tell" + (
+                 f": removing all of workers=0's wait would make its calls at most {bound:.2f}× faster, under the "
+                 f"{verdicts.APART:g}× by which two moments can differ, and loaders with workers are timed apart"
+                 if (bound := 1 / max(1 - base.data_wait_share, 1e-9)) < verdicts.APART else ""))
     return (f"takeaway: workers took the drawing out of the training process (data wait {base.data_wait_share:.0%} of a "
             f"call with workers=0, {waits} with workers), {speed} ({cores} cores here, shared by workers and the "
             "training threads)")

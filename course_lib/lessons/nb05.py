@@ -135,7 +135,8 @@ def gil_verdict(threads: dict[str, Ratio], processes: dict[str, Ratio]) -> str:
     helps = lambda r: r.clear and r.value > 1  # noqa: E731
     if helps(large) and not helps(small):
         why = ("threads paid off only on the large layers, whose ops run long in C++; on the small ones they did "
-               "not, as the GIL predicts (its waits are not timed apart here)")
+               "not, as the GIL would make them (a guess: its waits, and the threads' start-up, are not timed apart "
+               "here)")
     elif helps(large) and helps(small):
         why = "threads paid off for both models here"
     elif not helps(large) and not helps(small):
@@ -212,12 +213,18 @@ def ways_text(name: str, shape: tuple[int, int, int], k: int, ways: dict[str, be
 
 def bytes_moved_text(model: str, params: int, state: int, moved: dict[int, tuple[float, float, float]]) -> str:
     """Section 6.2: `model`'s parameter and buffer bytes (`state` holds both), and per number of
-    GPUs the bytes `moved` per step: DataParallel's out of GPU 0 and into it, DDP's from each GPU."""
+    GPUs the bytes `moved` per step: DataParallel's from GPU 0 to the others and back, over all links;
+    DDP's from each GPU (its total: k times that)."""
     lines = [f"{model}: {units.fmt_bytes(params)} of parameters, {units.fmt_bytes(state - params)} of buffers; "
              "bytes moved per step (arithmetic):"]
-    lines += [f"  {k} GPUs: DataParallel sends {units.fmt_bytes(out)} out of GPU 0 and {units.fmt_bytes(back)} of "
-              f"gradients into it; DDP sends {units.fmt_bytes(ddp)} from each GPU (ring all-reduce)"
+    lines += [f"  {k} GPUs: DataParallel copies {units.fmt_bytes(out)} of weights and buffers from GPU 0 to the others "
+              f"and reduces {units.fmt_bytes(back)} of gradients back onto it; DDP sends {units.fmt_bytes(ddp)} from "
+              f"each GPU (ring all-reduce), {units.fmt_bytes(k * ddp)} in all"
               for k, (out, back, ddp) in moved.items()]
+    lines.append("  (DataParallel's figures are totals over all links: NCCL's broadcast and reduce, which it uses "
+                 "between GPUs, can relay along a ring as DDP's all-reduce does, so GPU 0's own link need not carry "
+                 "them all; the bytes are of one order, and what differs is when they move: DataParallel copies the "
+                 "weights before every forward and sums on one GPU)")
     return "\n".join(lines)
 
 

@@ -295,8 +295,8 @@ def paired_mfu_text(mfu: Ratio, what: str, device: str, stored: float, matmul: R
         return "\n".join(lines + [f"  {', and '.join(said)}: the MFU above stands"])
     readings = [mfu.value, stored] + ([stored / step.value] if step is not None else [])  # the last: section 4's
     lines.append(f"  {'; '.join(said)}")
-    lines.append(f"  so this step's MFU reads {min(readings):.0%}–{max(readings):.0%} by which moment's timings divide "
-                 "it: no one of them is the MFU")
+    lines.append(f"  so this step's MFU on this machine: {min(readings):.0%}–{max(readings):.0%}, the range of these "
+                 "readings (each divides by one moment's timings)")
     return "\n".join(lines)
 
 
@@ -329,8 +329,8 @@ def reference_peak_text() -> str:
     if not (meas and sheet and dense):
         return ""
     derived = dense * sheet["value"] / meas["value"]  # the same tokens/s over each peak: MFUs scale as 1/peak
-    two = ("; it is one of two H200s that ran this step 1.73× apart, at 13.4 % and 24.0 % MFU against their own "
-           "measured peaks, the cause not found: results/nvidia-h200.test-gpu.md"
+    two = ("\n(two H200 machines ran the eager SDPA step of this record's code 1.73× apart, 799.6 and 462.9 ktok/s; "
+           "this record is the slower machine's, the cause not found: results/nvidia-h200.test-gpu.md)"
            if "H200" in ref_device else "")  # that file's second session
     _, rows10 = report.reference("10_compile_and_profile")
     peak10 = next((r for k, r in rows10.items() if k.startswith("peak: matmul") and "bfloat16" in k
@@ -338,7 +338,7 @@ def reference_peak_text() -> str:
     ten = (f"; the reference's 10 measured its own, {peak10['value']:.1f} TFLOP/s: both records predate the peak "
            "the notebooks now share (course_lib.peaks)" if peak10 and abs(peak10["value"] - derived) > 0.05 else "")
     return (f"(the reference's 08 record stores no peak: its two MFU rows imply it divided by {derived:.1f} TFLOP/s"
-            f"{ten}{two})")
+            f"{ten}){two}")
 
 
 def busy_line(t: Timing, mfu: Sequence[float], busy: Sequence[float]) -> str:
@@ -429,7 +429,8 @@ def val_vs_baseline(final: float, unigram: float, steps: int, tokens: int) -> st
     margin says: context used (more than 0.01 nats/token below), level with it, or above it."""
     margin = unigram - final
     head = (f"validation loss after {steps} steps ({tokens:,} tokens trained on): {final:.3f} nats/token "
-            f"({final / math.log(2):.2f} bits per byte) | unigram baseline {unigram:.3f}")
+            f"({final / math.log(2):.2f} bits per byte) | unigram baseline {unigram:.3f} nats/token "
+            f"({unigram / math.log(2):.2f} bits per byte)")
     if margin > 0.01:
         return (f"{head}\nthe GPT beats the unigram baseline by {margin:.3f} nats/token ({margin / unigram:.0%} "
                 "lower): it uses the context, not only byte frequencies")

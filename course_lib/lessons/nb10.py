@@ -282,9 +282,9 @@ def step_in_08(ran08: Mapping[str, dict] | None, eager: Timing, batch: int, gpt:
     if vs is None:  # 08 did not run so, or recorded no spread or another unit: nothing to set side by side
         return ""
     if row.get("setup"):  # 08 ran another step of this GPT (nb08.attention_setup): unlike, not set beside this one
-        return (f"notebook 08 timed this GPT at this batch earlier in this run with the {row['setup']} (its section 4 "
-                f"found it faster than SDPA on this machine): another step than the eager one here, which runs SDPA, "
-                "so the two are not set side by side")
+        return (f"notebook 08's section 5 timed a step of this GPT at this batch earlier in this run with the "
+                f"{row['setup']} (its section 4 found it faster than SDPA on this machine): another step than the eager "
+                "one here, which runs SDPA, so the two are not set side by side")
     return (f"notebook 08 timed this GPT at this batch earlier in this run, with gradient clipping as well: "
             f"{report.fmt_row_value(row)} {row['unit']}; eager here: {_rate_range(eager)}, "
             f"{report.apart_words(vs)}. Minutes apart, in two processes, the machine's speed at each moment is part of "

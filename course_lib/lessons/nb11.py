@@ -71,9 +71,8 @@ def batch(rows: int, width: int, seed: int = 0) -> tuple[torch.Tensor, torch.Ten
 
 
 def micro_loss(out: torch.Tensor, target: torch.Tensor, micro: int) -> torch.Tensor:
-    """One micro-batch's share of the batch loss: its mean squared error divided by the number of
-    micro-batches `micro`, so that the shares' gradients add up to the whole batch's (equal
-    micro-batches)."""
+    """One micro-batch's share of the batch loss: its mean squared error over the number of micro-batches
+    `micro`, so that the shares' gradients add up to the whole batch's (equal micro-batches)."""
     return F.mse_loss(out, target) / micro
 
 
@@ -303,8 +302,12 @@ class Bubble:
 
 
 OUTSIDE_MARK = " (*)"
-OUTSIDE = ("(*) time outside any pass: this run does not split it further (not measured apart: a message still on "
-           "its way, the Python between passes, the operating system running something else)")
+OUTSIDE = "(*) time outside any pass, not split here; guesses: a message in flight, Python between passes, the OS"
+
+
+def footnoted(text: str) -> str:
+    """`text`, and below it what (*) may be where a line of it ends with the mark."""
+    return "\n".join([text] + [OUTSIDE] * any(ln.endswith(OUTSIDE_MARK) for ln in text.splitlines()))
 
 
 def bubble_lines(bubbles: Sequence[Bubble]) -> str:
@@ -315,7 +318,7 @@ def bubble_lines(bubbles: Sequence[Bubble]) -> str:
         med, lo, hi = b.spread(b.measured)
         lines.append(f"{b.schedule:<8} {b.micro:>3} | {med:>7.1%} ({lo:.1%}–{hi:.1%}) | {b.formula:>7.1%} | "
                      f"{b.spread(b.simulated)[0]:>6.1%} | {b.verdict()}")
-    return "\n".join(lines + [OUTSIDE] * any(ln.endswith(OUTSIDE_MARK) for ln in lines))
+    return footnoted("\n".join(lines))
 
 
 def bubbles(results: dict) -> list[Bubble]:
@@ -325,8 +328,7 @@ def bubbles(results: dict) -> list[Bubble]:
     for (kind, m), steps in timelines(results).items():
         sims = [idle_fractions(simulate([schedule(kind, s, p, m) for s in range(p)], *pass_times(ps, p)), p)
                 for ps in steps]
-        out.append(Bubble(kind, p, m, [sum(idle_fractions(ps, p)) / p for ps in steps],
-                          [sum(f) / p for f in sims]))
+        out.append(Bubble(kind, p, m, [sum(idle_fractions(ps, p)) / p for ps in steps], [sum(f) / p for f in sims]))
     return out
 
 
