@@ -140,10 +140,10 @@ def _raise(entries: dict, key: str, row: bench.Timing, by: str, *, used: bool = 
     `used`: the old peak was stored before this call, so earlier cells may have divided by it."""
     old = _timing(entries[key]["timings"][0])
     peak = dataclasses.replace(row, name=f"peak: {row.name}", samples=tuple(row.samples), turns_id=None)
-    said = (f"raised to {by}'s {row.name}, {units.fmt_rate(row.rate, row.unit)}: the peak is the fastest matmul "
-            f"this run measured, and {old.name.removeprefix('peak: ')} read {units.fmt_rate(old.rate, old.unit)} as "
-            f"{entries[key]['by']} measured it (two moments: which size runs faster is not told by them)"
-            + ("; cells before this divided by the old one" if used else ""))
+    said = (f"raised to {by}'s {row.name}, {units.fmt_rate(row.rate, row.unit)}: the peak is the run's fastest "
+            f"reading, and {entries[key]['by']}'s {old.name.removeprefix('peak: ')} read "
+            f"{units.fmt_rate(old.rate, old.unit)} (a maximum of readings at two moments, not a verdict that one ran "
+            "faster)" + ("; cells before this divided by the old one" if used else ""))
     entries[key]["timings"] = [_stored_dict(peak)]
     entries[key]["by"], entries[key]["at"] = by, time.time()  # the peak is now this notebook's row
     entries[key]["raised"] = said
@@ -172,7 +172,7 @@ def offer(row: bench.Timing, device: torch.device | str, dtype: torch.dtype, *, 
             if row.rate_lo > old.rate_hi]  # faster beyond both spreads (quartiles)
     files.write_text_atomic(path(), json.dumps(entries, indent=1))
     if said:
-        return Offered(f"raised: {said[0]}", raised=True)
+        return Offered(said[0], raised=True)
     standing = [old for old in stored.values() if row.rate > old.rate]
     if standing:  # above the peak's median, the two spreads overlapping
         old = standing[0]
@@ -184,7 +184,8 @@ def offer(row: bench.Timing, device: torch.device | str, dtype: torch.dtype, *, 
     if not stored:
         if any(_timing(o["timing"]).rate >= row.rate for o in offers[:-1] if o["kind"] == kind):
             return Offered()  # a faster row of this precision is kept already
-        return Offered("kept: a later notebook's peak in this precision is the faster of its own and this")
+        return Offered("kept: no peak of this precision is stored yet; the first notebook that measures one will use "
+                       "the faster of its own and this")
     return Offered()
 
 

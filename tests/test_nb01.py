@@ -167,6 +167,9 @@ def test_vs_datasheet_compares_a_gpu_with_its_datasheet_and_a_cpu_with_the_table
     _no_gpu_run(monkeypatch, {"gpu fp32 matmul peak": {"value": 50.0, "unit": "TFLOP/s", "spread": [49.0, 51.0]}})
     measured = nb01.vs_datasheet(cpu)  # 50 TFLOP/s against 100 GFLOP/s (quartiles 99-101)
     assert "the reference GPU X's peak is 500× this CPU's" in measured and "both measured" in measured
+    _no_gpu_run(monkeypatch, {"gpu fp32 matmul peak": {"value": 50.0, "unit": "TFLOP/s", "spread": [49.0, 51.0]},
+                              "cpu fp32 matmul peak": {"value": 1.25, "unit": "TFLOP/s", "note": "matmul 8×8"}})
+    assert "on that one machine, its GPU's peak is 40× its own CPU's (1.25 TFLOP/s, matmul 8×8" in nb01.vs_datasheet(cpu)
 
 
 def test_early_read_text_says_what_the_early_read_saw(monkeypatch):

@@ -174,6 +174,14 @@ def test_fastest_line_names_the_ties():
     c = _timing("c", 0.5, 0.49, 0.51, work=100, unit="tok/s")
     assert nb08.fastest_line([c, b, a]) == "fastest median: a (not told apart from b by these repeats)"
     assert nb08.fastest_line([c, a]) == "fastest median: a"
+    from course_lib import bench  # section 4 times its versions in turns: paired
+    won = bench.timing_of([0.150, 0.151, 0.149, 0.152, 0.150], name="a", device="cpu", work=100, unit="tok/s",
+                          turns_id="s4")
+    comp = bench.timing_of([0.186, 0.185, 0.189, 0.187, 0.186], name="compiled, SDPA", device="cpu", work=100,
+                           unit="tok/s", turns_id="s4")  # slower than the eager winner in every turn
+    said = nb08.fastest_line([comp, won])
+    assert said.startswith("fastest median: a; compiled, SDPA ran slower than a, beyond the spread")
+    assert "compiling does not pay here" in said and "compiled" not in nb08.fastest_line([a, b])
 
 
 def test_kernel_verdict_blames_the_16_bit_kernel_only_when_float32_does_not_lose():

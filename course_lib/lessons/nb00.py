@@ -94,8 +94,9 @@ def timing_split(apart: bench.Ratio, paired: bench.Ratio) -> str:
     if not (apart.clear or paired.clear):
         why = ("within the spread of its repeats" if apart.within_noise or apart.single
                else "closer to 1 than two moments can differ by")
-        return (f"timed apart {apart.value:.2f}×, in turns {paired.value:.2f}×: neither tells a difference (the one "
-                f"apart is {why}), so there is nothing to split between the way of timing and the moment")
+        settled = (f"in turns the two ways of timing agree ({paired.lo:.2f}–{paired.hi:.2f}×)"
+                   if paired.within_noise and not paired.too_wide else "in turns they cannot be told apart either")
+        return f"timed apart {apart.value:.2f}×, in turns {paired.value:.2f}×: {settled}; the one timed apart is {why}"
     if paired.lo <= apart.value <= paired.hi:  # the way of timing alone could explain all of it, or none
         return (f"timed apart {apart.value:.2f}×, in turns {paired.value:.2f}× "
                 f"({paired.lo:.2f}–{paired.hi:.2f}×): the way of timing {way}; its interval holds the whole {apart.value:.2f}×, so this run cannot split "

@@ -27,7 +27,8 @@ def cpu_16bit_verdict(fmt: str, ratio: bench.Ratio, flags: Sequence[str],
     if not ratio.clear:
         return f"{fmt} and fp32 cannot be told apart here ({ratio.doubt}); {reports}"
     if ratio.value > 1:
-        return (f"{fmt} ran {ratio.phrase} than fp32, and {reports}: instructions that do {fmt} arithmetic" if has
+        return (f"{fmt} ran {ratio.phrase} than fp32, and {reports}: instructions that do {fmt} arithmetic "
+                "(whether its kernels used them, this run does not measure)" if has
                 else f"{fmt} ran {ratio.phrase} than fp32 although {reports}: PyTorch's {fmt} path ran faster here "
                 "all the same")
     where = f"where that time goes, this cell does not measure, {profiled}"
@@ -199,7 +200,12 @@ def vs_datasheet(cpu_peak: bench.Timing, gpu_peak: bench.Timing | None = None, g
     vs = report.rate_vs_row(cpu_peak, row) if row else None  # this CPU's peak over the reference GPU's: both measured
     measured = (f"\nboth measured, both the fastest fp32 matmul each found: the reference {ref_device}'s peak is "
                 f"{1 / vs[0]:,.0f}× this CPU's ({1 / vs[2]:,.0f}–{1 / vs[1]:,.0f}× from their quartiles; its matmul "
-                "larger, as a GPU needs to reach its peak)" if vs else "")
+                "larger, as a GPU needs to reach its peak; two machines, at two moments)" if vs else "")
+    host = ref.get("cpu fp32 matmul peak")
+    if vs and host and host.get("unit") == row.get("unit"):  # one machine: its GPU's peak over its own CPU's
+        measured += (f"\non that one machine, its GPU's peak is {row['value'] / host['value']:,.0f}× its own CPU's "
+                     f"({report.fmt_row_value(host)} {host['unit']}, {host.get('note', '')}, its host's threads): "
+                     "how much a GPU adds depends on the CPU it is set against")
     return "\n".join([
         datasheet.table(),  # the course prints the full datasheet table here only
         f"this CPU's measured fp32 peak: {units.fmt_rate(cpu_peak.rate, 'FLOP/s')}; the table's column is NVIDIA's "

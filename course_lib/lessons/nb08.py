@@ -214,8 +214,10 @@ def fastest_line(timings: Sequence[Timing]) -> str:
     """The version with the highest median rate, and those its repeats do not tell it apart from."""
     best = max(timings, key=lambda t: t.rate)
     tied = [t.name for t in timings if t is not best and not speedup(t, best).clear]
-    return f"fastest median: {best.name}" + (f" (not told apart from {', '.join(tied)} by these repeats)"
-                                             if tied else "")
+    beaten = [t.name for t in timings if t.name.startswith("compiled") and t is not best and t.name not in tied]
+    return (f"fastest median: {best.name}" + (f" (not told apart from {', '.join(tied)} by these repeats)" if tied else "")
+            + (f"; {', '.join(beaten)} ran slower than {best.name}, beyond the spread: against it, compiling does "
+               "not pay here, whatever its break-even against eager SDPA" if beaten else ""))
 
 
 def kernel_verdict(low: Ratio, fp32: Ratio, low_dtype: torch.dtype | None, device_label: str) -> str:
