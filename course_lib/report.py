@@ -314,7 +314,7 @@ def apart_words(vs: tuple[float, float, float]) -> str:
     beyond them and whether that is past what two moments can differ by (:func:`verdicts.moments_words`)."""
     value, lo, hi = vs
     return ("within their quartiles" if lo <= 1 <= hi else
-            f"{value:.2f}× apart, beyond both quartiles ({lo:.2f}–{hi:.2f}×); {verdicts.moments_words(lo, hi)}")
+            f"{value:.2f}× apart, beyond both quartiles; {verdicts.moments_words(lo, hi)}")
 
 
 def recorded_ratio(key: str, row: dict) -> bench.Ratio:

@@ -289,12 +289,11 @@ def moments_words(lo: float, hi: float, *, word: bool = True) -> str:
     difference). The last word is said unless not `word` (a verdict that says it already)."""
     if lo <= 1 <= hi:
         return "within their spreads"
-    end = lo if lo > 1 else hi  # as printed; its distance from 1 as a factor is max(end, 1 / end)
-    if max(end, 1 / end) < APART:
-        return (f"the end of its range nearest 1, {end:.2f}×, is closer to 1 than the {APART:g}× by which two "
-                "moments can differ" + (": inconclusive" if word else ""))
-    return (f"even the end of its range nearest 1, {end:.2f}×, lies past the {APART:g}× by which two moments can differ"
-            + (": a difference" if word else ""))
+    if min(max(lo, 1 / lo), max(hi, 1 / hi)) < APART:  # its end nearest 1, as a factor, is under APART
+        return (f"its range, {lo:.2f}–{hi:.2f}×, comes within the {APART:g}× of 1 by which two moments can differ"
+                + (": inconclusive" if word else ""))
+    return (f"its whole range, {lo:.2f}–{hi:.2f}×, lies {APART:g}× or more from 1, beyond what two moments can differ "
+            "by" + (": a difference" if word else ""))
 
 
 def ratio_of(name: str, value: float, lo: float, hi: float, *, more: str = "higher",

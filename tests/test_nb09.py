@@ -159,8 +159,8 @@ def test_checkpointing_rows_and_verdicts():
     below = nb09.recompute_verdict(-0.1, cost, plain, _t("ck", 0.11, 0.002), fwd)
     assert "peak memory 10 % higher" in below and "costs 10.0 ms here, less than the blocks' forward alone" in below
     within = nb09.recompute_verdict(0.4, cost, plain, _t("ck", 0.13, 0.01), fwd)  # quartiles 125–135 hold 130
-    assert within.endswith("verdict: the checkpointed step took what a plain step plus the recomputed forward "
-                           "predicts, within the spread of the repeats")
+    assert within.endswith("verdict: the checkpointed step's quartiles hold what a plain step plus the recomputed "
+                           "forward predicts (medians against quartiles, not paired turns)")
     apart = nb09.recompute_verdict(0.4, cost, plain, _t("ck", 0.115, 0.02), fwd)  # 105–125 overlaps, misses 130.0
     assert "the prediction's median (130.0 ms) lies outside the measured quartiles: these repeats cannot tell" in apart
 
@@ -197,7 +197,7 @@ def test_at_peak_report_and_the_profilers_cost():
     assert len(nb09.at_peak_report(rows, "v", 2 * MiB, 4, 0).splitlines()) == 4  # nothing added: no comparison
     plain = _t("plain", 0.1, 0.01)  # upper quartile 105 ms
     far = nb09.profiler_cost(300, plain)  # 300 ms against quartiles 95-105 ms: 2.86-3.16x, past what two moments make
-    assert "3.00× as long (2.86–3.16× section 5's quartiles)" in far and "a difference" in far and "the profiler" in far
+    assert "3.00× as long, over section 5's quartiles its whole range, 2.86–3.16×" in far and "a difference" in far and "the profiler" in far
     near = nb09.profiler_cost(150, plain)  # 1.43-1.58x: two moments can move that much
     assert "1.50× as long" in near and "inconclusive" in near and "does not measure the profiler's cost" in near
     assert "within section 5's quartiles: two moments cannot show a cost under 2.5×" in nb09.profiler_cost(104, plain)
@@ -249,12 +249,12 @@ def test_step_in_08_sets_08s_whole_step_beside_this_part_of_it():
                            turns_id="t")
     assert nb09.step_in_08(None, (whole, part), c.batch, gpt) == ""
     first, second = nb09.step_in_08(row, (whole, part), c.batch, gpt).splitlines()
-    assert "the part is shorter than the whole, as it must be" in first and "takes 88% (88%–89%) of the whole's time, paired" in first
+    assert "the part is shorter than the whole, as it must be" in first and "alone took 88% of the whole step (clipping and AdamW included), its paired range 88%–89%" in first
     assert second.startswith("notebook 08 recorded a whole training step") and "the whole step here: 172.0 ms" in second
     assert "14.6 (14.05–14.7) ktok/s" in second and "the whole step here: 172.0 ms (170.0–175.0), 11.91 (11.7–12.05) ktok/s" in second
     tokens = c.batch * c.block
     lo, hi = (tokens / whole.hi_s) / 14.7e3, (tokens / whole.lo_s) / 14.05e3  # rate here over 08's fastest, slowest
-    assert f"({lo:.2f}–{hi:.2f}×)" in second and "inconclusive" in second  # 0.79–0.86×: under 2.5×
+    assert f"its range, {lo:.2f}–{hi:.2f}×" in second and "inconclusive" in second  # 0.79–0.86×: under 2.5×
     written = {**row, "setup": "written-out attention"}  # 08 ran the written-out attention: the pair names it
     assert "08's whole step (written-out attention, as 08 ran it; this notebook's own steps above run SDPA), timed " in \
         nb09.step_in_08(written, (whole, part), c.batch, gpt)

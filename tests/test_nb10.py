@@ -177,10 +177,10 @@ def test_compile_log_note_explains_a_count_that_differs_from_explain():
 def test_compile_pair_and_turns_apart():
     assert "(2.0×): one run each, not in turns" in nb10.compile_pair(20.0, 10.0)
     apart = nb10.turns_apart(_t("then", 1.0, 0.02), _t("now", 3.0, 0.06))
-    assert "(0.33×, 0.3" in apart and "past the 2.5× by which two moments can differ" in apart
+    assert "(0.33×, 0.3" in apart and "lies 2.5× or more from 1, beyond what two moments can differ by" in apart
     assert "within their spreads;" in nb10.turns_apart(_t("then", 1.0, 0.2), _t("now", 1.02, 0.2))
     beyond = nb10.turns_apart(_t("then", 1.0, 0.02), _t("now", 1.28, 0.02))  # the cpu run's 0.78x: beyond, under 1.5x
-    assert "within" not in beyond and "is closer to 1 than the 2.5× by which two moments can differ: inconclusive" in beyond
+    assert "within their" not in beyond and "comes within the 2.5× of 1 by which two moments can differ: inconclusive" in beyond
 
 
 def test_tlparse_note_each_case(tmp_path):
@@ -230,7 +230,7 @@ def test_op_table_rows_footer_and_section_3():
 
 
 def test_eager_then_now_apart_beyond_the_quartiles():
-    assert "1.50× its time, at two moments: the end of its range nearest 1, 1.4" in nb10.eager_then_now(
+    assert "1.50× its time, at two moments: its range, 1.4" in nb10.eager_then_now(
         _t("then", 1.0, 0.02), _t("now", 1.5, 0.02))
     assert "at two moments: within their spreads" in nb10.eager_then_now(_t("then", 1.0, 0.2), _t("now", 1.05, 0.2))
 
@@ -338,7 +338,7 @@ def test_step_in_08_sets_08s_step_of_the_same_gpt_beside_this_one():
     text = nb10.step_in_08(ran08, eager, c.batch, gpt, "cpu")
     assert "notebook 08 timed this GPT at this batch" in text and "12.56 (11.95–12.7) ktok/s; eager here: 17.36 (17.07–17.5) ktok/s" in text
     lo, hi = eager.rate_lo / 1e3 / 12.70, eager.rate_hi / 1e3 / 11.95
-    assert f"beyond both quartiles ({lo:.2f}–{hi:.2f}×)" in text and "one set of turns are paired" in text
+    assert f"beyond both quartiles; its range, {lo:.2f}–{hi:.2f}×" in text and "one set of turns are paired" in text
     near = {f"step, micro-batch of {c.batch} sequences": {**row, "value": 17.0, "spread": [15.0, 18.0]}}
     assert "within their quartiles" in nb10.step_in_08(near, eager, c.batch, gpt, "cpu")
     assert nb10.step_in_08(None, eager, c.batch, gpt, "cpu") == ""  # 08 did not run so

@@ -405,11 +405,11 @@ def test_a_ratio_range_shows_on_which_side_of_1_its_ends_lie():
     assert report.ratio_grade({"value": 1.8, "unit": "×", "spread": [1.7, 1.9]}) == "a difference (1 lies outside its interval; drift not recorded)"
     # taken at two moments: the rule this run's ratios are read by, whether the row says so or its older name does
     apart = {"value": 2.3148848747497035, "unit": "×", "spread": [1.958589557578997, 2.4694767522864756]}  # 05's H200
-    worded = "timed apart: the end of its range nearest 1, 1.96×, is closer to 1 than the 2.5× by which two moments can differ"
+    worded = "timed apart: its range, 1.96–2.47×, comes within the 2.5× of 1 by which two moments can differ"
     assert report.ratio_grade({**apart, "apart": True}).startswith(worded)
     assert report.ratio_grade(apart, "a process each vs one after another (timed apart, unpaired)").startswith(worded)
     far = report.ratio_grade({**apart, "spread": [2.6, 2.9], "value": 2.7}, "x, unpaired")
-    assert far.startswith("timed apart: even") and far.endswith(": a difference")  # which way: the value says
+    assert far.startswith("timed apart: its whole range, 2.60–2.90×, lies 2.5× or more") and far.endswith(": a difference")  # which way: the value says
     rep = report.Report("05_data_parallel", "smoke", torch.device("cpu"))
     rep.record(bench.ratio_of("a vs b", 2.0, 1.9, 2.1, apart=True), bench.ratio_of("c vs d", 2.0, 1.9, 2.1))
     assert rep.rows["a vs b"]["apart"] is True and "apart" not in rep.rows["c vs d"]

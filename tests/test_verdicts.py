@@ -120,7 +120,11 @@ def test_a_range_prints_with_the_digits_that_show_the_wide_rule_as_applied():
 
 def test_two_moments_are_worded_one_way_whatever_prints_them():
     assert verdicts.moments_words(0.9, 1.1) == "within their spreads"
-    assert "0.85×, is closer to 1 than the 2.5×" in verdicts.moments_words(0.74, 0.85) and "inconclusive" in verdicts.moments_words(0.74, 0.85)
-    assert "past the 2.5×" in verdicts.moments_words(2.6, 2.9)
+    assert verdicts.moments_words(0.74, 0.85) == ("its range, 0.74–0.85×, comes within the 2.5× of 1 by which two "
+                                                  "moments can differ: inconclusive")
+    assert verdicts.moments_words(0.3, 0.45).endswith("0.30–0.45×, comes within the 2.5× of 1 by which two moments "
+                                                      "can differ: inconclusive")  # 0.45x is 2.2x from 1
+    assert verdicts.moments_words(2.6, 2.9) == ("its whole range, 2.60–2.90×, lies 2.5× or more from 1, beyond what "
+                                                 "two moments can differ by: a difference")
     r = verdicts.ratio_of("x", 1.68, 1.42, 1.80, apart=True)  # 05's 1.68x (1.42-1.80): its near end is 1.42x
-    assert r.inconclusive and "1.42×, is closer to 1 than the 2.5×" in str(r)
+    assert r.inconclusive and "its range, 1.42–1.80×, comes within the 2.5× of 1" in str(r)

@@ -216,8 +216,8 @@ def fastest_line(timings: Sequence[Timing]) -> str:
     tied = [t.name for t in timings if t is not best and not speedup(t, best).clear]
     beaten = [t.name for t in timings if t.name.startswith("compiled") and t is not best and t.name not in tied]
     return (f"fastest median: {best.name}" + (f" (not told apart from {', '.join(tied)} by these repeats)" if tied else "")
-            + (f"; {', '.join(beaten)} ran slower than {best.name}, beyond the spread: against it, compiling does "
-               "not pay here, whatever its break-even against eager SDPA" if beaten else ""))
+            + (f"; {', '.join(beaten)} ran slower than {best.name}, beyond the spread (two changes at once: the "
+               "compiler and the attention; compiling the written-out GPT was not timed)" if beaten else ""))
 
 
 def kernel_verdict(low: Ratio, fp32: Ratio, low_dtype: torch.dtype | None, device_label: str) -> str:
@@ -276,7 +276,7 @@ def paired_mfu_text(mfu: Ratio, what: str, device: str, stored: float, matmul: R
     `stored` the same turns' step over the stored peak, `matmul` the matmul's FLOP/s in these turns over
     the stored peak's, `step` the step's rate in these turns over section 4's timing of it (both timed
     apart; None where section 4's MFU came from another version of the step). Where the matmul held its
-    stored pace and the step section 4's, the MFU above stands; otherwise this step's MFU reads between
+    stored pace and the step section 4's, the MFU above is this run's reading; otherwise this step's MFU reads between
     the readings, by which moment's timings divide it."""
     lines = [f"the same check at one moment: {mfu.rounds} turns of the {what} step and the peak's matmul | {device}",
              f"  over the same turns' matmul: {mfu.value:.1%} ({mfu.lo:.1%}–{mfu.hi:.1%}); over the stored peak: "
@@ -287,14 +287,15 @@ def paired_mfu_text(mfu: Ratio, what: str, device: str, stored: float, matmul: R
     if matmul.too_wide:
         return "\n".join(lines + [f"  the matmul's spreads ({matmul.lo:.2f}–{matmul.hi:.2f}×) are too wide to say "
                                   "whether it held its stored pace"])
-    said = ["the matmul held its stored pace" if matmul.within_noise else
+    said = ["the matmul within the spreads of its stored pace" if matmul.within_noise else
             f"the matmul ran at {matmul.value:.2f}× its stored pace"]
     if step is not None:
-        said.append("the step section 4's" if step.within_noise else
+        said.append("the step within those of section 4's" if step.within_noise else
                     f"the step ran at {step.value:.2f}× ({step.lo:.2f}–{step.hi:.2f}) section 4's pace\n"
                     "  (two moments apart; what moved it is not measured here)")
     if matmul.within_noise and (step is None or step.within_noise):
-        return "\n".join(lines + [f"  {', and '.join(said)}: the MFU above stands"])
+        return "\n".join(lines + [f"  {', and '.join(said)} (two moments: no change shown): the MFU above is this run's "
+                                  "reading"])
     readings = [mfu.value, stored] + ([stored / step.value] if step is not None else [])  # the last: section 4's
     lines.append(f"  {'; '.join(said)}")
     lines.append(f"  so this step's MFU on this machine: {min(readings):.0%}–{max(readings):.0%}, the range of these "
@@ -309,7 +310,7 @@ def published_mfu(this_run: str) -> str:
     big = profiles.sizes("08_transformer", "gpu", memory_gib=80)
     return (f"\nFor comparison, and not the same setup as this run ({this_run}): the reference run trained the gpu "
             f"profile's large GPT ({big.n_layer} layers, width {big.n_embd}, T = {big.block}, bf16, "
-            f"{big.micro * big.accum * big.block:,} tokens per step; section 8), and the published runs models of "
+            f"{big.micro * big.accum * big.block:,} tokens per step; section 8), and the published runs trained models of "
             "125 M to 1 B parameters on 2,048-token sequences. "
             + published.elsewhere("08_transformer", ("MFU",), ["mosaic_mpt125m_a100_80gb_mfu",
                                                                "mosaic_mpt1b_h100_vs_a100_mfu"])

@@ -383,8 +383,9 @@ def step_in_08(row: dict | None, pair: Sequence[Timing], batch: int, gpt: GPTCon
     as_rate = dataclasses.replace(whole, work=batch * gpt.block_size, unit="tok/s")
     k, unit = rate_scale(as_rate.rate, "tok/s")  # in 08's unit where it reads so: '24.5 (24.3–25.1) ktok/s'
     return "\n".join([
-        f"08's whole step{how}, timed here in turns with its forward and backward: {ms(whole)} and {ms(part)}; the part "
-        f"takes {share.value:.0%} ({share.lo:.0%}–{share.hi:.0%}) of the whole's time, paired turn by turn: {said}",
+        f"08's whole step{how}, timed here in turns with its forward and backward: {ms(whole)} and {ms(part)}; forward "
+        f"and backward alone took {share.value:.0%} of the whole step (clipping and AdamW included), its paired range "
+        f"{share.lo:.0%}–{share.hi:.0%}: {said}",
         f"{head}; the whole step here: {ms(whole)}, {as_rate.rate / k:.4g} ({as_rate.rate_lo / k:.4g}–"
         f"{as_rate.rate_hi / k:.4g}) {unit}, {report.apart_words(report.rate_vs_row(as_rate, row))}"])
 
@@ -409,8 +410,8 @@ def recompute_verdict(saving: float, cost: Ratio, plain: Timing, checkpointed: T
         lines.append(f"verdict: checkpointing costs {1e3 * (checkpointed.median_s - plain.median_s):.1f} ms here, "
                      f"less than the blocks' forward alone ({1e3 * forward.median_s:.1f} ms)")
     elif checkpointed.lo_s <= plain.median_s + forward.median_s <= checkpointed.hi_s:
-        lines.append("verdict: the checkpointed step took what a plain step plus the recomputed forward predicts, "
-                     "within the spread of the repeats")
+        lines.append("verdict: the checkpointed step's quartiles hold what a plain step plus the recomputed forward "
+                     "predicts (medians against quartiles, not paired turns)")
     else:
         lines.append(f"verdict: the two ranges overlap but the prediction's median "
                      f"({1e3 * (plain.median_s + forward.median_s):.1f} ms) lies outside the measured quartiles: these "
@@ -521,8 +522,7 @@ def profiler_cost(profiled_ms: float, plain: Timing) -> str:
     if lo <= 1 <= hi:
         return head + (f"within section 5's quartiles: two moments cannot show a cost under {verdicts.APART:g}× "
                        "(notebook 10 times a profiled step in turns with a plain one)")
-    said = (f"{profiled_ms / plain_ms:.2f}× as long ({lo:.2f}–{hi:.2f}× section 5's quartiles): "
-            f"{verdicts.moments_words(lo, hi)}")
+    said = f"{profiled_ms / plain_ms:.2f}× as long, over section 5's quartiles {verdicts.moments_words(lo, hi)}"
     if lo > verdicts.APART:
         return head + (f"{said}; what differs between the two is the profiler recording every allocation with its "
                        "shapes and Python stack")
