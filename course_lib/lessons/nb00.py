@@ -82,7 +82,7 @@ def rates_text(hand: bench.Timing, timings: Sequence[bench.Timing], apart: bench
     none (the recorded reference run), and `apart`, the CPU's two rates compared."""
     lines = [str(hand), *map(str, timings)]
     if len(timings) == 1:
-        lines.append("No GPU here. What the reference machine did with this cell (its CPU's rows, then its GPU's): "
+        lines.append("No GPU here. What the reference machine did with this cell (each row names the device it ran on): "
                      + published.elsewhere("00_setup_check", ("matmul",)))
     return "\n".join(lines + [str(apart)])
 
@@ -114,7 +114,7 @@ def peak_text(peak: bench.Timing, note: peaks.Note, row: bench.Timing, offered: 
     lines = [str(peak), f"  {note}", bench.fmt_vs_peak(row, peak),
              "  (that row and the peak were timed apart, not in turns: " + (
                  "they are the same matmul, so the fraction is the machine's change of speed between the two and "
-                "each timing's own noise, not split here)"
+                 "each timing's own noise, not split here)"
                  if same else "the fraction also holds the machine's change of speed between the two)")]
     if offered:
         lines.append(f"  {row.name}: {offered}")

@@ -275,9 +275,9 @@ def paired_mfu_text(mfu: Ratio, what: str, device: str, stored: float, matmul: R
     matmul timed in the same turns. `mfu` is the paired ratio of the step's model FLOP/s to the matmul's,
     `stored` the same turns' step over the stored peak, `matmul` the matmul's FLOP/s in these turns over
     the stored peak's, `step` the step's rate in these turns over section 4's timing of it (both timed
-    apart; None where section 4's MFU came from another version of the step). Where the matmul held its
-    stored pace and the step section 4's, the MFU above is this run's reading; otherwise this step's MFU reads between
-    the readings, by which moment's timings divide it."""
+    apart; None where section 4's MFU came from another version of the step). Where the matmul kept
+    within the spreads of its stored pace and the step of section 4's, the MFU above is this run's
+    reading; otherwise this step's MFU is the range of the readings, each one moment's."""
     lines = [f"the same check at one moment: {mfu.rounds} turns of the {what} step and the peak's matmul | {device}",
              f"  over the same turns' matmul: {mfu.value:.1%} ({mfu.lo:.1%}–{mfu.hi:.1%}); over the stored peak: "
              f"{stored:.1%}"]

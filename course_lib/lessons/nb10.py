@@ -198,7 +198,7 @@ def sync_verdict(gain: Ratio | None, waits: int, device: str, device_type: str) 
         if kept and kept.get("spread") and (said := report.recorded_ratio("", kept)).within_noise and waited:
             bound = _bound(waited["value"] / 100)
             lo, hi = kept["spread"]
-            lines.append((f"The reference's turns could not tell either ({lo:.2f}–{hi:.2f}×: too wide, a cost of up to "
+            lines.append((f"The reference's turns could not tell ({lo:.2f}–{hi:.2f}×: too wide, a cost of up to "
                           f"{hi - 1:.0%} fits in it)." if said.too_wide else "No measurable cost there either.")
                          + f" The same GPT's plain step was {bound} there (its GPU waited {waited['value']:.0f}% of "
                          "the profiled step, section 1; the logging step's own share was not profiled)" + (
