@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.profiler import ProfilerActivity, profile
 
-from course_lib import bench, check, memory, oom, published, report, units
+from course_lib import bench, check, memory, oom, published, report, units, verdicts
 from course_lib.attention import attention, causal_mask, padding_mask
 from course_lib.bench import Timing
 from course_lib.lessons import nb07_seqlen as seqlen
@@ -180,20 +180,23 @@ def time_backends(step: Callable[[], object], device: torch.device | str, *,
 
 def two_moments(before: bench.Ratio, here: bench.Ratio) -> str:
     """One sentence on one comparison (the same two steps) timed in turns at two moments of a
-    run: `before` in section 5's sweep, `here` in section 6. Each ratio is paired; whether the
-    two agree is read from their intervals (what would move a ratio between the two is not measured)."""
+    run: `before` in section 5's sweep, `here` in section 6. Each ratio is paired, but only within its
+    own moment (the machine's pace can move its two steps unevenly): two moments' ratios are read by the
+    course's rule for two moments (:func:`verdicts.moments_words`), after their intervals."""
     ranges = f"section 5: {before.lo:.2f}–{before.hi:.2f}×, here: {here.lo:.2f}–{here.hi:.2f}×"
     if before.single or here.single:
         return f"one round at a moment: no interval to say whether the two moments agree ({ranges})"
     if before.lo <= here.hi and here.lo <= before.hi:
         return f"the two moments agree within their intervals ({ranges})"
-    return (f"the two moments disagree beyond their intervals ({ranges}):\n  the ratio itself changed between them, "
-            "for a reason not measured here; quote each with its interval and its section")
+    lo, hi = here.lo / before.hi, here.hi / before.lo  # here's ratio over section 5's, from their intervals
+    return (f"the two moments' intervals do not overlap ({ranges}):\n  here over section 5, "
+            f"{verdicts.moments_words(lo, hi)};\n  a paired ratio holds its own moment only (what moved it is not "
+            "measured here): quote each with its section")
 
 
 SAME_STEP = ("  both sections time the same step (inputs of one shape, forward + backward, causal), in turns, "
-             "by the same code;\n  they differ in the steps beside it, one more untimed call here and section 5's "
-             "call measuring its memory first: what moves its time is not measured")
+             "by the same code;\n  they differ only in what runs next to the timed step (one more untimed call here; "
+             "a memory measurement first in section 5):\n  this run does not measure what changed its time")
 
 
 def sections_text(at: Mapping[tuple[str, int], Point], mine: Mapping[str, Timing], names: Sequence[str],
