@@ -7,18 +7,18 @@ Run it by hand from the repository root (K = 2 processes):
 For each ``--model WIDTH,LAYERS,BATCH`` every rank builds the same K replicas of a stack of
 Linear layers (``course_lib.lessons.models.layer_stack``) and K (BATCH, WIDTH) pieces, and runs
 the forward passes without autograd, with 1 thread per operation, so that the workers are the only
-parallelism. Rank 0 alone times the K replicas one after another and on one Python thread each
-(as DataParallel's ``parallel_apply`` runs them), in turns, while the other ranks wait; then
-every rank runs its own replica at the same time, as DDP does, and a round takes as long as the
-slowest rank. The first two are timed in turns by ``bench.turns``, the third in blocks of the
-same number of calls (``bench.calls_per_block``) on every rank. Rank 0 writes ``--out/results.json``:
-seconds per call of each way, one value per round.
+parallelism. Three ways, timed in the same rounds by ``bench.turns`` (paired, in an order that
+rotates from round to round): rank 0 alone runs the K replicas one after another, and on one
+Python thread each (as DataParallel's ``parallel_apply`` runs them), while the other ranks wait at
+a barrier; and every rank runs its own replica at the same time, as DDP does, a block lasting as
+long as the slowest rank's. A block is the same number of calls on every rank
+(``bench.calls_per_block`` on rank 0). Rank 0 writes ``--out/results.json``: seconds per call of
+each way, one value per round, round r of every way from the same round.
 """
 
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
 from typing import Callable
 
@@ -47,26 +47,30 @@ def parse() -> argparse.Namespace:
     return p.parse_args()
 
 
-def seconds_per_call(fn: Callable[[], object], calls: int) -> float:
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    return (time.perf_counter() - start) / calls
+TOGETHER = "a process each"  # the way every rank runs; rank 0 alone runs the others
 
 
-def together(fn: Callable[[], object], seconds: float, rounds: int, world_size: int) -> list[float]:
-    """Every rank runs `fn` the same number of times, starting together; per round, the slowest
-    rank's seconds per call."""
-    seconds_per_call(fn, 2)  # warm-up
-    calls = torch.tensor([bench.calls_per_block(fn, seconds / rounds)])
-    dist.broadcast(calls, src=0)  # rank 0's count, so that every rank makes the same calls
-    times = []
-    for _ in range(rounds):
-        dist.barrier()  # start together
-        every = [0.0] * world_size
-        dist.all_gather_object(every, seconds_per_call(fn, int(calls)))
-        times.append(max(every))
-    return times
+def blocks(ways: dict[str, Callable[[], object]], seconds: float,
+           rank: int) -> tuple[dict[str, Callable[[], None]], dict[str, int]]:
+    """One block of calls per way, for ``bench.turns``: every block starts at a barrier, so that
+    the ranks take their turns together; rank 0 alone makes the calls of a way other than
+    TOGETHER, and TOGETHER's block ends at a second barrier, so that rank 0's clock covers the
+    slowest rank. Returns the blocks and their calls, the same number on every rank: rank 0's
+    ``bench.calls_per_block``."""
+    counts = torch.tensor([bench.calls_per_block(fn, seconds) if rank == 0 else 0 for fn in ways.values()])
+    dist.broadcast(counts, src=0)
+    calls = dict(zip(ways, counts.tolist()))
+
+    def block(name: str, fn: Callable[[], object], n: int) -> Callable[[], None]:
+        def run() -> None:
+            dist.barrier()  # start together
+            if rank == 0 or name == TOGETHER:
+                for _ in range(n):
+                    fn()
+            if name == TOGETHER:
+                dist.barrier()  # end with the slowest rank
+        return run
+    return {name: block(name, fn, calls[name]) for name, fn in ways.items()}, calls
 
 
 @ranks.entry
@@ -82,15 +86,12 @@ def main() -> None:
         reps = nb05.replicas(models.layer_stack(width, layers), k)  # k copies of layers × Linear
         ins = [torch.randn(batch, width) for _ in reps]  # one (batch, width) piece per replica
         with torch.no_grad():
-            times = {}
-            if ctx.rank == 0:  # rank 0 alone, while the other ranks wait at the barrier
-                times = bench.turns({
-                    "one after another": lambda: [r(x) for r, x in zip(reps, ins)],
+            ways = {"one after another": lambda: [r(x) for r, x in zip(reps, ins)],
                     "a thread each": lambda: nb05.thread_apply(reps, ins),  # as parallel_apply
-                }, rounds=a.rounds, block_s=a.seconds / a.rounds)
-            dist.barrier()
-            mine = lambda: reps[ctx.rank](ins[ctx.rank])  # noqa: E731 - this rank's replica
-            times["a process each"] = together(mine, a.seconds, a.rounds, k)  # as DDP
+                    "a process each": lambda: reps[ctx.rank](ins[ctx.rank])}  # this rank's replica, as DDP
+            timed, calls = blocks(ways, a.seconds / a.rounds, ctx.rank)  # a block: calls[way] calls
+            times = bench.turns(timed, rounds=a.rounds, number=1, warmup=1, device="cpu", block_warmup=False)
+            times = {way: [t / calls[way] for t in ts] for way, ts in times.items()}  # seconds per call
         # <<< the three ways
         results[f"{width},{layers},{batch}"] = times
         ranks.print0(f"{layers} × Linear({width}, {width}) on {batch} rows: timed three ways")

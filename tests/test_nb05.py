@@ -194,6 +194,18 @@ def test_gil_verdict_reads_where_threads_helped_from_the_ranges():
         nb05.gil_verdict({"small layers": threads["small layers"]}, procs)
 
 
+def test_gil_verdict_reads_processes_against_threads_from_their_paired_ratio():
+    threads = {"small layers": _ratio(0.41, 0.39, 0.56), "large layers": _ratio(1.70, 1.37, 1.85)}
+    procs = {"small layers": _ratio(2.00, 1.98, 2.01), "large layers": _ratio(1.89, 1.87, 1.97)}
+    line = nb05.gil_verdict(threads, procs, over_threads=_ratio(4.6, 3.5, 4.9))
+    assert "a process each (timed in the same turns)" in line and "timed at another moment" not in line
+    assert "a process each vs a thread each (paired): 4.60× (3.50–4.90), a process per replica" in line
+    line = nb05.gil_verdict(threads, procs, over_threads=_ratio(0.5, 0.4, 0.6))
+    assert "the threads beat a process per replica" in line and "own GIL, beat" not in line
+    line = nb05.gil_verdict(threads, procs, over_threads=_ratio(1.01, 0.97, 1.05))
+    assert line.endswith("(0.97–1.05), no measurable difference")
+
+
 # ---- the lines the cells print follow what they are given --------------------------------------
 
 def test_attempt_returns_the_result_or_the_exception_and_says_which():

@@ -120,23 +120,26 @@ def _reading(r: Ratio) -> str:
     return f"{r.value:.2f}× ({word})"
 
 
-def gil_verdict(threads: dict[str, Ratio], processes: dict[str, Ratio]) -> str:
+def gil_verdict(threads: dict[str, Ratio], processes: dict[str, Ratio],
+                over_threads: Ratio | None = None) -> str:
     """One verdict on section 6.1's measurement: `threads[model]` and `processes[model]` are the
     speed-ups of a thread each and a process each over one after another, for the models
-    "small layers" and "large layers". Says, from their ranges, where threads helped and whether
-    processes did better than threads on the small layers (the GIL's case)."""
+    "small layers" and "large layers"; `over_threads`, when given, a process each over a thread
+    each on the small layers (the GIL's case), paired. Says, from their ranges, where threads
+    helped and whether processes did better than threads on the small layers."""
     for name in ("small layers", "large layers"):
         if name not in threads or name not in processes:
             raise ValueError(f"gil_verdict needs the ratios of {name!r} for threads and processes.")
     small, large = threads["small layers"], threads["large layers"]
+    how = ("timed apart, unpaired" if any(r.apart for r in processes.values()) else "timed in the same turns")
     head = (f"a thread each vs one after another (timed in turns): small layers {_reading(small)}, large layers "
-            f"{_reading(large)}; a process each (timed apart, unpaired): small layers "
+            f"{_reading(large)}; a process each ({how}): small layers "
             f"{_reading(processes['small layers'])}, large layers {_reading(processes['large layers'])}")
     helps = lambda r: r.clear and r.value > 1  # noqa: E731
     if helps(large) and not helps(small):
         why = ("threads paid off only on the large layers, whose ops run long in C++; on the small ones they did "
-               "not, as the GIL would make them (a guess: its waits, and the threads' start-up, are not timed apart "
-               "here)")
+               "not, as expected if the threads spend their time waiting for the GIL (a guess: its waits, and the "
+               "threads' start-up, are not timed apart here)")
     elif helps(large) and helps(small):
         why = "threads paid off for both models here"
     elif not helps(large) and not helps(small):
@@ -147,6 +150,14 @@ def gil_verdict(threads: dict[str, Ratio], processes: dict[str, Ratio]) -> str:
                   "more turns would tell" if open_ else ""))
     else:
         why = "threads paid off for the small layers but not the large ones here"
+    if over_threads is not None:
+        why += (f"; on the small layers, a process each vs a thread each (paired): {over_threads.value:.2f}× "
+                f"({over_threads.lo:.2f}–{over_threads.hi:.2f}), "
+                + ("a process per replica, each with its own GIL, beat the threads" if helps(over_threads) else
+                   "the threads beat a process per replica" if over_threads.clear else
+                   "no measurable difference" if over_threads.grade == "no difference" else
+                   _UNDECIDED.get(over_threads.grade, over_threads.grade)))
+        return f"{head}\n  {why}"
     p_small = processes["small layers"]
     if helps(p_small) and p_small.lo > small.hi:  # their ranges apart
         why += ("; a process per replica, each with its own GIL, beat the threads on the small layers (ranges "
