@@ -192,8 +192,8 @@ NOTEBOOKS: tuple[Notebook, ...] = (
             # 6-8 GB: batch 64 saves ≈ 1.7 GiB (fp32) + 1.4 GiB of models + 0.4 GiB of images
         }),
     Notebook(
-        "04_grad_accumulation", "gradient accumulation", gpus=0,
-        on_less="everything (memory via profiler events)",
+        "04_grad_accumulation", "gradient accumulation", gpus=1,
+        on_less="accumulation's equivalence, memory and cost measured on the CPU; fp16's speed needs a GPU",
         sizes={
             # batch: images in the gradient checks (split into K micro-batches; the check model is
             # fixed: SmallCNN width 16 at 32 px); mem_width / mem_micro / mem_batches: model width,
@@ -389,7 +389,7 @@ NOTEBOOKS: tuple[Notebook, ...] = (
         "09_memory", "memory monitoring", gpus=1,
         on_less=("per-phase peaks, the estimate, out-of-memory and the largest batch, "
                  "checkpointing and the timeline measured on the CPU (profiler memory events); the "
-                 "caching allocator, empty_cache, expandable segments and allocator snapshots need "
+                 "caching allocator, empty_cache, expandable segments and memory snapshots need "
                  "a GPU"),
         sizes={
             # block, n_layer, n_head, n_embd: the GPT measured (byte vocabulary); batch: its sequences
@@ -427,7 +427,7 @@ NOTEBOOKS: tuple[Notebook, ...] = (
         "10_compile_and_profile", "torch.compile and the profiler", gpus=1,
         on_less=("a step's profile by category, hidden syncs, torch.compile (default mode) with a "
                  "graph break, and the roofline measured on the CPU; GPU kernel timelines, "
-                 "set_sync_debug_mode and CUDA graphs (reduce-overhead) need a GPU"),
+                 "sync warnings and CUDA graphs (reduce-overhead) need a GPU"),
         sizes={
             # block, n_layer, n_head, n_embd: the GPT profiled (byte vocabulary); batch: sequences
             # per step (oom.fit_batch halves it where the notebook's peak does not fit); profiled:

@@ -34,7 +34,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import FlopCounterMode, flop_registry, sdpa_backward_flop_count, sdpa_flop_count
 
-from course_lib import bench
+from course_lib import bench, units
 from course_lib.device import sync
 from course_lib.memory import quiet_stderr
 from course_lib.profiling import COPY_OPS, gpu_work, load_trace
@@ -361,6 +361,30 @@ def _grouped(steps: Sequence[tuple[dict[int, OpCost], dict[int, float]]]) -> lis
 def ridge(peak_flops: float, peak_bandwidth: float) -> float:
     """The intensity (FLOP/B) where the two roofs meet: below it an op is memory-bound."""
     return peak_flops / peak_bandwidth
+
+
+def memory_roof(nbytes: float, copies: Sequence[bench.Timing]) -> bench.Timing:
+    """The copy whose rate is the memory roof of an op that moves `nbytes` bytes per call: the
+    fastest of the `copies` that move as many bytes per call or more. Their buffers need the
+    op's memory level or a larger one, which is no faster, so each rate is one that level at
+    least reaches: a cache's where the op's bytes fit in one, main memory's (the largest copy)
+    where no copy moves as many."""
+    if not copies or any(t.work is None or t.rate is None for t in copies):
+        raise ValueError("memory_roof needs copy timings with their bytes per call and a rate.")
+    fits = [t for t in copies if t.work >= nbytes]
+    return max(fits, key=lambda t: t.rate) if fits else max(copies, key=lambda t: t.work)
+
+
+def roofs_used(ops: Sequence[OpTime], roof_of: Callable[[OpTime], bench.Timing], op_time: float) -> str:
+    """Which measured copy set each op's memory roof (`roof_of`: :func:`memory_roof`
+    of its bytes per call): per copy, the op groups and their share of op time."""
+    used: dict[str, list] = {}
+    for o in ops:
+        t = roof_of(o)
+        used.setdefault(f"{t.name}'s {units.fmt_rate(t.rate, 'B/s')}", []).append(o.seconds)
+    return ("memory roof of each op, the fastest copy of as many bytes per call or more: " + ", ".join(
+        f"{len(v)} group{'s' if len(v) != 1 else ''} ({sum(v) / op_time:.0%} of op time) at {k}"
+        for k, v in sorted(used.items(), key=lambda kv: -sum(kv[1]))))
 
 
 def attainable(intensity: float, peak_flops: float, peak_bandwidth: float) -> float:

@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from course_lib.bench import Ratio, Timing
+from course_lib import roofline
 from course_lib.lessons import nb10
 from course_lib.models import GPT, GPTConfig
 from course_lib.profiling import StepSyncs, SyncCounter
@@ -212,6 +213,10 @@ def of_roof(o):
     return o.rate / min(PEAK, o.intensity * BW)
 
 
+def ridge_of(o):
+    return PEAK / BW
+
+
 def test_roofs_note_with_one_memory_roof_off_a_gpu():
     peak, bw = _t("peak: mm 4096²", 1e-3, work=1e9, unit="FLOP/s"), _t("copy", 1e-3, work=1e8, unit="B/s")
     note = nb10.roofs_note(peak, bw, bw, "timed here", "main memory", "fp32", None, "cpu").splitlines()
@@ -221,11 +226,11 @@ def test_roofs_note_with_one_memory_roof_off_a_gpu():
 
 
 def test_op_table_rows_footer_and_section_3():
-    table = nb10.op_table(STEP, 10.0, of_roof, "cpu", rows=2).splitlines()
-    assert len(table) == 4 and table[1].startswith("mm 64×64 · 64×64") and table[1].endswith("25%  above the ridge")
+    table = nb10.op_table(STEP, ridge_of, of_roof, "cpu", rows=2).splitlines()
+    assert len(table) == 4 and table[1].startswith("mm 64×64 · 64×64") and table[1].endswith("25%  above its ridge")
     assert table[2].endswith("-  moves data")
     assert table[3].startswith("... 3 (op, shapes) groups: 5.1 ms per step in ops")
-    with_eager = nb10.op_table(STEP, 10.0, of_roof, "cpu", eager=_t("eager", 0.004))
+    with_eager = nb10.op_table(STEP, ridge_of, of_roof, "cpu", eager=_t("eager", 0.004))
     assert with_eager.splitlines()[-1].startswith("section 3 timed this eager step at")
 
 
@@ -236,15 +241,15 @@ def test_eager_then_now_apart_beyond_the_quartiles():
 
 
 def test_op_notes_read_the_op_times():
-    notes = nb10.op_notes(STEP, 10.0, of_roof, "peak: mm 4096²", "cpu")
+    notes = nb10.op_notes(STEP, ridge_of, of_roof, "peak: mm 4096²", "cpu")
     lines = notes.splitlines()
     assert f"their sum is {STEP.op_seconds / STEP.profiled.median_s:.0%} of the profiled step" in lines[0]
-    assert lines[1].startswith("1 group below the ridge ran above its roof (up to 120%, add 64 · 64)")
+    assert lines[1].startswith("1 group below its ridge ran above its roof (up to 120%, add 64 · 64)")
     gelu = OpTime("aten::gelu", ((16, 128, 512),), "element-wise", 4, 1e6, 8e6, 0.002)  # 1 FLOP per 8 bytes
-    with_gelu = nb10.op_notes(StepOps([MM, gelu], _t("step", 0.004), _t("profiled", 0.008)), 10.0, of_roof, "p", "cpu")
+    with_gelu = nb10.op_notes(StepOps([MM, gelu], _t("step", 0.004), _t("profiled", 0.008)), ridge_of, of_roof, "p", "cpu")
     assert with_gelu.splitlines()[-1].endswith("cross to the compute side only at 80 FLOPs per element (gelu)")
     fast = StepOps(STEP.ops, _t("step", 0.01), _t("profiled", 0.02))
-    gpu = nb10.op_notes(fast, 10.0, of_roof, "peak", "cuda")
+    gpu = nb10.op_notes(fast, ridge_of, of_roof, "peak", "cuda")
     assert "51% of the whole step without the profiler, the rest the GPU idle" in gpu and "profiled step" not in gpu
 
 
@@ -274,9 +279,23 @@ def test_attention_alone_each_case():
     assert nb10.attention_alone(None, torch.float32).startswith("notebook 08 (section 4) times attention alone")
 
 
+def test_memory_roof_is_the_fastest_copy_of_as_many_bytes_or_more():
+    copies = [_t(f"copy {n}", n / r, work=n, unit="B/s") for n, r in ((2e6, 1.2e11), (1.6e7, 1.45e11), (1.3e8, 3.3e10),
+                                                                         (5.4e8, 3.7e10))]
+    assert roofline.memory_roof(4e6, copies).name == "copy 16000000.0"  # fits where the 16 MB copy's buffers did
+    assert roofline.memory_roof(1e6, copies).name == "copy 16000000.0"  # the 2 MB copy ran slower: too short
+    assert roofline.memory_roof(2e8, copies).name == "copy 540000000.0"  # only main memory's copy moves as many
+    assert roofline.memory_roof(1e10, copies).name == "copy 540000000.0"  # more than any copy: main memory's
+    with pytest.raises(ValueError):
+        roofline.memory_roof(1e6, [])
+    used = roofline.roofs_used([MM, ADD, COPY], lambda o: copies[1] if o.bytes < 1.1e7 else copies[3], 0.0051)
+    assert used.startswith("memory roof of each op, the fastest copy of as many bytes per call or more: 2 groups "
+                           "(98% of op time) at copy 16000000.0's 145.0 GB/s, 1 group (2% of op time) at copy 54")
+
+
 def test_placement_lists_far_above_and_unplaced():
     lines = nb10.placement(STEP.ops, STEP.op_seconds, of_roof).splitlines()
-    assert lines[0] == "a decade or more below the main-memory roofline: none"
+    assert lines[0] == "a decade or more below their roofline: none"
     assert lines[1] == "above it: add at 120% of its roof (2.0% of op time)"
     assert lines[2] == "not placed (no FLOPs to place, or no time): copy ops, 19.6% of op time"
     tiny = OpTime("aten::mul", ((8,),), "elementwise", 1, 1e3, 1e3, 0.00001)  # 1e8 FLOP/s against 1e11: far below
@@ -326,6 +345,16 @@ def test_sync_verdict_says_when_the_reference_gpu_showed_no_cost_and_its_regime(
     rep.add("keeping values vs reading values", 1.3, "×", spread=(1.2, 1.4))  # a cost the reference did show
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
     assert "No measurable cost" not in nb10.sync_verdict(None, 53, "cpu", "cpu")
+    assert "What a read waits for" not in nb10.sync_verdict(None, 53, "cpu", "cpu")  # 01 has no record here
+    ran01 = report.Report("01_gpu_vs_cpu", "gpu", "cpu")
+    ran01.meta.update(device="NVIDIA Test GPU", device_type="cuda")
+    ran01.add("async: 10 queued matmuls, then .item()", 30.0, "ms")
+    ran01.add("async: matmul 4096×4096 synchronized", 3.0, "ms")
+    report.record_reference({"01_gpu_vs_cpu": ran01.to_dict()})
+    assert nb10.sync_verdict(None, 53, "cpu", "cpu").splitlines()[-1] == (
+        "What a read waits for, measured by notebook 01 (section 2) on the reference NVIDIA Test GPU: after 10 queued "
+        "4096² matmuls, .item() returned after 30.00 ms, 10.0× one synchronised matmul's 3.00 ms: it waited for the "
+        "whole queue")
 
 
 def test_step_in_08_sets_08s_step_of_the_same_gpt_beside_this_one():
@@ -388,6 +417,6 @@ def test_op_table_remarks_a_profiled_step_that_ran_faster():
     from course_lib import bench
     step = bench.timing_of([0.33, 0.34, 0.32, 0.33, 0.35], name="step", device="cpu", turns_id="t")
     faster = bench.timing_of([0.23, 0.24, 0.235, 0.23, 0.24], name="profiled", device="cpu", turns_id="t")
-    said = nb10.op_table(StepOps([MM, COPY, ADD], step, faster), 10.0, of_roof, "cpu")
+    said = nb10.op_table(StepOps([MM, COPY, ADD], step, faster), ridge_of, of_roof, "cpu")
     assert "the profiled step ran faster, which the profiler's cost cannot do" in said
-    assert "ran faster" not in nb10.op_table(STEP, 10.0, of_roof, "cpu")  # slower with the profiler: no remark
+    assert "ran faster" not in nb10.op_table(STEP, ridge_of, of_roof, "cpu")  # slower with the profiler: no remark

@@ -204,7 +204,20 @@ def sync_verdict(gain: Ratio | None, waits: int, device: str, device_type: str) 
                          "the profiled step, section 1; the logging step's own share was not profiled)" + (
                              ": if this one was too, a read would find little queued to drain (reasoning, not "
                              "measured)" if bound != "GPU-bound" else ""))
-    return "\n".join(lines)
+        lines.append(queue_drained())
+    return "\n".join(line for line in lines if line)
+
+
+def queue_drained() -> str:
+    """What a read waits for, as notebook 01 (section 2) recorded it on the reference GPU: a read
+    after 10 queued matmuls against one synchronised matmul; '' where 01's record lacks them."""
+    ref_device, ref = report.reference("01_gpu_vs_cpu")
+    read, one = ref.get("async: 10 queued matmuls, then .item()"), ref.get("async: matmul 4096×4096 synchronized")
+    if not (read and one):
+        return ""
+    return (f"What a read waits for, measured by notebook 01 (section 2) on the reference {ref_device}: after 10 "
+            f"queued 4096² matmuls, .item() returned after {read['value']:.2f} ms, {read['value'] / one['value']:.1f}× "
+            f"one synchronised matmul's {one['value']:.2f} ms: it waited for the whole queue")
 
 
 def profiled_note(categories: Mapping[str, Mapping[str, float]], gain: Ratio | None, device_type: str) -> str:
@@ -402,6 +415,7 @@ def tlparse_note(logs: Sequence[Path], tlparse: str | None, done: subprocess.Com
 # ---- section 4: the roofline's numbers in words ----
 
 OfRoof = Callable[[OpTime], float]  # an op's achieved FLOP/s as a share of its roof at its intensity
+RidgeOf = Callable[[OpTime], float]  # the ridge of an op's roofline, where its memory roof meets the peak
 
 
 def roofs_note(peak: Timing, main_bw: Timing, fast_bw: Timing, peak_note: str, bw_note: str, precision: str,
@@ -423,10 +437,10 @@ def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[:width - 1] + "…"
 
 
-def op_table(measured: StepOps, ridge_: float, of_roof: OfRoof, device: str, eager: Timing | None = None,
+def op_table(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, device: str, eager: Timing | None = None,
              rows: int = 14) -> str:
     """The `rows` costliest (op, shapes) groups of a step: calls, intensity, time and share of op
-    time, achieved rate and share of the roof, side of the ridge; under them the groups' count and
+    time, achieved rate and share of its roof, side of its ridge; under them the groups' count and
     the whole step's time with and without the profiler; and, given section 3's `eager` timing of
     the same step, the two beside each other (:func:`eager_then_now`)."""
     op_time = measured.op_seconds
@@ -434,7 +448,7 @@ def op_table(measured: StepOps, ridge_: float, of_roof: OfRoof, device: str, eag
     for o in measured.ops[:rows]:
         lines.append(f"{_cut(o.label, 48):<48} {o.kind:<17} {o.calls:>5} {o.intensity:>7.2f} {1e3 * o.seconds:>7.2f}ms "
                      f"{o.seconds / op_time:>6.1%} {fmt_rate(o.rate, 'FLOP/s'):>13} "
-                     + (f"{of_roof(o):>7.0%}  {'below' if o.intensity < ridge_ else 'above'} the ridge" if o.flops
+                     + (f"{of_roof(o):>7.0%}  {'below' if o.intensity < ridge_of(o) else 'above'} its ridge" if o.flops
                         else f"{'-':>7}  moves data"))
     n = len(measured.ops)
     lines.append(f"... {n} (op, shapes) group{'s' if n != 1 else ''}: {fmt_time(op_time)} per step in ops | the whole "
@@ -459,7 +473,7 @@ def eager_then_now(then: Timing, now: Timing) -> str:
             f"{verdicts.moments_words(1 / apart.hi, 1 / apart.lo)}")  # the time's ratio, as printed
 
 
-def op_notes(measured: StepOps, ridge_: float, of_roof: OfRoof, peak_name: str, device_type: str) -> str:
+def op_notes(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, peak_name: str, device_type: str) -> str:
     """How to read the op times: how they were timed and what share of the step they fill, like with like
     (off a GPU the profiler's record of each op, over the profiled step; on a GPU the kernels' time, over the
     step without the profiler); and, on each side of the ridge, the groups that ran above their roof."""
@@ -473,25 +487,25 @@ def op_notes(measured: StepOps, ridge_: float, of_roof: OfRoof, peak_name: str, 
                  f"{op_time / profiled:.0%} of the profiled step, the rest time in no op (Python, autograd's "
                  "bookkeeping, the profiler's and the op counting's own). The shares below are of op time"]
     over = [o for o in measured.ops if o.flops and of_roof(o) > 1]
-    for side, group in (("below", [o for o in over if o.intensity < ridge_]),
-                        ("above", [o for o in over if o.intensity >= ridge_])):
+    for side, group in (("below", [o for o in over if o.intensity < ridge_of(o)]),
+                        ("above", [o for o in over if o.intensity >= ridge_of(o)])):
         if group:  # the roofs are measured rates, not bounds
             top = max(group, key=of_roof)
-            why = ("the count reads every operand whole from main memory, so some bytes came from a cache, or not "
-                   "every operand was read whole"
+            why = ("the count reads every operand whole, at the rate of a copy of as many bytes: some were not read "
+                   "whole, or came from a faster memory level than that copy's"
                    if side == "below" else
                    f"the compute roof is the median rate of {peak_name.split(': ')[-1]} timed as whole calls at "
                    f"another moment, the ops are the profiler's record of each: a measured rate, not a bound")
             many = len(group) != 1
-            lines.append(f"{len(group)} group{'s' if many else ''} {side} the ridge ran above "
+            lines.append(f"{len(group)} group{'s' if many else ''} {side} {'their' if many else 'its'} ridge ran above "
                          f"{'their' if many else 'its'} roof (up to {of_roof(top):.0%}, {top.label}): {why}")
-    pointwise = sorted((o for o in measured.ops if o.kind == "element-wise" and o.flops and o.intensity < ridge_),
+    pointwise = sorted((o for o in measured.ops if o.kind == "element-wise" and o.flops and o.intensity < ridge_of(o)),
                        key=lambda o: -o.seconds)[:2]  # counted at one FLOP per element: how far that count matters
     if pointwise:
         lines.append("element-wise ops are counted at one FLOP per element (a GELU does tens): below the ridge, the "
                      "share of its roof an op reaches is its share of the memory bandwidth whatever its count, and it "
                      "would cross to the compute side only at " + ", ".join(
-                         f"{ridge_ / o.intensity:.0f} FLOPs per element ({o.short})" for o in pointwise))
+                         f"{ridge_of(o) / o.intensity:.0f} FLOPs per element ({o.short})" for o in pointwise))
     return "\n".join(lines)
 
 
@@ -503,8 +517,9 @@ def no_roofline(roofs: bool) -> str:
 
 def kind_table(kinds: Mapping[str, Mapping[str, float]], op_time: float, ridge_: float) -> str:
     """Op time by kind (`kinds`: kind -> its seconds, FLOPs and bytes per step): share of op time,
-    intensity, achieved rate and side of the ridge."""
-    lines = [f"{'kind':<18} {'share of op time':>16} {'FLOP/B':>8} {'achieved':>14}  vs ridge {ridge_:.1f} FLOP/B"]
+    intensity, achieved rate and side of the ridge `ridge_` (main memory's)."""
+    lines = [f"{'kind':<18} {'share of op time':>16} {'FLOP/B':>8} {'achieved':>14}  vs main memory's ridge, "
+             f"{ridge_:.1f} FLOP/B"]
     for kind, k in kinds.items():
         i = intensity(k["flops"], k["bytes"])
         rate = fmt_rate(k["flops"] / k["seconds"], "FLOP/s") if k["seconds"] else "-"
@@ -566,16 +581,16 @@ def _listed(group: Sequence[OpTime], op_time: float, of_roof: OfRoof) -> str:
 
 
 def placement(ops: Sequence[OpTime], op_time: float, of_roof: OfRoof) -> str:
-    """What the roofline figure leaves out or hides: the ops a decade or more below the main-memory
-    roofline, those above it, and the op time of the ops it cannot place, by kind."""
+    """What the roofline figure leaves out or hides: the ops a decade or more below their roofline
+    (`of_roof`: each op's memory level's), those above it, and the op time of those it cannot place."""
     placed = [o for o in ops if o.flops and o.bytes and o.seconds]  # the slowest first
-    far = [o for o in placed if of_roof(o) < 0.1]  # a decade or more below the main-memory roof
+    far = [o for o in placed if of_roof(o) < 0.1]  # a decade or more below its roof
     above = [o for o in placed if of_roof(o) > 1]
     unplaced: dict[str, float] = {}
     for o in ops:
         if not (o.flops and o.bytes and o.seconds):
             unplaced[o.kind] = unplaced.get(o.kind, 0.0) + o.seconds
-    lines = [f"a decade or more below the main-memory roofline: {_listed(far, op_time, of_roof)}",
+    lines = [f"a decade or more below their roofline: {_listed(far, op_time, of_roof)}",
              f"above it: {_listed(above, op_time, of_roof)}"]
     if unplaced:
         lines.append("not placed (no FLOPs to place, or no time): " + ", ".join(
