@@ -32,7 +32,7 @@ import math
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import torch
 
@@ -275,7 +275,8 @@ _TURNS = itertools.count(1)  # ids of time_in_rounds / time_in_turns runs (Timin
 
 def turns(fns: dict[str, Callable[[], object]], *, rounds: int, block_s: float | None = None,
           number: int | dict[str, int] | None = None, warmup: int = 2,
-          device: torch.device | str | None = None, block_warmup: bool = True) -> dict[str, list[float]]:
+          device: torch.device | str | None = None, block_warmup: bool = True,
+          untimed: Mapping[str, int] | None = None) -> dict[str, list[float]]:
     """Seconds per call of each function in each of `rounds` rounds; in every round each
     function runs one block of calls, so that a slow spell of the machine falls on all of them
     alike instead of on whichever ran during it. Round r starts at the r-th function (the order
@@ -289,7 +290,14 @@ def turns(fns: dict[str, Callable[[], object]], *, rounds: int, block_s: float |
     `block_warmup` (short calls), ``torch.utils.benchmark.Timer`` times each block, after 2
     warm-up calls of its own, and synchronises CUDA; without it (long calls such as training
     steps, where 2 more calls per block would triple the cost) the block runs between two
-    synchronisations of `device`, and so does a block of one call that about lasts `block_s` alone."""
+    synchronisations of `device`, and so does a block of one call that about lasts `block_s` alone.
+
+    `untimed[name]`: calls of that function made, untimed, just before each of its blocks; for a
+    function with work in the background between its turns (a DataLoader's workers prepare batches
+    while the others have theirs), enough calls to use up what that work left ready."""
+    untimed = dict(untimed or {})
+    if set(untimed) - set(fns) or any(n < 0 for n in untimed.values()):
+        raise ValueError(f"untimed calls need functions of this run and counts >= 0, got {untimed}.")
     if rounds < 1 or not fns or (number is None) == (block_s is None):
         raise ValueError(f"Need at least one function, rounds >= 1 and either number or block_s, "
                          f"got {len(fns)}, {rounds}, {number} and {block_s}.")
@@ -321,6 +329,8 @@ def turns(fns: dict[str, Callable[[], object]], *, rounds: int, block_s: float |
         # (or just after the same other one), so what a place in the round does to a timing, a
         # cache warmed by the setting before or a pause after the last, falls on every setting
         for name, fn in order[r % len(order):] + order[:r % len(order)]:
+            for _ in range(untimed.get(name, 0)):  # what its background work left ready, used up
+                fn()
             if name in timers:
                 times[name].append(timers[name].timeit(number=numbers[name]).times[0])
                 continue
@@ -354,7 +364,8 @@ def time_in_rounds(fns: dict[str, Callable[[], object]], *, device: torch.device
 
 def time_in_turns(fns: dict[str, Callable[[], object]], *, device: torch.device | str,
                   work: float | None = None, unit: str = "", warmup: int = 2,
-                  repeats: int = 5, min_turn_s: float = 0.0) -> list[Timing]:
+                  repeats: int = 5, min_turn_s: float = 0.0,
+                  untimed: Mapping[str, int] | None = None) -> list[Timing]:
     """Time several long calls (whole training steps) in turns: `warmup` calls of each, then
     `repeats` rounds in which each runs once, between two synchronisations. A slow spell of
     the machine then falls on every setting alike. For short calls (a matmul), where one call
@@ -363,7 +374,8 @@ def time_in_turns(fns: dict[str, Callable[[], object]], *, device: torch.device 
     `min_turn_s`: a function whose call (its last warm-up, timed) takes less runs that many
     calls back to back in each turn, and its time per call is the turn's over their number. On
     a GPU a call of a millisecond timed alone between two synchronisations also counts the gap
-    while the host launches its first kernels; longer calls keep one call per turn."""
+    while the host launches its first kernels; longer calls keep one call per turn. `untimed`:
+    calls made untimed before each turn, as :func:`turns` makes them."""
     if repeats < 1 or warmup < 0 or min_turn_s < 0 or not fns:
         raise ValueError(f"Need at least one function, repeats >= 1, warmup >= 0 and min_turn_s >= 0, "
                          f"got {len(fns)}, {repeats}, {warmup} and {min_turn_s}.")
@@ -377,7 +389,7 @@ def time_in_turns(fns: dict[str, Callable[[], object]], *, device: torch.device 
             synchronize(device)
             single = time.perf_counter() - start
         calls[name] = 1 if single is None or not min_turn_s else max(1, math.ceil(min_turn_s / max(single, 1e-9)))
-    times = turns(fns, rounds=repeats, number=calls, warmup=0, device=device, block_warmup=False)
+    times = turns(fns, rounds=repeats, number=calls, warmup=0, device=device, block_warmup=False, untimed=untimed)
     run = next(_TURNS)
     return [timing_of(ts, name=name, device=device, work=work, unit=unit, turns_id=run)
             for name, ts in times.items()]

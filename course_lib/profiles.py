@@ -103,7 +103,7 @@ NOTEBOOKS: tuple[Notebook, ...] = (
             "gpu/small": dict(peak_sizes={"cpu": [512, 1024, 2048], "cuda": [2048, 4096, 8192]}),
         }),
     Notebook(
-        "02_first_cnn", "first CNN on GPU", gpus=1,
+        "02_first_cnn", "first CNN (CPU or GPU)", gpus=1,
         on_less=("training, DataLoader workers, channels_last and bf16 measured on the CPU; pinned "
                  "memory and non_blocking copies need a GPU"),
         sizes={
@@ -132,8 +132,8 @@ NOTEBOOKS: tuple[Notebook, ...] = (
                                      ("bf16", "channels_last")],
                         real_steps=200, min_run_s=0.2),
             # H100, ~60 s with start-up: SmallCNN (~60 MFLOP/img to train), 784 launch-bound steps of a
-            # few ms (~5 s, the linear baseline as many); a loader row draws 256·4·7 = 7,168 images at
-            # ~2,500 img/s per core (<= 3 s each, 7 rows); ResNet-50 at 224 px trains at 12.3 GFLOP/img:
+            # few ms (~5 s, the linear baseline as many); loaders in turns: 7 + 6·drain_calls calls of 1,024
+            # images at ~2,500 img/s per worker's core (<= 6 s a row, ~18 s for 7); ResNet-50 224 px 12.3 GFLOP/img:
             # 4 configurations × 9 steps (fit, 2 warm-up, 6 timed) of 128 ≈ 4,600 images at >= 700 img/s
             # (fp32) ≈ 5 s, + cudnn.benchmark's autotuning ≈ 10 s. Memory: fp32 saves ~85 MiB/img at
             # 224 px (memory.estimate_training_memory): 10.6 GiB at 128 + 4 ResNet-50s with AdamW held

@@ -366,6 +366,19 @@ def test_turns_takes_turns_and_calls_each_function_its_number_of_times():
         bench.turns(fns, rounds=3, number=2, block_warmup=False)  # nothing to synchronise
 
 
+def test_turns_make_the_untimed_calls_just_before_each_block_and_time_only_the_block():
+    order = []
+    fns = {"loader": lambda: order.append("loader") or time.sleep(0.002 if order[-2:-1] == ["b"] else 0.0),
+           "b": lambda: order.append("b")}
+    times = bench.turns(fns, rounds=2, number=1, warmup=0, device="cpu", block_warmup=False, untimed={"loader": 2})
+    assert order == ["loader"] * 3 + ["b"] + ["b"] + ["loader"] * 3  # rotated; two untimed calls before each block
+    assert max(times["loader"]) < 0.002  # the slow call, just after b's turn, was an untimed one
+    timings = bench.time_in_turns(fns, device="cpu", warmup=0, repeats=2, untimed={"loader": 1})
+    assert [t.runs for t in timings] == [2, 2]
+    with pytest.raises(ValueError):
+        bench.turns(fns, rounds=2, number=1, device="cpu", block_warmup=False, untimed={"c": 1})  # no such function
+
+
 def test_break_even_is_the_cost_over_the_seconds_each_step_saves():
     base = bench.timing_of([0.10, 0.10, 0.10], name="eager", device="cpu")
     steps, few, most = bench.break_even(5.0, base, bench.Ratio("c vs e", 2.0, 1.25, 4.0))

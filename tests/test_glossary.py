@@ -171,7 +171,7 @@ def test_terms_are_alphabetical_and_anchors_unique():
 
 
 def test_the_allowance_for_two_moments_in_the_prose_is_the_verdict_engines():
-    """The glossary and 00's and 02's markdown state the factor two timings taken apart must clear; the
+    """The glossary and 00's markdown state the factor two timings taken apart must clear; the
     verdicts apply verdicts.APART: the prose must not drift from it when the constant moves."""
     from course_lib import verdicts
     factor = f"{verdicts.APART:g}×"
@@ -179,6 +179,3 @@ def test_the_allowance_for_two_moments_in_the_prose_is_the_verdict_engines():
     nb00 = json.loads((NOTEBOOKS / "00_setup_check.ipynb").read_text(encoding="utf-8"))
     prose = " ".join("".join(c["source"]) for c in nb00["cells"] if c["cell_type"] == "markdown").replace("\n", " ")
     assert prose.count(f"lies {factor} or more from 1") == 2 and f"move by up to {factor} between moments" in prose
-    nb02 = json.loads((NOTEBOOKS / "02_first_cnn.ipynb").read_text(encoding="utf-8"))
-    prose = " ".join("".join(c["source"]) for c in nb02["cells"] if c["cell_type"] == "markdown").replace("\n", " ")
-    assert f"by up to the {factor} of the glossary's rule" in prose  # 02's loaders timed alone

@@ -196,6 +196,42 @@ def test_a_full_prefetch_buffer_is_not_timed(monkeypatch):
     assert r.timing.lo_s >= 2 * 0.01 * 0.9 and r.data_wait_share > 0.9
 
 
+def test_a_loader_in_turns_is_drained_before_each_timed_call():
+    """Workers fill their buffer again while the other runs have their turns: drain_calls untimed
+    calls before each timed one use it up, so that no timed call is served from it."""
+    import time
+
+    made = {"ready": 0}
+
+    def batches():
+        while True:
+            if made["ready"]:
+                made["ready"] -= 1
+            else:
+                time.sleep(0.01)  # a batch made now
+            yield torch.zeros(1), torch.zeros(1)
+
+    it = batches()
+
+    def loader_call():  # 2 steps; returns the seconds waited
+        t0 = time.perf_counter()
+        for _ in range(2):
+            next(it)
+        return time.perf_counter() - t0
+
+    def other():  # meanwhile 2 workers x prefetch_factor 2 batches are made ready
+        made["ready"] = 2 * 2
+        return 0.0
+
+    assert nb02.drain_calls(2, 2) == 2 and nb02.drain_calls(0, 4) == 0 and nb02.warmup_calls(3, 4) == 1 + 2
+    loader, _ = nb02.time_steps_in_turns({"loader": loader_call, "other": other}, device="cpu", images=2,
+                                         repeats=3, untimed={"loader": nb02.drain_calls(2, 2)})
+    assert loader.timing.lo_s >= 2 * 0.01 * 0.9 and len(loader.waits) == 3 and min(loader.waits) >= 0.018
+    made["ready"] = 0
+    served, _ = nb02.time_steps_in_turns({"loader": loader_call, "other": other}, device="cpu", images=2, repeats=3)
+    assert served.timing.lo_s < 0.01  # without the drain, a timed call takes the batches made ready
+
+
 @pytest.mark.parametrize("workers", [0, 1])
 def test_measure_loader_reports_images_per_s_and_data_wait(workers):
     r = nb02.measure_loader(workers, **TINY)
@@ -321,19 +357,16 @@ def test_loaders_elsewhere_explains_a_cpu_run_and_compares_a_gpu_run():
 
 def test_wait_lines_split_workers0_and_add_the_one_thread_rows():
     rows = nb02.time_steps_in_turns({"SmallCNN workers=0": lambda: time.sleep(0.004) or 0.003,
+                                     "SmallCNN workers=1, 1 training thread": lambda: time.sleep(0.002) or 0.0,
                                      "ceiling": lambda: time.sleep(0.001) or 0.0,
                                      "ceiling 1 thread": lambda: time.sleep(0.002) or 0.0},
                                     device="cpu", images=4, repeats=3)
-    one = nb02.time_steps(lambda: time.sleep(0.002) or 0.0, name="SmallCNN workers=1, 1 training thread",
-                          device="cpu", images=4, repeats=3)
-    text = nb02.wait_lines(rows[0], rows[1:2], [one], 2)
+    base, one, ceilings = rows[0], rows[1], rows[2:]
+    text = nb02.wait_lines(base, ceilings[:1], [one], 2)
     assert "waiting for batches" in text and "(medians of 3 calls)" in text and "1 training thread vs 2" not in text
-    both = nb02.wait_lines(rows[0], rows[1:], [one], 2)
-    assert "batch in memory, 1 training thread vs 2" in both and "vs its ceiling (1 thread), timed apart" in both
-    switch = bench.timing_of([4e-7, 4.1e-7, 3.9e-7], name="1 thread and back", device="cpu")
-    timed = nb02.wait_lines(rows[0], rows[1:], [one], 2, switch)  # the switch the 1-thread ceiling makes, timed
-    share = 4e-7 / rows[2].timing.median_s
-    assert f"a switch to 1 thread and back took 400 ns here, {share:.1e} of a call" in timed
+    both = nb02.wait_lines(base, ceilings, [one], 2)
+    assert "batch in memory, 1 training thread vs 2" in both and "vs its ceiling (1 thread): " in both
+    assert "timed apart" not in both and "median of 3 paired turns" in both  # one set of turns
 
 
 def test_resnet_lines_compare_the_layouts_intervals():
@@ -410,8 +443,13 @@ def test_loader_takeaway_says_the_wait_moved_and_what_the_speed_did():
     said = nb02.loader_takeaway(base, [one, two], unsure, 2)
     assert "data wait 49% of a call with workers=0, 1%–2% with workers" in said and "cannot tell" in said
     assert "at most 1.96× faster, under the 2.5× by which two moments can differ" in said  # 1 / (1 - 0.49)
-    waits = thr("w0", 1.0, 0.7)  # a wait of 70 %: 3.3x is within reach of timings taken apart, no bound to state
-    assert "at most" not in nb02.loader_takeaway(waits, [one, two], unsure, 2)
+    waits = thr("w0", 1.0, 0.7)  # a wait of 70 %: 3.3x is within reach of timings taken apart
+    assert "under the 2.5×" not in nb02.loader_takeaway(waits, [one, two], unsure, 2)
+    paired = [bench.ratio_of("w1 vs w0", 1.02, 0.96, 1.08), bench.ratio_of("w2", 0.99, 0.95, 1.04)]
+    in_turns = nb02.loader_takeaway(base, [one, two], paired, 2)  # in turns: the bound, not the moments' rule
+    assert "cannot tell" in in_turns and in_turns.endswith("at most 1.96× faster")
     sure = [bench.ratio_of("w1 vs w0", 1.9, 1.7, 2.1), bench.ratio_of("w2", 1.8, 1.6, 2.0)]
-    assert "their calls ran faster: 1.90×, 1.80×" in nb02.loader_takeaway(base, [one, two], sure, 8)
+    assert "their calls ran faster: w1 1.90×, w2 1.80×" in nb02.loader_takeaway(base, [one, two], sure, 8)
+    slow = [bench.ratio_of("SmallCNN workers=1 vs workers=0", 0.9, 0.88, 0.92)]
+    assert "their calls ran slower: workers=1 1.11×" in nb02.loader_takeaway(base, [one], slow, 2)
     assert nb02.loader_takeaway(base, [], [], 2) == ""

@@ -113,7 +113,17 @@ def warmup_calls(num_workers: int, steps: int, prefetch_factor: int = PREFETCH_F
     if num_workers < 0 or steps < 1 or prefetch_factor < 1:
         raise ValueError(f"Need num_workers >= 0, steps >= 1 and prefetch_factor >= 1, got "
                          f"{num_workers}, {steps} and {prefetch_factor}.")
-    return 1 + math.ceil(num_workers * prefetch_factor / steps)
+    return 1 + drain_calls(num_workers, steps, prefetch_factor)
+
+
+def drain_calls(num_workers: int, steps: int, prefetch_factor: int = PREFETCH_FACTOR) -> int:
+    """Untimed calls of `steps` batches before each timed call of a loader timed in turns: enough
+    to use up the batches its workers prepared (num_workers × prefetch_factor) while the other
+    runs had their turns; 0 without workers."""
+    if num_workers < 0 or steps < 1 or prefetch_factor < 1:
+        raise ValueError(f"Need num_workers >= 0, steps >= 1 and prefetch_factor >= 1, got "
+                         f"{num_workers}, {steps} and {prefetch_factor}.")
+    return math.ceil(num_workers * prefetch_factor / steps)
 
 
 def time_steps(run: Callable[[], float], *, name: str, device: torch.device | str,
@@ -133,20 +143,24 @@ def _throughput(timing: bench.Timing, waits: list[float]) -> Throughput:
 
 
 def time_steps_in_turns(runs: dict[str, Callable[[], float]], *, device: torch.device | str,
-                        images: int, repeats: int = 5, warmup: int = 1) -> list[Throughput]:
+                        images: int, repeats: int = 5, warmup: int = 1,
+                        untimed: dict[str, int] | None = None) -> list[Throughput]:
     """Time several `run()`s as :func:`time_steps` does, but in turns
     (:func:`course_lib.bench.time_in_turns`: `warmup` calls of each, then `repeats` rounds of
     one call each), so that their comparisons are paired round by round. One Throughput per
-    run, in the order given. Only for runs with no background work: a DataLoader's workers
-    would prepare batches during the other runs' turns."""
+    run, in the order given. A DataLoader's workers prepare batches during the other runs'
+    turns: a run on one makes `untimed[name]` calls (:func:`drain_calls`) just before each timed
+    one, which use those up, so that the timed call sees the rate at which the workers make them."""
     if repeats < 1 or warmup < 0 or not runs:
         raise ValueError(f"Need at least one run, repeats >= 1 and warmup >= 0, got {len(runs)}, "
                          f"{repeats} and {warmup}.")
+    untimed = untimed or {}
     waits: dict[str, list[float]] = {name: [] for name in runs}
     fns = {name: (lambda name=name, run=run: waits[name].append(run())) for name, run in runs.items()}
     timings = bench.time_in_turns(fns, device=device, work=images, unit="img/s", warmup=warmup,
-                                  repeats=repeats)
-    return [_throughput(t, waits[t.name][-repeats:]) for t in timings]
+                                  repeats=repeats, untimed=untimed)
+    every = {name: untimed.get(name, 0) + 1 for name in runs}  # per round: the untimed calls, then the timed one
+    return [_throughput(t, waits[t.name][warmup:][every[t.name] - 1::every[t.name]]) for t in timings]
 
 
 def beyond_chance(correct: int, n: int, p: float) -> float:
@@ -319,7 +333,7 @@ def loaders_elsewhere(dev: torch.device | str) -> str:
     if (recorded.get("SmallCNN batch in memory vs workers=0") or {}).get("apart"):  # recorded before the turns
         why = "\n".join(filter(None, [why, "(the reference was recorded by an earlier version of this cell, which "
                                         "timed every row alone: its ratios read as timed apart; this run times "
-                                        "workers=0 and the ceiling in turns)"]))
+                                        "every row in turns)"]))
     rows = ("SmallCNN workers=0", f"SmallCNN workers={gpu_w}", "SmallCNN batch in memory",
             "data wait SmallCNN workers=0", f"data wait SmallCNN workers={gpu_w}")
     ref = (published.elsewhere("02_first_cnn", rows, exclude=tuple(over))
@@ -361,24 +375,24 @@ def loader_takeaway(base: Throughput, loaders: Sequence[Throughput], vs_base: Se
     waits = lo if lo == hi else f"{lo}–{hi}"
     faster = [r for r in vs_base if r.clear and r.value > 1]
     slower = [r for r in vs_base if r.clear and r.value < 1]
-    speed = (f"and their calls ran faster: {', '.join(f'{r.value:.2f}×' for r in faster)}" if faster and not slower
-             else "and some calls ran faster, some slower" if faster
-             else f"and their calls ran slower: {', '.join(f'{1 / r.value:.2f}×' for r in slower)}" if slower
-             else "but whether their calls ran faster, these timings cannot tell" + (
-                 f": removing all of workers=0's wait would make its calls at most {bound:.2f}× faster, under the "
-                 f"{verdicts.APART:g}× by which two moments can differ, and loaders with workers are timed apart"
-                 if (bound := 1 / max(1 - base.data_wait_share, 1e-9)) < verdicts.APART else ""))
+    named = lambda r: r.name.split(" vs ")[0].removeprefix("SmallCNN ")  # noqa: E731  'workers=1'
+    speed = (f"and their calls ran faster: {', '.join(f'{named(r)} {r.value:.2f}×' for r in faster)}"
+             if faster and not slower else "and some calls ran faster, some slower" if faster
+             else f"and their calls ran slower: {', '.join(f'{named(r)} {1 / r.value:.2f}×' for r in slower)}" if slower
+             else "but whether their calls ran faster, these timings cannot tell")
+    bound = 1 / max(1 - base.data_wait_share, 1e-9)  # workers=0's calls with no wait at all
+    apart = any(r.apart for r in vs_base) and bound < verdicts.APART
     return (f"takeaway: workers took the drawing out of the training process (data wait {base.data_wait_share:.0%} of a "
             f"call with workers=0, {waits} with workers), {speed} ({cores} cores here, shared by workers and the "
-            "training threads)")
+            f"training threads); removing all of workers=0's wait would make its calls at most {bound:.2f}× faster"
+            + (f", under the {verdicts.APART:g}× by which two moments can differ, and loaders with workers were timed "
+               "apart" if apart else ""))
 
 
-def wait_lines(base: Throughput, ceilings: list[Throughput], apart: list[Throughput], threads: int,
-               switch: bench.Timing | None = None) -> str:
+def wait_lines(base: Throughput, ceilings: list[Throughput], loaders: list[Throughput], threads: int) -> str:
     """workers=0's calls split into waiting and the rest, the rest against the ceiling; on a CPU
     (a second ceiling, with 1 training thread) that ceiling against the first and the 1-thread
-    loader against it, with what a loader faster than its ceiling (timed apart) means; `switch`:
-    a switch to 1 thread and back, timed, which the 1-thread ceiling makes inside each call."""
+    loader against it (all timed in the same turns), with what a loader faster than its ceiling means."""
     rest = base.rest()  # workers=0 round by round, its wait taken out: the training part of its calls
     lines = [f"\nworkers=0, per call: {units.fmt_time(base.wait_s)} waiting for batches, "
              f"{units.fmt_time(rest.median_s)} the rest (medians of {len(base.waits)} calls)",
@@ -386,19 +400,13 @@ def wait_lines(base: Throughput, ceilings: list[Throughput], apart: list[Through
     if len(ceilings) > 1:
         lines.append(bench.speedup(ceilings[0].timing, ceilings[1].timing,
                                    f"batch in memory, 1 training thread vs {threads}"))
-        one = next(r for r in apart if "1 training thread" in r.timing.name)
-        beyond = bench.speedup(ceilings[1].timing, one.timing,
-                               f"{one.timing.name} vs its ceiling (1 thread), timed apart")
+        one = next(r for r in loaders if "1 training thread" in r.timing.name)
+        beyond = bench.speedup(ceilings[1].timing, one.timing, f"{one.timing.name} vs its ceiling (1 thread)")
         lines.append(beyond)
-        share = switch.median_s / ceilings[1].timing.median_s if switch else None
-        if share is not None:
-            lines.append(f"the 1-thread ceiling switches the thread count inside each call, the loader row once outside: "
-                         f"a switch to 1 thread and back took {units.fmt_time(switch.median_s)} here, {share:.1e} of a call")
         if beyond.clear and beyond.value > 1:  # faster than training on a batch already in memory
-            such = "" if share is not None and share < 0.01 else ", such as the ceiling switching its thread count each turn"
-            lines.append("  a loader cannot feed training faster than a batch already in memory: the two were timed "
-                         "apart, so the machine's speed at the two moments (or another difference between the two "
-                         f"runs{such}) made the gap; these numbers cannot tell which")
+            lines.append("  a loader cannot feed training faster than a batch already in memory: something else "
+                         "differs between the two runs (a guess: the batches, drawn afresh or one batch again); "
+                         "these numbers cannot tell what")
     return "\n".join(map(str, lines))
 
 
