@@ -80,6 +80,24 @@ def test_gain_by_size_verdict_follows_the_two_intervals():
     assert "too wide" in said or "no measurable difference" in said
 
 
+def test_gain_between_pairs_the_two_gains_round_by_round():
+    def t(name, times):
+        return bench.timing_of(times, name=name, device="cpu", work=1.0, unit="FLOP/s", turns_id="r")
+
+    drift = [1.0, 1.5, 0.8, 1.2, 1.1]  # the machine's pace moves all four alike, round by round
+    f32, half = t("f32 n", [2 * d for d in drift]), t("bf16 n", [1 * d for d in drift])  # a gain of 2x at n
+    f32_o, half_o = t("f32 o", [2 * d for d in drift]), t("bf16 o", [0.5 * d for d in drift])  # of 4x at the other
+    between = nb01.gain_between(f32, half, f32_o, half_o, "bf16 gain, n vs o")
+    assert between.rounds == 5 and between.value == pytest.approx(0.5) and between.hi == pytest.approx(0.5)
+    said = nb01.gain_by_size_verdict(bench.ratio_of("n", 2.0, 2.0, 2.0), bench.ratio_of("o", 4.0, 4.0, 4.0), 8, 9,
+                                     between)
+    assert said.endswith("beyond the spread: it depends on the size, not only on the format")
+    assert "round by round, the first over the second: 0.5× (0.5–0.5)" in said
+    same = nb01.gain_between(f32, half, f32, half, "the same gain")
+    assert nb01.gain_by_size_verdict(bench.ratio_of("n", 2.0, 1.9, 2.1), bench.ratio_of("o", 2.0, 1.9, 2.1), 8, 9,
+                                     same).endswith("at these two sizes, no measurable difference")
+
+
 def test_gain_by_size_verdict_tells_small_gains_apart():
     """0.0066× and 0.012× are not both "0.01×" (two decimals would print the same number twice)."""
     said = nb01.gain_by_size_verdict(bench.ratio_of("a", 0.012, 0.0118, 0.0135),

@@ -360,6 +360,15 @@ def test_paired_mfu_text_names_the_turns_and_the_moment():
     said = nb08.paired_mfu_text(swung, "eager, SDPA", "cpu", 0.40, slow)
     assert not nb08.usable(swung) and nb08.usable(mfu) and "too wide to check the MFU above" in said
     assert "reads" not in said  # no MFU range concluded from it
+    # the answer, printed first, follows the same check
+    best = dataclasses.replace(step, name="compiled, SDPA")
+    assert nb08.mfu_answer(best, [0.377, 0.369, 0.382], mfu, 0.45, held) == (
+        "answer: compiled, SDPA reaches 37.7% MFU (quartiles 36.9%–38.2%) of the measured peak; the same-turns check "
+        "below agrees")
+    assert nb08.mfu_answer(best, [0.377, 0.369, 0.382], mfu, 0.45, slow).startswith(
+        "answer: this step's MFU on this machine is 45%–50% of the measured peak, the range of the readings below")
+    assert nb08.mfu_answer(best, [0.377, 0.369, 0.382], swung, 0.40, slow).endswith("too wide to check it")
+    assert nb08.mfu_answer(None, None, mfu, 0.45, held) == ""
 
 
 def test_reference_peak_is_derived_from_its_two_mfus(monkeypatch):

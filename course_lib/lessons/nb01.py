@@ -3,6 +3,8 @@ its measurements' lines as text (the cells measure; these functions word what th
 
 from __future__ import annotations
 
+import dataclasses
+
 import re
 from typing import Callable, Mapping, Sequence
 
@@ -67,9 +69,30 @@ def same_peak_verdict(same: bench.Ratio, peak: bench.Timing, sizes: Sequence[int
     return "timed apart: the machine's pace at each moment is part of that gap"
 
 
-def gain_by_size_verdict(gain: bench.Ratio, other: bench.Ratio, n: int, other_n: int) -> str:
+def gain_between(fp32: bench.Timing, half: bench.Timing, fp32_other: bench.Timing, half_other: bench.Timing,
+                 name: str) -> bench.Ratio:
+    """The 16-bit gain over fp32 at one size (`half` against `fp32`) over the gain at another
+    (`half_other` against `fp32_other`), round by round: the four timed in the same rounds, paired."""
+    def per_fp32(h: bench.Timing, f: bench.Timing) -> bench.Timing:  # the 16-bit time as a share of fp32's, per round
+        t = bench.timing_of([th / tf for th, tf in zip(h.samples, f.samples)], name=h.name, device="cpu",
+                            turns_id=h.turns_id)
+        return dataclasses.replace(t, device=h.device)  # the label it was timed on
+    return bench.speedup(per_fp32(half_other, fp32_other), per_fp32(half, fp32), name)
+
+
+def gain_by_size_verdict(gain: bench.Ratio, other: bench.Ratio, n: int, other_n: int,
+                         between: bench.Ratio | None = None) -> str:
     """Whether a 16-bit format's gain over fp32 differs between two sizes: `gain` at `n` and
-    `other` at `other_n`, both timed in the same rounds (so drift hits them alike)."""
+    `other` at `other_n`, both timed in the same rounds (so drift hits them alike); `between`,
+    their ratio round by round (:func:`gain_between`), decides where it is given."""
+    if between is not None:
+        head = (f"the 16-bit rate over fp32's is {gain.value:.3g}× at n={n} and {other.value:.3g}× at n={other_n}; "
+                f"round by round, the first over the second: {between.value:.3g}× ({between.lo:.3g}–{between.hi:.3g})")
+        if between.clear:
+            return f"{head}, beyond the spread: it depends on the size, not only on the format"
+        return head + (": too wide to tell whether it depends on the size" if between.too_wide else
+                       ": inconclusive (the machine's drift as large)" if between.inconclusive else
+                       ": at these two sizes, no measurable difference")
     if gain.too_wide or other.too_wide:
         return (f"the intervals ({gain.lo:.3g}–{gain.hi:.3g}× at n={n}, {other.lo:.3g}–{other.hi:.3g}× at "
                 f"n={other_n}) are too wide to say whether the 16-bit rate over fp32's depends on the size")
@@ -135,7 +158,7 @@ def _reads_read(ref: Mapping[str, dict]) -> str:
         return ""
     queue_ms = 10 * events["value"]  # the 10 matmuls on the GPU, by its own clock
     said = [f"{name} returned after {units.fmt_time(row['value'] / 1e3)}"
-            + (f" ({units.fmt_time((row['value'] - queue_ms) / 1e3)} beyond the queue, which one run does not split)"
+            + (f" ({units.fmt_time((row['value'] - queue_ms) / 1e3)} beyond the queue: what print does after the wait, which this one run does not time)"
                if row["value"] > 1.5 * queue_ms else "") for name, row in rows.items()]
     waited = all(row["value"] >= 0.5 * queue_ms for row in rows.values())
     return (f"\nreading them: the 10 matmuls took {units.fmt_time(queue_ms / 1e3)} on that GPU (10 × its CUDA-events "

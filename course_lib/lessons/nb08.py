@@ -269,6 +269,35 @@ def usable(mfu: Ratio) -> bool:
     return mfu.hi <= 1.0 and mfu.hi <= 1.5 * mfu.lo
 
 
+def _mfu_check(mfu: Ratio, stored: float, matmul: Ratio, step: Ratio | None) -> tuple[str, list[float]]:
+    """What the same-turns check says of section 5's MFU (:func:`paired_mfu_text` has the arguments):
+    'too wide' (it checks nothing), 'matmul too wide', 'stands' (the matmul and the step kept their
+    pace), or 'range', with the MFU readings whose range is then this step's MFU."""
+    if not usable(mfu):
+        return "too wide", []
+    if matmul.too_wide:
+        return "matmul too wide", []
+    if matmul.within_noise and (step is None or step.within_noise):
+        return "stands", []
+    return "range", [mfu.value, stored] + ([stored / step.value] if step is not None else [])  # last: section 4's
+
+
+def mfu_answer(best: Timing | None, best_mfu: Sequence[float] | None, mfu: Ratio, stored: float, matmul: Ratio,
+               step: Ratio | None = None) -> str:
+    """Section 5's answer in one line, before the figures it rests on: the fastest step's MFU against the
+    measured peak where the same-turns check lets it stand, else the range of the readings; '' without
+    a step (`best` None)."""
+    if best is None or best_mfu is None:
+        return ""
+    status, readings = _mfu_check(mfu, stored, matmul, step)
+    if status == "range":
+        return (f"answer: this step's MFU on this machine is {min(readings):.0%}–{max(readings):.0%} of the measured "
+                "peak, the range of the readings below (each divides by one moment's timings)")
+    return (f"answer: {best.name} reaches {best_mfu[0]:.1%} MFU (quartiles {best_mfu[1]:.1%}–{best_mfu[2]:.1%}) of the "
+            "measured peak; " + ("the same-turns check below agrees" if status == "stands" else
+                                 "the same-turns check below was too wide to check it"))
+
+
 def paired_mfu_text(mfu: Ratio, what: str, device: str, stored: float, matmul: Ratio,
                     step: Ratio | None = None) -> str:
     """The check of section 5's MFU at one moment, a few short lines: the `what` step and the peak's own
@@ -281,10 +310,11 @@ def paired_mfu_text(mfu: Ratio, what: str, device: str, stored: float, matmul: R
     lines = [f"the same check at one moment: {mfu.rounds} turns of the {what} step and the peak's matmul | {device}",
              f"  over the same turns' matmul: {mfu.value:.1%} ({mfu.lo:.1%}–{mfu.hi:.1%}); over the stored peak: "
              f"{stored:.1%}"]
-    if not usable(mfu):
+    status, readings = _mfu_check(mfu, stored, matmul, step)
+    if status == "too wide":
         return "\n".join(lines + [f"  the paired interval spans {mfu.hi / mfu.lo:.1f}× (the machine's pace moved within "
                                   "these turns): too wide to check the MFU above"])
-    if matmul.too_wide:
+    if status == "matmul too wide":
         return "\n".join(lines + [f"  the matmul's spreads ({matmul.lo:.2f}–{matmul.hi:.2f}×) are too wide to say "
                                   "whether it held its stored pace"])
     said = ["the matmul within the spreads of its stored pace" if matmul.within_noise else
@@ -293,10 +323,9 @@ def paired_mfu_text(mfu: Ratio, what: str, device: str, stored: float, matmul: R
         said.append("the step within those of section 4's" if step.within_noise else
                     f"the step ran at {step.value:.2f}× ({step.lo:.2f}–{step.hi:.2f}) section 4's pace\n"
                     "  (two moments apart; what moved it is not measured here)")
-    if matmul.within_noise and (step is None or step.within_noise):
+    if status == "stands":
         return "\n".join(lines + [f"  {', and '.join(said)} (two moments: no change shown): the MFU above is this run's "
                                   "reading"])
-    readings = [mfu.value, stored] + ([stored / step.value] if step is not None else [])  # the last: section 4's
     lines.append(f"  {'; '.join(said)}")
     lines.append(f"  so this step's MFU on this machine: {min(readings):.0%}–{max(readings):.0%}, the range of these "
                  "readings (each divides by one moment's timings)")
