@@ -127,8 +127,10 @@ def _stored(key: str, by: str, measure: Callable[[], list[bench.Timing]]) -> tup
     entry = entries.get(key)
     now = time.time()
     if _fresh(entry, now):
-        return [_timing(t) for t in entry["timings"]], Note(entry["by"], now - entry["at"], False,
-                                                            entry.get("raised", ""))
+        raised = entry.get("raised", "")  # said by the notebook that raised it: named where another reads it
+        if raised and entry["by"] != by:
+            raised = f"stored by {entry['by']}, {_ago(now - entry['at'])}: {raised}"
+        return [_timing(t) for t in entry["timings"]], Note(entry["by"], now - entry["at"], False, raised)
     timings = measure()
     entries[key] = {"by": by, "at": now, "timings": [_stored_dict(t) for t in timings]}
     files.write_text_atomic(path(), json.dumps(entries, indent=1))
@@ -143,11 +145,11 @@ def _raise(entries: dict, key: str, row: bench.Timing, by: str, *, used: bool = 
     said = (f"raised to {by}'s {row.name}, {units.fmt_rate(row.rate, row.unit)}: the peak is the run's fastest "
             f"reading, and {entries[key]['by']}'s {old.name.removeprefix('peak: ')} read "
             f"{units.fmt_rate(old.rate, old.unit)} (a maximum of readings at two moments, not a verdict that one ran "
-            "faster)" + ("; cells before this divided by the old one" if used else ""))
+            "faster)")
     entries[key]["timings"] = [_stored_dict(peak)]
     entries[key]["by"], entries[key]["at"] = by, time.time()  # the peak is now this notebook's row
     entries[key]["raised"] = said
-    return said
+    return said + ("; cells before this divided by the old one" if used else "")
 
 
 def offer(row: bench.Timing, device: torch.device | str, dtype: torch.dtype, *, by: str) -> Offered:

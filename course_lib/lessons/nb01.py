@@ -89,7 +89,9 @@ def gain_by_size_verdict(gain: bench.Ratio, other: bench.Ratio, n: int, other_n:
         head = (f"the 16-bit rate over fp32's is {gain.value:.3g}× at n={n} and {other.value:.3g}× at n={other_n}; "
                 f"round by round, the first over the second: {between.value:.3g}× ({between.lo:.3g}–{between.hi:.3g})")
         if between.clear:
-            return f"{head}, beyond the spread: it depends on the size, not only on the format"
+            by = max(between.value, 1 / between.value) - 1
+            return (f"{head}, beyond the spread: the gain differs by {by:.0%} between the two sizes, so it depends on "
+                    "the size, not only on the format")
         return head + (": too wide to tell whether it depends on the size" if between.too_wide else
                        ": inconclusive (the machine's drift as large)" if between.inconclusive else
                        ": at these two sizes, no measurable difference")
