@@ -398,8 +398,8 @@ def cpu_support(fmt: str, flags: Sequence[str] | None = None) -> str:
     wanted = [f for f in CPU_16BIT_FLAGS if f.endswith(fmt)]
     have = [f for f in wanted if f in flags]
     if have:
-        return (f"This CPU reports {', '.join(have)}: it has {fmt} instructions, which PyTorch's "
-                f"CPU kernels use where they were written for them.")
+        return (f"This CPU reports {', '.join(have)}: it has {fmt} instructions (whether PyTorch's kernels used "
+                "them in the rows above, this run does not measure).")
     return (f"This CPU reports none of {', '.join(wanted)}, the instructions that do {fmt} arithmetic in hardware: "
             f"what their absence costs PyTorch's {fmt} kernels here is for a measurement to say (notebook 03 "
             "times and profiles a training step in each format)")

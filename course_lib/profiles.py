@@ -227,7 +227,7 @@ NOTEBOOKS: tuple[Notebook, ...] = (
         }),
     Notebook(
         "05_data_parallel", "DataParallel", gpus=2,
-        on_less="the mechanics (scatter, replicate, gather); scaling needs 2 GPUs",
+        on_less="the mechanics (scatter, replicate, gather), threads vs processes timed; scaling needs 2 GPUs",
         sizes={
             # batch: images of res px in the mechanism checks (the snippet's model, width channels;
             # SmallCNN of bn_width with BatchNorm); gil_*: replicas timed one after another and on one

@@ -204,8 +204,8 @@ class Report:
                          f"row{'s' * (len(ref) != 1)} of its own (the cells above show those they compare with; all "
                          f"in results/{device_slug(ref_device or '')}.json).")
         if apart:
-            setup = (f"{_sizes_words(ref_sizes)}; this run has {_sizes_words(my_sizes)}"
-                     if not same_profile else "another setup than this run's")
+            setup = (f"{_sizes_words(ref_sizes)}; this run has {_sizes_words(my_sizes)}, which may share some of "
+                     "them: the record does not say which rows" if not same_profile else "another setup than this run's")
             lines.append(f"Reference run on {ref_device} ({setup}), apart: a row's note names what it measured.")
             lines += [f"  {fmt_row(k, ref[k])}" + ("  [host CPU]" if ref_on_cpu or _ON_CPU.search(ref[k].get("note", ""))
                                                    else "") for k in apart]

@@ -78,10 +78,12 @@ def test_timing_split_follows_the_two_ratios():
     same = bench.ratio_of("in turns", 1.0, 0.99, 1.01)
     said = nb00.timing_split(bench.ratio_of("apart", 1.0, 0.98, 1.02), same)  # what the run did establish
     assert said.startswith("timed apart 1.00×, in turns 1.00×: in turns the two ways of timing agree (0.99–1.01×)")
-    assert "the one timed apart is within the spread of its repeats" in nb00.timing_split(
+    assert "the ratio timed apart (1.00×) lies within its timings' spreads" in nb00.timing_split(
         bench.ratio_of("apart", 1.0, 0.98, 1.02, apart=True), same)  # the reason its own verdict gave (reader Q)
-    assert "the one timed apart is closer to 1 than two moments can differ by" in nb00.timing_split(
+    assert "the ratio timed apart (1.30×) is closer to 1 than two moments can differ by" in nb00.timing_split(
         bench.ratio_of("apart", 1.3, 1.2, 1.4, apart=True), same)
+    both_wide = nb00.timing_split(bench.ratio_of("apart", 1.0, 0.98, 1.02), bench.ratio_of("t", 1.0, 0.82, 1.16))
+    assert "in turns, the interval (0.82–1.16×) is too wide to tell the two ways of timing apart" in both_wide
     wide = bench.ratio_of("in turns", 1.1, 0.95, 1.3)
     assert "cannot split" in nb00.timing_split(bench.ratio_of("apart", 1.2, 1.15, 1.25), wide)
     paired = bench.ratio_of("in turns", 1.1, 1.08, 1.12)
@@ -93,8 +95,12 @@ def test_peak_text_says_whether_the_row_is_the_peaks_own_matmul():
     peak, note = _rate(512, 130e9, "peak: matmul 512×512 float32"), peaks.Note("00_setup_check", 0.0, True)
     own = nb00.peak_text(peak, note, _rate(512, 120e9), peaks.Offered())
     assert "they are the same matmul" in own and "92% of" in own and len(own.splitlines()) == 4
-    other = nb00.peak_text(peak, note, _rate(256, 120e9), peaks.Offered("raised: by 00", raised=True))
-    assert "also holds the machine's change" in other and other.endswith("matmul 256×256 float32: raised: by 00")
+    other = nb00.peak_text(peak, note, _rate(256, 120e9), peaks.Offered("stands: by 00"))
+    assert "also holds the machine's change" in other and other.endswith("matmul 256×256 float32: stands: by 00")
+    raised = nb00.peak_text(peak, note, _rate(512, 140e9), peaks.Offered("raised: by 00", raised=True))
+    assert "% of" not in raised and "raised: by 00" not in raised  # no fraction of a peak it replaces
+    assert "its slow quartile, 1" in raised and "lies above the peak measurement's fast one, 13" in raised
+    assert raised.endswith("The later notebooks divide by 140.0 GFLOP/s")
 
 
 def test_datasheet_text_names_the_gpu_or_points_to_notebook_01():

@@ -245,8 +245,21 @@ def test_bytes_moved_text_and_logits_text_add_up():
     assert "mlp: 1.0 MiB of parameters, 1.0 KiB of buffers" in text and "DDP sends 1.0 MiB from each GPU" in text
     assert "2.0 MiB in all" in text and "totals over all links" in text  # DDP's total beside DataParallel's
     logits = nb05.logits_text((3, 2, 4), [2, 1, 0], [64.0, 32.0, 0.0], 96.0).splitlines()
-    assert logits[0] == "logits (3, 2, 4) over 3 GPUs, arithmetic:" and "= 352 B" in logits[1]
+    assert logits[0] == "logits (3, 2, 4) over 3 GPUs, arithmetic:" and "= 448 B" in logits[1]  # 64 + 4 × 96
+    assert "an estimate, not measured here" in logits[1] and "bound" not in logits[1]
     assert logits[2] == "  GPU 1: piece of 1 sequence(s), 32 B" and logits[3].startswith("  GPU 2: piece of 0")
+
+
+def test_earlier_processes_reads_the_references_apart_rows(monkeypatch):
+    rows = {"small layers: a process each vs one after another (timed apart, unpaired)":
+            {"value": 2.31, "unit": "×", "spread": [1.96, 2.47]},
+            "small layers: a thread each vs one after another": {"value": 0.41, "unit": "×", "spread": [0.37, 0.63]}}
+    monkeypatch.setattr(nb05.report, "reference", lambda notebook: ("NVIDIA H200", rows))
+    text = nb05.earlier_processes().splitlines()
+    assert text[0].startswith("the reference machine's host CPU timed a process each apart") and len(text) == 2
+    assert "2.31" in text[1] and "inconclusive" in text[1]  # two moments, under 2.5x
+    monkeypatch.setattr(nb05.report, "reference", lambda notebook: (None, {}))
+    assert nb05.earlier_processes() == ""
 
 
 def test_without_gpus_text_falls_back_to_published_scaling(monkeypatch):

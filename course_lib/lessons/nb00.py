@@ -92,11 +92,15 @@ def timing_split(apart: bench.Ratio, paired: bench.Ratio) -> str:
     by `paired` (the same two ways timed in turns), and how much the moments."""
     way = f"differs ({paired.phrase})" if paired.clear else f"shows no difference to tell ({paired.doubt})"
     if not (apart.clear or paired.clear):
-        why = ("within the spread of its repeats" if apart.within_noise or apart.single
-               else "closer to 1 than two moments can differ by")
-        settled = (f"in turns the two ways of timing agree ({paired.lo:.2f}–{paired.hi:.2f}×)"
-                   if paired.within_noise and not paired.too_wide else "in turns they cannot be told apart either")
-        return f"timed apart {apart.value:.2f}×, in turns {paired.value:.2f}×: {settled}; the one timed apart is {why}"
+        why = ("lies within its timings' spreads" if apart.within_noise or apart.single
+               else "is closer to 1 than two moments can differ by")
+        if paired.within_noise and not paired.too_wide:
+            settled = f"in turns the two ways of timing agree ({paired.lo:.2f}–{paired.hi:.2f}×)"
+        else:
+            settled = (f"in turns, the interval ({paired.lo:.2f}–{paired.hi:.2f}×) is too wide to tell the two ways of "
+                       "timing apart")
+        return (f"timed apart {apart.value:.2f}×, in turns {paired.value:.2f}×: {settled}; the ratio timed apart "
+                f"({apart.value:.2f}×) {why}, so neither the way of timing nor the moment shows an effect here")
     if paired.lo <= apart.value <= paired.hi:  # the way of timing alone could explain all of it, or none
         return (f"timed apart {apart.value:.2f}×, in turns {paired.value:.2f}× "
                 f"({paired.lo:.2f}–{paired.hi:.2f}×): the way of timing {way}; its interval holds the whole {apart.value:.2f}×, so this run cannot split "
@@ -109,7 +113,19 @@ def timing_split(apart: bench.Ratio, paired: bench.Ratio) -> str:
 
 def peak_text(peak: bench.Timing, note: peaks.Note, row: bench.Timing, offered: peaks.Offered) -> str:
     """The run's stored `peak` and where it came from (`note`), `row` as a fraction of it, why
-    that fraction can differ from 100 %, and what offering `row` to the peaks did (`offered`)."""
+    that fraction can differ from 100 %, and what offering `row` to the peaks did (`offered`):
+    where it raised the peak, the two quartiles the rule compared instead of the fraction."""
+    if offered.raised:
+        def fmt_rate(v: float, unit: str, digits: int = 1) -> str:  # the quartiles to 2 decimals: the rule's edge
+            scale, prefixed = units.rate_scale(v, unit)
+            return f"{v / scale:.{digits}f} {prefixed}"
+        return "\n".join([
+            f"{peak}\n  {note}",
+            f"the row timed above, {row.name}, {fmt_rate(row.rate, row.unit)}: its slow quartile, "
+            f"{fmt_rate(row.rate_lo, row.unit, 2)}, lies above the peak measurement's fast one, "
+            f"{fmt_rate(peak.rate_hi, peak.unit, 2)}, so the stored peak is raised to it: the fastest reading so far "
+            "(two moments: not a verdict that one ran faster). The later notebooks divide by "
+            f"{fmt_rate(row.rate, row.unit)}"])
     same = row.name == peak.name.removeprefix("peak: ")  # the very matmul the peak was taken from
     lines = [str(peak), f"  {note}", bench.fmt_vs_peak(row, peak),
              "  (that row and the peak were timed apart, not in turns: " + (

@@ -293,8 +293,9 @@ def baseline_lines(acc: float, lin_acc: float, n_val: int, epochs: int, classes:
     (:func:`beyond_chance`; under 1 % is beyond chance)."""
     right = round(lin_acc * n_val)  # validation images the linear classifier got right
     guess = beyond_chance(right, n_val, 1 / classes)
-    return (f"val accuracy after {epochs} epochs each: SmallCNN {100 * acc:.1f}%, linear classifier on pixels "
-            f"{100 * lin_acc:.1f}%: the CNN is {100 * (acc - lin_acc):+.1f} percentage points "
+    cnn, lin = round(100 * acc, 1), round(100 * lin_acc, 1)  # the gap between the printed figures, as printed
+    return (f"val accuracy after {epochs} epochs each: SmallCNN {cnn:.1f}% ({round(acc * n_val):,} of {n_val:,}), "
+            f"linear classifier on pixels {lin:.1f}% ({right:,}): the CNN is {cnn - lin:+.1f} percentage points "
             f"{'ahead' if acc >= lin_acc else 'behind'} on {n_val:,} unseen images (a guess among {classes} classes: "
             f"{100 / classes:.1f}%)\nguessing gets {right:,} or more of {n_val:,} right with chance {guess:.2g}: "
             "the linear classifier is " + ("beyond chance (under the 1 % this course requires)" if guess < 0.01 else
@@ -384,7 +385,8 @@ def loader_takeaway(base: Throughput, loaders: Sequence[Throughput], vs_base: Se
     apart = any(r.apart for r in vs_base) and bound < verdicts.APART
     return (f"takeaway: workers took the drawing out of the training process (data wait {base.data_wait_share:.0%} of a "
             f"call with workers=0, {waits} with workers), {speed} ({cores} cores here, shared by workers and the "
-            f"training threads); removing all of workers=0's wait would make its calls at most {bound:.2f}× faster"
+            f"training threads); without its wait, workers=0's median call would be {bound:.2f}× faster (its median "
+            "over its median less its median wait)"
             + (f", under the {verdicts.APART:g}× by which two moments can differ, and loaders with workers were timed "
                "apart" if apart else ""))
 
@@ -438,10 +440,12 @@ def _resnet_rows(rows: list[bench.Timing], ratios: list[bench.Ratio], small: ben
     if small.inconclusive or big.inconclusive:  # the machine's drift was as large as the effect: nothing to compare
         end = ("\none of the two is inconclusive here, so whether the layout's effect differs between the models "
                "is not settled")
-    elif small.hi < big.lo or big.hi < small.lo:  # two paired intervals that do not overlap
-        end = (f"\neach ratio is paired in its own turns (a change of the machine's pace cancels within each), and "
-               f"the two intervals {both} do not overlap:\nthe layout's effect differs between the two models here "
-               f"(their convolutions, the batch: {batches[0]} and {batches[1]})")
+    elif small.hi < big.lo or big.hi < small.lo:  # two paired intervals that do not overlap, of two moments
+        end = (f"\neach ratio is paired, but only within its own turns, minutes apart (the machine's pace can move "
+               f"two steps unevenly): the SmallCNN's effect over the {model}'s, "
+               + verdicts.moments_words(small.lo / big.hi, small.hi / big.lo)
+               + f" (the models also differ in their convolutions and batch, {batches[0]} and {batches[1]}: "
+               "untested differences)")
     elif sign(small) == sign(big):
         end = ""
     else:

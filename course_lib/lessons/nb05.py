@@ -241,13 +241,15 @@ def bytes_moved_text(model: str, params: int, state: int, moved: dict[int, tuple
 
 def logits_text(shape: tuple[int, int, int], rows: Sequence[int], pieces: Sequence[float], full: float) -> str:
     """Section 6.3: what each GPU holds of logits of `shape` (batch, tokens, vocab): its `rows`
-    and `pieces` (bytes of its piece), and on GPU 0 also the gathered logits, their log-softmax
-    and their gradient, each `full` bytes."""
+    and `pieces` (bytes of its piece), and on GPU 0 also the gathered logits, their log-softmax,
+    the loss's gradient with respect to the log-softmax and then to the logits, each `full` bytes."""
     batch, tokens, vocab = shape
     lines = [f"logits ({batch}, {tokens}, {vocab:,}) over {len(rows)} GPUs, arithmetic:",
              f"  GPU 0: piece {units.fmt_bytes(pieces[0])} + gathered {units.fmt_bytes(full)} + log-softmax "
-             f"{units.fmt_bytes(full)} + gradient {units.fmt_bytes(full)} = {units.fmt_bytes(pieces[0] + 3 * full)}: "
-             "a rough upper bound, if all four are alive at once in fp32"]
+             f"{units.fmt_bytes(full)} + its gradient {units.fmt_bytes(full)} + the logits' gradient "
+             f"{units.fmt_bytes(full)} = {units.fmt_bytes(pieces[0] + 4 * full)} in fp32 while cross-entropy's "
+             "backward runs, if all five are alive at once: an estimate, not measured here (what PyTorch frees "
+             "earlier, or fuses, is not counted)"]
     lines += [f"  GPU {gpu}: piece of {rows[gpu]} sequence(s), {units.fmt_bytes(pieces[gpu])}"
               for gpu in range(1, len(rows))]
     return "\n".join(lines)
@@ -262,11 +264,21 @@ def reference_text() -> str:
             rows = [f"  {report.fmt_row(key, row)}" for key, row in ref.items()
                     if key.startswith(("DataParallel", "DDP", "replicate to"))]
             return "\n".join([f"reference run on {ref['GPUs']['value']} × {ref_device}:", *rows])
-    return ("(no reference run with 2 GPUs or more is recorded in results/ for this notebook yet). Published: "
+    return ("(no reference run with 2 GPUs or more is recorded in results/ for this notebook yet); below, "
             "DataParallel against DDP on 2 GPUs (another model and other GPUs than this section's), then DDP "
-            "from 1 to 8 GPUs:\n" + published.elsewhere(
+            "from 1 to 8 GPUs.\n" + published.elsewhere(
                 NB, keys=["hf_transformers_dp_vs_ddp_2x_titan_rtx_gpt2", "dle_resnet50_a100_8gpu_strong_scaling",
                           "dle_resnet50_v100_8gpu_strong_scaling"]))
+
+
+def earlier_processes() -> str:
+    """The reference host's rows of a process each timed apart, by an earlier version of section 6.1's
+    script (its rows' names say so), read by the course's rule for two moments; '' where there are none."""
+    rows = [(k, r) for k, r in report.reference(NB)[1].items() if "a process each" in k and "timed apart" in k]
+    if not rows:
+        return ""
+    return ("the reference machine's host CPU timed a process each apart, with an earlier version of this script:\n"
+            + "\n".join(f"  {report.fmt_row(k, r)}" for k, r in rows))
 
 
 def without_gpus_text(gpus: int, gil: str) -> str:
