@@ -127,9 +127,9 @@ def _stored(key: str, by: str, measure: Callable[[], list[bench.Timing]]) -> tup
     entry = entries.get(key)
     now = time.time()
     if _fresh(entry, now):
-        raised = entry.get("raised", "")  # said by the notebook that raised it: named where another reads it
+        raised = entry.get("raised", "")  # said where it was raised: another notebook reads it as stored before it
         if raised and entry["by"] != by:
-            raised = f"stored by {entry['by']}, {_ago(now - entry['at'])}: {raised}"
+            raised = f"stored earlier in this run, {raised}"
         return [_timing(t) for t in entry["timings"]], Note(entry["by"], now - entry["at"], False, raised)
     timings = measure()
     entries[key] = {"by": by, "at": now, "timings": [_stored_dict(t) for t in timings]}

@@ -441,7 +441,7 @@ NOTEBOOKS: tuple[Notebook, ...] = (
             "smoke": dict(block=64, n_layer=2, n_head=2, n_embd=64, batch=8, profiled=3, repeats=3,
                           compile=False, compile_breaks=False, peak_sizes=[256, 512],
                           bw_sizes=[1 << 20, 256 << 20], op_steps=2),
-            "cpu": dict(block=128, n_layer=4, n_head=4, n_embd=128, batch=16, profiled=3, repeats=5,
+            "cpu": dict(block=128, n_layer=4, n_head=4, n_embd=128, batch=16, profiled=3, repeats=9,
                         compile=True, compile_breaks=True, peak_sizes=[512, 1024, 2048],
                         bw_sizes=[1 << 20, 8 << 20, 64 << 20, 256 << 20], op_steps=3),
             "gpu": dict(block=1024, n_layer=6, n_head=12, n_embd=768, batch=8, profiled=5, repeats=10,

@@ -293,6 +293,10 @@ def fmt_row(key: str, row: dict) -> str:
     """One recorded measurement as a line: 'key: value (lo–hi) unit  note', and its setup
     in brackets where it names one; a ratio with its interval also says what the interval
     allows (:func:`ratio_grade`)."""
+    if row.get("unit") in ("tok/s", "img/s") and row["value"] >= 1e4:  # recorded before the prefix: 485,186 tok/s
+        scale, prefixed = units.rate_scale(row["value"], row["unit"])
+        row = {**row, "value": row["value"] / scale, "unit": prefixed,
+               "spread": [v / scale for v in row["spread"]] if row.get("spread") else None}
     setup = f" [{row['setup']}]" if row.get("setup") else ""
     grade = f": {ratio_grade(row, key)}" if row.get("unit") == "×" and row.get("spread") else ""
     return f"{key}: {fmt_row_value(row)} {row['unit']}{grade}  {row.get('note', '')}".rstrip() + setup

@@ -132,7 +132,8 @@ def test_sources_leave_out_docstrings_only():
 
     text = nb08.sources(plain, documented)
     assert "def plain(x):" in text and "return x + 1" in text and "return x + 2" in text
-    assert "Adds two" not in text
+    assert "Adds two" not in text and "def documented(x):" in text  # the signature stays
+    assert "# test_sources_leave_out_docstrings_only.<locals>.plain\n" in text  # each under its name
 
 
 def test_param_count_and_flops_terms():
@@ -220,7 +221,7 @@ def test_published_and_reference_texts_are_labelled():
     assert "not against the measured peak" in said and "so on a GPU more of each step is overhead" not in said
     if (peak := nb08.reference_peak_text()) and "two H200 machines" in peak:  # the figures it quotes are the log's
         log = (report.results_dir() / "nvidia-h200.test-gpu.md").read_text(encoding="utf-8")
-        assert "1.73× apart, 799.6 and 462.9 ktok/s; this record is the slower machine's" in peak
+        assert "at 799.6 and 462.9 ktok/s, 1.73× apart: two machines at two moments, within the course's 2.5×" in peak
         assert "eager SDPA at 82 ms per step (799.6 ktok/s)" in log and "142 ms (462.9 ktok/s)" in log
         assert "The cause is not" in log and 799.6 / 462.9 == pytest.approx(1.73, abs=0.005)
     assert "A finer reading than GPU-Util" in nb08.utilisation_elsewhere()
@@ -257,7 +258,7 @@ def test_long_run_lines_count_the_clipped_steps():
 @pytest.mark.parametrize("vs, long_s, says", [
     (_in_turns(0.5, 0.45, 0.55), 0.2, "longer, beyond both spreads; the data wait accounts for 1% of it"),
     (_in_turns(2.0, 1.8, 2.2), 0.05, "ms shorter, beyond both spreads"),
-    (_in_turns(1.0, 0.9, 1.1), 0.1, "what the long run's loop adds is not told apart here"),
+    (_in_turns(1.0, 0.9, 1.1), 0.1, "two moments apart, inconclusive: what moved them is not measured here"),
 ])
 def test_long_vs_section4_grades_the_difference(vs, long_s, says):
     from course_lib.train import TrainConfig
@@ -369,6 +370,12 @@ def test_paired_mfu_text_names_the_turns_and_the_moment():
         "answer: this step's MFU on this machine is 45%–50% of the measured peak, the range of the readings below")
     assert nb08.mfu_answer(best, [0.377, 0.369, 0.382], swung, 0.40, slow).endswith("too wide to check it")
     assert nb08.mfu_answer(None, None, mfu, 0.45, held) == ""
+    assert nb08.mfu_span([0.377, 0.369, 0.382], mfu, 0.45, slow) == (0.45, 0.5)  # the readings' range
+    assert nb08.mfu_span([0.377, 0.369, 0.382], mfu, 0.45, held) == (0.369, 0.382)  # stands: the quartiles
+    assert nb08.mfu_span([0.377, 0.369, 0.382], None, 0.45, None) == (0.369, 0.382)  # no check ran
+    widened = nb08.answer_with_long_run((0.30, 0.34), [0.385, 0.321, 0.3905])
+    assert widened.startswith("answer, with the long run: this step's MFU on this machine is 30%–39% of the measured")
+    assert "(section 5: 30%–34%; the long run's quartiles: 32%–39%)" in widened
 
 
 def test_reference_peak_is_derived_from_its_two_mfus(monkeypatch):
@@ -380,8 +387,8 @@ def test_reference_peak_is_derived_from_its_two_mfus(monkeypatch):
     monkeypatch.setattr(report, "reference", lambda nb: ("NVIDIA H200", runs[nb]))
     monkeypatch.setattr(report, "reference_meta", lambda nb: {"device": "NVIDIA H100 SXM5"})
     text = nb08.reference_peak_text()  # 989.5 × 5 / 10
-    assert "stores no peak: its two MFU rows imply it divided by 494.8 TFLOP/s" in text
-    assert "the reference's 10 measured its own, 480.0 TFLOP/s: both records predate the peak" in text
+    assert "the reference's MFU divides by 494.8 TFLOP/s, inferred from its two MFU rows" in text
+    assert "the reference's 10 measured 480.0 TFLOP/s: the two were not yet shared" in text
     assert "results/nvidia-h200.test-gpu.md" in text and text.count("\n") == 1  # two sentences, two lines
     del runs["08_transformer"]["MFU vs datasheet peak"]
     assert nb08.reference_peak_text() == ""

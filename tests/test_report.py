@@ -422,3 +422,9 @@ def test_the_references_loader_ratios_are_read_as_timed_apart():
     _, rows = report.reference("02_first_cnn")
     loaders = {k: r for k, r in rows.items() if k.endswith("vs workers=0") and r.get("spread")}
     assert loaders and all(report.ratio_grade(r, k).startswith("timed apart: ") for k, r in loaders.items())
+
+
+def test_fmt_row_gives_an_unprefixed_rate_its_prefix():
+    row = {"value": 485186.0, "unit": "tok/s", "spread": [460056.0, 522333.0], "note": "eager"}
+    assert report.fmt_row("long run: tokens/s", row) == "long run: tokens/s: 485.2 (460.1–522.3) ktok/s  eager"
+    assert report.fmt_row("x", {"value": 950.0, "unit": "tok/s"}) == "x: 950 tok/s"

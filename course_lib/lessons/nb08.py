@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import textwrap
 from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Callable, Sequence
@@ -163,8 +164,16 @@ def baseline_line(vocab_size: int, unigram: float) -> str:
 
 
 def sources(*fns: Callable) -> str:
-    """The source of each function, a docstring left out (the code after its closing quotes)."""
-    return "\n".join(inspect.getsource(f).split('"""')[-1] if f.__doc__ else inspect.getsource(f) for f in fns)
+    """The source of each function under its name ('# Block.forward'), its def line(s) kept and its
+    docstring left out."""
+    out = []
+    for f in fns:
+        src = inspect.getsource(f)
+        if f.__doc__:  # the def line(s), then the code after the docstring's closing quotes
+            head, _, rest = src.partition('"""')
+            src = head.rstrip() + rest.partition('"""')[2]
+        out.append(f"# {f.__qualname__}\n{textwrap.dedent(src)}")
+    return "\n".join(out)
 
 
 def param_count(model: GPT) -> str:
@@ -205,8 +214,8 @@ def break_even_text(speed: Ratio, extra_s: float, eager: Timing, tokens_per_step
         return ("no gain these repeats can establish: no break-even to state" if speed.value > 1 or speed.within_noise
                 else "compiling made the step slower here: no break-even to state")
     steps, few, many = break_even(extra_s, eager, speed)
-    return (f"the compilation ({extra_s:.1f} s beyond that step's work) pays for itself after about "
-            f"{fmt_count(steps)} steps of {tokens_per_step:,} tokens "
+    return (f"the compilation ({extra_s:.1f} s beyond that step's work) pays for itself against {eager.name} after "
+            f"about {fmt_count(steps)} steps of {tokens_per_step:,} tokens "
             f"({fmt_count(few)} to {fmt_count(many)} over the spread of the speed-up)")
 
 
@@ -282,6 +291,26 @@ def _mfu_check(mfu: Ratio, stored: float, matmul: Ratio, step: Ratio | None) -> 
     return "range", [mfu.value, stored] + ([stored / step.value] if step is not None else [])  # last: section 4's
 
 
+def mfu_span(best_mfu: Sequence[float], mfu: Ratio | None, stored: float, matmul: Ratio | None,
+             step: Ratio | None = None) -> tuple[float, float]:
+    """The MFU section 5 answers with, as a range: the readings' where the same-turns check moved them,
+    else the fastest step's quartiles (`mfu` None: no check ran)."""
+    if mfu is not None and matmul is not None:
+        status, readings = _mfu_check(mfu, stored, matmul, step)
+        if status == "range":
+            return min(readings), max(readings)
+    return best_mfu[1], best_mfu[2]
+
+
+def answer_with_long_run(section5: tuple[float, float], long_mfu: Sequence[float]) -> str:
+    """Section 5's answer (`section5`, its range) widened by the long run's reading of the same step
+    (`long_mfu`: median, then its quartiles' ends): every reading of this step, each one moment's."""
+    lo, hi = min(section5[0], long_mfu[1]), max(section5[1], long_mfu[2])
+    return (f"answer, with the long run: this step's MFU on this machine is {lo:.0%}–{hi:.0%} of the measured peak "
+            f"across this notebook's readings (section 5: {section5[0]:.0%}–{section5[1]:.0%}; the long run's "
+            f"quartiles: {long_mfu[1]:.0%}–{long_mfu[2]:.0%}), each one moment's")
+
+
 def mfu_answer(best: Timing | None, best_mfu: Sequence[float] | None, mfu: Ratio, stored: float, matmul: Ratio,
                step: Ratio | None = None) -> str:
     """Section 5's answer in one line, before the figures it rests on: the fastest step's MFU against the
@@ -340,7 +369,7 @@ def published_mfu(this_run: str) -> str:
     return (f"\nFor comparison, and not the same setup as this run ({this_run}): the reference run trained the gpu "
             f"profile's large GPT ({big.n_layer} layers, width {big.n_embd}, T = {big.block}, bf16, "
             f"{big.micro * big.accum * big.block:,} tokens per step; section 8), and the published runs trained models of "
-            "125 M to 1 B parameters on 2,048-token sequences. "
+            "125 M to 1 B parameters on 2,048-token sequences.\n"
             + published.elsewhere("08_transformer", ("MFU",), ["mosaic_mpt125m_a100_80gb_mfu",
                                                                "mosaic_mpt1b_h100_vs_a100_mfu"])
             + (f"\n{ref_peak}" if (ref_peak := reference_peak_text()) else "")
@@ -361,16 +390,17 @@ def reference_peak_text() -> str:
     if not (meas and sheet and dense):
         return ""
     derived = dense * sheet["value"] / meas["value"]  # the same tokens/s over each peak: MFUs scale as 1/peak
-    two = ("\n(two H200 machines ran the eager SDPA step of this record's code 1.73× apart, 799.6 and 462.9 ktok/s; "
-           "this record is the slower machine's, the cause not found: results/nvidia-h200.test-gpu.md)"
+    two = ("\n(two H200 machines ran the eager SDPA step of this record's code at 799.6 and 462.9 ktok/s, 1.73× apart: "
+           "two machines at two moments, within the course's 2.5×, so not shown to differ; this record is the slower "
+           "one's, whose MFU is then the lower end: results/nvidia-h200.test-gpu.md)"
            if "H200" in ref_device else "")  # that file's second session
     _, rows10 = report.reference("10_compile_and_profile")
     peak10 = next((r for k, r in rows10.items() if k.startswith("peak: matmul") and "bfloat16" in k
                    and r.get("unit") == "TFLOP/s"), None)
-    ten = (f"; the reference's 10 measured its own, {peak10['value']:.1f} TFLOP/s: both records predate the peak "
-           "the notebooks now share (course_lib.peaks)" if peak10 and abs(peak10["value"] - derived) > 0.05 else "")
-    return (f"(the reference's 08 record stores no peak: its two MFU rows imply it divided by {derived:.1f} TFLOP/s"
-            f"{ten}){two}")
+    ten = (f"; the reference's 10 measured {peak10['value']:.1f} TFLOP/s: the two were not yet shared"
+           if peak10 and abs(peak10["value"] - derived) > 0.05 else "")
+    return (f"(the reference's MFU divides by {derived:.1f} TFLOP/s, inferred from its two MFU rows: its 08 record "
+            f"stores no peak{ten}){two}")
 
 
 def busy_line(t: Timing, mfu: Sequence[float], busy: Sequence[float]) -> str:
@@ -452,7 +482,9 @@ def long_vs_section4(vs: Ratio, hist: History, long_t: Timing, sec4: Timing, run
         verdict = (f"verdict: the long run's step is {-diff_ms:.1f} ms shorter, beyond both spreads: what its loop "
                    "adds is smaller than what else differs between the two, which is not measured here")
     else:
-        verdict = f"verdict: {vs.phrase} by the medians, two moments apart: what the long run's loop adds is not told apart here"
+        verdict = (f"verdict: the long run's steps ran {vs.phrase} by the medians"
+                   + (" although its loop does more per step" if vs.value > 1 else "")
+                   + "; two moments apart, inconclusive: what moved them is not measured here")
     return "\n".join([str(vs), what, verdict])
 
 
@@ -512,7 +544,8 @@ def big_run_text(big: SimpleNamespace, params: int, tokens: int, flops: float, *
     if this_run:
         return "\n".join(lines + [f"This run is that run, on {device_label}."])
     lines.append("This run is not the gpu profile on a large GPU. What the datasheets allow (NVIDIA's dense bf16 "
-                 "figures, not measurements): at 100 % MFU a step could take no less than")
+                 "figures, not measurements): at 100 % MFU a step would take (MFU counts the whole attention square; "
+                 "a causal kernel computes about half of it, so the hardware could take a little less)")
     h100, h200 = datasheet.lookup("H100 SXM5"), datasheet.lookup("H200")
     for spec in (h100, h200):
         floor = flops / (datasheet.peak_tflops(spec, "bf16") * 1e12)  # s per step

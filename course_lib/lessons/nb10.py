@@ -1,5 +1,6 @@
 """Notebook 10 (torch.compile and the profiler): the exercise checks, and the words around its
-measurements (each function returns the text a cell prints)."""
+measurements (each function returns the text a cell prints); section 4's, the roofline's, are
+:mod:`course_lib.lessons.nb10_roofline`, re-exported here."""
 
 from __future__ import annotations
 
@@ -13,10 +14,12 @@ from torch import nn
 
 from course_lib import check, datasheet, profiles, published, report, verdicts
 from course_lib.bench import Ratio, Timing, break_even, speedup
+from course_lib.lessons.nb10_roofline import (OfRoof, RidgeOf, attention_alone, eager_then_now, kind_table,  # noqa: F401
+                                              no_roofline, op_notes, op_table, placement, roof_verdict, roofs_note)
 from course_lib.models import GPT, GPTConfig
 from course_lib.profiling import StepSyncs, SyncCounter
-from course_lib.roofline import OpTime, StepOps, count_ops, intensity, ridge, vs_datasheet
-from course_lib.units import fmt_bytes, fmt_count, fmt_rate, fmt_time, rate_scale
+from course_lib.roofline import count_ops
+from course_lib.units import fmt_bytes, fmt_count, fmt_time, rate_scale
 
 
 @check.exercise()
@@ -98,6 +101,14 @@ def trace_note(path: Path, steps: int) -> str:
             "or chrome://tracing in Chrome")
 
 
+def profiled_total(plain: Mapping[str, float]) -> str:
+    """The profiled step's length by its categories (`plain`, seconds each), and why it is not set beside
+    section 3's timing of the same step."""
+    return (f"the profiled steps: {fmt_time(sum(plain.values()))} each, by the trace. Section 3 times this step without "
+            "the profiler, in turns with compiled versions, at another moment: set these shares, not this time, beside "
+            "its timings")
+
+
 def regime(plain: Mapping[str, float], device_type: str) -> str:
     """The plain step's regime, from its categories' seconds (`plain`): on a GPU, launch-bound
     where the GPU waited for the CPU half the step or more, partly so from a fifth, else bound by
@@ -151,9 +162,11 @@ def _graphs_bound(rows: Mapping[str, dict]) -> str:
         return ""
     lo = 1 - default["spread"][1] / graphs["spread"][0]  # the share saved, from the quartiles' ends (rates)
     mid = 1 - default["value"] / graphs["value"]
-    return (f"\nits compiled step, timed without the profiler: CUDA graphs ran it {graphs['value'] / default['value']:.2f}× "
-            f"faster, so {mid:.0%} of it (at least {math.floor(100 * lo)}%) was CPU-side work that a graph's replay "
-            "skips (launching each kernel, PyTorch's choosing of a kernel for each op, Python), inferred (section 3)")
+    return (f"\nits compiled step, timed without the profiler (section 3): reduce-overhead ran it "
+            f"{graphs['value'] / default['value']:.2f}× faster than the default mode, both compiled (the ratio of the "
+            f"medians), so {mid:.0%} of it (at least {math.floor(100 * lo)}%, from the quartiles) was work that a graph's "
+            "replay skips (launching each kernel, PyTorch's choosing of a kernel for each op, Python; a graph also "
+            "keeps its memory in a pool of its own), inferred")
 
 
 def _bound(waited: float) -> str:
@@ -235,7 +248,8 @@ def profiled_note(categories: Mapping[str, Mapping[str, float]], gain: Ratio | N
                 else "the opposite of the timed verdict")
     waited = reading["waiting"] / sum(reading.values())
     thin = waited < VISIBLE
-    return (f"profiled (the profiler adds a cost to every op; the verdict rests on the turns above): reading values "
+    return (f"profiled (the profiler records every op, at a cost of its own; the verdict rests on the turns above): "
+            f"reading values "
             f"took {profiled:.2f}× the time of keeping them ({said})\n"
             f"waiting, the category that holds the reads: {fmt_time(reading['waiting'])} per step reading values "
             f"({waited:.2%} of it), {fmt_time(keeping['waiting'])} keeping them"
@@ -288,8 +302,7 @@ def step_in_08(ran08: Mapping[str, dict] | None, eager: Timing, batch: int, gpt:
     their quartiles, and why timings of two notebooks are not paired; where 08 ran another attention
     (its row's setup), why the two are not compared. '' where 08 did not run so (another profile or
     device, or not yet) or its GPT (`profile`'s sizes) is not `gpt`."""
-    c08 = profiles.sizes("08_transformer", profile)
-    same_gpt = (c08.block, c08.n_layer, c08.n_head, c08.n_embd) == (gpt.block_size, gpt.n_layer, gpt.n_head, gpt.n_embd)
+    same_gpt = _same_gpt(profile, gpt)
     row = (ran08 or {}).get(f"step, micro-batch of {batch} sequences")
     vs = report.rate_vs_row(eager, row) if same_gpt and row else None
     if vs is None:  # 08 did not run so, or recorded no spread or another unit: nothing to set side by side
@@ -302,6 +315,27 @@ def step_in_08(ran08: Mapping[str, dict] | None, eager: Timing, batch: int, gpt:
             f"{report.fmt_row_value(row)} {row['unit']}; eager here: {_rate_range(eager)}, "
             f"{report.apart_words(vs)}. Minutes apart, in two processes, the machine's speed at each moment is part of "
             "any gap: only timings of one set of turns are paired")
+
+
+def _same_gpt(profile: str, gpt: GPTConfig) -> bool:
+    """Whether notebook 08 trains `gpt` under `profile`."""
+    c08 = profiles.sizes("08_transformer", profile)
+    return (c08.block, c08.n_layer, c08.n_head, c08.n_embd) == (gpt.block_size, gpt.n_layer, gpt.n_head, gpt.n_embd)
+
+
+def compile_in_08(ran08: Mapping[str, dict] | None, gain: Ratio, batch: int, gpt: GPTConfig, profile: str) -> str:
+    """Notebook 08's compile speed-up of this GPT with SDPA (its section 4, earlier in this run) beside
+    this notebook's `gain`: each paired within its own turns, so the two are read by the course's rule
+    for two moments. '' where 08 did not time it, or timed another GPT or micro-batch."""
+    row = (ran08 or {}).get("compiled vs eager, SDPA")
+    if not (row and row.get("spread") and _same_gpt(profile, gpt)
+            and profiles.sizes("08_transformer", profile).micro == batch):
+        return ""
+    lo, hi = row["spread"]
+    return (f"notebook 08 (section 4) compiled this GPT with SDPA earlier in this run, at this micro-batch (two per "
+            f"step, with gradient clipping), in its own turns: {row['value']:.2f}× ({lo:.2f}–{hi:.2f}); here "
+            f"{gain.value:.2f}× ({gain.lo:.2f}–{gain.hi:.2f}). Each is paired only within its own turns, minutes apart: "
+            f"this one over 08's, {verdicts.moments_words(gain.lo / hi, gain.hi / lo)}")
 
 
 def _rate_range(t: Timing) -> str:
@@ -410,189 +444,3 @@ def tlparse_note(logs: Sequence[Path], tlparse: str | None, done: subprocess.Com
         return f"tlparse report: {out / 'index.html'} ({len(list(out.rglob('*.html')))} pages, from {logs[-1].name})"
     return (f"tlparse could not read {logs[-1]} (exit {done.returncode}): "
             f"{(done.stderr.strip().splitlines() or [''])[0]}")
-
-
-# ---- section 4: the roofline's numbers in words ----
-
-OfRoof = Callable[[OpTime], float]  # an op's achieved FLOP/s as a share of its roof at its intensity
-RidgeOf = Callable[[OpTime], float]  # the ridge of an op's roofline, where its memory roof meets the peak
-
-
-def roofs_note(peak: Timing, main_bw: Timing, fast_bw: Timing, peak_note: str, bw_note: str, precision: str,
-               gpu_name: str | None, device: str) -> str:
-    """Where the two roofs come from, the ridge of each memory roof, the datasheet's figures beside
-    them (`gpu_name`: None off a GPU, which instead gets the reference GPU run's roofs)."""
-    fast = (f"ridge ({fast_bw.name}): {ridge(peak.rate, fast_bw.rate):.1f} FLOP/B"
-            if fast_bw is not main_bw else "no smaller copy ran faster: one memory roof")
-    lines = [f"compute peak: {peak_note}; copies: {bw_note}",
-             f"ridge (main memory): {ridge(peak.rate, main_bw.rate):.1f} FLOP/B | {fast} | {device}",
-             vs_datasheet(gpu_name, precision, peak.rate, main_bw.rate)]
-    if gpu_name is None:
-        lines.append("A GPU's roofs, measured with this cell: "
-                     + published.elsewhere("10_compile_and_profile", ("peak:", "copy")))
-    return "\n".join(lines)
-
-
-def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[:width - 1] + "…"
-
-
-def op_table(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, device: str, eager: Timing | None = None,
-             rows: int = 14) -> str:
-    """The `rows` costliest (op, shapes) groups of a step: calls, intensity, time and share of op
-    time, achieved rate and share of its roof, side of its ridge; under them the groups' count and
-    the whole step's time with and without the profiler; and, given section 3's `eager` timing of
-    the same step, the two beside each other (:func:`eager_then_now`)."""
-    op_time = measured.op_seconds
-    lines = [f"{'op':<48} {'kind':<17} {'calls':>5} {'FLOP/B':>7} {'time':>9} {'share':>6} {'rate':>13} {'of roof':>7}"]
-    for o in measured.ops[:rows]:
-        lines.append(f"{_cut(o.label, 48):<48} {o.kind:<17} {o.calls:>5} {o.intensity:>7.2f} {1e3 * o.seconds:>7.2f}ms "
-                     f"{o.seconds / op_time:>6.1%} {fmt_rate(o.rate, 'FLOP/s'):>13} "
-                     + (f"{of_roof(o):>7.0%}  {'below' if o.intensity < ridge_of(o) else 'above'} its ridge" if o.flops
-                        else f"{'-':>7}  moves data"))
-    n = len(measured.ops)
-    lines.append(f"... {n} (op, shapes) group{'s' if n != 1 else ''}: {fmt_time(op_time)} per step in ops | the whole "
-                 f"step, in the same turns: {fmt_time(measured.step.median_s)} without the profiler, "
-                 f"{fmt_time(measured.profiled.median_s)} with every op counted and recorded | {device}")
-    cost = speedup(measured.profiled, measured.step, "without the profiler vs with it, same turns")
-    if cost.clear and cost.value < 1:  # the profiled step faster: not the profiler's doing
-        lines.append(f"  {cost}: the profiled step ran faster, which the profiler's cost cannot do; what did is "
-                     "not measured")
-    if eager is not None:
-        lines.append(eager_then_now(eager, measured.step))
-    return "\n".join(lines)
-
-
-def eager_then_now(then: Timing, now: Timing) -> str:
-    """Section 3's eager step (`then`) beside this section's (`now`), each timed in its own turns: the
-    course's one wording for two moments (:func:`verdicts.moments_words`)."""
-    apart = speedup(then, now)  # two sets of turns: the range their quartiles allow
-    return (f"section 3 timed this eager step at {fmt_time(then.median_s)} (quartiles {fmt_time(then.lo_s)}–"
-            f"{fmt_time(then.hi_s)}), here {fmt_time(now.median_s)} ({fmt_time(now.lo_s)}–{fmt_time(now.hi_s)}), "
-            f"{now.median_s / then.median_s:.2f}× its time, at two moments: "
-            f"{verdicts.moments_words(1 / apart.hi, 1 / apart.lo)}")  # the time's ratio, as printed
-
-
-def op_notes(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, peak_name: str, device_type: str) -> str:
-    """How to read the op times: how they were timed and what share of the step they fill, like with like
-    (off a GPU the profiler's record of each op, over the profiled step; on a GPU the kernels' time, over the
-    step without the profiler); and, on each side of the ridge, the groups that ran above their roof."""
-    op_time, step, profiled = measured.op_seconds, measured.step.median_s, measured.profiled.median_s
-    if device_type == "cuda":
-        lines = [f"op times: the GPU kernels and copies each op launched; their sum is {op_time / step:.0%} of the "
-                 "whole step without the profiler, the rest the GPU idle, waiting for the CPU to queue work. "
-                 "The shares below are of op time"]
-    else:  # the profiler's records carry its own cost: set them against the step that paid it
-        lines = [f"op times: the profiler's record of each op (the ops it calls included); their sum is "
-                 f"{op_time / profiled:.0%} of the profiled step, the rest time in no op (Python, autograd's "
-                 "bookkeeping, the profiler's and the op counting's own). The shares below are of op time"]
-    over = [o for o in measured.ops if o.flops and of_roof(o) > 1]
-    for side, group in (("below", [o for o in over if o.intensity < ridge_of(o)]),
-                        ("above", [o for o in over if o.intensity >= ridge_of(o)])):
-        if group:  # the roofs are measured rates, not bounds
-            top = max(group, key=of_roof)
-            why = ("the count reads every operand whole, at the rate of a copy of as many bytes: some were not read "
-                   "whole, or came from a faster memory level than that copy's"
-                   if side == "below" else
-                   f"the compute roof is the median rate of {peak_name.split(': ')[-1]} timed as whole calls at "
-                   f"another moment, the ops are the profiler's record of each: a measured rate, not a bound")
-            many = len(group) != 1
-            lines.append(f"{len(group)} group{'s' if many else ''} {side} {'their' if many else 'its'} ridge ran above "
-                         f"{'their' if many else 'its'} roof (up to {of_roof(top):.0%}, {top.label}): {why}")
-    pointwise = sorted((o for o in measured.ops if o.kind == "element-wise" and o.flops and o.intensity < ridge_of(o)),
-                       key=lambda o: -o.seconds)[:2]  # counted at one FLOP per element: how far that count matters
-    if pointwise:
-        lines.append("element-wise ops are counted at one FLOP per element (a GELU does tens): below the ridge, the "
-                     "share of its roof an op reaches is its share of the memory bandwidth whatever its count, and it "
-                     "would cross to the compute side only at " + ", ".join(
-                         f"{ridge_of(o) / o.intensity:.0f} FLOPs per element ({o.short})" for o in pointwise))
-    return "\n".join(lines)
-
-
-def no_roofline(roofs: bool) -> str:
-    """Why this run draws no roofline: the peaks, or the step's ops, ran out of memory."""
-    return (f"No roofline in this run: {'the peaks' if not roofs else 'the ops of the step'} could not be measured "
-            "(out of memory, said above).")
-
-
-def kind_table(kinds: Mapping[str, Mapping[str, float]], op_time: float, ridge_: float) -> str:
-    """Op time by kind (`kinds`: kind -> its seconds, FLOPs and bytes per step): share of op time,
-    intensity, achieved rate and side of the ridge `ridge_` (main memory's)."""
-    lines = [f"{'kind':<18} {'share of op time':>16} {'FLOP/B':>8} {'achieved':>14}  vs main memory's ridge, "
-             f"{ridge_:.1f} FLOP/B"]
-    for kind, k in kinds.items():
-        i = intensity(k["flops"], k["bytes"])
-        rate = fmt_rate(k["flops"] / k["seconds"], "FLOP/s") if k["seconds"] else "-"
-        where = "moves data only" if not k["flops"] else ("below the ridge" if i < ridge_ else "above the ridge")
-        lines.append(f"{kind:<18} {k['seconds'] / op_time:>16.1%} {i:>8.2f} {rate:>14}  {where}")
-    return "\n".join(lines)
-
-
-def roof_verdict(shares: Mapping[tuple[bool, bool], float], slowest: OpTime, slowest_of_roof: float) -> str:
-    """The verdict by share of op time: `shares` maps (near its roof, on the memory side) to the
-    share of op time in such ops; then how close the costliest op with FLOPs (`slowest`, at
-    `slowest_of_roof` of its roof) comes to it."""
-    far = "far below it, held back by something other than the two peaks (the kernel itself, its size, its overheads)"
-    return (f"verdict, by share of op time (copies included): {shares[True, True]:.0%} in memory-side ops "
-            f"at half their roof or more (only moving fewer bytes, by fusing them, lifts those), "
-            f"{shares[True, False]:.0%} in compute-side ops as close to theirs; {shares[False, True]:.0%} memory-side "
-            f"and {shares[False, False]:.0%} compute-side far below their roof: no roof holds those back, something "
-            "else does (the launch, the size, the kernel itself)\n"
-            f"the costliest op, {slowest.label}, runs at {slowest_of_roof:.0%} of what the roofline allows at its "
-            f"intensity: {'close to the roof' if slowest_of_roof >= 0.5 else far}")
-
-
-def attention_alone(ran08: Mapping[str, dict] | None, dtype: torch.dtype) -> str:
-    """Where attention is the costliest op and far below its roof: what notebook 08 (`ran08`, its
-    rows in this run, None where it did not run) measured of attention alone in `dtype`."""
-    alone = next(((k, r) for k, r in (ran08 or {}).items()
-                  if k.startswith("attention alone") and str(dtype) in k), None)
-    if alone:
-        return (f"notebook 08, in this run: {alone[0]} = {alone[1]['value']:.2f}×"
-                + (": the written-out attention was faster, so the fused kernel itself is what is slow here"
-                   if alone[1]["value"] < 1 else ""))
-    if ran08 is not None:
-        return ("notebook 08 ran in this run without timing attention alone in this precision (it does where "
-                "its step found SDPA slower with a clear verdict, beyond the spread and the machine's drift): this run "
-                "does not say whether the kernel itself is the slow part here")
-    return ("notebook 08 (section 4) times attention alone in this precision, SDPA against the written-out "
-            "version: run it in this profile to see whether the kernel itself is the slow part here")
-
-
-def _pct(v: float) -> str:
-    """A share rounded down below 10 % (9.96 %: 9.9 %, under the decade)."""
-    return f"{v:.0%}" if v >= 0.1 else f"{int(1000 * v) / 10:g}%" if v >= 0.001 else "under 0.1%"
-
-
-def _listed(group: Sequence[OpTime], op_time: float, of_roof: OfRoof) -> str:
-    """The ops of a group (the slowest first) with 0.5 % of op time or more; the rest counted, by name."""
-    shown = [o for o in group if o.seconds >= 0.005 * op_time]
-    rest = group[len(shown):]
-
-    def named(o: OpTime) -> str:  # shapes where names repeat
-        return o.short if sum(p.short == o.short for p in shown) == 1 else o.label
-
-    return (", ".join(f"{named(o)} at {_pct(of_roof(o))} of its roof ({o.seconds / op_time:.1%} of op time)"
-                      for o in shown)
-            + ((", and " if shown else "") + f"{len(rest)} op(s) under 0.5% of op time each "
-               f"({', '.join(dict.fromkeys(o.short for o in rest))}), "
-               f"{sum(o.seconds for o in rest) / op_time:.1%} together"
-               if rest else "") or "none")
-
-
-def placement(ops: Sequence[OpTime], op_time: float, of_roof: OfRoof) -> str:
-    """What the roofline figure leaves out or hides: the ops a decade or more below their roofline
-    (`of_roof`: each op's memory level's), those above it, and the op time of those it cannot place."""
-    placed = [o for o in ops if o.flops and o.bytes and o.seconds]  # the slowest first
-    far = [o for o in placed if of_roof(o) < 0.1]  # a decade or more below its roof
-    above = [o for o in placed if of_roof(o) > 1]
-    unplaced: dict[str, float] = {}
-    for o in ops:
-        if not (o.flops and o.bytes and o.seconds):
-            unplaced[o.kind] = unplaced.get(o.kind, 0.0) + o.seconds
-    lines = [f"a decade or more below their roofline: {_listed(far, op_time, of_roof)}",
-             f"above it: {_listed(above, op_time, of_roof)}"]
-    if unplaced:
-        lines.append("not placed (no FLOPs to place, or no time): " + ", ".join(
-            f"{kind} ops, {s / op_time:.1%} of op time" for kind, s in sorted(unplaced.items(), key=lambda kv: -kv[1])))
-    return "\n".join(lines)
