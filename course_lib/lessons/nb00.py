@@ -7,7 +7,7 @@ from typing import Callable, Iterable, Sequence
 
 import torch
 
-from course_lib import bench, check, datasheet, device, peaks, profiles, published, units
+from course_lib import bench, check, datasheet, device, peaks, profiles, published, units, verdicts
 
 
 def fmt_cudnn(version: int | None) -> str:
@@ -92,15 +92,17 @@ def timing_split(apart: bench.Ratio, paired: bench.Ratio) -> str:
     by `paired` (the same two ways timed in turns), and how much the moments."""
     way = f"differs ({paired.phrase})" if paired.clear else f"shows no difference to tell ({paired.doubt})"
     if not (apart.clear or paired.clear):
-        why = ("lies within its timings' spreads" if apart.within_noise or apart.single
-               else "is closer to 1 than two moments can differ by")
+        within = apart.within_noise or apart.single  # the ratio timed apart within its timings' spreads
+        head = f"timed apart {apart.value:.2f}×, in turns {paired.value:.2f}×: "
         if paired.within_noise and not paired.too_wide:
-            settled = f"in turns the two ways of timing agree ({paired.lo:.2f}–{paired.hi:.2f}×)"
-        else:
-            settled = (f"in turns, the interval ({paired.lo:.2f}–{paired.hi:.2f}×) is too wide to tell the two ways of "
-                       "timing apart")
-        return (f"timed apart {apart.value:.2f}×, in turns {paired.value:.2f}×: {settled}; the ratio timed apart "
-                f"({apart.value:.2f}×) {why}, so neither the way of timing nor the moment shows an effect here")
+            return head + (f"in turns the two ways of timing agree ({paired.lo:.2f}–{paired.hi:.2f}×); " + (
+                f"the ratio timed apart ({apart.value:.2f}×) lies within its timings' spreads" if within else
+                f"so the {apart.value:.2f}× timed apart is not the way of timing: it came with the two moments, by "
+                f"less than the {verdicts.APART:g}× two moments can differ by"))
+        return head + (f"in turns, the interval ({paired.lo:.2f}–{paired.hi:.2f}×) is too wide to tell the two ways of "
+                       f"timing apart, and the ratio timed apart ({apart.value:.2f}×) "
+                       + ("lies within its timings' spreads" if within else "is closer to 1 than two moments can differ by")
+                       + ": this run shows no effect of either")
     if paired.lo <= apart.value <= paired.hi:  # the way of timing alone could explain all of it, or none
         return (f"timed apart {apart.value:.2f}×, in turns {paired.value:.2f}× "
                 f"({paired.lo:.2f}–{paired.hi:.2f}×): the way of timing {way}; its interval holds the whole {apart.value:.2f}×, so this run cannot split "
