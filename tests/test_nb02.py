@@ -168,12 +168,10 @@ def test_warmup_uses_up_the_batches_the_workers_prepared_ahead():
         nb02.warmup_calls(2, 0)
 
 
-def test_a_full_prefetch_buffer_is_not_timed(monkeypatch):
-    """Calls served from batches prepared during the warm-up would be fast: with the warm-up of
-    warmup_calls, every timed call waits for batches made while it runs."""
+def _loader_call(made: dict):
+    """A loader's call of 2 steps, as the notebook's: its batches come from a buffer of `made["ready"]`
+    batches prepared ahead, then take 10 ms each to make; returns the seconds it waited."""
     import time
-
-    made = {"ready": 2 * 2}  # 2 workers x prefetch_factor 2, ready before the loop starts
 
     def batches():
         while True:
@@ -190,7 +188,13 @@ def test_a_full_prefetch_buffer_is_not_timed(monkeypatch):
         for _ in range(2):
             next(it)
         return time.perf_counter() - t0
+    return call
 
+
+def test_a_full_prefetch_buffer_is_not_timed(monkeypatch):
+    """Calls served from batches prepared during the warm-up would be fast: with the warm-up of
+    warmup_calls, every timed call waits for batches made while it runs."""
+    call = _loader_call({"ready": 2 * 2})  # 2 workers x prefetch_factor 2, ready before the loop starts
     r = nb02.time_steps(call, name="x", device="cpu", images=2, repeats=3,
                         warmup=nb02.warmup_calls(2, 2))
     assert r.timing.lo_s >= 2 * 0.01 * 0.9 and r.data_wait_share > 0.9
@@ -199,25 +203,8 @@ def test_a_full_prefetch_buffer_is_not_timed(monkeypatch):
 def test_a_loader_in_turns_is_drained_before_each_timed_call():
     """Workers fill their buffer again while the other runs have their turns: drain_calls untimed
     calls before each timed one use it up, so that no timed call is served from it."""
-    import time
-
     made = {"ready": 0}
-
-    def batches():
-        while True:
-            if made["ready"]:
-                made["ready"] -= 1
-            else:
-                time.sleep(0.01)  # a batch made now
-            yield torch.zeros(1), torch.zeros(1)
-
-    it = batches()
-
-    def loader_call():  # 2 steps; returns the seconds waited
-        t0 = time.perf_counter()
-        for _ in range(2):
-            next(it)
-        return time.perf_counter() - t0
+    loader_call = _loader_call(made)
 
     def other():  # meanwhile 2 workers x prefetch_factor 2 batches are made ready
         made["ready"] = 2 * 2
