@@ -94,8 +94,8 @@ def op_notes(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, peak_name: s
                         ("above", [o for o in over if o.intensity >= ridge_of(o)])):
         if group:  # the roofs are measured rates, not bounds
             top = max(group, key=of_roof)
-            why = ("the count reads every operand whole, at the rate of a copy of as many bytes: some were not read "
-                   "whole, or came from a faster memory level than that copy's"
+            why = ("the count assumes every operand is read whole, at the speed of a copy as large: some were not "
+                   "read whole, or came from a faster memory level"
                    if side == "below" else
                    f"the compute roof is the median rate of {peak_name.split(': ')[-1]} timed as whole calls at "
                    f"another moment, the ops are the profiler's record of each: a measured rate, not a bound")
