@@ -50,9 +50,11 @@ def unit_scale(prefixed: str, unit: str) -> float | None:
 
 
 def fmt_rate(rate: float, unit: str) -> str:
-    """A rate with an SI prefix: '198.4 TFLOP/s', '3.1 GB/s', '12.3 kimg/s'."""
+    """A rate with an SI prefix, to three digits at least: '198.4 TFLOP/s', '3.10 GB/s', '12.3 kimg/s'
+    (so that two rates printed beside a ratio give that ratio: 2.34 / 1.65, not 2.3 / 1.7)."""
     scale, prefixed = rate_scale(rate, unit)
-    return f"{rate / scale:.1f} {prefixed}"
+    v = rate / scale
+    return f"{v:.{2 if abs(v) < 10 else 1}f} {prefixed}"
 
 
 def fmt_count(n: float, digits: int = 2) -> str:

@@ -238,7 +238,8 @@ class Ratio:
                          "within the spread of the repeats: a range too wide to tell; more repeats would narrow it"),
             "no difference": (f"within the spread: no measurable difference{paired}" if self.rounds
                               else "within the spread of the repeats: no measurable difference"),
-            "inconclusive": (f"{self.phrase} {'by the medians' if self.apart else 'in the median turn'}, but "
+            "inconclusive": (("equal" if f"{self.value:.{self.decimals}f}" == f"{1:.{self.decimals}f}" else self.phrase)
+                             + f" {'by the medians' if self.apart else 'in the median turn'}, but "
                              f"inconclusive: {self.doubt}{paired}"),
             "negligible": (f"{abs(self.value - 1):.2%} {self.more if self.value > 1 else self.less}, beyond the spread "
                            f"but within {self.negligible - 1:.0%} of no change, less than this reading can show: no "

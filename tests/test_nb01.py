@@ -91,7 +91,7 @@ def test_gain_between_pairs_the_two_gains_round_by_round():
     assert between.rounds == 5 and between.value == pytest.approx(0.5) and between.hi == pytest.approx(0.5)
     said = nb01.gain_by_size_verdict(bench.ratio_of("n", 2.0, 2.0, 2.0), bench.ratio_of("o", 4.0, 4.0, 4.0), 8, 9,
                                      between)
-    assert said.endswith("beyond the spread: the gain differs by 100% between the two sizes, so it depends on the size, "
+    assert said.endswith("beyond the spread: the gain differs by 100.0% between the two sizes, so it depends on the size, "
                          "not only on the format")
     assert "round by round, the first over the second: 0.5× (0.5–0.5)" in said
     same = nb01.gain_between(f32, half, f32, half, "the same gain")

@@ -365,7 +365,7 @@ def test_resnet_lines_compare_the_layouts_intervals():
     big = bench.Ratio("r fp32 channels_last vs fp32 NCHW", 2.0, 1.9, 2.1)
     apart = nb02.resnet_lines(rows, [big], small, "r", (64, 32), "cpu")
     assert "fastest here: r fp32 channels_last" in apart and "64 and 32" in apart
-    assert "each ratio is paired, but only within its own turns, minutes apart" in apart
+    assert "does channels_last help the SmallCNN more than r? Each ratio is paired within its own turns" in apart
     assert "its range, 0.45–0.55×, comes within the 2.5× of 1 by which two moments can differ: inconclusive" in apart
     assert "untested differences" in apart and "differs between the two models" not in apart
     # two moments' paired ratios are read by the course's rule for two moments: only 2.5x or more is a difference

@@ -198,7 +198,7 @@ def test_mfu_text_without_a_step_and_without_a_datasheet_entry():
     best = _timing("eager, SDPA", 0.1, 0.09, 0.11, work=4096, unit="tok/s")
     cpu = nb08.mfu_text(peak, "measured now", best, 1000, [0.041, 0.037, 0.045], None, None, None, "bf16",
                         torch.device("cpu"), "cpu").splitlines()
-    assert cpu[0] == "matmul peak, bf16: 1.0 TFLOP/s on cpu, measured now"
+    assert cpu[0] == "matmul peak, bf16: 1.00 TFLOP/s on cpu, measured now"
     assert cpu[2].startswith("MFU: 4.1% of the measured peak (the step's quartiles: 3.7%–4.5%; with the peak's too, "
                              "3.7%–4.5%)") and "notebook 10" in cpu[2] and cpu[3].startswith("A CPU has no entry")
     wide = _timing("matmul peak, bf16", 0.01, 0.008, 0.0125, work=1e10, unit="FLOP/s")  # the peak's spread widens it
@@ -400,3 +400,19 @@ def test_a_step_timed_with_the_written_out_attention_never_shares_a_line_with_th
         {"value": 28.5, "unit": "ktok/s", "setup": nb08.attention_setup(True)}, sdpa_row, same_profile=True)
     written = {"value": 28.5, "unit": "ktok/s", "setup": nb08.attention_setup(False)}
     assert "written-out" in written["setup"] and not report.comparable(written, sdpa_row, same_profile=True)
+
+
+def test_versions_elsewhere_names_the_reference_gpt_and_stands_apart(tmp_path, monkeypatch):
+    from course_lib import report
+    monkeypatch.setenv("COURSE_RESULTS_DIR", str(tmp_path))
+    assert nb08.versions_elsewhere() == ""  # no reference run recorded
+    rep = report.Report("08_transformer", "gpu", "cpu")
+    rep.meta.update(device="NVIDIA Test GPU", device_type="cuda")
+    rep.add("eager, written-out attention", 300.0, "ktok/s")
+    rep.add("eager, SDPA", 450.0, "ktok/s")
+    report.record_reference({"08_transformer": rep.to_dict()})
+    text = nb08.versions_elsewhere()
+    big = nb08.profiles.sizes("08_transformer", "gpu", memory_gib=80)
+    assert text.startswith(f"The same versions on the reference GPU, with the gpu profile's GPT ({big.n_layer} layers")
+    assert "another model than this run's" in text and "eager, SDPA: 450" in text
+    assert text.endswith("its eager SDPA over its eager written-out step: 1.50× (the ratio of the medians)")

@@ -105,8 +105,25 @@ def test_sync_verdict_adds_the_cpu_note_and_the_reference_off_a_gpu():
     gpu = nb10.sync_verdict(CLEAR, 7, "H100", "cuda")
     assert gpu.startswith("verdict on H100: keeping the 7 values per step on the device: 2.00×") and "\n" not in gpu
     cpu = nb10.sync_verdict(CLEAR, 7, "EPYC", "cpu")
-    assert "(on a CPU, ops run as they are called" in cpu and "The same two steps on the reference GPU" in cpu
+    assert "(on a CPU, ops run as they are called" in cpu and "The same two step functions on the reference GPU" in cpu
     assert nb10.sync_verdict(None, 7, "H100", "cuda") == ""
+
+
+def test_answer_sums_the_step_the_kinds_and_the_fixes():
+    kinds = {"attention": {"seconds": 0.05}, "matmul": {"seconds": 0.03}, "element-wise": {"seconds": 0.01},
+             "copy": {"seconds": 0.01}}
+    fixes = {"keeping values": Ratio("k", 0.99, 0.93, 1.02, rounds=5, coverage=0.94, drift=0.01),
+             "compiling": Ratio("c", 1.04, 1.02, 1.05, rounds=9, coverage=0.96, drift=0.01), "the graph break": None}
+    said = nb10.answer({"compute": 0.09, "copies": 0.004, "waiting": 0.0, "framework": 0.006}, "cpu", fixes, kinds,
+                       "sdpa bwd", 0.04).splitlines()
+    assert said[0] == "answer, from this run's numbers:" and said[1] == (
+        "  the profiled step: ops 94% of it, Python and autograd's bookkeeping 6%")
+    assert said[2] == "  of the op time: attention 50%, matmul 30%, element-wise 10%; the costliest op, sdpa bwd, at 4% " \
+        "of its roof"
+    assert said[3].startswith("  the fixes, each timed in turns: keeping values 0.99× (0.93–1.02) no difference; "
+                              "compiling 1.04× (1.02–1.05) faster") and said[3].endswith("the graph break not timed here")
+    gpu = nb10.answer({"compute": 0.2, "copies": 0.02, "waiting": 0.78}, "cuda", {}, None, "", None)
+    assert "the GPU waited 78% of it, ran kernels and copies 22%" in gpu
 
 
 def test_profiled_total_sums_the_categories_and_sets_no_time_beside_section_3():
@@ -117,7 +134,8 @@ def test_profiled_total_sums_the_categories_and_sets_no_time_beside_section_3():
 def test_profiled_note_sets_the_profile_beside_the_verdict():
     cats = {"reading values": {"compute": 0.09, "waiting": 0.01}, "keeping values": {"compute": 0.05, "waiting": 0.0}}
     same = nb10.profiled_note(cats, CLEAR, "cuda")
-    assert "took 2.00× the time of keeping them (the timed verdict's direction)" in same and "too thin" not in same
+    assert "took 2.00× the time of keeping them, within the 2.5× by which two moments can differ: inconclusive" in same
+    assert "(the timed verdict's direction)" in same and "too thin" not in same
     assert len(same.splitlines()) == 2
     slower = Ratio("b vs a", 0.5, 0.45, 0.55, rounds=5, coverage=0.9, drift=0.01)
     assert "the opposite of the timed verdict" in nb10.profiled_note(cats, slower, "cuda")
@@ -181,7 +199,8 @@ def test_compile_log_note_explains_a_count_that_differs_from_explain():
 
 
 def test_compile_pair_and_turns_apart():
-    assert "(2.0×): one run each, not in turns" in nb10.compile_pair(20.0, 10.0)
+    assert "(2.0×), one run each: within the 2.5× by which two moments can differ" in nb10.compile_pair(20.0, 10.0)
+    assert "2.5× or more apart" in nb10.compile_pair(26.0, 10.0) and "caches" in nb10.compile_pair(26.0, 10.0)
     apart = nb10.turns_apart(_t("then", 1.0, 0.02), _t("now", 3.0, 0.06))
     assert "(0.33×, 0.3" in apart and "lies 2.5× or more from 1, beyond what two moments can differ by" in apart
     assert "within their spreads;" in nb10.turns_apart(_t("then", 1.0, 0.2), _t("now", 1.02, 0.2))
@@ -279,7 +298,8 @@ def test_kind_table_and_the_verdicts():
 
 def test_attention_alone_each_case():
     row = {"attention alone, torch.bfloat16: SDPA vs written out": {"value": 0.8}}
-    assert nb10.attention_alone(row, torch.bfloat16).endswith("so the fused kernel itself is what is slow here")
+    assert "ran 1.2× faster alone, so the fused kernel is one cause, worth at most that factor" in \
+        nb10.attention_alone(row, torch.bfloat16)
     assert nb10.attention_alone(row, torch.float32).startswith("notebook 08 ran in this run without")
     assert nb10.attention_alone(None, torch.float32).startswith("notebook 08 (section 4) times attention alone")
 
@@ -368,7 +388,8 @@ def test_compile_in_08_reads_two_turns_by_the_two_moments_rule():
     gain = Ratio("compiled (default) vs eager", 1.04, 0.91, 1.10, rounds=5, coverage=0.94, drift=0.04)
     said = nb10.compile_in_08(ran08, gain, 16, gpt, "cpu")
     assert said.startswith("notebook 08 (section 4) compiled this GPT with SDPA earlier in this run")
-    assert "1.10× (1.07–1.12); here 1.04× (0.91–1.10)" in said and said.endswith("within their spreads")
+    assert "1.10× (1.07–1.12); here 1.04× (0.91–1.10)" in said and said.endswith("and the two agree: the ratio of the two "
+                                                                                "speed-ups, 0.81–1.03×, holds 1")
     assert nb10.compile_in_08(ran08, gain, 8, gpt, "cpu") == ""  # another micro-batch than 08's
     assert nb10.compile_in_08({}, gain, 16, gpt, "cpu") == ""  # 08 did not time it
 
@@ -426,8 +447,8 @@ def test_regime_off_a_gpu_names_the_profilers_cost_and_the_graphs_evidence(tmp_p
     rep.add("compiled, reduce-overhead", 975.1, "ktok/s", spread=(950.4, 1000.1))
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
     text = nb10.regime(cats, "cpu")
-    assert "reduce-overhead ran it 1.82× faster than the default mode, both compiled (the ratio of the medians), so 45% " \
-        "of it (at least 42%, from the quartiles) was work that a graph's replay skips" in text
+    assert "compiled with reduce-overhead ran 1.82× as fast as compiled with the default mode (the ratio of the medians " \
+        "of the same turns). Inferred, not measured: about 45% (at least 42%, from the quartiles)" in text
 
 
 def test_op_table_remarks_a_profiled_step_that_ran_faster():

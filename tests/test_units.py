@@ -20,9 +20,9 @@ def test_fmt_bytes(n, text):
 
 
 @pytest.mark.parametrize("rate, unit, text", [(198.4e12, "FLOP/s", "198.4 TFLOP/s"),
-                                              (3.1e9, "B/s", "3.1 GB/s"),
+                                              (3.1e9, "B/s", "3.10 GB/s"),
                                               (12.3e3, "img/s", "12.3 kimg/s"),
-                                              (2e15, "FLOP/s", "2.0 PFLOP/s"), (7, "img/s", "7.0 img/s")])
+                                              (2e15, "FLOP/s", "2.00 PFLOP/s"), (7, "img/s", "7.00 img/s")])
 def test_fmt_rate(rate, unit, text):
     assert units.fmt_rate(rate, unit) == text
 

@@ -90,7 +90,7 @@ def gain_by_size_verdict(gain: bench.Ratio, other: bench.Ratio, n: int, other_n:
                 f"round by round, the first over the second: {between.value:.3g}× ({between.lo:.3g}–{between.hi:.3g})")
         if between.clear:
             by = max(between.value, 1 / between.value) - 1
-            return (f"{head}, beyond the spread: the gain differs by {by:.0%} between the two sizes, so it depends on "
+            return (f"{head}, beyond the spread: the gain differs by {by:.1%} between the two sizes, so it depends on "
                     "the size, not only on the format")
         return head + (": too wide to tell whether it depends on the size" if between.too_wide else
                        ": inconclusive (the machine's drift as large)" if between.inconclusive else
@@ -319,7 +319,8 @@ def sizes_text(rows: Sequence[bench.Timing], earlier: Mapping[str, Sequence[benc
     if again:  # one line: timed apart, each says only how the machine's pace moved (verdicts.moments_words)
         lines.append(f"{at_n.name.removeprefix('matmul ')} at other moments of this run: "
                      + "; ".join(f"{where} {r.value:.2f}× ({r.lo:.2f}–{r.hi:.2f})" for where, r in again)
-                     + ": the same matmul; what moved its pace between the moments is not measured here")
+                     + (": the same matmul, the same within their spreads" if all(r.lo <= 1 <= r.hi for _, r in again)
+                        else ": the same matmul; what moved its pace between the moments is not measured here"))
     lines.append(str(mult8))
     if offered:  # the fastest of the rows is the one offered
         lines.append(f"{bench.best_rate(rows).name}: {offered}")

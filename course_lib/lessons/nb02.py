@@ -376,16 +376,19 @@ def loader_takeaway(base: Throughput, loaders: Sequence[Throughput], vs_base: Se
     waits = lo if lo == hi else f"{lo}–{hi}"
     faster = [r for r in vs_base if r.clear and r.value > 1]
     slower = [r for r in vs_base if r.clear and r.value < 1]
-    named = lambda r: r.name.split(" vs ")[0].removeprefix("SmallCNN ")  # noqa: E731  'workers=1'
-    speed = (f"and their calls ran faster: {', '.join(f'{named(r)} {r.value:.2f}×' for r in faster)}"
+    def named(r: bench.Ratio, x: float) -> str:  # 'workers=1 1.09×'
+        return (r.name.split(" vs ")[0].removeprefix("SmallCNN ") + f" {x:.2f}×"
+                + (" (trained on 1 thread: read it against its own ceiling, below)" if "1 training thread" in r.name
+                   else ""))
+    speed = (f"and their calls ran faster: {', '.join(named(r, r.value) for r in faster)}"
              if faster and not slower else "and some calls ran faster, some slower" if faster
-             else f"and their calls ran slower: {', '.join(f'{named(r)} {1 / r.value:.2f}×' for r in slower)}" if slower
+             else f"and their calls ran slower: {', '.join(named(r, 1 / r.value) for r in slower)}" if slower
              else "but whether their calls ran faster, these timings cannot tell")
     bound = 1 / max(1 - base.data_wait_share, 1e-9)  # workers=0's calls with no wait at all
     apart = any(r.apart for r in vs_base) and bound < verdicts.APART
     return (f"takeaway: workers took the drawing out of the training process (data wait {base.data_wait_share:.0%} of a "
-            f"call with workers=0, {waits} with workers), {speed} ({cores} cores here, shared by workers and the "
-            f"training threads); without its wait, workers=0's median call would be {bound:.2f}× faster (its median "
+            f"call with workers=0, {waits} with workers), {speed}; {cores} cores here, shared by the workers and the "
+            f"training threads; without its wait, workers=0's median call would be {bound:.2f}× faster (its median "
             "over its median less its median wait)"
             + (f", under the {verdicts.APART:g}× by which two moments can differ, and loaders with workers were timed "
                "apart" if apart else ""))
@@ -441,8 +444,10 @@ def _resnet_rows(rows: list[bench.Timing], ratios: list[bench.Ratio], small: ben
         end = ("\none of the two is inconclusive here, so whether the layout's effect differs between the models "
                "is not settled")
     elif small.hi < big.lo or big.hi < small.lo:  # two paired intervals that do not overlap, of two moments
-        end = (f"\neach ratio is paired, but only within its own turns, minutes apart (the machine's pace can move "
-               f"two steps unevenly): the SmallCNN's effect over the {model}'s, "
+        end = (f"\ndoes channels_last help the SmallCNN more than {model}? Each ratio is paired within its own turns, "
+               "and the two sets of turns ran minutes apart: a paired ratio can itself move between moments, where the "
+               "machine's pace does not slow both settings alike, so the two are read by the rule for two moments: "
+               f"the SmallCNN's effect over the {model}'s, "
                + verdicts.moments_words(small.lo / big.hi, small.hi / big.lo)
                + f" (the models also differ in their convolutions and batch, {batches[0]} and {batches[1]}: "
                "untested differences)")

@@ -361,6 +361,23 @@ def paired_mfu_text(mfu: Ratio, what: str, device: str, stored: float, matmul: R
     return "\n".join(lines)
 
 
+def versions_elsewhere() -> str:
+    """Section 4's versions as the reference GPU timed them, on the gpu profile's GPT (another model than a
+    cpu run's, named): a block apart, with the ratio of its SDPA to its written-out step; '' without them."""
+    rows = report.reference_rows("08_transformer", ("eager,", "compiled,", "compiled vs eager"))
+    if not rows:
+        return ""
+    big = profiles.sizes("08_transformer", "gpu", memory_gib=80)
+    _, ref = report.reference("08_transformer")
+    sdpa, written = ref.get("eager, SDPA"), ref.get("eager, written-out attention")
+    ratio = (f"\n  its eager SDPA over its eager written-out step: {sdpa['value'] / written['value']:.2f}× (the ratio of "
+             "the medians)" if sdpa and written and sdpa.get("unit") == written.get("unit") else "")
+    return (f"The same versions on the reference GPU, with the gpu profile's GPT ({big.n_layer} layers, width "
+            f"{big.n_embd}, T = {big.block}, {big.micro * big.accum * big.block:,} tokens per step), another model than "
+            "this run's:\n" + report.reference_text("08_transformer", ("eager,", "compiled,", "compiled vs eager"))
+            + ratio)
+
+
 def published_mfu(this_run: str) -> str:
     """The reference run's MFU and published MFU of GPT training on GPUs, each with its setup, apart
     from this run's (`this_run`: its model, context, precision and tokens per step): MFU divides
@@ -391,8 +408,8 @@ def reference_peak_text() -> str:
         return ""
     derived = dense * sheet["value"] / meas["value"]  # the same tokens/s over each peak: MFUs scale as 1/peak
     two = ("\n(two H200 machines ran the eager SDPA step of this record's code at 799.6 and 462.9 ktok/s, 1.73× apart: "
-           "two machines at two moments, within the course's 2.5×, so not shown to differ; this record is the slower "
-           "one's, whose MFU is then the lower end: results/nvidia-h200.test-gpu.md)"
+           "two machines at two moments, within the course's 2.5×, so not shown to differ; this record comes from the "
+           "slower one: results/nvidia-h200.test-gpu.md)"
            if "H200" in ref_device else "")  # that file's second session
     _, rows10 = report.reference("10_compile_and_profile")
     peak10 = next((r for k, r in rows10.items() if k.startswith("peak: matmul") and "bfloat16" in k

@@ -101,6 +101,30 @@ def trace_note(path: Path, steps: int) -> str:
             "or chrome://tracing in Chrome")
 
 
+def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Ratio | None],
+           kinds: Mapping[str, Mapping[str, float]] | None, slowest: str, slowest_of_roof: float | None) -> str:
+    """The notebook's question answered from this run's numbers: where the profiled step's time went
+    (`step`: seconds per category), the op time by kind (`kinds`, as section 4 sums them), the costliest
+    op with FLOPs (`slowest`, at `slowest_of_roof` of its roof), and what each fix measured (`fixes`:
+    a name -> its ratio, None where it was not timed)."""
+    total = sum(step.values())
+    share = {cat: s / total for cat, s in step.items()}
+    lines = ["answer, from this run's numbers:",
+             (f"  the profiled step: the GPU waited {share.get('waiting', 0.0):.0%} of it, ran kernels and copies "
+              f"{share.get('compute', 0.0) + share.get('copies', 0.0):.0%}" if device_type == "cuda" else
+              f"  the profiled step: ops {share.get('compute', 0.0) + share.get('copies', 0.0):.0%} of it, Python "
+              f"and autograd's bookkeeping {share.get('framework', 0.0):.0%}")]
+    if kinds:
+        op_time = sum(k["seconds"] for k in kinds.values())
+        lines.append("  of the op time: " + ", ".join(f"{kind} {k['seconds'] / op_time:.0%}" for kind, k in
+                                                      list(kinds.items())[:3])
+                     + (f"; the costliest op, {slowest}, at {slowest_of_roof:.0%} of its roof"
+                        if slowest_of_roof is not None else ""))
+    lines.append("  the fixes, each timed in turns: " + "; ".join(
+        f"{name} {r.brief}" if r is not None else f"{name} not timed here" for name, r in fixes.items()))
+    return "\n".join(lines)
+
+
 def profiled_total(plain: Mapping[str, float]) -> str:
     """The profiled step's length by its categories (`plain`, seconds each), and why it is not set beside
     section 3's timing of the same step."""
@@ -162,11 +186,12 @@ def _graphs_bound(rows: Mapping[str, dict]) -> str:
         return ""
     lo = 1 - default["spread"][1] / graphs["spread"][0]  # the share saved, from the quartiles' ends (rates)
     mid = 1 - default["value"] / graphs["value"]
-    return (f"\nits compiled step, timed without the profiler (section 3): reduce-overhead ran it "
-            f"{graphs['value'] / default['value']:.2f}× faster than the default mode, both compiled (the ratio of the "
-            f"medians), so {mid:.0%} of it (at least {math.floor(100 * lo)}%, from the quartiles) was work that a graph's "
-            "replay skips (launching each kernel, PyTorch's choosing of a kernel for each op, Python; a graph also "
-            "keeps its memory in a pool of its own), inferred")
+    return (f"\nwithout the profiler (section 3), its GPT compiled with reduce-overhead ran "
+            f"{graphs['value'] / default['value']:.2f}× as fast as compiled with the default mode (the ratio of the "
+            f"medians of the same turns). Inferred, not measured: about {mid:.0%} (at least {math.floor(100 * lo)}%, from "
+            "the quartiles) of the default-compiled step was work that replaying a CUDA graph skips: launching each "
+            "kernel, PyTorch's choosing of a kernel for each op, Python (a graph also keeps its memory in a pool of its "
+            "own)")
 
 
 def _bound(waited: float) -> str:
@@ -203,9 +228,9 @@ def sync_verdict(gain: Ratio | None, waits: int, device: str, device_type: str) 
         if device_type == "cpu":
             lines.append("(on a CPU, ops run as they are called, so a value is ready when it is read)")
     if device_type != "cuda":
-        lines.append("The same two steps on the reference GPU, where a read waits for the queue to drain:\n"
-                     + report.reference_text("10_compile_and_profile",
-                                             prefixes=("reading values", "keeping values", "set_sync")))
+        lines.append(f"The same two step functions on the reference GPU{_reference_reads()}, where a read waits for the "
+                     "queue to drain:\n" + report.reference_text("10_compile_and_profile",
+                                                                 prefixes=("reading values", "keeping values", "set_sync")))
         ref = report.reference("10_compile_and_profile")[1]
         kept, waited = ref.get("keeping values vs reading values"), ref.get("plain step: waiting share")
         if kept and kept.get("spread") and (said := report.recorded_ratio("", kept)).within_noise and waited:
@@ -219,6 +244,22 @@ def sync_verdict(gain: Ratio | None, waits: int, device: str, device_type: str) 
                              "measured)" if bound != "GPU-bound" else ""))
         lines.append(queue_drained())
     return "\n".join(line for line in lines if line)
+
+
+def _reference_reads() -> str:
+    """', with its own GPT (6 layers, width 768: 76 parameter tensors, so 77 reads a step with the loss; its
+    warnings count 78)': the reads the reference's logging step makes, and its warning count where it differs."""
+    meta, rows = report.reference_meta("10_compile_and_profile"), report.reference("10_compile_and_profile")[1]
+    spec = datasheet.lookup(meta.get("device") or "")
+    if spec is None:
+        return ""
+    g = profiles.sizes("10_compile_and_profile", "gpu", memory_gib=spec.memory_gib)
+    with torch.device("meta"):
+        n = len(list(GPT(GPTConfig(block_size=g.block, n_layer=g.n_layer, n_head=g.n_head, n_embd=g.n_embd)).parameters()))
+    warned = next((r["value"] for k, r in rows.items() if k.startswith("set_sync_debug_mode warnings")), None)
+    return (f", with its own GPT ({g.n_layer} layers, width {g.n_embd}: {n} parameter tensors, so {n + 1} reads a step "
+            "with the loss" + (f"; its warnings count {warned:.0f}, which this record does not explain"
+                               if warned is not None and round(warned) != n + 1 else "") + ")")
 
 
 def queue_drained() -> str:
@@ -248,9 +289,11 @@ def profiled_note(categories: Mapping[str, Mapping[str, float]], gain: Ratio | N
                 else "the opposite of the timed verdict")
     waited = reading["waiting"] / sum(reading.values())
     thin = waited < VISIBLE
-    return (f"profiled (the profiler records every op, at a cost of its own; the verdict rests on the turns above): "
-            f"reading values "
-            f"took {profiled:.2f}× the time of keeping them ({said})\n"
+    apart = ("within the 2.5× by which two moments can differ: inconclusive" if max(profiled, 1 / profiled) < verdicts.APART
+             else f"{verdicts.APART:g}× or more apart, beyond what two moments can differ by")
+    return (f"profiled, the two traces one after the other (the profiler records every op, at a cost of its own): "
+            f"reading values took {profiled:.2f}× the time of keeping them, {apart}; the verdict rests on the turns "
+            f"above ({said})\n"
             f"waiting, the category that holds the reads: {fmt_time(reading['waiting'])} per step reading values "
             f"({waited:.2%} of it), {fmt_time(keeping['waiting'])} keeping them"
             + (": too thin to draw" if thin else "")
@@ -334,8 +377,11 @@ def compile_in_08(ran08: Mapping[str, dict] | None, gain: Ratio, batch: int, gpt
     lo, hi = row["spread"]
     return (f"notebook 08 (section 4) compiled this GPT with SDPA earlier in this run, at this micro-batch (two per "
             f"step, with gradient clipping), in its own turns: {row['value']:.2f}× ({lo:.2f}–{hi:.2f}); here "
-            f"{gain.value:.2f}× ({gain.lo:.2f}–{gain.hi:.2f}). Each is paired only within its own turns, minutes apart: "
-            f"this one over 08's, {verdicts.moments_words(gain.lo / hi, gain.hi / lo)}")
+            f"{gain.value:.2f}× ({gain.lo:.2f}–{gain.hi:.2f}). Each is paired only within its own turns, minutes apart, "
+            + (f"and the two agree: the ratio of the two speed-ups, {gain.lo / hi:.2f}–{gain.hi / lo:.2f}×, holds 1"
+               if gain.lo / hi <= 1 <= gain.hi / lo else
+               f"so the ratio of the two speed-ups is read by the rule for two moments: "
+               f"{verdicts.moments_words(gain.lo / hi, gain.hi / lo)}"))
 
 
 def _rate_range(t: Timing) -> str:
@@ -409,9 +455,14 @@ def compile_log_note(name: str, seconds: float, breaks: Sequence[str], explained
 
 
 def compile_pair(item_s: float, tensor_s: float) -> str:
-    """The two first steps (compilation included), with and without the break: one pair, no verdict."""
-    return (f"compilation: first step {item_s:.1f} s with the .item(), {tensor_s:.1f} s with the tensor "
-            f"({item_s / tensor_s:.1f}×): one run each, not in turns, so no verdict on what the break costs to compile")
+    """The two first steps (compilation included), with and without the break: one pair, read by the rule for
+    two moments, and why it says nothing of the break's cost to compile (what each found in the caches)."""
+    r = item_s / tensor_s
+    words = (f"{verdicts.APART:g}× or more apart, beyond what two moments can differ by" if max(r, 1 / r) >= verdicts.APART
+             else f"within the {verdicts.APART:g}× by which two moments can differ")
+    return (f"compilation: first step {item_s:.1f} s with the .item(), {tensor_s:.1f} s with the tensor ({r:.1f}×), one "
+            f"run each: {words}; but each compile found a different part of its work in the on-disk caches section 3 "
+            "filled, so what the break costs to compile is not told apart from what each reused")
 
 
 def turns_apart(then: Timing, now: Timing) -> str:
