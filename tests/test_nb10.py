@@ -458,3 +458,19 @@ def test_op_table_remarks_a_profiled_step_that_ran_faster():
     said = nb10.op_table(StepOps([MM, COPY, ADD], step, faster), ridge_of, of_roof, "cpu")
     assert "the profiled step ran faster, which the profiler's cost cannot do" in said
     assert "ran faster" not in nb10.op_table(STEP, ridge_of, of_roof, "cpu")  # slower with the profiler: no remark
+
+
+def test_answer_adds_the_reference_gpus_bottom_line_off_a_gpu(tmp_path, monkeypatch):
+    from course_lib import report
+    monkeypatch.setenv("COURSE_RESULTS_DIR", str(tmp_path))
+    step = {"compute": 0.9, "copies": 0.0, "waiting": 0.0, "framework": 0.1}
+    assert len(nb10.answer(step, "cpu", {}, None, "", None).splitlines()) == 3  # no reference recorded
+    rep = report.Report("10_compile_and_profile", "gpu", "cpu")
+    rep.meta.update(device="NVIDIA H100 80GB HBM3", device_type="cuda")
+    rep.add("plain step: waiting share", 70.0, "%")
+    rep.add("compiled (default) vs eager", 1.3, "×")
+    report.record_reference({"10_compile_and_profile": rep.to_dict()})
+    last = nb10.answer(step, "cpu", {}, None, "", None).splitlines()[-1]
+    assert last.startswith("  on the reference NVIDIA H100 80GB HBM3, with its own GPT (") and "another model" in last
+    assert last.endswith("its GPU waited 70% of its profiled step; compiled (default) vs eager 1.30×")
+    assert len(nb10.answer(step, "cuda", {}, None, "", None).splitlines()) == 3  # on a GPU: this run's own

@@ -122,7 +122,26 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
                         if slowest_of_roof is not None else ""))
     lines.append("  the fixes, each timed in turns: " + "; ".join(
         f"{name} {r.brief}" if r is not None else f"{name} not timed here" for name, r in fixes.items()))
+    if device_type != "cuda" and (ref := _reference_answer()):
+        lines.append(ref)
     return "\n".join(lines)
+
+
+def _reference_answer() -> str:
+    """The reference GPU's bottom line, for :func:`answer` off a GPU: its own GPT (named), the share its GPU
+    waited, and its compiled steps against eager; '' where it recorded none of them."""
+    device, rows = report.reference("10_compile_and_profile")
+    waited = rows.get("plain step: waiting share")
+    said = [f"its GPU waited {waited['value']:.0f}% of its profiled step"] if waited else []
+    said += [f"{name} vs eager {rows[key]['value']:.2f}×" for name, key in
+             (("compiled (default)", "compiled (default) vs eager"),
+              ("compiled (reduce-overhead)", "compiled (reduce-overhead) vs eager")) if key in rows]
+    spec = datasheet.lookup(device or "")
+    if not said or spec is None:
+        return ""
+    g = profiles.sizes("10_compile_and_profile", "gpu", memory_gib=spec.memory_gib)
+    return (f"  on the reference {device}, with its own GPT ({g.n_layer} layers, width {g.n_embd}, T = {g.block}, batch "
+            f"{g.batch}; another model than this run's): " + "; ".join(said))
 
 
 def profiled_total(plain: Mapping[str, float]) -> str:
