@@ -316,7 +316,7 @@ def draw_vs_wait(draw: bench.Timing, again: bench.Timing, base: Throughput, imag
     lo, hi = min(base.waits) / images, max(base.waits) / images
     t = units.fmt_time
     return (f"{base.timing.name} waited {t(base.wait_s)} a call for its {images:,} images: {t(per_image)} an image "
-            f"(calls: {t(lo)}–{t(hi)})\n"
+            f"(fastest–slowest call: {t(lo)}–{t(hi)})\n"
             f"that is {per_image / again.median_s:.2f}× one image drawn alone just after these turns, "
             f"{t(again.median_s)} {again.spread_text} (section 2's {t(draw.median_s)}: another moment)")
 
@@ -380,13 +380,14 @@ def loader_takeaway(base: Throughput, loaders: Sequence[Throughput], vs_base: Se
         return (r.name.split(" vs ")[0].removeprefix("SmallCNN ") + f" {x:.2f}×"
                 + (" (trained on 1 thread: read it against its own ceiling, below)" if "1 training thread" in r.name
                    else ""))
-    speed = (f"and their calls ran faster: {', '.join(named(r, r.value) for r in faster)}"
+    speed = (f"and their calls ran faster: {'; '.join(named(r, r.value) for r in faster)}"
              if faster and not slower else "and some calls ran faster, some slower" if faster
-             else f"and their calls ran slower: {', '.join(named(r, 1 / r.value) for r in slower)}" if slower
+             else f"and their calls ran slower: {'; '.join(named(r, 1 / r.value) for r in slower)}" if slower
              else "but whether their calls ran faster, these timings cannot tell")
     bound = 1 / max(1 - base.data_wait_share, 1e-9)  # workers=0's calls with no wait at all
     apart = any(r.apart for r in vs_base) and bound < verdicts.APART
-    return (f"takeaway: workers took the drawing out of the training process (data wait {base.data_wait_share:.0%} of a "
+    lead = ("fastest here: workers=0, no worker at all; " if slower and len(slower) == len(vs_base) else "")
+    return (f"takeaway: {lead}workers took the drawing out of the training process (data wait {base.data_wait_share:.0%} of a "
             f"call with workers=0, {waits} with workers), {speed}; {cores} cores here, shared by the workers and the "
             f"training threads; without its wait, workers=0's median call would be {bound:.2f}× faster (its median "
             "over its median less its median wait)"
@@ -444,13 +445,9 @@ def _resnet_rows(rows: list[bench.Timing], ratios: list[bench.Ratio], small: ben
         end = ("\none of the two is inconclusive here, so whether the layout's effect differs between the models "
                "is not settled")
     elif small.hi < big.lo or big.hi < small.lo:  # two paired intervals that do not overlap, of two moments
-        end = (f"\ndoes channels_last help the SmallCNN more than {model}? Each ratio is paired within its own turns, "
-               "and the two sets of turns ran minutes apart: a paired ratio can itself move between moments, where the "
-               "machine's pace does not slow both settings alike, so the two are read by the rule for two moments: "
-               f"the SmallCNN's effect over the {model}'s, "
-               + verdicts.moments_words(small.lo / big.hi, small.hi / big.lo)
-               + f" (the models also differ in their convolutions and batch, {batches[0]} and {batches[1]}: "
-               "untested differences)")
+        end = (f"\nthe layout's effect on the two models is not compared here: each ratio is paired within its own "
+               f"turns, the two sets of turns ran minutes apart, and the models differ in more than the layout (their "
+               f"convolutions; batches {batches[0]} and {batches[1]})")
     elif sign(small) == sign(big):
         end = ""
     else:
@@ -472,6 +469,12 @@ def sixteen_bits_here(dev: torch.device | str) -> str:
         gpu_resnet = profiles.sizes("02_first_cnn", "gpu", memory_gib=80).resnet
         text += "\n\nOn a GPU: " + published.elsewhere("02_first_cnn", (f"{gpu_resnet} ",),
                                                        exclude=("cudnn.benchmark",))
+        ref = report.reference("02_first_cnn")[1]
+        cl, nchw = ref.get(f"{gpu_resnet} bf16 channels_last"), ref.get(f"{gpu_resnet} bf16 NCHW")
+        if cl and nchw and f"{gpu_resnet} bf16 channels_last vs bf16 NCHW" not in ref:  # one change at a time
+            text += (f"\n  {gpu_resnet} bf16 channels_last over bf16 NCHW: {cl['value'] / nchw['value']:.2f}×, the "
+                     "ratio of the two rows' medians (derived here: this record, by an earlier version of this cell, "
+                     "holds no such row)")
     return text
 
 
@@ -481,6 +484,10 @@ def cudnn_benchmark_absent(dev: torch.device | str) -> str:
     if torch.device(dev).type == "cuda":
         return "cudnn.benchmark: not measured, the timing above ran out of memory."
     text = "cudnn.benchmark only affects cuDNN's convolutions on NVIDIA GPUs: a CPU run has nothing to measure."
-    if "cudnn.benchmark on vs off" in report.reference("02_first_cnn")[1]:
+    row = report.reference("02_first_cnn")[1].get("cudnn.benchmark on vs off")
+    if row:
         text += "\n" + published.elsewhere("02_first_cnn", ("cudnn.benchmark on vs off",))
+        if row.get("apart"):  # recorded before the two settings took turns
+            text += ("\n(recorded by an earlier version of this cell, which timed the tuned step alone: its ratio "
+                     "reads as timed apart; this cell times the two settings in turns)")
     return text
