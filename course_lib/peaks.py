@@ -142,9 +142,9 @@ def _raise(entries: dict, key: str, row: bench.Timing, by: str, *, used: bool = 
     `used`: the old peak was stored before this call, so earlier cells may have divided by it."""
     old = _timing(entries[key]["timings"][0])
     peak = dataclasses.replace(row, name=f"peak: {row.name}", samples=tuple(row.samples), turns_id=None)
-    said = (f"raised to {by}'s {row.name}, {units.fmt_rate(row.rate, row.unit)}: the run's fastest reading "
-            f"({entries[key]['by']}'s {old.name.removeprefix('peak: ')} read {units.fmt_rate(old.rate, old.unit)}; a "
-            "maximum over two moments, not a verdict that one ran faster)")
+    said = (f"taken from {by}'s {row.name}, the run's fastest reading ({entries[key]['by']}'s "
+            f"{old.name.removeprefix('peak: ')} read {units.fmt_rate(old.rate, old.unit)}; a maximum over two moments, "
+            "not a verdict that one ran faster)")
     entries[key]["timings"] = [_stored_dict(peak)]
     entries[key]["by"], entries[key]["at"] = by, time.time()  # the peak is now this notebook's row
     entries[key]["raised"] = said

@@ -208,7 +208,7 @@ class Ratio:
         that says the statistic once beside it: '1.50× (1.40–1.60) faster', '0.69× (0.60–0.80): 1.45×
         slower', '1.03× (0.80–1.30) too wide' (:attr:`grade`'s word where the repeats do not tell)."""
         if not self.clear:
-            return f"{self._numbers} {self.grade}"
+            return f"{self._numbers} {'no measurable difference' if self.grade == 'no difference' else self.grade}"
         return f"{self._numbers} {self.more}" if self.value > 1 else f"{self._numbers}: {self.phrase}"
 
     def verdict(self, what: str = "", on: str = "") -> str:
@@ -233,7 +233,10 @@ class Ratio:
         where = paired or " of the repeats"
         return {
             "no verdict": self.doubt,
-            "too wide": (f"within the spread: a range too wide to tell; more repeats would narrow it{paired}"
+            "too wide": (f"within the spread: a range too wide to tell; "
+                         + (f"the machine's pace moved {self.drift:.0%} from one turn to the next: rerun on a quieter "
+                            "machine" if self.drift and self.drift > (self.hi / self.lo - 1) / 2
+                            else "more repeats would narrow it") + paired
                          if self.rounds else
                          "within the spread of the repeats: a range too wide to tell; more repeats would narrow it"),
             "no difference": (f"within the spread: no measurable difference{paired}" if self.rounds

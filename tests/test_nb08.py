@@ -181,7 +181,8 @@ def test_fastest_line_names_the_ties():
     comp = bench.timing_of([0.186, 0.185, 0.189, 0.187, 0.186], name="compiled, SDPA", device="cpu", work=100,
                            unit="tok/s", turns_id="s4")  # slower than the eager winner in every turn
     said = nb08.fastest_line([comp, won])
-    assert said.startswith("fastest median: a; compiled, SDPA ran slower than a, beyond the spread")
+    assert said.startswith("fastest median: a. compiled, SDPA ran slower than a, beyond the spread, so against a "
+                           "compiling never pays back here")
     assert "compiling the written-out GPT was not timed" in said and "compiled" not in nb08.fastest_line([a, b])
 
 
@@ -218,10 +219,10 @@ def test_published_and_reference_texts_are_labelled():
     said = nb08.published_mfu("0.84 M parameters, T = 128, fp32, 4,096 tokens per step")
     assert said.startswith("\nFor comparison, and not the same setup as this run (0.84 M parameters, T = 128, fp32")
     assert "the gpu profile's large GPT (8 layers, width 512, T = 512, bf16, 65,536 tokens per step" in said
-    assert "not against the measured peak" in said and "so on a GPU more of each step is overhead" not in said
+    assert "not against its measured peak" in said and "so on a GPU more of each step is overhead" not in said
     if (peak := nb08.reference_peak_text()) and "two H200 machines" in peak:  # the figures it quotes are the log's
         log = (report.results_dir() / "nvidia-h200.test-gpu.md").read_text(encoding="utf-8")
-        assert "at 799.6 and 462.9 ktok/s, 1.73× apart: two machines at two moments, within the course's 2.5×" in peak
+        assert "at 799.6 and 462.9 ktok/s, 1.73× apart: cause not found; this record comes from the slower one" in peak
         assert "eager SDPA at 82 ms per step (799.6 ktok/s)" in log and "142 ms (462.9 ktok/s)" in log
         assert "The cause is not" in log and 799.6 / 462.9 == pytest.approx(1.73, abs=0.005)
     assert "A finer reading than GPU-Util" in nb08.utilisation_elsewhere()
@@ -387,8 +388,8 @@ def test_reference_peak_is_derived_from_its_two_mfus(monkeypatch):
     monkeypatch.setattr(report, "reference", lambda nb: ("NVIDIA H200", runs[nb]))
     monkeypatch.setattr(report, "reference_meta", lambda nb: {"device": "NVIDIA H100 SXM5"})
     text = nb08.reference_peak_text()  # 989.5 × 5 / 10
-    assert "the reference's MFU divides by 494.8 TFLOP/s, inferred from its two MFU rows" in text
-    assert "the reference's 10 measured 480.0 TFLOP/s: the two were not yet shared" in text
+    assert "its two MFU rows imply it divided by 494.8 TFLOP/s" in text
+    assert "The reference's 10 measured 480.0 TFLOP/s: they were recorded before the notebooks shared" in text
     assert "results/nvidia-h200.test-gpu.md" in text and text.count("\n") == 1  # two sentences, two lines
     del runs["08_transformer"]["MFU vs datasheet peak"]
     assert nb08.reference_peak_text() == ""

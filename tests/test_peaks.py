@@ -109,7 +109,7 @@ def test_a_faster_row_offered_earlier_becomes_the_peak_a_later_notebook_measures
     assert note.fresh and "01_gpu_vs_cpu" in note.raised and "08_transformer" in note.raised
     again, note2 = peaks.matmul("cpu", torch.bfloat16, [64, 128], by="10_compile_and_profile")
     assert again.rate == peak.rate and not note2.fresh and note2.raised.endswith(note.raised)
-    assert note2.raised.startswith("stored earlier in this run, raised to 01_gpu_vs_cpu's")  # whose row it is
+    assert note2.raised.startswith("stored earlier in this run, taken from 01_gpu_vs_cpu's")  # whose row it is
     fp32, note3 = peaks.matmul("cpu", torch.float32, [64, 128], by="08_transformer")
     assert fp32.rate == pytest.approx(1e11) and note3.raised == ""  # the slower fp32 row did not count
 

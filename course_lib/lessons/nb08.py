@@ -78,7 +78,10 @@ def busy_verdict(gain: Ratio, busy: Ratio, small: str, large: str, busy_pct: dic
                  f"rose {busy.value:.{d}f}× ({busy.lo:.{d}f}–{busy.hi:.{d}f}), less than MFU beyond both ranges")
         return (f"verdict: MFU rose {gain.value:.2f}× ({gain.lo:.2f}–{gain.hi:.2f}) with the larger micro-batch while "
                 f"the utilisation reading {moved} ({seen}): a busy reading says the device was occupied, "
-                "not how much of its peak the work used")
+                "not how much of its peak the work used" + (
+                    " (on a CPU this reading stays near 100 % while a step runs, whatever the step: only MFU can show "
+                    "the contrast here; a GPU's GPU-Util is the reading this lesson is about)" if steady and
+                    busy_pct[large] >= 99 else ""))
     return (f"verdict: here the utilisation reading rose about as much as MFU ({busy.value:.2f}× against "
             f"{gain.value:.2f}×, ranges overlapping: {seen}); in this run it did tell the two apart")
 
@@ -225,8 +228,9 @@ def fastest_line(timings: Sequence[Timing]) -> str:
     tied = [t.name for t in timings if t is not best and not speedup(t, best).clear]
     beaten = [t.name for t in timings if t.name.startswith("compiled") and t is not best and t.name not in tied]
     return (f"fastest median: {best.name}" + (f" (not told apart from {', '.join(tied)} by these repeats)" if tied else "")
-            + (f"; {', '.join(beaten)} ran slower than {best.name}, beyond the spread (two changes at once: the "
-               "compiler and the attention; compiling the written-out GPT was not timed)" if beaten else ""))
+            + (f". {', '.join(beaten)} ran slower than {best.name}, beyond the spread, so against {best.name} "
+               "compiling never pays back here (two changes at once: the compiler and the attention; compiling the "
+               "written-out GPT was not timed)" if beaten else ""))
 
 
 def kernel_verdict(low: Ratio, fp32: Ratio, low_dtype: torch.dtype | None, device_label: str) -> str:
@@ -308,7 +312,7 @@ def answer_with_long_run(section5: tuple[float, float], long_mfu: Sequence[float
     lo, hi = min(section5[0], long_mfu[1]), max(section5[1], long_mfu[2])
     return (f"answer, with the long run: this step's MFU on this machine is {lo:.0%}–{hi:.0%} of the measured peak "
             f"across this notebook's readings (section 5: {section5[0]:.0%}–{section5[1]:.0%}; the long run's "
-            f"quartiles: {long_mfu[1]:.0%}–{long_mfu[2]:.0%}), each one moment's")
+            f"quartiles: {long_mfu[1]:.0%}–{long_mfu[2]:.0%}), each reading taken at one moment")
 
 
 def mfu_answer(best: Timing | None, best_mfu: Sequence[float] | None, mfu: Ratio, stored: float, matmul: Ratio,
@@ -391,8 +395,8 @@ def published_mfu(this_run: str) -> str:
                                                                "mosaic_mpt1b_h100_vs_a100_mfu"])
             + (f"\n{ref_peak}" if (ref_peak := reference_peak_text()) else "")
             + "\nWhy these MFUs are what they are is not measured here; notebook 10 profiles where a GPT step's time "
-            "goes. Set a published MFU beside the reference's MFU against the datasheet, not against the measured "
-            "peak, unless its source says it measured its peak.")
+            "goes. Published MFUs divide by the datasheet's peak unless they say otherwise, so set them beside the "
+            "reference's MFU against the datasheet, not against its measured peak.")
 
 
 def reference_peak_text() -> str:
@@ -408,16 +412,17 @@ def reference_peak_text() -> str:
         return ""
     derived = dense * sheet["value"] / meas["value"]  # the same tokens/s over each peak: MFUs scale as 1/peak
     two = ("\n(two H200 machines ran the eager SDPA step of this record's code at 799.6 and 462.9 ktok/s, 1.73× apart: "
-           "two machines at two moments, within the course's 2.5×, so not shown to differ; this record comes from the "
-           "slower one: results/nvidia-h200.test-gpu.md)"
+           "cause not found; this record comes from the slower one, so its MFU is uncertain by about that much: "
+           "results/nvidia-h200.test-gpu.md)"
            if "H200" in ref_device else "")  # that file's second session
     _, rows10 = report.reference("10_compile_and_profile")
     peak10 = next((r for k, r in rows10.items() if k.startswith("peak: matmul") and "bfloat16" in k
                    and r.get("unit") == "TFLOP/s"), None)
-    ten = (f"; the reference's 10 measured {peak10['value']:.1f} TFLOP/s: the two were not yet shared"
+    ten = (f". The reference's 10 measured {peak10['value']:.1f} TFLOP/s: they were recorded before the notebooks "
+           "shared one stored peak"
            if peak10 and abs(peak10["value"] - derived) > 0.05 else "")
-    return (f"(the reference's MFU divides by {derived:.1f} TFLOP/s, inferred from its two MFU rows: its 08 record "
-            f"stores no peak{ten}){two}")
+    return (f"(the reference's 08 record stores no peak; its two MFU rows imply it divided by {derived:.1f} TFLOP/s"
+            f"{ten}.){two}")
 
 
 def busy_line(t: Timing, mfu: Sequence[float], busy: Sequence[float]) -> str:
@@ -577,7 +582,8 @@ def big_run_text(big: SimpleNamespace, params: int, tokens: int, flops: float, *
                                                           "llmc_gpt2_124m_90min_8xa100_80gb_60pct_mfu"],
                                   unlike=f"whole 8-GPU nodes training models of about 125 M parameters, against these "
                                          f"sizes' {params / 1e6:.1f} M on one GPU: a node's tokens/s is eight GPUs' "
-                                         "work on a larger model; MFU is the unit that carries across")]
+                                         "work on a larger model; MFU is the closer unit, where a figure gives it "
+                                         "(smaller models and shorter sequences reach lower MFU)")]
     return "\n".join(lines)
 
 

@@ -102,7 +102,8 @@ def trace_note(path: Path, steps: int) -> str:
 
 
 def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Ratio | None],
-           kinds: Mapping[str, Mapping[str, float]] | None, slowest: str, slowest_of_roof: float | None) -> str:
+           kinds: Mapping[str, Mapping[str, float]] | None, slowest: str, slowest_of_roof: float | None,
+           ran08: Mapping[str, dict] | None = None) -> str:
     """The notebook's question answered from this run's numbers: where the profiled step's time went
     (`step`: seconds per category), the op time by kind (`kinds`, as section 4 sums them), the costliest
     op with FLOPs (`slowest`, at `slowest_of_roof` of its roof), and what each fix measured (`fixes`:
@@ -120,6 +121,12 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
                                                       list(kinds.items())[:3])
                      + (f"; the costliest op, {slowest}, at {slowest_of_roof:.0%} of its roof"
                         if slowest_of_roof is not None else ""))
+    kernel = (ran08 or {}).get("SDPA vs written-out attention, eager")  # 08's whole step, SDPA over written out
+    if kernel and kernel.get("spread") and kernel["value"] < 1 and kernel["spread"][1] < 1:
+        lo, hi = kernel["spread"]
+        lines.append(f"  the attention kernel: notebook 08 (section 4) ran this GPT's whole step {1 / kernel['value']:.2f}× "
+                     f"({1 / hi:.2f}–{1 / lo:.2f}×) faster with the written-out attention than with SDPA, in its own turns: "
+                     "on this machine the lever this run found")
     lines.append("  the fixes, each timed in turns: " + "; ".join(
         f"{name} {r.brief}" if r is not None else f"{name} not timed here" for name, r in fixes.items()))
     if device_type != "cuda" and (ref := _reference_answer()):
@@ -179,7 +186,7 @@ def regime(plain: Mapping[str, float], device_type: str) -> str:
     named = f"\n{gpt}" if ref is not None and (gpt := reference_gpt()) else ""  # before the reference's first row
     label = ("" if ref is None else
              f"\nthe reference's GPU waited {ref['value']:.0f}% of its profiled step: {_bound(ref['value'] / 100)} by "
-             "the glossary's rule (the profiler's CPU time per op makes a profiled step wait more)" + _graphs_bound(rows))
+             "the glossary's rule (the profiler's CPU time per op is expected to make a profiled step wait more; not measured here)" + _graphs_bound(rows))
     return line + named + "\n" + published.elsewhere("10_compile_and_profile", ("plain step:",)) + label
 
 
@@ -294,26 +301,17 @@ def queue_drained() -> str:
 
 
 def profiled_note(categories: Mapping[str, Mapping[str, float]], gain: Ratio | None, device_type: str) -> str:
-    """What the profiled steps say beside the timed verdict, in two lines: the ratio of the two
-    steps' profiled times (whether it points the timed verdict's way) and the time in the
-    'waiting' category, which holds the reads (and, where its bar is too thin, that no figure follows)."""
+    """What the profiled steps say beside the timed verdict (`gain`, None where the steps were not timed), in
+    two lines: why their two times are not set side by side (two traces of a few steps, one after the other),
+    and the time in the 'waiting' category, which holds the reads (and, where its bar is too thin, that no
+    figure follows)."""
     reading, keeping = categories["reading values"], categories["keeping values"]
-    profiled = sum(reading.values()) / sum(keeping.values())
-    if gain is None:
-        said = "no timed comparison to set it beside"
-    elif not gain.clear:
-        said = "the timed comparison resolves no difference"
-    else:
-        said = ("the timed verdict's direction" if (profiled > 1) == (gain.value > 1)
-                else "the opposite of the timed verdict")
     waited = reading["waiting"] / sum(reading.values())
     thin = waited < VISIBLE
-    apart = ("within the 2.5× by which two moments can differ: inconclusive" if max(profiled, 1 / profiled) < verdicts.APART
-             else f"{verdicts.APART:g}× or more apart, beyond what two moments can differ by")
-    return (f"profiled, the two traces one after the other (the profiler records every op, at a cost of its own): "
-            f"reading values took {profiled:.2f}× the time of keeping them, {apart}; the verdict rests on the turns "
-            f"above ({said})\n"
-            f"waiting, the category that holds the reads: {fmt_time(reading['waiting'])} per step reading values "
+    return ("profiled: two traces, one after the other, of a few steps each: too few, and at two moments, to set "
+            "their times side by side; "
+            + ("the verdict rests on the turns above" if gain is not None else "no timed comparison ran here")
+            + f"\nwaiting, the category that holds the reads: {fmt_time(reading['waiting'])} per step reading values "
             f"({waited:.2%} of it), {fmt_time(keeping['waiting'])} keeping them"
             + (": too thin to draw" if thin else "")
             + ("; on a CPU a read costs only itself" if thin and device_type == "cpu" else ""))
@@ -369,10 +367,16 @@ def step_in_08(ran08: Mapping[str, dict] | None, eager: Timing, batch: int, gpt:
     vs = report.rate_vs_row(eager, row) if same_gpt and row else None
     if vs is None:  # 08 did not run so, or recorded no spread or another unit: nothing to set side by side
         return ""
-    if row.get("setup"):  # 08 ran another step of this GPT (nb08.attention_setup): unlike, not set beside this one
-        return (f"notebook 08's section 5 timed a step of this GPT at this batch earlier in this run with the "
-                f"{row['setup']} (its section 4 found it faster than SDPA on this machine): another step than the eager "
-                "one here, which runs SDPA, so the two are not set side by side")
+    if row.get("setup"):  # 08's section 5 ran the written-out attention: its section 4's SDPA row is this step
+        sdpa = (ran08 or {}).get("eager, SDPA")
+        vs = report.rate_vs_row(eager, sdpa) if sdpa else None
+        if vs is None:
+            return (f"notebook 08's section 5 timed a step of this GPT at this batch earlier in this run with the "
+                    f"{row['setup']}: another step than the eager one here, which runs SDPA, so the two are not set "
+                    "side by side")
+        return (f"notebook 08 (section 4) timed this GPT's eager SDPA step at this micro-batch earlier in this run, two "
+                f"micro-batches per step with gradient clipping: {report.fmt_row_value(sdpa)} {sdpa['unit']}; eager here: "
+                f"{_rate_range(eager)}, {report.apart_words(vs)}")
     return (f"notebook 08 timed this GPT at this batch earlier in this run, with gradient clipping as well: "
             f"{report.fmt_row_value(row)} {row['unit']}; eager here: {_rate_range(eager)}, "
             f"{report.apart_words(vs)}. Minutes apart, in two processes, the machine's speed at each moment is part of "
@@ -466,7 +470,7 @@ def compile_log_note(name: str, seconds: float, breaks: Sequence[str], explained
         lines += ["    " + line for line in breaks[0].splitlines()[:3] if line.strip()]
     if breaks and len(breaks) != explained:
         lines.append(f"  the log wrote {len(breaks)} messages, explain counted {explained} break(s): the log writes one "
-                     "per Python frame that reached the break (GLOSSARY.md#frame-python)"
+                     "per Python frame that reached the break (see 'frame (Python)' in the glossary)"
                      + (": one for GPT.forward (given up on), one for the block (its graph cut at the .item())"
                         if len(breaks) == 2 and eager_forward else "")
                      + "; explain counts the graphs the break cut short")

@@ -110,11 +110,11 @@ def op_notes(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, peak_name: s
     pointwise = sorted((o for o in measured.ops if o.kind == "element-wise" and o.flops and o.intensity < ridge_of(o)),
                        key=lambda o: -o.seconds)[:2]  # counted at one FLOP per element: how far that count matters
     if pointwise:
-        lines.append("element-wise ops are counted at one FLOP per element, a lower bound (a GELU does tens): their "
-                     "share of the roof is their share of the memory bandwidth whatever the count, but their side is "
-                     "uncertain, since they would cross the ridge at " + ", ".join(
+        lines.append("element-wise ops are counted at one FLOP per element, a lower bound (a GELU does tens). Their "
+                     "share of the roof is their share of the memory bandwidth, whatever the count. At " + ", ".join(
                          f"{ridge_of(o) / o.intensity:.0f} FLOPs per element ({o.short})" for o in pointwise)
-                     + ", where the compute roof is the matmul's peak, which element-wise code does not reach")
+                     + " they would sit right of the ridge, under a compute roof, the matmul's peak, that element-wise "
+                     "code does not reach: their side is uncertain")
     return "\n".join(lines)
 
 
@@ -137,16 +137,18 @@ def kind_table(kinds: Mapping[str, Mapping[str, float]], op_time: float, ridge_:
     return "\n".join(lines)
 
 
-def roof_verdict(shares: Mapping[tuple[bool, bool], float], slowest: OpTime, slowest_of_roof: float) -> str:
+def roof_verdict(shares: Mapping[tuple[bool, bool], float], slowest: OpTime, slowest_of_roof: float,
+                 device_type: str = "cuda") -> str:
     """The verdict by share of op time: `shares` maps (near its roof, on the memory side) to the
     share of op time in such ops; then how close the costliest op with FLOPs (`slowest`, at
-    `slowest_of_roof` of its roof) comes to it."""
+    `slowest_of_roof` of its roof) comes to it. Off a GPU an op has no launch to name."""
+    others = "the launch, the size, the kernel itself" if device_type == "cuda" else "the size, the kernel itself"
     far = "far below it, held back by something other than the two peaks (the kernel itself, its size, its overheads)"
     return (f"verdict, by share of op time (copies included): {shares[True, True]:.0%} in memory-side ops "
             f"at half their roof or more (only moving fewer bytes, by fusing them, lifts those), "
             f"{shares[True, False]:.0%} in compute-side ops as close to theirs; {shares[False, True]:.0%} memory-side "
-            f"and {shares[False, False]:.0%} compute-side far below their roof: no roof holds those back, something "
-            "else does (the launch, the size, the kernel itself)\n"
+            f"and {shares[False, False]:.0%} compute-side below half their roof: neither measured roof explains those "
+            f"(candidates, not measured apart: {others}, or a roof not measured here)\n"
             f"the costliest op, {slowest.label}, runs at {slowest_of_roof:.0%} of what the roofline allows at its "
             f"intensity: {'close to the roof' if slowest_of_roof >= 0.5 else far}")
 
@@ -158,9 +160,9 @@ def attention_alone(ran08: Mapping[str, dict] | None, dtype: torch.dtype) -> str
                   if k.startswith("attention alone") and str(dtype) in k), None)
     if alone:
         return (f"notebook 08, in this run: {alone[0]} = {alone[1]['value']:.2f}×"
-                + (f": the written-out attention ran {1 / alone[1]['value']:.1f}× faster alone, so the fused kernel "
-                   "is one cause, worth at most that factor; the rest of the gap to the roof (the shapes, the backward's "
-                   "work) is not measured apart" if alone[1]["value"] < 1 else ""))
+                + (f": switching to the written-out attention gained {1 / alone[1]['value']:.1f}× on attention alone, "
+                   "so this kernel is one cause; the rest of the gap to the roof is not measured apart"
+                   if alone[1]["value"] < 1 else ""))
     if ran08 is not None:
         return ("notebook 08 ran in this run without timing attention alone in this precision (it does where "
                 "its step found SDPA slower with a clear verdict, beyond the spread and the machine's drift): this run "
