@@ -204,12 +204,29 @@ class Report:
                          f"row{'s' * (len(ref) != 1)} of its own (the cells above show those they compare with; all "
                          f"in results/{device_slug(ref_device or '')}.json).")
         if apart:
-            setup = (f"{_sizes_words(ref_sizes)}; this run has {_sizes_words(my_sizes)}, which may share some of "
-                     "them: the record does not say which rows" if not same_profile else "another setup than this run's")
+            setup = (f"{_sizes_words(ref_sizes)}; this run has {_sizes_words(my_sizes)}"
+                     + _sizes_differ(self.notebook, ref_sizes, my_sizes) if not same_profile
+                     else "another setup than this run's")
             lines.append(f"Reference run on {ref_device} ({setup}), apart: a row's note names what it measured.")
             lines += [f"  {fmt_row(k, ref[k])}" + ("  [host CPU]" if ref_on_cpu or _ON_CPU.search(ref[k].get("note", ""))
                                                    else "") for k in apart]
         return "\n".join([*lines, *footers]).rstrip("\n")
+
+
+def _sizes_differ(notebook: str, ref_class: str, my_class: str, most: int = 5) -> str:
+    """', which differ in batch_size 256 (here 128), n_train 50000 (here 12000) …': the notebook's profile sizes
+    that two size classes set apart (profiles.SIZES), so a reader sees which rows could share a setup."""
+    table = profiles.SIZES.get(notebook, {})
+
+    def of(size_class: str) -> dict:
+        profile, _, cls = size_class.partition("/")
+        return {**table.get(profile, {}), **(table.get(f"{profile}/{cls}", {}) if cls else {})}
+    ref, mine = of(ref_class), of(my_class)
+    keys = [k for k in dict.fromkeys([*ref, *mine]) if ref.get(k) != mine.get(k)]
+    if not keys:
+        return ", the same sizes"
+    shown = ", ".join(f"{k} {ref.get(k)} (here {mine.get(k)})" for k in keys[:most])
+    return f", which differ in {shown}" + (f" and {len(keys) - most} more" if len(keys) > most else "")
 
 
 def _sizes_words(size_class: str) -> str:
@@ -347,7 +364,8 @@ def ratio_grade(row: dict, key: str = "") -> str:
     small = max(ratio.value, 1 / ratio.value) < verdicts.SMALL  # the learner's verdicts' word for it, too
     # a recorded interval holds no drift between turns: this run's verdicts also ask the drift (inconclusive where the
     # machine's pace moved more than the difference); a record's cannot, and says so
-    return f"a {'small ' if small else ''}difference (1 lies outside its interval; drift not recorded)"
+    return (f"a {'small ' if small else ''}difference beyond its interval (1 lies outside it; drift not recorded, so "
+            "not checked against it)")
 
 
 def reference_header(notebook: str) -> str:

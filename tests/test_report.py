@@ -109,8 +109,14 @@ def test_a_gpu_run_that_took_the_cpu_sizes_compares_with_a_cpu_run(tmp_path, mon
     large.add("step", 9.0, "ms")
     table = large.table()
     assert not any(" 9 " in ln and "60" in ln for ln in table.splitlines())
-    assert "(the 'cpu' profile's models and sizes; this run has the 'gpu' profile's large models and sizes, which may " \
-        "share some of them: the record does not say which rows)" in table
+    assert "(the 'cpu' profile's models and sizes; this run has the 'gpu' profile's large models and sizes, which " \
+        "differ in " in table  # the sizes that set the two apart, each named with both values
+    said = report._sizes_differ("06_ddp", "cpu", "gpu/large")
+    from course_lib import profiles
+    cpu, gpu = profiles.SIZES["06_ddp"]["cpu"], profiles.SIZES["06_ddp"]["gpu"]
+    first = next(k for k in dict.fromkeys([*cpu, *gpu]) if cpu.get(k) != gpu.get(k))
+    assert said.startswith(f", which differ in {first} {cpu.get(first)} (here {gpu.get(first)})")
+    assert report._sizes_differ("06_ddp", "cpu", "cpu") == ", the same sizes"
 
 
 @pytest.mark.parametrize("ref_profile", ["cpu", "gpu"])
@@ -305,7 +311,7 @@ def test_reference_text_shows_the_first_run_filtered_or_says_none(tmp_path, monk
 
 def test_fmt_row_names_value_spread_unit_and_note():
     line = report.fmt_row("SDPA", {"value": 2.5, "unit": "×", "note": "T=1024", "spread": [2.0, 3.0]})
-    assert line == "SDPA: 2.5 (2–3) ×: a difference (1 lies outside its interval; drift not recorded)  T=1024"
+    assert line == "SDPA: 2.5 (2–3) ×: a difference beyond its interval (1 lies outside it; drift not recorded, so not checked against it)  T=1024"
     assert report.fmt_row("r", {"value": 1.041, "unit": "×", "spread": [0.842, 1.203]}) == "r: 1.041 (0.842–1.203) ×: too wide to tell"
     assert report.fmt_row("r", {"value": 1.003, "unit": "×", "spread": [1.0, 1.006]}).endswith("(its interval holds 1)")
     assert report.fmt_row("t", {"value": 2.5, "unit": "ms", "spread": [2.0, 3.0]}) == "t: 2.5 (2–3) ms"  # not a ratio
@@ -402,8 +408,8 @@ def test_a_ratio_range_shows_on_which_side_of_1_its_ends_lie():
     assert report.fmt_row_value(row) == "1.003 (1.0004–1.006)"  # not '(1–1.006)' beside 'a difference'
     assert report.fmt_row_value({**row, "unit": "ms"}) == "1.003 (1–1.006)"  # only ratios read against 1
     assert report.fmt_row_value({"value": 0.9998, "unit": "×", "spread": [0.99996, 1.0]}) == "0.9998 (0.99996–1)"
-    assert report.ratio_grade(row) == "a small difference (1 lies outside its interval; drift not recorded)"  # 0.3 %: the learner's word
-    assert report.ratio_grade({"value": 1.8, "unit": "×", "spread": [1.7, 1.9]}) == "a difference (1 lies outside its interval; drift not recorded)"
+    assert report.ratio_grade(row) == "a small difference beyond its interval (1 lies outside it; drift not recorded, so not checked against it)"  # 0.3 %: the learner's word
+    assert report.ratio_grade({"value": 1.8, "unit": "×", "spread": [1.7, 1.9]}) == "a difference beyond its interval (1 lies outside it; drift not recorded, so not checked against it)"
     # taken at two moments: the rule this run's ratios are read by, whether the row says so or its older name does
     apart = {"value": 2.3148848747497035, "unit": "×", "spread": [1.958589557578997, 2.4694767522864756]}  # 05's H200
     worded = "timed apart: its range, 1.96–2.47×, comes within the 2.5× of 1 by which two moments can differ"

@@ -331,12 +331,13 @@ def loaders_elsewhere(dev: torch.device | str) -> str:
     gpu_w = gpu.workers[-1]  # the gpu profile's loader
     recorded = report.reference("02_first_cnn")[1]
     over, why = beyond_workers(recorded, gpu_w)
+    rows: tuple[str, ...] = ("SmallCNN workers=0", f"SmallCNN workers={gpu_w}", "SmallCNN batch in memory",
+                             "data wait SmallCNN workers=0", f"data wait SmallCNN workers={gpu_w}")
     if (recorded.get("SmallCNN batch in memory vs workers=0") or {}).get("apart"):  # recorded before the turns
-        why = "\n".join(filter(None, [why, "(the reference was recorded by an earlier version of this cell, which "
-                                        "timed every row alone: its ratios read as timed apart; this run times "
-                                        "every row in turns)"]))
-    rows = ("SmallCNN workers=0", f"SmallCNN workers={gpu_w}", "SmallCNN batch in memory",
-            "data wait SmallCNN workers=0", f"data wait SmallCNN workers={gpu_w}")
+        rows = ("SmallCNN batch in memory",)  # no worker to drain: the one row the old method timed as this cell does
+        why = ("(its loader rows are left out: an earlier version of this cell recorded them, each timed alone without "
+               "first using up the batches its workers had prepared, so they are not evidence of a loader's rate; "
+               "a GPU run of this cell records them anew)")
     ref = (published.elsewhere("02_first_cnn", rows, exclude=tuple(over))
            if report.reference_rows("02_first_cnn", rows, tuple(over)) else "(no reference GPU run in results/)")
     return "\n\n".join(filter(None, [  # three blocks: why no rows here, the reference run, published figures
@@ -355,13 +356,19 @@ def reference_waits(ref: dict[str, dict] | None = None, device_name: str = "") -
     smaller there); '' when a row is missing or the rates are in different units."""
     if ref is None:
         device_name, ref = report.reference("02_first_cnn")
+    if (ref.get("SmallCNN batch in memory vs workers=0") or {}).get("apart"):  # loader rows of an earlier cell
+        return ""
     names = ("SmallCNN workers=0", "SmallCNN workers=1", "draw one image (ds[i])", "SmallCNN batch in memory")
     if not all(n in ref for n in names) or len({ref[n]["unit"] for n in names}) != 1:
         return ""
     w0, w1, draw, mem = (ref[n]["value"] for n in names)
     unit = ref[names[0]]["unit"]
-    return (f"reference ({device_name}): 0 and 1 worker fed {w0:.3g} and {w1:.3g} {unit}, near its draw rate "
-            f"({draw:.3g}), far below a batch in memory ({mem:.3g}): both wait on drawing")
+    waits = [ref.get(f"data wait SmallCNN workers={n}", {}).get("value") for n in (0, 1)]
+    said = (f": their data-wait shares, {waits[0]:.0f}% and {waits[1]:.0f}%, say both waited on drawing"
+            if None not in waits else "")
+    return (f"reference ({device_name}, its own batch; timed apart): 0 and 1 worker fed {w0:.3g} and {w1:.3g} {unit}, "
+            f"{w0 / draw:.2f}× and {w1 / draw:.2f}× its one-image draw rate ({draw:.3g}) and {mem / w0:.0f}× below a "
+            f"batch in memory ({mem:.3g}){said}")
 
 
 def loader_takeaway(base: Throughput, loaders: Sequence[Throughput], vs_base: Sequence[bench.Ratio],
@@ -386,11 +393,11 @@ def loader_takeaway(base: Throughput, loaders: Sequence[Throughput], vs_base: Se
              else "but whether their calls ran faster, these timings cannot tell")
     bound = 1 / max(1 - base.data_wait_share, 1e-9)  # workers=0's calls with no wait at all
     apart = any(r.apart for r in vs_base) and bound < verdicts.APART
-    lead = ("fastest here: workers=0, no worker at all; " if slower and len(slower) == len(vs_base) else "")
-    return (f"takeaway: {lead}workers took the drawing out of the training process (data wait {base.data_wait_share:.0%} of a "
-            f"call with workers=0, {waits} with workers), {speed}; {cores} cores here, shared by the workers and the "
-            f"training threads; without its wait, workers=0's median call would be {bound:.2f}× faster (its median "
-            "over its median less its median wait)"
+    lead = ("\n  fastest here: workers=0, no worker at all" if slower and len(slower) == len(vs_base) else "")
+    return (f"takeaway:{lead}\n  workers took the drawing out of the training process (data wait "
+            f"{base.data_wait_share:.0%} of a call with workers=0, {waits} with workers), {speed}\n  {cores} cores here, "
+            f"shared by the workers and the training threads\n  without its wait, workers=0's median call would be "
+            f"{bound:.2f}× faster (its median time over that time less its median wait)"
             + (f", under the {verdicts.APART:g}× by which two moments can differ, and loaders with workers were timed "
                "apart" if apart else ""))
 
