@@ -118,7 +118,7 @@ def test_answer_sums_the_step_the_kinds_and_the_fixes():
                        "sdpa bwd", 0.04).splitlines()
     assert said[0] == "answer, from this run's numbers:" and said[1] == (
         "  the profiled step: ops 94% of it, Python and autograd's bookkeeping 6%")
-    assert said[2] == "  of the op time: attention 50%, matmul 30%, element-wise 10%; the costliest op, sdpa bwd, at 4% " \
+    assert said[2] == "  of the op time: attention 50%, matmul 30%, element-wise 10%; the costliest op, sdpa bwd, at 4.0% " \
         "of its roof"
     assert said[3].startswith("  the fixes, each timed in turns: keeping values 0.99× (0.93–1.02) no measurable difference; "
                               "compiling 1.04× (1.02–1.05) faster") and said[3].endswith("the graph break not timed here")

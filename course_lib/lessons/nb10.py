@@ -16,6 +16,7 @@ from course_lib import check, datasheet, profiles, published, report, verdicts
 from course_lib.bench import Ratio, Timing, break_even, speedup
 from course_lib.lessons.nb10_roofline import (OfRoof, RidgeOf, attention_alone, eager_then_now, kind_table,  # noqa: F401
                                               no_roofline, op_notes, op_table, placement, roof_verdict, roofs_note)
+from course_lib.lessons.nb10_roofline import _share as roof_share
 from course_lib.models import GPT, GPTConfig
 from course_lib.profiling import StepSyncs, SyncCounter
 from course_lib.roofline import count_ops
@@ -119,7 +120,7 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
         op_time = sum(k["seconds"] for k in kinds.values())
         lines.append("  of the op time: " + ", ".join(f"{kind} {k['seconds'] / op_time:.0%}" for kind, k in
                                                       list(kinds.items())[:3])
-                     + (f"; the costliest op, {slowest}, at {slowest_of_roof:.0%} of its roof"
+                     + (f"; the costliest op, {slowest}, at {roof_share(slowest_of_roof)} of its roof"
                         if slowest_of_roof is not None else ""))
     kernel = (ran08 or {}).get("SDPA vs written-out attention, eager")  # 08's whole step, SDPA over written out
     if kernel and kernel.get("spread") and kernel["value"] < 1 and kernel["spread"][1] < 1:

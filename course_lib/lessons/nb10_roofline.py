@@ -37,8 +37,9 @@ def roofs_note(peak: Timing, main_bw: Timing, fast_bw: Timing, peak_note: str, b
 
 
 def _share(v: float) -> str:
-    """A share of a roof: one decimal below 20 % (9.5 %, not 10 %, under a decade's line), whole percent above."""
-    return f"{v:.1%}" if v < 0.2 else f"{v:.0%}"
+    """A share of a roof, as every line of this section prints it: below 20 %, one decimal, rounded down (9.96 %:
+    9.9 %, under a decade's line); above, whole percent."""
+    return f"{int(1000 * v) / 10:.1f}%" if v < 0.2 else f"{v:.0%}"
 
 
 def _cut(text: str, width: int) -> str:
@@ -149,7 +150,7 @@ def roof_verdict(shares: Mapping[tuple[bool, bool], float], slowest: OpTime, slo
             f"{shares[True, False]:.0%} in compute-side ops as close to theirs; {shares[False, True]:.0%} memory-side "
             f"and {shares[False, False]:.0%} compute-side below half their roof: neither measured roof explains those "
             f"(candidates, not measured apart: {others}, or a roof not measured here)\n"
-            f"the costliest op, {slowest.label}, runs at {slowest_of_roof:.0%} of what the roofline allows at its "
+            f"the costliest op, {slowest.label}, runs at {_share(slowest_of_roof)} of what the roofline allows at its "
             f"intensity: {'close to the roof' if slowest_of_roof >= 0.5 else far}")
 
 
@@ -172,8 +173,8 @@ def attention_alone(ran08: Mapping[str, dict] | None, dtype: torch.dtype) -> str
 
 
 def _pct(v: float) -> str:
-    """A share rounded down below 10 % (9.96 %: 9.9 %, under the decade)."""
-    return f"{v:.0%}" if v >= 0.1 else f"{int(1000 * v) / 10:g}%" if v >= 0.001 else "under 0.1%"
+    """A share as :func:`_share` prints it; 'under 0.1%' below that."""
+    return _share(v) if v >= 0.001 else "under 0.1%"
 
 
 def _listed(group: Sequence[OpTime], op_time: float, of_roof: OfRoof) -> str:
