@@ -16,7 +16,7 @@ from course_lib import check, datasheet, profiles, published, report, verdicts
 from course_lib.bench import Ratio, Timing, break_even, speedup
 from course_lib.lessons.nb10_roofline import (OfRoof, RidgeOf, attention_alone, eager_then_now, kind_table,  # noqa: F401
                                               no_roofline, op_notes, op_table, placement, roof_verdict, roofs_note)
-from course_lib.lessons.nb10_roofline import _share as roof_share
+from course_lib.lessons.nb10_roofline import roof_share
 from course_lib.models import GPT, GPTConfig
 from course_lib.profiling import StepSyncs, SyncCounter
 from course_lib.roofline import count_ops
@@ -144,10 +144,9 @@ def _reference_answer() -> str:
     said += [f"{name} vs eager {rows[key]['value']:.2f}×" for name, key in
              (("compiled (default)", "compiled (default) vs eager"),
               ("compiled (reduce-overhead)", "compiled (reduce-overhead) vs eager")) if key in rows]
-    spec = datasheet.lookup(device or "")
-    if not said or spec is None:
+    g = _reference_sizes(device)
+    if not said or g is None:
         return ""
-    g = profiles.sizes("10_compile_and_profile", "gpu", memory_gib=spec.memory_gib)
     return (f"  on the reference {device}, with its own GPT ({g.n_layer} layers, width {g.n_embd}, T = {g.block}, batch "
             f"{g.batch}; another model than this run's): " + "; ".join(said))
 
@@ -191,14 +190,20 @@ def regime(plain: Mapping[str, float], device_type: str) -> str:
     return line + named + "\n" + published.elsewhere("10_compile_and_profile", ("plain step:",)) + label
 
 
+def _reference_sizes(device: str | None):
+    """The gpu profile's sizes of this notebook for the reference GPU's memory (its GPT), or None where
+    the device is not in the datasheet table (or no reference run is recorded)."""
+    spec = datasheet.lookup(device or "")
+    return None if spec is None else profiles.sizes("10_compile_and_profile", "gpu", memory_gib=spec.memory_gib)
+
+
 def reference_gpt() -> str:
     """The GPT the reference run profiled, said once where its rows first appear: its `gpu` sizes for
     the reference GPU's memory, which are not this run's ('' without a reference run)."""
     device = report.reference_meta("10_compile_and_profile").get("device")
-    spec = datasheet.lookup(device or "")
-    if spec is None:
+    g = _reference_sizes(device)
+    if g is None:
         return ""
-    g = profiles.sizes("10_compile_and_profile", "gpu", memory_gib=spec.memory_gib)
     return (f"the reference ({device}) profiled the gpu profile's GPT: {g.n_layer} layers, width {g.n_embd}, "
             f"T = {g.block}, batch {g.batch} ({g.batch * g.block:,} tokens a step), not this run's; its rows below are "
             "that GPT's")
@@ -277,10 +282,9 @@ def _reference_reads() -> str:
     """', with its own GPT (6 layers, width 768: 76 parameter tensors, so 77 reads a step with the loss; its
     warnings count 78)': the reads the reference's logging step makes, and its warning count where it differs."""
     meta, rows = report.reference_meta("10_compile_and_profile"), report.reference("10_compile_and_profile")[1]
-    spec = datasheet.lookup(meta.get("device") or "")
-    if spec is None:
+    g = _reference_sizes(meta.get("device"))
+    if g is None:
         return ""
-    g = profiles.sizes("10_compile_and_profile", "gpu", memory_gib=spec.memory_gib)
     with torch.device("meta"):
         n = len(list(GPT(GPTConfig(block_size=g.block, n_layer=g.n_layer, n_head=g.n_head, n_embd=g.n_embd)).parameters()))
     warned = next((r["value"] for k, r in rows.items() if k.startswith("set_sync_debug_mode warnings")), None)

@@ -36,7 +36,7 @@ def roofs_note(peak: Timing, main_bw: Timing, fast_bw: Timing, peak_note: str, b
     return "\n".join(lines)
 
 
-def _share(v: float) -> str:
+def roof_share(v: float) -> str:
     """A share of a roof, as every line of this section prints it: below 20 %, one decimal, rounded down (9.96 %:
     9.9 %, under a decade's line); above, whole percent."""
     return f"{int(1000 * v) / 10:.1f}%" if v < 0.2 else f"{v:.0%}"
@@ -57,7 +57,7 @@ def op_table(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, device: str,
     for o in measured.ops[:rows]:
         lines.append(f"{_cut(o.label, 48):<48} {o.kind:<17} {o.calls:>5} {o.intensity:>7.2f} {1e3 * o.seconds:>7.2f}ms "
                      f"{o.seconds / op_time:>6.1%} {fmt_rate(o.rate, 'FLOP/s'):>13} "
-                     + (f"{_share(of_roof(o)):>7}  {'below' if o.intensity < ridge_of(o) else 'above'} its ridge" if o.flops
+                     + (f"{roof_share(of_roof(o)):>7}  {'below' if o.intensity < ridge_of(o) else 'above'} its ridge" if o.flops
                         else f"{'-':>7}  moves data"))
     n = len(measured.ops)
     lines.append(f"... {n} (op, shapes) group{'s' if n != 1 else ''}: {fmt_time(op_time)} per step in ops | the whole "
@@ -150,7 +150,7 @@ def roof_verdict(shares: Mapping[tuple[bool, bool], float], slowest: OpTime, slo
             f"{shares[True, False]:.0%} in compute-side ops as close to theirs; {shares[False, True]:.0%} memory-side "
             f"and {shares[False, False]:.0%} compute-side below half their roof: neither measured roof explains those "
             f"(candidates, not measured apart: {others}, or a roof not measured here)\n"
-            f"the costliest op, {slowest.label}, runs at {_share(slowest_of_roof)} of what the roofline allows at its "
+            f"the costliest op, {slowest.label}, runs at {roof_share(slowest_of_roof)} of what the roofline allows at its "
             f"intensity: {'close to the roof' if slowest_of_roof >= 0.5 else far}")
 
 
@@ -173,8 +173,8 @@ def attention_alone(ran08: Mapping[str, dict] | None, dtype: torch.dtype) -> str
 
 
 def _pct(v: float) -> str:
-    """A share as :func:`_share` prints it; 'under 0.1%' below that."""
-    return _share(v) if v >= 0.001 else "under 0.1%"
+    """A share as :func:`roof_share` prints it; 'under 0.1%' below that."""
+    return roof_share(v) if v >= 0.001 else "under 0.1%"
 
 
 def _listed(group: Sequence[OpTime], op_time: float, of_roof: OfRoof) -> str:
