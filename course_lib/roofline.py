@@ -221,6 +221,7 @@ class OpTime:
     flops: float
     bytes: float
     seconds: float
+    spread: tuple[float, float] = (0.0, 0.0)  # its least and most seconds in one step, over the steps
 
     @property
     def intensity(self) -> float:
@@ -337,8 +338,8 @@ def _range_seconds(events: Sequence[dict], dev: torch.device) -> dict[int, float
 def _grouped(steps: Sequence[tuple[dict[int, OpCost], dict[int, float]]]) -> list[OpTime]:
     """Calls, FLOPs, bytes and seconds per step of each (op, shapes), the slowest first, from
     each step's ops and their seconds (by range number). Calls, FLOPs and bytes are the mean
-    over the steps, seconds the median of the group's seconds in each step: a step that
-    the machine slowed (another program's turn on its cores) moves it less."""
+    over the steps, seconds the median of the group's seconds in each step (a step that
+    the machine slowed, another program's turn on its cores, moves it less) and `spread` their range."""
     groups: dict[tuple, OpTime] = {}
     per_step: dict[tuple, list[float]] = {}
     for i, (ranges, seconds) in enumerate(steps):
@@ -355,6 +356,7 @@ def _grouped(steps: Sequence[tuple[dict[int, OpCost], dict[int, float]]]) -> lis
         g.flops /= len(steps)
         g.bytes /= len(steps)
         g.seconds = statistics.median(per_step[key])
+        g.spread = (min(per_step[key]), max(per_step[key]))
     return sorted(groups.values(), key=lambda g: -g.seconds)
 
 

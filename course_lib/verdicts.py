@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from course_lib.train import History
 
 WIDE = 1.2  # a range holding 1 whose ends are further apart than this factor is too wide to call "no difference"
+REACH = 1.1  # ... and so is one reaching further than this factor from 1 (0.99-1.19: 19 % faster is still possible)
 SMALL = 1.05  # beyond the spread, a ratio nearer 1 than this is "a small difference"
 LARGE = 1.5  # beyond the spread, an interval whose end nearest 1 is this far from it is "far beyond"
 APART = 2.5  # two timings taken apart: a verdict only where the interval's end nearest 1 is this far from 1
@@ -41,6 +42,12 @@ APART = 2.5  # two timings taken apart: a verdict only where the interval's end 
 # (01, 08, 10; 2026-11-29, quiet) and up to 2.2x (02's one-image draw, 834 us vs 1.85 ms) and 2.36x (10's
 # eager step, 141 vs 333 ms) in another run of the same day, and 1.54x (00's one-call matmul seconds apart) in a
 # later quiet one: quartiles of repeats at each moment hold none.
+
+
+def _wide(lo: float, hi: float) -> bool:
+    """Whether a range holding 1 is too wide to call "no difference": ends more than :data:`WIDE` apart, or
+    one end more than :data:`REACH` from 1."""
+    return hi > WIDE * lo or max(hi, 1 / max(lo, 1e-300)) > REACH
 
 
 @dataclass
@@ -79,9 +86,9 @@ class Ratio:
 
     @property
     def too_wide(self) -> bool:
-        """True when the range holds 1 but its ends are more than :data:`WIDE` apart: these
-        repeats cannot tell a difference of that size from none."""
-        return self.within_noise and self.hi > WIDE * self.lo
+        """True when the range holds 1 but its ends are more than :data:`WIDE` apart, or one end lies
+        more than :data:`REACH` from 1: these repeats cannot tell a difference of that size from none."""
+        return self.within_noise and _wide(self.lo, self.hi)
 
     @property
     def near(self) -> float:
@@ -118,7 +125,7 @@ class Ratio:
         if self.lo == self.hi:
             return 2
         if self.within_noise:  # enough digits that the printed ends show the WIDE rule as applied (0.905–1.087)
-            return next((d for d in (2, 3) if (round(self.hi, d) > WIDE * round(self.lo, d)) == self.too_wide), 4)
+            return next((d for d in (2, 3) if _wide(round(self.lo, d), round(self.hi, d)) == self.too_wide), 4)
         if self.inconclusive and abs(self.value - 1) < 0.01:  # 1.006× (1.006–1.024), not 1.01× (1.01–1.02)
             return 3
         if 0 < self.lo < 0.1:  # far below 1: enough digits that the range does not collapse (0.033, not 0.03)

@@ -181,9 +181,9 @@ def test_fastest_line_names_the_ties():
     comp = bench.timing_of([0.186, 0.185, 0.189, 0.187, 0.186], name="compiled, SDPA", device="cpu", work=100,
                            unit="tok/s", turns_id="s4")  # slower than the eager winner in every turn
     said = nb08.fastest_line([comp, won])
-    assert said.startswith("fastest median: a. compiled, SDPA ran slower than a, beyond the spread, so against a "
-                           "compiling never pays back here")
-    assert "compiling the written-out GPT was not timed" in said and "compiled" not in nb08.fastest_line([a, b])
+    assert said.startswith("fastest median: a. compiled, SDPA ran slower than a, beyond the spread: compiling did not "
+                           "make up for the slower attention (two changes at once")
+    assert "never pays back" not in said and "compiled" not in nb08.fastest_line([a, b])
 
 
 def test_kernel_verdict_blames_the_16_bit_kernel_only_when_float32_does_not_lose():
@@ -268,7 +268,10 @@ def test_long_vs_section4_grades_the_difference(vs, long_s, says):
                                  run).splitlines()
     assert text[0] == str(vs) and "fetches 4 fresh shuffled micro-batches (1.00 ms per step" in text[1]
     assert "syncs once per 5 steps" in text[1] and "(this run saves no checkpoint)" in text[1]
-    assert text[2].startswith("verdict:") and says in text[2]
+    assert text[2].startswith("verdict:") and says in text[2] and "sampler" not in text[1]
+    sampled = nb08.long_vs_section4(vs, _history(), _timing("long", long_s, long_s, long_s), _timing("s4", 0.1, 0.1, 0.1),
+                                    run, sampled=True).splitlines()
+    assert "a sampler thread reads utilisation every 0.5 s" in sampled[1]
 
 
 @pytest.mark.parametrize("final, says", [(1.5, "beats the unigram baseline by 0.500"), (2.005, "level with"),
@@ -354,8 +357,8 @@ def test_paired_mfu_text_names_the_turns_and_the_moment():
     same = bench.rate_ratio(step, bench.timing_of([0.10, 0.11, 0.105], name="eager, SDPA", device="cpu", work=1000,
                                                   unit="tok/s"))
     assert nb08.paired_mfu_text(mfu, "eager, SDPA", "cpu", 0.45, held, same).endswith(
-        "the matmul within the spreads of its stored pace, and the step within those of section 4's (two moments: no "
-        "change shown): the MFU above is this run's reading")
+        "the matmul within the spreads of its stored pace, and the step's rate within section 4's quartiles (two "
+        "moments: no change shown): the MFU above is this run's reading")
     wide = bench.ratio_of("matmul", 1.37, 0.7, 1.9)
     assert "too wide to say whether it held" in nb08.paired_mfu_text(mfu, "eager, SDPA", "cpu", 0.45, wide)
     swung = bench.ratio_of("MFU, same turns", 0.746, 0.267, 2.148)  # the busy cpu run's: past 100 %, 8x wide
@@ -365,10 +368,12 @@ def test_paired_mfu_text_names_the_turns_and_the_moment():
     # the answer, printed first, follows the same check
     best = dataclasses.replace(step, name="compiled, SDPA")
     assert nb08.mfu_answer(best, [0.377, 0.369, 0.382], mfu, 0.45, held) == (
-        "answer: compiled, SDPA reaches 37.7% MFU (quartiles 36.9%–38.2%) of the measured peak; the same-turns check "
-        "below agrees")
+        "answer so far: compiled, SDPA reaches 37.7% MFU (quartiles 36.9%–38.2%) of the measured peak; the same-turns "
+        "check below agrees")
     assert nb08.mfu_answer(best, [0.377, 0.369, 0.382], mfu, 0.45, slow).startswith(
-        "answer: this step's MFU on this machine is 45%–50% of the measured peak, the range of the readings below")
+        "answer so far: this step's MFU on this machine is 45%–50% of the measured peak, the range of the readings")
+    assert nb08.mfu_answer(best, [0.377, 0.369, 0.382], mfu, 0.45, held, later=True).endswith(
+        "; section 6's long run reads this step again, and its answer includes that reading")
     assert nb08.mfu_answer(best, [0.377, 0.369, 0.382], swung, 0.40, slow).endswith("too wide to check it")
     assert nb08.mfu_answer(None, None, mfu, 0.45, held) == ""
     assert nb08.mfu_span([0.377, 0.369, 0.382], mfu, 0.45, slow) == (0.45, 0.5)  # the readings' range
@@ -417,3 +422,46 @@ def test_versions_elsewhere_names_the_reference_gpt_and_stands_apart(tmp_path, m
     assert text.startswith(f"The same versions on the reference GPU, with the gpu profile's GPT ({big.n_layer} layers")
     assert "another model than this run's" in text and "eager, SDPA: 450" in text
     assert text.endswith("its eager SDPA over its eager written-out step: 1.50× (the ratio of the medians)")
+    rep.add("eager, written-out attention", 300.0, "ktok/s", spread=(290.0, 310.0))
+    rep.add("eager, SDPA", 450.0, "ktok/s", spread=(440.0, 460.0))
+    report.record_reference({"08_transformer": rep.to_dict()})
+    assert nb08.versions_elsewhere().endswith("1.50× (the ratio of the medians; 1.42–1.59× from the quartiles)")
+
+
+def _turns(name, seconds, turns_id="busy", work=100):
+    from course_lib import bench
+    return bench.timing_of(seconds, name=name, device="cpu", work=work, unit="tok/s", turns_id=turns_id)
+
+
+def test_busy_parts_bounds_what_the_sampler_and_accumulation_change_and_names_the_moment():
+    from course_lib import bench
+    sampled = _turns("sampled", [0.100, 0.101, 0.099, 0.100, 0.102])
+    plain = _turns("plain", [0.100, 0.100, 0.100, 0.101, 0.101])
+    two = _turns("two", [0.200, 0.201, 0.199, 0.202, 0.200], work=200)  # the same rate per token
+    sec4 = _turns("section 4", [0.16, 0.161, 0.162], turns_id="s4", work=200)  # faster, at another moment
+    sampler, accum = bench.rate_ratio(sampled, plain, "the sampler"), bench.rate_ratio(two, plain, "accumulation")
+    apart = bench.rate_ratio(two, sec4, "section 4's step here vs there")
+    text = nb08.busy_parts(sampler, accum, apart, 2)
+    assert text.splitlines()[1].startswith("  verdict: the sampler's thread, tokens/s with it vs without:")
+    assert "2 micro-batches per optimizer step (section 4's step) vs one, tokens/s" in text
+    bound = max(max(r.hi, 1 / r.lo) for r in (sampler, accum)) - 1
+    assert text.splitlines()[-1].startswith(f"verdict: the sampler and accumulating 2 micro-batches change the rate by "
+                                            f"{bound:.1%} at most here")
+    assert "section 4's step itself ran at 0.80× its section-4 pace here" in text and "the moment each was timed at" in text
+    slow = bench.rate_ratio(_turns("sampled", [0.13, 0.131, 0.129, 0.13, 0.132]), plain, "the sampler")  # 1.3x slower
+    assert nb08.busy_parts(slow, accum, apart, 2).splitlines()[-1].startswith(
+        "verdict: the sampler (1.30× lower) changed the step's rate here, beyond the spread")
+    kept = bench.rate_ratio(two, _turns("section 4", [0.19, 0.2, 0.21], turns_id="s4", work=200))
+    assert nb08.busy_parts(sampler, None, kept, 1).endswith("section 4's step kept its section-4 pace here, within the "
+                                                            "spreads")
+    wide = bench.rate_ratio(_turns("sampled", [0.07, 0.13, 0.1, 0.08, 0.12]), plain, "the sampler")
+    assert "these turns cannot bound what the sampler or accumulating 2 micro-batches does to the rate below 10%" in (
+        nb08.busy_parts(wide, accum, apart, 2))
+
+
+def test_attention_sum_multiplies_one_layer_by_the_layers_and_micro_batches():
+    written, sdpa = _timing("w", 0.005, 0.005, 0.005), _timing("s", 0.012, 0.012, 0.012)
+    text = nb08.attention_sum(written, sdpa, 4, 2, _timing("step w", 0.147, 0.147, 0.147),
+                              _timing("step s", 0.198, 0.198, 0.198))
+    assert "+7.00 ms per layer and micro-batch × 4 layers × 2 micro-batches = +56.0 ms per step" in text
+    assert "against the whole step's +51.0 ms" in text

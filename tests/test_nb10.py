@@ -1,6 +1,7 @@
 """course_lib.lessons.nb10: notebook 10's exercise checks accept the answer and refuse wrong ones; the
 texts its cells print say what their numbers and branches say."""
 
+import dataclasses
 from types import SimpleNamespace
 
 import pytest
@@ -117,13 +118,24 @@ def test_answer_sums_the_step_the_kinds_and_the_fixes():
     said = nb10.answer({"compute": 0.09, "copies": 0.004, "waiting": 0.0, "framework": 0.006}, "cpu", fixes, kinds,
                        "sdpa bwd", 0.04).splitlines()
     assert said[0] == "answer, from this run's numbers:" and said[1] == (
-        "  the profiled step: ops 94% of it, Python and autograd's bookkeeping 6%")
+        "  the profiled step (section 1): ops 94% of it, Python and autograd's bookkeeping 6%")
     assert said[2] == "  of the op time: attention 50%, matmul 30%, element-wise 10%; the costliest op, sdpa bwd, at 4.0% " \
         "of its roof"
-    assert said[3].startswith("  the fixes, each timed in turns: keeping values 0.99× (0.93–1.02) no measurable difference; "
-                              "compiling 1.04× (1.02–1.05) faster") and said[3].endswith("the graph break not timed here")
+    # element-wise and copies: 20 % of the op time, the ops 94 % of the step: 1 / (1 - 0.2 * 0.94) = 1.23
+    assert said[3].startswith("  compiling's room: element-wise, reduction and copy ops, the kinds Inductor fuses, took "
+                              "20% of the op time; removing them all would make the step at most 1.23× faster")
+    assert said[4].startswith("  the fixes, each timed in turns: keeping values 0.99× (0.93–1.02) no measurable difference; "
+                              "compiling 1.04× (1.02–1.05) faster") and said[4].endswith("the graph break not timed here")
+    assert said[5] == "  so on this device: compiling made the step measurably faster, in turns"
     gpu = nb10.answer({"compute": 0.2, "copies": 0.02, "waiting": 0.78}, "cuda", {}, None, "", None)
-    assert "the GPU waited 78% of it, ran kernels and copies 22%" in gpu
+    assert "the GPU waited 78% of it, ran kernels and copies 22%" in gpu and "room" not in gpu
+    assert gpu.endswith("so on this device: no change timed here made the step measurably faster")
+    attention = Ratio("a", 1.30, 1.25, 1.36, rounds=9, coverage=0.96, drift=0.01)
+    ran08 = {"SDPA vs written-out attention, eager": {"value": 0.74, "spread": [0.73, 0.78]}}
+    both = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {}, None, "", None, ran08, attention).splitlines()
+    assert both[2] == ("  the written-out attention instead of SDPA: in section 3's turns 1.30× (1.25–1.36) faster; "
+                       "notebook 08's step (two micro-batches, with clipping), in its own turns: 1.35× (1.28–1.37)")
+    assert both[3] == "  so on this device: the written-out attention made the step measurably faster, in turns"
 
 
 def test_profiled_total_sums_the_categories_and_sets_no_time_beside_section_3():
@@ -252,6 +264,13 @@ def test_op_table_rows_footer_and_section_3():
     assert table[3].startswith("... 3 (op, shapes) groups: 5.1 ms per step in ops")
     with_eager = nb10.op_table(STEP, ridge_of, of_roof, "cpu", eager=_t("eager", 0.004))
     assert with_eager.splitlines()[-1].startswith("section 3 timed this eager step at")
+    from course_lib import bench
+    turns = [bench.timing_of(s, name=n, device="cpu", turns_id="t") for n, s in
+             (("step", [0.004, 0.0041, 0.0039]), ("profiled", [0.008, 0.0081, 0.0079]))]
+    spread = dataclasses.replace(MM, spread=(0.0009, 0.0012))
+    timed = nb10.op_table(StepOps([spread, COPY, ADD], *turns), ridge_of, of_roof, "cpu", rows=1).splitlines()
+    assert "0.90–1.20" in timed[1] and "(time: the median of 3 steps, ms; steps: its least and most)" in timed[2]
+    assert timed[3].startswith("  the step without the profiler vs with every op counted and recorded: 2.00× (")
 
 
 def test_eager_then_now_apart_beyond_the_quartiles():
@@ -267,7 +286,8 @@ def test_op_notes_read_the_op_times():
     assert lines[1].startswith("1 group below its ridge ran above its roof (up to 120%, add 64 · 64)")
     gelu = OpTime("aten::gelu", ((16, 128, 512),), "element-wise", 4, 1e6, 8e6, 0.002)  # 1 FLOP per 8 bytes
     with_gelu = nb10.op_notes(StepOps([MM, gelu], _t("step", 0.004), _t("profiled", 0.008)), ridge_of, of_roof, "p", "cpu")
-    assert "At 80 FLOPs per element (gelu) they would sit right of the ridge" in with_gelu and "uncertain" in with_gelu
+    assert "Counted at 80 (gelu) FLOPs per element or more, they would move to the compute side of the ridge" in with_gelu
+    assert "which side they are on is uncertain" in with_gelu
     fast = StepOps(STEP.ops, _t("step", 0.01), _t("profiled", 0.02))
     gpu = nb10.op_notes(fast, ridge_of, of_roof, "peak", "cuda")
     assert "51% of the whole step without the profiler, the rest the GPU idle" in gpu and "profiled step" not in gpu
@@ -389,6 +409,12 @@ def test_compile_in_08_reads_two_turns_by_the_two_moments_rule():
                                                                                 "speed-ups, 0.81–1.03×, holds 1")
     assert nb10.compile_in_08(ran08, gain, 8, gpt, "cpu") == ""  # another micro-batch than 08's
     assert nb10.compile_in_08({}, gain, 16, gpt, "cpu") == ""  # 08 did not time it
+    ran08["SDPA vs written-out attention, eager"] = {"value": 0.739, "unit": "×", "spread": [0.73, 0.78]}
+    faster = Ratio("written-out attention vs SDPA, eager", 1.30, 1.27, 1.33, rounds=9, coverage=0.96, drift=0.01)
+    said = nb10.attention_in_08(ran08, faster, 16, gpt, "cpu")  # 08 records SDPA over written out: inverted
+    assert said.startswith("notebook 08 (section 4) ran this GPT's step with the written-out attention instead of SDPA")
+    assert "1.35× (1.28–1.37); here 1.30× (1.27–1.33)" in said and "holds 1" in said
+    assert nb10.attention_in_08(ran08, faster, 8, gpt, "cpu") == ""
 
 
 def test_step_in_08_sets_08s_step_of_the_same_gpt_beside_this_one():
@@ -449,7 +475,8 @@ def test_regime_off_a_gpu_names_the_profilers_cost_and_the_graphs_evidence(tmp_p
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
     text = nb10.regime(cats, "cpu")
     assert "compiled with reduce-overhead ran 1.82× as fast as compiled with the default mode (the ratio of the medians " \
-        "of the same turns). Inferred, not measured: about 45% (at least 42%, from the quartiles)" in text
+        "of the same turns; 1.74–1.93× from the quartiles). Inferred, not measured: about 45% (at least 42%, from the " \
+        "quartiles)" in text
 
 
 def test_op_table_remarks_a_profiled_step_that_ran_faster():

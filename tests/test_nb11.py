@@ -289,6 +289,9 @@ def test_span_table_sets_each_step_beside_its_paired_ratios_and_explains_only_th
     assert "1.03× (0.80–1.30) too wide" in f1b4 and f1b4.endswith("0.69× (0.60–0.80): 1.45× slower")
     assert lines[-1] == "gpipe m = 4: shorter: the idle time won back outweighed the longer passes"
     assert not any("1f1b m = 4" in ln for ln in lines)  # not told apart: no cause offered
+    assert ("1F1B vs GPipe at m = 4: 1.45× slower, beyond the spread, where the formula gives both one span; idle 30% "
+            "against 20%, stage 0's passes 1.25× as long: what made the gap is not measured apart") in lines
+    assert not any("at m = 1:" in ln for ln in lines)  # 1F1B and GPipe not told apart at m = 1: nothing said
     both = nb11.span_table(steps, busy, idle, {("gpipe", 4): fast, ("1f1b", 4): fast}, {}, "2 stages")
     assert both.splitlines()[-1].startswith("gpipe m = 4, 1f1b m = 4: shorter")  # one line per reason
 

@@ -11,13 +11,14 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Callable, Sequence
 
-import numpy as np
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from course_lib import check, datasheet, profiles, published, report
-from course_lib.bench import Ratio, Timing, break_even, median_interval, speedup
-from course_lib.datasheet import Spec
+from course_lib.bench import Ratio, Timing, break_even, speedup
+from course_lib.lessons.nb08_mfu import (BUSY_NEGLIGIBLE, answer_with_long_run, busy_line, busy_parts,  # noqa: F401
+                                        busy_ratio, busy_verdict, mfu_answer, mfu_span, mfu_text, paired_mfu_text,
+                                        usable)
 from course_lib.models import GPT, GPTConfig
 from course_lib.roofline import counted_flops
 from course_lib.units import fmt_bytes, fmt_count, fmt_rate
@@ -40,50 +41,6 @@ def paired_vs_medians(r: Ratio, apart: float = 1.05) -> str:
             f"so the machine's pace cancels in it. The medians' ratio, {r.medians:.2f}×, "
             f"{'points the other way' if opposite else 'differs'}: it divides medians taken from different turns, "
             f"so the change of pace between turns stays in it{drift}.")
-
-
-# A utilisation reading is a share of time the device was busy, read every 0.1 s: near 100 % it
-# saturates, and a change under 1 % of it says nothing about the work (its verdict says so).
-BUSY_NEGLIGIBLE = 1.01
-
-
-def busy_ratio(busy: dict[str, list[float]], small: str, large: str) -> Ratio:
-    """The utilisation of `large`'s turns over `small`'s, paired turn by turn (median and its
-    interval, :func:`bench.median_interval`); `busy` holds each version's utilisation per turn, in %."""
-    ratios = [b / max(a, 1e-9) for a, b in zip(busy[small], busy[large])]
-    value, lo, hi, coverage = median_interval(ratios)
-    return Ratio(f"utilisation, {large} vs {small}", value, lo, hi, "higher", "lower", rounds=len(ratios),
-                 coverage=coverage, negligible=BUSY_NEGLIGIBLE)
-
-
-def busy_verdict(gain: Ratio, busy: Ratio, small: str, large: str, busy_pct: dict[str, float],
-                 mfu: dict[str, float]) -> str:
-    """The verdict of 'busy is not efficient': `gain`, the paired tokens/s ratio of `large` over
-    `small` (:func:`bench.rate_ratio`; the same FLOPs per token and peak: MFU's ratio), against `busy`, the paired ratio of
-    their utilisation readings; `busy_pct` and `mfu` the medians, as printed above it."""
-    seen = (f"{small}: busy {busy_pct[small]:.0f} % of the time at {mfu[small]:.2%} MFU; "
-            f"{large}: busy {busy_pct[large]:.0f} % at {mfu[large]:.2%} MFU")
-    if not gain.clear:
-        return (f"verdict: the two micro-batches' tokens/s are not told apart ({gain.doubt}), so this pair cannot "
-                f"set utilisation against MFU here ({seen})")
-    if gain.value < 1:
-        return (f"verdict: the larger micro-batch's tokens/s is {gain.phrase} than the small one's here, beyond the "
-                f"spread ({seen})")
-    if busy.within_noise or busy.hi < gain.lo:  # the reading moved less than MFU, beyond both ranges
-        d = busy.decimals  # enough digits that a small change does not print as 1.00
-        steady = abs(busy_pct[large] - busy_pct[small]) < 1  # under a percentage point: unchanged to the eye
-        moved = ("did not move beyond its spread" if busy.within_noise else
-                 f"stayed at about {busy_pct[large]:.0f} % (a change of {busy.value:.{d}f}×)" if steady else
-                 f"fell, {busy.value:.{d}f}× ({busy.lo:.{d}f}–{busy.hi:.{d}f})" if busy.value < 1 else
-                 f"rose {busy.value:.{d}f}× ({busy.lo:.{d}f}–{busy.hi:.{d}f}), less than MFU beyond both ranges")
-        return (f"verdict: MFU rose {gain.value:.2f}× ({gain.lo:.2f}–{gain.hi:.2f}) with the larger micro-batch while "
-                f"the utilisation reading {moved} ({seen}): a busy reading says the device was occupied, "
-                "not how much of its peak the work used" + (
-                    " (on a CPU this reading stays near 100 % while a step runs, whatever the step: only MFU can show "
-                    "the contrast here; a GPU's GPU-Util is the reading this lesson is about)" if steady and
-                    busy_pct[large] >= 99 else ""))
-    return (f"verdict: here the utilisation reading rose about as much as MFU ({busy.value:.2f}× against "
-            f"{gain.value:.2f}×, ranges overlapping: {seen}); in this run it did tell the two apart")
 
 
 @check.exercise()
@@ -228,9 +185,21 @@ def fastest_line(timings: Sequence[Timing]) -> str:
     tied = [t.name for t in timings if t is not best and not speedup(t, best).clear]
     beaten = [t.name for t in timings if t.name.startswith("compiled") and t is not best and t.name not in tied]
     return (f"fastest median: {best.name}" + (f" (not told apart from {', '.join(tied)} by these repeats)" if tied else "")
-            + (f". {', '.join(beaten)} ran slower than {best.name}, beyond the spread, so against {best.name} "
-               "compiling never pays back here (two changes at once: the compiler and the attention; compiling the "
-               "written-out GPT was not timed)" if beaten else ""))
+            + (f". {', '.join(beaten)} ran slower than {best.name}, beyond the spread: compiling did not make up for "
+               "the slower attention (two changes at once: the compiler and the attention)" if beaten else ""))
+
+
+def attention_sum(written: Timing, sdpa: Timing, n_layer: int, accum: int, step_written: Timing,
+                  step_sdpa: Timing) -> str:
+    """Whether attention alone accounts for the whole step's gap: SDPA's extra time over the written-out
+    attention, forward + backward of one layer's micro-batch (`written`, `sdpa`), times the layers and the
+    micro-batches per step, beside the gap between section 4's two steps' medians."""
+    per_call = sdpa.median_s - written.median_s
+    summed, gap = per_call * n_layer * accum, step_sdpa.median_s - step_written.median_s
+    return (f"attention alone, summed over the step: {per_call * 1e3:+.2f} ms per layer and micro-batch × {n_layer} "
+            f"layers × {accum} micro-batches = {summed * 1e3:+.1f} ms per step, against the whole step's "
+            f"{gap * 1e3:+.1f} ms between section 4's two medians (SDPA minus written out; two sets of turns, so an "
+            "account, not a measurement of the step)")
 
 
 def kernel_verdict(low: Ratio, fp32: Ratio, low_dtype: torch.dtype | None, device_label: str) -> str:
@@ -244,127 +213,6 @@ def kernel_verdict(low: Ratio, fp32: Ratio, low_dtype: torch.dtype | None, devic
             "the step's difference is not explained by one kernel here")
 
 
-def mfu_text(peak: Timing, peak_note: object, best: Timing | None, flops_per_token: int,
-             best_mfu: Sequence[float] | None, spec: Spec | None, sheet_tflops: float | None,
-             sheet_mfu: float | None, precision: str, dev: torch.device, device_label: str) -> str:
-    """Section 5's lines: the measured peak; the fastest step's tokens/s, its model FLOP/s and `best_mfu`
-    (its MFU against that peak, then the ends of its quartiles' range); its MFU against the datasheet's
-    dense figure of `precision`, `sheet_mfu` (`sheet_tflops` from `spec`, the datasheet's entry for this GPU),
-    or why there is none (no such figure, the GPU not in the table, a CPU: `dev` says which)."""
-    on_gpu = dev.type == "cuda"
-    lines = [f"{peak.name}: {fmt_rate(peak.rate, 'FLOP/s')} on {device_label}, {peak_note}"]
-    if best is None or best_mfu is None:
-        lines.append("No version of the step was timed in section 4 (out of memory): no MFU from that section.")
-    else:
-        lines += [f"fastest step by its median: {best.name}, {fmt_rate(best.rate, 'tok/s')} "
-                  f"-> {fmt_rate(flops_per_token * best.rate, 'FLOP/s')} of model FLOPs",
-                  f"MFU: {best_mfu[0]:.1%} of the measured peak (the step's quartiles: {best_mfu[1]:.1%}–"
-                  f"{best_mfu[2]:.1%}; with the peak's too, {best_mfu[1] * peak.rate / peak.rate_hi:.1%}–"
-                  f"{best_mfu[2] * peak.rate / peak.rate_lo:.1%}): the course's MFU, over the stored peak that "
-                  "notebook 10's roofline divides by too"]
-    if spec and sheet_tflops and sheet_mfu is not None:
-        lines.append(f"MFU against NVIDIA's datasheet ({spec.name}, dense {precision}: {sheet_tflops:g} TFLOP/s, "
-                     f"not a measurement): {sheet_mfu:.1%}")
-    elif spec and not sheet_tflops:
-        lines.append(f"The course's datasheet table has no dense {precision} figure for {spec.name}: MFU against "
-                     "the measured peak only.")
-    elif not spec and on_gpu:
-        lines.append("This GPU is not in the course's datasheet table: MFU against the measured peak only.")
-    elif not spec:
-        lines.append("A CPU has no entry in the course's datasheet table (NVIDIA GPUs only): MFU against "
-                     "the measured peak only.")
-    return "\n".join(lines)
-
-
-def usable(mfu: Ratio) -> bool:
-    """Whether a paired MFU can check the MFU over the stored peak: its interval within 1.5x end to end
-    (a wider one, or one past 100 %, says the machine's pace moved within the turns, not the MFU)."""
-    return mfu.hi <= 1.0 and mfu.hi <= 1.5 * mfu.lo
-
-
-def _mfu_check(mfu: Ratio, stored: float, matmul: Ratio, step: Ratio | None) -> tuple[str, list[float]]:
-    """What the same-turns check says of section 5's MFU (:func:`paired_mfu_text` has the arguments):
-    'too wide' (it checks nothing), 'matmul too wide', 'stands' (the matmul and the step kept their
-    pace), or 'range', with the MFU readings whose range is then this step's MFU."""
-    if not usable(mfu):
-        return "too wide", []
-    if matmul.too_wide:
-        return "matmul too wide", []
-    if matmul.within_noise and (step is None or step.within_noise):
-        return "stands", []
-    return "range", [mfu.value, stored] + ([stored / step.value] if step is not None else [])  # last: section 4's
-
-
-def mfu_span(best_mfu: Sequence[float], mfu: Ratio | None, stored: float, matmul: Ratio | None,
-             step: Ratio | None = None) -> tuple[float, float]:
-    """The MFU section 5 answers with, as a range: the readings' where the same-turns check moved them,
-    else the fastest step's quartiles (`mfu` None: no check ran)."""
-    if mfu is not None and matmul is not None:
-        status, readings = _mfu_check(mfu, stored, matmul, step)
-        if status == "range":
-            return min(readings), max(readings)
-    return best_mfu[1], best_mfu[2]
-
-
-def answer_with_long_run(section5: tuple[float, float], long_mfu: Sequence[float]) -> str:
-    """Section 5's answer (`section5`, its range) widened by the long run's reading of the same step
-    (`long_mfu`: median, then its quartiles' ends): every reading of this step, each one moment's."""
-    lo, hi = min(section5[0], long_mfu[1]), max(section5[1], long_mfu[2])
-    return (f"answer, with the long run: this step's MFU on this machine is {lo:.0%}–{hi:.0%} of the measured peak "
-            f"across this notebook's readings (section 5: {section5[0]:.0%}–{section5[1]:.0%}; the long run's "
-            f"quartiles: {long_mfu[1]:.0%}–{long_mfu[2]:.0%}), each reading taken at one moment")
-
-
-def mfu_answer(best: Timing | None, best_mfu: Sequence[float] | None, mfu: Ratio, stored: float, matmul: Ratio,
-               step: Ratio | None = None) -> str:
-    """Section 5's answer in one line, before the figures it rests on: the fastest step's MFU against the
-    measured peak where the same-turns check lets it stand, else the range of the readings; '' without
-    a step (`best` None)."""
-    if best is None or best_mfu is None:
-        return ""
-    status, readings = _mfu_check(mfu, stored, matmul, step)
-    if status == "range":
-        return (f"answer: this step's MFU on this machine is {min(readings):.0%}–{max(readings):.0%} of the measured "
-                "peak, the range of the readings below (each divides by one moment's timings)")
-    return (f"answer: {best.name} reaches {best_mfu[0]:.1%} MFU (quartiles {best_mfu[1]:.1%}–{best_mfu[2]:.1%}) of the "
-            "measured peak; " + ("the same-turns check below agrees" if status == "stands" else
-                                 "the same-turns check below was too wide to check it"))
-
-
-def paired_mfu_text(mfu: Ratio, what: str, device: str, stored: float, matmul: Ratio,
-                    step: Ratio | None = None) -> str:
-    """The check of section 5's MFU at one moment, a few short lines: the `what` step and the peak's own
-    matmul timed in the same turns. `mfu` is the paired ratio of the step's model FLOP/s to the matmul's,
-    `stored` the same turns' step over the stored peak, `matmul` the matmul's FLOP/s in these turns over
-    the stored peak's, `step` the step's rate in these turns over section 4's timing of it (both timed
-    apart; None where section 4's MFU came from another version of the step). Where the matmul kept
-    within the spreads of its stored pace and the step of section 4's, the MFU above is this run's
-    reading; otherwise this step's MFU is the range of the readings, each one moment's."""
-    lines = [f"the same check at one moment: {mfu.rounds} turns of the {what} step and the peak's matmul | {device}",
-             f"  over the same turns' matmul: {mfu.value:.1%} ({mfu.lo:.1%}–{mfu.hi:.1%}); over the stored peak: "
-             f"{stored:.1%}"]
-    status, readings = _mfu_check(mfu, stored, matmul, step)
-    if status == "too wide":
-        return "\n".join(lines + [f"  the paired interval spans {mfu.hi / mfu.lo:.1f}× (the machine's pace moved within "
-                                  "these turns): too wide to check the MFU above"])
-    if status == "matmul too wide":
-        return "\n".join(lines + [f"  the matmul's spreads ({matmul.lo:.2f}–{matmul.hi:.2f}×) are too wide to say "
-                                  "whether it held its stored pace"])
-    said = ["the matmul within the spreads of its stored pace" if matmul.within_noise else
-            f"the matmul ran at {matmul.value:.2f}× its stored pace"]
-    if step is not None:
-        said.append("the step within those of section 4's" if step.within_noise else
-                    f"the step ran at {step.value:.2f}× ({step.lo:.2f}–{step.hi:.2f}) section 4's pace\n"
-                    "  (two moments apart; what moved it is not measured here)")
-    if status == "stands":
-        return "\n".join(lines + [f"  {', and '.join(said)} (two moments: no change shown): the MFU above is this run's "
-                                  "reading"])
-    lines.append(f"  {'; '.join(said)}")
-    lines.append(f"  so this step's MFU on this machine: {min(readings):.0%}–{max(readings):.0%}, the range of these "
-                 "readings (each divides by one moment's timings)")
-    return "\n".join(lines)
-
-
 def versions_elsewhere() -> str:
     """Section 4's versions as the reference GPU timed them, on the gpu profile's GPT (another model than a
     cpu run's, named): a block apart, with the ratio of its SDPA to its written-out step; '' without them."""
@@ -374,8 +222,14 @@ def versions_elsewhere() -> str:
     big = profiles.sizes("08_transformer", "gpu", memory_gib=80)
     _, ref = report.reference("08_transformer")
     sdpa, written = ref.get("eager, SDPA"), ref.get("eager, written-out attention")
-    ratio = (f"\n  its eager SDPA over its eager written-out step: {sdpa['value'] / written['value']:.2f}× (the ratio of "
-             "the medians)" if sdpa and written and sdpa.get("unit") == written.get("unit") else "")
+    ratio = ""
+    if sdpa and written and sdpa.get("unit") == written.get("unit"):
+        quartiles = ""
+        if sdpa.get("spread") and written.get("spread"):  # the range the quartiles allow, the unfavourable way first
+            (s_lo, s_hi), (w_lo, w_hi) = sdpa["spread"], written["spread"]
+            quartiles = f"; {s_lo / w_hi:.2f}–{s_hi / w_lo:.2f}× from the quartiles"
+        ratio = (f"\n  its eager SDPA over its eager written-out step: {sdpa['value'] / written['value']:.2f}× (the ratio "
+                 f"of the medians{quartiles})")
     return (f"The same versions on the reference GPU, with the gpu profile's GPT ({big.n_layer} layers, width "
             f"{big.n_embd}, T = {big.block}, {big.micro * big.accum * big.block:,} tokens per step), another model than "
             "this run's:\n" + report.reference_text("08_transformer", ("eager,", "compiled,", "compiled vs eager"))
@@ -425,13 +279,6 @@ def reference_peak_text() -> str:
             f"{ten}.){two}")
 
 
-def busy_line(t: Timing, mfu: Sequence[float], busy: Sequence[float]) -> str:
-    """One micro-batch's turns: its timing, its MFU (median, then the ends of its quartiles' range) and the
-    median utilisation reading of its turns with their range, in %."""
-    return (f"{t} | MFU {mfu[0]:.2%} ({mfu[1]:.2%}–{mfu[2]:.2%}) | busy {float(np.median(busy)):.0f} % "
-            f"(turns: {min(busy):.0f}–{max(busy):.0f} %)")
-
-
 def utilisation_elsewhere() -> str:
     """Whether the reference GPU run recorded the utilisation comparison, and a finer reading published elsewhere."""
     missing = ("" if report.reference_rows("08_transformer", ("utilisation",))
@@ -479,9 +326,11 @@ def long_run_lines(hist: History, name: str, quartiles: Sequence[float], skip: i
         f"(largest {max(hist.grad_norm):.2f}, last {hist.grad_norm[-1]:.2f})"])
 
 
-def long_vs_section4(vs: Ratio, hist: History, long_t: Timing, sec4: Timing, run: TrainConfig) -> str:
+def long_vs_section4(vs: Ratio, hist: History, long_t: Timing, sec4: Timing, run: TrainConfig,
+                     sampled: bool = False) -> str:
     """`vs`, section 4's time of a step over the long run's (`long_t`, timed by `train.fit` under `run`, which
-    recorded `hist`); what differs between the two; and the verdict: the data wait's share of a longer step."""
+    recorded `hist`; `sampled`: a utilisation sampler ran beside it); what differs between the two; and the
+    verdict: the data wait's share of a longer step."""
     accum, log_every, checkpoints = run.accum_steps, run.log_every, bool(run.checkpoint_path)
     on_gpu = torch.device(run.device).type == "cuda" if run.device else torch.cuda.is_available()
     wait_ms = 1e3 * hist.data_wait_s / len(hist.step_time_s)  # fetching the batches, per step
@@ -492,7 +341,8 @@ def long_vs_section4(vs: Ratio, hist: History, long_t: Timing, sec4: Timing, run
         syncs += " (on a CPU a sync waits for nothing: every op has finished when it returns)"
     what = (f"A long-run step also fetches {accum} fresh shuffled micro-batches ({wait_ms:.2f} ms per step, the "
             f"loop's data wait; section 4 reuses one step's), updates the progress bar and records its loss; it "
-            f"{syncs}. The {len(hist.val_step)} validation passes"
+            f"{syncs}" + ("; a sampler thread reads utilisation every 0.5 s (section 5 timed a 0.1 s one's cost)"
+                          if sampled else "") + f". The {len(hist.val_step)} validation passes"
             + (" and the checkpoints" if checkpoints else " (this run saves no checkpoint)")
             + " are not in its step time: the clock restarts after them. The two were measured at different "
             "times, not in turns.")
@@ -565,9 +415,9 @@ def big_run_text(big: SimpleNamespace, params: int, tokens: int, flops: float, *
              f"{big.steps} steps"]
     if this_run:
         return "\n".join(lines + [f"This run is that run, on {device_label}."])
-    lines.append("This run is not the gpu profile on a large GPU. What the datasheets allow (NVIDIA's dense bf16 "
-                 "figures, not measurements): at 100 % MFU a step would take (MFU counts the whole attention square; "
-                 "a causal kernel computes about half of it, so the hardware could take a little less)")
+    lines.append("This run is not the gpu profile on a large GPU. What the datasheets allow, from NVIDIA's dense bf16 "
+                 "figures (not measurements): the time a step would take at 100 % MFU. MFU counts the whole attention "
+                 "square; a causal kernel computes about half of it, so the hardware could take a little less.")
     h100, h200 = datasheet.lookup("H100 SXM5"), datasheet.lookup("H200")
     for spec in (h100, h200):
         floor = flops / (datasheet.peak_tflops(spec, "bf16") * 1e12)  # s per step
@@ -582,8 +432,9 @@ def big_run_text(big: SimpleNamespace, params: int, tokens: int, flops: float, *
                                                           "llmc_gpt2_124m_90min_8xa100_80gb_60pct_mfu"],
                                   unlike=f"whole 8-GPU nodes training models of about 125 M parameters, against these "
                                          f"sizes' {params / 1e6:.1f} M on one GPU: a node's tokens/s is eight GPUs' "
-                                         "work on a larger model; MFU is the closer unit, where a figure gives it "
-                                         "(smaller models and shorter sequences reach lower MFU)")]
+                                         "work on a larger model; MFU is the closer unit, where a figure gives it, "
+                                         "and even MFU can differ with the model's size and sequence length, "
+                                         "which these figures do not measure")]
     return "\n".join(lines)
 
 

@@ -70,6 +70,7 @@ def check_no_sync_loop(fn: Callable, reference: Callable) -> None:
                              f"(a value read on the host: .item(), bool(), float(), an if on a tensor …)")
     if not isinstance(got, torch.Tensor):
         raise AssertionError(f"return the losses as one tensor (torch.stack), got {type(got).__name__}")
+    print("synchronising calls in 3 steps: 0 (SyncCounter) ✓")
     check.close(got.reshape(-1), want, what="losses of 3 steps, without syncs vs the given loop", atol=1e-6, rtol=1e-5)
 
 
@@ -102,34 +103,50 @@ def trace_note(path: Path, steps: int) -> str:
             "or chrome://tracing in Chrome")
 
 
+FUSIBLE = ("element-wise", "reduction & other", "copy")  # the op kinds Inductor generates code for; matmuls it calls
+
+
 def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Ratio | None],
            kinds: Mapping[str, Mapping[str, float]] | None, slowest: str, slowest_of_roof: float | None,
-           ran08: Mapping[str, dict] | None = None) -> str:
+           ran08: Mapping[str, dict] | None = None, attention: Ratio | None = None) -> str:
     """The notebook's question answered from this run's numbers: where the profiled step's time went
-    (`step`: seconds per category), the op time by kind (`kinds`, as section 4 sums them), the costliest
-    op with FLOPs (`slowest`, at `slowest_of_roof` of its roof), and what each fix measured (`fixes`:
-    a name -> its ratio, None where it was not timed)."""
+    (`step`: seconds per category), the op time by kind (`kinds`, as section 4 sums them) and, on a CPU, the
+    most fusing could save, the costliest op with FLOPs (`slowest`, at `slowest_of_roof` of its roof), the
+    written-out attention against SDPA (`attention`, section 3's turns, and 08's from `ran08`), what each fix
+    measured (`fixes`: a name -> its ratio, None where it was not timed), and which changes paid."""
     total = sum(step.values())
     share = {cat: s / total for cat, s in step.items()}
+    ops = share.get("compute", 0.0) + share.get("copies", 0.0)
     lines = ["answer, from this run's numbers:",
              (f"  the profiled step: the GPU waited {share.get('waiting', 0.0):.0%} of it, ran kernels and copies "
-              f"{share.get('compute', 0.0) + share.get('copies', 0.0):.0%}" if device_type == "cuda" else
-              f"  the profiled step: ops {share.get('compute', 0.0) + share.get('copies', 0.0):.0%} of it, Python "
-              f"and autograd's bookkeeping {share.get('framework', 0.0):.0%}")]
+              f"{ops:.0%}" if device_type == "cuda" else
+              f"  the profiled step (section 1): ops {ops:.0%} of it, Python and autograd's bookkeeping "
+              f"{share.get('framework', 0.0):.0%}")]
     if kinds:
         op_time = sum(k["seconds"] for k in kinds.values())
         lines.append("  of the op time: " + ", ".join(f"{kind} {k['seconds'] / op_time:.0%}" for kind, k in
                                                       list(kinds.items())[:3])
                      + (f"; the costliest op, {slowest}, at {roof_share(slowest_of_roof)} of its roof"
                         if slowest_of_roof is not None else ""))
+        if device_type != "cuda":  # one op after another: a step is at least its ops that fusing cannot touch
+            fusible = sum(k["seconds"] for kind, k in kinds.items() if kind in FUSIBLE) / op_time
+            lines.append(f"  compiling's room: element-wise, reduction and copy ops, the kinds Inductor fuses, took "
+                         f"{fusible:.0%} of the op time; removing them all would make the step at most "
+                         f"{1 / (1 - fusible * ops):.2f}× faster (if matmuls and attention stay library calls: "
+                         "assumed, not measured)")
     kernel = (ran08 or {}).get("SDPA vs written-out attention, eager")  # 08's whole step, SDPA over written out
-    if kernel and kernel.get("spread") and kernel["value"] < 1 and kernel["spread"][1] < 1:
-        lo, hi = kernel["spread"]
-        lines.append(f"  the attention kernel: notebook 08 (section 4) ran this GPT's whole step {1 / kernel['value']:.2f}× "
-                     f"({1 / hi:.2f}–{1 / lo:.2f}×) faster with the written-out attention than with SDPA, in its own turns: "
-                     "on this machine the lever this run found")
-    lines.append("  the fixes, each timed in turns: " + "; ".join(
-        f"{name} {r.brief}" if r is not None else f"{name} not timed here" for name, r in fixes.items()))
+    in_08 = (f"notebook 08's step (two micro-batches, with clipping), in its own turns: {1 / kernel['value']:.2f}× "
+             f"({1 / kernel['spread'][1]:.2f}–{1 / kernel['spread'][0]:.2f})" if kernel and kernel.get("spread") else "")
+    if attention is not None or in_08:
+        lines.append("  the written-out attention instead of SDPA: "
+                     + "; ".join(filter(None, [f"in section 3's turns {attention.brief}" if attention else "", in_08])))
+    if fixes:
+        lines.append("  the fixes, each timed in turns: " + "; ".join(
+            f"{name} {r.brief}" if r is not None else f"{name} not timed here" for name, r in fixes.items()))
+    timed = dict(fixes) | {"the written-out attention": attention}
+    paid = [name for name, r in timed.items() if r is not None and r.clear and r.value > 1]
+    lines.append(f"  so on this device: {' and '.join(paid)} made the step measurably faster, in turns" if paid else
+                 "  so on this device: no change timed here made the step measurably faster")
     if device_type != "cuda" and (ref := _reference_answer()):
         lines.append(ref)
     return "\n".join(lines)
@@ -220,7 +237,8 @@ def _graphs_bound(rows: Mapping[str, dict]) -> str:
     mid = 1 - default["value"] / graphs["value"]
     return (f"\nwithout the profiler (section 3), its GPT compiled with reduce-overhead ran "
             f"{graphs['value'] / default['value']:.2f}× as fast as compiled with the default mode (the ratio of the "
-            f"medians of the same turns). Inferred, not measured: about {mid:.0%} (at least {math.floor(100 * lo)}%, from "
+            f"medians of the same turns; {graphs['spread'][0] / default['spread'][1]:.2f}–"
+            f"{graphs['spread'][1] / default['spread'][0]:.2f}× from the quartiles). Inferred, not measured: about {mid:.0%} (at least {math.floor(100 * lo)}%, from "
             "the quartiles) of the default-compiled step was work that replaying a CUDA graph skips: launching each "
             "kernel, PyTorch's choosing of a kernel for each op, Python (a graph also keeps its memory in a pool of its "
             "own)")
@@ -398,13 +416,32 @@ def compile_in_08(ran08: Mapping[str, dict] | None, gain: Ratio, batch: int, gpt
     """Notebook 08's compile speed-up of this GPT with SDPA (its section 4, earlier in this run) beside
     this notebook's `gain`: each paired within its own turns, so the two are read by the course's rule
     for two moments. '' where 08 did not time it, or timed another GPT or micro-batch."""
-    row = (ran08 or {}).get("compiled vs eager, SDPA")
-    if not (row and row.get("spread") and _same_gpt(profile, gpt)
-            and profiles.sizes("08_transformer", profile).micro == batch):
+    row = _row_08(ran08, "compiled vs eager, SDPA", batch, gpt, profile)
+    return _beside_08("compiled this GPT with SDPA", row["value"], *row["spread"], gain) if row else ""
+
+
+def attention_in_08(ran08: Mapping[str, dict] | None, gain: Ratio, batch: int, gpt: GPTConfig, profile: str) -> str:
+    """Notebook 08's whole step with the written-out attention instead of SDPA (its section 4 records SDPA
+    over written out: inverted here) beside this notebook's `gain`, read as :func:`compile_in_08` reads its."""
+    row = _row_08(ran08, "SDPA vs written-out attention, eager", batch, gpt, profile)
+    if not row:
         return ""
     lo, hi = row["spread"]
-    return (f"notebook 08 (section 4) compiled this GPT with SDPA earlier in this run, at this micro-batch (two per "
-            f"step, with gradient clipping), in its own turns: {row['value']:.2f}× ({lo:.2f}–{hi:.2f}); here "
+    return _beside_08("ran this GPT's step with the written-out attention instead of SDPA", 1 / row["value"], 1 / hi,
+                      1 / lo, gain)
+
+
+def _row_08(ran08: Mapping[str, dict] | None, key: str, batch: int, gpt: GPTConfig, profile: str) -> dict | None:
+    """08's row `key` of this run, where it has a spread and timed this GPT at this micro-batch; else None."""
+    row = (ran08 or {}).get(key)
+    ok = (row and row.get("spread") and _same_gpt(profile, gpt) and profiles.sizes("08_transformer", profile).micro == batch)
+    return row if ok else None
+
+
+def _beside_08(did: str, value: float, lo: float, hi: float, gain: Ratio) -> str:
+    """08's paired ratio (`value`, `lo`..`hi`: what it `did`) beside this notebook's `gain`, by the two-moments rule."""
+    return (f"notebook 08 (section 4) {did} earlier in this run, at this micro-batch (two per "
+            f"step, with gradient clipping), in its own turns: {value:.2f}× ({lo:.2f}–{hi:.2f}); here "
             f"{gain.value:.2f}× ({gain.lo:.2f}–{gain.hi:.2f}). Each is paired only within its own turns, minutes apart, "
             + (f"and the two agree: the ratio of the two speed-ups, {gain.lo / hi:.2f}–{gain.hi / lo:.2f}×, holds 1"
                if gain.lo / hi <= 1 <= gain.hi / lo else
@@ -489,8 +526,8 @@ def compile_pair(item_s: float, tensor_s: float) -> str:
     words = (f"{verdicts.APART:g}× or more apart, beyond what two moments can differ by" if max(r, 1 / r) >= verdicts.APART
              else f"within the {verdicts.APART:g}× by which two moments can differ")
     return (f"compilation: first step {item_s:.1f} s with the .item(), {tensor_s:.1f} s with the tensor ({r:.1f}×), one "
-            f"run each: {words}; but each compile found a different part of its work in the on-disk caches section 3 "
-            "filled, so what the break costs to compile is not told apart from what each reused")
+            f"run each: {words}; but each compile may have found a different part of its work in the on-disk caches "
+            "section 3 filled (not measured), so what the break costs to compile is not told apart from what each reused")
 
 
 def turns_apart(then: Timing, now: Timing) -> str:

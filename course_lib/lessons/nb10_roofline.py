@@ -53,20 +53,25 @@ def op_table(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, device: str,
     the whole step's time with and without the profiler; and, given section 3's `eager` timing of
     the same step, the two beside each other (:func:`eager_then_now`)."""
     op_time = measured.op_seconds
-    lines = [f"{'op':<48} {'kind':<17} {'calls':>5} {'FLOP/B':>7} {'time':>9} {'share':>6} {'rate':>13} {'of roof':>7}"]
+    lines = [f"{'op':<48} {'kind':<17} {'calls':>5} {'FLOP/B':>7} {'time':>9} {'steps':>13} {'share':>6} {'rate':>13} "
+             f"{'of roof':>7}"]
     for o in measured.ops[:rows]:
+        lo, hi = o.spread
         lines.append(f"{_cut(o.label, 48):<48} {o.kind:<17} {o.calls:>5} {o.intensity:>7.2f} {1e3 * o.seconds:>7.2f}ms "
-                     f"{o.seconds / op_time:>6.1%} {fmt_rate(o.rate, 'FLOP/s'):>13} "
+                     f"{f'{1e3 * lo:.2f}–{1e3 * hi:.2f}':>13} {o.seconds / op_time:>6.1%} {fmt_rate(o.rate, 'FLOP/s'):>13} "
                      + (f"{roof_share(of_roof(o)):>7}  {'below' if o.intensity < ridge_of(o) else 'above'} its ridge" if o.flops
                         else f"{'-':>7}  moves data"))
-    n = len(measured.ops)
-    lines.append(f"... {n} (op, shapes) group{'s' if n != 1 else ''}: {fmt_time(op_time)} per step in ops | the whole "
-                 f"step, in the same turns: {fmt_time(measured.step.median_s)} without the profiler, "
-                 f"{fmt_time(measured.profiled.median_s)} with every op counted and recorded | {device}")
+    n, steps = len(measured.ops), len(measured.step.samples)
+    lines.append(f"... {n} (op, shapes) group{'s' if n != 1 else ''}: {fmt_time(op_time)} per step in ops (time: the "
+                 f"median of {steps} steps, ms; steps: its least and most) | the whole step, in the same turns: "
+                 f"{fmt_time(measured.step.median_s)} without the profiler, {fmt_time(measured.profiled.median_s)} with "
+                 f"every op counted and recorded | {device}")
     cost = speedup(measured.profiled, measured.step, "without the profiler vs with it, same turns")
     if cost.clear and cost.value < 1:  # the profiled step faster: not the profiler's doing
         lines.append(f"  {cost}: the profiled step ran faster, which the profiler's cost cannot do; what did is "
                      "not measured")
+    elif not cost.single:  # what counting and recording every op cost the step, in the same turns
+        lines.append(f"  the step without the profiler vs with every op counted and recorded: {cost.brief}")
     if eager is not None:
         lines.append(eager_then_now(eager, measured.step))
     return "\n".join(lines)
@@ -112,10 +117,10 @@ def op_notes(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, peak_name: s
                        key=lambda o: -o.seconds)[:2]  # counted at one FLOP per element: how far that count matters
     if pointwise:
         lines.append("element-wise ops are counted at one FLOP per element, a lower bound (a GELU does tens). Their "
-                     "share of the roof is their share of the memory bandwidth, whatever the count. At " + ", ".join(
-                         f"{ridge_of(o) / o.intensity:.0f} FLOPs per element ({o.short})" for o in pointwise)
-                     + " they would sit right of the ridge, under a compute roof, the matmul's peak, that element-wise "
-                     "code does not reach: their side is uncertain")
+                     "share of the roof is their share of the memory bandwidth, whatever the count. Counted at " + " or ".join(
+                         f"{ridge_of(o) / o.intensity:.0f} ({o.short})" for o in pointwise)
+                     + " FLOPs per element or more, they would move to the compute side of the ridge, whose roof, the "
+                     "matmul's peak, element-wise code cannot reach: which side they are on is uncertain")
     return "\n".join(lines)
 
 
@@ -125,11 +130,11 @@ def no_roofline(roofs: bool) -> str:
             "(out of memory, said above).")
 
 
-def kind_table(kinds: Mapping[str, Mapping[str, float]], op_time: float, ridge_: float) -> str:
-    """Op time by kind (`kinds`: kind -> its seconds, FLOPs and bytes per step): share of op time,
-    intensity, achieved rate and side of the ridge `ridge_` (main memory's)."""
+def kind_table(kinds: Mapping[str, Mapping[str, float]], op_time: float, ridge_: float, device: str = "") -> str:
+    """Op time by kind (`kinds`: kind -> its seconds, FLOPs and bytes per step) on `device`: share of op
+    time, intensity, achieved rate and side of the ridge `ridge_` (main memory's)."""
     lines = [f"{'kind':<18} {'share of op time':>16} {'FLOP/B':>8} {'achieved':>14}  vs main memory's ridge, "
-             f"{ridge_:.1f} FLOP/B (the op table holds each op to its own level's)"]
+             f"{ridge_:.1f} FLOP/B (the op table holds each op to its own level's)" + (f" | {device}" if device else "")]
     for kind, k in kinds.items():
         i = intensity(k["flops"], k["bytes"])
         rate = fmt_rate(k["flops"] / k["seconds"], "FLOP/s") if k["seconds"] else "-"

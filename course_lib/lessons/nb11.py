@@ -393,9 +393,6 @@ def span_table(steps: dict, busy: dict, idle: dict, ratios: dict, vs: dict, rig:
     quartiles), its idle share (`idle`), each stage's busy time (`busy`, s), its speed-up over the
     smallest m (`ratios`, paired) and 1F1B's over GPipe at the same m (`vs`, keyed m, paired);
     below it, why, for each speed-up over the smallest m that the turns tell apart."""
-    def cell(r: Ratio | None) -> str:
-        return "-" if r is None else r.brief
-
     lo, paired = min(k for _, k in steps), [r for r in [*ratios.values(), *vs.values()] if r.rounds]
     lines = [f"one step of each schedule and m, in turns | {rig}",
              f"{'schedule':<8} {'m':>3}  {'step, ms (quartiles)':<22} {'idle':>5}  {'busy per stage, ms':<18}  "
@@ -407,7 +404,7 @@ def span_table(steps: dict, busy: dict, idle: dict, ratios: dict, vs: dict, rig:
         t = steps[(kind, k)]
         step, stages = f"{ms(t.median_s)} ({ms(t.lo_s)}–{ms(t.hi_s)})", ", ".join(ms(b) for b in busy[(kind, k)])
         lines.append(f"{kind:<8} {k:>3}  {step:<22} {idle[(kind, k)]:>5.0%}  {stages:<18}  "
-                     f"{cell(ratios.get((kind, k))):<28}  {cell(vs.get(k)) if kind == '1f1b' else ''}".rstrip())
+                     f"{getattr(ratios.get((kind, k)), 'brief', '-'):<28}  {getattr(vs.get(k), 'brief', '-') if kind == '1f1b' else ''}".rstrip())
     if paired:
         lines.append(f"ratios: {verdicts.brief_legend(paired)}")
     said: dict[str, list[str]] = {}  # one line per reason, naming the steps it holds for
@@ -415,6 +412,9 @@ def span_table(steps: dict, busy: dict, idle: dict, ratios: dict, vs: dict, rig:
         if r.clear:
             why = why_span(r, [idle[(kind, lo)], idle[(kind, k)]], busy[(kind, k)][0] / busy[(kind, lo)][0])
             said.setdefault(why, []).append(f"{kind} m = {k}")
+    lines += [f"1F1B vs GPipe at m = {k}: {r.phrase}, beyond the spread, where the formula gives both one span; idle "
+              f"{idle['1f1b', k]:.0%} against {idle['gpipe', k]:.0%}, stage 0's passes {busy['1f1b', k][0] / busy['gpipe', k][0]:.2f}"
+              "× as long: what made the gap is not measured apart" for k, r in sorted(vs.items()) if r.clear]
     return "\n".join(lines + [f"{', '.join(steps)}: {why}" for why, steps in said.items()])
 
 

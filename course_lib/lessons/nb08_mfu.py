@@ -1,0 +1,224 @@
+"""Notebook 08's MFU and utilisation in words (re-exported by :mod:`course_lib.lessons.nb08`): the
+fastest step's MFU and its same-turns check, the answer as a range, the busy reading against MFU, and
+what sets section 5's steps apart from section 4's, measured in the same turns."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from course_lib.bench import Ratio, Timing, median_interval
+from course_lib.datasheet import Spec
+from course_lib.units import fmt_rate
+
+
+# A utilisation reading is a share of time the device was busy, read every 0.1 s: near 100 % it
+# saturates, and a change under 1 % of it says nothing about the work (its verdict says so).
+BUSY_NEGLIGIBLE = 1.01
+
+
+def busy_ratio(busy: dict[str, list[float]], small: str, large: str) -> Ratio:
+    """The utilisation of `large`'s turns over `small`'s, paired turn by turn (median and its
+    interval, :func:`bench.median_interval`); `busy` holds each version's utilisation per turn, in %."""
+    ratios = [b / max(a, 1e-9) for a, b in zip(busy[small], busy[large])]
+    value, lo, hi, coverage = median_interval(ratios)
+    return Ratio(f"utilisation, {large} vs {small}", value, lo, hi, "higher", "lower", rounds=len(ratios),
+                 coverage=coverage, negligible=BUSY_NEGLIGIBLE)
+
+
+def busy_verdict(gain: Ratio, busy: Ratio, small: str, large: str, busy_pct: dict[str, float],
+                 mfu: dict[str, float]) -> str:
+    """The verdict of 'busy is not efficient': `gain`, the paired tokens/s ratio of `large` over
+    `small` (:func:`bench.rate_ratio`; the same FLOPs per token and peak: MFU's ratio), against `busy`, the paired ratio of
+    their utilisation readings; `busy_pct` and `mfu` the medians, as printed above it."""
+    seen = (f"{small}: busy {busy_pct[small]:.0f} % of the time at {mfu[small]:.2%} MFU; "
+            f"{large}: busy {busy_pct[large]:.0f} % at {mfu[large]:.2%} MFU")
+    if not gain.clear:
+        return (f"verdict: the two micro-batches' tokens/s are not told apart ({gain.doubt}), so this pair cannot "
+                f"set utilisation against MFU here ({seen})")
+    if gain.value < 1:
+        return (f"verdict: the larger micro-batch's tokens/s is {gain.phrase} than the small one's here, beyond the "
+                f"spread ({seen})")
+    if busy.within_noise or busy.hi < gain.lo:  # the reading moved less than MFU, beyond both ranges
+        d = busy.decimals  # enough digits that a small change does not print as 1.00
+        steady = abs(busy_pct[large] - busy_pct[small]) < 1  # under a percentage point: unchanged to the eye
+        moved = ("did not move beyond its spread" if busy.within_noise else
+                 f"stayed at about {busy_pct[large]:.0f} % (a change of {busy.value:.{d}f}×)" if steady else
+                 f"fell, {busy.value:.{d}f}× ({busy.lo:.{d}f}–{busy.hi:.{d}f})" if busy.value < 1 else
+                 f"rose {busy.value:.{d}f}× ({busy.lo:.{d}f}–{busy.hi:.{d}f}), less than MFU beyond both ranges")
+        return (f"verdict: MFU rose {gain.value:.2f}× ({gain.lo:.2f}–{gain.hi:.2f}) with the larger micro-batch while "
+                f"the utilisation reading {moved} ({seen}): a busy reading says the device was occupied, "
+                "not how much of its peak the work used" + (
+                    " (on a CPU this reading stayed near 100 % in both steps here: only MFU shows the contrast on this "
+                    "device; a GPU's GPU-Util is the reading this lesson is about)" if steady and
+                    busy_pct[large] >= 99 else ""))
+    return (f"verdict: here the utilisation reading rose about as much as MFU ({busy.value:.2f}× against "
+            f"{gain.value:.2f}×, ranges overlapping: {seen}); in this run it did tell the two apart")
+
+
+def mfu_text(peak: Timing, peak_note: object, best: Timing | None, flops_per_token: int,
+             best_mfu: Sequence[float] | None, spec: Spec | None, sheet_tflops: float | None,
+             sheet_mfu: float | None, precision: str, dev: torch.device, device_label: str) -> str:
+    """Section 5's lines: the measured peak; the fastest step's tokens/s, its model FLOP/s and `best_mfu`
+    (its MFU against that peak, then the ends of its quartiles' range); its MFU against the datasheet's
+    dense figure of `precision`, `sheet_mfu` (`sheet_tflops` from `spec`, the datasheet's entry for this GPU),
+    or why there is none (no such figure, the GPU not in the table, a CPU: `dev` says which)."""
+    on_gpu = dev.type == "cuda"
+    lines = [f"{peak.name}: {fmt_rate(peak.rate, 'FLOP/s')} on {device_label}, {peak_note}"]
+    if best is None or best_mfu is None:
+        lines.append("No version of the step was timed in section 4 (out of memory): no MFU from that section.")
+    else:
+        lines += [f"fastest of section 4's versions by its median: {best.name}, {fmt_rate(best.rate, 'tok/s')} "
+                  f"-> {fmt_rate(flops_per_token * best.rate, 'FLOP/s')} of model FLOPs",
+                  f"MFU: {best_mfu[0]:.1%} of the measured peak (the step's quartiles: {best_mfu[1]:.1%}–"
+                  f"{best_mfu[2]:.1%}; with the peak's too, {best_mfu[1] * peak.rate / peak.rate_hi:.1%}–"
+                  f"{best_mfu[2] * peak.rate / peak.rate_lo:.1%}). This is the course's MFU; notebook 10's roofline "
+                  "divides by the same stored peak"]
+    if spec and sheet_tflops and sheet_mfu is not None:
+        lines.append(f"MFU against NVIDIA's datasheet ({spec.name}, dense {precision}: {sheet_tflops:g} TFLOP/s, "
+                     f"not a measurement): {sheet_mfu:.1%}")
+    elif spec and not sheet_tflops:
+        lines.append(f"The course's datasheet table has no dense {precision} figure for {spec.name}: MFU against "
+                     "the measured peak only.")
+    elif not spec and on_gpu:
+        lines.append("This GPU is not in the course's datasheet table: MFU against the measured peak only.")
+    elif not spec:
+        lines.append("A CPU has no entry in the course's datasheet table (NVIDIA GPUs only): MFU against "
+                     "the measured peak only.")
+    return "\n".join(lines)
+
+
+def usable(mfu: Ratio) -> bool:
+    """Whether a paired MFU can check the MFU over the stored peak: its interval within 1.5x end to end
+    (a wider one, or one past 100 %, says the machine's pace moved within the turns, not the MFU)."""
+    return mfu.hi <= 1.0 and mfu.hi <= 1.5 * mfu.lo
+
+
+def _mfu_check(mfu: Ratio, stored: float, matmul: Ratio, step: Ratio | None) -> tuple[str, list[float]]:
+    """What the same-turns check says of section 5's MFU (:func:`paired_mfu_text` has the arguments):
+    'too wide' (it checks nothing), 'matmul too wide', 'stands' (the matmul and the step kept their
+    pace), or 'range', with the MFU readings whose range is then this step's MFU."""
+    if not usable(mfu):
+        return "too wide", []
+    if matmul.too_wide:
+        return "matmul too wide", []
+    if matmul.within_noise and (step is None or step.within_noise):
+        return "stands", []
+    return "range", [mfu.value, stored] + ([stored / step.value] if step is not None else [])  # last: section 4's
+
+
+def mfu_span(best_mfu: Sequence[float], mfu: Ratio | None, stored: float, matmul: Ratio | None,
+             step: Ratio | None = None) -> tuple[float, float]:
+    """The MFU section 5 answers with, as a range: the readings' where the same-turns check moved them,
+    else the fastest step's quartiles (`mfu` None: no check ran)."""
+    if mfu is not None and matmul is not None:
+        status, readings = _mfu_check(mfu, stored, matmul, step)
+        if status == "range":
+            return min(readings), max(readings)
+    return best_mfu[1], best_mfu[2]
+
+
+def answer_with_long_run(section5: tuple[float, float], long_mfu: Sequence[float]) -> str:
+    """Section 5's answer (`section5`, its range) widened by the long run's reading of the same step
+    (`long_mfu`: median, then its quartiles' ends): every reading of this step, each one moment's."""
+    lo, hi = min(section5[0], long_mfu[1]), max(section5[1], long_mfu[2])
+    return (f"answer, with the long run: this step's MFU on this machine is {lo:.0%}–{hi:.0%} of the measured peak "
+            f"across this notebook's readings (section 5: {section5[0]:.0%}–{section5[1]:.0%}; the long run's "
+            f"quartiles: {long_mfu[1]:.0%}–{long_mfu[2]:.0%}), each reading taken at one moment")
+
+
+def mfu_answer(best: Timing | None, best_mfu: Sequence[float] | None, mfu: Ratio, stored: float, matmul: Ratio,
+               step: Ratio | None = None, later: bool = False) -> str:
+    """Section 5's answer in one line, before the figures it rests on: the fastest step's MFU against the
+    measured peak where the same-turns check lets it stand, else the range of the readings; '' without
+    a step (`best` None). `later`: the long run (section 6) times the same step and gives the final answer."""
+    if best is None or best_mfu is None:
+        return ""
+    status, readings = _mfu_check(mfu, stored, matmul, step)
+    more = "; section 6's long run reads this step again, and its answer includes that reading" if later else ""
+    if status == "range":
+        return (f"answer so far: this step's MFU on this machine is {min(readings):.0%}–{max(readings):.0%} of the "
+                f"measured peak, the range of the readings below (each divides by one moment's timings){more}")
+    return (f"answer so far: {best.name} reaches {best_mfu[0]:.1%} MFU (quartiles {best_mfu[1]:.1%}–{best_mfu[2]:.1%}) "
+            "of the measured peak; " + ("the same-turns check below agrees" if status == "stands" else
+                                        "the same-turns check below was too wide to check it") + more)
+
+
+def paired_mfu_text(mfu: Ratio, what: str, device: str, stored: float, matmul: Ratio,
+                    step: Ratio | None = None) -> str:
+    """The check of section 5's MFU at one moment, a few short lines: the `what` step and the peak's own
+    matmul timed in the same turns. `mfu` is the paired ratio of the step's model FLOP/s to the matmul's,
+    `stored` the same turns' step over the stored peak, `matmul` the matmul's FLOP/s in these turns over
+    the stored peak's, `step` the step's rate in these turns over section 4's timing of it (both timed
+    apart; None where section 4's MFU came from another version of the step). Where the matmul kept
+    within the spreads of its stored pace and the step of section 4's, the MFU above is this run's
+    reading; otherwise this step's MFU is the range of the readings, each one moment's."""
+    lines = [f"the same check at one moment: {mfu.rounds} turns of the {what} step and the peak's matmul | {device}",
+             f"  over the same turns' matmul: {mfu.value:.1%} ({mfu.lo:.1%}–{mfu.hi:.1%}); over the stored peak: "
+             f"{stored:.1%}"]
+    status, readings = _mfu_check(mfu, stored, matmul, step)
+    if status == "too wide":
+        return "\n".join(lines + [f"  the paired interval spans {mfu.hi / mfu.lo:.1f}× (the machine's pace moved within "
+                                  "these turns): too wide to check the MFU above"])
+    if status == "matmul too wide":
+        return "\n".join(lines + [f"  the matmul's spreads ({matmul.lo:.2f}–{matmul.hi:.2f}×) are too wide to say "
+                                  "whether it held its stored pace"])
+    said = ["the matmul within the spreads of its stored pace" if matmul.within_noise else
+            f"the matmul ran at {matmul.value:.2f}× its stored pace"]
+    if step is not None:
+        said.append("the step's rate within section 4's quartiles" if step.within_noise else
+                    f"the step ran at {step.value:.2f}× ({step.lo:.2f}–{step.hi:.2f}) section 4's pace\n"
+                    "  (two moments apart; what moved it is not measured here)")
+    if status == "stands":
+        return "\n".join(lines + [f"  {', and '.join(said)} (two moments: no change shown): the MFU above is this run's "
+                                  "reading"])
+    lines.append(f"  {'; '.join(said)}")
+    lines.append(f"  so this step's MFU on this machine: {min(readings):.0%}–{max(readings):.0%}, the range of these "
+                 "readings (each divides by one moment's timings)")
+    return "\n".join(lines)
+
+
+def busy_line(t: Timing, mfu: Sequence[float], busy: Sequence[float]) -> str:
+    """One micro-batch's turns: its timing, its MFU (median, then the ends of its quartiles' range) and the
+    median utilisation reading of its turns with their range, in %."""
+    return (f"{t} | MFU {mfu[0]:.2%} ({mfu[1]:.2%}–{mfu[2]:.2%}) | busy {float(np.median(busy)):.0f} % "
+            f"(turns: {min(busy):.0f}–{max(busy):.0f} %)")
+
+
+BOUND = 0.10  # a change of the rate the busy turns must rule out to settle what sets section 5's MFUs apart
+
+
+def busy_parts(sampler: Ratio, accum: Ratio | None, apart: Ratio | None, n_micro: int) -> str:
+    """What sets section 5's steps apart from section 4's, each measured in the busy comparison's turns:
+    `sampler`, the micro-batch's tokens/s with the sampler's thread running over without it; `accum`,
+    section 4's step itself (`n_micro` micro-batches per optimizer step; None where it has one) over one
+    micro-batch per step, per token; `apart`, section 4's step in these turns over section 4's own timing of
+    it (two moments; None where section 4 timed another version). Ends with what the three say together."""
+    lines = ["what sets these steps apart from section 4's, timed in these same turns without the sampler:",
+             "  " + sampler.verdict("the sampler's thread, tokens/s with it vs without")]
+    if accum is not None:
+        lines.append("  " + accum.verdict(f"{n_micro} micro-batches per optimizer step (section 4's step) vs one, "
+                                          "tokens/s"))
+    if apart is not None:
+        lines.append("  " + apart.verdict())
+    named = [(r, what) for r, what in ((sampler, "the sampler"), (accum, f"accumulating {n_micro} micro-batches"))
+             if r is not None]
+    moved = [f"{what} ({r.phrase})" for r, what in named if r.clear and r.grade not in ("negligible", "small")]
+    if moved:
+        return "\n".join(lines + [f"verdict: {' and '.join(moved)} changed the step's rate here, beyond the spread: "
+                                  "these MFUs differ from section 4's step's by that much"])
+    bound = max(max(r.hi, 1 / r.lo) for r, _ in named) - 1  # the farthest end of their intervals, as a change
+    if bound > BOUND:
+        return "\n".join(lines + [f"verdict: these turns cannot bound what {' or '.join(w for _, w in named)} does to "
+                                  f"the rate below {BOUND:.0%} (their intervals reach {bound:.1%}): what sets these MFUs "
+                                  "apart from section 4's is not settled here"])
+    said = (f"verdict: {' and '.join(w for _, w in named)} change the rate by {bound:.1%} at most here (the far ends of "
+            "their intervals)")
+    if apart is None or apart.within_noise:
+        return "\n".join(lines + [said + ("" if apart is None else
+                                          "; section 4's step kept its section-4 pace here, within the spreads")])
+    return "\n".join(lines + [
+        f"{said}; section 4's step itself ran at {apart.value:.2f}× its section-4 pace here: any gap between the "
+        "sections' MFUs beyond that bound comes from the moment each was timed at (the machine's pace), not from these differences"])
