@@ -222,9 +222,11 @@ def test_published_and_reference_texts_are_labelled():
     assert "not against its measured peak" in said and "so on a GPU more of each step is overhead" not in said
     if (peak := nb08.reference_peak_text()) and "two H200 machines" in peak:  # the figures it quotes are the log's
         log = (report.results_dir() / "nvidia-h200.test-gpu.md").read_text(encoding="utf-8")
-        assert "at 799.6 and 462.9 ktok/s, 1.73× apart: cause not found; this record comes from the slower one" in peak
+        assert "at 799.6 and 462.9 ktok/s, 1.73× apart, cause not found: the MFU row (fastest step, measured peak) " \
+            "read 24.0 % on the faster machine and 13.4 % on the slower, which this record comes from" in peak
         assert "eager SDPA at 82 ms per step (799.6 ktok/s)" in log and "142 ms (462.9 ktok/s)" in log
         assert "The cause is not" in log and 799.6 / 462.9 == pytest.approx(1.73, abs=0.005)
+        assert "MFU against the measured peak 24.0 % vs 13.4 %" in log
     assert "A finer reading than GPU-Util" in nb08.utilisation_elsewhere()
 
 
@@ -421,11 +423,12 @@ def test_versions_elsewhere_names_the_reference_gpt_and_stands_apart(tmp_path, m
     big = nb08.profiles.sizes("08_transformer", "gpu", memory_gib=80)
     assert text.startswith(f"The same versions on the reference GPU, with the gpu profile's GPT ({big.n_layer} layers")
     assert "another model than this run's" in text and "eager, SDPA: 450" in text
-    assert text.endswith("its eager SDPA over its eager written-out step: 1.50× (the ratio of the medians)")
+    assert "its eager SDPA over its eager written-out step: 1.50× (the ratio of the medians)\n" in text
+    assert text.endswith(nb08.reference_gpts()) and "09: 12 layers, width 768, T = 1024" in nb08.reference_gpts()
     rep.add("eager, written-out attention", 300.0, "ktok/s", spread=(290.0, 310.0))
     rep.add("eager, SDPA", 450.0, "ktok/s", spread=(440.0, 460.0))
     report.record_reference({"08_transformer": rep.to_dict()})
-    assert nb08.versions_elsewhere().endswith("1.50× (the ratio of the medians; 1.42–1.59× from the quartiles)")
+    assert "1.50× (the ratio of the medians; 1.42–1.59× from the quartiles)" in nb08.versions_elsewhere()
 
 
 def _turns(name, seconds, turns_id="busy", work=100):

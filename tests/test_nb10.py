@@ -2,6 +2,7 @@
 texts its cells print say what their numbers and branches say."""
 
 import dataclasses
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -87,7 +88,7 @@ def test_shares_are_of_the_sum_of_the_medians():
 def test_sync_line_lists_each_step_and_the_mean_time():
     found = [StepSyncs({"aten::item": 3}, 0.002), StepSyncs({"aten::item": 1}, 0.004)]
     line = nb10.sync_line("reading", found)
-    assert "per profiled step: [3, 1] {'aten::item': 3}" in line and line.endswith("3.00 ms/step")
+    assert "per profiled step: [3, 1] {'aten::item': 3}" in line and line.endswith("3.00 ms/step (the mean over the profiled steps)")
 
 
 def test_counter_line_counts_the_first_call():
@@ -305,10 +306,11 @@ def test_kind_table_and_the_verdicts():
               / STEP.op_seconds for n in (True, False) for m in (True, False)}
     verdict = nb10.roof_verdict(shares, MM, of_roof(MM))
     # the add (memory side, 120 %) is near its roof; the copy moves 1 GB/s against 100 GB/s, the mm is at 25 %
-    assert "2% in memory-side ops at half their roof or more" in verdict and "0% in compute-side ops" in verdict
-    assert "20% memory-side and 78% compute-side below half their roof: neither measured roof explains those" in verdict
+    rows = verdict.splitlines()
+    assert rows[2].split() == ["memory", "side", "2%", "20%"] and rows[3].split() == ["compute", "side", "0%", "78%"]
+    assert "neither measured roof explains its time" in verdict
     assert "the launch" in verdict and "the launch" not in nb10.roof_verdict(shares, MM, of_roof(MM), "cpu")
-    assert verdict.splitlines()[1].endswith("far below it, held back by something other than the two peaks "
+    assert verdict.splitlines()[-1].endswith("far below it, held back by something other than the two peaks "
                                             "(the kernel itself, its size, its overheads)")
     assert "no roofline in this run" in nb10.no_roofline(False).lower() and "the peaks" in nb10.no_roofline(False)
 
@@ -469,7 +471,18 @@ def test_regime_off_a_gpu_names_the_profilers_cost_and_the_graphs_evidence(tmp_p
     cats = {"compute": 0.9, "copies": 0.02, "waiting": 0.0, "framework": 0.08}
     text = nb10.regime(cats, "cpu")
     assert "waited 78% of its profiled step: launch-bound" in text and "profiler's CPU time per op" in text
-    assert "CUDA graphs" not in text
+    assert "CUDA graphs" not in text and "not recorded" in text  # no unprofiled share for this GPU
+    rep.add("GPU busy share of the step, no profiler", 40.0, "%")
+    report.record_reference({"10_compile_and_profile": rep.to_dict()})
+    assert "without the profiler it waited about 60% (section 4's kernel times over its step timed without the " \
+        "profiler): launch-bound there too" in nb10.regime(cats, "cpu")
+    rep.meta.update(device="NVIDIA H200")
+    rep.rows.pop("GPU busy share of the step, no profiler")
+    report.record_reference({"10_compile_and_profile": rep.to_dict()})
+    assert "without the profiler it waited about 56% (GPU busy 8.4 ms of a 19.3 ms eager step of this GPT on an H200, " \
+        "results/nvidia-h200.test-gpu.md)" in nb10.regime(cats, "cpu")
+    log = (Path(__file__).parents[1] / "results" / "nvidia-h200.test-gpu.md").read_text(encoding="utf-8")
+    assert "GPU busy 8.4 ms of a 19.3 ms eager step" in log and nb10.H200_UNPROFILED == (8.4e-3, 19.3e-3)
     rep.add("compiled, default", 534.4, "ktok/s", spread=(517.0, 545.5))
     rep.add("compiled, reduce-overhead", 975.1, "ktok/s", spread=(950.4, 1000.1))
     report.record_reference({"10_compile_and_profile": rep.to_dict()})

@@ -233,7 +233,16 @@ def versions_elsewhere() -> str:
     return (f"The same versions on the reference GPU, with the gpu profile's GPT ({big.n_layer} layers, width "
             f"{big.n_embd}, T = {big.block}, {big.micro * big.accum * big.block:,} tokens per step), another model than "
             "this run's:\n" + report.reference_text("08_transformer", ("eager,", "compiled,", "compiled vs eager"))
-            + ratio)
+            + ratio + "\n" + reference_gpts())
+
+
+def reference_gpts(memory_gib: float = 80) -> str:
+    """The gpu profile's GPT of notebooks 08, 09 and 10 on a GPU of `memory_gib`: three shapes, said where a
+    reference row of one is printed, so that a reference step time is not carried to the next notebook."""
+    shapes = [f"{nb[:2]}: {g.n_layer} layers, width {g.n_embd}, T = {g.block}" for nb in
+              ("08_transformer", "09_memory", "10_compile_and_profile")
+              for g in [profiles.sizes(nb, "gpu", memory_gib=memory_gib)]]
+    return f"(the reference's GPT differs between notebooks, {'; '.join(shapes)}: its times do not carry across)"
 
 
 def published_mfu(this_run: str) -> str:
@@ -265,9 +274,9 @@ def reference_peak_text() -> str:
     if not (meas and sheet and dense):
         return ""
     derived = dense * sheet["value"] / meas["value"]  # the same tokens/s over each peak: MFUs scale as 1/peak
-    two = ("\n(two H200 machines ran the eager SDPA step of this record's code at 799.6 and 462.9 ktok/s, 1.73× apart: "
-           "cause not found; this record comes from the slower one, so its MFU is uncertain by about that much: "
-           "results/nvidia-h200.test-gpu.md)"
+    two = ("\n(two H200 machines ran the eager SDPA step of this record's code at 799.6 and 462.9 ktok/s, 1.73× apart, "
+           "cause not found: the MFU row (fastest step, measured peak) read 24.0 % on the faster machine and 13.4 % "
+           "on the slower, which this record comes from; results/nvidia-h200.test-gpu.md)"
            if "H200" in ref_device else "")  # that file's second session
     _, rows10 = report.reference("10_compile_and_profile")
     peak10 = next((r for k, r in rows10.items() if k.startswith("peak: matmul") and "bfloat16" in k

@@ -433,7 +433,7 @@ def recompute_elsewhere() -> str:
     predicted = plain["value"] + forward["value"]
     big = profiles.sizes("09_memory", "gpu", memory_gib=80)  # the gpu profile's large sizes, the reference's
     text = (f"The reference {device}, at the gpu profile's GPT ({big.n_layer} layers, width {big.n_embd}, T = {big.block}, "
-            f"batch {big.batch}): a plain step plus "
+            f"batch {big.batch}; {nb08.reference_gpts()[1:-1]}): a plain step plus "
             f"the blocks' forward {predicted:.1f} ms ({lo:.1f}–{hi:.1f}), measured with checkpointing "
             f"{checked['value']:.1f} ms ({checked['spread'][0]:.1f}–{checked['spread'][1]:.1f})")
     if checked["spread"][0] > hi:

@@ -16,6 +16,7 @@ from course_lib import check, datasheet, profiles, published, report, verdicts
 from course_lib.bench import Ratio, Timing, break_even, speedup
 from course_lib.lessons.nb10_roofline import (OfRoof, RidgeOf, attention_alone, eager_then_now, kind_table,  # noqa: F401
                                               no_roofline, op_notes, op_table, placement, roof_verdict, roofs_note)
+from course_lib.lessons.nb08 import reference_gpts
 from course_lib.lessons.nb10_roofline import roof_share
 from course_lib.models import GPT, GPTConfig
 from course_lib.profiling import StepSyncs, SyncCounter
@@ -203,8 +204,30 @@ def regime(plain: Mapping[str, float], device_type: str) -> str:
     named = f"\n{gpt}" if ref is not None and (gpt := reference_gpt()) else ""  # before the reference's first row
     label = ("" if ref is None else
              f"\nthe reference's GPU waited {ref['value']:.0f}% of its profiled step: {_bound(ref['value'] / 100)} by "
-             "the glossary's rule (the profiler's CPU time per op is expected to make a profiled step wait more; not measured here)" + _graphs_bound(rows))
+             "the glossary's rule; " + _unprofiled(rows) + _graphs_bound(rows))
     return line + named + "\n" + published.elsewhere("10_compile_and_profile", ("plain step:",)) + label
+
+
+# An H200's eager step of the gpu profile's GPT without the profiler, from the first session's reading of the
+# reference run's op table (results/nvidia-h200.test-gpu.md: "GPU busy 8.4 ms of a 19.3 ms eager step")
+H200_UNPROFILED = (8.4e-3, 19.3e-3)
+
+
+def _unprofiled(rows: Mapping[str, dict]) -> str:
+    """The reference's waiting share without the profiler, which a profiled step overstates: its recorded row
+    (section 4's kernels over the unprofiled step), else the H200 log's reading; a sentence saying neither is
+    recorded otherwise."""
+    row = rows.get("GPU busy share of the step, no profiler")
+    if row is not None:
+        busy, source = row["value"] / 100, "section 4's kernel times over its step timed without the profiler"
+    elif "H200" in (report.reference("10_compile_and_profile")[0] or ""):
+        busy, source = H200_UNPROFILED[0] / H200_UNPROFILED[1], (
+            f"GPU busy {H200_UNPROFILED[0] * 1e3:.1f} ms of a {H200_UNPROFILED[1] * 1e3:.1f} ms eager step of this GPT "
+            "on an H200, results/nvidia-h200.test-gpu.md")
+    else:
+        return "without the profiler its waiting share is not recorded (the profiler's CPU time per op makes a step wait more)"
+    return (f"without the profiler it waited about {1 - busy:.0%} ({source}): {_bound(1 - busy)} there too, less so "
+            "than the profiled figure says")
 
 
 def _reference_sizes(device: str | None):
@@ -223,7 +246,7 @@ def reference_gpt() -> str:
         return ""
     return (f"the reference ({device}) profiled the gpu profile's GPT: {g.n_layer} layers, width {g.n_embd}, "
             f"T = {g.block}, batch {g.batch} ({g.batch * g.block:,} tokens a step), not this run's; its rows below are "
-            "that GPT's")
+            f"that GPT's {reference_gpts(datasheet.lookup(device).memory_gib)}")
 
 
 def _graphs_bound(rows: Mapping[str, dict]) -> str:
@@ -260,7 +283,7 @@ def sync_line(name: str, found: Sequence[StepSyncs]) -> str:
     """The synchronising calls the trace found in each profiled step, and the CPU time in them."""
     return (f"{name}: synchronising calls per profiled step: {[s.total for s in found]} "
             f"{dict(found[0].counts) or ''} | CPU time in them: "
-            f"{1e3 * sum(s.seconds for s in found) / len(found):.2f} ms/step")
+            f"{1e3 * sum(s.seconds for s in found) / len(found):.2f} ms/step (the mean over the profiled steps)")
 
 
 def counter_line(counter: SyncCounter, what: str) -> str:
@@ -334,7 +357,9 @@ def profiled_note(categories: Mapping[str, Mapping[str, float]], gain: Ratio | N
     return ("profiled: two traces, one after the other, of a few steps each: too few, and at two moments, to set "
             "their times side by side; "
             + ("the verdict rests on the turns above" if gain is not None else "no timed comparison ran here")
-            + f"\nwaiting, the category that holds the reads: {fmt_time(reading['waiting'])} per step reading values "
+            + f"\n{'waiting' if device_type == 'cuda' else 'reads into Python'}, the category that holds the reads: "
+            f"{fmt_time(reading['waiting'])} per step (the median over "
+            "the profiled steps; the mean above can differ) reading values "
             f"({waited:.2%} of it), {fmt_time(keeping['waiting'])} keeping them"
             + (": too thin to draw" if thin else "")
             + ("; on a CPU a read costs only itself" if thin and device_type == "cpu" else ""))

@@ -134,7 +134,8 @@ def kind_table(kinds: Mapping[str, Mapping[str, float]], op_time: float, ridge_:
     """Op time by kind (`kinds`: kind -> its seconds, FLOPs and bytes per step) on `device`: share of op
     time, intensity, achieved rate and side of the ridge `ridge_` (main memory's)."""
     lines = [f"{'kind':<18} {'share of op time':>16} {'FLOP/B':>8} {'achieved':>14}  vs main memory's ridge, "
-             f"{ridge_:.1f} FLOP/B (the op table holds each op to its own level's)" + (f" | {device}" if device else "")]
+             f"{ridge_:.1f} FLOP/B (a kind mixes ops of every size; the op table holds each op to its own level's)"
+             + (f" | {device}" if device else "")]
     for kind, k in kinds.items():
         i = intensity(k["flops"], k["bytes"])
         rate = fmt_rate(k["flops"] / k["seconds"], "FLOP/s") if k["seconds"] else "-"
@@ -150,11 +151,13 @@ def roof_verdict(shares: Mapping[tuple[bool, bool], float], slowest: OpTime, slo
     `slowest_of_roof` of its roof) comes to it. Off a GPU an op has no launch to name."""
     others = "the launch, the size, the kernel itself" if device_type == "cuda" else "the size, the kernel itself"
     far = "far below it, held back by something other than the two peaks (the kernel itself, its size, its overheads)"
-    return (f"verdict, by share of op time (copies included): {shares[True, True]:.0%} in memory-side ops "
-            f"at half their roof or more (only moving fewer bytes, by fusing them, lifts those), "
-            f"{shares[True, False]:.0%} in compute-side ops as close to theirs; {shares[False, True]:.0%} memory-side "
-            f"and {shares[False, False]:.0%} compute-side below half their roof: neither measured roof explains those "
-            f"(candidates, not measured apart: {others}, or a roof not measured here)\n"
+    return (f"verdict, by share of op time (copies included):\n"
+            f"  {'':<14} {'at half its roof or more':>25} {'below half its roof':>20}\n"
+            f"  {'memory side':<14} {shares[True, True]:>25.0%} {shares[False, True]:>20.0%}\n"
+            f"  {'compute side':<14} {shares[True, False]:>25.0%} {shares[False, False]:>20.0%}\n"
+            "  near the roof on the memory side, only moving fewer bytes (fusing ops) lifts an op; below half its roof, "
+            f"neither measured roof explains its time (candidates, not measured apart: {others}, or a roof not "
+            "measured here)\n"
             f"the costliest op, {slowest.label}, runs at {roof_share(slowest_of_roof)} of what the roofline allows at its "
             f"intensity: {'close to the roof' if slowest_of_roof >= 0.5 else far}")
 
