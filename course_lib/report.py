@@ -11,7 +11,7 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 import torch
 
@@ -166,15 +166,18 @@ class Report:
         path = Path(folder) / f"{self.notebook}.json" if folder else report_path(self.notebook)
         return files.write_text_atomic(path, json.dumps(self.to_dict(), indent=1))
 
-    def table(self) -> str:
+    def table(self, leave_out: Sequence[str] = (), why: str = "") -> str:
         """This run's measurements, with their spread (:data:`SPREAD`) and unit, and the recorded
-        reference run (a GPU machine's, from ``results/``) when there is one.
+        reference run (a GPU machine's, from ``results/``) when there is one, less its rows named in
+        `leave_out` (rows a notebook no longer takes as evidence), which one line counts and says `why`.
 
         A reference row shares a line with this run's only when it measured the same thing
         (:func:`comparable`); the others stand apart below, each with its note (what it
         measured), under a line naming the reference's machine and profile. A reference row
         measured on that machine's CPU (its note names the CPU or gloo) says "host CPU"."""
         ref_device, ref = reference(self.notebook)
+        left = [k for k in leave_out if k in ref]
+        ref = {k: row for k, row in ref.items() if k not in left}
         ref_sizes, my_sizes = size_class({"device": ref_device, **reference_meta(self.notebook)}), size_class(self.meta)
         same_profile = ref_sizes == my_sizes
         # a gpu-profile run that took the cpu profile's sizes (Report.ran_sizes_of) ran its jobs on the host's CPU
@@ -210,6 +213,8 @@ class Report:
             lines.append(f"Reference run on {ref_device} ({setup}), apart: a row's note names what it measured.")
             lines += [f"  {fmt_row(k, ref[k])}" + ("  [host CPU]" if ref_on_cpu or _ON_CPU.search(ref[k].get("note", ""))
                                                    else "") for k in apart]
+        if left:
+            lines.append(f"  ({len(left)} reference row{'s' * (len(left) != 1)} left out: {why})")
         return "\n".join([*lines, *footers]).rstrip("\n")
 
 

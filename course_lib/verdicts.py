@@ -291,7 +291,8 @@ def brief_legend(ratios: Sequence[Ratio]) -> str:
     said = lambda values: " or ".join(dict.fromkeys(values))  # noqa: E731  one figure where all agree
     return (f"median of {said(str(r.rounds) for r in paired)} paired turns, {said(f'{r.coverage:.0%}' for r in paired)} "
             f"interval; the machine's drift from turn to turn up to {max(r.drift or 0 for r in paired):.0%}; "
-            "'too wide': the interval holds 1 and these turns cannot tell")
+            f"'no measurable difference': the interval holds 1 within {REACH - 1:.0%} of it; 'too wide': it holds 1 "
+            f"but reaches further (or its ends lie over {WIDE:g}× apart), and these turns cannot tell")
 
 
 def moments_words(lo: float, hi: float, *, word: bool = True) -> str:

@@ -341,6 +341,9 @@ def test_loaders_elsewhere_explains_a_cpu_run_and_compares_a_gpu_run():
     apart = (report.reference("02_first_cnn")[1].get("SmallCNN batch in memory vs workers=0") or {}).get("apart")
     assert ("its loader rows are left out: an earlier version of this cell recorded them" in blocks[1]) == bool(apart)
     assert not apart or "SmallCNN workers=" not in blocks[1]  # an earlier record's loader rows: none printed
+    rows, why = nb02.stale_rows()  # and none in the closing table either
+    assert bool(rows) == bool(apart) and (not apart or ("SmallCNN workers=1" in rows and "SmallCNN batch in memory"
+                                                        not in rows and "data wait SmallCNN workers=0" in rows))
 
 
 def test_wait_lines_split_workers0_and_add_the_one_thread_rows():
@@ -458,3 +461,11 @@ def test_an_earlier_records_gpu_rows_are_derived_or_noted(tmp_path, monkeypatch)
         nb02.sixteen_bits_here("cpu")
     assert "(recorded by an earlier version of this cell, which timed the tuned step alone" in \
         nb02.cudnn_benchmark_absent("cpu")
+
+
+def test_loader_takeaway_bounds_workers_0_by_its_calls_less_their_waits():
+    t = bench.timing_of([1.0, 1.01, 0.99], name="w0", device="cpu", work=8, unit="img/s")
+    base = nb02.Throughput(t, 0.49, waits=(0.5, 0.48, 0.5))  # the rest: 0.5, 0.53, 0.49 s, median 0.5
+    one = nb02.Throughput(bench.timing_of([0.9, 0.91, 0.89], name="w1", device="cpu", work=8, unit="img/s"), 0.01)
+    said = nb02.loader_takeaway(base, [one], [bench.ratio_of("w1 vs w0", 1.02, 0.96, 1.08)], 2)
+    assert said.endswith("would be 2.00× faster (its median call over the median of its calls less their wait)")

@@ -45,6 +45,19 @@ def test_table_without_reference_says_so(tmp_path, monkeypatch):
     assert "rate" in table and "12.5" in table and "no reference GPU run" in table
 
 
+def test_table_leaves_out_the_reference_rows_named_and_says_why(tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_RESULTS_DIR", str(tmp_path))
+    gpu = gpu_report("01_gpu_vs_cpu", rate=700.0)
+    gpu["measurements"]["old rate"] = {"value": 5.0, "unit": "GFLOP/s"}
+    report.record_reference({"01_gpu_vs_cpu": gpu})
+    mine = report.Report("01_gpu_vs_cpu", "smoke", "cpu")
+    mine.add("rate", 12.5, "GFLOP/s")
+    mine.add("old rate", 1.0, "GFLOP/s")
+    full, less = mine.table(), mine.table(["old rate", "not recorded"], "recorded by an earlier cell")
+    assert "old rate: 5 GFLOP/s" in full and "old rate: 5" not in less and "rate: 700 GFLOP/s" in less
+    assert "  (1 reference row left out: recorded by an earlier cell)" in less.splitlines()
+
+
 def test_a_reference_of_another_profile_stands_apart_and_one_of_this_profile_beside(tmp_path, monkeypatch):
     monkeypatch.setenv("COURSE_RESULTS_DIR", str(tmp_path))
     path = report.record_reference({"01_gpu_vs_cpu": gpu_report("01_gpu_vs_cpu", rate=700.0)})

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -335,9 +336,8 @@ def loaders_elsewhere(dev: torch.device | str) -> str:
                              "data wait SmallCNN workers=0", f"data wait SmallCNN workers={gpu_w}")
     if (recorded.get("SmallCNN batch in memory vs workers=0") or {}).get("apart"):  # recorded before the turns
         rows = ("SmallCNN batch in memory",)  # no worker to drain: the one row the old method timed as this cell does
-        why = ("(its loader rows are left out: an earlier version of this cell recorded them, each timed alone without "
-               "first using up the batches its workers had prepared, so they are not evidence of a loader's rate; "
-               "a GPU run of this cell records them anew)")
+        over = [*over, "SmallCNN batch in memory vs"]  # its ratio to the old workers=0 row
+        why = OLD_LOADERS
     ref = (published.elsewhere("02_first_cnn", rows, exclude=tuple(over))
            if report.reference_rows("02_first_cnn", rows, tuple(over)) else "(no reference GPU run in results/)")
     return "\n\n".join(filter(None, [  # three blocks: why no rows here, the reference run, published figures
@@ -346,6 +346,21 @@ def loaders_elsewhere(dev: torch.device | str) -> str:
         f"What GPUs measured (their SmallCNN: width {gpu.width}, {gpu.resolution}×{gpu.resolution} px, batch "
         f"{gpu.batch_size}, {gpu.call_steps} steps a call):\n" + ref + ("\n" + why if why else ""),
         published.elsewhere("02_first_cnn", keys=[STALL])]))
+
+
+OLD_LOADERS = ("(its loader rows are left out: an earlier version of this cell recorded them, each timed alone without "
+               "first using up the batches its workers had prepared, so they are not evidence of a loader's rate; "
+               "a GPU run of this cell records them anew)")
+
+
+def stale_rows() -> tuple[list[str], str]:
+    """The reference's loader rows (rates, ratios, data waits) where an earlier version of section 4 recorded them
+    (:data:`OLD_LOADERS`), and why, for :meth:`course_lib.report.Report.table`'s `leave_out`; none otherwise."""
+    ref = report.reference("02_first_cnn")[1]
+    if not (ref.get("SmallCNN batch in memory vs workers=0") or {}).get("apart"):
+        return [], ""
+    rows = [k for k in ref if re.match(r"(data wait )?SmallCNN (workers=|batch in memory vs)", k)]
+    return rows, "loader rows an earlier version of section 4 recorded without using up its workers' batches"
 
 
 def reference_waits(ref: dict[str, dict] | None = None, device_name: str = "") -> str:
@@ -391,13 +406,17 @@ def loader_takeaway(base: Throughput, loaders: Sequence[Throughput], vs_base: Se
              if faster and not slower else "and some calls ran faster, some slower" if faster
              else f"and their calls ran slower: {'; '.join(named(r, 1 / r.value) for r in slower)}" if slower
              else "but whether their calls ran faster, these timings cannot tell")
-    bound = 1 / max(1 - base.data_wait_share, 1e-9)  # workers=0's calls with no wait at all
+    each = len(base.waits) == len(base.timing.samples) > 0  # each call's wait: the median of the calls less theirs
+    bound = (base.timing.median_s / max(base.rest().median_s, 1e-9) if each  # workers=0's calls with no wait at all
+             else 1 / max(1 - base.data_wait_share, 1e-9))
+    how = ("its median call over the median of its calls less their wait" if each else
+           "its median time over that time less its median wait")
     apart = any(r.apart for r in vs_base) and bound < verdicts.APART
     lead = ("\n  fastest here: workers=0, no worker at all" if slower and len(slower) == len(vs_base) else "")
     return (f"takeaway:{lead}\n  workers took the drawing out of the training process (data wait "
             f"{base.data_wait_share:.0%} of a call with workers=0, {waits} with workers), {speed}\n  {cores} cores here, "
             f"shared by the workers and the training threads\n  without its wait, workers=0's median call would be "
-            f"{bound:.2f}× faster (its median time over that time less its median wait)"
+            f"{bound:.2f}× faster ({how})"
             + (f", under the {verdicts.APART:g}× by which two moments can differ, and loaders with workers were timed "
                "apart" if apart else ""))
 
@@ -416,6 +435,11 @@ def wait_lines(base: Throughput, ceilings: list[Throughput], loaders: list[Throu
         one = next(r for r in loaders if "1 training thread" in r.timing.name)
         beyond = bench.speedup(ceilings[1].timing, one.timing, f"{one.timing.name} vs its ceiling (1 thread)")
         lines.append(beyond)
+        two = lines[-2]  # 1 training thread over `threads`, on the batch in memory
+        if two.clear and two.value < 1 and beyond.value <= 1 and beyond.grade in ("small", "negligible", "no difference"):
+            lines.append(f"so on {threads} cores: one worker beside one training thread fed it at {beyond.value:.2f}× its "
+                         f"1-thread ceiling, while the same core as a second training thread trains {1 / two.value:.2f}× "
+                         "faster: here a core is worth more as a training thread than as a worker")
         if beyond.clear and beyond.value > 1:  # faster than training on a batch already in memory
             lines.append("  a loader cannot feed training faster than a batch already in memory: something else "
                          "differs between the two runs (a guess: the batches, drawn afresh or one batch again); "
@@ -445,7 +469,7 @@ def _resnet_rows(rows: list[bench.Timing], ratios: list[bench.Ratio], small: ben
     big = next((r for r in ratios if r.name.startswith(f"{model} fp32 channels_last vs fp32 NCHW")), None)
     if big is None:
         return line
-    said = lambda r: r.phrase if r.clear else r.doubt  # noqa: E731
+    said = lambda r: r.phrase if r.clear else f"{r.grade} ({r.doubt})"  # noqa: E731
     sign = lambda r: (r.value > 1) - (r.value < 1) if r.clear else 0  # noqa: E731  faster, slower or neither
     both = f"({small.lo:.2f}–{small.hi:.2f}× and {big.lo:.2f}–{big.hi:.2f}×)"
     if small.inconclusive or big.inconclusive:  # the machine's drift was as large as the effect: nothing to compare
@@ -460,7 +484,8 @@ def _resnet_rows(rows: list[bench.Timing], ratios: list[bench.Ratio], small: ben
     else:
         end = (f"\nthe two intervals {both} overlap, so these repeats cannot tell whether the effect differs "
                "between the models")
-    return f"{line}\nchannels_last vs NCHW in fp32, SmallCNN: {said(small)}; {model}: {said(big)}{end}"
+    return (f"{line}\nchannels_last vs NCHW in fp32, each in its own turns: SmallCNN (batch {batches[0]}): {said(small)}; "
+            f"{model} (batch {batches[1]}): {said(big)}{end}")
 
 
 def sixteen_bits_here(dev: torch.device | str) -> str:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from course_lib import check, datasheet, profiles, published, report
+from course_lib import check, datasheet, profiles, published, report, verdicts
 from course_lib.bench import Ratio, Timing, break_even, speedup
 from course_lib.lessons.nb08_mfu import (BUSY_NEGLIGIBLE, answer_with_long_run, busy_line, busy_parts,  # noqa: F401
                                         busy_ratio, busy_verdict, mfu_answer, mfu_span, mfu_text, paired_mfu_text,
@@ -179,6 +179,16 @@ def break_even_text(speed: Ratio, extra_s: float, eager: Timing, tokens_per_step
             f"({fmt_count(few)} to {fmt_count(many)} over the spread of the speed-up)")
 
 
+def before_after_compile(before: Timing, after: Timing) -> str:
+    """The same eager step timed in turns before a cold compile and in other turns after it: the two medians
+    and their ratio, read by the rule for two moments (a cold compile in the process can slow eager steps
+    for a while; which way this run went is what the line says)."""
+    r = speedup(after, before)  # the time after over the time before, apart: the range the quartiles allow
+    return (f"{before.name}, timed again after the compile beside the compiled GPT: {1e3 * after.median_s:.0f} ms, "
+            f"against {1e3 * before.median_s:.0f} ms before it, {r.value:.2f}× its time; "
+            + verdicts.moments_words(r.lo, r.hi))
+
+
 def fastest_line(timings: Sequence[Timing]) -> str:
     """The version with the highest median rate, and those its repeats do not tell it apart from."""
     best = max(timings, key=lambda t: t.rate)
@@ -196,10 +206,11 @@ def attention_sum(written: Timing, sdpa: Timing, n_layer: int, accum: int, step_
     micro-batches per step, beside the gap between section 4's two steps' medians."""
     per_call = sdpa.median_s - written.median_s
     summed, gap = per_call * n_layer * accum, step_sdpa.median_s - step_written.median_s
-    return (f"attention alone, summed over the step: {per_call * 1e3:+.2f} ms per layer and micro-batch × {n_layer} "
-            f"layers × {accum} micro-batches = {summed * 1e3:+.1f} ms per step, against the whole step's "
-            f"{gap * 1e3:+.1f} ms between section 4's two medians (SDPA minus written out; two sets of turns, so an "
-            "account, not a measurement of the step)")
+    share = f"; the account is {summed / gap:.2f}× that gap" if gap > 0 and summed > 0 else ""
+    return (f"attention alone, summed over the step: SDPA's extra {per_call * 1e3:+.2f} ms per layer and micro-batch "
+            f"({written.name.split(', ')[-1]}) × {n_layer} layers × {accum} micro-batches = {summed * 1e3:+.1f} ms per step, "
+            f"against the whole step's {gap * 1e3:+.1f} ms between section 4's two medians (SDPA minus written out){share}: "
+            "two sets of turns, so an account, not a measurement of the step")
 
 
 def kernel_verdict(low: Ratio, fp32: Ratio, low_dtype: torch.dtype | None, device_label: str) -> str:
@@ -314,10 +325,12 @@ def long_attention(sdpa: bool, fit_compile: bool) -> str:
     """Which attention the long run uses, and why."""
     if fit_compile:
         return "the long run's attention: SDPA (the compiled long run, fit_compile, always uses it)"
+    eager = "; eager: this profile's long run does not compile (its fit_compile is off)"
     if sdpa:
         return ("the long run's attention: SDPA: section 4 did not find the written-out attention faster with a "
-                "clear verdict (beyond the spread and the machine's drift)")
-    return "the long run's attention: written out: section 4 found it faster than SDPA, beyond the spread and the drift"
+                "clear verdict (beyond the spread and the machine's drift)" + eager)
+    return ("the long run's attention: written out: section 4 found it faster than SDPA, beyond the spread and the drift"
+            + eager)
 
 
 def long_run_lines(hist: History, name: str, quartiles: Sequence[float], skip: int, tokens_per_step: int,

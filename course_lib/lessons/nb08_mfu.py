@@ -51,8 +51,9 @@ def busy_verdict(gain: Ratio, busy: Ratio, small: str, large: str, busy_pct: dic
         return (f"verdict: MFU rose {gain.value:.2f}× ({gain.lo:.2f}–{gain.hi:.2f}) with the larger micro-batch while "
                 f"the utilisation reading {moved} ({seen}): a busy reading says the device was occupied, "
                 "not how much of its peak the work used" + (
-                    " (on a CPU this reading stayed near 100 % in both steps here: only MFU shows the contrast on this "
-                    "device; a GPU's GPU-Util is the reading this lesson is about)" if steady and
+                    " (on a CPU this reading stayed near 100 % in both steps here: a core running torch's ops counts as "
+                    "busy whatever their size, so only MFU shows the contrast on this device; a GPU's GPU-Util is "
+                    "the reading this lesson is about)" if steady and
                     busy_pct[large] >= 99 else ""))
     return (f"verdict: here the utilisation reading rose about as much as MFU ({busy.value:.2f}× against "
             f"{gain.value:.2f}×, ranges overlapping: {seen}); in this run it did tell the two apart")
@@ -211,9 +212,10 @@ def busy_parts(sampler: Ratio, accum: Ratio | None, apart: Ratio | None, n_micro
                                   "these MFUs differ from section 4's step's by that much"])
     bound = max(max(r.hi, 1 / r.lo) for r, _ in named) - 1  # the farthest end of their intervals, as a change
     if bound > BOUND:
-        return "\n".join(lines + [f"verdict: these turns cannot bound what {' or '.join(w for _, w in named)} does to "
-                                  f"the rate below {BOUND:.0%} (their intervals reach {bound:.1%}): what sets these MFUs "
-                                  "apart from section 4's is not settled here"])
+        return "\n".join(lines + [f"verdict: too noisy to tell: {' or '.join(w for _, w in named)} could change the "
+                                  f"rate by as much as {bound:.1%} (the far ends of their intervals), more than the "
+                                  f"{BOUND:.0%} this check needs; what sets these MFUs apart from section 4's is not "
+                                  "settled here"])
     said = (f"verdict: {' and '.join(w for _, w in named)} change the rate by {bound:.1%} at most here (the far ends of "
             "their intervals)")
     if apart is None or apart.within_noise:

@@ -131,9 +131,12 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
                         if slowest_of_roof is not None else ""))
         if device_type != "cuda":  # one op after another: a step is at least its ops that fusing cannot touch
             fusible = sum(k["seconds"] for kind, k in kinds.items() if kind in FUSIBLE) / op_time
+            frame = share.get("framework", 0.0)  # Python and autograd's bookkeeping, which compiling can cut too
+            room = fusible * ops + frame
             lines.append(f"  compiling's room: element-wise, reduction and copy ops, the kinds Inductor fuses, took "
-                         f"{fusible:.0%} of the op time; removing them all would make the step at most "
-                         f"{1 / (1 - fusible * ops):.2f}× faster (if matmuls and attention stay library calls: "
+                         f"{fusible:.0%} of the op time, so {fusible:.0%} × the ops' {ops:.0%} = {fusible * ops:.0%} of "
+                         f"the profiled step; with Python's {frame:.0%}, {room:.0%}: removing all of it would make the "
+                         f"step at most {1 / (1 - room):.2f}× faster (if matmuls and attention stay library calls: "
                          "assumed, not measured)")
     kernel = (ran08 or {}).get("SDPA vs written-out attention, eager")  # 08's whole step, SDPA over written out
     in_08 = (f"notebook 08's step (two micro-batches, with clipping), in its own turns: {1 / kernel['value']:.2f}× "
@@ -208,26 +211,25 @@ def regime(plain: Mapping[str, float], device_type: str) -> str:
     return line + named + "\n" + published.elsewhere("10_compile_and_profile", ("plain step:",)) + label
 
 
-# An H200's eager step of the gpu profile's GPT without the profiler, from the first session's reading of the
-# reference run's op table (results/nvidia-h200.test-gpu.md: "GPU busy 8.4 ms of a 19.3 ms eager step")
-H200_UNPROFILED = (8.4e-3, 19.3e-3)
+# The first session's H200 run of the gpu profile's GPT (results/nvidia-h200.test-gpu.md): "GPU busy 8.4 ms of a
+# 19.3 ms eager step" without the profiler, and "The profiled step (31.9 ms, 73 % "waiting")": one session's pair
+H200_UNPROFILED = (8.4e-3, 19.3e-3, 0.73)
 
 
 def _unprofiled(rows: Mapping[str, dict]) -> str:
     """The reference's waiting share without the profiler, which a profiled step overstates: its recorded row
-    (section 4's kernels over the unprofiled step), else the H200 log's reading; a sentence saying neither is
-    recorded otherwise."""
+    (section 4's kernels over the unprofiled step, the same record), else one earlier H200 session's pair of
+    readings; a sentence saying neither is recorded otherwise."""
     row = rows.get("GPU busy share of the step, no profiler")
     if row is not None:
-        busy, source = row["value"] / 100, "section 4's kernel times over its step timed without the profiler"
-    elif "H200" in (report.reference("10_compile_and_profile")[0] or ""):
-        busy, source = H200_UNPROFILED[0] / H200_UNPROFILED[1], (
-            f"GPU busy {H200_UNPROFILED[0] * 1e3:.1f} ms of a {H200_UNPROFILED[1] * 1e3:.1f} ms eager step of this GPT "
-            "on an H200, results/nvidia-h200.test-gpu.md")
-    else:
-        return "without the profiler its waiting share is not recorded (the profiler's CPU time per op makes a step wait more)"
-    return (f"without the profiler it waited about {1 - busy:.0%} ({source}): {_bound(1 - busy)} there too, less so "
-            "than the profiled figure says")
+        return (f"without the profiler it waited about {1 - row['value'] / 100:.0%} (section 4's kernel times over its "
+                f"step timed without the profiler): {_bound(1 - row['value'] / 100)} there too")
+    if "H200" in (report.reference("10_compile_and_profile")[0] or ""):
+        busy, step, profiled = H200_UNPROFILED
+        return (f"an earlier session's run of this GPT on an H200 read both: {profiled:.0%} waiting in its profiled step, "
+                f"about {1 - busy / step:.0%} without the profiler (GPU busy {busy * 1e3:.1f} ms of a {step * 1e3:.1f} ms "
+                f"eager step; results/nvidia-h200.test-gpu.md): {_bound(1 - busy / step)} without the profiler too")
+    return "without the profiler its waiting share is not recorded (the profiler's CPU time per op makes a step wait more)"
 
 
 def _reference_sizes(device: str | None):
@@ -342,7 +344,7 @@ def queue_drained() -> str:
     if not (read and one):
         return ""
     return (f"What a read waits for, measured by notebook 01 (section 2) on the reference {ref_device}: after 10 "
-            f"queued 4096² matmuls, .item() returned after {read['value']:.2f} ms, {read['value'] / one['value']:.1f}× "
+            f"queued 4096² float32 matmuls, .item() returned after {read['value']:.2f} ms, {read['value'] / one['value']:.1f}× "
             f"one synchronised matmul's {one['value']:.2f} ms: it waited for the whole queue")
 
 
@@ -468,7 +470,8 @@ def _beside_08(did: str, value: float, lo: float, hi: float, gain: Ratio) -> str
     return (f"notebook 08 (section 4) {did} earlier in this run, at this micro-batch (two per "
             f"step, with gradient clipping), in its own turns: {value:.2f}× ({lo:.2f}–{hi:.2f}); here "
             f"{gain.value:.2f}× ({gain.lo:.2f}–{gain.hi:.2f}). Each is paired only within its own turns, minutes apart, "
-            + (f"and the two agree: the ratio of the two speed-ups, {gain.lo / hi:.2f}–{gain.hi / lo:.2f}×, holds 1"
+            + (f"and the two cannot be told apart: the ratio of the two speed-ups, {gain.lo / hi:.2f}–{gain.hi / lo:.2f}×, "
+               "holds 1"
                if gain.lo / hi <= 1 <= gain.hi / lo else
                f"so the ratio of the two speed-ups is read by the rule for two moments: "
                f"{verdicts.moments_words(gain.lo / hi, gain.hi / lo)}"))
@@ -553,6 +556,16 @@ def compile_pair(item_s: float, tensor_s: float) -> str:
     return (f"compilation: first step {item_s:.1f} s with the .item(), {tensor_s:.1f} s with the tensor ({r:.1f}×), one "
             f"run each: {words}; but each compile may have found a different part of its work in the on-disk caches "
             "section 3 filled (not measured), so what the break costs to compile is not told apart from what each reused")
+
+
+def logged_then_plain(logged: Timing, plain: Timing) -> str:
+    """Section 2's step keeping its logged values (the plain step and 53 norms more) beside section 3's plain
+    eager step, each timed in its own turns: read by the rule for two moments."""
+    r = speedup(logged, plain)  # the logged step's time over the plain one's, timed apart
+    odd = ", though it does less" if r.value < 1 else ""
+    return (f"section 2's step with its logging kept on the device took {fmt_time(logged.median_s)}, this plain eager "
+            f"step {fmt_time(plain.median_s)}: {1 / r.value:.2f}× its time{odd}; "
+            + verdicts.moments_words(1 / r.hi, 1 / r.lo))
 
 
 def turns_apart(then: Timing, now: Timing) -> str:

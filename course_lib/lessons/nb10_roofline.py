@@ -71,7 +71,7 @@ def op_table(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, device: str,
         lines.append(f"  {cost}: the profiled step ran faster, which the profiler's cost cannot do; what did is "
                      "not measured")
     elif not cost.single:  # what counting and recording every op cost the step, in the same turns
-        lines.append(f"  the step without the profiler vs with every op counted and recorded: {cost.brief}")
+        lines.append(f"  {cost.verdict('the step without the profiler vs with every op counted and recorded')}")
     if eager is not None:
         lines.append(eager_then_now(eager, measured.step))
     return "\n".join(lines)

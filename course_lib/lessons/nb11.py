@@ -34,6 +34,7 @@ import torch.nn.functional as F
 
 from course_lib import check, launcher, parallelism, units, verdicts
 from course_lib.bench import Ratio, median_interval
+from course_lib.lessons.nb11_memory import memory_lines, miss_line  # noqa: F401  section 5's, re-exported
 from course_lib.parallelism import Row
 
 Op = tuple[Literal["F", "B"], int]  # a forward or backward pass of micro-batch i
@@ -297,12 +298,13 @@ class Bubble:
         if lo <= sim <= hi:
             return f"{side} the formula; the replay within: these stages' passes were not equal"
         if lo > sim:
-            return f"{side} the formula and the replay: {med - sim:+.1%} of the step outside any pass{OUTSIDE_MARK}"
+            return f"{side} the formula and the replay: {med - sim:+.1%} of the step beyond the median passes{OUTSIDE_MARK}"
         return f"{side} the formula and below that too: these steps' passes varied about the replay's medians"
 
 
 OUTSIDE_MARK = " (*)"
-OUTSIDE = "(*) time outside any pass, not split here; guesses: a message in flight, Python between passes, the OS"
+OUTSIDE = ("(*) idle beyond a replay of the median passes, not split here; guesses: passes that vary from one to the "
+           "next (the replay runs each at its median), a message in flight, Python between passes, the OS")
 
 
 def footnoted(text: str) -> str:
@@ -410,7 +412,7 @@ def span_table(steps: dict, busy: dict, idle: dict, ratios: dict, vs: dict, rig:
     said: dict[str, list[str]] = {}  # one line per reason, naming the steps it holds for
     for (kind, k), r in ratios.items():
         if r.clear:
-            why = why_span(r, [idle[(kind, lo)], idle[(kind, k)]], busy[(kind, k)][0] / busy[(kind, lo)][0])
+            why = why_span(r, [idle[(kind, lo)], idle[(kind, k)]], max(b / a for a, b in zip(busy[kind, lo], busy[kind, k])))
             said.setdefault(why, []).append(f"{kind} m = {k}")
     lines += [f"1F1B vs GPipe at m = {k}: {r.phrase}, beyond the spread, where the formula gives both one span; idle "
               f"{idle['1f1b', k]:.0%} against {idle['gpipe', k]:.0%}, stage 0's passes {busy['1f1b', k][0] / busy['gpipe', k][0]:.2f}"
@@ -421,54 +423,12 @@ def span_table(steps: dict, busy: dict, idle: dict, ratios: dict, vs: dict, rig:
 def why_span(ratio: Ratio, idle: Sequence[float], busy: float) -> str:
     """Why a step with more micro-batches took less or more time than one with fewer, where the turns
     tell them apart (the figures are in :func:`span_table`'s columns): `ratio` is its speed-up, `idle`
-    the two idle shares (fewer, more), `busy` how many times as long stage 0's passes took."""
+    the two idle shares (fewer, more), `busy` how many times as long the passes of the stage whose grew most took."""
     if ratio.value > 1:
         return "shorter: the idle time won back " + (
-            "outweighed the longer passes" if busy >= 1.05 else "with passes less than 5 % longer")
+            f"outweighed passes up to {busy:.2f}× as long" if busy >= 1.05 else "with every stage's passes less than 5 % longer")
     return (f"longer, {'although' if idle[1] < idle[0] else 'and'} the idle share went "
-            f"{' → '.join(f'{v:.0%}' for v in idle)}: stage 0's passes took {busy:.2f}× as long in all")
-
-
-def memory_lines(held: dict, predicted: dict, peak: dict, one: dict, rig: str) -> str:
-    """Section 5's table, each m and stage: what one micro-batch holds (`one[(m, stage)]`: live after
-    its forward, the peak its backward adds) and per schedule the micro-batches `held` at once, the
-    `predicted` peak and the measured `peak` (keyed (schedule, m, stage)); then stage 0's peak at
-    the largest m against the smallest, and GPipe's against 1F1B's."""
-    fb, kinds = units.fmt_bytes, ("gpipe", "1f1b")
-    lines = [f"peak memory of one step, predicted → measured | {rig}",
-             f"{'m':>3} {'stage':>5} | {'one micro-batch: live, backward':>32} | "
-             f"{'GPipe: held, predicted → measured':>36} | {'1F1B: held, predicted → measured':>36}"]
-    for k, s in sorted(one):
-        live, back = one[(k, s)]
-        keys = [(c, k, s) for c in kinds]
-        cols = [f"{held[key]:>2} × → {fb(predicted[key]):>9} → {fb(peak[key]):>9}" for key in keys]
-        lines.append(f"{k:>3} {s:>5} | {fb(live):>15}, {fb(back):>15} | {cols[0]:>36} | {cols[1]:>36}")
-    lo, hi = min(one)[0], max(one)[0]
-    for c in kinds:
-        lines.append(f"{c}: stage 0's peak at m = {hi} is {peak[(c, hi, 0)] / peak[(c, lo, 0)]:.2f}× its peak at "
-                     f"m = {lo} ({fb(peak[(c, lo, 0)])} → {fb(peak[(c, hi, 0)])}); predicted "
-                     f"{predicted[(c, hi, 0)] / predicted[(c, lo, 0)]:.2f}×")
-    g, o = ("gpipe", hi, 0), ("1f1b", hi, 0)
-    lines.append(f"at m = {hi}, stage 0: GPipe's peak is {peak[g] / peak[o]:.2f}× 1F1B's (predicted "
-                 f"{predicted[g] / predicted[o]:.2f}×; it holds {held[g]} micro-batches against {held[o]})")
-    lines += [miss_line(s, peak, predicted) for s in sorted({s for _, _, s in peak})]
-    return "\n".join(lines)
-
-
-def miss_line(stage: int, peak: dict, predicted: dict) -> str:
-    """Stage `stage`'s largest miss of the prediction over every schedule and m, as measured:
-    within a tenth of the measured peak, or how far and where."""
-    key = max((k for k in peak if k[2] == stage), key=lambda k: abs(peak[k] - predicted[k]))
-    miss = peak[key] - predicted[key]
-    where = f"{'GPipe' if key[0] == 'gpipe' else '1F1B'}, m = {key[1]}"
-    if abs(miss) <= 0.1 * peak[key]:
-        return (f"stage {stage}: every prediction within 10 % of the measured peak (the largest miss "
-                f"{units.fmt_bytes(abs(miss))}, {where})")
-    return (f"stage {stage}: the prediction misses by up to {'+' if miss > 0 else '-'}{units.fmt_bytes(abs(miss))} "
-            f"({where}: measured {units.fmt_bytes(peak[key])}, predicted {units.fmt_bytes(predicted[key])}): "
-            + ("held × live + backward is not all this stage holds there" if miss > 0 else
-               "this stage keeps less at once there than held × live + backward counts")
-            + ", and this run does not measure the difference apart")
+            f"{' → '.join(f'{v:.0%}' for v in idle)}: a stage's passes took up to {busy:.2f}× as long in all")
 
 
 # ---- 2D: FSDP over dp × tensor parallel over tp (section 8) ------------------------------------
