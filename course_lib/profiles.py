@@ -443,10 +443,10 @@ NOTEBOOKS: tuple[Notebook, ...] = (
                           bw_sizes=[1 << 20, 256 << 20], op_steps=2),
             "cpu": dict(block=128, n_layer=4, n_head=4, n_embd=128, batch=16, profiled=3, repeats=9,
                         compile=True, compile_breaks=True, peak_sizes=[512, 1024, 2048],
-                        bw_sizes=[1 << 20, 8 << 20, 64 << 20, 256 << 20], op_steps=3),
+                        bw_sizes=[1 << 20, 8 << 20, 64 << 20, 256 << 20], op_steps=5),
             "gpu": dict(block=1024, n_layer=6, n_head=12, n_embd=768, batch=8, profiled=5, repeats=10,
                         compile=True, compile_breaks=True, peak_sizes=[4096, 8192, 16384],
-                        bw_sizes=[16 << 20, 256 << 20, 2 << 30], op_steps=3),
+                        bw_sizes=[16 << 20, 256 << 20, 2 << 30], op_steps=5),
             # H100, ~2.5 min: half of GPT-2 small (6 of its 12 layers, width 768, context 1024), N = 43.5 M,
             # 6N + 12·L·T·C = 313 MFLOP/token, 8·1024 tokens = 2.6 TFLOP per step, ~10 ms at an assumed
             # 250 TFLOP/s: the ~120 steps run ≈ 2 s. Compilation sets the time: cold default ~40 s,

@@ -384,6 +384,14 @@ def test_paired_mfu_text_names_the_turns_and_the_moment():
     widened = nb08.answer_with_long_run((0.30, 0.34), [0.385, 0.321, 0.3905])
     assert widened.startswith("answer, with the long run: this step's MFU on this machine is 30%–39% of the measured")
     assert "(section 5: 30%–34%; the long run's quartiles: 32%–39%)" in widened
+    more = nb08.answer_with_long_run((0.30, 0.34), [0.385, 0.321, 0.3905], {"section 4's second turns": (0.39, 0.41)})
+    assert "is 30%–41% of the measured" in more and "(section 5: 30%–34%; section 4's second turns: 39%–41%; the long " \
+        "run's quartiles: 32%–39%)" in more
+    fast = bench.timing_of([0.1] * 3, name="compiled, written-out attention", device="cpu", work=4096, unit="tok/s")
+    assert nb08.fastest_seen(fast, [0.46, 0.45, 0.47]).startswith(
+        "the fastest version timed in this notebook: compiled, written-out attention (section 4's second turns), 41")
+    assert "MFU 46.0% (quartiles 45.0%–47.0%): another version than the answer's step" in nb08.fastest_seen(
+        fast, [0.46, 0.45, 0.47])
 
 
 def test_reference_peak_is_derived_from_its_two_mfus(monkeypatch):
@@ -453,7 +461,8 @@ def test_busy_parts_bounds_what_the_sampler_and_accumulation_change_and_names_th
     assert "section 4's step itself ran at 0.80× its section-4 pace here" in text and "the moment each was timed at" in text
     slow = bench.rate_ratio(_turns("sampled", [0.13, 0.131, 0.129, 0.13, 0.132]), plain, "the sampler")  # 1.3x slower
     assert nb08.busy_parts(slow, accum, apart, 2).splitlines()[-1].startswith(
-        "verdict: the sampler (1.30× lower) changed the step's rate here, beyond the spread")
+        "verdict: the sampler (1.30× lower) changed the step's rate here, beyond the spread; the other parts above are "
+        "not settled, and section 4's step itself moved between the two moments: so the gap")
     kept = bench.rate_ratio(two, _turns("section 4", [0.19, 0.2, 0.21], turns_id="s4", work=200))
     assert nb08.busy_parts(sampler, None, kept, 1).endswith("section 4's step kept its section-4 pace here, within the "
                                                             "spreads")

@@ -319,7 +319,9 @@ def draw_vs_wait(draw: bench.Timing, again: bench.Timing, base: Throughput, imag
     return (f"{base.timing.name} waited {t(base.wait_s)} a call for its {images:,} images: {t(per_image)} an image "
             f"(fastest–slowest call: {t(lo)}–{t(hi)})\n"
             f"that is {per_image / again.median_s:.2f}× one image drawn alone just after these turns, "
-            f"{t(again.median_s)} {again.spread_text} (section 2's {t(draw.median_s)}: another moment)")
+            f"{t(again.median_s)} {again.spread_text}: two moments, so "
+            + verdicts.moments_words(lo / again.hi_s, hi / again.lo_s)
+            + f" (section 2 measured {t(draw.median_s)} at another moment)")
 
 
 def loaders_elsewhere(dev: torch.device | str) -> str:
@@ -412,7 +414,7 @@ def loader_takeaway(base: Throughput, loaders: Sequence[Throughput], vs_base: Se
     how = ("its median call over the median of its calls less their wait" if each else
            "its median time over that time less its median wait")
     apart = any(r.apart for r in vs_base) and bound < verdicts.APART
-    lead = ("\n  fastest here: workers=0, no worker at all" if slower and len(slower) == len(vs_base) else "")
+    lead = ("\n  fastest loader setting here: workers=0, no worker at all" if slower and len(slower) == len(vs_base) else "")
     return (f"takeaway:{lead}\n  workers took the drawing out of the training process (data wait "
             f"{base.data_wait_share:.0%} of a call with workers=0, {waits} with workers), {speed}\n  {cores} cores here, "
             f"shared by the workers and the training threads\n  without its wait, workers=0's median call would be "

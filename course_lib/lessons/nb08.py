@@ -16,7 +16,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from course_lib import check, datasheet, profiles, published, report, verdicts
 from course_lib.bench import Ratio, Timing, break_even, speedup
-from course_lib.lessons.nb08_mfu import (BUSY_NEGLIGIBLE, answer_with_long_run, busy_line, busy_parts,  # noqa: F401
+from course_lib.lessons.nb08_mfu import (BUSY_NEGLIGIBLE, answer_with_long_run, busy_line, busy_parts, fastest_seen,  # noqa: F401
                                         busy_ratio, busy_verdict, mfu_answer, mfu_span, mfu_text, paired_mfu_text,
                                         usable)
 from course_lib.models import GPT, GPTConfig

@@ -4,7 +4,7 @@ what sets section 5's steps apart from section 4's, measured in the same turns."
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import torch
@@ -121,13 +121,23 @@ def mfu_span(best_mfu: Sequence[float], mfu: Ratio | None, stored: float, matmul
     return best_mfu[1], best_mfu[2]
 
 
-def answer_with_long_run(section5: tuple[float, float], long_mfu: Sequence[float]) -> str:
+def answer_with_long_run(section5: tuple[float, float], long_mfu: Sequence[float],
+                         more: Mapping[str, tuple[float, float]] | None = None) -> str:
     """Section 5's answer (`section5`, its range) widened by the long run's reading of the same step
-    (`long_mfu`: median, then its quartiles' ends): every reading of this step, each one moment's."""
-    lo, hi = min(section5[0], long_mfu[1]), max(section5[1], long_mfu[2])
+    (`long_mfu`: median, then its quartiles' ends) and by `more` (a name -> another reading's range):
+    every reading of this step, each one moment's."""
+    parts = {"section 5": section5, **(more or {}), "the long run's quartiles": (long_mfu[1], long_mfu[2])}
+    lo, hi = min(r[0] for r in parts.values()), max(r[1] for r in parts.values())
     return (f"answer, with the long run: this step's MFU on this machine is {lo:.0%}–{hi:.0%} of the measured peak "
-            f"across this notebook's readings (section 5: {section5[0]:.0%}–{section5[1]:.0%}; the long run's "
-            f"quartiles: {long_mfu[1]:.0%}–{long_mfu[2]:.0%}), each reading taken at one moment")
+            f"across this notebook's readings ({'; '.join(f'{k}: {a:.0%}–{b:.0%}' for k, (a, b) in parts.items())}), "
+            "each reading taken at one moment")
+
+
+def fastest_seen(t: Timing, mfu: Sequence[float]) -> str:
+    """A version timed outside section 4's turns that ran faster than the answer's step (`t`, its MFU: median,
+    then its quartiles' ends): said beside the answer, as another version's."""
+    return (f"the fastest version timed in this notebook: {t.name} (section 4's second turns), {fmt_rate(t.rate, 'tok/s')}"
+            f" -> MFU {mfu[0]:.1%} (quartiles {mfu[1]:.1%}–{mfu[2]:.1%}): another version than the answer's step")
 
 
 def mfu_answer(best: Timing | None, best_mfu: Sequence[float] | None, mfu: Ratio, stored: float, matmul: Ratio,
@@ -208,8 +218,10 @@ def busy_parts(sampler: Ratio, accum: Ratio | None, apart: Ratio | None, n_micro
              if r is not None]
     moved = [f"{what} ({r.phrase})" for r, what in named if r.clear and r.grade not in ("negligible", "small")]
     if moved:
-        return "\n".join(lines + [f"verdict: {' and '.join(moved)} changed the step's rate here, beyond the spread: "
-                                  "these MFUs differ from section 4's step's by that much"])
+        rest = ("; the other parts above are not settled, and section 4's step itself moved between the two moments"
+                if apart is not None and not apart.within_noise else "; the other parts above are not settled")
+        return "\n".join(lines + [f"verdict: {' and '.join(moved)} changed the step's rate here, beyond the spread"
+                                  f"{rest}: so the gap between these MFUs and section 4's is not this part's alone"])
     bound = max(max(r.hi, 1 / r.lo) for r, _ in named) - 1  # the farthest end of their intervals, as a change
     if bound > BOUND:
         return "\n".join(lines + [f"verdict: too noisy to tell: {' or '.join(w for _, w in named)} could change the "

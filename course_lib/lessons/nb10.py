@@ -129,15 +129,14 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
                                                       list(kinds.items())[:3])
                      + (f"; the costliest op, {slowest}, at {roof_share(slowest_of_roof)} of its roof"
                         if slowest_of_roof is not None else ""))
-        if device_type != "cuda":  # one op after another: a step is at least its ops that fusing cannot touch
+        if device_type != "cuda":  # one op after another: the ops' time is at least that of the ops fusing leaves
             fusible = sum(k["seconds"] for kind, k in kinds.items() if kind in FUSIBLE) / op_time
-            frame = share.get("framework", 0.0)  # Python and autograd's bookkeeping, which compiling can cut too
-            room = fusible * ops + frame
-            lines.append(f"  compiling's room: element-wise, reduction and copy ops, the kinds Inductor fuses, took "
-                         f"{fusible:.0%} of the op time, so {fusible:.0%} × the ops' {ops:.0%} = {fusible * ops:.0%} of "
-                         f"the profiled step; with Python's {frame:.0%}, {room:.0%}: removing all of it would make the "
-                         f"step at most {1 / (1 - room):.2f}× faster (if matmuls and attention stay library calls: "
-                         "assumed, not measured)")
+            lines.append(f"  compiling's room: element-wise, reduction and copy ops, the kinds Inductor fuses (the loss's "
+                         f"and the optimizer's among them, which compiling the model leaves alone), took {fusible:.0%} of "
+                         f"section 4's op time: fusing all of them away would make the ops at most "
+                         f"{1 / (1 - fusible):.2f}× faster; besides, compiling can cut some of Python and autograd's "
+                         f"bookkeeping, {share.get('framework', 0.0):.0%} of section 1's profiled step (if matmuls and "
+                         "attention stay library calls: assumed, not measured)")
     kernel = (ran08 or {}).get("SDPA vs written-out attention, eager")  # 08's whole step, SDPA over written out
     in_08 = (f"notebook 08's step (two micro-batches, with clipping), in its own turns: {1 / kernel['value']:.2f}× "
              f"({1 / kernel['spread'][1]:.2f}–{1 / kernel['spread'][0]:.2f})" if kernel and kernel.get("spread") else "")
@@ -207,7 +206,7 @@ def regime(plain: Mapping[str, float], device_type: str) -> str:
     named = f"\n{gpt}" if ref is not None and (gpt := reference_gpt()) else ""  # before the reference's first row
     label = ("" if ref is None else
              f"\nthe reference's GPU waited {ref['value']:.0f}% of its profiled step: {_bound(ref['value'] / 100)} by "
-             "the glossary's rule; " + _unprofiled(rows) + _graphs_bound(rows))
+             "the glossary's rule\n" + _unprofiled(rows))
     return line + named + "\n" + published.elsewhere("10_compile_and_profile", ("plain step:",)) + label
 
 
@@ -360,9 +359,9 @@ def profiled_note(categories: Mapping[str, Mapping[str, float]], gain: Ratio | N
             "their times side by side; "
             + ("the verdict rests on the turns above" if gain is not None else "no timed comparison ran here")
             + f"\n{'waiting' if device_type == 'cuda' else 'reads into Python'}, the category that holds the reads: "
-            f"{fmt_time(reading['waiting'])} per step (the median over "
-            "the profiled steps; the mean above can differ) reading values "
-            f"({waited:.2%} of it), {fmt_time(keeping['waiting'])} keeping them"
+            f"{fmt_time(reading['waiting'])} a step in the step reading values ({waited:.2%} of it), "
+            f"{fmt_time(keeping['waiting'])} in the step keeping them (medians over the profiled steps; the mean above "
+            "can differ)"
             + (": too thin to draw" if thin else "")
             + ("; on a CPU a read costs only itself" if thin and device_type == "cpu" else ""))
 
@@ -390,13 +389,14 @@ def not_compiled(prefixes: tuple[str, ...]) -> str:
 
 
 def payback(speed: Ratio, first_call_s: float, eager: Timing, compiled: Timing) -> str:
-    """After how many steps a compilation pays for itself (a speed-up beyond the spread), or that
-    there is no gain to pay it back."""
+    """After how many steps (of `eager`'s work, tokens) a compilation pays for itself (a speed-up beyond the
+    spread), or that there is no gain to pay it back."""
     if speed.clear and speed.value > 1:
         extra = first_call_s - compiled.median_s
         steps, few, many = break_even(extra, eager, speed)  # extra ÷ the seconds each step saves
+        size = f" of {eager.work:,.0f} tokens" if eager.work else ""
         return (f"  the compilation ({extra:.1f} s beyond one step) pays for itself after about "
-                f"{fmt_count(steps)} steps ({fmt_count(few)} to {fmt_count(many)} over the spread of the speed-up)")
+                f"{fmt_count(steps)} steps{size} ({fmt_count(few)} to {fmt_count(many)} over the spread of the speed-up)")
     if speed.value > 1 and not speed.within_noise:  # faster, but the drift is as large: not established
         return f"  no gain these repeats can establish ({speed.doubt}), so no break-even to state"
     if speed.within_noise:
@@ -486,9 +486,10 @@ def _rate_range(t: Timing) -> str:
 def gpus_measured(device_type: str, reduce_overhead: bool) -> str:
     """What GPUs measured of torch.compile: the reference run's speed-up off a GPU, the published
     figures (with CUDA graphs' where reduce-overhead ran)."""
+    graphs = _graphs_bound(report.reference("10_compile_and_profile")[1]) if device_type != "cuda" else ""
     return "\nBeside it, what GPUs measured:\n" + published.elsewhere(
         "10_compile_and_profile", ("compiled (default) vs eager",) if device_type != "cuda" else (),
-        COMPILE_FIGURES + (GRAPH_FIGURES if reduce_overhead else []))
+        COMPILE_FIGURES + (GRAPH_FIGURES if reduce_overhead else [])) + graphs
 
 
 def intensity_line(what: str, intensity_: float, bound: str | None, device: str) -> str:
@@ -551,21 +552,11 @@ def compile_pair(item_s: float, tensor_s: float) -> str:
     """The two first steps (compilation included), with and without the break: one pair, read by the rule for
     two moments, and why it says nothing of the break's cost to compile (what each found in the caches)."""
     r = item_s / tensor_s
-    words = (f"{verdicts.APART:g}× or more apart, beyond what two moments can differ by" if max(r, 1 / r) >= verdicts.APART
+    words = (f"more than {verdicts.APART:g}× apart, beyond what two moments can differ by" if max(r, 1 / r) > verdicts.APART
              else f"within the {verdicts.APART:g}× by which two moments can differ")
-    return (f"compilation: first step {item_s:.1f} s with the .item(), {tensor_s:.1f} s with the tensor ({r:.1f}×), one "
-            f"run each: {words}; but each compile may have found a different part of its work in the on-disk caches "
-            "section 3 filled (not measured), so what the break costs to compile is not told apart from what each reused")
-
-
-def logged_then_plain(logged: Timing, plain: Timing) -> str:
-    """Section 2's step keeping its logged values (the plain step and 53 norms more) beside section 3's plain
-    eager step, each timed in its own turns: read by the rule for two moments."""
-    r = speedup(logged, plain)  # the logged step's time over the plain one's, timed apart
-    odd = ", though it does less" if r.value < 1 else ""
-    return (f"section 2's step with its logging kept on the device took {fmt_time(logged.median_s)}, this plain eager "
-            f"step {fmt_time(plain.median_s)}: {1 / r.value:.2f}× its time{odd}; "
-            + verdicts.moments_words(1 / r.hi, 1 / r.lo))
+    return (f"compilation: first step {item_s:.1f} s with the .item(), {tensor_s:.1f} s with the tensor ({r:.2f}×), one "
+            f"run each: {words}. Even so, each compile may have found a different part of its work in the on-disk "
+            "caches section 3 filled (not measured), so these two times do not measure what the break costs to compile")
 
 
 def turns_apart(then: Timing, now: Timing) -> str:

@@ -119,8 +119,9 @@ def op_notes(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, peak_name: s
         lines.append("element-wise ops are counted at one FLOP per element, a lower bound (a GELU does tens). Their "
                      "share of the roof is their share of the memory bandwidth, whatever the count. Counted at " + " or ".join(
                          f"{ridge_of(o) / o.intensity:.0f} ({o.short})" for o in pointwise)
-                     + " FLOPs per element or more, they would move to the compute side of the ridge, whose roof, the "
-                     "matmul's peak, element-wise code cannot reach: which side they are on is uncertain")
+                     + " FLOPs per element or more, they would move to the compute side of the ridge. There the roof "
+                     "is the matmul's peak, which element-wise code cannot reach. So which side they are on is "
+                     "uncertain")
     return "\n".join(lines)
 
 
