@@ -16,9 +16,9 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from course_lib import check, datasheet, profiles, published, report, verdicts
 from course_lib.bench import Ratio, Timing, break_even, speedup
-from course_lib.lessons.nb08_mfu import (BUSY_NEGLIGIBLE, answer_with_long_run, busy_line, busy_parts, fastest_seen,  # noqa: F401
-                                        busy_ratio, busy_verdict, mfu_answer, mfu_span, mfu_text, paired_mfu_text,
-                                        usable)
+from course_lib.lessons.nb08_mfu import (BUSY_NEGLIGIBLE, answer_with_long_run, busy_line, busy_parts,  # noqa: F401
+                                        busy_ratio, busy_verdict, fastest_seen, mfu_answer, mfu_span, mfu_text,
+                                        paired_mfu_text, usable)
 from course_lib.models import GPT, GPTConfig
 from course_lib.roofline import counted_flops
 from course_lib.units import fmt_bytes, fmt_count, fmt_rate
@@ -192,9 +192,11 @@ def before_after_compile(before: Timing, after: Timing) -> str:
 def fastest_line(timings: Sequence[Timing]) -> str:
     """The version with the highest median rate, and those its repeats do not tell it apart from."""
     best = max(timings, key=lambda t: t.rate)
-    tied = [t.name for t in timings if t is not best and not speedup(t, best).clear]
-    beaten = [t.name for t in timings if t.name.startswith("compiled") and t is not best and t.name not in tied]
-    return (f"fastest median: {best.name}" + (f" (not told apart from {', '.join(tied)} by these repeats)" if tied else "")
+    tied = [f"{t.name}, " + ("timed in other turns: the two-moments rule" if speedup(t, best).apart else "by these repeats")
+            for t in timings if t is not best and not speedup(t, best).clear]
+    beaten = [t.name for t in timings if t.name.startswith("compiled") and t is not best
+              and speedup(t, best).clear]
+    return (f"fastest median: {best.name}" + (f" (not told apart from {'; '.join(tied)})" if tied else "")
             + (f". {', '.join(beaten)} ran slower than {best.name}, beyond the spread: compiling did not make up for "
                "the slower attention (two changes at once: the compiler and the attention)" if beaten else ""))
 
@@ -247,13 +249,10 @@ def versions_elsewhere() -> str:
             + ratio + "\n" + reference_gpts())
 
 
-def reference_gpts(memory_gib: float = 80) -> str:
-    """The gpu profile's GPT of notebooks 08, 09 and 10 on a GPU of `memory_gib`: three shapes, said where a
-    reference row of one is printed, so that a reference step time is not carried to the next notebook."""
-    shapes = [f"{nb[:2]}: {g.n_layer} layers, width {g.n_embd}, T = {g.block}" for nb in
-              ("08_transformer", "09_memory", "10_compile_and_profile")
-              for g in [profiles.sizes(nb, "gpu", memory_gib=memory_gib)]]
-    return f"(the reference's GPT differs between notebooks, {'; '.join(shapes)}: its times do not carry across)"
+def reference_gpts() -> str:
+    """One clause, said where a reference row of notebook 08, 09 or 10 is printed: the reference's GPT is another
+    shape in each of the three (each names its own), so a reference step time does not carry to the next."""
+    return "(the reference's GPT differs in 08, 09 and 10: its step times do not carry from one to the next)"
 
 
 def published_mfu(this_run: str) -> str:
