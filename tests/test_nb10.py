@@ -383,8 +383,9 @@ def test_sync_verdict_says_when_the_reference_gpu_showed_no_cost_and_its_regime(
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
     text = nb10.sync_verdict(None, 53, "cpu", "cpu")
     assert "keeping values vs reading values: 1.041 (0.842–1.203) ×: too wide to tell" in text
-    assert "The reference's turns could not tell (0.84–1.20×: too wide, a cost of up to 20% fits in it). The " \
-        "same GPT's plain step was launch-bound there (its GPU waited 78%" in text  # too wide is not "no cost"
+    assert "The reference's quartiles could not tell (0.84–1.20×, the range its two timings' quartiles allow as " \
+        "recorded, not a paired interval: too wide, a cost of up to 20% fits in it). The same GPT's plain step was " \
+        "launch-bound there (its GPU waited 78%" in text  # too wide is not "no cost"
     assert "the logging step's own share was not profiled" in text
     assert "(reasoning, not measured)" in text
     rep.add("plain step: waiting share", 5.0, "%")  # a GPU-bound reference: no launch-bound reasoning

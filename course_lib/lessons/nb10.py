@@ -151,8 +151,9 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     lines.append(f"  so on this device: {' and '.join(paid)} made the step measurably faster, in turns" if paid else
                  "  so on this device: no change timed here made the step measurably faster")
     if device_type != "cuda" and any(r is not None and not r.clear for n, r in fixes.items() if "compil" not in n):
-        lines.append("  the fixes that keep a GPU's queue full (values kept on the device, no graph break) had no queue to "
-                     "keep full here: on a CPU a read waits for nothing but itself (section 2)")
+        lines.append("  the values kept on the device and the graph break's fix: a read on a CPU waits for nothing but "
+                     "itself (section 2), and what the break's lost fusion costs (section 3b) was not measurable in "
+                     "this step either")
     if device_type != "cuda" and (ref := _reference_answer()):
         lines.append(ref)
     return "\n".join(lines)
@@ -271,9 +272,8 @@ def _graphs_bound(rows: Mapping[str, dict]) -> str:
             f"{graphs['value'] / default['value']:.2f}× as fast as compiled with the default mode (the ratio of the "
             f"medians of the same turns; {graphs['spread'][0] / default['spread'][1]:.2f}–"
             f"{graphs['spread'][1] / default['spread'][0]:.2f}× from the quartiles). Inferred, not measured: about "
-            f"{mid:.0%} (at least {math.floor(100 * lo)}%, from the quartiles) of the default-compiled step was work that replaying a CUDA graph skips: launching each "
-            "kernel, PyTorch's choosing of a kernel for each op, Python (a graph also keeps its memory in a pool of its "
-            "own)")
+            f"{mid:.0%} (at least {math.floor(100 * lo)}%, from the quartiles) of the default-compiled step went away under reduce-overhead; candidates, not separated: "
+            "launching each kernel, PyTorch's choosing of a kernel for each op, Python, and the graphs' memory pool")
 
 
 def _bound(waited: float) -> str:
@@ -318,8 +318,9 @@ def sync_verdict(gain: Ratio | None, waits: int, device: str, device_type: str) 
         if kept and kept.get("spread") and (said := report.recorded_ratio("", kept)).within_noise and waited:
             bound = _bound(waited["value"] / 100)
             lo, hi = kept["spread"]
-            lines.append((f"The reference's turns could not tell ({lo:.2f}–{hi:.2f}×: too wide, a cost of up to "
-                          f"{hi - 1:.0%} fits in it)." if said.too_wide else "No measurable cost there either.")
+            lines.append((f"The reference's quartiles could not tell ({lo:.2f}–{hi:.2f}×, the range its two timings' "
+                          f"quartiles allow as recorded, not a paired interval: too wide, a cost of up to {hi - 1:.0%} "
+                          "fits in it)." if said.too_wide else "No measurable cost there either.")
                          + f" The same GPT's plain step was {bound} there (its GPU waited {waited['value']:.0f}% of "
                          "the profiled step, section 1; the logging step's own share was not profiled)" + (
                              ": if this one was too, a read would find little queued to drain (reasoning, not "

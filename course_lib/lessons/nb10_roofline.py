@@ -99,7 +99,9 @@ def op_notes(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, peak_name: s
     else:  # the profiler's records carry its own cost: set them against the step that paid it
         lines = [f"op times: the profiler's record of each op (the ops it calls included); their sum is "
                  f"{op_time / profiled:.0%} of the profiled step, the rest time in no op (Python, autograd's "
-                 "bookkeeping, the profiler's and the op counting's own). The shares below are of op time"]
+                 "bookkeeping, the profiler's and the op counting's own); over the step without the profiler, in "
+                 f"the same turns, {op_time / step:.0%}, as section 1's ops share reads without op counting. The "
+                 "shares below are of op time"]
     over = [o for o in measured.ops if o.flops and of_roof(o) > 1]
     for side, group in (("below", [o for o in over if o.intensity < ridge_of(o)]),
                         ("above", [o for o in over if o.intensity >= ridge_of(o)])):
@@ -120,7 +122,7 @@ def op_notes(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, peak_name: s
                      "share of the roof is their share of the memory bandwidth, whatever the count. Counted at " + " or ".join(
                          f"{ridge_of(o) / o.intensity:.0f} ({o.short})" for o in pointwise)
                      + " FLOPs per element or more, they would move to the compute side of the ridge. There the roof "
-                     "is the matmul's peak, which element-wise code cannot reach. So which side they are on is "
+                     "is the matmul's peak, which element-wise code is not expected to reach (not measured). So which side they are on is "
                      "uncertain")
     return "\n".join(lines)
 
