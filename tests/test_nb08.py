@@ -388,6 +388,8 @@ def test_paired_mfu_text_names_the_turns_and_the_moment():
     more = nb08.answer_with_long_run((0.30, 0.34), [0.385, 0.321, 0.3905], {"section 4's second turns": (0.39, 0.41)})
     assert "is 30%–41% of the measured" in more and "(section 5: 30%–34%; section 4's second turns: 39%–41%; the long " \
         "run's quartiles: 32%–39%)" in more
+    same = nb08.answer_with_long_run((0.30, 0.34), [0.385, 0.321, 0.3905], {"section 4's second turns": (0.341, 0.344)})
+    assert "section 4's second turns: 34%;" in same  # one value where both ends round alike
     fast = bench.timing_of([0.1] * 3, name="compiled, written-out attention", device="cpu", work=4096, unit="tok/s")
     assert nb08.fastest_seen(fast, [0.46, 0.45, 0.47]).startswith(
         "the fastest version timed in this notebook: compiled, written-out attention (section 4's second turns), 41")

@@ -128,8 +128,10 @@ def answer_with_long_run(section5: tuple[float, float], long_mfu: Sequence[float
     every reading of this step, each one moment's."""
     parts = {"section 5": section5, **(more or {}), "the long run's quartiles": (long_mfu[1], long_mfu[2])}
     lo, hi = min(r[0] for r in parts.values()), max(r[1] for r in parts.values())
-    return (f"answer, with the long run: this step's MFU on this machine is {lo:.0%}–{hi:.0%} of the measured peak "
-            f"across this notebook's readings ({'; '.join(f'{k}: {a:.0%}–{b:.0%}' for k, (a, b) in parts.items())}), "
+    def span(a: float, b: float) -> str:  # '34%', not '34%–34%', where the two ends round alike
+        return f"{a:.0%}" if f"{a:.0%}" == f"{b:.0%}" else f"{a:.0%}–{b:.0%}"
+    return (f"answer, with the long run: this step's MFU on this machine is {span(lo, hi)} of the measured peak "
+            f"across this notebook's readings ({'; '.join(f'{k}: {span(a, b)}' for k, (a, b) in parts.items())}), "
             "each reading taken at one moment")
 
 
