@@ -336,7 +336,7 @@ def loaders_elsewhere(dev: torch.device | str) -> str:
     over, why = beyond_workers(recorded, gpu_w)
     rows: tuple[str, ...] = ("SmallCNN workers=0", f"SmallCNN workers={gpu_w}", "SmallCNN batch in memory",
                              "data wait SmallCNN workers=0", f"data wait SmallCNN workers={gpu_w}")
-    if (recorded.get("SmallCNN batch in memory vs workers=0") or {}).get("apart"):  # recorded before the turns
+    if old_loaders(recorded):  # recorded before the turns
         rows = ("SmallCNN batch in memory",)  # no worker to drain: the one row the old method timed as this cell does
         over = [*over, "SmallCNN batch in memory vs"]  # its ratio to the old workers=0 row
         why = OLD_LOADERS
@@ -355,11 +355,17 @@ OLD_LOADERS = ("(its loader rows are left out: an earlier version of this cell r
                "a GPU run of this cell records them anew)")
 
 
+def old_loaders(ref: dict[str, dict]) -> bool:
+    """Whether a recorded reference run's loader rows come from an earlier version of section 4 (:data:`OLD_LOADERS`):
+    it timed the rows apart, so its batch-in-memory ratio to workers=0 is marked `apart`."""
+    return bool((ref.get("SmallCNN batch in memory vs workers=0") or {}).get("apart"))
+
+
 def stale_rows() -> tuple[list[str], str]:
     """The reference's loader rows (rates, ratios, data waits) where an earlier version of section 4 recorded them
     (:data:`OLD_LOADERS`), and why, for :meth:`course_lib.report.Report.table`'s `leave_out`; none otherwise."""
     ref = report.reference("02_first_cnn")[1]
-    if not (ref.get("SmallCNN batch in memory vs workers=0") or {}).get("apart"):
+    if not old_loaders(ref):
         return [], ""
     rows = [k for k in ref if re.match(r"(data wait )?SmallCNN (workers=|batch in memory vs)", k)]
     return rows, "loader rows an earlier version of section 4 recorded without using up its workers' batches"
@@ -373,7 +379,7 @@ def reference_waits(ref: dict[str, dict] | None = None, device_name: str = "") -
     smaller there); '' when a row is missing or the rates are in different units."""
     if ref is None:
         device_name, ref = report.reference("02_first_cnn")
-    if (ref.get("SmallCNN batch in memory vs workers=0") or {}).get("apart"):  # loader rows of an earlier cell
+    if old_loaders(ref):  # loader rows of an earlier cell
         return ""
     names = ("SmallCNN workers=0", "SmallCNN workers=1", "draw one image (ds[i])", "SmallCNN batch in memory")
     if not all(n in ref for n in names) or len({ref[n]["unit"] for n in names}) != 1:
