@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 import os
 import re
 import time
@@ -145,6 +146,8 @@ class Report:
             if isinstance(item, bench.Ratio):
                 self.add(item.name, item.value, "×", ratio_note, spread=(item.lo, item.hi), setup=setup,
                          apart=item.apart)
+                if item.rounds:  # a paired interval: a later reader need not guess where the range came from
+                    self.rows[item.name]["rounds"] = item.rounds
             elif isinstance(item, bench.Timing) and item.rate is not None:
                 scale, unit = units.rate_scale(item.rate, item.unit)
                 self.add(item.name, item.rate / scale, unit, note or item.device,
@@ -270,9 +273,26 @@ def _reference_runs(notebook: str) -> list[tuple[str | None, dict]]:
         data = json.loads(path.read_text())
         entry = data.get("notebooks", {}).get(notebook)
         if entry is not None:
+            _mark_quartile_ranges(entry.get("measurements", {}))
             runs.append((str(entry.get("date") or ""), data.get("device"), entry))
     runs.sort(key=lambda run: run[0], reverse=True)  # stable: equal dates keep file name order
     return [(device, entry) for _, device, entry in runs]
+
+
+def _mark_quartile_ranges(rows: dict) -> None:
+    """Mark each recorded ratio whose range is not from paired turns (its row names no `rounds`, as records
+    before them did not) but the range two other rows' quartiles allow, their lower over the other's upper
+    and back (`quartiles`: the two keys), so it is not read as a paired interval (:func:`ratio_grade`)."""
+    spread = {k: r["spread"] for k, r in rows.items() if r.get("spread") and r.get("unit") != "×"}
+    for key, row in rows.items():
+        if row.get("unit") != "×" or not row.get("spread") or "rounds" in row:
+            continue
+        lo, hi = row["spread"]
+        row["quartiles"] = next(([a, b] for a, (a_lo, a_hi) in spread.items() for b, (b_lo, b_hi) in spread.items()
+                                 if a != b and math.isclose(a_lo / b_hi, lo, rel_tol=1e-6)
+                                 and math.isclose(a_hi / b_lo, hi, rel_tol=1e-6)), None)
+        if row["quartiles"] is None:
+            del row["quartiles"]
 
 
 def references(notebook: str) -> list[tuple[str | None, dict]]:
@@ -362,6 +382,10 @@ def ratio_grade(row: dict, key: str = "") -> str:
     if row.get("apart") or "timed apart" in key or "unpaired" in key:
         return f"timed apart: {verdicts.moments_words(min(lo, row['value']), max(hi, row['value']))}"
     ratio = recorded_ratio("", row)
+    if row.get("quartiles"):  # recorded before paired turns: the range its two timings' quartiles allow
+        what = "the range its two timings' quartiles allow (as recorded; not a paired interval)"
+        return (f"too wide to tell ({what})" if ratio.too_wide else f"no measurable difference ({what} holds 1)"
+                if ratio.within_noise else f"a difference beyond {what}")
     if ratio.too_wide:
         return "too wide to tell"
     if ratio.within_noise:

@@ -98,13 +98,20 @@ class Ratio:
     @property
     def inconclusive(self) -> bool:
         """True when the ratio is beyond its spread but the machine's speed changed by more than
-        the difference (the ratio's distance from 1) during the rounds; or, two timings measured
+        the difference (the ratio's distance from 1) during the rounds; within it and narrow enough
+        for "no difference", when the speed changed by more than the interval reaches from 1 (the
+        difference that verdict would rule out); or, two timings measured
         apart, when the interval's end nearest 1 is under :data:`APART`: a change of the machine's
         pace between the two moments can make such a gap, and their quartiles do not hold it."""
-        if self.within_noise:
-            return False
+        if self.within_noise:  # "no difference" claims at most the interval's reach: a larger drift undoes it
+            return not self.too_wide and self.drift is not None and self.drift > self.reach - 1
         drifted = self.drift is not None and self.drift > max(self.value, 1 / self.value) - 1
         return drifted or (self.apart and not self.single and self.near < APART)
+
+    @property
+    def reach(self) -> float:
+        """The interval's end furthest from 1, as a factor of 1 or more (1.08 for 0.98–1.08)."""
+        return max(self.hi, 1 / max(self.lo, 1e-300))
 
     @property
     def single(self) -> bool:
@@ -153,13 +160,16 @@ class Ratio:
             return "one run each, no spread to judge it by"
         if self.within_noise and self.apart:  # the rule for two moments: within their spreads, inconclusive
             return f"timed at two moments: {moments_words(self.lo, self.hi, word=False)}"
-        if self.within_noise:  # timed in turns: the interval of the paired ratios; apart: the quartiles' range
+        if self.within_noise and not self.inconclusive:  # timed in turns: the interval of the paired ratios; apart: the quartiles' range
             what = "the in-turns interval" if self.rounds else "the repeats' range"
             d = self.decimals
             if self.too_wide:
                 return f"{what}, {self.lo:.{d}f}–{self.hi:.{d}f}×, is too wide to tell"
             return (f"{what}, {self.lo:.{d}f}–{self.hi:.{d}f}×, holds 1: no difference beyond it" if self.rounds
                     else "no difference beyond the spread of the repeats")
+        if self.inconclusive and self.drift is not None and self.within_noise:
+            return (f"the machine's speed changed by {self.drift:.1%} from one turn to the next, more than the "
+                    f"{self.reach - 1:.1%} by which its interval reaches from 1")
         if self.inconclusive and self.drift is not None:
             return (f"the machine's speed changed by {self.drift:.1%} from one turn to the next, "
                     f"more than the {max(self.value, 1 / self.value) - 1:.1%} difference")
@@ -169,9 +179,13 @@ class Ratio:
 
     @property
     def medians_apart(self) -> bool:
-        """True when the two medians' ratio, unpaired, lies 5 % or more from the paired median: then a
-        line gives it too (:attr:`statistic`, 07's sweep table)."""
-        return self.medians is not None and abs(math.log(self.medians / self.value)) > math.log(1.05)
+        """True when the two medians' ratio, unpaired, lies 5 % or more from the paired median, or on the
+        other side of 1 from it (by 0.5 % or more): then a line gives it too (:attr:`statistic`, 07's sweep
+        table), so that medians printed above a verdict do not seem to contradict it."""
+        if self.medians is None:
+            return False
+        across = (self.medians - 1) * (self.value - 1) < 0 and abs(math.log(self.medians)) > math.log(1.005)
+        return across or abs(math.log(self.medians / self.value)) > math.log(1.05)  # or 5 % or more apart
 
     @property
     def statistic(self) -> str:
@@ -181,7 +195,7 @@ class Ratio:
             return "the spread of the repeats"
         apart = self.medians_apart
         # under 10 %, one decimal: a 0.8 % effect beside 'drift 1%' would read as no larger than the drift
-        drift = (f", drift {self.drift:.{1 if self.drift < 0.1 else 0}%}" if self.drift is not None and self.rounds > 1
+        drift = (f", this pair's drift {self.drift:.{1 if self.drift < 0.1 else 0}%}" if self.drift is not None and self.rounds > 1
                  else "")
         return (f"median of {self.rounds} paired turns, {self.coverage:.0%} interval{drift}"
                 + (f"; the two medians' ratio, unpaired, is {self.medians:.{self.decimals}f}×" if apart else ""))
@@ -199,10 +213,10 @@ class Ratio:
             return "inconclusive"
         if self.too_wide:
             return "too wide"
+        if self.inconclusive:  # beyond the spread, or within it, by less than the machine drifted
+            return "inconclusive"
         if self.within_noise:
             return "no difference"
-        if self.inconclusive:
-            return "inconclusive"
         if 1 / self.negligible <= self.lo and self.hi <= self.negligible:
             return "negligible"
         if max(self.value, 1 / self.value) < SMALL:
@@ -248,7 +262,9 @@ class Ratio:
                          "within the spread of the repeats: a range too wide to tell; more repeats would narrow it"),
             "no difference": (f"within the spread: no measurable difference{paired}" if self.rounds
                               else "within the spread of the repeats: no measurable difference"),
-            "inconclusive": (("equal" if f"{self.value:.{self.decimals}f}" == f"{1:.{self.decimals}f}" else self.phrase)
+            "inconclusive": (f"within the spread, but inconclusive: {self.doubt}{paired}" if self.within_noise and
+                             not self.apart else
+                             ("equal" if f"{self.value:.{self.decimals}f}" == f"{1:.{self.decimals}f}" else self.phrase)
                              + f" {'by the medians' if self.apart else 'in the median turn'}, but "
                              f"inconclusive: {self.doubt}{paired}"),
             "negligible": (f"{abs(self.value - 1):.2%} {self.more if self.value > 1 else self.less}, beyond the spread "
@@ -291,8 +307,9 @@ def brief_legend(ratios: Sequence[Ratio]) -> str:
     said = lambda values: " or ".join(dict.fromkeys(values))  # noqa: E731  one figure where all agree
     return (f"median of {said(str(r.rounds) for r in paired)} paired turns, {said(f'{r.coverage:.0%}' for r in paired)} "
             f"interval; the machine's drift from turn to turn up to {max(r.drift or 0 for r in paired):.0%}; "
-            f"'no measurable difference': the interval holds 1 within {REACH - 1:.0%} of it; 'too wide': it holds 1 "
-            f"but reaches further (or its ends lie over {WIDE:g}× apart), and these turns cannot tell")
+            f"'no measurable difference': the interval holds 1 within {REACH - 1:.0%} of it, and the pair's drift is "
+            f"smaller than its reach; 'too wide': it holds 1 but reaches further (or its ends lie over {WIDE:g}× apart), "
+            "and these turns cannot tell; 'inconclusive': the drift is larger than the difference (or than the reach)")
 
 
 def moments_words(lo: float, hi: float, *, word: bool = True) -> str:
@@ -302,7 +319,7 @@ def moments_words(lo: float, hi: float, *, word: bool = True) -> str:
     if lo <= 1 <= hi:
         return "within their spreads"
     if min(max(lo, 1 / lo), max(hi, 1 / hi)) < APART:  # its end nearest 1, as a factor, is under APART
-        return (f"its range, {lo:.2f}–{hi:.2f}×, comes within the {APART:g}× of 1 by which two moments can differ"
+        return (f"its range, {lo:.2f}–{hi:.2f}×, is within {APART:g}× of 1, a gap the pace of two moments can make"
                 + (": inconclusive" if word else ""))
     return (f"its whole range, {lo:.2f}–{hi:.2f}×, lies {APART:g}× or more from 1, beyond what two moments can differ "
             "by" + (": a difference" if word else ""))

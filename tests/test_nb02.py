@@ -404,7 +404,7 @@ def test_draw_vs_wait_sets_the_draw_beside_workers0s_wait_per_image():
                                     "(fastest–slowest call: 938 µs–1.17 ms)")
     assert text.splitlines()[1].startswith("that is 1.40× one image drawn alone just after these turns, 700 µs")
     assert text.endswith("(section 2 measured 1.6 ms at another moment)") and len(text.splitlines()) == 2
-    assert "two moments, so its range, 1.34–1.67×, comes within the 2.5× of 1" in text  # the calls' fastest–slowest
+    assert "two moments, so its range, 1.34–1.67×, is within 2.5× of 1" in text  # the calls' fastest–slowest
     assert max(map(len, text.splitlines())) < 240
 
 

@@ -150,7 +150,7 @@ def test_batch_guesses_and_what_a_step_adds():
 
 def test_checkpointing_rows_and_verdicts():
     rows = nb09.checkpoint_rows([_t("plain", 0.1, 0.01), _t("forward", 0.03, 0.002)], {"plain": 4 * MiB})
-    assert "peak    4.0 MiB |  100.0 ms (quartiles 95.0–105.0), 5 runs" in rows and " " * 15 + " |   30.0" in rows
+    assert "peak added    4.0 MiB |  100.0 ms (quartiles 95.0–105.0), 5 runs" in rows and " " * 21 + " |   30.0" in rows
     cost = Ratio("time", 1.3, 1.25, 1.35, more="longer", less="shorter")
     plain, fwd = _t("plain", 0.1, 0.01), _t("forward", 0.03, 0.002)  # the prediction: 129–141 ms
     beyond = nb09.recompute_verdict(0.4, cost, plain, _t("ck", 0.2, 0.01), fwd).splitlines()

@@ -425,7 +425,7 @@ def test_a_ratio_range_shows_on_which_side_of_1_its_ends_lie():
     assert report.ratio_grade({"value": 1.8, "unit": "×", "spread": [1.7, 1.9]}) == "a difference beyond its interval (1 lies outside it; drift not recorded, so not checked against it)"
     # taken at two moments: the rule this run's ratios are read by, whether the row says so or its older name does
     apart = {"value": 2.3148848747497035, "unit": "×", "spread": [1.958589557578997, 2.4694767522864756]}  # 05's H200
-    worded = "timed apart: its range, 1.96–2.47×, comes within the 2.5× of 1 by which two moments can differ"
+    worded = "timed apart: its range, 1.96–2.47×, is within 2.5× of 1, a gap the pace of two moments can make"
     assert report.ratio_grade({**apart, "apart": True}).startswith(worded)
     assert report.ratio_grade(apart, "a process each vs one after another (timed apart, unpaired)").startswith(worded)
     far = report.ratio_grade({**apart, "spread": [2.6, 2.9], "value": 2.7}, "x, unpaired")

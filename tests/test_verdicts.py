@@ -21,6 +21,26 @@ def test_a_verdict_is_graded_by_the_effect_against_its_spread():
     assert Ratio("x", 1.3, 1.3, 1.3, rounds=1, coverage=0.0, drift=0.0).grade == "no verdict"
 
 
+def test_medians_on_the_other_side_of_1_from_the_paired_ratio_are_said():
+    """The paired median favours one setting while the medians printed above favour the other: the line says both."""
+    across = Ratio("x", 1.01, 0.99, 1.07, rounds=9, coverage=0.96, drift=0.02, medians=0.99)
+    assert across.medians_apart and "the two medians' ratio, unpaired, is 0.99" in str(across)
+    assert not Ratio("x", 1.01, 0.99, 1.07, rounds=9, coverage=0.96, drift=0.02, medians=0.998).medians_apart
+    assert not Ratio("x", 1.01, 0.99, 1.07, rounds=9, coverage=0.96, drift=0.02, medians=1.03).medians_apart
+
+
+def test_no_difference_needs_a_drift_smaller_than_the_interval_reaches_from_1():
+    """An interval of 0.98-1.08 rules out differences beyond 8 %; with the machine's pace moving 12 % from
+    turn to turn, the turns cannot claim that: inconclusive, and the sentence gives both figures."""
+    quiet = Ratio("x", 1.01, 0.98, 1.08, rounds=9, coverage=0.96, drift=0.03)
+    busy = Ratio("x", 1.01, 0.98, 1.08, rounds=9, coverage=0.96, drift=0.12)
+    assert quiet.grade == "no difference" and busy.grade == "inconclusive" and not busy.clear
+    assert "12.0%" in str(busy) and "8.0%" in str(busy) and "within the spread, but inconclusive" in str(busy)
+    assert "no measurable difference" not in str(busy) and busy.brief.endswith("inconclusive")
+    wide = Ratio("x", 1.01, 0.85, 1.19, rounds=9, coverage=0.96, drift=0.3)
+    assert wide.grade == "too wide"  # too wide to tell whatever the drift: it claims nothing
+
+
 def test_a_change_smaller_than_the_quantity_can_show_is_negligible_not_beyond_the_spread():
     """A utilisation reading saturated near 100 %: 0.05 % higher in every turn is beyond a tight
     spread, and means nothing; with the quantity's least meaningful change named, the verdict says so."""
@@ -120,11 +140,11 @@ def test_a_range_prints_with_the_digits_that_show_the_wide_rule_as_applied():
 
 def test_two_moments_are_worded_one_way_whatever_prints_them():
     assert verdicts.moments_words(0.9, 1.1) == "within their spreads"
-    assert verdicts.moments_words(0.74, 0.85) == ("its range, 0.74–0.85×, comes within the 2.5× of 1 by which two "
-                                                  "moments can differ: inconclusive")
-    assert verdicts.moments_words(0.3, 0.45).endswith("0.30–0.45×, comes within the 2.5× of 1 by which two moments "
-                                                      "can differ: inconclusive")  # 0.45x is 2.2x from 1
+    assert verdicts.moments_words(0.74, 0.85) == ("its range, 0.74–0.85×, is within 2.5× of 1, a gap the pace of two "
+                                                  "moments can make: inconclusive")
+    assert verdicts.moments_words(0.3, 0.45).endswith("0.30–0.45×, is within 2.5× of 1, a gap the pace of two "
+                                                      "moments can make: inconclusive")  # 0.45x is 2.2x from 1
     assert verdicts.moments_words(2.6, 2.9) == ("its whole range, 2.60–2.90×, lies 2.5× or more from 1, beyond what "
                                                  "two moments can differ by: a difference")
     r = verdicts.ratio_of("x", 1.68, 1.42, 1.80, apart=True)  # 05's 1.68x (1.42-1.80): its near end is 1.42x
-    assert r.inconclusive and "its range, 1.42–1.80×, comes within the 2.5× of 1" in str(r)
+    assert r.inconclusive and "its range, 1.42–1.80×, is within 2.5× of 1" in str(r)

@@ -309,10 +309,11 @@ def beyond_saved_note(beyond_saved: float, from_estimate: int, found: int) -> st
 
 
 def checkpoint_rows(times: Sequence[Timing], peaks: Mapping[str, int]) -> str:
-    """Each variant's peak (where measured) and time with its quartiles and runs."""
+    """Each variant's peak added by one forward + backward (where measured; :func:`memory.peak_memory`, over
+    the memory held before it) and time with its quartiles and runs."""
     rows = []
     for t in times:
-        peak = f"peak {fmt_bytes(peaks[t.name]):>10}" if t.name in peaks else " " * 15
+        peak = f"peak added {fmt_bytes(peaks[t.name]):>10}" if t.name in peaks else " " * 21
         rows.append(f"{t.name:<26} {peak} | {1e3 * t.median_s:6.1f} ms (quartiles {1e3 * t.lo_s:.1f}–"
                     f"{1e3 * t.hi_s:.1f}), {t.runs} runs")
     return "\n".join(rows)
@@ -521,7 +522,8 @@ def profiler_cost(profiled_ms: float, plain: Timing) -> str:
     lo, hi = profiled_ms / hi_ms, profiled_ms / lo_ms  # the profiled time over the ends of section 5's quartiles
     if lo <= 1 <= hi:
         return head + (f"within section 5's quartiles: two moments cannot show a cost under {verdicts.APART:g}× "
-                       "(notebook 10 times a profiled step in turns with a plain one)")
+                       "(notebook 10 times a step with the profiler recording and counting every op in turns with a plain "
+                       "one)")
     said = f"{profiled_ms / plain_ms:.2f}× as long, over section 5's quartiles {verdicts.moments_words(lo, hi)}"
     if lo > verdicts.APART:
         return head + (f"{said}; what differs between the two is the profiler recording every allocation with its "

@@ -1,22 +1,26 @@
 """Notebook 10 (torch.compile and the profiler): the exercise checks, and the words around its
 measurements (each function returns the text a cell prints); section 4's, the roofline's, are
-:mod:`course_lib.lessons.nb10_roofline`, re-exported here."""
+:mod:`course_lib.lessons.nb10_roofline`, and the reference GPU's readings
+:mod:`course_lib.lessons.nb10_reference`, both re-exported here."""
 
 from __future__ import annotations
 
-import math
 import subprocess
+import warnings
+from collections import Counter
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
 import torch
 from torch import nn
 
-from course_lib import check, datasheet, profiles, published, report, verdicts
+from course_lib import check, profiles, published, report, verdicts
 from course_lib.bench import Ratio, Timing, break_even, speedup
-from course_lib.lessons.nb10_roofline import (OfRoof, RidgeOf, attention_alone, eager_then_now, kind_table,  # noqa: F401
-                                              no_roofline, op_notes, op_table, placement, roof_verdict, roofs_note)
-from course_lib.lessons.nb08 import reference_gpts
+from course_lib.lessons.nb10_roofline import (OfRoof, RidgeOf, above_roof, attention_alone, eager_then_now,  # noqa: F401
+                                              kind_table, no_roofline, op_notes, op_table, placement, roof_verdict,
+                                              roofs_note)
+from course_lib.lessons.nb10_reference import (H200_UNPROFILED, bound, graphs_bound, queue_drained,  # noqa: F401
+                                                reference_answer, reference_gpt, reference_sync, regime_label)
 from course_lib.lessons.nb10_roofline import roof_share
 from course_lib.models import GPT, GPTConfig
 from course_lib.profiling import StepSyncs, SyncCounter
@@ -109,10 +113,12 @@ FUSIBLE = ("element-wise", "reduction & other", "copy")  # the op kinds Inductor
 
 def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Ratio | None],
            kinds: Mapping[str, Mapping[str, float]] | None, slowest: str, slowest_of_roof: float | None,
-           ran08: Mapping[str, dict] | None = None, attention: Ratio | None = None) -> str:
+           ran08: Mapping[str, dict] | None = None, attention: Ratio | None = None,
+           ops_unprofiled: float | None = None) -> str:
     """The notebook's question answered from this run's numbers: where the profiled step's time went
     (`step`: seconds per category), the op time by kind (`kinds`, as section 4 sums them) and, on a CPU, the
-    most fusing could save, the costliest op with FLOPs (`slowest`, at `slowest_of_roof` of its roof), the
+    most fusing could save and the time in no op it could cut (`ops_unprofiled`: section 4's op time over its
+    step without the profiler), the costliest op with FLOPs (`slowest`, at `slowest_of_roof` of its roof), the
     written-out attention against SDPA (`attention`, section 3's turns, and 08's from `ran08`), what each fix
     measured (`fixes`: a name -> its ratio, None where it was not timed), and which changes paid."""
     total = sum(step.values())
@@ -121,8 +127,8 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     lines = ["answer, from this run's numbers:",
              (f"  the profiled step: the GPU waited {share.get('waiting', 0.0):.0%} of it, ran kernels and copies "
               f"{ops:.0%}" if device_type == "cuda" else
-              f"  the profiled step (section 1): ops {ops:.0%} of it, Python and autograd's bookkeeping "
-              f"{share.get('framework', 0.0):.0%}")]
+              f"  the profiled step (section 1): ops {ops:.0%} of it, time in no op (Python, autograd's bookkeeping, "
+              f"the profiler's own) {share.get('framework', 0.0):.0%}")]
     if kinds:
         op_time = sum(k["seconds"] for k in kinds.values())
         lines.append("  of the op time: " + ", ".join(f"{kind} {k['seconds'] / op_time:.0%}" for kind, k in
@@ -131,12 +137,16 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
                         if slowest_of_roof is not None else ""))
         if device_type != "cuda":  # one op after another: the ops' time is at least that of the ops fusing leaves
             fusible = sum(k["seconds"] for kind, k in kinds.items() if kind in FUSIBLE) / op_time
+            no_op = share.get("framework", 0.0)
+            least = (f"between about {max(0.0, 1 - ops_unprofiled):.0%} of the step without the profiler (section 4: "
+                     f"the step less the ops' recorded time) and {no_op:.0%}" if ops_unprofiled is not None else
+                     f"at most {no_op:.0%}")
             lines.append(f"  compiling's room: element-wise, reduction and copy ops, the kinds Inductor fuses (the loss's "
                          f"and the optimizer's among them, which compiling the model leaves alone), took {fusible:.0%} of "
-                         f"section 4's op time: fusing all of them away would make the ops at most "
-                         f"{1 / (1 - fusible):.2f}× faster; besides, compiling can cut some of Python and autograd's "
-                         f"bookkeeping, {share.get('framework', 0.0):.0%} of section 1's profiled step (if matmuls and "
-                         "attention stay library calls: assumed, not measured)")
+                         f"section 4's op time: if their time went to zero, the ops would run at most "
+                         f"{1 / (1 - fusible):.2f}× faster (if matmuls and attention stay library calls: assumed, not "
+                         "measured); besides, compiling can cut some of the time in no op (Python and autograd's "
+                         f"bookkeeping): {least} of section 1's profiled step, which holds the profiler's own time too")
     kernel = (ran08 or {}).get("SDPA vs written-out attention, eager")  # 08's whole step, SDPA over written out
     in_08 = (f"notebook 08's step (two micro-batches, with clipping), in its own turns: {1 / kernel['value']:.2f}× "
              f"({1 / kernel['spread'][1]:.2f}–{1 / kernel['spread'][0]:.2f})" if kernel and kernel.get("spread") else "")
@@ -146,37 +156,25 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     if fixes:
         lines.append("  the fixes, each timed in turns: " + "; ".join(
             f"{name} {r.brief}" if r is not None else f"{name} not timed here" for name, r in fixes.items()))
+    gain, in_08 = fixes.get("compiling (default mode)"), (ran08 or {}).get("compiled vs eager, SDPA")
+    if gain is not None and not gain.clear and in_08 and in_08.get("spread") and in_08["spread"][0] > 1:
+        lines.append(f"  notebook 08 timed compiling this GPT at {in_08['value']:.2f}× ({in_08['spread'][0]:.2f}–"
+                     f"{in_08['spread'][1]:.2f}) in its own turns, a gain beyond its spread"
+                     + (" that lies inside this run's interval: too small for these turns to resolve"
+                        if gain.lo <= in_08["value"] <= gain.hi else " (two sets of turns, at two moments)"))
     timed = dict(fixes) | {"the written-out attention": attention}
     paid = [name for name, r in timed.items() if r is not None and r.clear and r.value > 1]
     lines.append(f"  so on this device: {' and '.join(paid)} made the step measurably faster, in turns" if paid else
                  "  so on this device: no change timed here made the step measurably faster")
-    if device_type != "cuda" and any(r is not None and not r.clear for n, r in fixes.items() if "compil" not in n):
-        lines.append("  the values kept on the device and the graph break's fix: a read on a CPU waits for nothing but "
-                     "itself (section 2), and what the break's lost fusion costs (section 3b) was not measurable in "
-                     "this step either")
-    if device_type != "cuda" and (ref := _reference_answer()):
-        lines.append(ref)
+    kept, fix = fixes.get("keeping values on the device"), fixes.get("a tensor instead of .item()")
+    if device_type != "cuda" and kept is not None and not kept.clear:
+        lines.append("  keeping the values on the device: a read on a CPU waits for nothing but itself (section 2)")
+    if device_type != "cuda" and fix is not None and not fix.clear:
+        lines.append(f"  the graph break's fix could not be told from no change here: {fix.doubt} (section 3b; the break "
+                     "both splits the block's graph and leaves GPT.forward's other ops eager, not timed apart)")
+    if device_type != "cuda":
+        lines += reference_answer()
     return "\n".join(lines)
-
-
-def _reference_answer() -> str:
-    """The reference GPU's bottom line, for :func:`answer` off a GPU: its own GPT (named), the share its GPU
-    waited, and its compiled steps against eager; '' where it recorded none of them."""
-    device, rows = report.reference("10_compile_and_profile")
-    waited, busy = rows.get("plain step: waiting share"), rows.get("GPU busy share of the step, no profiler")
-    said = ([f"its GPU waited about {100 - busy['value']:.0f}% of a step without the profiler"] if busy else
-            [f"its GPU waited about {1 - H200_UNPROFILED[0] / H200_UNPROFILED[1]:.0%} of a step without the profiler "
-             f"(an earlier session's run) and {waited['value']:.0f}% of its profiled step"]
-            if waited and "H200" in (device or "") else
-            [f"its GPU waited {waited['value']:.0f}% of its profiled step"] if waited else [])
-    said += [f"{name} vs eager {rows[key]['value']:.2f}×" for name, key in
-             (("compiled (default)", "compiled (default) vs eager"),
-              ("compiled (reduce-overhead)", "compiled (reduce-overhead) vs eager")) if key in rows]
-    g = _reference_sizes(device)
-    if not said or g is None:
-        return ""
-    return (f"  on the reference {device}, with its own GPT ({g.n_layer} layers, width {g.n_embd}, T = {g.block}, batch "
-            f"{g.batch}; another model than this run's): " + "; ".join(said))
 
 
 def profiled_total(plain: Mapping[str, float]) -> str:
@@ -196,7 +194,7 @@ def regime(plain: Mapping[str, float], device_type: str) -> str:
     share = {cat: seconds / total for cat, seconds in plain.items()}
     if device_type == "cuda":
         waited, busy = share.get("waiting", 0.0), share.get("compute", 0.0) + share.get("copies", 0.0)
-        kind = _bound(waited)
+        kind = bound(waited)
         if kind == "launch-bound":
             return (f"launch-bound: the GPU waited for the CPU to queue work {waited:.0%} of the step. Faster kernels "
                     "cannot shorten those waits; fewer launches can (section 3's CUDA graphs, fused kernels), or more "
@@ -207,78 +205,13 @@ def regime(plain: Mapping[str, float], device_type: str) -> str:
         return (f"GPU-bound: kernels and copies filled {busy:.0%} of the step, waits {waited:.0%}: faster kernels "
                 "shorten it (section 4 says which ops are far from their roof)")
     ops, python = share.get("compute", 0.0) + share.get("copies", 0.0), share.get("framework", 0.0)
-    line = (f"on this CPU the ops ran {ops:.0%} of the step and Python with autograd's bookkeeping {python:.0%}: "
-            + ("the ops set its time" if ops >= 0.5 else "Python sets its time"))
-    rows = report.reference("10_compile_and_profile")[1]
-    ref = rows.get("plain step: waiting share")
-    named = f"\n{gpt}" if ref is not None and (gpt := reference_gpt()) else ""  # before the reference's first row
-    label = ("" if ref is None else
-             f"\nthe reference's GPU waited {ref['value']:.0f}% of its profiled step: {_bound(ref['value'] / 100)} by "
-             "the glossary's rule\n" + _unprofiled(rows))
-    return line + named + "\n" + published.elsewhere("10_compile_and_profile", ("plain step:",)) + label
-
-
-# The first session's H200 run of the gpu profile's GPT (results/nvidia-h200.test-gpu.md): "GPU busy 8.4 ms of a
-# 19.3 ms eager step" without the profiler, and "The profiled step (31.9 ms, 73 % "waiting")": one session's pair
-H200_UNPROFILED = (8.4e-3, 19.3e-3, 0.73)
-
-
-def _unprofiled(rows: Mapping[str, dict]) -> str:
-    """The reference's waiting share without the profiler, which a profiled step overstates: its recorded row
-    (section 4's kernels over the unprofiled step, the same record), else one earlier H200 session's pair of
-    readings; a sentence saying neither is recorded otherwise."""
-    row = rows.get("GPU busy share of the step, no profiler")
-    if row is not None:
-        return (f"without the profiler it waited about {1 - row['value'] / 100:.0%} (section 4's kernel times over its "
-                f"step timed without the profiler): {_bound(1 - row['value'] / 100)} there too")
-    if "H200" in (report.reference("10_compile_and_profile")[0] or ""):
-        busy, step, profiled = H200_UNPROFILED
-        return (f"an earlier session's run of this GPT on an H200 read both: {profiled:.0%} waiting in its profiled step, "
-                f"about {1 - busy / step:.0%} without the profiler (GPU busy {busy * 1e3:.1f} ms of a {step * 1e3:.1f} ms "
-                f"eager step; results/nvidia-h200.test-gpu.md): {_bound(1 - busy / step)} without the profiler too")
-    return "without the profiler its waiting share is not recorded (the profiler's CPU time per op makes a step wait more)"
-
-
-def _reference_sizes(device: str | None):
-    """The gpu profile's sizes of this notebook for the reference GPU's memory (its GPT), or None where
-    the device is not in the datasheet table (or no reference run is recorded)."""
-    spec = datasheet.lookup(device or "")
-    return None if spec is None else profiles.sizes("10_compile_and_profile", "gpu", memory_gib=spec.memory_gib)
-
-
-def reference_gpt() -> str:
-    """The GPT the reference run profiled, said once where its rows first appear: its `gpu` sizes for
-    the reference GPU's memory, which are not this run's ('' without a reference run)."""
-    device = report.reference_meta("10_compile_and_profile").get("device")
-    g = _reference_sizes(device)
-    if g is None:
-        return ""
-    return (f"the reference ({device}) profiled the gpu profile's GPT: {g.n_layer} layers, width {g.n_embd}, "
-            f"T = {g.block}, batch {g.batch} ({g.batch * g.block:,} tokens a step), not this run's; its rows below are "
-            f"that GPT's {reference_gpts()}")
-
-
-def _graphs_bound(rows: Mapping[str, dict]) -> str:
-    """Without the profiler, from the reference's compiled steps: the same kernels launched one by one
-    (default) and replayed as CUDA graphs (reduce-overhead); the time graphs removed is CPU-side work that a
-    replay skips (launches, the dispatcher, Python)."""
-    default, graphs = rows.get("compiled, default"), rows.get("compiled, reduce-overhead")
-    if not (default and graphs and default.get("spread") and graphs.get("spread")):
-        return ""
-    lo = 1 - default["spread"][1] / graphs["spread"][0]  # the share saved, from the quartiles' ends (rates)
-    mid = 1 - default["value"] / graphs["value"]
-    device = report.reference("10_compile_and_profile")[0] or "the reference GPU"
-    return (f"\nthe reference run ({device}, its own GPT), in its section 3: compiled with reduce-overhead, its step ran "
-            f"{graphs['value'] / default['value']:.2f}× as fast as compiled with the default mode (the ratio of the "
-            f"medians of the same turns; {graphs['spread'][0] / default['spread'][1]:.2f}–"
-            f"{graphs['spread'][1] / default['spread'][0]:.2f}× from the quartiles). Inferred, not measured: about "
-            f"{mid:.0%} (at least {math.floor(100 * lo)}%, from the quartiles) of the default-compiled step went away under reduce-overhead; candidates, not separated: "
-            "launching each kernel, PyTorch's choosing of a kernel for each op, Python, and the graphs' memory pool")
-
-
-def _bound(waited: float) -> str:
-    """A GPU step's regime by the share of it the GPU waited for the CPU (:func:`regime`)."""
-    return "launch-bound" if waited >= 0.5 else "partly launch-bound" if waited >= 0.2 else "GPU-bound"
+    line = (f"on this CPU the ops ran {ops:.0%} of the profiled step and the time in no op (Python, autograd's "
+            f"bookkeeping, the profiler's own) {python:.0%}: "
+            + ("the ops set its time" if ops >= 0.5 else "the time in no op sets it"))
+    label = regime_label(report.reference("10_compile_and_profile")[1])
+    named = f"\n{gpt}" if label and (gpt := reference_gpt()) else ""  # before the reference's first row
+    return (line + named + "\n" + published.elsewhere("10_compile_and_profile", ("plain step:",))
+            + (f"\n{label}" if label else ""))
 
 
 def shares(timings: Iterable[Timing]) -> str:
@@ -295,6 +228,13 @@ def sync_line(name: str, found: Sequence[StepSyncs]) -> str:
             f"{1e3 * sum(s.seconds for s in found) / len(found):.2f} ms/step (the mean over the profiled steps)")
 
 
+def warning_sites(caught: Sequence[warnings.WarningMessage]) -> str:
+    """Where the warnings `caught` came from (file:line, most frequent first, with counts), so that a count
+    above the reads the code makes names its extra calls."""
+    sites = Counter(f"{Path(w.filename).name}:{w.lineno}" for w in caught)
+    return "  where they came from: " + ", ".join(f"{site} ×{n}" for site, n in sites.most_common())
+
+
 def counter_line(counter: SyncCounter, what: str) -> str:
     """What a SyncCounter saw: the count and its first call, with how often that call came."""
     first = f" ({counter.calls[0]} ×{counter.calls.count(counter.calls[0])})" if counter.calls else ""
@@ -309,51 +249,9 @@ def sync_verdict(gain: Ratio | None, waits: int, device: str, device_type: str) 
         lines.append(gain.verdict(f"keeping the {waits} values per step on the device", on=device))
         if device_type == "cpu":
             lines.append("(on a CPU, ops run as they are called, so a value is ready when it is read)")
-    if device_type != "cuda":
-        lines.append(f"The same two step functions on the reference GPU{_reference_reads()}, where a read waits for the "
-                     "queue to drain:\n" + report.reference_text("10_compile_and_profile",
-                                                                 prefixes=("reading values", "keeping values", "set_sync")))
-        ref = report.reference("10_compile_and_profile")[1]
-        kept, waited = ref.get("keeping values vs reading values"), ref.get("plain step: waiting share")
-        if kept and kept.get("spread") and (said := report.recorded_ratio("", kept)).within_noise and waited:
-            bound = _bound(waited["value"] / 100)
-            lo, hi = kept["spread"]
-            lines.append((f"The reference's quartiles could not tell ({lo:.2f}–{hi:.2f}×, the range its two timings' "
-                          f"quartiles allow as recorded, not a paired interval: too wide, a cost of up to {hi - 1:.0%} "
-                          "fits in it)." if said.too_wide else "No measurable cost there either.")
-                         + f" The same GPT's plain step was {bound} there (its GPU waited {waited['value']:.0f}% of "
-                         "the profiled step, section 1; the logging step's own share was not profiled)" + (
-                             ": if this one was too, a read would find little queued to drain (reasoning, not "
-                             "measured)" if bound != "GPU-bound" else ""))
-        lines.append(queue_drained())
+    if device_type != "cuda":  # what the reference GPU measured of the same two steps
+        lines += reference_sync()
     return "\n".join(line for line in lines if line)
-
-
-def _reference_reads() -> str:
-    """', with its own GPT (6 layers, width 768: 76 parameter tensors, so 77 reads a step with the loss; its
-    warnings count 78)': the reads the reference's logging step makes, and its warning count where it differs."""
-    meta, rows = report.reference_meta("10_compile_and_profile"), report.reference("10_compile_and_profile")[1]
-    g = _reference_sizes(meta.get("device"))
-    if g is None:
-        return ""
-    with torch.device("meta"):
-        n = len(list(GPT(GPTConfig(block_size=g.block, n_layer=g.n_layer, n_head=g.n_head, n_embd=g.n_embd)).parameters()))
-    warned = next((r["value"] for k, r in rows.items() if k.startswith("set_sync_debug_mode warnings")), None)
-    return (f", with its own GPT ({g.n_layer} layers, width {g.n_embd}: {n} parameter tensors, so {n + 1} reads a step "
-            "with the loss" + (f"; its warnings count {warned:.0f}, which this record does not explain"
-                               if warned is not None and round(warned) != n + 1 else "") + ")")
-
-
-def queue_drained() -> str:
-    """What a read waits for, as notebook 01 (section 2) recorded it on the reference GPU: a read
-    after 10 queued matmuls against one synchronised matmul; '' where 01's record lacks them."""
-    ref_device, ref = report.reference("01_gpu_vs_cpu")
-    read, one = ref.get("async: 10 queued matmuls, then .item()"), ref.get("async: matmul 4096×4096 synchronized")
-    if not (read and one):
-        return ""
-    return (f"What a read waits for, measured by notebook 01 (section 2) on the reference {ref_device}: after 10 "
-            f"queued 4096² float32 matmuls, .item() returned after {read['value']:.2f} ms, {read['value'] / one['value']:.1f}× "
-            f"one synchronised matmul's {one['value']:.2f} ms: it waited for the whole queue")
 
 
 def profiled_note(categories: Mapping[str, Mapping[str, float]], gain: Ratio | None, device_type: str) -> str:
@@ -433,9 +331,13 @@ def step_in_08(ran08: Mapping[str, dict] | None, eager: Timing, batch: int, gpt:
             return (f"notebook 08's section 5 timed a step of this GPT at this batch earlier in this run with the "
                     f"{row['setup']}: another step than the eager one here, which runs SDPA, so the two are not set "
                     "side by side")
+        again = (ran08 or {}).get("eager, SDPA (beside the compiled)")  # 08 timed it again after its compile
+        vs2 = report.rate_vs_row(eager, again) if again else None
+        second = (f"; timed again after its compile, {report.fmt_row_value(again)} {again['unit']}: from that one here is "
+                  f"{report.apart_words(vs2)}" if vs2 else "")
         return (f"notebook 08 (section 4) timed this GPT's eager SDPA step at this micro-batch earlier in this run, two "
-                f"micro-batches per step with gradient clipping: {report.fmt_row_value(sdpa)} {sdpa['unit']}; eager here: "
-                f"{_rate_range(eager)}, {report.apart_words(vs)}")
+                f"micro-batches per step with gradient clipping, before its compile: {report.fmt_row_value(sdpa)} "
+                f"{sdpa['unit']}; eager here: {_rate_range(eager)}, {report.apart_words(vs)}{second}")
     return (f"notebook 08 timed this GPT at this batch earlier in this run, with gradient clipping as well: "
             f"{report.fmt_row_value(row)} {row['unit']}; eager here: {_rate_range(eager)}, "
             f"{report.apart_words(vs)}. Minutes apart, in two processes, the machine's speed at each moment is part of "
@@ -453,7 +355,13 @@ def compile_in_08(ran08: Mapping[str, dict] | None, gain: Ratio, batch: int, gpt
     this notebook's `gain`: each paired within its own turns, so the two are read by the course's rule
     for two moments. '' where 08 did not time it, or timed another GPT or micro-batch."""
     row = _row_08(ran08, "compiled vs eager, SDPA", batch, gpt, profile)
-    return _beside_08("compiled this GPT with SDPA", row["value"], *row["spread"], gain) if row else ""
+    if not row:
+        return ""
+    said = _beside_08("compiled this GPT with SDPA", row["value"], *row["spread"], gain)
+    if gain.lo <= row["value"] <= gain.hi and (gain.grade != report.recorded_ratio("", row).grade):
+        said += (f". 08's {row['value']:.2f}× lies inside this run's interval, so the two verdicts' words differ without "
+                 f"the numbers disagreeing: these {gain.rounds} turns cannot resolve a gain that small")
+    return said
 
 
 def attention_in_08(ran08: Mapping[str, dict] | None, gain: Ratio, batch: int, gpt: GPTConfig, profile: str) -> str:
@@ -467,6 +375,20 @@ def attention_in_08(ran08: Mapping[str, dict] | None, gain: Ratio, batch: int, g
                       1 / lo, gain)
 
 
+def cold_in_08(ran08: Mapping[str, dict] | None, seconds: float, gpt: GPTConfig, profile: str) -> str:
+    """Notebook 08's cold compile of this GPT (its first step, compilation included, earlier in this run)
+    beside this notebook's (`seconds`): one run each, read by the rule for two moments; '' where 08
+    recorded none or compiled another GPT."""
+    row = (ran08 or {}).get("compile + first step (cold)")
+    if not row or not _same_gpt(profile, gpt):
+        return ""
+    r = seconds / row["value"]
+    return (f"notebook 08 compiled this GPT cold earlier in this run (its step: two micro-batches, with clipping): first "
+            f"step {row['value']:.1f} s; here {seconds:.1f} s ({r:.2f}×), one run each: "
+            + (f"within the {verdicts.APART:g}× by which two moments can differ" if max(r, 1 / r) <= verdicts.APART else
+               f"more than {verdicts.APART:g}× apart, beyond what two moments can differ by"))
+
+
 def _row_08(ran08: Mapping[str, dict] | None, key: str, batch: int, gpt: GPTConfig, profile: str) -> dict | None:
     """08's row `key` of this run, where it has a spread and timed this GPT at this micro-batch; else None."""
     row = (ran08 or {}).get(key)
@@ -478,9 +400,8 @@ def _beside_08(did: str, value: float, lo: float, hi: float, gain: Ratio) -> str
     """08's paired ratio (`value`, `lo`..`hi`: what it `did`) beside this notebook's `gain`, by the two-moments rule."""
     return (f"notebook 08 (section 4) {did} earlier in this run, at this micro-batch (two per "
             f"step, with gradient clipping), in its own turns: {value:.2f}× ({lo:.2f}–{hi:.2f}); here "
-            f"{gain.value:.2f}× ({gain.lo:.2f}–{gain.hi:.2f}). Each is paired only within its own turns, minutes apart, "
-            + f"so the ratio of the two speed-ups is read by the rule for two moments: "
-            f"{verdicts.moments_words(gain.lo / hi, gain.hi / lo)}")
+            f"{gain.value:.2f}× ({gain.lo:.2f}–{gain.hi:.2f}). The two come from separate sets of turns, minutes apart, "
+            f"so they are compared by the rule for two moments: {verdicts.moments_words(gain.lo / hi, gain.hi / lo)}")
 
 
 def _rate_range(t: Timing) -> str:
@@ -492,7 +413,7 @@ def _rate_range(t: Timing) -> str:
 def gpus_measured(device_type: str, reduce_overhead: bool) -> str:
     """What GPUs measured of torch.compile: the reference run's speed-up off a GPU, the published
     figures (with CUDA graphs' where reduce-overhead ran)."""
-    graphs = _graphs_bound(report.reference("10_compile_and_profile")[1]) if device_type != "cuda" else ""
+    graphs = graphs_bound(report.reference("10_compile_and_profile")[1]) if device_type != "cuda" else ""
     return "\nBeside it, what GPUs measured:\n" + published.elsewhere(
         "10_compile_and_profile", ("compiled (default) vs eager",) if device_type != "cuda" else (),
         COMPILE_FIGURES + (GRAPH_FIGURES if reduce_overhead else [])) + graphs
@@ -523,11 +444,20 @@ def gave_up(graphs: Sequence[Sequence[int]], n_layer: int) -> bool:
     return all(calls == n_layer for _, calls in graphs)
 
 
-def compiled_share(item_graphs: Sequence[Sequence[int]], tensor_graphs: Sequence[Sequence[int]], n_layer: int) -> str:
+def compiled_share(item_graphs: Sequence[Sequence[int]], tensor_graphs: Sequence[Sequence[int]], n_layer: int,
+                   plain: int | None = None, block: int | None = None) -> str:
     """How much of the forward runs in compiled graphs with the .item() and with the tensor, and
-    whether Dynamo gave up on GPT.forward (:func:`gave_up`)."""
+    whether Dynamo gave up on GPT.forward (:func:`gave_up`); given the plain GPT's op calls per forward
+    (`plain`) and one plain block's ops (`block`), the model's own ops apart from the monitoring's."""
     whole = sum(o * c for o, c in tensor_graphs)
     broken = sum(o * c for o, c in item_graphs)
+    if gave_up(item_graphs, n_layer) and plain and block:
+        own, eager = n_layer * block, plain - n_layer * block
+        return (f"with the .item(): only the {n_layer} blocks run compiled, one graph of the block's code called once per "
+                f"block: {broken} op calls, the blocks' own {own} of the plain GPT's {plain} ({own / plain:.0%}) and the "
+                f"monitoring's {broken - own}. Dynamo gave up on GPT.forward, so its other {eager} ops (the embeddings, "
+                f"final norm and head) run eagerly. With the tensor: one graph of all {whole} op calls, the monitoring's "
+                "included")
     if gave_up(item_graphs, n_layer):
         return (f"with the .item(): only the {n_layer} blocks run compiled ({broken} op calls, one graph of the block's "
                 "code called once per block); Dynamo gave up on GPT.forward, so the embeddings, final norm and head "
@@ -561,7 +491,7 @@ def compile_pair(item_s: float, tensor_s: float) -> str:
     words = (f"more than {verdicts.APART:g}× apart, beyond what two moments can differ by" if max(r, 1 / r) > verdicts.APART
              else f"within the {verdicts.APART:g}× by which two moments can differ")
     return (f"compilation: first step {item_s:.1f} s with the .item(), {tensor_s:.1f} s with the tensor ({r:.2f}×), one "
-            f"run each: {words}. Even so, each compile may have found a different part of its work in the on-disk "
+            f"run each: {words}. {'Even so' if max(r, 1 / r) > verdicts.APART else 'Besides'}, each compile may have found a different part of its work in the on-disk "
             "caches section 3 filled (not measured), so these two times do not measure what the break costs to compile")
 
 

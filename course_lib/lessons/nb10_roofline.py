@@ -8,6 +8,7 @@ op time by kind, the verdict by share of op time, and what the figure leaves out
 
 from __future__ import annotations
 
+import math
 from typing import Callable, Mapping, Sequence
 
 import torch
@@ -99,8 +100,9 @@ def op_notes(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, peak_name: s
     else:  # the profiler's records carry its own cost: set them against the step that paid it
         lines = [f"op times: the profiler's record of each op (the ops it calls included); their sum is "
                  f"{op_time / profiled:.0%} of the profiled step, the rest time in no op (Python, autograd's "
-                 "bookkeeping, the profiler's and the op counting's own); over the step without the profiler, in "
-                 f"the same turns, {op_time / step:.0%}, as section 1's ops share reads without op counting. The "
+                 "bookkeeping, the profiler's and the op counting's own). Against the step without the profiler, "
+                 f"timed in the same turns, their sum is {op_time / step:.0%}: there about {max(0.0, 1 - op_time / step):.0%} "
+                 "or more of the step is in no op (more, where the profiler's cost sits inside the ops' records). The "
                  "shares below are of op time"]
     over = [o for o in measured.ops if o.flops and of_roof(o) > 1]
     for side, group in (("below", [o for o in over if o.intensity < ridge_of(o)]),
@@ -120,11 +122,22 @@ def op_notes(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, peak_name: s
     if pointwise:
         lines.append("element-wise ops are counted at one FLOP per element, a lower bound (a GELU does tens). Their "
                      "share of the roof is their share of the memory bandwidth, whatever the count. Counted at " + " or ".join(
-                         f"{ridge_of(o) / o.intensity:.0f} ({o.short})" for o in pointwise)
+                         f"{math.ceil(ridge_of(o) / o.intensity)} ({o.short})" for o in pointwise)
                      + " FLOPs per element or more, they would move to the compute side of the ridge. There the roof "
                      "is the matmul's peak, which element-wise code is not expected to reach (not measured). So which side they are on is "
                      "uncertain")
     return "\n".join(lines)
+
+
+def above_roof(rate: float, roof: float, peak: Timing) -> str:
+    """Where an op timed by hand ran above its roof (`rate` over `roof`, FLOP/s): why a roof drawn from
+    measured rates can be passed; '' at or below it."""
+    if rate <= roof:
+        return ""
+    return (f"above its roof: the compute roof P is the median rate of {peak.name.split(': ')[-1]}, timed as whole calls "
+            f"at another moment, and the memory roof a copy's: measured rates, not bounds, so another shape, or the same "
+            f"one at another moment, can pass them ({rate / roof:.2f}× here; two moments can differ by up to "
+            f"{verdicts.APART:g}×)")
 
 
 def no_roofline(roofs: bool) -> str:

@@ -1,0 +1,173 @@
+"""Notebook 10's reference GPU, read off a GPU: the GPT its run profiled (another than a cpu run's), how
+long its GPU waited for the host (without the profiler first, profiled as an upper reading), what its
+logging, compiled and CUDA-graph steps measured, and what a read waits for there (notebook 01's record).
+Each function returns the text a cell prints; :mod:`course_lib.lessons.nb10` re-exports them."""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping
+
+import torch
+
+from course_lib import datasheet, profiles, report
+from course_lib.lessons.nb08 import reference_gpts
+from course_lib.models import GPT, GPTConfig
+
+NB = "10_compile_and_profile"
+# The first session's H200 run of the gpu profile's GPT (results/nvidia-h200.test-gpu.md): "GPU busy 8.4 ms of a
+# 19.3 ms eager step" without the profiler, and "The profiled step (31.9 ms, 73 % "waiting")": one session's pair
+H200_UNPROFILED = (8.4e-3, 19.3e-3, 0.73)
+UPPER = "an upper reading: the profiler's CPU time per op makes the GPU wait more"
+
+
+def bound(waited: float) -> str:
+    """A GPU step's regime by the share of it the GPU waited for the CPU: launch-bound from half the
+    step, partly so from a fifth, else GPU-bound (the glossary's rule)."""
+    return "launch-bound" if waited >= 0.5 else "partly launch-bound" if waited >= 0.2 else "GPU-bound"
+
+
+def reference_sizes(device: str | None):
+    """The gpu profile's sizes of this notebook for the reference GPU's memory (its GPT), or None where
+    the device is not in the datasheet table (or no reference run is recorded)."""
+    spec = datasheet.lookup(device or "")
+    return None if spec is None else profiles.sizes(NB, "gpu", memory_gib=spec.memory_gib)
+
+
+def reference_gpt() -> str:
+    """The GPT the reference run profiled, said once where its rows first appear: its `gpu` sizes for
+    the reference GPU's memory, which are not this run's ('' without a reference run)."""
+    device = report.reference_meta(NB).get("device")
+    g = reference_sizes(device)
+    if g is None:
+        return ""
+    return (f"the reference ({device}) profiled the gpu profile's GPT: {g.n_layer} layers, width {g.n_embd}, "
+            f"T = {g.block}, batch {g.batch} ({g.batch * g.block:,} tokens a step), not this run's; its rows below are "
+            f"that GPT's {reference_gpts()}")
+
+
+def unprofiled_wait(rows: Mapping[str, dict], device: str | None) -> tuple[float, str, bool] | None:
+    """The reference GPU's waiting share of a step without the profiler (a fraction), where it comes
+    from, and whether that is the reference's own record: its row (section 4's kernel times over its
+    step timed without the profiler), else one earlier H200 session's pair of readings; None otherwise."""
+    row = rows.get("GPU busy share of the step, no profiler")
+    if row is not None:
+        return 1 - row["value"] / 100, "section 4's kernel times over its step timed without the profiler", True
+    if "H200" in (device or ""):
+        busy, step, profiled = H200_UNPROFILED
+        return (1 - busy / step, f"an earlier session's run of this GPT on an H200: GPU busy {busy * 1e3:.1f} ms of a "
+                f"{step * 1e3:.1f} ms eager step, {profiled:.0%} waiting when profiled; results/nvidia-h200.test-gpu.md",
+                False)
+    return None
+
+
+def regime_label(rows: Mapping[str, dict]) -> str:
+    """The reference's regime, off a GPU: by its waiting share without the profiler where one is known,
+    the profiled share (its section 1) beside it as an upper reading; '' where it recorded neither."""
+    profiled = rows.get("plain step: waiting share")
+    if profiled is None:
+        return ""
+    said = f"profiled (its section 1): {profiled['value']:.0f}% waiting, {UPPER}"
+    unprofiled = unprofiled_wait(rows, report.reference(NB)[0])
+    if unprofiled is None:
+        return (f"the reference's GPU waited {profiled['value']:.0f}% of its profiled step: "
+                f"{bound(profiled['value'] / 100)} by the glossary's rule, read from the profiled step only ({UPPER}); "
+                "without the profiler its waiting share is not recorded")
+    waited, source, _ = unprofiled
+    return (f"the reference's GPU, without the profiler, waited about {waited:.0%} of a step ({source}): {bound(waited)} "
+            f"by the glossary's rule\n{said}")
+
+
+def reference_answer() -> list[str]:
+    """The reference GPU's bottom line, for notebook 10's answer off a GPU: its own GPT (named), its compiled
+    steps against eager and the share its GPU waited profiled; on a line of its own, an earlier session's
+    share without the profiler where this record has none. [] where it recorded none of them."""
+    device, rows = report.reference(NB)
+    g = reference_sizes(device)
+    waited = rows.get("plain step: waiting share")
+    unprofiled = unprofiled_wait(rows, device)
+    said = [f"{name} vs eager {rows[key]['value']:.2f}×" for name, key in
+            (("compiled (default)", "compiled (default) vs eager"),
+             ("compiled (reduce-overhead)", "compiled (reduce-overhead) vs eager")) if key in rows]
+    if unprofiled and unprofiled[2]:
+        said.insert(0, f"its GPU waited about {unprofiled[0]:.0%} of a step without the profiler")
+    elif waited:
+        said.insert(0, f"its GPU waited {waited['value']:.0f}% of its profiled step ({UPPER.split(':')[0]})")
+    if not said or g is None:
+        return []
+    lines = [f"  on the reference {device}, with its own GPT ({g.n_layer} layers, width {g.n_embd}, T = {g.block}, batch "
+             f"{g.batch}; another model than this run's): " + "; ".join(said)]
+    if unprofiled and not unprofiled[2]:
+        lines.append(f"  without the profiler, {unprofiled[1].split(':')[0]} read about {unprofiled[0]:.0%} waiting: "
+                     f"{bound(unprofiled[0])}")
+    return lines
+
+
+def graphs_bound(rows: Mapping[str, dict]) -> str:
+    """Without the profiler, from the reference's compiled steps: the same kernels launched one by one
+    (default) and replayed as CUDA graphs (reduce-overhead); the time graphs removed is CPU-side work that a
+    replay skips (launches, the dispatcher, Python)."""
+    default, graphs = rows.get("compiled, default"), rows.get("compiled, reduce-overhead")
+    if not (default and graphs and default.get("spread") and graphs.get("spread")):
+        return ""
+    lo = 1 - default["spread"][1] / graphs["spread"][0]  # the share saved, from the quartiles' ends (rates)
+    mid = 1 - default["value"] / graphs["value"]
+    device = report.reference(NB)[0] or "the reference GPU"
+    return (f"\nthe reference run ({device}, its own GPT), in its section 3: compiled with reduce-overhead, its step ran "
+            f"{graphs['value'] / default['value']:.2f}× as fast as compiled with the default mode (the ratio of the "
+            f"medians of the same turns; {graphs['spread'][0] / default['spread'][1]:.2f}–"
+            f"{graphs['spread'][1] / default['spread'][0]:.2f}× from the quartiles). Inferred, not measured: about "
+            f"{mid:.0%} (at least {math.floor(100 * lo)}%, from the quartiles) of the default-compiled step went away "
+            "under reduce-overhead; candidates, not separated: launching each kernel, PyTorch's choosing of a kernel "
+            "for each op, Python, and the graphs' memory pool")
+
+
+def reference_sync() -> list[str]:
+    """Off a GPU, what the reference GPU measured of the logging steps: their rows, what its range allows,
+    the regime of its plain step (:func:`regime_label`'s reading), and what a read waits for there."""
+    lines = [f"The same two step functions on the reference GPU{reference_reads()}, where a read waits for the queue "
+             "to drain:\n" + report.reference_text(NB, prefixes=("reading values", "keeping values", "set_sync"))]
+    device, ref = report.reference(NB)
+    kept, waited = ref.get("keeping values vs reading values"), ref.get("plain step: waiting share")
+    if kept and kept.get("spread") and (said := report.recorded_ratio("", kept)).within_noise and waited:
+        unprofiled = unprofiled_wait(ref, device)
+        share = unprofiled[0] if unprofiled else waited["value"] / 100
+        regime = bound(share)
+        lo, hi = kept["spread"]
+        how = (f"without the profiler it waited about {share:.0%}, {waited['value']:.0f}% profiled" if unprofiled else
+               f"its GPU waited {waited['value']:.0f}% of the profiled step, {UPPER.split(':')[0]}")
+        lines.append((f"The reference could not tell ({lo:.2f}–{hi:.2f}×: too wide, a cost of up to {hi - 1:.0%} fits in "
+                      "it)." if said.too_wide else "No measurable cost there either.")
+                     + f" The same GPT's plain step was {regime} there ({how}; the logging step's own share was not "
+                     "profiled)" + (": if this one was too, a read would find little queued to drain (reasoning, not "
+                                    "measured)" if regime != "GPU-bound" else ""))
+    lines.append(queue_drained())
+    return lines
+
+
+def reference_reads() -> str:
+    """', with its own GPT (6 layers, width 768: 76 parameter tensors, so 77 reads a step with the loss; its
+    warnings count 78)': the reads the reference's logging step makes, and its warning count where it differs."""
+    meta, rows = report.reference_meta(NB), report.reference(NB)[1]
+    g = reference_sizes(meta.get("device"))
+    if g is None:
+        return ""
+    with torch.device("meta"):
+        n = len(list(GPT(GPTConfig(block_size=g.block, n_layer=g.n_layer, n_head=g.n_head, n_embd=g.n_embd)).parameters()))
+    warned = next((r["value"] for k, r in rows.items() if k.startswith("set_sync_debug_mode warnings")), None)
+    return (f", with its own GPT ({g.n_layer} layers, width {g.n_embd}: {n} parameter tensors, so {n + 1} reads a step "
+            "with the loss" + (f"; its warnings count {warned:.0f}, which this record does not explain (a GPU run "
+                               "now prints where each warning came from)"
+                               if warned is not None and round(warned) != n + 1 else "") + ")")
+
+
+def queue_drained() -> str:
+    """What a read waits for, as notebook 01 (section 2) recorded it on the reference GPU: a read
+    after 10 queued matmuls against one synchronised matmul; '' where 01's record lacks them."""
+    ref_device, ref = report.reference("01_gpu_vs_cpu")
+    read, one = ref.get("async: 10 queued matmuls, then .item()"), ref.get("async: matmul 4096×4096 synchronized")
+    if not (read and one):
+        return ""
+    return (f"What a read waits for, measured by notebook 01 (section 2) on the reference {ref_device}: after 10 "
+            f"queued 4096² float32 matmuls, .item() returned after {read['value']:.2f} ms, {read['value'] / one['value']:.1f}× "
+            f"one synchronised matmul's {one['value']:.2f} ms: it waited for the whole queue")
