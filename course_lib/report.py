@@ -4,6 +4,7 @@ for reference runs recorded on real hardware."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import json
 import math
@@ -147,7 +148,7 @@ class Report:
                 self.add(item.name, item.value, "×", ratio_note, spread=(item.lo, item.hi), setup=setup,
                          apart=item.apart)
                 if item.rounds:  # a paired interval: a later reader need not guess where the range came from
-                    self.rows[item.name]["rounds"] = item.rounds
+                    self.rows[item.name].update(rounds=item.rounds, coverage=item.coverage, drift=item.drift)
             elif isinstance(item, bench.Timing) and item.rate is not None:
                 scale, unit = units.rate_scale(item.rate, item.unit)
                 self.add(item.name, item.rate / scale, unit, note or item.device,
@@ -367,7 +368,10 @@ def recorded_ratio(key: str, row: dict) -> bench.Ratio:
     """A recorded ratio row ('×', its interval in `spread`) as a :class:`bench.Ratio`, to be read
     by the same rules as one measured in this run (its value kept inside its range)."""
     lo, hi = row.get("spread") or (row["value"], row["value"])
-    return bench.ratio_of(key, row["value"], min(lo, row["value"]), max(hi, row["value"]))
+    ratio = bench.ratio_of(key, row["value"], min(lo, row["value"]), max(hi, row["value"]))
+    if row.get("rounds"):  # recorded from paired turns, with the machine's drift over them
+        ratio = dataclasses.replace(ratio, rounds=row["rounds"], coverage=row.get("coverage"), drift=row.get("drift"))
+    return ratio
 
 
 def ratio_grade(row: dict, key: str = "") -> str:
@@ -383,14 +387,18 @@ def ratio_grade(row: dict, key: str = "") -> str:
         return f"timed apart: {verdicts.moments_words(min(lo, row['value']), max(hi, row['value']))}"
     ratio = recorded_ratio("", row)
     if row.get("quartiles"):  # recorded before paired turns: the range its two timings' quartiles allow
-        what = "the range its two timings' quartiles allow (as recorded; not a paired interval)"
+        what = "the range its two timings' quartiles allow, as recorded: not a paired interval"
         return (f"too wide to tell ({what})" if ratio.too_wide else f"no measurable difference ({what} holds 1)"
                 if ratio.within_noise else f"a difference beyond {what}")
     if ratio.too_wide:
         return "too wide to tell"
+    if ratio.inconclusive:  # paired, with its drift recorded: the same rule as this run's verdicts
+        return f"inconclusive: {ratio.doubt}"
     if ratio.within_noise:
         return "no measurable difference (its interval holds 1)"
     small = max(ratio.value, 1 / ratio.value) < verdicts.SMALL  # the learner's verdicts' word for it, too
+    if ratio.drift is not None:
+        return f"a {'small ' if small else ''}difference beyond its interval (1 lies outside it, and the drift is smaller)"
     # a recorded interval holds no drift between turns: this run's verdicts also ask the drift (inconclusive where the
     # machine's pace moved more than the difference); a record's cannot, and says so
     return (f"a {'small ' if small else ''}difference beyond its interval (1 lies outside it; drift not recorded, so "

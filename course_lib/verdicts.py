@@ -99,19 +99,14 @@ class Ratio:
     def inconclusive(self) -> bool:
         """True when the ratio is beyond its spread but the machine's speed changed by more than
         the difference (the ratio's distance from 1) during the rounds; within it and narrow enough
-        for "no difference", when the speed changed by more than the interval reaches from 1 (the
-        difference that verdict would rule out); or, two timings measured
+        for "no difference", when the speed changed by more than that verdict allows (:data:`REACH`,
+        10 %); or, two timings measured
         apart, when the interval's end nearest 1 is under :data:`APART`: a change of the machine's
         pace between the two moments can make such a gap, and their quartiles do not hold it."""
-        if self.within_noise:  # "no difference" claims at most the interval's reach: a larger drift undoes it
-            return not self.too_wide and self.drift is not None and self.drift > self.reach - 1
+        if self.within_noise:  # "no difference" allows up to REACH: a machine drifting more cannot claim it
+            return not self.too_wide and self.drift is not None and self.drift > REACH - 1
         drifted = self.drift is not None and self.drift > max(self.value, 1 / self.value) - 1
         return drifted or (self.apart and not self.single and self.near < APART)
-
-    @property
-    def reach(self) -> float:
-        """The interval's end furthest from 1, as a factor of 1 or more (1.08 for 0.98–1.08)."""
-        return max(self.hi, 1 / max(self.lo, 1e-300))
 
     @property
     def single(self) -> bool:
@@ -169,7 +164,7 @@ class Ratio:
                     else "no difference beyond the spread of the repeats")
         if self.inconclusive and self.drift is not None and self.within_noise:
             return (f"the machine's speed changed by {self.drift:.1%} from one turn to the next, more than the "
-                    f"{self.reach - 1:.1%} by which its interval reaches from 1")
+                    f"{REACH - 1:.0%} that a verdict of no difference allows")
         if self.inconclusive and self.drift is not None:
             return (f"the machine's speed changed by {self.drift:.1%} from one turn to the next, "
                     f"more than the {max(self.value, 1 / self.value) - 1:.1%} difference")
@@ -308,8 +303,8 @@ def brief_legend(ratios: Sequence[Ratio]) -> str:
     return (f"median of {said(str(r.rounds) for r in paired)} paired turns, {said(f'{r.coverage:.0%}' for r in paired)} "
             f"interval; the machine's drift from turn to turn up to {max(r.drift or 0 for r in paired):.0%}; "
             f"'no measurable difference': the interval holds 1 within {REACH - 1:.0%} of it, and the pair's drift is "
-            f"smaller than its reach; 'too wide': it holds 1 but reaches further (or its ends lie over {WIDE:g}× apart), "
-            "and these turns cannot tell; 'inconclusive': the drift is larger than the difference (or than the reach)")
+            f"under {REACH - 1:.0%}; 'too wide': it holds 1 but reaches further (or its ends lie over {WIDE:g}× apart), "
+            "and these turns cannot tell; 'inconclusive': the drift is larger than the difference (or than 10 %)")
 
 
 def moments_words(lo: float, hi: float, *, word: bool = True) -> str:

@@ -173,16 +173,18 @@ def test_fastest_line_names_the_ties():
     a = _timing("a", 0.10, 0.099, 0.101, work=100, unit="tok/s")
     b = _timing("b", 0.101, 0.0995, 0.102, work=100, unit="tok/s")  # overlaps a
     c = _timing("c", 0.5, 0.49, 0.51, work=100, unit="tok/s")
-    assert nb08.fastest_line([c, b, a]) == ("fastest median: a (not told apart from b, timed in other turns: the "
+    assert nb08.fastest_line([c, b, a]) == ("fastest median of this section so far: a (not told apart from b, timed "
+                                            "in other turns: the "
                                             "two-moments rule)")  # a and b were not timed in turns
-    assert nb08.fastest_line([c, a]) == "fastest median: a"
+    assert nb08.fastest_line([c, a]) == "fastest median of this section so far: a"
     from course_lib import bench  # section 4 times its versions in turns: paired
     won = bench.timing_of([0.150, 0.151, 0.149, 0.152, 0.150], name="a", device="cpu", work=100, unit="tok/s",
                           turns_id="s4")
     comp = bench.timing_of([0.186, 0.185, 0.189, 0.187, 0.186], name="compiled, SDPA", device="cpu", work=100,
                            unit="tok/s", turns_id="s4")  # slower than the eager winner in every turn
     said = nb08.fastest_line([comp, won])
-    assert said.startswith("fastest median: a. compiled, SDPA ran slower than a, beyond the spread: compiling did not "
+    assert said.startswith("fastest median of this section so far: a. compiled, SDPA ran slower than a, beyond the "
+                           "spread: compiling did not "
                            "make up for the slower attention (two changes at once")
     assert "never pays back" not in said and "compiled" not in nb08.fastest_line([a, b])
 

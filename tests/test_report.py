@@ -447,3 +447,25 @@ def test_fmt_row_gives_an_unprefixed_rate_its_prefix():
     row = {"value": 485186.0, "unit": "tok/s", "spread": [460056.0, 522333.0], "note": "eager"}
     assert report.fmt_row("long run: tokens/s", row) == "long run: tokens/s: 485.2 (460.1–522.3) ktok/s  eager"
     assert report.fmt_row("x", {"value": 950.0, "unit": "tok/s"}) == "x: 950 tok/s"
+
+
+def test_a_paired_ratio_keeps_its_rounds_and_drift_and_is_read_by_the_same_rules(tmp_path, monkeypatch):
+    """A ratio timed in turns is recorded with its rounds, coverage and drift, so that a later reader grades
+    it as this run's verdicts do (inconclusive where the drift exceeds the difference); an older record
+    whose range is the two timings' quartiles says so instead of passing for a paired interval."""
+    rep = report.Report("10_compile_and_profile", "gpu", "cpu")
+    rep.record(bench.Ratio("drifted", 1.06, 1.04, 1.22, rounds=5, coverage=0.94, drift=0.09),
+               bench.Ratio("steady", 1.06, 1.04, 1.08, rounds=5, coverage=0.94, drift=0.01))
+    assert rep.rows["drifted"]["rounds"] == 5 and rep.rows["drifted"]["drift"] == 0.09
+    assert report.ratio_grade(rep.rows["drifted"]).startswith("inconclusive: the machine's speed changed by 9.0%")
+    assert report.ratio_grade(rep.rows["steady"]) == ("a difference beyond its interval (1 lies outside it, and the "
+                                                      "drift is smaller)")
+    monkeypatch.setenv("COURSE_RESULTS_DIR", str(tmp_path))
+    old = report.Report("10_compile_and_profile", "gpu", "cpu")
+    old.meta.update(device="NVIDIA Test GPU", device_type="cuda")
+    old.add("eager", 400.0, "ktok/s", spread=(380.0, 410.0))
+    old.add("compiled", 500.0, "ktok/s", spread=(480.0, 520.0))
+    old.add("compiled vs eager", 1.25, "×", spread=(480.0 / 410.0, 520.0 / 380.0))  # as older records did
+    report.record_reference({"10_compile_and_profile": old.to_dict()})
+    said = report.reference_text("10_compile_and_profile", ("compiled vs",))
+    assert "a difference beyond the range its two timings' quartiles allow, as recorded: not a paired interval" in said

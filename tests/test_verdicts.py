@@ -29,13 +29,16 @@ def test_medians_on_the_other_side_of_1_from_the_paired_ratio_are_said():
     assert not Ratio("x", 1.01, 0.99, 1.07, rounds=9, coverage=0.96, drift=0.02, medians=1.03).medians_apart
 
 
-def test_no_difference_needs_a_drift_smaller_than_the_interval_reaches_from_1():
-    """An interval of 0.98-1.08 rules out differences beyond 8 %; with the machine's pace moving 12 % from
-    turn to turn, the turns cannot claim that: inconclusive, and the sentence gives both figures."""
+def test_no_difference_needs_a_drift_under_what_it_allows():
+    """"No measurable difference" allows up to 10 % (REACH); with the machine's pace moving 12 % from turn
+    to turn, the turns cannot claim it: inconclusive, and the sentence gives both figures."""
     quiet = Ratio("x", 1.01, 0.98, 1.08, rounds=9, coverage=0.96, drift=0.03)
     busy = Ratio("x", 1.01, 0.98, 1.08, rounds=9, coverage=0.96, drift=0.12)
     assert quiet.grade == "no difference" and busy.grade == "inconclusive" and not busy.clear
-    assert "12.0%" in str(busy) and "8.0%" in str(busy) and "within the spread, but inconclusive" in str(busy)
+    assert "12.0%" in str(busy) and "10% that a verdict of no difference allows" in str(busy)
+    assert "within the spread, but inconclusive" in str(busy)
+    tight = Ratio("x", 1.00, 0.99, 1.01, rounds=9, coverage=0.96, drift=0.015)  # a tight null on a steady machine
+    assert tight.grade == "no difference"
     assert "no measurable difference" not in str(busy) and busy.brief.endswith("inconclusive")
     wide = Ratio("x", 1.01, 0.85, 1.19, rounds=9, coverage=0.96, drift=0.3)
     assert wide.grade == "too wide"  # too wide to tell whatever the drift: it claims nothing

@@ -26,10 +26,10 @@ nb12  inside the kernel: the online softmax and FlashAttention's tiles in plain 
 Six lesson modules serve one notebook without being its module, so that the notebook's own stays
 its scaffolding (the notebook calls them through it):
 
-nb03_formats   for nb03: what each 16-bit format keeps and loses, real casts, did a format run in a layer
-nb07_seqlen    for nb07: attention's time and memory against sequence length, the growth exponents
-nb08_mfu       for nb08: MFU and its same-turns check, utilisation against MFU, what sets two readings apart
-nb10_reference for nb10: the reference GPU's GPT, its waiting share without and with the profiler, its steps
-nb10_roofline  for nb10: the roofline's numbers in words, each op against the roof of its memory level
-nb11_memory    for nb11: each pipeline stage's peak memory against the prediction, and its misses
+nb03_formats    for nb03: what each 16-bit format keeps and loses, real casts, did a format run in a layer
+nb07_seqlen     for nb07: attention's time and memory against sequence length, the growth exponents
+nb08_mfu        for nb08: MFU and its same-turns check, utilisation against MFU, what sets two readings apart
+nb10_reference  for nb10: the reference GPU's GPT, its waiting share without and with the profiler, its steps
+nb10_roofline   for nb10: the roofline's numbers in words, each op against the roof of its memory level
+nb11_memory     for nb11: each pipeline stage's peak memory against the prediction, and its misses
 """

@@ -176,7 +176,8 @@ def break_even_text(speed: Ratio, extra_s: float, eager: Timing, tokens_per_step
     steps, few, many = break_even(extra_s, eager, speed)
     return (f"the compilation ({extra_s:.1f} s beyond that step's work) pays for itself against {eager.name} after "
             f"about {fmt_count(steps)} steps of {tokens_per_step:,} tokens "
-            f"({fmt_count(few)} to {fmt_count(many)} over the spread of the speed-up)")
+            f"({fmt_count(few)} to {fmt_count(many)} over the spread of the speed-up); the saving is reckoned from that "
+            "reading of the eager step, the one timed beside the compiled GPT")
 
 
 def before_after_compile(before: Timing, after: Timing) -> str:
@@ -186,7 +187,8 @@ def before_after_compile(before: Timing, after: Timing) -> str:
     r = speedup(after, before)  # the time after over the time before, apart: the range the quartiles allow
     return (f"{before.name}, timed again after the compile beside the compiled GPT: {1e3 * after.median_s:.0f} ms, "
             f"against {1e3 * before.median_s:.0f} ms before it, {r.value:.2f}× its time; "
-            + verdicts.moments_words(r.lo, r.hi))
+            + verdicts.moments_words(r.lo, r.hi) + ". The compile's paired ratio compares the two in the same turns: "
+            "a change of pace cancels in it where it hit both alike")
 
 
 def fastest_line(timings: Sequence[Timing]) -> str:
@@ -196,7 +198,8 @@ def fastest_line(timings: Sequence[Timing]) -> str:
             for t in timings if t is not best and not speedup(t, best).clear]
     beaten = [t.name for t in timings if t.name.startswith("compiled") and t is not best
               and speedup(t, best).clear]
-    return (f"fastest median: {best.name}" + (f" (not told apart from {'; '.join(tied)})" if tied else "")
+    return (f"fastest median of this section so far: {best.name}"
+            + (f" (not told apart from {'; '.join(tied)})" if tied else "")
             + (f". {', '.join(beaten)} ran slower than {best.name}, beyond the spread: compiling did not make up for "
                "the slower attention (two changes at once: the compiler and the attention)" if beaten else ""))
 

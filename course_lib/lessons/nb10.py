@@ -5,6 +5,7 @@ measurements (each function returns the text a cell prints); section 4's, the ro
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import warnings
 from collections import Counter
@@ -157,11 +158,11 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
         lines.append("  the fixes, each timed in turns: " + "; ".join(
             f"{name} {r.brief}" if r is not None else f"{name} not timed here" for name, r in fixes.items()))
     gain, in_08 = fixes.get("compiling (default mode)"), (ran08 or {}).get("compiled vs eager, SDPA")
-    if gain is not None and not gain.clear and in_08 and in_08.get("spread") and in_08["spread"][0] > 1:
-        lines.append(f"  notebook 08 timed compiling this GPT at {in_08['value']:.2f}× ({in_08['spread'][0]:.2f}–"
-                     f"{in_08['spread'][1]:.2f}) in its own turns, a gain beyond its spread"
-                     + (" that lies inside this run's interval: too small for these turns to resolve"
-                        if gain.lo <= in_08["value"] <= gain.hi else " (two sets of turns, at two moments)"))
+    if gain is not None and not gain.clear and in_08 and in_08.get("spread"):
+        r08 = dataclasses.replace(report.recorded_ratio("compiled vs eager, SDPA", in_08), more="faster", less="slower")
+        lines.append(f"  notebook 08 timed compiling this GPT in its own turns: {r08.brief}"
+                     + ("; a gain that small lies inside this run's interval, which cannot resolve it"
+                        if r08.value > 1 and gain.lo <= r08.value <= gain.hi else ""))
     timed = dict(fixes) | {"the written-out attention": attention}
     paid = [name for name, r in timed.items() if r is not None and r.clear and r.value > 1]
     lines.append(f"  so on this device: {' and '.join(paid)} made the step measurably faster, in turns" if paid else
@@ -387,6 +388,23 @@ def cold_in_08(ran08: Mapping[str, dict] | None, seconds: float, gpt: GPTConfig,
             f"step {row['value']:.1f} s; here {seconds:.1f} s ({r:.2f}×), one run each: "
             + (f"within the {verdicts.APART:g}× by which two moments can differ" if max(r, 1 / r) <= verdicts.APART else
                f"more than {verdicts.APART:g}× apart, beyond what two moments can differ by"))
+
+
+def account_in_08(ran08: Mapping[str, dict] | None, sdpa: Timing, written: Timing, dtype: torch.dtype, batch: int,
+                  gpt: GPTConfig, profile: str) -> str:
+    """Notebook 08's attention alone (forward + backward of one layer at this micro-batch, earlier in this run):
+    SDPA's extra time per call times the layers, beside the gap between this notebook's two eager steps
+    (`sdpa`, `written`, section 3's turns): an account from two sets of turns, not a measurement of the step."""
+    rows = {k: (ran08 or {}).get(f"attention alone: {k}, {dtype}") for k in ("SDPA", "written out")}
+    if not all(rows.values()) or not _same_gpt(profile, gpt) or profiles.sizes("08_transformer", profile).micro != batch:
+        return ""
+    per_call = (rows["SDPA"]["value"] - rows["written out"]["value"]) / 1e3
+    summed, gap = per_call * gpt.n_layer, sdpa.median_s - written.median_s
+    share = f": the account is {summed / gap:.2f}× that gap" if gap > 0 and summed > 0 else ""
+    return (f"notebook 08 timed attention alone at this shape earlier in this run ({dtype}, forward + backward): SDPA's "
+            f"extra {per_call * 1e3:+.2f} ms per layer × {gpt.n_layer} layers = {summed * 1e3:+.1f} ms per step; here the "
+            f"two eager steps' medians differ by {gap * 1e3:+.1f} ms (SDPA minus written out){share}. Two sets of turns: "
+            "an account, not a measurement of the step")
 
 
 def _row_08(ran08: Mapping[str, dict] | None, key: str, batch: int, gpt: GPTConfig, profile: str) -> dict | None:

@@ -150,13 +150,17 @@ def kind_table(kinds: Mapping[str, Mapping[str, float]], op_time: float, ridge_:
     """Op time by kind (`kinds`: kind -> its seconds, FLOPs and bytes per step) on `device`: share of op
     time, intensity, achieved rate and side of the ridge `ridge_` (main memory's)."""
     lines = [f"{'kind':<18} {'share of op time':>16} {'FLOP/B':>8} {'achieved':>14}  vs main memory's ridge, "
-             f"{ridge_:.1f} FLOP/B (a kind mixes ops of every size; the op table holds each op to its own level's)"
-             + (f" | {device}" if device else "")]
+             f"{ridge_:.1f} FLOP/B (a kind mixes ops of every size; the op table above holds each op against the "
+             "ridge of its own memory level)" + (f" | {device}" if device else "")]
     for kind, k in kinds.items():
         i = intensity(k["flops"], k["bytes"])
         rate = fmt_rate(k["flops"] / k["seconds"], "FLOP/s") if k["seconds"] else "-"
         where = "moves data only" if not k["flops"] else ("below the ridge" if i < ridge_ else "above the ridge")
         lines.append(f"{kind:<18} {k['seconds'] / op_time:>16.1%} {i:>8.2f} {rate:>14}  {where}")
+    if "copy" in kinds:  # another count than section 1's category of the same name
+        lines.append("copy: ops the step calls that only move data (the embeddings' gathers among them), each with what "
+                     "it calls; section 1's 'copies' is another count: each copy op's own time wherever it runs, inside "
+                     "other ops too (on a GPU, the memory copies and fills)")
     return "\n".join(lines)
 
 
