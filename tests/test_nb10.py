@@ -460,7 +460,9 @@ def test_compile_in_08_reads_two_turns_by_the_two_moments_rule():
         "so they are compared by the rule for two moments: within their spreads. 08's 1.10× lies inside this run's "
         "interval, so the two verdicts' words differ without the numbers disagreeing") in said
     alike = Ratio("compiled (default) vs eager", 1.09, 1.05, 1.12, rounds=5, coverage=0.94, drift=0.01)
-    assert nb10.compile_in_08(ran08, alike, 16, gpt, "cpu").endswith("within their spreads")  # same words: no note
+    assert nb10.compile_in_08(ran08, alike, 16, gpt, "cpu").endswith("within their spreads")  # both told: no note
+    small = Ratio("compiled (default) vs eager", 1.04, 1.01, 1.10, rounds=9, coverage=0.96, drift=0.038)
+    assert nb10.compile_in_08(ran08, small, 16, gpt, "cpu").endswith("within their spreads")  # 'small' is told too
     assert nb10.compile_in_08(ran08, gain, 8, gpt, "cpu") == ""  # another micro-batch than 08's
     assert nb10.compile_in_08({}, gain, 16, gpt, "cpu") == ""  # 08 did not time it
     ran08["SDPA vs written-out attention, eager"] = {"value": 0.739, "unit": "×", "spread": [0.73, 0.78]}

@@ -359,7 +359,7 @@ def compile_in_08(ran08: Mapping[str, dict] | None, gain: Ratio, batch: int, gpt
     if not row:
         return ""
     said = _beside_08("compiled this GPT with SDPA", row["value"], *row["spread"], gain)
-    if gain.lo <= row["value"] <= gain.hi and (gain.grade != report.recorded_ratio("", row).grade):
+    if gain.lo <= row["value"] <= gain.hi and gain.clear != report.recorded_ratio("", row).clear:  # one told, one not
         said += (f". 08's {row['value']:.2f}× lies inside this run's interval, so the two verdicts' words differ without "
                  f"the numbers disagreeing: these {gain.rounds} turns cannot resolve a gain that small")
     return said
