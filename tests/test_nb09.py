@@ -258,6 +258,11 @@ def test_step_in_08_sets_08s_whole_step_beside_this_part_of_it():
     written = {**row, "setup": "written-out attention"}  # 08 ran the written-out attention: the pair names it
     assert "08's whole step (written-out attention, as 08 ran it; this notebook's own steps above run SDPA), timed " in \
         nb09.step_in_08(written, (whole, part), c.batch, gpt)
+    sec4 = {"value": 11.9, "unit": "ktok/s", "spread": [11.8, 12.0]}  # 08's section 4 read it too
+    both = nb09.step_in_08(written, (whole, part), c.batch, gpt, sec4).splitlines()[1]
+    assert "(its section 5, the utilisation sampler running)" in both
+    assert both.endswith("08's section 4 read the same step at 11.9 (11.8–12) ktok/s (two micro-batches a step): from "
+                         "that reading, this one is within their quartiles")
     longer = bench.timing_of([0.180, 0.182, 0.185, 0.179, 0.190], name="part", device="cpu", turns_id="t")
     assert "the part took longer than the whole in the same turns" in nb09.step_in_08(row, (whole, longer), c.batch,
                                                                                      gpt)

@@ -129,18 +129,25 @@ def test_answer_sums_the_step_the_kinds_and_the_fixes():
              "compiling": Ratio("c", 1.04, 1.02, 1.05, rounds=9, coverage=0.96, drift=0.01), "the graph break": None}
     said = nb10.answer({"compute": 0.09, "copies": 0.004, "waiting": 0.0, "framework": 0.006}, "cpu", fixes, kinds,
                        "sdpa bwd", 0.04).splitlines()
+    assert said[1] == "  in short: attention took 50% of the op time, its costliest op at 4.0% of its roof; compiling " \
+        "(1.04×) made the step measurably faster"
+    said = [said[0]] + said[2:]  # the rest, in order
     assert said[0] == "answer, from this run's numbers:" and said[1] == (
         "  the profiled step (section 1): ops 94% of it, time in no op (Python, autograd's bookkeeping, the profiler's "
         "own) 6%")
     assert said[2] == "  of the op time: attention 50%, matmul 30%, element-wise 10%; the costliest op, sdpa bwd, at 4.0% " \
         "of its roof"
     # element-wise and copies: 20 % of the op time: the ops at most 1 / (1 - 0.2) = 1.25x faster; Python 6 % besides
-    assert said[3].startswith("  compiling's room: element-wise, reduction and copy ops, the kinds Inductor fuses (the "
-                              "loss's and the optimizer's among them")
-    assert "took 20% of section 4's op time: if their time went to zero, the ops would run at most 1.25× faster" in said[3]
+    assert said[3].startswith("  compiling's room: the model's element-wise, reduction and copy ops, the kinds Inductor "
+                              "fuses, took 20% of section 4's op time. If their time went to zero, the ops would run at "
+                              "most 1.25× faster")
+    assert "The loss's and the optimizer's such ops, 0% more, stay outside torch.compile(model)" in said[3]
+    apart = nb10.answer({"compute": 0.09, "copies": 0.004, "waiting": 0.0, "framework": 0.006}, "cpu", fixes, kinds,
+                        "sdpa bwd", 0.04, outside=0.005).splitlines()[4]  # half the element-wise time: the loss's
+    assert "took 15% of section 4's op time" in apart and "1.18× faster" in apart and "such ops, 5% more" in apart
     assert "at most 6% of section 1's profiled step" in said[3]
     bracket = nb10.answer({"compute": 0.09, "copies": 0.004, "waiting": 0.0, "framework": 0.006}, "cpu", fixes, kinds,
-                          "sdpa bwd", 0.04, ops_unprofiled=0.98).splitlines()[3]
+                          "sdpa bwd", 0.04, ops_unprofiled=0.98).splitlines()[4]
     assert "between about 2% of the step without the profiler (section 4" in bracket and "and 6% of section 1's" in bracket
     broken = {"a tensor instead of .item()": Ratio("t", 1.08, 0.94, 1.20, rounds=9, coverage=0.96, drift=0.01),
               "compiling (default mode)": Ratio("c", 1.03, 0.97, 1.07, rounds=9, coverage=0.96, drift=0.01)}
@@ -155,7 +162,7 @@ def test_answer_sums_the_step_the_kinds_and_the_fixes():
         {"compute": 0.9, "framework": 0.1}, "cpu", broken, None, "", None, ran08)
     assert said[4].startswith("  the fixes, each timed in turns: keeping values 0.99× (0.93–1.02) no measurable difference; "
                               "compiling 1.04× (1.02–1.05) faster") and said[4].endswith("the graph break not timed here")
-    assert said[5] == "  so on this device: compiling made the step measurably faster, in turns"
+    assert said[5] == "  so on this device: compiling (1.04×) made the step measurably faster, in turns"
     gpu = nb10.answer({"compute": 0.2, "copies": 0.02, "waiting": 0.78}, "cuda", {}, None, "", None)
     assert "the GPU waited 78% of it, ran kernels and copies 22%" in gpu and "room" not in gpu
     assert gpu.endswith("so on this device: no change timed here made the step measurably faster")
@@ -164,7 +171,7 @@ def test_answer_sums_the_step_the_kinds_and_the_fixes():
     both = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {}, None, "", None, ran08, attention).splitlines()
     assert both[2] == ("  the written-out attention instead of SDPA: in section 3's turns 1.30× (1.25–1.36) faster; "
                        "notebook 08's step (two micro-batches, with clipping), in its own turns: 1.35× (1.28–1.37)")
-    assert both[3] == "  so on this device: the written-out attention made the step measurably faster, in turns"
+    assert both[3] == "  so on this device: the written-out attention (1.30×) made the step measurably faster, in turns"
 
 
 def test_profiled_total_sums_the_categories_and_sets_no_time_beside_section_3():
@@ -247,7 +254,7 @@ def test_compile_pair_and_turns_apart():
     assert "within the 2.5×" in nb10.compile_pair(25.0, 10.0)  # exactly 2.5x: not more than the rule's factor
     apart = nb10.turns_apart(_t("then", 1.0, 0.02), _t("now", 3.0, 0.06))
     assert "(0.33×, 0.3" in apart and "lies 2.5× or more from 1, beyond what two moments can differ by" in apart
-    assert "within their spreads;" in nb10.turns_apart(_t("then", 1.0, 0.2), _t("now", 1.02, 0.2))
+    assert "within their spreads, so the verdicts above" in nb10.turns_apart(_t("then", 1.0, 0.2), _t("now", 1.02, 0.2))
     beyond = nb10.turns_apart(_t("then", 1.0, 0.02), _t("now", 1.28, 0.02))  # the cpu run's 0.78x: beyond, under 1.5x
     assert "within their" not in beyond and "is within 2.5× of 1, a gap the pace of two moments can make: inconclusive" in beyond
 
@@ -319,7 +326,10 @@ def test_eager_then_now_apart_beyond_the_quartiles():
 def test_op_notes_read_the_op_times():
     notes = nb10.op_notes(STEP, ridge_of, of_roof, "peak: mm 4096²", "cpu")
     lines = notes.splitlines()
-    assert f"their sum is {STEP.op_seconds / STEP.profiled.median_s:.0%} of the profiled step" in lines[0]
+    assert f"Their sum is {STEP.op_seconds / STEP.profiled.median_s:.0%} of the step timed with every op counted" in lines[0]
+    beside = nb10.op_notes(STEP, ridge_of, of_roof, "peak: mm 4096²", "cpu",
+                           section1={"compute": 0.09, "copies": 0.001, "waiting": 0.0, "framework": 0.009})
+    assert "(section 1's trace, the profiler alone at another moment, held 9 ms of a 100 ms step in no op)" in beside
     assert lines[1].startswith("1 group below its ridge ran above its roof (up to 120%, add 64 · 64)")
     gelu = OpTime("aten::gelu", ((16, 128, 512),), "element-wise", 4, 1e6, 8e6, 0.002)  # 1 FLOP per 8 bytes
     with_gelu = nb10.op_notes(StepOps([MM, gelu], _t("step", 0.004), _t("profiled", 0.008)), ridge_of, of_roof, "p", "cpu")
@@ -344,7 +354,7 @@ def test_kind_table_and_the_verdicts():
                                                                                   "bytes": 1e6}}
     table = nb10.kind_table(kinds, 0.005, 10.0).splitlines()
     assert table[1].endswith("above the ridge") and table[2].endswith("moves data only") and " 80.0% " in table[1]
-    assert table[3].startswith("copy: ops the step calls that only move data") and "section 1's 'copies'" in table[3]
+    assert table[3].startswith("copy: ops the step calls that only move data") and "Section 1's 'copies'" in table[3]
     assert len(nb10.kind_table({"matmul": kinds["matmul"]}, 0.004, 10.0).splitlines()) == 2  # no copy: no note
     def near(o):  # the notebook's rule: an op at half its roof or more (a copy: of the memory bandwidth)
         return (of_roof(o) if o.flops else o.bandwidth / BW) >= 0.5
@@ -363,9 +373,12 @@ def test_kind_table_and_the_verdicts():
 
 
 def test_attention_alone_each_case():
-    row = {"attention alone, torch.bfloat16: SDPA vs written out": {"value": 0.8}}
-    assert "switching to the written-out attention gained 1.2× on attention alone, so this kernel is one cause" in \
-        nb10.attention_alone(row, torch.bfloat16)
+    row = {"attention alone: written out, torch.bfloat16": {"value": 5.69, "unit": "ms"},  # 08's times come first
+           "attention alone: SDPA, torch.bfloat16": {"value": 12.1, "unit": "ms"},
+           "attention alone, torch.bfloat16: SDPA vs written out": {"value": 0.8, "unit": "×", "spread": [0.75, 0.85]}}
+    said = nb10.attention_alone(row, torch.bfloat16)
+    assert "SDPA vs written out = 0.80× (0.75–0.85) (SDPA 12.1 ms, written out 5.69 ms a call, forward + backward): " \
+        "switching to the written-out attention gained 1.2× on attention alone, so this kernel is one cause" in said
     assert nb10.attention_alone(row, torch.float32).startswith("notebook 08 ran in this run without")
     assert nb10.attention_alone(None, torch.float32).startswith("notebook 08 (section 4) times attention alone")
 
@@ -514,9 +527,16 @@ def test_step_in_08_sets_08s_step_of_the_same_gpt_beside_this_one():
     written["eager, SDPA (beside the compiled)"] = {"value": 13.0, "unit": "ktok/s", "spread": [12.8, 13.2]}
     both = nb10.step_in_08(written, eager, c.batch, gpt, "cpu")  # both of 08's readings, each by the two-moments rule
     assert "before its compile: 16.5 (16–17) ktok/s" in both and "timed again after its compile, 13 (12.8–13.2) " \
-        "ktok/s: from that one here is 1.34× apart, beyond both quartiles" in both
+        "ktok/s: against that reading, this step is 1.34× apart, beyond both quartiles" in both
+    written["eager, written-out attention"] = {"value": 24.0, "unit": "ktok/s", "spread": [23.5, 25.5]}  # its section 4
+    fast = bench.timing_of([0.082, 0.081, 0.083, 0.082, 0.082], name="w", device="cpu", work=2048, unit="tok/s")
+    lines = nb10.step_in_08(written, eager, c.batch, gpt, "cpu", fast).splitlines()
+    assert lines[-1].startswith("the written-out step here, 24.98") and "its section 4 read 24 (23.5–25.5) ktok/s: " \
+        "within their quartiles" in lines[-1] and "its section 5 (one micro-batch a step, its utilisation sampler " \
+        "running) read 12.56 (11.95–12.7) ktok/s: 1.99× apart" in lines[-1]
     assert nb10.cold_in_08({"compile + first step (cold)": {"value": 28.5, "unit": "s"}}, 23.9, gpt, "cpu") == (
-        "notebook 08 compiled this GPT cold earlier in this run (its step: two micro-batches, with clipping): first step "
+        "notebook 08 compiled this GPT cold earlier in this run (its step: two micro-batches, with clipping; no "
+        "structured logs, which this notebook writes for tlparse): first step "
         "28.5 s; here 23.9 s (0.84×), one run each: within the 2.5× by which two moments can differ")
     assert nb10.cold_in_08({}, 23.9, gpt, "cpu") == "" and nb10.cold_in_08(None, 23.9, wider, "cpu") == ""
 

@@ -362,11 +362,13 @@ def whole_and_part(model: GPT, step: Callable[[], None], device: torch.device, r
                                device=device, repeats=repeats)
 
 
-def step_in_08(row: dict | None, pair: Sequence[Timing], batch: int, gpt: GPTConfig) -> str:
+def step_in_08(row: dict | None, pair: Sequence[Timing], batch: int, gpt: GPTConfig,
+               sec4: dict | None = None) -> str:
     """Notebook 08's whole training step of this GPT at this batch (`row`: :func:`row_of_08`) beside
     this notebook's forward and backward of it, timed here in turns with that whole step (`pair`:
     :func:`whole_and_part`): the part's share of the whole, paired; then 08's record against the
-    whole step timed here, two moments apart. '' without `row`."""
+    whole step timed here, two moments apart, and 08's section 4 reading of the same step (`sec4`, its
+    rate for two micro-batches a step) beside it too. '' without `row`."""
     if row is None:
         return ""
     ms = lambda t: f"{1e3 * t.median_s:.1f} ms ({1e3 * t.lo_s:.1f}–{1e3 * t.hi_s:.1f})"  # noqa: E731
@@ -383,12 +385,16 @@ def step_in_08(row: dict | None, pair: Sequence[Timing], batch: int, gpt: GPTCon
             if share.grade == "no difference" else f"the turns cannot tell ({share.grade})")
     as_rate = dataclasses.replace(whole, work=batch * gpt.block_size, unit="tok/s")
     k, unit = rate_scale(as_rate.rate, "tok/s")  # in 08's unit where it reads so: '24.5 (24.3–25.1) ktok/s'
+    vs4 = report.rate_vs_row(as_rate, sec4) if sec4 else None
     return "\n".join([
         f"08's whole step{how}, timed here in turns with its forward and backward: {ms(whole)} and {ms(part)}; forward "
         f"and backward alone took {share.value:.0%} of the whole step (clipping and AdamW included), its paired range "
         f"{share.lo:.0%}–{share.hi:.0%}: {said}",
-        f"{head}; the whole step here: {ms(whole)}, {as_rate.rate / k:.4g} ({as_rate.rate_lo / k:.4g}–"
-        f"{as_rate.rate_hi / k:.4g}) {unit}, {report.apart_words(report.rate_vs_row(as_rate, row))}"])
+        f"{head} (its section 5, the utilisation sampler running); the whole step here: {ms(whole)}, "
+        f"{as_rate.rate / k:.4g} ({as_rate.rate_lo / k:.4g}–{as_rate.rate_hi / k:.4g}) {unit}, "
+        f"{report.apart_words(report.rate_vs_row(as_rate, row))}"
+        + (f". 08's section 4 read the same step at {report.fmt_row_value(sec4)} {sec4['unit']} (two micro-batches "
+           f"a step): from that reading, this one is {report.apart_words(vs4)}" if vs4 else "")])
 
 
 def recompute_verdict(saving: float, cost: Ratio, plain: Timing, checkpointed: Timing, forward: Timing) -> str:

@@ -25,7 +25,7 @@ from course_lib.lessons.nb10_reference import (H200_UNPROFILED, bound, graphs_bo
 from course_lib.lessons.nb10_roofline import roof_share
 from course_lib.models import GPT, GPTConfig
 from course_lib.profiling import StepSyncs, SyncCounter
-from course_lib.roofline import count_ops
+from course_lib.roofline import OpTime, count_ops
 from course_lib.units import fmt_bytes, fmt_count, fmt_time, rate_scale
 
 
@@ -110,16 +110,24 @@ def trace_note(path: Path, steps: int) -> str:
 
 
 FUSIBLE = ("element-wise", "reduction & other", "copy")  # the op kinds Inductor generates code for; matmuls it calls
+OUTSIDE = ("adam", "_foreach", "log_softmax", "nll_loss")  # the optimizer's and the loss's ops: torch.compile(model) leaves them
+
+
+def outside_model(ops: Iterable[OpTime]) -> float:
+    """The seconds a step spends in fusible ops that compiling the model does not reach: the loss's and the
+    optimizer's (by op name, :data:`OUTSIDE`), which the training step runs outside the model."""
+    return sum(o.seconds for o in ops if o.kind in FUSIBLE and any(k in o.name.lower() for k in OUTSIDE))
 
 
 def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Ratio | None],
            kinds: Mapping[str, Mapping[str, float]] | None, slowest: str, slowest_of_roof: float | None,
            ran08: Mapping[str, dict] | None = None, attention: Ratio | None = None,
-           ops_unprofiled: float | None = None) -> str:
+           ops_unprofiled: float | None = None, outside: float = 0.0) -> str:
     """The notebook's question answered from this run's numbers: where the profiled step's time went
     (`step`: seconds per category), the op time by kind (`kinds`, as section 4 sums them) and, on a CPU, the
     most fusing could save and the time in no op it could cut (`ops_unprofiled`: section 4's op time over its
-    step without the profiler), the costliest op with FLOPs (`slowest`, at `slowest_of_roof` of its roof), the
+    step without the profiler; `outside`: the seconds of fusible ops the compiled model does not reach,
+    :func:`outside_model`), the costliest op with FLOPs (`slowest`, at `slowest_of_roof` of its roof), the
     written-out attention against SDPA (`attention`, section 3's turns, and 08's from `ran08`), what each fix
     measured (`fixes`: a name -> its ratio, None where it was not timed), and which changes paid."""
     total = sum(step.values())
@@ -137,17 +145,18 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
                      + (f"; the costliest op, {slowest}, at {roof_share(slowest_of_roof)} of its roof"
                         if slowest_of_roof is not None else ""))
         if device_type != "cuda":  # one op after another: the ops' time is at least that of the ops fusing leaves
-            fusible = sum(k["seconds"] for kind, k in kinds.items() if kind in FUSIBLE) / op_time
+            fusible = (sum(k["seconds"] for kind, k in kinds.items() if kind in FUSIBLE) - outside) / op_time
             no_op = share.get("framework", 0.0)
             least = (f"between about {max(0.0, 1 - ops_unprofiled):.0%} of the step without the profiler (section 4: "
                      f"the step less the ops' recorded time) and {no_op:.0%}" if ops_unprofiled is not None else
                      f"at most {no_op:.0%}")
-            lines.append(f"  compiling's room: element-wise, reduction and copy ops, the kinds Inductor fuses (the loss's "
-                         f"and the optimizer's among them, which compiling the model leaves alone), took {fusible:.0%} of "
-                         f"section 4's op time: if their time went to zero, the ops would run at most "
-                         f"{1 / (1 - fusible):.2f}× faster (if matmuls and attention stay library calls: assumed, not "
-                         "measured); besides, compiling can cut some of the time in no op (Python and autograd's "
-                         f"bookkeeping): {least} of section 1's profiled step, which holds the profiler's own time too")
+            lines.append(f"  compiling's room: the model's element-wise, reduction and copy ops, the kinds Inductor fuses, "
+                         f"took {fusible:.0%} of section 4's op time. If their time went to zero, the ops would run at "
+                         f"most {1 / (1 - fusible):.2f}× faster (if matmuls and attention stay library calls: assumed, not "
+                         f"measured). The loss's and the optimizer's such ops, {outside / op_time:.0%} more, stay outside "
+                         "torch.compile(model). Compiling can also cut some of the time in no op (Python and autograd's "
+                         f"bookkeeping): {least} of section 1's profiled step, which holds the profiler's own time too "
+                         "(section 4's counted step holds the counting's as well, so it bounds nothing)")
     kernel = (ran08 or {}).get("SDPA vs written-out attention, eager")  # 08's whole step, SDPA over written out
     in_08 = (f"notebook 08's step (two micro-batches, with clipping), in its own turns: {1 / kernel['value']:.2f}× "
              f"({1 / kernel['spread'][1]:.2f}–{1 / kernel['spread'][0]:.2f})" if kernel and kernel.get("spread") else "")
@@ -164,9 +173,17 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
                      + ("; a gain that small lies inside this run's interval, which cannot resolve it"
                         if r08.value > 1 and gain.lo <= r08.value <= gain.hi else ""))
     timed = dict(fixes) | {"the written-out attention": attention}
-    paid = [name for name, r in timed.items() if r is not None and r.clear and r.value > 1]
-    lines.append(f"  so on this device: {' and '.join(paid)} made the step measurably faster, in turns" if paid else
+    paid = {name: r for name, r in timed.items() if r is not None and r.clear and r.value > 1}
+    named = [f"{name} ({r.value:.2f}×)" for name, r in paid.items()]
+    said = ", ".join(named[:-1]) + f" and {named[-1]}" if len(named) > 1 else "".join(named)
+    lines.append(f"  so on this device: {said} made the step measurably faster, in turns" if paid else
                  "  so on this device: no change timed here made the step measurably faster")
+    if kinds and slowest_of_roof is not None:  # the finding in one sentence, first
+        top, k = next(iter(kinds.items()))
+        lines.insert(1, f"  in short: {top} took {k['seconds'] / sum(v['seconds'] for v in kinds.values()):.0%} of the op "
+                        f"time, its costliest op at {roof_share(slowest_of_roof)} of its roof; "
+                        + (f"{said} made the step measurably faster" if paid else
+                           "no change timed here made the step measurably faster"))
     kept, fix = fixes.get("keeping values on the device"), fixes.get("a tensor instead of .item()")
     if device_type != "cuda" and kept is not None and not kept.clear:
         lines.append("  keeping the values on the device: a read on a CPU waits for nothing but itself (section 2)")
@@ -211,8 +228,8 @@ def regime(plain: Mapping[str, float], device_type: str) -> str:
             + ("the ops set its time" if ops >= 0.5 else "the time in no op sets it"))
     label = regime_label(report.reference("10_compile_and_profile")[1])
     named = f"\n{gpt}" if label and (gpt := reference_gpt()) else ""  # before the reference's first row
-    return (line + named + "\n" + published.elsewhere("10_compile_and_profile", ("plain step:",))
-            + (f"\n{label}" if label else ""))
+    return (line + named + (f"\n{label}" if label else "") + "\n"  # the reading without the profiler first
+            + published.elsewhere("10_compile_and_profile", ("plain step:",)))
 
 
 def shares(timings: Iterable[Timing]) -> str:
@@ -284,9 +301,11 @@ def reduce_overhead_elsewhere() -> str:
     """Off a GPU: why mode='reduce-overhead' is not timed, and what the reference GPU run and
     published figures measured of it."""
     return ("mode='reduce-overhead' is not timed here: CUDA graphs need a GPU.\n"
-            + published.elsewhere("10_compile_and_profile", ("compile + first step, reduce", "compiled, reduce",
+            + published.elsewhere("10_compile_and_profile", ("compile + first step, default",
+                                                              "compile + first step, reduce", "compiled, reduce",
                                                               "compiled (reduce", "compiled, default"), GRAPH_FIGURES)
-            + "\n(the reference's reduce-overhead compile ran second, with the caches warm from its default one)")
+            + "\n(the reference's default compile ran first, with cold caches, as here; its reduce-overhead compile "
+            "ran second, with the caches warm from the default one)")
 
 
 def not_compiled(prefixes: tuple[str, ...]) -> str:
@@ -314,7 +333,8 @@ def payback(speed: Ratio, first_call_s: float, eager: Timing, compiled: Timing) 
             "eager is the better choice for this model here")
 
 
-def step_in_08(ran08: Mapping[str, dict] | None, eager: Timing, batch: int, gpt: GPTConfig, profile: str) -> str:
+def step_in_08(ran08: Mapping[str, dict] | None, eager: Timing, batch: int, gpt: GPTConfig, profile: str,
+               written: Timing | None = None) -> str:
     """Notebook 08's step of the same GPT at the same batch, recorded earlier in this run (its
     utilisation section), beside this notebook's eager step: how far apart the two are beyond
     their quartiles, and why timings of two notebooks are not paired; where 08 ran another attention
@@ -334,15 +354,28 @@ def step_in_08(ran08: Mapping[str, dict] | None, eager: Timing, batch: int, gpt:
                     "side by side")
         again = (ran08 or {}).get("eager, SDPA (beside the compiled)")  # 08 timed it again after its compile
         vs2 = report.rate_vs_row(eager, again) if again else None
-        second = (f"; timed again after its compile, {report.fmt_row_value(again)} {again['unit']}: from that one here is "
-                  f"{report.apart_words(vs2)}" if vs2 else "")
+        second = (f"; timed again after its compile, {report.fmt_row_value(again)} {again['unit']}: against that reading, "
+                  f"this step is {report.apart_words(vs2)}" if vs2 else "")
         return (f"notebook 08 (section 4) timed this GPT's eager SDPA step at this micro-batch earlier in this run, two "
                 f"micro-batches per step with gradient clipping, before its compile: {report.fmt_row_value(sdpa)} "
-                f"{sdpa['unit']}; eager here: {_rate_range(eager)}, {report.apart_words(vs)}{second}")
+                f"{sdpa['unit']}; eager here: {_rate_range(eager)}, {report.apart_words(vs)}{second}"
+                + _written_in_08(ran08 or {}, row, written))
     return (f"notebook 08 timed this GPT at this batch earlier in this run, with gradient clipping as well: "
             f"{report.fmt_row_value(row)} {row['unit']}; eager here: {_rate_range(eager)}, "
             f"{report.apart_words(vs)}. Minutes apart, in two processes, the machine's speed at each moment is part of "
             "any gap: only timings of one set of turns are paired")
+
+
+def _written_in_08(ran08: Mapping[str, dict], sec5: dict, written: Timing | None) -> str:
+    """The written-out step here (`written`) beside 08's readings of it, its section 4's and its section 5's
+    (`sec5`: one micro-batch a step, the utilisation sampler running), each by the rule for two moments."""
+    if written is None:
+        return ""
+    said = [f"its {where} read {report.fmt_row_value(row)} {row['unit']}: {report.apart_words(vs)}"
+            for where, row in (("section 4", ran08.get("eager, written-out attention")),
+                               ("section 5 (one micro-batch a step, its utilisation sampler running)", sec5))
+            if row and (vs := report.rate_vs_row(written, row))]
+    return (f"\nthe written-out step here, {_rate_range(written)}, beside 08's: " + "; ".join(said)) if said else ""
 
 
 def _same_gpt(profile: str, gpt: GPTConfig) -> bool:
@@ -384,7 +417,8 @@ def cold_in_08(ran08: Mapping[str, dict] | None, seconds: float, gpt: GPTConfig,
     if not row or not _same_gpt(profile, gpt):
         return ""
     r = seconds / row["value"]
-    return (f"notebook 08 compiled this GPT cold earlier in this run (its step: two micro-batches, with clipping): first "
+    return (f"notebook 08 compiled this GPT cold earlier in this run (its step: two micro-batches, with clipping; no "
+            f"structured logs, which this notebook writes for tlparse): first "
             f"step {row['value']:.1f} s; here {seconds:.1f} s ({r:.2f}×), one run each: "
             + (f"within the {verdicts.APART:g}× by which two moments can differ" if max(r, 1 / r) <= verdicts.APART else
                f"more than {verdicts.APART:g}× apart, beyond what two moments can differ by"))
@@ -519,7 +553,7 @@ def turns_apart(then: Timing, now: Timing) -> str:
     apart = speedup(then, now, "compiled, plain GPT: here vs section 3")
     return (f"the plain compiled step took {fmt_time(then.median_s)} in section 3's turns and {fmt_time(now.median_s)} "
             f"in these ({apart.value:.2f}×, {apart.lo:.2f}–{apart.hi:.2f}× from their spreads): "
-            f"{verdicts.moments_words(apart.lo, apart.hi)}; only timings of one set of turns are compared")
+            f"{verdicts.moments_words(apart.lo, apart.hi)}, so the verdicts above compare only timings of these turns")
 
 
 def no_break_timing(compiles: bool) -> str:

@@ -86,7 +86,10 @@ def reference_answer() -> list[str]:
     g = reference_sizes(device)
     waited = rows.get("plain step: waiting share")
     unprofiled = unprofiled_wait(rows, device)
-    said = [f"{name} vs eager {rows[key]['value']:.2f}×" for name, key in
+    said = [f"{name} vs eager {rows[key]['value']:.2f}×" + (f" ({rows[key]['spread'][0]:.2f}–{rows[key]['spread'][1]:.2f}"
+                                                          + (", the two timings' quartiles, not paired)"
+                                                             if rows[key].get("quartiles") else ")")
+                                                          if rows[key].get("spread") else "") for name, key in
             (("compiled (default)", "compiled (default) vs eager"),
              ("compiled (reduce-overhead)", "compiled (reduce-overhead) vs eager")) if key in rows]
     if unprofiled and unprofiled[2]:
@@ -119,14 +122,15 @@ def graphs_bound(rows: Mapping[str, dict]) -> str:
             f"{graphs['spread'][1] / default['spread'][0]:.2f}× from the quartiles). Inferred, not measured: about "
             f"{mid:.0%} (at least {math.floor(100 * lo)}%, from the quartiles) of the default-compiled step went away "
             "under reduce-overhead; candidates, not separated: launching each kernel, PyTorch's choosing of a kernel "
-            "for each op, Python, and the graphs' memory pool")
+            "for each op, the caching allocator's calls (a graph replays into memory it holds), and Python")
 
 
 def reference_sync() -> list[str]:
     """Off a GPU, what the reference GPU measured of the logging steps: their rows, what its range allows,
     the regime of its plain step (:func:`regime_label`'s reading), and what a read waits for there."""
-    lines = [f"The same two step functions on the reference GPU{reference_reads()}, where a read waits for the queue "
-             "to drain:\n" + report.reference_text(NB, prefixes=("reading values", "keeping values", "set_sync"))]
+    lines = [f"The same two step functions on the reference GPU, where a read waits for the queue to drain"
+             f"{reference_reads()}:\n" + report.reference_text(NB, prefixes=("reading values", "keeping values",
+                                                                            "set_sync"))]
     device, ref = report.reference(NB)
     kept, waited = ref.get("keeping values vs reading values"), ref.get("plain step: waiting share")
     if kept and kept.get("spread") and (said := report.recorded_ratio("", kept)).within_noise and waited:
@@ -156,9 +160,9 @@ def reference_reads() -> str:
         n = len(list(GPT(GPTConfig(block_size=g.block, n_layer=g.n_layer, n_head=g.n_head, n_embd=g.n_embd)).parameters()))
     warned = next((r["value"] for k, r in rows.items() if k.startswith("set_sync_debug_mode warnings")), None)
     return (f", with its own GPT ({g.n_layer} layers, width {g.n_embd}: {n} parameter tensors, so {n + 1} reads a step "
-            "with the loss" + (f"; its warnings count {warned:.0f}, which this record does not explain (a GPU run "
-                               "now prints where each warning came from)"
-                               if warned is not None and round(warned) != n + 1 else "") + ")")
+            "with the loss)" + (f". Its warnings count, {warned:.0f}, is not that; this record does not say where the "
+                                "others came from (a GPU run now prints each warning's line)"
+                                if warned is not None and round(warned) != n + 1 else ""))
 
 
 def queue_drained() -> str:

@@ -88,22 +88,27 @@ def eager_then_now(then: Timing, now: Timing) -> str:
             f"{verdicts.moments_words(1 / apart.hi, 1 / apart.lo)}")  # the time's ratio, as printed
 
 
-def op_notes(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, peak_name: str, device_type: str) -> str:
+def op_notes(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, peak_name: str, device_type: str,
+             section1: Mapping[str, float] | None = None) -> str:
     """How to read the op times: how they were timed and what share of the step they fill, like with like
-    (off a GPU the profiler's record of each op, over the profiled step; on a GPU the kernels' time, over the
-    step without the profiler); and, on each side of the ridge, the groups that ran above their roof."""
+    (off a GPU the profiler's record of each op, over the profiled step, and beside it section 1's trace of the
+    plain step, `section1`: seconds per category; on a GPU the kernels' time, over the step without the
+    profiler); and, on each side of the ridge, the groups that ran above their roof."""
     op_time, step, profiled = measured.op_seconds, measured.step.median_s, measured.profiled.median_s
     if device_type == "cuda":
         lines = [f"op times: the GPU kernels and copies each op launched; their sum is {op_time / step:.0%} of the "
                  "whole step without the profiler, the rest the GPU idle, waiting for the CPU to queue work. "
                  "The shares below are of op time"]
     else:  # the profiler's records carry its own cost: set them against the step that paid it
-        lines = [f"op times: the profiler's record of each op (the ops it calls included); their sum is "
-                 f"{op_time / profiled:.0%} of the profiled step, the rest time in no op (Python, autograd's "
-                 "bookkeeping, the profiler's and the op counting's own). Against the step without the profiler, "
-                 f"timed in the same turns, their sum is {op_time / step:.0%}: there about {max(0.0, 1 - op_time / step):.0%} "
-                 "or more of the step is in no op (more, where the profiler's cost sits inside the ops' records). The "
-                 "shares below are of op time"]
+        alone = (f" (section 1's trace, the profiler alone at another moment, held {fmt_time(section1.get('framework', 0))} "
+                 f"of a {fmt_time(sum(section1.values()))} step in no op)" if section1 else "")
+        lines = [f"op times: the profiler's record of each op (the ops it calls included). Their sum is "
+                 f"{op_time / profiled:.0%} of the step timed with every op counted and recorded; the rest, "
+                 f"{fmt_time(profiled - op_time)} a step, is time in no op: Python, autograd's bookkeeping, and the "
+                 f"profiler's and the counting's own{alone}. Against the step without the profiler, timed in the same "
+                 f"turns, their sum is {op_time / step:.0%}: there about {max(0.0, 1 - op_time / step):.0%} or more of the "
+                 "step is in no op (more where the profiler's cost sits inside the ops' records). The shares below are "
+                 "of op time"]
     over = [o for o in measured.ops if o.flops and of_roof(o) > 1]
     for side, group in (("below", [o for o in over if o.intensity < ridge_of(o)]),
                         ("above", [o for o in over if o.intensity >= ridge_of(o)])):
@@ -159,8 +164,8 @@ def kind_table(kinds: Mapping[str, Mapping[str, float]], op_time: float, ridge_:
         lines.append(f"{kind:<18} {k['seconds'] / op_time:>16.1%} {i:>8.2f} {rate:>14}  {where}")
     if "copy" in kinds:  # another count than section 1's category of the same name
         lines.append("copy: ops the step calls that only move data (the embeddings' gathers among them), each with what "
-                     "it calls; section 1's 'copies' is another count: each copy op's own time wherever it runs, inside "
-                     "other ops too (on a GPU, the memory copies and fills)")
+                     "it calls. Section 1's 'copies' is another count: each copy op's own time wherever it runs, inside "
+                     "other ops too (on a GPU, the memory copies and fills).")
     return "\n".join(lines)
 
 
@@ -185,13 +190,17 @@ def roof_verdict(shares: Mapping[tuple[bool, bool], float], slowest: OpTime, slo
 def attention_alone(ran08: Mapping[str, dict] | None, dtype: torch.dtype) -> str:
     """Where attention is the costliest op and far below its roof: what notebook 08 (`ran08`, its
     rows in this run, None where it did not run) measured of attention alone in `dtype`."""
-    alone = next(((k, r) for k, r in (ran08 or {}).items()
-                  if k.startswith("attention alone") and str(dtype) in k), None)
-    if alone:
-        return (f"notebook 08, in this run: {alone[0]} = {alone[1]['value']:.2f}×"
-                + (f": switching to the written-out attention gained {1 / alone[1]['value']:.1f}× on attention alone, "
+    key = f"attention alone, {dtype}: SDPA vs written out"  # the ratio row; 08 records each version's time too
+    row = (ran08 or {}).get(key)
+    if row and row.get("unit", "×") == "×":
+        lo, hi = row.get("spread") or (row["value"], row["value"])
+        times = [(ran08 or {}).get(f"attention alone: {v}, {dtype}") for v in ("SDPA", "written out")]
+        each = (f" (SDPA {times[0]['value']:.3g} ms, written out {times[1]['value']:.3g} ms a call, forward + backward)"
+                if all(times) else "")
+        return (f"notebook 08, in this run: {key} = {row['value']:.2f}× ({lo:.2f}–{hi:.2f}){each}"
+                + (f": switching to the written-out attention gained {1 / row['value']:.1f}× on attention alone, "
                    "so this kernel is one cause; the rest of the gap to the roof is not measured apart"
-                   if alone[1]["value"] < 1 else ""))
+                   if hi < 1 else ""))
     if ran08 is not None:
         return ("notebook 08 ran in this run without timing attention alone in this precision (it does where "
                 "its step found SDPA slower with a clear verdict, beyond the spread and the machine's drift): this run "
