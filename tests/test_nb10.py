@@ -172,6 +172,10 @@ def test_answer_sums_the_step_the_kinds_and_the_fixes():
     assert both[2] == ("  the written-out attention instead of SDPA: in section 3's turns 1.30× (1.25–1.36) faster; "
                        "notebook 08's step (two micro-batches, with clipping), in its own turns: 1.35× (1.28–1.37)")
     assert both[3] == "  so on this device: the written-out attention (1.30×) made the step measurably faster, in turns"
+    three = {"a": Ratio("a", 1.2, 1.1, 1.3, rounds=9, coverage=0.96, drift=0.01),
+             "b": Ratio("b", 1.1, 1.05, 1.15, rounds=9, coverage=0.96, drift=0.01)}
+    listed = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", three, None, "", None, None, attention)
+    assert "so on this device: a (1.20×), b (1.10×) and the written-out attention (1.30×) made the step" in listed
 
 
 def test_profiled_total_sums_the_categories_and_sets_no_time_beside_section_3():

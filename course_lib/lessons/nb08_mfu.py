@@ -227,9 +227,9 @@ def busy_parts(sampler: Ratio, accum: Ratio | None, apart: Ratio | None, n_micro
     bound = max(max(r.hi, 1 / r.lo) for r, _ in named) - 1  # the farthest end of their intervals, as a change
     if bound > BOUND:
         return "\n".join(lines + [f"verdict: too noisy to tell: {' or '.join(w for _, w in named)} could change the "
-                                  f"rate by as much as {bound:.1%} (the far ends of their intervals), more than the "
-                                  f"{BOUND:.0%} this check needs; what sets these MFUs apart from section 4's is not "
-                                  "settled here"])
+                                  f"rate by as much as {bound:.1%} (the far ends of their intervals), more than "
+                                  f"{BOUND:.0%}, the bound this check must reach to call them too small to matter; what "
+                                  "sets these MFUs apart from section 4's is not settled here"])
     said = (f"verdict: {' and '.join(w for _, w in named)} change the rate by {bound:.1%} at most here (the far ends of "
             "their intervals)")
     if apart is None or apart.within_noise:
