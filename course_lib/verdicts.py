@@ -166,21 +166,22 @@ class Ratio:
             return (f"the machine's speed changed by {self.drift:.1%} from one turn to the next, more than the "
                     f"{REACH - 1:.0%} that a verdict of no difference allows")
         if self.inconclusive and self.drift is not None:
-            return (f"the machine's speed changed by {self.drift:.1%} from one turn to the next, "
-                    f"more than the {max(self.value, 1 / self.value) - 1:.1%} difference")
+            return (f"the whole interval lies {'above' if self.value > 1 else 'below'} 1, yet the machine's speed "
+                    f"changed by {self.drift:.1%} from one turn to the next, more than the "
+                    f"{max(self.value, 1 / self.value) - 1:.1%} difference")
         if self.inconclusive:
             return f"timed at two moments: {moments_words(self.lo, self.hi, word=False)}"
         return ""
 
     @property
     def medians_apart(self) -> bool:
-        """True when the two medians' ratio, unpaired, lies 5 % or more from the paired median, or on the
+        """True when the two medians' ratio, unpaired, lies 2 % or more from the paired median, or on the
         other side of 1 from it (by 0.5 % or more): then a line gives it too (:attr:`statistic`, 07's sweep
         table), so that medians printed above a verdict do not seem to contradict it."""
         if self.medians is None:
             return False
         across = (self.medians - 1) * (self.value - 1) < 0 and abs(math.log(self.medians)) > math.log(1.005)
-        return across or abs(math.log(self.medians / self.value)) > math.log(1.05)  # or 5 % or more apart
+        return across or abs(math.log(self.medians / self.value)) > math.log(1.02)  # or 2 % or more apart
 
     @property
     def statistic(self) -> str:

@@ -174,9 +174,8 @@ def test_fastest_line_names_the_ties():
     b = _timing("b", 0.101, 0.0995, 0.102, work=100, unit="tok/s")  # overlaps a
     c = _timing("c", 0.5, 0.49, 0.51, work=100, unit="tok/s")
     assert nb08.fastest_line([c, b, a]) == ("fastest median of this section so far: a (not told apart from b, timed "
-                                            "in other turns: the two-moments rule, which a chain of paired ratios "
-                                            "through a step timed in both sets of turns does not lift, each link being "
-                                            "another moment's)")  # a and b were not timed in turns
+                                            "in other turns, 1.01× apart: under the 2.5× two moments can differ "
+                                            "by)")  # a and b were not timed in turns
     assert nb08.fastest_line([c, a]) == "fastest median of this section so far: a"
     from course_lib import bench  # section 4 times its versions in turns: paired
     won = bench.timing_of([0.150, 0.151, 0.149, 0.152, 0.150], name="a", device="cpu", work=100, unit="tok/s",

@@ -122,65 +122,66 @@ def test_sync_verdict_adds_the_cpu_note_and_the_reference_off_a_gpu():
     assert nb10.sync_verdict(None, 7, "H100", "cuda") == ""
 
 
-def test_answer_sums_the_step_the_kinds_and_the_fixes():
+def test_answer_sums_the_step_the_kinds_and_the_fixes(tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_RESULTS_DIR", str(tmp_path))  # no reference run: this run's lines only
     kinds = {"attention": {"seconds": 0.05}, "matmul": {"seconds": 0.03}, "element-wise": {"seconds": 0.01},
              "copy": {"seconds": 0.01}}
     fixes = {"keeping values": Ratio("k", 0.99, 0.93, 1.02, rounds=5, coverage=0.94, drift=0.01),
              "compiling": Ratio("c", 1.04, 1.02, 1.05, rounds=9, coverage=0.96, drift=0.01), "the graph break": None}
-    said = nb10.answer({"compute": 0.09, "copies": 0.004, "waiting": 0.0, "framework": 0.006}, "cpu", fixes, kinds,
-                       "sdpa bwd", 0.04).splitlines()
-    assert said[1] == "  in short: attention took 50% of the op time, its costliest op at 4.0% of its roof; compiling " \
-        "(1.04×) made the step measurably faster"
-    said = [said[0]] + said[2:]  # the rest, in order
-    assert said[0] == "answer, from this run's numbers:" and said[1] == (
-        "  the profiled step (section 1): ops 94% of it, time in no op (Python, autograd's bookkeeping, the profiler's "
-        "own) 6%")
-    assert said[2] == "  of the op time: attention 50%, matmul 30%, element-wise 10%; the costliest op, sdpa bwd, at 4.0% " \
-        "of its roof"
+    cpu_step = {"compute": 0.09, "copies": 0.004, "waiting": 0.0, "framework": 0.006}
+    said = nb10.answer(cpu_step, "cpu", fixes, kinds, "sdpa bwd", 0.04).splitlines()
+    assert said[:5] == [  # the short lines first
+        "answer, from this run's numbers:",
+        "  where the time went: attention 50%, matmul 30%, element-wise 10% of the op time; the costliest op, sdpa bwd, "
+        "at 4.0% of its roof (section 4)",
+        "  what paid: compiling (1.04×) made the step measurably faster, in turns",
+        "  the fixes taught here, each timed in turns: keeping values 0.99× (0.93–1.02) no measurable difference; "
+        "compiling 1.04× (1.02–1.05) faster; the graph break not timed here",
+        "  details:"]
+    assert said[5] == ("    the profiled step (section 1): ops 94% of it, time in no op (Python, autograd's bookkeeping, "
+                       "the profiler's own) 6%")
     # element-wise and copies: 20 % of the op time: the ops at most 1 / (1 - 0.2) = 1.25x faster; Python 6 % besides
-    assert said[3].startswith("  compiling's room: the model's element-wise, reduction and copy ops, the kinds Inductor "
+    assert said[6].startswith("    compiling's room: the model's element-wise, reduction and copy ops, the kinds Inductor "
                               "fuses, took 20% of section 4's op time. If their time went to zero, the ops would run at "
                               "most 1.25× faster")
-    assert "The loss's and the optimizer's such ops, 0% more, stay outside torch.compile(model)" in said[3]
-    apart = nb10.answer({"compute": 0.09, "copies": 0.004, "waiting": 0.0, "framework": 0.006}, "cpu", fixes, kinds,
-                        "sdpa bwd", 0.04, outside=0.005).splitlines()[4]  # half the element-wise time: the loss's
+    assert "The loss's and the optimizer's such ops, 0% more, stay outside torch.compile(model)" in said[6]
+    assert "at most 6% of section 1's profiled step" in said[6]
+    apart = nb10.answer(cpu_step, "cpu", fixes, kinds, "sdpa bwd", 0.04, outside=0.005).splitlines()[6]
     assert "took 15% of section 4's op time" in apart and "1.18× faster" in apart and "such ops, 5% more" in apart
-    assert "at most 6% of section 1's profiled step" in said[3]
-    bracket = nb10.answer({"compute": 0.09, "copies": 0.004, "waiting": 0.0, "framework": 0.006}, "cpu", fixes, kinds,
-                          "sdpa bwd", 0.04, ops_unprofiled=0.98).splitlines()[4]
-    assert "between about 2% of the step without the profiler (section 4" in bracket and "and 6% of section 1's" in bracket
+    bracket = nb10.answer(cpu_step, "cpu", fixes, kinds, "sdpa bwd", 0.04, ops_unprofiled=0.98).splitlines()[6]
+    assert "about 2% of the step without the profiler (section 4) and 6% of section 1's" in bracket
+    written = {"compiled vs eager, written-out attention": {"value": 1.24, "spread": [1.07, 1.37]}}
+    assert "    with attention written out, its ops are fusible too: notebook 08 compiled that GPT at 1.24× " \
+        "(1.07–1.37) faster in its own turns" in nb10.answer(cpu_step, "cpu", fixes, kinds, "sdpa bwd", 0.04, written)
     broken = {"a tensor instead of .item()": Ratio("t", 1.08, 0.94, 1.20, rounds=9, coverage=0.96, drift=0.01),
               "compiling (default mode)": Ratio("c", 1.03, 0.97, 1.07, rounds=9, coverage=0.96, drift=0.01)}
     ran08 = {"compiled vs eager, SDPA": {"value": 1.06, "spread": [1.02, 1.08]}}
     text = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", broken, None, "", None, ran08)
     assert "the graph break's fix could not be told from no change here: the in-turns interval, 0.94–1.20×, is too " \
         "wide to tell" in text and "not measurable" not in text
-    assert "notebook 08 timed compiling this GPT in its own turns: 1.06× (1.02–1.08) faster; a gain that small lies " \
-        "inside this run's interval" in text
+    assert "notebook 08 timed compiling this GPT in its own turns: 1.06× (1.02–1.08) faster; here: the in-turns " \
+        "interval, 0.97–1.07×, holds 1" in text
     ran08["compiled vs eager, SDPA"].update(rounds=5, coverage=0.94, drift=0.09)  # 08's own turns drifted 9 %
     assert "in its own turns: 1.06× (1.02–1.08) inconclusive;" in nb10.answer(
         {"compute": 0.9, "framework": 0.1}, "cpu", broken, None, "", None, ran08)
-    assert said[4].startswith("  the fixes, each timed in turns: keeping values 0.99× (0.93–1.02) no measurable difference; "
-                              "compiling 1.04× (1.02–1.05) faster") and said[4].endswith("the graph break not timed here")
-    assert said[5] == "  so on this device: compiling (1.04×) made the step measurably faster, in turns"
     gpu = nb10.answer({"compute": 0.2, "copies": 0.02, "waiting": 0.78}, "cuda", {}, None, "", None)
     assert "the GPU waited 78% of it, ran kernels and copies 22%" in gpu and "room" not in gpu
-    assert gpu.endswith("so on this device: no change timed here made the step measurably faster")
+    assert "  what paid: no change timed here made the step measurably faster" in gpu
     attention = Ratio("a", 1.30, 1.25, 1.36, rounds=9, coverage=0.96, drift=0.01)
     ran08 = {"SDPA vs written-out attention, eager": {"value": 0.74, "spread": [0.73, 0.78]}}
     both = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {}, None, "", None, ran08, attention).splitlines()
-    assert both[2] == ("  the written-out attention instead of SDPA: in section 3's turns 1.30× (1.25–1.36) faster; "
-                       "notebook 08's step (two micro-batches, with clipping), in its own turns: 1.35× (1.28–1.37)")
-    assert both[3] == "  so on this device: the written-out attention (1.30×) made the step measurably faster, in turns"
+    assert both[1] == "  what paid: the written-out attention (1.30×) made the step measurably faster, in turns"
+    assert both[-1] == ("    the written-out attention instead of SDPA: in section 3's turns 1.30× (1.25–1.36) faster; "
+                        "notebook 08's step (two micro-batches, with clipping), in its own turns: 1.35× (1.28–1.37)")
     three = {"a": Ratio("a", 1.2, 1.1, 1.3, rounds=9, coverage=0.96, drift=0.01),
              "b": Ratio("b", 1.1, 1.05, 1.15, rounds=9, coverage=0.96, drift=0.01)}
     listed = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", three, None, "", None, None, attention)
-    assert "so on this device: a (1.20×), b (1.10×) and the written-out attention (1.30×) made the step" in listed
+    assert "what paid: a (1.20×), b (1.10×) and the written-out attention (1.30×) made the step" in listed
 
 
 def test_profiled_total_sums_the_categories_and_sets_no_time_beside_section_3():
     said = nb10.profiled_total({"compute": 0.0866, "copies": 0.0036, "waiting": 0.0, "framework": 0.0055})
-    assert said.startswith("the profiled steps: 95.7 ms each, by the trace.") and "not this time" in said
+    assert said.startswith("the profiled steps: 95.7 ms each, by the trace.") and "not with this 95.7 ms (the profiler slows the step)" in said
 
 
 def test_profiled_note_sets_no_two_traces_side_by_side():
@@ -258,7 +259,7 @@ def test_compile_pair_and_turns_apart():
     assert "within the 2.5×" in nb10.compile_pair(25.0, 10.0)  # exactly 2.5x: not more than the rule's factor
     apart = nb10.turns_apart(_t("then", 1.0, 0.02), _t("now", 3.0, 0.06))
     assert "(0.33×, 0.3" in apart and "lies 2.5× or more from 1, beyond what two moments can differ by" in apart
-    assert "within their spreads, so the verdicts above" in nb10.turns_apart(_t("then", 1.0, 0.2), _t("now", 1.02, 0.2))
+    assert "within their spreads; the verdicts above use only these turns" in nb10.turns_apart(_t("then", 1.0, 0.2), _t("now", 1.02, 0.2))
     beyond = nb10.turns_apart(_t("then", 1.0, 0.02), _t("now", 1.28, 0.02))  # the cpu run's 0.78x: beyond, under 1.5x
     assert "within their" not in beyond and "is within 2.5× of 1, a gap the pace of two moments can make: inconclusive" in beyond
 
@@ -474,12 +475,13 @@ def test_compile_in_08_reads_two_turns_by_the_two_moments_rule():
     said = nb10.compile_in_08(ran08, gain, 16, gpt, "cpu")
     assert said.startswith("notebook 08 (section 4) compiled this GPT with SDPA earlier in this run")
     assert "1.10× (1.07–1.12); here 1.04× (0.91–1.10)" in said and (
-        "so they are compared by the rule for two moments: within their spreads. 08's 1.10× lies inside this run's "
+        "so they are compared by the rule for two moments: within their spreads, so they are not told apart. 08's "
+        "1.10× lies inside this run's "
         "interval, so the two verdicts' words differ without the numbers disagreeing") in said
     alike = Ratio("compiled (default) vs eager", 1.09, 1.05, 1.12, rounds=5, coverage=0.94, drift=0.01)
-    assert nb10.compile_in_08(ran08, alike, 16, gpt, "cpu").endswith("within their spreads")  # both told: no note
+    assert nb10.compile_in_08(ran08, alike, 16, gpt, "cpu").endswith("not told apart")  # both told: no note
     small = Ratio("compiled (default) vs eager", 1.04, 1.01, 1.10, rounds=9, coverage=0.96, drift=0.038)
-    assert nb10.compile_in_08(ran08, small, 16, gpt, "cpu").endswith("within their spreads")  # 'small' is told too
+    assert nb10.compile_in_08(ran08, small, 16, gpt, "cpu").endswith("not told apart")  # 'small' is told too
     assert nb10.compile_in_08(ran08, gain, 8, gpt, "cpu") == ""  # another micro-batch than 08's
     assert nb10.compile_in_08({}, gain, 16, gpt, "cpu") == ""  # 08 did not time it
     ran08["SDPA vs written-out attention, eager"] = {"value": 0.739, "unit": "×", "spread": [0.73, 0.78]}
@@ -526,18 +528,19 @@ def test_step_in_08_sets_08s_step_of_the_same_gpt_beside_this_one():
     written["eager, SDPA"] = {"value": 16.5, "unit": "ktok/s", "spread": [16.0, 17.0]}  # 08's section 4, SDPA
     text = nb10.step_in_08(written, eager, c.batch, gpt, "cpu")
     assert text.startswith("notebook 08 (section 4) timed this GPT's eager SDPA step at this micro-batch")
-    assert "16.5 (16–17) ktok/s; eager here: 17.36" in text and "two micro-batches per step" in text
+    assert "eager step here, 17.36 (17.07–17.5) ktok/s, by the rule for two moments:\n  before its compile, 16.5 " \
+        "(16–17) ktok/s" in text and "two micro-batches per step" in text
     assert "timed again after its compile" not in text  # 08 recorded one reading only
     written["eager, SDPA (beside the compiled)"] = {"value": 13.0, "unit": "ktok/s", "spread": [12.8, 13.2]}
     both = nb10.step_in_08(written, eager, c.batch, gpt, "cpu")  # both of 08's readings, each by the two-moments rule
-    assert "before its compile: 16.5 (16–17) ktok/s" in both and "timed again after its compile, 13 (12.8–13.2) " \
-        "ktok/s: against that reading, this step is 1.34× apart, beyond both quartiles" in both
+    assert "before its compile, 16.5 (16–17) ktok/s" in both and "\n  after its compile, 13 (12.8–13.2) " \
+        "ktok/s: 1.34× apart, beyond both quartiles" in both
     written["eager, written-out attention"] = {"value": 24.0, "unit": "ktok/s", "spread": [23.5, 25.5]}  # its section 4
     fast = bench.timing_of([0.082, 0.081, 0.083, 0.082, 0.082], name="w", device="cpu", work=2048, unit="tok/s")
     lines = nb10.step_in_08(written, eager, c.batch, gpt, "cpu", fast).splitlines()
-    assert lines[-1].startswith("the written-out step here, 24.98") and "its section 4 read 24 (23.5–25.5) ktok/s: " \
-        "within their quartiles" in lines[-1] and "its section 5 (one micro-batch a step, its utilisation sampler " \
-        "running) read 12.56 (11.95–12.7) ktok/s: 1.99× apart" in lines[-1]
+    assert lines[-3].startswith("the written-out step here, 24.98") and lines[-2] == "  its section 4, 24 (23.5–25.5) " \
+        "ktok/s: within their quartiles" and lines[-1].startswith("  its section 5 (one micro-batch a step, its " \
+        "utilisation sampler running), 12.56 (11.95–12.7) ktok/s: 1.99× apart")
     assert nb10.cold_in_08({"compile + first step (cold)": {"value": 28.5, "unit": "s"}}, 23.9, gpt, "cpu") == (
         "notebook 08 compiled this GPT cold earlier in this run (its step: two micro-batches, with clipping; no "
         "structured logs, which this notebook writes for tlparse): first step "
@@ -610,20 +613,21 @@ def test_answer_adds_the_reference_gpus_bottom_line_off_a_gpu(tmp_path, monkeypa
     from course_lib import report
     monkeypatch.setenv("COURSE_RESULTS_DIR", str(tmp_path))
     step = {"compute": 0.9, "copies": 0.0, "waiting": 0.0, "framework": 0.1}
-    assert len(nb10.answer(step, "cpu", {}, None, "", None).splitlines()) == 3  # no reference recorded
+    assert len(nb10.answer(step, "cpu", {}, None, "", None).splitlines()) == 4  # no reference recorded
     rep = report.Report("10_compile_and_profile", "gpu", "cpu")
     rep.meta.update(device="NVIDIA H100 80GB HBM3", device_type="cuda")
     rep.add("plain step: waiting share", 70.0, "%")
     rep.add("compiled (default) vs eager", 1.3, "×")
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
-    last = nb10.answer(step, "cpu", {}, None, "", None).splitlines()[-1]
+    last = nb10.answer(step, "cpu", {}, None, "", None).splitlines()[2]  # among the short lines, before the details
     assert last.startswith("  on the reference NVIDIA H100 80GB HBM3, with its own GPT (") and "another model" in last
     assert last.endswith("its GPU waited 70% of its profiled step (an upper reading); compiled (default) vs eager 1.30×")
     rep.meta.update(device="NVIDIA H200")
     for old in tmp_path.glob("*.json"):  # the H100's record: this reference is the only one
         old.unlink()
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
-    *_, this, earlier = nb10.answer(step, "cpu", {}, None, "", None).splitlines()  # two sessions: two lines
+    said = nb10.answer(step, "cpu", {}, None, "", None).splitlines()  # two sessions: two lines
+    this, earlier = said[2], said[-1]
     assert "its GPU waited 70% of its profiled step (an upper reading)" in this and "56%" not in this
     assert earlier == "  without the profiler, an earlier session's run of this GPT on an H200 read about 56% waiting: " \
         "launch-bound"
@@ -631,4 +635,4 @@ def test_answer_adds_the_reference_gpus_bottom_line_off_a_gpu(tmp_path, monkeypa
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
     said = nb10.answer(step, "cpu", {}, None, "", None)
     assert "its GPU waited about 60% of a step without the profiler;" in said and "earlier session" not in said
-    assert len(nb10.answer(step, "cuda", {}, None, "", None).splitlines()) == 3  # on a GPU: this run's own
+    assert len(nb10.answer(step, "cuda", {}, None, "", None).splitlines()) == 4  # on a GPU: this run's own

@@ -457,7 +457,7 @@ def test_a_paired_ratio_keeps_its_rounds_and_drift_and_is_read_by_the_same_rules
     rep.record(bench.Ratio("drifted", 1.06, 1.04, 1.22, rounds=5, coverage=0.94, drift=0.09),
                bench.Ratio("steady", 1.06, 1.04, 1.08, rounds=5, coverage=0.94, drift=0.01))
     assert rep.rows["drifted"]["rounds"] == 5 and rep.rows["drifted"]["drift"] == 0.09
-    assert report.ratio_grade(rep.rows["drifted"]).startswith("inconclusive: the machine's speed changed by 9.0%")
+    assert report.ratio_grade(rep.rows["drifted"]).startswith("inconclusive: the whole interval lies above 1, yet the machine's speed changed by 9.0%")
     assert report.ratio_grade(rep.rows["steady"]) == ("a difference beyond its interval (1 lies outside it, and the "
                                                       "drift is smaller)")
     monkeypatch.setenv("COURSE_RESULTS_DIR", str(tmp_path))

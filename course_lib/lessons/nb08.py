@@ -194,9 +194,9 @@ def before_after_compile(before: Timing, after: Timing) -> str:
 def fastest_line(timings: Sequence[Timing]) -> str:
     """The version with the highest median rate, and those its repeats do not tell it apart from."""
     best = max(timings, key=lambda t: t.rate)
-    tied = [f"{t.name}, " + ("timed in other turns: the two-moments rule, which a chain of paired ratios through a "
-                             "step timed in both sets of turns does not lift, each link being another moment's"
-                             if speedup(t, best).apart else "by these repeats")
+    tied = [f"{t.name}, " + (f"timed in other turns, {speedup(t, best).value:.2f}× apart: under the "
+                             f"{verdicts.APART:g}× two moments can differ by" if speedup(t, best).apart
+                             else "by these repeats")
             for t in timings if t is not best and not speedup(t, best).clear]
     beaten = [t.name for t in timings if t.name.startswith("compiled") and t is not best
               and speedup(t, best).clear]

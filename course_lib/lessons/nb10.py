@@ -123,84 +123,101 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
            kinds: Mapping[str, Mapping[str, float]] | None, slowest: str, slowest_of_roof: float | None,
            ran08: Mapping[str, dict] | None = None, attention: Ratio | None = None,
            ops_unprofiled: float | None = None, outside: float = 0.0) -> str:
-    """The notebook's question answered from this run's numbers: where the profiled step's time went
-    (`step`: seconds per category), the op time by kind (`kinds`, as section 4 sums them) and, on a CPU, the
-    most fusing could save and the time in no op it could cut (`ops_unprofiled`: section 4's op time over its
-    step without the profiler; `outside`: the seconds of fusible ops the compiled model does not reach,
-    :func:`outside_model`), the costliest op with FLOPs (`slowest`, at `slowest_of_roof` of its roof), the
-    written-out attention against SDPA (`attention`, section 3's turns, and 08's from `ran08`), what each fix
-    measured (`fixes`: a name -> its ratio, None where it was not timed), and which changes paid."""
+    """The notebook's question answered from this run's numbers, a few short lines first: where the op time
+    went (`kinds`, as section 4 sums them; the costliest op with FLOPs, `slowest`, at `slowest_of_roof` of its
+    roof), which timed change paid (`fixes`: a name -> its ratio, None where not timed; `attention`, the
+    written-out attention in section 3's turns), each fix's verdict and, off a GPU, the reference GPU's; then
+    the details: the profiled step's split (`step`: seconds per category), on a CPU compiling's room
+    (:func:`_room`), notebook 08's readings of the same changes (`ran08`), and why a fix did not show."""
     total = sum(step.values())
     share = {cat: s / total for cat, s in step.items()}
     ops = share.get("compute", 0.0) + share.get("copies", 0.0)
-    lines = ["answer, from this run's numbers:",
-             (f"  the profiled step: the GPU waited {share.get('waiting', 0.0):.0%} of it, ran kernels and copies "
-              f"{ops:.0%}" if device_type == "cuda" else
-              f"  the profiled step (section 1): ops {ops:.0%} of it, time in no op (Python, autograd's bookkeeping, "
-              f"the profiler's own) {share.get('framework', 0.0):.0%}")]
+    paid = _listed({n: r for n, r in (dict(fixes) | {"the written-out attention": attention}).items()
+                    if r is not None and r.clear and r.value > 1})
+    reference = reference_answer() if device_type != "cuda" else []
+    head = ["answer, from this run's numbers:"]
     if kinds:
         op_time = sum(k["seconds"] for k in kinds.values())
-        lines.append("  of the op time: " + ", ".join(f"{kind} {k['seconds'] / op_time:.0%}" for kind, k in
-                                                      list(kinds.items())[:3])
-                     + (f"; the costliest op, {slowest}, at {roof_share(slowest_of_roof)} of its roof"
-                        if slowest_of_roof is not None else ""))
-        if device_type != "cuda":  # one op after another: the ops' time is at least that of the ops fusing leaves
-            fusible = (sum(k["seconds"] for kind, k in kinds.items() if kind in FUSIBLE) - outside) / op_time
-            no_op = share.get("framework", 0.0)
-            least = (f"between about {max(0.0, 1 - ops_unprofiled):.0%} of the step without the profiler (section 4: "
-                     f"the step less the ops' recorded time) and {no_op:.0%}" if ops_unprofiled is not None else
-                     f"at most {no_op:.0%}")
-            lines.append(f"  compiling's room: the model's element-wise, reduction and copy ops, the kinds Inductor fuses, "
-                         f"took {fusible:.0%} of section 4's op time. If their time went to zero, the ops would run at "
-                         f"most {1 / (1 - fusible):.2f}× faster (if matmuls and attention stay library calls: assumed, not "
-                         f"measured). The loss's and the optimizer's such ops, {outside / op_time:.0%} more, stay outside "
-                         "torch.compile(model). Compiling can also cut some of the time in no op (Python and autograd's "
-                         f"bookkeeping): {least} of section 1's profiled step, which holds the profiler's own time too "
-                         "(section 4's counted step holds the counting's as well, so it bounds nothing)")
+        head.append("  where the time went: " + ", ".join(f"{kind} {k['seconds'] / op_time:.0%}" for kind, k in
+                                                          list(kinds.items())[:3]) + " of the op time"
+                    + (f"; the costliest op, {slowest}, at {roof_share(slowest_of_roof)} of its roof (section 4)"
+                       if slowest_of_roof is not None else ""))
+    head.append(f"  what paid: {paid} made the step measurably faster, in turns" if paid else
+                "  what paid: no change timed here made the step measurably faster")
+    if fixes:
+        head.append("  the fixes taught here, each timed in turns: " + "; ".join(
+            f"{name} {r.brief}" if r is not None else f"{name} not timed here" for name, r in fixes.items()))
+    details = [f"the profiled step: the GPU waited {share.get('waiting', 0.0):.0%} of it, ran kernels and copies {ops:.0%}"
+               if device_type == "cuda" else
+               f"the profiled step (section 1): ops {ops:.0%} of it, time in no op (Python, autograd's bookkeeping, the "
+               f"profiler's own) {share.get('framework', 0.0):.0%}"]
+    if kinds and device_type != "cuda":
+        details += _room(kinds, share.get("framework", 0.0), ops_unprofiled, outside, ran08)
+    details += _beside_08_answer(ran08, attention, fixes.get("compiling (default mode)"))
+    kept, fix = fixes.get("keeping values on the device"), fixes.get("a tensor instead of .item()")
+    if device_type != "cuda" and kept is not None and not kept.clear:
+        details.append("keeping the values on the device showed no gain: on a CPU nothing is queued, so a read waits "
+                       "for nothing but itself (section 2)")
+    if device_type != "cuda" and fix is not None and not fix.clear:
+        details.append(f"the graph break's fix could not be told from no change here: {fix.doubt} (section 3b; the "
+                       "break both splits the block's graph and leaves GPT.forward's other ops eager, not timed apart)")
+    return "\n".join(head + reference[:1] + ["  details:"] + [f"    {d}" for d in details]
+                     + [f"  {r.strip()}" for r in reference[1:]])
+
+
+def _listed(paid: Mapping[str, Ratio]) -> str:
+    """'a (1.20×), b (1.10×) and c (1.30×)': the changes that paid, each with its ratio ('' for none)."""
+    named = [f"{name} ({r.value:.2f}×)" for name, r in paid.items()]
+    return ", ".join(named[:-1]) + f" and {named[-1]}" if len(named) > 1 else "".join(named)
+
+
+def _room(kinds: Mapping[str, Mapping[str, float]], no_op: float, ops_unprofiled: float | None, outside: float,
+          ran08: Mapping[str, dict] | None) -> list[str]:
+    """On a CPU, where ops run one after another: the most compiling the model could save, from the share
+    of its fusible ops (the loss's and optimizer's, `outside` seconds, left out) and the time in no op
+    (`no_op`, section 1's share; `ops_unprofiled`, section 4's op time over its unprofiled step); and 08's
+    compile of the GPT whose attention is fusible ops too."""
+    op_time = sum(k["seconds"] for k in kinds.values())
+    fusible = (sum(k["seconds"] for kind, k in kinds.items() if kind in FUSIBLE) - outside) / op_time
+    least = (f"about {max(0.0, 1 - ops_unprofiled):.0%} of the step without the profiler (section 4) and {no_op:.0%}"
+             if ops_unprofiled is not None else f"at most {no_op:.0%}")
+    lines = [f"compiling's room: the model's element-wise, reduction and copy ops, the kinds Inductor fuses, took "
+             f"{fusible:.0%} of section 4's op time. If their time went to zero, the ops would run at most "
+             f"{1 / (1 - fusible):.2f}× faster (if matmuls and attention stay library calls: assumed, not measured). "
+             f"The loss's and the optimizer's such ops, {outside / op_time:.0%} more, stay outside torch.compile(model). "
+             f"Compiling can also cut some of the time in no op: {least} of section 1's profiled step, which holds "
+             "the profiler's own time too"]
+    written = (ran08 or {}).get("compiled vs eager, written-out attention")
+    if written and written.get("spread"):  # attention as fusible ops: the room the bound above leaves out
+        r = dataclasses.replace(report.recorded_ratio("", written), more="faster", less="slower")
+        lines.append(f"with attention written out, its ops are fusible too: notebook 08 compiled that GPT at {r.brief} "
+                     "in its own turns")
+    return lines
+
+
+def _beside_08_answer(ran08: Mapping[str, dict] | None, attention: Ratio | None, gain: Ratio | None) -> list[str]:
+    """The written-out attention against SDPA here (`attention`) and in 08's step; 08's compile of this GPT
+    where this run's (`gain`) told no gain."""
+    lines = []
     kernel = (ran08 or {}).get("SDPA vs written-out attention, eager")  # 08's whole step, SDPA over written out
     in_08 = (f"notebook 08's step (two micro-batches, with clipping), in its own turns: {1 / kernel['value']:.2f}× "
              f"({1 / kernel['spread'][1]:.2f}–{1 / kernel['spread'][0]:.2f})" if kernel and kernel.get("spread") else "")
     if attention is not None or in_08:
-        lines.append("  the written-out attention instead of SDPA: "
+        lines.append("the written-out attention instead of SDPA: "
                      + "; ".join(filter(None, [f"in section 3's turns {attention.brief}" if attention else "", in_08])))
-    if fixes:
-        lines.append("  the fixes, each timed in turns: " + "; ".join(
-            f"{name} {r.brief}" if r is not None else f"{name} not timed here" for name, r in fixes.items()))
-    gain, in_08 = fixes.get("compiling (default mode)"), (ran08 or {}).get("compiled vs eager, SDPA")
-    if gain is not None and not gain.clear and in_08 and in_08.get("spread"):
-        r08 = dataclasses.replace(report.recorded_ratio("compiled vs eager, SDPA", in_08), more="faster", less="slower")
-        lines.append(f"  notebook 08 timed compiling this GPT in its own turns: {r08.brief}"
-                     + ("; a gain that small lies inside this run's interval, which cannot resolve it"
-                        if r08.value > 1 and gain.lo <= r08.value <= gain.hi else ""))
-    timed = dict(fixes) | {"the written-out attention": attention}
-    paid = {name: r for name, r in timed.items() if r is not None and r.clear and r.value > 1}
-    named = [f"{name} ({r.value:.2f}×)" for name, r in paid.items()]
-    said = ", ".join(named[:-1]) + f" and {named[-1]}" if len(named) > 1 else "".join(named)
-    lines.append(f"  so on this device: {said} made the step measurably faster, in turns" if paid else
-                 "  so on this device: no change timed here made the step measurably faster")
-    if kinds and slowest_of_roof is not None:  # the finding in one sentence, first
-        top, k = next(iter(kinds.items()))
-        lines.insert(1, f"  in short: {top} took {k['seconds'] / sum(v['seconds'] for v in kinds.values()):.0%} of the op "
-                        f"time, its costliest op at {roof_share(slowest_of_roof)} of its roof; "
-                        + (f"{said} made the step measurably faster" if paid else
-                           "no change timed here made the step measurably faster"))
-    kept, fix = fixes.get("keeping values on the device"), fixes.get("a tensor instead of .item()")
-    if device_type != "cuda" and kept is not None and not kept.clear:
-        lines.append("  keeping the values on the device: a read on a CPU waits for nothing but itself (section 2)")
-    if device_type != "cuda" and fix is not None and not fix.clear:
-        lines.append(f"  the graph break's fix could not be told from no change here: {fix.doubt} (section 3b; the break "
-                     "both splits the block's graph and leaves GPT.forward's other ops eager, not timed apart)")
-    if device_type != "cuda":
-        lines += reference_answer()
-    return "\n".join(lines)
+    row = (ran08 or {}).get("compiled vs eager, SDPA")
+    if gain is not None and not gain.clear and row and row.get("spread"):
+        r08 = dataclasses.replace(report.recorded_ratio("compiled vs eager, SDPA", row), more="faster", less="slower")
+        lines.append(f"notebook 08 timed compiling this GPT in its own turns: {r08.brief}; here: {gain.doubt}")
+    return lines
 
 
 def profiled_total(plain: Mapping[str, float]) -> str:
     """The profiled step's length by its categories (`plain`, seconds each), and why it is not set beside
     section 3's timing of the same step."""
     return (f"the profiled steps: {fmt_time(sum(plain.values()))} each, by the trace. Section 3 times this step without "
-            "the profiler, in turns with compiled versions, at another moment: set these shares, not this time, beside "
-            "its timings")
+            "the profiler, in turns with compiled versions, at another moment: compare its timings with these shares, "
+            f"not with this {fmt_time(sum(plain.values()))} (the profiler slows the step)")
 
 
 def regime(plain: Mapping[str, float], device_type: str) -> str:
@@ -288,7 +305,9 @@ def profiled_note(categories: Mapping[str, Mapping[str, float]], gain: Ratio | N
             f"{fmt_time(keeping['waiting'])} in the step keeping them (medians over the profiled steps; the mean above "
             "can differ)"
             + (": too thin to draw" if thin else "")
-            + ("; on a CPU a read costs only itself" if thin and device_type == "cpu" else ""))
+            + ("; on a CPU a read costs only itself" if thin and device_type == "cpu" else "")
+            + ". The category holds the op that copies each value only; the call's whole cost is in the timed verdict "
+            "above")
 
 
 def first_call_line(mode: str, seconds: float, cold: bool, device: str) -> str:
@@ -354,12 +373,12 @@ def step_in_08(ran08: Mapping[str, dict] | None, eager: Timing, batch: int, gpt:
                     "side by side")
         again = (ran08 or {}).get("eager, SDPA (beside the compiled)")  # 08 timed it again after its compile
         vs2 = report.rate_vs_row(eager, again) if again else None
-        second = (f"; timed again after its compile, {report.fmt_row_value(again)} {again['unit']}: against that reading, "
-                  f"this step is {report.apart_words(vs2)}" if vs2 else "")
-        return (f"notebook 08 (section 4) timed this GPT's eager SDPA step at this micro-batch earlier in this run, two "
-                f"micro-batches per step with gradient clipping, before its compile: {report.fmt_row_value(sdpa)} "
-                f"{sdpa['unit']}; eager here: {_rate_range(eager)}, {report.apart_words(vs)}{second}"
-                + _written_in_08(ran08 or {}, row, written))
+        second = (f"\n  after its compile, {report.fmt_row_value(again)} {again['unit']}: {report.apart_words(vs2)}"
+                  if vs2 else "")
+        return (f"notebook 08 (section 4) timed this GPT's eager SDPA step at this micro-batch earlier in this run (two "
+                f"micro-batches per step, with gradient clipping); each of its readings beside the eager step here, "
+                f"{_rate_range(eager)}, by the rule for two moments:\n  before its compile, {report.fmt_row_value(sdpa)} "
+                f"{sdpa['unit']}: {report.apart_words(vs)}{second}" + _written_in_08(ran08 or {}, row, written))
     return (f"notebook 08 timed this GPT at this batch earlier in this run, with gradient clipping as well: "
             f"{report.fmt_row_value(row)} {row['unit']}; eager here: {_rate_range(eager)}, "
             f"{report.apart_words(vs)}. Minutes apart, in two processes, the machine's speed at each moment is part of "
@@ -371,11 +390,11 @@ def _written_in_08(ran08: Mapping[str, dict], sec5: dict, written: Timing | None
     (`sec5`: one micro-batch a step, the utilisation sampler running), each by the rule for two moments."""
     if written is None:
         return ""
-    said = [f"its {where} read {report.fmt_row_value(row)} {row['unit']}: {report.apart_words(vs)}"
+    said = [f"  its {where}, {report.fmt_row_value(row)} {row['unit']}: {report.apart_words(vs)}"
             for where, row in (("section 4", ran08.get("eager, written-out attention")),
                                ("section 5 (one micro-batch a step, its utilisation sampler running)", sec5))
             if row and (vs := report.rate_vs_row(written, row))]
-    return (f"\nthe written-out step here, {_rate_range(written)}, beside 08's: " + "; ".join(said)) if said else ""
+    return "\n".join([f"\nthe written-out step here, {_rate_range(written)}, beside 08's readings of it:"] + said) if said else ""
 
 
 def _same_gpt(profile: str, gpt: GPTConfig) -> bool:
@@ -453,7 +472,8 @@ def _beside_08(did: str, value: float, lo: float, hi: float, gain: Ratio) -> str
     return (f"notebook 08 (section 4) {did} earlier in this run, at this micro-batch (two per "
             f"step, with gradient clipping), in its own turns: {value:.2f}× ({lo:.2f}–{hi:.2f}); here "
             f"{gain.value:.2f}× ({gain.lo:.2f}–{gain.hi:.2f}). The two come from separate sets of turns, minutes apart, "
-            f"so they are compared by the rule for two moments: {verdicts.moments_words(gain.lo / hi, gain.hi / lo)}")
+            f"so they are compared by the rule for two moments: {verdicts.moments_words(gain.lo / hi, gain.hi / lo)}"
+            + (", so they are not told apart" if gain.lo / hi <= 1 <= gain.hi / lo else ""))
 
 
 def _rate_range(t: Timing) -> str:
@@ -553,7 +573,7 @@ def turns_apart(then: Timing, now: Timing) -> str:
     apart = speedup(then, now, "compiled, plain GPT: here vs section 3")
     return (f"the plain compiled step took {fmt_time(then.median_s)} in section 3's turns and {fmt_time(now.median_s)} "
             f"in these ({apart.value:.2f}×, {apart.lo:.2f}–{apart.hi:.2f}× from their spreads): "
-            f"{verdicts.moments_words(apart.lo, apart.hi)}, so the verdicts above compare only timings of these turns")
+            f"{verdicts.moments_words(apart.lo, apart.hi)}; the verdicts above use only these turns either way")
 
 
 def no_break_timing(compiles: bool) -> str:

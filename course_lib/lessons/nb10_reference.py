@@ -143,8 +143,8 @@ def reference_sync() -> list[str]:
         lines.append((f"The reference could not tell ({lo:.2f}–{hi:.2f}×: too wide, a cost of up to {hi - 1:.0%} fits in "
                       "it)." if said.too_wide else "No measurable cost there either.")
                      + f" The same GPT's plain step was {regime} there ({how}; the logging step's own share was not "
-                     "profiled)" + (": if this one was too, a read would find little queued to drain (reasoning, not "
-                                    "measured)" if regime != "GPU-bound" else ""))
+                     "profiled)" + (": if the logging step was too, a read would find little queued to drain (reasoning, "
+                                    "not measured)" if regime != "GPU-bound" else ""))
     lines.append(queue_drained())
     return lines
 
@@ -159,10 +159,11 @@ def reference_reads() -> str:
     with torch.device("meta"):
         n = len(list(GPT(GPTConfig(block_size=g.block, n_layer=g.n_layer, n_head=g.n_head, n_embd=g.n_embd)).parameters()))
     warned = next((r["value"] for k, r in rows.items() if k.startswith("set_sync_debug_mode warnings")), None)
+    extra = round(warned) - (n + 1) if warned is not None else 0
     return (f", with its own GPT ({g.n_layer} layers, width {g.n_embd}: {n} parameter tensors, so {n + 1} reads a step "
-            "with the loss)" + (f". Its warnings count, {warned:.0f}, is not that; this record does not say where the "
-                                "others came from (a GPU run now prints each warning's line)"
-                                if warned is not None and round(warned) != n + 1 else ""))
+            "with the loss)" + (f". It counted {warned:.0f} warnings, {abs(extra)} {'more' if extra > 0 else 'fewer'} "
+                                "than those reads; this record does not say where the difference came from (a GPU run "
+                                "now prints each warning's line)" if extra else ""))
 
 
 def queue_drained() -> str:

@@ -78,11 +78,11 @@ def op_table(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, device: str,
     return "\n".join(lines)
 
 
-def eager_then_now(then: Timing, now: Timing) -> str:
-    """Section 3's eager step (`then`) beside this section's (`now`), each timed in its own turns: the
-    course's one wording for two moments (:func:`verdicts.moments_words`)."""
+def eager_then_now(then: Timing, now: Timing, where: str = "section 3") -> str:
+    """An earlier section's (`where`) eager step (`then`) beside this one's (`now`), each timed in its own
+    turns: the course's one wording for two moments (:func:`verdicts.moments_words`)."""
     apart = speedup(then, now)  # two sets of turns: the range their quartiles allow
-    return (f"section 3 timed this eager step at {fmt_time(then.median_s)} (quartiles {fmt_time(then.lo_s)}–"
+    return (f"{where} timed this eager step at {fmt_time(then.median_s)} (quartiles {fmt_time(then.lo_s)}–"
             f"{fmt_time(then.hi_s)}), here {fmt_time(now.median_s)} ({fmt_time(now.lo_s)}–{fmt_time(now.hi_s)}), "
             f"{now.median_s / then.median_s:.2f}× its time, at two moments: "
             f"{verdicts.moments_words(1 / apart.hi, 1 / apart.lo)}")  # the time's ratio, as printed
@@ -176,7 +176,7 @@ def roof_verdict(shares: Mapping[tuple[bool, bool], float], slowest: OpTime, slo
     `slowest_of_roof` of its roof) comes to it. Off a GPU an op has no launch to name."""
     others = "the launch, the size, the kernel itself" if device_type == "cuda" else "the size, the kernel itself"
     far = "far below it, held back by something other than the two peaks (the kernel itself, its size, its overheads)"
-    return (f"verdict, by share of op time (copies included):\n"
+    return (f"verdict, by share of op time (copies included; each share rounded):\n"
             f"  {'':<14} {'at half its roof or more':>25} {'below half its roof':>20}\n"
             f"  {'memory side':<14} {shares[True, True]:>25.0%} {shares[False, True]:>20.0%}\n"
             f"  {'compute side':<14} {shares[True, False]:>25.0%} {shares[False, False]:>20.0%}\n"
