@@ -134,7 +134,7 @@ def test_answer_sums_the_step_the_kinds_and_the_fixes(tmp_path, monkeypatch):
         "answer, from this run's numbers:",
         "  where the time went: attention 50%, matmul 30%, element-wise 10% of the op time; the costliest op, sdpa bwd, "
         "at 4.0% of its roof (section 4)",
-        "  what paid: compiling (1.04×) made the step measurably faster, in turns",
+        "  what paid: compiling at 1.04× made the step measurably faster, in turns",
         "  the fixes taught here, each timed in turns: keeping values 0.99× (0.93–1.02) no measurable difference; "
         "compiling 1.04× (1.02–1.05) faster; the graph break not timed here",
         "  details:"]
@@ -170,13 +170,13 @@ def test_answer_sums_the_step_the_kinds_and_the_fixes(tmp_path, monkeypatch):
     attention = Ratio("a", 1.30, 1.25, 1.36, rounds=9, coverage=0.96, drift=0.01)
     ran08 = {"SDPA vs written-out attention, eager": {"value": 0.74, "spread": [0.73, 0.78]}}
     both = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {}, None, "", None, ran08, attention).splitlines()
-    assert both[1] == "  what paid: the written-out attention (1.30×) made the step measurably faster, in turns"
+    assert both[1] == "  what paid: the written-out attention at 1.30× made the step measurably faster, in turns"
     assert both[-1] == ("    the written-out attention instead of SDPA: in section 3's turns 1.30× (1.25–1.36) faster; "
                         "notebook 08's step (two micro-batches, with clipping), in its own turns: 1.35× (1.28–1.37)")
     three = {"a": Ratio("a", 1.2, 1.1, 1.3, rounds=9, coverage=0.96, drift=0.01),
              "b": Ratio("b", 1.1, 1.05, 1.15, rounds=9, coverage=0.96, drift=0.01)}
     listed = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", three, None, "", None, None, attention)
-    assert "what paid: a (1.20×), b (1.10×) and the written-out attention (1.30×) made the step" in listed
+    assert "what paid: a at 1.20×, b at 1.10× and the written-out attention at 1.30× made the step" in listed
 
 
 def test_profiled_total_sums_the_categories_and_sets_no_time_beside_section_3():
@@ -627,7 +627,7 @@ def test_answer_adds_the_reference_gpus_bottom_line_off_a_gpu(tmp_path, monkeypa
         old.unlink()
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
     said = nb10.answer(step, "cpu", {}, None, "", None).splitlines()  # two sessions: two lines
-    this, earlier = said[2], said[-1]
+    this, earlier = said[2], said[3]
     assert "its GPU waited 70% of its profiled step (an upper reading)" in this and "56%" not in this
     assert earlier == "  without the profiler, an earlier session's run of this GPT on an H200 read about 56% waiting: " \
         "launch-bound"

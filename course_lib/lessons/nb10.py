@@ -161,13 +161,12 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     if device_type != "cuda" and fix is not None and not fix.clear:
         details.append(f"the graph break's fix could not be told from no change here: {fix.doubt} (section 3b; the "
                        "break both splits the block's graph and leaves GPT.forward's other ops eager, not timed apart)")
-    return "\n".join(head + reference[:1] + ["  details:"] + [f"    {d}" for d in details]
-                     + [f"  {r.strip()}" for r in reference[1:]])
+    return "\n".join(head + reference + ["  details:"] + [f"    {d}" for d in details])
 
 
 def _listed(paid: Mapping[str, Ratio]) -> str:
-    """'a (1.20×), b (1.10×) and c (1.30×)': the changes that paid, each with its ratio ('' for none)."""
-    named = [f"{name} ({r.value:.2f}×)" for name, r in paid.items()]
+    """'a at 1.20×, b at 1.10× and c at 1.30×': the changes that paid, each with its ratio ('' for none)."""
+    named = [f"{name} at {r.value:.2f}×" for name, r in paid.items()]
     return ", ".join(named[:-1]) + f" and {named[-1]}" if len(named) > 1 else "".join(named)
 
 
