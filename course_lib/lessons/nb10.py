@@ -1,7 +1,8 @@
 """Notebook 10 (torch.compile and the profiler): the exercise checks, and the words around its
 measurements (each function returns the text a cell prints); section 4's, the roofline's, are
-:mod:`course_lib.lessons.nb10_roofline`, and the reference GPU's readings
-:mod:`course_lib.lessons.nb10_reference`, both re-exported here."""
+:mod:`course_lib.lessons.nb10_roofline`, the reference GPU's readings
+:mod:`course_lib.lessons.nb10_reference` and 08's beside 10's :mod:`course_lib.lessons.nb10_beside08`, all
+re-exported here."""
 
 from __future__ import annotations
 
@@ -15,18 +16,20 @@ from typing import Callable, Iterable, Mapping, Sequence
 import torch
 from torch import nn
 
-from course_lib import check, profiles, published, report, verdicts
+from course_lib import check, published, report, verdicts
 from course_lib.bench import Ratio, Timing, break_even, speedup
 from course_lib.lessons.nb10_roofline import (OfRoof, RidgeOf, above_roof, attention_alone, eager_then_now,  # noqa: F401
                                               kind_table, no_roofline, op_notes, op_table, placement, roof_verdict,
                                               roofs_note)
 from course_lib.lessons.nb10_reference import (H200_UNPROFILED, bound, graphs_bound, queue_drained,  # noqa: F401
                                                 reference_answer, reference_gpt, reference_sync, regime_label)
+from course_lib.lessons.nb10_beside08 import (account_in_08, attention_in_08, cold_in_08,  # noqa: F401
+                                               compile_in_08, step_in_08)
 from course_lib.lessons.nb10_roofline import roof_share
 from course_lib.models import GPT, GPTConfig
 from course_lib.profiling import StepSyncs, SyncCounter
 from course_lib.roofline import OpTime, count_ops
-from course_lib.units import fmt_bytes, fmt_count, fmt_time, rate_scale
+from course_lib.units import fmt_bytes, fmt_count, fmt_time
 
 
 @check.exercise()
@@ -122,13 +125,14 @@ def outside_model(ops: Iterable[OpTime]) -> float:
 def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Ratio | None],
            kinds: Mapping[str, Mapping[str, float]] | None, slowest: str, slowest_of_roof: float | None,
            ran08: Mapping[str, dict] | None = None, attention: Ratio | None = None,
-           ops_unprofiled: float | None = None, outside: float = 0.0) -> str:
+           ops_unprofiled: float | None = None, outside: float = 0.0, before: Ratio | None = None) -> str:
     """The notebook's question answered from this run's numbers, a few short lines first: where the op time
     went (`kinds`, as section 4 sums them; the costliest op with FLOPs, `slowest`, at `slowest_of_roof` of its
     roof), which timed change paid (`fixes`: a name -> its ratio, None where not timed; `attention`, the
     written-out attention in section 3's turns), each fix's verdict and, off a GPU, the reference GPU's; then
     the details: the profiled step's split (`step`: seconds per category), on a CPU compiling's room
-    (:func:`_room`), notebook 08's readings of the same changes (`ran08`), and why a fix did not show."""
+    (:func:`_room`), the compiled step against the plain one timed before any compile (`before`, two moments),
+    notebook 08's readings of the same changes (`ran08`), and why a fix did not show."""
     total = sum(step.values())
     share = {cat: s / total for cat, s in step.items()}
     ops = share.get("compute", 0.0) + share.get("copies", 0.0)
@@ -153,6 +157,10 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
                f"profiler's own) {share.get('framework', 0.0):.0%}"]
     if kinds and device_type != "cuda":
         details += _room(kinds, share.get("framework", 0.0), ops_unprofiled, outside, ran08)
+    if before is not None:
+        details.append(f"the compiled step against the plain step timed before any compile (section 2): {before.value:.2f}×,"
+                       f" at two moments: {verdicts.moments_words(before.lo, before.hi)}; the verdict above is against the "
+                       "eager step timed beside it")
     details += _beside_08_answer(ran08, attention, fixes.get("compiling (default mode)"))
     kept, fix = fixes.get("keeping values on the device"), fixes.get("a tensor instead of .item()")
     if device_type != "cuda" and kept is not None and not kept.clear:
@@ -194,6 +202,22 @@ def _room(kinds: Mapping[str, Mapping[str, float]], no_op: float, ops_unprofiled
     return lines
 
 
+def _attention_elsewhere(ran08: Mapping[str, dict] | None) -> list[str]:
+    """Where SDPA was the faster attention after all: in float32 on this device (08's attention alone) and
+    in the reference GPU's step (08's reference rows, its own GPT); [] where neither was recorded."""
+    said = []
+    fp32 = (ran08 or {}).get("attention alone, torch.float32: SDPA vs written out")
+    if fp32 and fp32.get("spread") and fp32["spread"][0] > 1:
+        said.append(f"in float32 on this device SDPA alone ran {fp32['value']:.2f}× as fast as the written-out "
+                    "attention (08)")
+    device, ref = report.reference("08_transformer")
+    sdpa, written = ref.get("eager, SDPA"), ref.get("eager, written-out attention")
+    if sdpa and written and sdpa["value"] > written["value"]:
+        said.append(f"on the reference {device}, with 08's own GPT, its eager SDPA step ran "
+                    f"{sdpa['value'] / written['value']:.2f}× as fast as the written-out one")
+    return [f"the written-out attention's gain is this device's bf16 SDPA kernel's: {'; '.join(said)}"] if said else []
+
+
 def _beside_08_answer(ran08: Mapping[str, dict] | None, attention: Ratio | None, gain: Ratio | None) -> list[str]:
     """The written-out attention against SDPA here (`attention`) and in 08's step; 08's compile of this GPT
     where this run's (`gain`) told no gain."""
@@ -204,6 +228,8 @@ def _beside_08_answer(ran08: Mapping[str, dict] | None, attention: Ratio | None,
     if attention is not None or in_08:
         lines.append("the written-out attention instead of SDPA: "
                      + "; ".join(filter(None, [f"in section 3's turns {attention.brief}" if attention else "", in_08])))
+    if attention is not None and attention.clear and attention.value > 1:  # where the written-out one won
+        lines += _attention_elsewhere(ran08)
     row = (ran08 or {}).get("compiled vs eager, SDPA")
     if gain is not None and not gain.clear and row and row.get("spread"):
         r08 = dataclasses.replace(report.recorded_ratio("compiled vs eager, SDPA", row), more="faster", less="slower")
@@ -215,8 +241,9 @@ def profiled_total(plain: Mapping[str, float]) -> str:
     """The profiled step's length by its categories (`plain`, seconds each), and why it is not set beside
     section 3's timing of the same step."""
     return (f"the profiled steps: {fmt_time(sum(plain.values()))} each, by the trace. Section 3 times this step without "
-            "the profiler, in turns with compiled versions, at another moment: compare its timings with these shares, "
-            f"not with this {fmt_time(sum(plain.values()))} (the profiler slows the step)")
+            "the profiler, in turns with compiled versions, at another moment: set these shares, not this length, beside "
+            "its timings (a profiled step's length holds whatever the profiler adds; section 4 times what a heavier "
+            "recording adds, in turns)")
 
 
 def regime(plain: Mapping[str, float], device_type: str) -> str:
@@ -351,136 +378,6 @@ def payback(speed: Ratio, first_call_s: float, eager: Timing, compiled: Timing) 
             "eager is the better choice for this model here")
 
 
-def step_in_08(ran08: Mapping[str, dict] | None, eager: Timing, batch: int, gpt: GPTConfig, profile: str,
-               written: Timing | None = None) -> str:
-    """Notebook 08's step of the same GPT at the same batch, recorded earlier in this run (its
-    utilisation section), beside this notebook's eager step: how far apart the two are beyond
-    their quartiles, and why timings of two notebooks are not paired; where 08 ran another attention
-    (its row's setup), why the two are not compared. '' where 08 did not run so (another profile or
-    device, or not yet) or its GPT (`profile`'s sizes) is not `gpt`."""
-    same_gpt = _same_gpt(profile, gpt)
-    row = (ran08 or {}).get(f"step, micro-batch of {batch} sequences")
-    vs = report.rate_vs_row(eager, row) if same_gpt and row else None
-    if vs is None:  # 08 did not run so, or recorded no spread or another unit: nothing to set side by side
-        return ""
-    if row.get("setup"):  # 08's section 5 ran the written-out attention: its section 4's SDPA row is this step
-        sdpa = (ran08 or {}).get("eager, SDPA")
-        vs = report.rate_vs_row(eager, sdpa) if sdpa else None
-        if vs is None:
-            return (f"notebook 08's section 5 timed a step of this GPT at this batch earlier in this run with the "
-                    f"{row['setup']}: another step than the eager one here, which runs SDPA, so the two are not set "
-                    "side by side")
-        again = (ran08 or {}).get("eager, SDPA (beside the compiled)")  # 08 timed it again after its compile
-        vs2 = report.rate_vs_row(eager, again) if again else None
-        second = (f"\n  after its compile, {report.fmt_row_value(again)} {again['unit']}: {report.apart_words(vs2)}"
-                  if vs2 else "")
-        return (f"notebook 08 (section 4) timed this GPT's eager SDPA step at this micro-batch earlier in this run (two "
-                f"micro-batches per step, with gradient clipping); each of its readings beside the eager step here, "
-                f"{_rate_range(eager)}, by the rule for two moments:\n  before its compile, {report.fmt_row_value(sdpa)} "
-                f"{sdpa['unit']}: {report.apart_words(vs)}{second}" + _written_in_08(ran08 or {}, row, written))
-    return (f"notebook 08 timed this GPT at this batch earlier in this run, with gradient clipping as well: "
-            f"{report.fmt_row_value(row)} {row['unit']}; eager here: {_rate_range(eager)}, "
-            f"{report.apart_words(vs)}. Minutes apart, in two processes, the machine's speed at each moment is part of "
-            "any gap: only timings of one set of turns are paired")
-
-
-def _written_in_08(ran08: Mapping[str, dict], sec5: dict, written: Timing | None) -> str:
-    """The written-out step here (`written`) beside 08's readings of it, its section 4's and its section 5's
-    (`sec5`: one micro-batch a step, the utilisation sampler running), each by the rule for two moments."""
-    if written is None:
-        return ""
-    said = [f"  its {where}, {report.fmt_row_value(row)} {row['unit']}: {report.apart_words(vs)}"
-            for where, row in (("section 4", ran08.get("eager, written-out attention")),
-                               ("section 5 (one micro-batch a step, its utilisation sampler running)", sec5))
-            if row and (vs := report.rate_vs_row(written, row))]
-    return "\n".join([f"\nthe written-out step here, {_rate_range(written)}, beside 08's readings of it:"] + said) if said else ""
-
-
-def _same_gpt(profile: str, gpt: GPTConfig) -> bool:
-    """Whether notebook 08 trains `gpt` under `profile`."""
-    c08 = profiles.sizes("08_transformer", profile)
-    return (c08.block, c08.n_layer, c08.n_head, c08.n_embd) == (gpt.block_size, gpt.n_layer, gpt.n_head, gpt.n_embd)
-
-
-def compile_in_08(ran08: Mapping[str, dict] | None, gain: Ratio, batch: int, gpt: GPTConfig, profile: str) -> str:
-    """Notebook 08's compile speed-up of this GPT with SDPA (its section 4, earlier in this run) beside
-    this notebook's `gain`: each paired within its own turns, so the two are read by the course's rule
-    for two moments. '' where 08 did not time it, or timed another GPT or micro-batch."""
-    row = _row_08(ran08, "compiled vs eager, SDPA", batch, gpt, profile)
-    if not row:
-        return ""
-    said = _beside_08("compiled this GPT with SDPA", row["value"], *row["spread"], gain)
-    if gain.lo <= row["value"] <= gain.hi and gain.clear != report.recorded_ratio("", row).clear:  # one told, one not
-        said += (f". 08's {row['value']:.2f}× lies inside this run's interval, so the two verdicts' words differ without "
-                 f"the numbers disagreeing: these {gain.rounds} turns cannot resolve a gain that small")
-    return said
-
-
-def attention_in_08(ran08: Mapping[str, dict] | None, gain: Ratio, batch: int, gpt: GPTConfig, profile: str) -> str:
-    """Notebook 08's whole step with the written-out attention instead of SDPA (its section 4 records SDPA
-    over written out: inverted here) beside this notebook's `gain`, read as :func:`compile_in_08` reads its."""
-    row = _row_08(ran08, "SDPA vs written-out attention, eager", batch, gpt, profile)
-    if not row:
-        return ""
-    lo, hi = row["spread"]
-    return _beside_08("ran this GPT's step with the written-out attention instead of SDPA", 1 / row["value"], 1 / hi,
-                      1 / lo, gain)
-
-
-def cold_in_08(ran08: Mapping[str, dict] | None, seconds: float, gpt: GPTConfig, profile: str) -> str:
-    """Notebook 08's cold compile of this GPT (its first step, compilation included, earlier in this run)
-    beside this notebook's (`seconds`): one run each, read by the rule for two moments; '' where 08
-    recorded none or compiled another GPT."""
-    row = (ran08 or {}).get("compile + first step (cold)")
-    if not row or not _same_gpt(profile, gpt):
-        return ""
-    r = seconds / row["value"]
-    return (f"notebook 08 compiled this GPT cold earlier in this run (its step: two micro-batches, with clipping; no "
-            f"structured logs, which this notebook writes for tlparse): first "
-            f"step {row['value']:.1f} s; here {seconds:.1f} s ({r:.2f}×), one run each: "
-            + (f"within the {verdicts.APART:g}× by which two moments can differ" if max(r, 1 / r) <= verdicts.APART else
-               f"more than {verdicts.APART:g}× apart, beyond what two moments can differ by"))
-
-
-def account_in_08(ran08: Mapping[str, dict] | None, sdpa: Timing, written: Timing, dtype: torch.dtype, batch: int,
-                  gpt: GPTConfig, profile: str) -> str:
-    """Notebook 08's attention alone (forward + backward of one layer at this micro-batch, earlier in this run):
-    SDPA's extra time per call times the layers, beside the gap between this notebook's two eager steps
-    (`sdpa`, `written`, section 3's turns): an account from two sets of turns, not a measurement of the step."""
-    rows = {k: (ran08 or {}).get(f"attention alone: {k}, {dtype}") for k in ("SDPA", "written out")}
-    if not all(rows.values()) or not _same_gpt(profile, gpt) or profiles.sizes("08_transformer", profile).micro != batch:
-        return ""
-    per_call = (rows["SDPA"]["value"] - rows["written out"]["value"]) / 1e3
-    summed, gap = per_call * gpt.n_layer, sdpa.median_s - written.median_s
-    share = f": the account is {summed / gap:.2f}× that gap" if gap > 0 and summed > 0 else ""
-    return (f"notebook 08 timed attention alone at this shape earlier in this run ({dtype}, forward + backward): SDPA's "
-            f"extra {per_call * 1e3:+.2f} ms per layer × {gpt.n_layer} layers = {summed * 1e3:+.1f} ms per step; here the "
-            f"two eager steps' medians differ by {gap * 1e3:+.1f} ms (SDPA minus written out){share}. Two sets of turns: "
-            "an account, not a measurement of the step")
-
-
-def _row_08(ran08: Mapping[str, dict] | None, key: str, batch: int, gpt: GPTConfig, profile: str) -> dict | None:
-    """08's row `key` of this run, where it has a spread and timed this GPT at this micro-batch; else None."""
-    row = (ran08 or {}).get(key)
-    ok = (row and row.get("spread") and _same_gpt(profile, gpt) and profiles.sizes("08_transformer", profile).micro == batch)
-    return row if ok else None
-
-
-def _beside_08(did: str, value: float, lo: float, hi: float, gain: Ratio) -> str:
-    """08's paired ratio (`value`, `lo`..`hi`: what it `did`) beside this notebook's `gain`, by the two-moments rule."""
-    return (f"notebook 08 (section 4) {did} earlier in this run, at this micro-batch (two per "
-            f"step, with gradient clipping), in its own turns: {value:.2f}× ({lo:.2f}–{hi:.2f}); here "
-            f"{gain.value:.2f}× ({gain.lo:.2f}–{gain.hi:.2f}). The two come from separate sets of turns, minutes apart, "
-            f"so they are compared by the rule for two moments: {verdicts.moments_words(gain.lo / hi, gain.hi / lo)}"
-            + (", so they are not told apart" if gain.lo / hi <= 1 <= gain.hi / lo else ""))
-
-
-def _rate_range(t: Timing) -> str:
-    """'17.4 (17.1–17.8) ktok/s': a timing's rate and its quartiles' rates, with an SI prefix."""
-    scale, unit = rate_scale(t.rate, t.unit)
-    return f"{t.rate / scale:.4g} ({t.rate_lo / scale:.4g}–{t.rate_hi / scale:.4g}) {unit}"
-
-
 def gpus_measured(device_type: str, reduce_overhead: bool) -> str:
     """What GPUs measured of torch.compile: the reference run's speed-up off a GPU, the published
     figures (with CUDA graphs' where reduce-overhead ran)."""
@@ -564,6 +461,19 @@ def compile_pair(item_s: float, tensor_s: float) -> str:
     return (f"compilation: first step {item_s:.1f} s with the .item(), {tensor_s:.1f} s with the tensor ({r:.2f}×), one "
             f"run each: {words}. {'Even so' if max(r, 1 / r) > verdicts.APART else 'Besides'}, each compile may have found a different part of its work in the on-disk "
             "caches section 3 filled (not measured), so these two times do not measure what the break costs to compile")
+
+
+def before_compile(plain: Timing, eager: Timing, compiled: Timing) -> str:
+    """Section 2's plain step (`plain`, timed before anything in the process was compiled) beside section 3's
+    eager and compiled steps (`eager`, `compiled`, after the compile): the compiled step against the step as
+    it ran before any compile, by the rule for two moments."""
+    r = speedup(plain, compiled, "compiled vs the plain step before any compile")  # two moments: the quartiles' range
+    ms = lambda t: f"{fmt_time(t.median_s)} ({fmt_time(t.lo_s)}–{fmt_time(t.hi_s)})"  # noqa: E731
+    return (f"before any compile in this process, section 2 timed this plain step at {ms(plain)}; after the compile, "
+            f"these turns read eager {ms(eager)} and compiled {ms(compiled)}. The compiled step against the plain step "
+            f"before any compile: {r.value:.2f}×, at two moments: {verdicts.moments_words(r.lo, r.hi)}. The paired "
+            "verdict above compares the two in the same turns; what moved the eager step between the moments (the "
+            "compile, or the machine's pace) is not measured here")
 
 
 def turns_apart(then: Timing, now: Timing) -> str:

@@ -114,15 +114,17 @@ def graphs_bound(rows: Mapping[str, dict]) -> str:
     if not (default and graphs and default.get("spread") and graphs.get("spread")):
         return ""
     lo = 1 - default["spread"][1] / graphs["spread"][0]  # the share saved, from the quartiles' ends (rates)
+    hi = 1 - default["spread"][0] / graphs["spread"][1]
     mid = 1 - default["value"] / graphs["value"]
     device = report.reference(NB)[0] or "the reference GPU"
     return (f"\nthe reference run ({device}, its own GPT), in its section 3: compiled with reduce-overhead, its step ran "
             f"{graphs['value'] / default['value']:.2f}× as fast as compiled with the default mode (the ratio of the "
             f"medians of the same turns; {graphs['spread'][0] / default['spread'][1]:.2f}–"
             f"{graphs['spread'][1] / default['spread'][0]:.2f}× from the quartiles). Inferred, not measured: about "
-            f"{mid:.0%} (at least {math.floor(100 * lo)}%, from the quartiles) of the default-compiled step went away "
-            "under reduce-overhead; candidates, not separated: launching each kernel, PyTorch's choosing of a kernel "
-            "for each op, the caching allocator's calls (a graph replays into memory it holds), and Python")
+            f"{mid:.0%} ({math.floor(100 * lo)}–{math.ceil(100 * hi)}% across the quartiles' range) of the "
+            "default-compiled step went away under reduce-overhead. Candidates, not separated: launching each kernel, "
+            "PyTorch's choosing of a kernel for each op, the caching allocator's calls (a graph replays into memory it "
+            "holds), and Python.")
 
 
 def reference_sync() -> list[str]:
