@@ -360,8 +360,11 @@ def apart_words(vs: tuple[float, float, float]) -> str:
     """A :func:`rate_vs_row` comparison (two moments) in words: within the two quartiles, or how far apart
     beyond them and whether that is past what two moments can differ by (:func:`verdicts.moments_words`)."""
     value, lo, hi = vs
-    return ("within their quartiles" if lo <= 1 <= hi else
-            f"{value:.2f}× apart, beyond both quartiles; {verdicts.moments_words(lo, hi)}")
+    if lo <= 1 <= hi:
+        return "within their quartiles"
+    under = min(max(lo, 1 / lo), max(hi, 1 / hi)) < verdicts.APART  # the range's end nearest 1, as a factor
+    return (f"{value:.2f}× apart, more than either timing's own quartiles allow{', but' if under else ';'} "
+            f"{verdicts.moments_words(lo, hi)}")
 
 
 def recorded_ratio(key: str, row: dict) -> bench.Ratio:

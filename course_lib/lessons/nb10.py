@@ -23,7 +23,7 @@ from course_lib.lessons.nb10_roofline import (OfRoof, RidgeOf, above_roof, atten
                                               roofs_note)
 from course_lib.lessons.nb10_reference import (H200_UNPROFILED, bound, graphs_bound, queue_drained,  # noqa: F401
                                                 reference_answer, reference_gpt, reference_sync, regime_label)
-from course_lib.lessons.nb10_beside08 import (account_in_08, attention_in_08, cold_in_08,  # noqa: F401
+from course_lib.lessons.nb10_beside08 import (NOT_IN_08, account_in_08, attention_in_08, cold_in_08,  # noqa: F401
                                                compile_in_08, step_in_08)
 from course_lib.lessons.nb10_roofline import roof_share
 from course_lib.models import GPT, GPTConfig
@@ -158,9 +158,9 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     if kinds and device_type != "cuda":
         details += _room(kinds, share.get("framework", 0.0), ops_unprofiled, outside, ran08)
     if before is not None:
-        details.append(f"the compiled step against the plain step timed before any compile (section 2): {before.value:.2f}×,"
-                       f" at two moments: {verdicts.moments_words(before.lo, before.hi)}; the verdict above is against the "
-                       "eager step timed beside it")
+        details.append(f"the compiled step ran at {before.value:.2f}× the speed of the plain step timed before any compile "
+                       f"(section 2), at two moments: {verdicts.moments_words(before.lo, before.hi)}; the verdict above "
+                       "is against the eager step timed beside it")
     details += _beside_08_answer(ran08, attention, fixes.get("compiling (default mode)"))
     kept, fix = fixes.get("keeping values on the device"), fixes.get("a tensor instead of .item()")
     if device_type != "cuda" and kept is not None and not kept.clear:
@@ -186,14 +186,15 @@ def _room(kinds: Mapping[str, Mapping[str, float]], no_op: float, ops_unprofiled
     compile of the GPT whose attention is fusible ops too."""
     op_time = sum(k["seconds"] for k in kinds.values())
     fusible = (sum(k["seconds"] for kind, k in kinds.items() if kind in FUSIBLE) - outside) / op_time
-    least = (f"about {max(0.0, 1 - ops_unprofiled):.0%} of the step without the profiler (section 4) and {no_op:.0%}"
-             if ops_unprofiled is not None else f"at most {no_op:.0%}")
+    least = (f"about {max(0.0, 1 - ops_unprofiled):.0%} or more of the step without the profiler (section 4), and "
+             f"{no_op:.0%} of section 1's profiled step at another moment" if ops_unprofiled is not None else
+             f"{no_op:.0%} of section 1's profiled step")
     lines = [f"compiling's room: the model's element-wise, reduction and copy ops, the kinds Inductor fuses, took "
              f"{fusible:.0%} of section 4's op time. If their time went to zero, the ops would run at most "
              f"{1 / (1 - fusible):.2f}× faster (if matmuls and attention stay library calls: assumed, not measured). "
              f"The loss's and the optimizer's such ops, {outside / op_time:.0%} more, stay outside torch.compile(model). "
-             f"Compiling can also cut some of the time in no op: {least} of section 1's profiled step, which holds "
-             "the profiler's own time too"]
+             f"Compiling can also cut some of the time in no op (Python, autograd's bookkeeping): {least}; each "
+             "reading holds some of the profiler's own time, and the two are not reconciled"]
     written = (ran08 or {}).get("compiled vs eager, written-out attention")
     if written and written.get("spread"):  # attention as fusible ops: the room the bound above leaves out
         r = dataclasses.replace(report.recorded_ratio("", written), more="faster", less="slower")
@@ -215,7 +216,8 @@ def _attention_elsewhere(ran08: Mapping[str, dict] | None) -> list[str]:
     if sdpa and written and sdpa["value"] > written["value"]:
         said.append(f"on the reference {device}, with 08's own GPT, its eager SDPA step ran "
                     f"{sdpa['value'] / written['value']:.2f}× as fast as the written-out one")
-    return [f"the written-out attention's gain is this device's bf16 SDPA kernel's: {'; '.join(said)}"] if said else []
+    return ["SDPA lost to the written-out attention here in the step's 16-bit format; it won elsewhere:"] + [
+        f"  {line}" for line in said] if said else []
 
 
 def _beside_08_answer(ran08: Mapping[str, dict] | None, attention: Ratio | None, gain: Ratio | None) -> list[str]:
@@ -235,6 +237,20 @@ def _beside_08_answer(ran08: Mapping[str, dict] | None, attention: Ratio | None,
         r08 = dataclasses.replace(report.recorded_ratio("compiled vs eager, SDPA", row), more="faster", less="slower")
         lines.append(f"notebook 08 timed compiling this GPT in its own turns: {r08.brief}; here: {gain.doubt}")
     return lines
+
+
+def step_readings(readings: Sequence[tuple[str, Timing | float | None]]) -> str:
+    """Every reading of the plain eager step in this notebook, one line each (`readings`: where and how it was
+    taken -> its Timing, a trace's seconds, or None where not taken): the medians and quartiles side by side,
+    each one moment's, compared only within one set of turns."""
+    lines = ["this plain eager step's readings in this notebook, each at its own moment (only readings of one set of "
+             "turns are compared; the verdicts above say which):"]
+    for where, t in readings:
+        if isinstance(t, Timing):
+            lines.append(f"  {where:<44} {fmt_time(t.median_s):>9} (quartiles {fmt_time(t.lo_s)}–{fmt_time(t.hi_s)})")
+        elif t is not None:
+            lines.append(f"  {where:<44} {fmt_time(t):>9}")
+    return "\n".join(lines)
 
 
 def profiled_total(plain: Mapping[str, float]) -> str:
@@ -332,8 +348,8 @@ def profiled_note(categories: Mapping[str, Mapping[str, float]], gain: Ratio | N
             "can differ)"
             + (": too thin to draw" if thin else "")
             + ("; on a CPU a read costs only itself" if thin and device_type == "cpu" else "")
-            + ". The category holds the op that copies each value only; the call's whole cost is in the timed verdict "
-            "above")
+            + ". The category holds only the op that copies each value; the call's whole cost is in the timed "
+            "verdict above")
 
 
 def first_call_line(mode: str, seconds: float, cold: bool, device: str) -> str:
@@ -439,7 +455,8 @@ def compile_log_note(name: str, seconds: float, breaks: Sequence[str], explained
     """The first compiled step's time, and what the graph_breaks log said: its message count, the
     first message's opening lines, and why that count differs from explain's (`explained`);
     `eager_forward`: Dynamo gave up on GPT.forward (:func:`gave_up`)."""
-    lines = [f"{name}: first step {seconds:.1f} s (one run, caches warm), compilation included | {device}"]
+    lines = [f"{name}: first step {seconds:.1f} s (one run, after section 3's compile filled the caches), compilation "
+             f"included | {device}"]
     if breaks:
         lines.append(f"  graph_breaks log: {len(breaks)} message(s); the first begins:")
         lines += ["    " + line for line in breaks[0].splitlines()[:3] if line.strip()]
@@ -470,8 +487,8 @@ def before_compile(plain: Timing, eager: Timing, compiled: Timing) -> str:
     r = speedup(plain, compiled, "compiled vs the plain step before any compile")  # two moments: the quartiles' range
     ms = lambda t: f"{fmt_time(t.median_s)} ({fmt_time(t.lo_s)}–{fmt_time(t.hi_s)})"  # noqa: E731
     return (f"before any compile in this process, section 2 timed this plain step at {ms(plain)}; after the compile, "
-            f"these turns read eager {ms(eager)} and compiled {ms(compiled)}. The compiled step against the plain step "
-            f"before any compile: {r.value:.2f}×, at two moments: {verdicts.moments_words(r.lo, r.hi)}. The paired "
+            f"these turns read eager {ms(eager)} and compiled {ms(compiled)}. The compiled step ran at {r.value:.2f}× the "
+            f"speed of the plain step before any compile, at two moments: {verdicts.moments_words(r.lo, r.hi)}. The paired "
             "verdict above compares the two in the same turns; what moved the eager step between the moments (the "
             "compile, or the machine's pace) is not measured here")
 

@@ -15,6 +15,10 @@ from course_lib.models import GPTConfig
 from course_lib.units import rate_scale
 
 
+NOT_IN_08 = ("notebook 08 has not timed this GPT at this micro-batch earlier in this run (on this device, in this "
+             "profile): nothing to set beside this section's readings")
+
+
 def step_in_08(ran08: Mapping[str, dict] | None, eager: Timing, batch: int, gpt: GPTConfig, profile: str,
                written: Timing | None = None) -> str:
     """Notebook 08's step of the same GPT at the same batch, recorded earlier in this run (its
@@ -40,7 +44,8 @@ def step_in_08(ran08: Mapping[str, dict] | None, eager: Timing, batch: int, gpt:
                   if vs2 else "")
         return (f"notebook 08 (section 4) timed this GPT's eager SDPA step at this micro-batch earlier in this run (two "
                 f"micro-batches per step, with gradient clipping); each of its readings beside the eager step here, "
-                f"{_rate_range(eager)}, by the rule for two moments:\n  before its compile, {report.fmt_row_value(sdpa)} "
+                f"{_rate_range(eager)}, by the rule for two moments:\n  {'before its compile' if vs2 else 'its section 4'}, "
+                f"{report.fmt_row_value(sdpa)} "
                 f"{sdpa['unit']}: {report.apart_words(vs)}{second}" + _written_in_08(ran08 or {}, row, written))
     return (f"notebook 08 timed this GPT at this batch earlier in this run, with gradient clipping as well: "
             f"{report.fmt_row_value(row)} {row['unit']}; eager here: {_rate_range(eager)}, "

@@ -180,9 +180,10 @@ def roof_verdict(shares: Mapping[tuple[bool, bool], float], slowest: OpTime, slo
             f"  {'':<14} {'at half its roof or more':>25} {'below half its roof':>20}\n"
             f"  {'memory side':<14} {shares[True, True]:>25.0%} {shares[False, True]:>20.0%}\n"
             f"  {'compute side':<14} {shares[True, False]:>25.0%} {shares[False, False]:>20.0%}\n"
-            "  near the roof on the memory side, only moving fewer bytes (fusing ops) lifts an op; below half its roof, "
-            f"neither measured roof explains its time (candidates, not measured apart: {others}, or a roof not "
-            "measured here)\n"
+            + ("  near the roof on the memory side, only moving fewer bytes (fusing ops) lifts an op; "
+               if shares[True, True] >= 0.005 else "  ")
+            + f"below half its roof, neither measured roof explains an op's time (candidates, not measured apart: "
+            f"{others}, or a roof not measured here)\n"
             f"the costliest op, {slowest.label}, runs at {roof_share(slowest_of_roof)} of what the roofline allows at its "
             f"intensity: {'close to the roof' if slowest_of_roof >= 0.5 else far}")
 
