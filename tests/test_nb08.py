@@ -358,6 +358,9 @@ def test_paired_mfu_text_names_the_turns_and_the_moment():
     text = nb08.paired_mfu_text(mfu, "eager, SDPA", "cpu", 0.45, held, faster)
     assert "the matmul within the spreads of its stored pace; the step ran at 1.40× (" in text and "stands" not in text
     assert f"this machine: {0.45 / faster.value:.0%}–50%, the range of these readings" in text  # section 4's 32 %
+    wide = bench.Ratio("step", 1.23, 0.95, 1.40, apart=True)  # the quartiles' range holds 1, the medians 23 % apart
+    moved_step = nb08.paired_mfu_text(mfu, "eager, SDPA", "cpu", 0.45, held, wide)
+    assert "the step ran at 1.23× (0.95–1.40) section 4's pace" in moved_step and "no change shown" not in moved_step
     assert all(len(line) < 120 for line in text.splitlines())
     same = bench.rate_ratio(step, bench.timing_of([0.10, 0.11, 0.105], name="eager, SDPA", device="cpu", work=1000,
                                                   unit="tok/s"))

@@ -4,6 +4,7 @@ what sets section 5's steps apart from section 4's, measured in the same turns."
 
 from __future__ import annotations
 
+import math
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -105,9 +106,15 @@ def _mfu_check(mfu: Ratio, stored: float, matmul: Ratio, step: Ratio | None) -> 
         return "too wide", []
     if matmul.too_wide:
         return "matmul too wide", []
-    if matmul.within_noise and (step is None or step.within_noise):
+    if matmul.within_noise and (step is None or (step.within_noise and not _moved(step))):
         return "stands", []
     return "range", [mfu.value, stored] + ([stored / step.value] if step is not None else [])  # last: section 4's
+
+
+def _moved(step: Ratio) -> bool:
+    """Whether the step's median rate moved from section 4's by more than :data:`BOUND`, whatever the range
+    the two timings' quartiles allow (a wide spread can hold 1 while the medians lie 20 % apart)."""
+    return abs(math.log(step.value)) > math.log(1 + BOUND)
 
 
 def mfu_span(best_mfu: Sequence[float], mfu: Ratio | None, stored: float, matmul: Ratio | None,
@@ -181,7 +188,7 @@ def paired_mfu_text(mfu: Ratio, what: str, device: str, stored: float, matmul: R
     said = ["the matmul within the spreads of its stored pace" if matmul.within_noise else
             f"the matmul ran at {matmul.value:.2f}× its stored pace"]
     if step is not None:
-        said.append("the step's rate within section 4's quartiles" if step.within_noise else
+        said.append("the step's rate within section 4's quartiles" if step.within_noise and not _moved(step) else
                     f"the step ran at {step.value:.2f}× ({step.lo:.2f}–{step.hi:.2f}) section 4's pace\n"
                     "  (two moments apart; what moved it is not measured here)")
     if status == "stands":

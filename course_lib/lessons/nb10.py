@@ -16,7 +16,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 import torch
 from torch import nn
 
-from course_lib import check, published, report, verdicts
+from course_lib import check, datasheet, profiles, published, report, verdicts
 from course_lib.bench import Ratio, Timing, break_even, speedup
 from course_lib.lessons.nb10_roofline import (OfRoof, RidgeOf, above_roof, attention_alone, eager_then_now,  # noqa: F401
                                               kind_table, no_roofline, op_notes, op_table, placement, roof_verdict,
@@ -138,6 +138,8 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     ops = share.get("compute", 0.0) + share.get("copies", 0.0)
     paid = _listed({n: r for n, r in (dict(fixes) | {"the written-out attention": attention}).items()
                     if r is not None and r.clear and r.value > 1})
+    tried = (f"  beside them, a change of kernel: the written-out attention instead of SDPA, {attention.brief}"
+             if attention is not None else "")
     reference = reference_answer() if device_type != "cuda" else []
     head = ["answer, from this run's numbers:"]
     if kinds:
@@ -146,11 +148,12 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
                                                           list(kinds.items())[:3]) + " of the op time"
                     + (f"; the costliest op, {slowest}, at {roof_share(slowest_of_roof)} of its roof (section 4)"
                        if slowest_of_roof is not None else ""))
-    head.append(f"  what paid: {paid} made the step measurably faster, in turns" if paid else
-                "  what paid: no change timed here made the step measurably faster")
     if fixes:
         head.append("  the fixes taught here, each timed in turns: " + "; ".join(
             f"{name} {r.brief}" if r is not None else f"{name} not timed here" for name, r in fixes.items()))
+    head += [tried] if tried else []
+    head.append(f"  so what paid: {paid} made the step measurably faster, in turns" if paid else
+                "  so what paid: no change timed here made the step measurably faster")
     details = [f"the profiled step: the GPU waited {share.get('waiting', 0.0):.0%} of it, ran kernels and copies {ops:.0%}"
                if device_type == "cuda" else
                f"the profiled step (section 1): ops {ops:.0%} of it, time in no op (Python, autograd's bookkeeping, the "
@@ -186,15 +189,15 @@ def _room(kinds: Mapping[str, Mapping[str, float]], no_op: float, ops_unprofiled
     compile of the GPT whose attention is fusible ops too."""
     op_time = sum(k["seconds"] for k in kinds.values())
     fusible = (sum(k["seconds"] for kind, k in kinds.items() if kind in FUSIBLE) - outside) / op_time
-    least = (f"about {max(0.0, 1 - ops_unprofiled):.0%} or more of the step without the profiler (section 4), and "
-             f"{no_op:.0%} of section 1's profiled step at another moment" if ops_unprofiled is not None else
-             f"{no_op:.0%} of section 1's profiled step")
-    lines = [f"compiling's room: the model's element-wise, reduction and copy ops, the kinds Inductor fuses, took "
-             f"{fusible:.0%} of section 4's op time. If their time went to zero, the ops would run at most "
-             f"{1 / (1 - fusible):.2f}× faster (if matmuls and attention stay library calls: assumed, not measured). "
-             f"The loss's and the optimizer's such ops, {outside / op_time:.0%} more, stay outside torch.compile(model). "
-             f"Compiling can also cut some of the time in no op (Python, autograd's bookkeeping): {least}; each "
-             "reading holds some of the profiler's own time, and the two are not reconciled"]
+    least = (f"at least {max(0.0, 1 - ops_unprofiled):.0%} of the step without the profiler (section 4; the profiler's "
+             f"cost inside the ops' records makes this reading low) and {no_op:.0%} of section 1's profiled step (which "
+             "holds the profiler's own time), two moments" if ops_unprofiled is not None else
+             f"{no_op:.0%} of section 1's profiled step (which holds the profiler's own time)")
+    lines = [f"compiling's room: the model's element-wise, reduction and copy ops (the kinds Inductor fuses) took "
+             f"{fusible:.0%} of section 4's op time; if their time went to zero, the ops would run at most "
+             f"{1 / (1 - fusible):.2f}× faster (if matmuls and attention stay library calls: assumed, not measured)",
+             f"  the loss's and the optimizer's such ops, {outside / op_time:.0%} more, stay outside torch.compile(model)",
+             f"  compiling can also cut some of the time in no op (Python, autograd's bookkeeping): {least}"]
     written = (ran08 or {}).get("compiled vs eager, written-out attention")
     if written and written.get("spread"):  # attention as fusible ops: the room the bound above leaves out
         r = dataclasses.replace(report.recorded_ratio("", written), more="faster", less="slower")
@@ -214,7 +217,10 @@ def _attention_elsewhere(ran08: Mapping[str, dict] | None) -> list[str]:
     device, ref = report.reference("08_transformer")
     sdpa, written = ref.get("eager, SDPA"), ref.get("eager, written-out attention")
     if sdpa and written and sdpa["value"] > written["value"]:
-        said.append(f"on the reference {device}, with 08's own GPT, its eager SDPA step ran "
+        spec = datasheet.lookup(device or "")
+        g = profiles.sizes("08_transformer", "gpu", memory_gib=spec.memory_gib) if spec else None
+        gpt = f" ({g.n_layer} layers, width {g.n_embd}, T = {g.block})" if g else ""
+        said.append(f"on the reference {device}, with 08's own GPT{gpt}, its eager SDPA step ran "
                     f"{sdpa['value'] / written['value']:.2f}× as fast as the written-out one")
     return ["SDPA lost to the written-out attention here in the step's 16-bit format; it won elsewhere:"] + [
         f"  {line}" for line in said] if said else []
@@ -256,10 +262,8 @@ def step_readings(readings: Sequence[tuple[str, Timing | float | None]]) -> str:
 def profiled_total(plain: Mapping[str, float]) -> str:
     """The profiled step's length by its categories (`plain`, seconds each), and why it is not set beside
     section 3's timing of the same step."""
-    return (f"the profiled steps: {fmt_time(sum(plain.values()))} each, by the trace. Section 3 times this step without "
-            "the profiler, in turns with compiled versions, at another moment: set these shares, not this length, beside "
-            "its timings (a profiled step's length holds whatever the profiler adds; section 4 times what a heavier "
-            "recording adds, in turns)")
+    return (f"the profiled steps: {fmt_time(sum(plain.values()))} each, by the trace (the profiler on: set these shares, "
+            "not this length, beside section 3's timings)")
 
 
 def regime(plain: Mapping[str, float], device_type: str) -> str:
@@ -348,8 +352,7 @@ def profiled_note(categories: Mapping[str, Mapping[str, float]], gain: Ratio | N
             "can differ)"
             + (": too thin to draw" if thin else "")
             + ("; on a CPU a read costs only itself" if thin and device_type == "cpu" else "")
-            + ". The category holds only the op that copies each value; the call's whole cost is in the timed "
-            "verdict above")
+            + ".\n(this category holds only the copy of each value; the timed verdict above holds the whole call)")
 
 
 def first_call_line(mode: str, seconds: float, cold: bool, device: str) -> str:
@@ -470,14 +473,13 @@ def compile_log_note(name: str, seconds: float, breaks: Sequence[str], explained
 
 
 def compile_pair(item_s: float, tensor_s: float) -> str:
-    """The two first steps (compilation included), with and without the break: one pair, read by the rule for
-    two moments, and why it says nothing of the break's cost to compile (what each found in the caches)."""
+    """The two first steps (compilation included), with and without the break: one run each, so no verdict,
+    and why they say nothing of the break's cost to compile (what each found in the caches)."""
     r = item_s / tensor_s
-    words = (f"more than {verdicts.APART:g}× apart, beyond what two moments can differ by" if max(r, 1 / r) > verdicts.APART
-             else f"within the {verdicts.APART:g}× by which two moments can differ")
     return (f"compilation: first step {item_s:.1f} s with the .item(), {tensor_s:.1f} s with the tensor ({r:.2f}×), one "
-            f"run each: {words}. {'Even so' if max(r, 1 / r) > verdicts.APART else 'Besides'}, each compile may have found a different part of its work in the on-disk "
-            "caches section 3 filled (not measured), so these two times do not measure what the break costs to compile")
+            "run each, no spread to judge by. Each compile may also have found a different part of its work in the "
+            "on-disk caches section 3 filled (not measured): these two times do not measure what the break costs to "
+            "compile")
 
 
 def before_compile(plain: Timing, eager: Timing, compiled: Timing) -> str:

@@ -60,6 +60,9 @@ def _written_in_08(ran08: Mapping[str, dict], sec5: dict, written: Timing | None
         return ""
     said = [f"  its {where}, {report.fmt_row_value(row)} {row['unit']}: {report.apart_words(vs)}"
             for where, row in (("section 4", ran08.get("eager, written-out attention")),
+                               ("section 5 (one micro-batch a step, no utilisation sampler)",
+                                next((r for k, r in ran08.items() if k.startswith("step, micro-batch of")
+                                      and k.endswith(" sequences, no sampler")), None)),
                                ("section 5 (one micro-batch a step, its utilisation sampler running)", sec5))
             if row and (vs := report.rate_vs_row(written, row))]
     return "\n".join([f"\nthe written-out step here, {_rate_range(written)}, beside 08's readings of it:"] + said) if said else ""

@@ -55,7 +55,7 @@ def unprofiled_wait(rows: Mapping[str, dict], device: str | None) -> tuple[float
         return 1 - row["value"] / 100, "section 4's kernel times over its step timed without the profiler", True
     if "H200" in (device or ""):
         busy, step, profiled = H200_UNPROFILED
-        return (1 - busy / step, f"an earlier session's run of this GPT on an H200: GPU busy {busy * 1e3:.1f} ms of a "
+        return (1 - busy / step, f"an earlier session's run of the reference's GPT on an H200: GPU busy {busy * 1e3:.1f} ms of a "
                 f"{step * 1e3:.1f} ms eager step, {profiled:.0%} waiting when profiled; results/nvidia-h200.test-gpu.md",
                 False)
     return None

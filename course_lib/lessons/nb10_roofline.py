@@ -102,13 +102,15 @@ def op_notes(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, peak_name: s
     else:  # the profiler's records carry its own cost: set them against the step that paid it
         alone = (f" (section 1's trace, the profiler alone at another moment, held {fmt_time(section1.get('framework', 0))} "
                  f"of a {fmt_time(sum(section1.values()))} step in no op)" if section1 else "")
-        lines = [f"op times: the profiler's record of each op (the ops it calls included). Their sum is "
-                 f"{op_time / profiled:.0%} of the step timed with every op counted and recorded; the rest, "
-                 f"{fmt_time(profiled - op_time)} a step, is time in no op: Python, autograd's bookkeeping, and the "
-                 f"profiler's and the counting's own{alone}. Against the step without the profiler, timed in the same "
-                 f"turns, their sum is {op_time / step:.0%}: there about {max(0.0, 1 - op_time / step):.0%} or more of the "
-                 "step is in no op (more where the profiler's cost sits inside the ops' records). The shares below are "
-                 "of op time"]
+        alone = (f"; section 1's trace (the profiler alone, another moment): {fmt_time(section1.get('framework', 0))} "
+                 f"of a {fmt_time(sum(section1.values()))} step" if section1 else "")
+        lines = ["op times: the profiler's record of each op (the ops it calls included); the shares below are of op time",
+                 f"  with every op counted and recorded: ops {op_time / profiled:.0%} of the step, "
+                 f"{fmt_time(profiled - op_time)} a step in no op (Python, autograd's bookkeeping, the profiler's and the "
+                 f"counting's own){alone}",
+                 f"  without the profiler, in the same turns: ops {op_time / step:.0%} of the step, so at least "
+                 f"{max(0.0, 1 - op_time / step):.0%} in no op (the profiler's cost inside the ops' records makes the "
+                 "ops' share read high)"]
     over = [o for o in measured.ops if o.flops and of_roof(o) > 1]
     for side, group in (("below", [o for o in over if o.intensity < ridge_of(o)]),
                         ("above", [o for o in over if o.intensity >= ridge_of(o)])):
@@ -199,7 +201,7 @@ def attention_alone(ran08: Mapping[str, dict] | None, dtype: torch.dtype) -> str
         each = (f" (SDPA {times[0]['value']:.3g} ms, written out {times[1]['value']:.3g} ms a call, forward + backward)"
                 if all(times) else "")
         return (f"notebook 08, in this run: {key} = {row['value']:.2f}× ({lo:.2f}–{hi:.2f}){each}"
-                + (f": switching to the written-out attention gained {1 / row['value']:.1f}× on attention alone, "
+                + (f": switching to the written-out attention gained {1 / row['value']:.2f}× on attention alone, "
                    "so this kernel is one cause; the rest of the gap to the roof is not measured apart"
                    if hi < 1 else ""))
     if ran08 is not None:
