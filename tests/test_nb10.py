@@ -189,8 +189,8 @@ def test_answer_sums_the_step_the_kinds_and_the_fixes(tmp_path, monkeypatch):
 
 def test_profiled_total_sums_the_categories_and_sets_no_time_beside_section_3():
     said = nb10.profiled_total({"compute": 0.0866, "copies": 0.0036, "waiting": 0.0, "framework": 0.0055})
-    assert said.startswith("the profiled steps: 95.7 ms each, by the trace") and "set these shares, not this length, " \
-        "beside section 3's timings" in said
+    assert said.startswith("the profiled steps: 95.7 ms each (the median over the trace's steps") and "compare these " \
+        "shares with section 3, not this length" in said
 
 
 def test_profiled_note_sets_no_two_traces_side_by_side():
@@ -268,6 +268,8 @@ def test_before_compile_sets_the_compiled_step_beside_the_step_before_any_compil
     said = nb10.before_compile(plain, eager, comp)
     assert "section 2 timed this plain step at 99 ms" in said and "eager 116 ms" in said and "compiled 108 ms" in said
     assert "ran at 0.92× the speed of the plain step before any compile, at two moments: its range" in said
+    assert "the eager step took 1.17× its earlier time, moved by the compile or by the machine's pace" in said
+    assert "the eager step read alike before and after the compile (1.00×" in nb10.before_compile(plain, plain, comp)
     table = nb10.step_readings([("section 1, profiled (its trace)", 0.102), ("section 2, no logging", plain),
                                 ("section 4, not taken", None)]).splitlines()
     assert len(table) == 3 and table[1].split()[-1] == "ms" and "99 ms (quartiles" in table[2]

@@ -22,7 +22,8 @@ from course_lib.lessons.nb10_roofline import (OfRoof, RidgeOf, above_roof, atten
                                               kind_table, no_roofline, op_notes, op_table, placement, roof_verdict,
                                               roofs_note)
 from course_lib.lessons.nb10_reference import (H200_UNPROFILED, bound, graphs_bound, queue_drained,  # noqa: F401
-                                                reference_answer, reference_gpt, reference_sync, regime_label)
+                                                reference_answer, reference_gpt, reference_sizes, reference_sync,
+                                                regime_label)
 from course_lib.lessons.nb10_beside08 import (NOT_IN_08, account_in_08, attention_in_08, cold_in_08,  # noqa: F401
                                                compile_in_08, step_in_08)
 from course_lib.lessons.nb10_roofline import roof_share
@@ -262,8 +263,8 @@ def step_readings(readings: Sequence[tuple[str, Timing | float | None]]) -> str:
 def profiled_total(plain: Mapping[str, float]) -> str:
     """The profiled step's length by its categories (`plain`, seconds each), and why it is not set beside
     section 3's timing of the same step."""
-    return (f"the profiled steps: {fmt_time(sum(plain.values()))} each, by the trace (the profiler on: set these shares, "
-            "not this length, beside section 3's timings)")
+    return (f"the profiled steps: {fmt_time(sum(plain.values()))} each (the median over the trace's steps; the table "
+            "above gives their mean). With the profiler on, compare these shares with section 3, not this length")
 
 
 def regime(plain: Mapping[str, float], device_type: str) -> str:
@@ -401,7 +402,9 @@ def gpus_measured(device_type: str, reduce_overhead: bool) -> str:
     """What GPUs measured of torch.compile: the reference run's speed-up off a GPU, the published
     figures (with CUDA graphs' where reduce-overhead ran)."""
     graphs = graphs_bound(report.reference("10_compile_and_profile")[1]) if device_type != "cuda" else ""
-    return "\nBeside it, what GPUs measured:\n" + published.elsewhere(
+    g = reference_sizes(report.reference("10_compile_and_profile")[0]) if device_type != "cuda" else None
+    named = f" (the reference run's own GPT: {g.n_layer} layers, width {g.n_embd}, T = {g.block}, batch {g.batch})" if g else ""
+    return f"\nBeside it, what GPUs measured{named}:\n" + published.elsewhere(
         "10_compile_and_profile", ("compiled (default) vs eager",) if device_type != "cuda" else (),
         COMPILE_FIGURES + (GRAPH_FIGURES if reduce_overhead else [])) + graphs
 
@@ -491,8 +494,11 @@ def before_compile(plain: Timing, eager: Timing, compiled: Timing) -> str:
     return (f"before any compile in this process, section 2 timed this plain step at {ms(plain)}; after the compile, "
             f"these turns read eager {ms(eager)} and compiled {ms(compiled)}. The compiled step ran at {r.value:.2f}× the "
             f"speed of the plain step before any compile, at two moments: {verdicts.moments_words(r.lo, r.hi)}. The paired "
-            "verdict above compares the two in the same turns; what moved the eager step between the moments (the "
-            "compile, or the machine's pace) is not measured here")
+            "verdict above compares the two in the same turns; "
+            + (f"the eager step read alike before and after the compile ({e.value:.2f}×, within their spreads)"
+               if (e := speedup(eager, plain)).within_noise else
+               f"the eager step took {e.value:.2f}× its earlier time, moved by the compile or by the "
+               "machine's pace: not measured apart here"))
 
 
 def turns_apart(then: Timing, now: Timing) -> str:
