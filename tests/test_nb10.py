@@ -270,9 +270,6 @@ def test_before_compile_sets_the_compiled_step_beside_the_step_before_any_compil
     assert "ran at 0.92× the speed of the plain step before any compile, at two moments: its range" in said
     assert "the eager step took 1.17× its earlier time, moved by the compile or by the machine's pace" in said
     assert "the eager step read alike before and after the compile (1.00×" in nb10.before_compile(plain, plain, comp)
-    table = nb10.step_readings([("section 1, profiled (its trace)", 0.102), ("section 2, no logging", plain),
-                                ("section 4, not taken", None)]).splitlines()
-    assert len(table) == 3 and table[1].split()[-1] == "ms" and "99 ms (quartiles" in table[2]
     ratio = Ratio("b", 0.92, 0.90, 0.94, apart=True)
     text = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {}, None, "", None, before=ratio)
     assert "the compiled step ran at 0.92× the speed of the plain step timed before any compile (section 2), at two " \

@@ -246,20 +246,6 @@ def _beside_08_answer(ran08: Mapping[str, dict] | None, attention: Ratio | None,
     return lines
 
 
-def step_readings(readings: Sequence[tuple[str, Timing | float | None]]) -> str:
-    """Every reading of the plain eager step in this notebook, one line each (`readings`: where and how it was
-    taken -> its Timing, a trace's seconds, or None where not taken): the medians and quartiles side by side,
-    each one moment's, compared only within one set of turns."""
-    lines = ["this plain eager step's readings in this notebook, each at its own moment (only readings of one set of "
-             "turns are compared; the verdicts above say which):"]
-    for where, t in readings:
-        if isinstance(t, Timing):
-            lines.append(f"  {where:<44} {fmt_time(t.median_s):>9} (quartiles {fmt_time(t.lo_s)}–{fmt_time(t.hi_s)})")
-        elif t is not None:
-            lines.append(f"  {where:<44} {fmt_time(t):>9}")
-    return "\n".join(lines)
-
-
 def profiled_total(plain: Mapping[str, float]) -> str:
     """The profiled step's length by its categories (`plain`, seconds each), and why it is not set beside
     section 3's timing of the same step."""

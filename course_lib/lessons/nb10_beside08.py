@@ -55,7 +55,7 @@ def step_in_08(ran08: Mapping[str, dict] | None, eager: Timing, batch: int, gpt:
 
 def _written_in_08(ran08: Mapping[str, dict], sec5: dict, written: Timing | None) -> str:
     """The written-out step here (`written`) beside 08's readings of it, its section 4's and its section 5's
-    (`sec5`: one micro-batch a step, the utilisation sampler running), each by the rule for two moments."""
+    without the utilisation sampler and with it (`sec5`), each by the rule for two moments."""
     if written is None:
         return ""
     said = [f"  its {where}, {report.fmt_row_value(row)} {row['unit']}: {report.apart_words(vs)}"

@@ -78,11 +78,11 @@ def op_table(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, device: str,
     return "\n".join(lines)
 
 
-def eager_then_now(then: Timing, now: Timing, where: str = "section 3") -> str:
-    """An earlier section's (`where`) eager step (`then`) beside this one's (`now`), each timed in its own
-    turns: the course's one wording for two moments (:func:`verdicts.moments_words`)."""
+def eager_then_now(then: Timing, now: Timing) -> str:
+    """Section 3's eager step (`then`) beside this section's (`now`), each timed in its own turns: the
+    course's one wording for two moments (:func:`verdicts.moments_words`)."""
     apart = speedup(then, now)  # two sets of turns: the range their quartiles allow
-    return (f"{where} timed this eager step at {fmt_time(then.median_s)} (quartiles {fmt_time(then.lo_s)}–"
+    return (f"section 3 timed this eager step at {fmt_time(then.median_s)} (quartiles {fmt_time(then.lo_s)}–"
             f"{fmt_time(then.hi_s)}), here {fmt_time(now.median_s)} ({fmt_time(now.lo_s)}–{fmt_time(now.hi_s)}), "
             f"{now.median_s / then.median_s:.2f}× its time, at two moments: "
             f"{verdicts.moments_words(1 / apart.hi, 1 / apart.lo)}")  # the time's ratio, as printed
