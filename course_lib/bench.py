@@ -32,7 +32,7 @@ import math
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 import torch
 
@@ -117,11 +117,20 @@ class Timing:
         return f"± {self.spread:.1%}" if self.spread < 0.01 else f"± {self.spread:.0%}"
 
     def __str__(self) -> str:
+        return self.line()
+
+    def line(self, width: int = 28) -> str:
+        """The row :meth:`__str__` prints, its name padded to `width` (the longest of a table's names)."""
         spread = self.spread_text
-        line = f"{self.name:<28} | {units.fmt_time(self.median_s):>10} {spread:<11} | "
+        line = f"{self.name:<{width}} | {units.fmt_time(self.median_s):>10} {spread:<11} | "
         if self.rate is not None:
             line += f"{units.fmt_rate(self.rate, self.unit):>14} | "
         return line + f"{self.runs:>3} runs | {self.device}"
+
+
+def name_width(timings: Iterable[object]) -> int:
+    """The name column that fits the longest name among `timings` (others ignored), at least 28 wide."""
+    return max([28, *(len(t.name) for t in timings if isinstance(t, Timing))])
 
 
 def _paired(a: Timing, b: Timing) -> bool:

@@ -142,6 +142,7 @@ class Report:
         host-CPU timings says where it was measured too). `setup` as in :meth:`add`, for every item.
         """
         devices = {item.device for item in items if isinstance(item, bench.Timing)}
+        width = bench.name_width(items)  # the rows' names in one column
         ratio_note = note or (devices.pop() if len(devices) == 1 else "")
         for item in items:
             if isinstance(item, bench.Ratio):
@@ -159,7 +160,7 @@ class Report:
             else:
                 raise TypeError(f"record() takes bench.Timing and bench.Ratio, not {type(item).__name__}.")
             if show:
-                print(item)
+                print(item.line(width) if isinstance(item, bench.Timing) else item)
 
     def to_dict(self) -> dict:
         return {**self.meta, "measurements": self.rows}

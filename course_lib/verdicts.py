@@ -308,12 +308,16 @@ def brief_legend(ratios: Sequence[Ratio]) -> str:
             "and these turns cannot tell; 'inconclusive': the drift is larger than the difference (or than 10 %)")
 
 
-def moments_words(lo: float, hi: float, *, word: bool = True) -> str:
+def moments_words(lo: float, hi: float, *, word: bool = True, short: bool = False) -> str:
     """What a range `lo`..`hi` of ratios between two timings taken at two moments says, in the course's
     one wording: within the spreads; beyond them but under :data:`APART` (inconclusive); or beyond it (a
-    difference). The last word is said unless not `word` (a verdict that says it already)."""
+    difference). The last word is said unless not `word` (a verdict that says it already); `short`: the
+    verdict alone, for a table's column under a footnote that states the rule."""
     if lo <= 1 <= hi:
         return "within their spreads"
+    if short:
+        near = min(max(lo, 1 / lo), max(hi, 1 / hi))  # the range's end nearest 1, as a factor
+        return f"inconclusive (under {APART:g}×)" if near < APART else f"a difference ({APART:g}× or more)"
     if min(max(lo, 1 / lo), max(hi, 1 / hi)) < APART:  # its end nearest 1, as a factor, is under APART
         return (f"its range, {lo:.2f}–{hi:.2f}×, is within {APART:g}× of 1, a gap the pace of two moments can make"
                 + (": inconclusive" if word else ""))

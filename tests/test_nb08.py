@@ -187,6 +187,19 @@ def test_fastest_line_names_the_ties():
                            "spread: compiling did not "
                            "make up for the slower attention (two changes at once")
     assert "never pays back" not in said and "compiled" not in nb08.fastest_line([a, b])
+    chained = nb08.fastest_line([c, b, a], {"a": 1.41, "b": 1.07, "c": 0.5}, "eager SDPA")  # b timed in other turns
+    assert chained.endswith("by; the paired ratios over eager SDPA in each set of turns (1.41× and 1.07×) put a ahead "
+                            "by about 1.32×: an inference across two sets of turns, not a measurement)")
+    assert nb08.fastest_line([comp, won], {"a": 1.4, "compiled, SDPA": 1.1}, "x") == said  # paired: told apart already
+
+
+def test_break_even_before_reads_the_eager_step_timed_before_the_compile():
+    before, compiled = _timing("eager, SDPA", 0.185, 0.18, 0.19), _timing("compiled", 0.208, 0.2, 0.21)
+    assert nb08.break_even_before(22.0, before, compiled, 4096) == (
+        "reckoned instead from eager, SDPA timed before the compile (185 ms; two moments, not paired), the compilation "
+        "pays for itself never: the compiled step (208 ms) is not faster than that reading")
+    faster = _timing("compiled", 0.175, 0.17, 0.18)
+    assert nb08.break_even_before(22.0, before, faster, 4096).endswith("pays for itself about 2,200 steps of 4,096 tokens")
 
 
 def test_kernel_verdict_blames_the_16_bit_kernel_only_when_float32_does_not_lose():

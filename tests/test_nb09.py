@@ -241,6 +241,13 @@ def test_step_in_08_sets_08s_whole_step_beside_this_part_of_it():
     assert nb09.row_of_08(None, c.batch, gpt, "cpu") is None  # 08 did not run so
     wider = GPTConfig(vocab_size=256, block_size=c.block, n_layer=c.n_layer, n_head=c.n_head, n_embd=2 * c.n_embd)
     assert nb09.row_of_08(ran08, c.batch, wider, "cpu") is None
+    quiet = {**row, "value": 15.0}  # 08 also timed that step without its utilisation sampler: the cleaner reading
+    ran08[f"step, micro-batch of {c.batch} sequences, no sampler"] = quiet
+    assert nb09.row_of_08(ran08, c.batch, gpt, "cpu") == {**quiet, "sampler": False}
+    assert nb09.row_of_08(ran08, c.batch, wider, "cpu") is None
+    assert "(its section 5, no utilisation sampler)" in nb09.step_in_08({**quiet, "sampler": False}, (
+        bench.timing_of([0.17, 0.171], name="w", device="cpu", turns_id="q"),
+        bench.timing_of([0.15, 0.151], name="p", device="cpu", turns_id="q")), c.batch, gpt)
     # the whole step timed here in turns with its forward and backward: the part's share, paired, then 08's
     # record against the whole step here, two moments apart
     whole = bench.timing_of([0.170, 0.172, 0.175, 0.169, 0.180], name="08's whole step, here", device="cpu",
@@ -261,7 +268,7 @@ def test_step_in_08_sets_08s_whole_step_beside_this_part_of_it():
     sec4 = {"value": 11.9, "unit": "ktok/s", "spread": [11.8, 12.0]}  # 08's section 4 read it too
     both = nb09.step_in_08(written, (whole, part), c.batch, gpt, sec4).splitlines()[1]
     assert "(its section 5, the utilisation sampler running)" in both
-    assert both.endswith("08's section 4 read the same step at 11.9 (11.8–12) ktok/s (two micro-batches a step): from "
+    assert both.endswith("08's section 4 read the same GPT's step with two micro-batches at 11.9 (11.8–12) ktok/s: from "
                          "that reading, this one is within their quartiles")
     longer = bench.timing_of([0.180, 0.182, 0.185, 0.179, 0.190], name="part", device="cpu", turns_id="t")
     assert "the part took longer than the whole in the same turns" in nb09.step_in_08(row, (whole, longer), c.batch,

@@ -158,8 +158,8 @@ def test_answer_sums_the_step_the_kinds_and_the_fixes(tmp_path, monkeypatch):
               "compiling (default mode)": Ratio("c", 1.03, 0.97, 1.07, rounds=9, coverage=0.96, drift=0.01)}
     ran08 = {"compiled vs eager, SDPA": {"value": 1.06, "spread": [1.02, 1.08]}}
     text = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", broken, None, "", None, ran08)
-    assert "the graph break's fix could not be told from no change here: the in-turns interval, 0.94–1.20×, is too " \
-        "wide to tell" in text and "not measurable" not in text
+    assert "the graph break's fix showed no gain these turns can measure (1.08×; the in-turns interval, 0.94–1.20×, is " \
+        "too wide to tell; section 3b)" in text and "not measurable" not in text
     assert "notebook 08 timed compiling this GPT in its own turns: 1.06× (1.02–1.08) faster; here: the in-turns " \
         "interval, 0.97–1.07×, holds 1" in text
     ran08["compiled vs eager, SDPA"].update(rounds=5, coverage=0.94, drift=0.09)  # 08's own turns drifted 9 %
@@ -267,7 +267,7 @@ def test_before_compile_sets_the_compiled_step_beside_the_step_before_any_compil
     plain, eager, comp = _t("no logging", 0.099, 0.002), _t("eager", 0.116, 0.002), _t("compiled", 0.108, 0.002)
     said = nb10.before_compile(plain, eager, comp)
     assert "section 2 timed this plain step at 99 ms" in said and "eager 116 ms" in said and "compiled 108 ms" in said
-    assert "ran at 0.92× the speed of the plain step before any compile, at two moments: its range" in said
+    assert "\n  compiled over the step before any compile: 0.92× (0.90–0.93), two moments: inconclusive (under 2.5×)" in said
     assert "the eager step took 1.17× its earlier time, moved by the compile or by the machine's pace" in said
     assert "the eager step read alike before and after the compile (1.00×" in nb10.before_compile(plain, plain, comp)
     ratio = Ratio("b", 0.92, 0.90, 0.94, apart=True)
@@ -329,9 +329,10 @@ def test_roofs_note_with_one_memory_roof_off_a_gpu():
 
 def test_op_table_rows_footer_and_section_3():
     table = nb10.op_table(STEP, ridge_of, of_roof, "cpu", rows=2).splitlines()
-    assert len(table) == 4 and table[1].startswith("mm 64×64 · 64×64") and table[1].endswith("25%  above its ridge")
+    assert len(table) == 5 and table[1].startswith("mm 64×64 · 64×64") and table[1].endswith("25%  above its ridge")
     assert table[2].endswith("-  moves data")
     assert table[3].startswith("... 3 (op, shapes) groups: 5.1 ms per step in ops")
+    assert table[4].startswith("the whole step, in the same turns: 4 ms without the profiler, 8 ms with every op")
     with_eager = nb10.op_table(STEP, ridge_of, of_roof, "cpu", eager=_t("eager", 0.004))
     assert with_eager.splitlines()[-1].startswith("section 3 timed this eager step at")
     from course_lib import bench
@@ -340,8 +341,8 @@ def test_op_table_rows_footer_and_section_3():
     spread = dataclasses.replace(MM, spread=(0.0009, 0.0012))
     timed = nb10.op_table(StepOps([spread, COPY, ADD], *turns), ridge_of, of_roof, "cpu", rows=1).splitlines()
     assert "0.90–1.20" in timed[1] and "(time: the median of 3 steps, ms; steps: its least and most)" in timed[2]
-    assert timed[3].startswith("  verdict: the step without the profiler vs with every op counted and recorded: 2.00× (")
-    assert "median of 3 paired turns" in timed[3]
+    assert timed[4].startswith("  verdict: the step without the profiler vs with every op counted and recorded: 2.00× (")
+    assert "median of 3 paired turns" in timed[4]
 
 
 def test_eager_then_now_apart_beyond_the_quartiles():
@@ -381,8 +382,9 @@ def test_kind_table_and_the_verdicts():
                                                                                   "bytes": 1e6}}
     table = nb10.kind_table(kinds, 0.005, 10.0).splitlines()
     assert table[1].endswith("above the ridge") and table[2].endswith("moves data only") and " 80.0% " in table[1]
-    assert table[3].startswith("copy: ops the step calls that only move data") and "Section 1's 'copies'" in table[3]
-    assert len(nb10.kind_table({"matmul": kinds["matmul"]}, 0.004, 10.0).splitlines()) == 2  # no copy: no note
+    assert table[3].startswith("(a kind mixes ops of every size") and table[0].endswith("ridge, 10.0 FLOP/B")
+    assert table[4].startswith("copy: ops the step calls that only move data") and "Section 1's 'copies'" in table[4]
+    assert len(nb10.kind_table({"matmul": kinds["matmul"]}, 0.004, 10.0).splitlines()) == 3  # no copy: no note
     def near(o):  # the notebook's rule: an op at half its roof or more (a copy: of the memory bandwidth)
         return (of_roof(o) if o.flops else o.bandwidth / BW) >= 0.5
 
@@ -492,28 +494,75 @@ def test_sync_verdict_says_when_the_reference_gpu_showed_no_cost_and_its_regime(
         "whole queue")
 
 
-def test_compile_in_08_reads_two_turns_by_the_two_moments_rule():
-    gpt = GPTConfig(block_size=128, n_layer=4, n_head=4, n_embd=128)  # the cpu profile's, 08's and 10's
-    ran08 = {"compiled vs eager, SDPA": {"value": 1.096, "unit": "×", "spread": [1.07, 1.12]}}
-    gain = Ratio("compiled (default) vs eager", 1.04, 0.91, 1.10, rounds=5, coverage=0.94, drift=0.04)
-    said = nb10.compile_in_08(ran08, gain, 16, gpt, "cpu")
-    assert said.startswith("notebook 08 (section 4) compiled this GPT with SDPA earlier in this run")
-    assert "1.10× (1.07–1.12); here 1.04× (0.91–1.10)" in said and (
-        "so they are compared by the rule for two moments: within their spreads, so they are not told apart. 08's "
-        "1.10× lies inside this run's "
-        "interval, so the two verdicts' words differ without the numbers disagreeing") in said
-    alike = Ratio("compiled (default) vs eager", 1.09, 1.05, 1.12, rounds=5, coverage=0.94, drift=0.01)
-    assert nb10.compile_in_08(ran08, alike, 16, gpt, "cpu").endswith("not told apart")  # both told: no note
-    small = Ratio("compiled (default) vs eager", 1.04, 1.01, 1.10, rounds=9, coverage=0.96, drift=0.038)
-    assert nb10.compile_in_08(ran08, small, 16, gpt, "cpu").endswith("not told apart")  # 'small' is told too
-    assert nb10.compile_in_08(ran08, gain, 8, gpt, "cpu") == ""  # another micro-batch than 08's
-    assert nb10.compile_in_08({}, gain, 16, gpt, "cpu") == ""  # 08 did not time it
-    ran08["SDPA vs written-out attention, eager"] = {"value": 0.739, "unit": "×", "spread": [0.73, 0.78]}
-    faster = Ratio("written-out attention vs SDPA, eager", 1.30, 1.27, 1.33, rounds=9, coverage=0.96, drift=0.01)
-    said = nb10.attention_in_08(ran08, faster, 16, gpt, "cpu")  # 08 records SDPA over written out: inverted
-    assert said.startswith("notebook 08 (section 4) ran this GPT's step with the written-out attention instead of SDPA")
-    assert "1.35× (1.28–1.37); here 1.30× (1.27–1.33)" in said and "within their spreads" in said
-    assert nb10.attention_in_08(ran08, faster, 8, gpt, "cpu") == ""
+def _ran08(micro: int = 16) -> dict:
+    """Notebook 08's rows of a cpu run (the numbers of one on a 2-core EPYC, rounded)."""
+    setup = f"micro-batch {micro} × 2, {micro * 2 * 128:,} tokens/step"
+    rate = lambda v, lo, hi: {"value": v, "unit": "ktok/s", "spread": [lo, hi], "setup": setup}  # noqa: E731
+    return {"compile + first step (cold)": {"value": 24.0, "unit": "s"},
+            "eager, written-out attention": rate(31.6, 31.5, 31.7), "eager, SDPA": rate(22.4, 22.2, 22.5),
+            "eager, SDPA (beside the compiled)": rate(18.4, 18.2, 18.5), "compiled, SDPA": rate(19.6, 19.5, 19.7),
+            "SDPA vs written-out attention, eager": {"value": 0.71, "unit": "×", "spread": [0.68, 0.74]},
+            "compiled vs eager, SDPA": {"value": 1.07, "unit": "×", "spread": [1.04, 1.08], "rounds": 5,
+                                        "coverage": 0.94, "drift": 0.02},
+            f"step, micro-batch of {micro} sequences": {**rate(27.4, 27.3, 27.9), "setup": "written-out attention"},
+            f"step, micro-batch of {micro} sequences, no sampler": {**rate(27.3, 27.2, 27.8),
+                                                                     "setup": "written-out attention"}}
+
+
+def test_beside_08_sets_08s_readings_of_this_gpt_in_one_table_read_by_the_two_moments_rule():
+    from course_lib import bench
+    gpt = GPTConfig(vocab_size=256, block_size=128, n_layer=4, n_head=4, n_embd=128)  # the cpu profile's, 08's and 10's
+    t = lambda name, s: bench.timing_of([s * f for f in (0.99, 1.0, 1.0, 1.01, 1.02)], name=name, device="cpu",  # noqa: E731
+                                        work=2048, unit="tok/s")
+    eager, written, compiled, before = t("eager", 0.0927), t("written", 0.0664), t("compiled", 0.0889), t("before", 0.0926)
+    gain = Ratio("compiled (default) vs eager", 1.05, 1.03, 1.09, rounds=9, coverage=0.96, drift=0.02)
+    attention = Ratio("written-out attention vs SDPA, eager", 1.39, 1.35, 1.48, rounds=9, coverage=0.96, drift=0.03)
+    kw = dict(cold_s=22.0, compile_gain=gain, attention_gain=attention, eager=eager, written=written, compiled=compiled,
+              before=before)
+    text = nb10.beside_08(_ran08(), gpt, "cpu", 16, **kw)
+    lines = text.splitlines()
+    table = [ln for ln in lines if " | " in ln]
+    assert table[0].split(" | ")[3].strip() == "here ÷ 08" and len(table) == 11  # the header and ten rows
+    assert len({tuple(i for i, ch in enumerate(ln) if ch == "|") for ln in table}) == 1  # the columns line up
+    row = {ln.split(" | ")[0].rstrip(): [c.strip() for c in ln.split(" | ")[1:]] for ln in lines[3:] if " | " in ln}
+    assert row["cold compile + first step, s (one run)"] == ["24.0", "22.0", "0.92×", "inconclusive (under 2.5×)"]
+    assert row["compile's speed-up, SDPA (paired)"] == [
+        "1.07× (1.04–1.08)", "1.05× (1.03–1.09)", f"{1.05 / 1.07:.2f}× ({1.03 / 1.08:.2f}–{1.09 / 1.04:.2f})",
+        "within their spreads"]
+    assert row["written-out over SDPA, eager (paired)"][0] == "1.41× (1.35–1.47)"  # 1 / 08's
+    # 08: (24.0 s - its compiled step) / (its eager step after the compile × (1 - 1/1.07)) steps of 4,096 tokens
+    step08, eager08 = 4096 / 19.6e3, 4096 / 18.4e3
+    t08 = (24.0 - step08) / (eager08 * (1 - 1 / 1.07)) * 4096
+    here = (22.0 - compiled.median_s) / (eager.median_s * (1 - 1 / 1.05)) * 2048
+    assert row["compile pays back after, tokens"][:2] == [
+        f"{t08 / 1e6:.2g} M ({(24.0 - step08) / (eager08 * (1 - 1 / 1.08)) * 4096 / 1e6:.2g}–"
+        f"{(24.0 - step08) / (eager08 * (1 - 1 / 1.04)) * 4096 / 1e6:.2g} M)",
+        f"{here / 1e6:.2g} M ({(22.0 - compiled.median_s) / (eager.median_s * (1 - 1 / 1.09)) * 2048 / 1e6:.2g}–"
+        f"{(22.0 - compiled.median_s) / (eager.median_s * (1 - 1 / 1.03)) * 2048 / 1e6:.2g} M)"]
+    assert row["compile pays back after, tokens"][2].startswith(f"{here / t08:.2f}× (")
+    assert row["eager SDPA, ktok/s (08: after its compile)"][:2] == ["18.4 (18.2–18.5)", f"{eager.rate / 1e3:.3g} "
+                                                                   f"({eager.rate_lo / 1e3:.3g}–{eager.rate_hi / 1e3:.3g})"]
+    assert row["eager SDPA, ktok/s (08: after its compile)"][3] == "inconclusive (under 2.5×)"  # 1.20× apart
+    assert {"compiled SDPA, ktok/s", "written-out, ktok/s (08: section 4)", "written-out, ktok/s (08: section 5, "
+            "no sampler)", "written-out, ktok/s (08: section 5, sampler on)"} <= row.keys()
+    assert "its compiled step ran 0.88× its speed, so from that reading the compile never pays back" in text  # 19.6 / 22.4
+    assert "both of 08's readings after its compile sit below this section's" in text  # eager and compiled, 1.20×, 1.15×
+    assert "2 micro-batches of 16 sequences, gradient clipping" in text
+    calm = _ran08()
+    calm["compiled, SDPA"] = {**calm["compiled, SDPA"], "value": 23.0, "spread": [22.9, 23.2]}  # 08's compiled as here
+    assert "both of 08's readings" not in nb10.beside_08(calm, gpt, "cpu", 16, **kw)
+    cold08 = (24.0 - 4096 / 23.0e3) / (4096 / 22.4e3 - 4096 / 23.0e3) * 4096 / 1e6  # 08's compiled above its eager before
+    assert f"its compiled step ran 1.03× its speed: reckoned from that reading, the compile pays back after about " \
+        f"{cold08:,.0f} M tokens" in nb10.beside_08(calm, gpt, "cpu", 16, **kw)
+    unclear = Ratio("compiled (default) vs eager", 1.01, 0.98, 1.05, rounds=9, coverage=0.96, drift=0.02)
+    none = nb10.beside_08(_ran08(), gpt, "cpu", 16, **{**kw, "compile_gain": unclear})
+    assert "compile pays back after, tokens" in none and "| no gain established" in none
+    assert nb10.beside_08(_ran08(), gpt, "cpu", 8, **kw) == nb10.NOT_IN_08  # another micro-batch than 08's
+    assert nb10.beside_08(None, gpt, "cpu", 16, **kw) == nb10.NOT_IN_08  # 08 did not run so
+    wider = dataclasses.replace(gpt, n_embd=256)
+    assert nb10.beside_08(_ran08(), wider, "cpu", 16, **kw) == nb10.NOT_IN_08  # another GPT
+    only = nb10.beside_08({"compile + first step (cold)": {"value": 24.0, "unit": "s"}}, gpt, "cpu", 16, cold_s=60.0)
+    assert [c.strip() for c in only.splitlines()[3].split(" | ")[2:]] == ["60.0", "2.50×", "a difference (2.5× or more)"]
 
 
 def test_account_in_08_sums_attention_alone_over_the_layers_beside_this_gap():
@@ -524,52 +573,12 @@ def test_account_in_08_sums_attention_alone_over_the_layers_beside_this_gap():
     said = nb10.account_in_08(ran08, sdpa, written, torch.bfloat16, 16, gpt, "cpu")
     assert "SDPA's extra +6.70 ms per layer × 4 layers = +26.8 ms per step" in said
     assert "differ by +27.5 ms (SDPA minus written out): the account is 0.97× that gap" in said
+    assert "costs more than its share" not in said  # the account is within the gap
+    ran08["attention alone: SDPA, torch.bfloat16"]["value"] = 13.6  # 08's cpu run: 1.28× the gap
+    assert said != (more := nb10.account_in_08(ran08, sdpa, written, torch.bfloat16, 16, gpt, "cpu"))
+    assert "the account is 1.29× that gap" in more and "The attention timed alone costs more than its share" in more
     assert nb10.account_in_08(ran08, sdpa, written, torch.float32, 16, gpt, "cpu") == ""  # another format
     assert nb10.account_in_08(ran08, sdpa, written, torch.bfloat16, 8, gpt, "cpu") == ""  # another micro-batch
-
-
-def test_step_in_08_sets_08s_step_of_the_same_gpt_beside_this_one():
-    from course_lib import bench, profiles
-    c = profiles.sizes("10_compile_and_profile", "cpu")
-    gpt = GPTConfig(vocab_size=256, block_size=c.block, n_layer=c.n_layer, n_head=c.n_head, n_embd=c.n_embd)
-    eager = bench.timing_of([0.117, 0.114, 0.137, 0.118, 0.12], name="eager", device="cpu", work=2048, unit="tok/s")
-    row = {"value": 12.56, "unit": "ktok/s", "spread": [11.95, 12.70]}
-    ran08 = {f"step, micro-batch of {c.batch} sequences": row}
-    text = nb10.step_in_08(ran08, eager, c.batch, gpt, "cpu")
-    assert "notebook 08 timed this GPT at this batch" in text and "12.56 (11.95–12.7) ktok/s; eager here: 17.36 (17.07–17.5) ktok/s" in text
-    lo, hi = eager.rate_lo / 1e3 / 12.70, eager.rate_hi / 1e3 / 11.95
-    assert f"more than either timing's own quartiles allow, but its range, {lo:.2f}–{hi:.2f}×" in text and "one set of turns are paired" in text
-    near = {f"step, micro-batch of {c.batch} sequences": {**row, "value": 17.0, "spread": [15.0, 18.0]}}
-    assert "within their quartiles" in nb10.step_in_08(near, eager, c.batch, gpt, "cpu")
-    assert nb10.step_in_08(None, eager, c.batch, gpt, "cpu") == ""  # 08 did not run so
-    assert nb10.step_in_08(ran08, eager, c.batch // 2, gpt, "cpu") == ""  # another batch: no row of that name
-    wider = GPTConfig(vocab_size=256, block_size=c.block, n_layer=c.n_layer, n_head=c.n_head, n_embd=2 * c.n_embd)
-    assert nb10.step_in_08(ran08, eager, c.batch, wider, "cpu") == ""  # another GPT
-    from course_lib.lessons import nb08
-    written = {f"step, micro-batch of {c.batch} sequences": {**row, "setup": nb08.attention_setup(False)}}
-    text = nb10.step_in_08(written, eager, c.batch, gpt, "cpu")  # 08 ran the written-out attention: another step
-    assert "with the written-out attention" in text and "not set side by side" in text and "12.56" not in text
-    written["eager, SDPA"] = {"value": 16.5, "unit": "ktok/s", "spread": [16.0, 17.0]}  # 08's section 4, SDPA
-    text = nb10.step_in_08(written, eager, c.batch, gpt, "cpu")
-    assert text.startswith("notebook 08 (section 4) timed this GPT's eager SDPA step at this micro-batch")
-    assert "eager step here, 17.36 (17.07–17.5) ktok/s, by the rule for two moments:\n  its section 4, 16.5 " \
-        "(16–17) ktok/s" in text and "two micro-batches per step" in text  # 08 did not compile: one reading
-    assert "timed again after its compile" not in text  # 08 recorded one reading only
-    written["eager, SDPA (beside the compiled)"] = {"value": 13.0, "unit": "ktok/s", "spread": [12.8, 13.2]}
-    both = nb10.step_in_08(written, eager, c.batch, gpt, "cpu")  # both of 08's readings, each by the two-moments rule
-    assert "before its compile, 16.5 (16–17) ktok/s" in both and "\n  after its compile, 13 (12.8–13.2) " \
-        "ktok/s: 1.34× apart, more than either timing's own quartiles allow" in both
-    written["eager, written-out attention"] = {"value": 24.0, "unit": "ktok/s", "spread": [23.5, 25.5]}  # its section 4
-    fast = bench.timing_of([0.082, 0.081, 0.083, 0.082, 0.082], name="w", device="cpu", work=2048, unit="tok/s")
-    lines = nb10.step_in_08(written, eager, c.batch, gpt, "cpu", fast).splitlines()
-    assert lines[-3].startswith("the written-out step here, 24.98") and lines[-2] == "  its section 4, 24 (23.5–25.5) " \
-        "ktok/s: within their quartiles" and lines[-1].startswith("  its section 5 (one micro-batch a step, its " \
-        "utilisation sampler running), 12.56 (11.95–12.7) ktok/s: 1.99× apart")
-    assert nb10.cold_in_08({"compile + first step (cold)": {"value": 28.5, "unit": "s"}}, 23.9, gpt, "cpu") == (
-        "notebook 08 compiled this GPT cold earlier in this run (its step: two micro-batches, with clipping; no "
-        "structured logs, which this notebook writes for tlparse): first step "
-        "28.5 s; here 23.9 s (0.84×), one run each: within the 2.5× by which two moments can differ")
-    assert nb10.cold_in_08({}, 23.9, gpt, "cpu") == "" and nb10.cold_in_08(None, 23.9, wider, "cpu") == ""
 
 
 def test_the_reference_gpt_is_named_where_its_rows_first_appear(tmp_path, monkeypatch):
@@ -607,10 +616,11 @@ def test_regime_off_a_gpu_names_the_profilers_cost_and_the_graphs_evidence(tmp_p
     rep.meta.update(device="NVIDIA H200")
     rep.rows.pop("GPU busy share of the step, no profiler")
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
-    assert "without the profiler, waited about 56% of a step (an earlier session's run of the reference's GPT on an H200: GPU " \
-        "busy 8.4 ms of a 19.3 ms eager step, 73% waiting when profiled" in nb10.regime(cats, "cpu")
+    assert "without the profiler, waited about 56% of a step (one reading, no spread, not in the reference's record: an " \
+        "earlier session's run of its GPT on an H200, GPU busy 8.4 ms of a 19.3 ms eager step, in " \
+        "results/nvidia-h200.test-gpu.md): launch-bound by the glossary's rule on that one reading\n" in nb10.regime(cats, "cpu")
     log = (Path(__file__).parents[1] / "results" / "nvidia-h200.test-gpu.md").read_text(encoding="utf-8")
-    assert "GPU busy 8.4 ms of a 19.3 ms eager step" in log and nb10.H200_UNPROFILED == (8.4e-3, 19.3e-3, 0.73)
+    assert "GPU busy 8.4 ms of a 19.3 ms eager step" in log and nb10.H200_UNPROFILED == (8.4e-3, 19.3e-3)
     assert 'The profiled step (31.9 ms, 73 % "waiting")' in log
     rep.add("compiled, default", 534.4, "ktok/s", spread=(517.0, 545.5))
     rep.add("compiled, reduce-overhead", 975.1, "ktok/s", spread=(950.4, 1000.1))
@@ -620,7 +630,7 @@ def test_regime_off_a_gpu_names_the_profilers_cost_and_the_graphs_evidence(tmp_p
     assert "the reference run (NVIDIA H200, its own GPT), in its section 3: compiled with reduce-overhead, its step ran " \
         "1.82× as fast" in text
     assert "1.82× as fast as compiled with the default mode (the ratio of the medians " \
-        "of the same turns; 1.74–1.93× from the quartiles). Inferred, not measured: about 45% (42–49% across the " \
+        "of the same turns; 1.74–1.93× from the quartiles). Inferred, not measured: about 45% (43–48% across the " \
         "quartiles' range)" in text
 
 
@@ -653,10 +663,37 @@ def test_answer_adds_the_reference_gpus_bottom_line_off_a_gpu(tmp_path, monkeypa
     said = nb10.answer(step, "cpu", {}, None, "", None).splitlines()  # two sessions: two lines
     this, earlier = said[2], said[3]
     assert "its GPU waited 70% of its profiled step (an upper reading)" in this and "56%" not in this
-    assert earlier == "  without the profiler, an earlier session's run of the reference's GPT on an H200 read about 56% " \
-        "waiting: launch-bound"
+    assert earlier == "  without the profiler, an earlier session's H200 run of the same GPT read about 56% waiting (one " \
+        "reading, no spread, not in the reference's record): launch-bound on that one reading"
     rep.add("GPU busy share of the step, no profiler", 40.0, "%")
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
     said = nb10.answer(step, "cpu", {}, None, "", None)
     assert "its GPU waited about 60% of a step without the profiler;" in said and "earlier session" not in said
     assert len(nb10.answer(step, "cuda", {}, None, "", None).splitlines()) == 4  # on a GPU: this run's own
+
+
+def test_small_copy_note_says_when_a_gpus_small_copy_ran_below_main_memory():
+    from course_lib.lessons.nb10_roofline import small_copy_note
+    rows = {"copy 16.0 MiB": {"value": 2.336, "unit": "TB/s"}, "copy 256.0 MiB": {"value": 4.142, "unit": "TB/s"},
+            "copy 2.0 GiB": {"value": 4.236, "unit": "TB/s"}, "peak: matmul 8192×8192 bfloat16": {"value": 700, "unit": "TFLOP/s"}}
+    said = small_copy_note(rows)
+    assert said.startswith("  on that GPU the smallest copy ran slower than the largest (copy 16.0 MiB: 2.34 TB/s, copy "
+                           "2.0 GiB: 4.24 TB/s): it lasts about 14 µs")  # 2 × 16 MiB at 2.336 TB/s
+    rows["copy 16.0 MiB"]["value"] = 9.0  # a cache-sized copy faster than main memory's, as on a CPU
+    assert small_copy_note(rows) == "" and small_copy_note({}) == ""
+
+
+def test_reference_ridge_places_the_exercise_shapes_on_the_reference_gpus_roofs(tmp_path, monkeypatch):
+    from course_lib import report
+    monkeypatch.setenv("COURSE_RESULTS_DIR", str(tmp_path))
+    assert nb10.reference_ridge({"a + b": 0.08}) == ""  # no reference recorded
+    rep = report.Report("10_compile_and_profile", "gpu", "cpu")
+    rep.meta.update(device="NVIDIA Test GPU", device_type="cuda")
+    rep.add("peak: matmul 8192×8192 bfloat16", 700.0, "TFLOP/s")
+    rep.add("copy 16.0 MiB", 2.0, "TB/s")
+    rep.add("copy 2.0 GiB", 4.0, "TB/s")
+    report.record_reference({"10_compile_and_profile": rep.to_dict()})
+    said = nb10.reference_ridge({"a + b": 0.08, "matmul": 366.8, "thin": 150.0})
+    assert said == ("on the reference NVIDIA Test GPU, by its recorded roofs (matmul 8192×8192 bfloat16: 700.0 TFLOP/s; a "
+                    "copy of 2 GiB: 4.00 TB/s): ridge 175 FLOP/B; a + b: memory-bound; matmul: compute-bound; thin: "
+                    "memory-bound")

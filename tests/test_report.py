@@ -305,6 +305,10 @@ def test_record_can_print_what_it_records(capsys):
     rep.record(slow, speed, show=True)
     assert capsys.readouterr().out.splitlines() == [str(slow), str(speed)]  # each line as recorded
     assert {"fast", "slow", speed.name} <= set(rep.rows)
+    long = bench.Timing("a name longer than the column's 28", "cpu", 0.030, 0.004, 5, q1_s=0.028, q3_s=0.032)
+    rep.record(fast, long, show=True)
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].index("|") == printed[1].index("|") == len(long.name) + 1  # the names in one column
 
 
 def test_reference_text_shows_the_first_run_filtered_or_says_none(tmp_path, monkeypatch):

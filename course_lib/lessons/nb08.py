@@ -9,7 +9,7 @@ import math
 import textwrap
 from pathlib import Path
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -180,6 +180,16 @@ def break_even_text(speed: Ratio, extra_s: float, eager: Timing, tokens_per_step
             "reading of the eager step, the one timed beside the compiled GPT")
 
 
+def break_even_before(extra_s: float, before: Timing, compiled: Timing, tokens_per_step: int) -> str:
+    """The break-even reckoned instead from the eager step timed before the compile (`before`, another set of
+    turns than `compiled`'s): two moments, so a reading beside the paired one, not a measurement."""
+    saved = before.median_s - compiled.median_s
+    said = (f"about {fmt_count(extra_s / saved)} steps of {tokens_per_step:,} tokens" if saved > 0 else
+            f"never: the compiled step ({1e3 * compiled.median_s:.0f} ms) is not faster than that reading")
+    return (f"reckoned instead from {before.name} timed before the compile ({1e3 * before.median_s:.0f} ms; two moments, "
+            f"not paired), the compilation pays for itself {said}")
+
+
 def before_after_compile(before: Timing, after: Timing) -> str:
     """The same eager step timed in turns before a cold compile and in other turns after it: the two medians
     and their ratio, read by the rule for two moments (a cold compile in the process can slow eager steps
@@ -191,12 +201,23 @@ def before_after_compile(before: Timing, after: Timing) -> str:
             "a change of pace cancels in it where it hit both alike")
 
 
-def fastest_line(timings: Sequence[Timing]) -> str:
-    """The version with the highest median rate, and those its repeats do not tell it apart from."""
+def fastest_line(timings: Sequence[Timing], over_base: Mapping[str, float] | None = None, base: str = "") -> str:
+    """The version with the highest median rate, and those its repeats do not tell it apart from; where a
+    version timed in other turns has a paired speed-up over the same `base` in its own turns (`over_base`:
+    name -> speed over `base`), the two ratios' quotient, said as an inference across the two sets of turns."""
     best = max(timings, key=lambda t: t.rate)
+    over_base = over_base or {}
+
+    def chained(t: Timing) -> str:
+        if not (speedup(t, best).apart and best.name in over_base and t.name in over_base):
+            return ""
+        b, o = over_base[best.name], over_base[t.name]
+        return (f"; the paired ratios over {base} in each set of turns ({b:.2f}× and {o:.2f}×) put {best.name} ahead "
+                f"by about {b / o:.2f}×: an inference across two sets of turns, not a measurement")
+
     tied = [f"{t.name}, " + (f"timed in other turns, {speedup(t, best).value:.2f}× apart: under the "
                              f"{verdicts.APART:g}× two moments can differ by" if speedup(t, best).apart
-                             else "by these repeats")
+                             else "by these repeats") + chained(t)
             for t in timings if t is not best and not speedup(t, best).clear]
     beaten = [t.name for t in timings if t.name.startswith("compiled") and t is not best
               and speedup(t, best).clear]

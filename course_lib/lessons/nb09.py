@@ -321,13 +321,19 @@ def checkpoint_rows(times: Sequence[Timing], peaks: Mapping[str, int]) -> str:
 
 def row_of_08(ran08: Mapping[str, dict] | None, batch: int, gpt: GPTConfig, profile: str) -> dict | None:
     """Notebook 08's recorded whole training step of this GPT at this batch earlier in this run
-    (:func:`course_lib.report.this_run`), or None where 08 did not run so (another profile or device,
+    (:func:`course_lib.report.this_run`): its reading without the utilisation sampler where it recorded one
+    (marked `sampler` False), else the one with it; None where 08 did not run so (another profile or device,
     or not yet) or its GPT (`profile`'s sizes) is not `gpt`."""
     c08 = profiles.sizes("08_transformer", profile)
     same_gpt = (c08.block, c08.n_layer, c08.n_head, c08.n_embd) == (gpt.block_size, gpt.n_layer, gpt.n_head,
                                                                      gpt.n_embd)
-    row = (ran08 or {}).get(f"step, micro-batch of {batch} sequences")
-    return row if same_gpt and row and row.get("spread") else None
+    key = f"step, micro-batch of {batch} sequences"
+    quiet, row = ((ran08 or {}).get(k) for k in (f"{key}, no sampler", key))
+    if not same_gpt:
+        return None
+    if quiet and quiet.get("spread"):
+        return {**quiet, "sampler": False}
+    return row if row and row.get("spread") else None
 
 
 def as_in_08(model: GPT, row: dict) -> GPT:
@@ -390,11 +396,12 @@ def step_in_08(row: dict | None, pair: Sequence[Timing], batch: int, gpt: GPTCon
         f"08's whole step{how}, timed here in turns with its forward and backward: {ms(whole)} and {ms(part)}; forward "
         f"and backward alone took {share.value:.0%} of the whole step (clipping and AdamW included), its paired range "
         f"{share.lo:.0%}–{share.hi:.0%}: {said}",
-        f"{head} (its section 5, the utilisation sampler running); the whole step here: {ms(whole)}, "
+        f"{head} (its section 5, {'no utilisation sampler' if row.get('sampler') is False else 'the utilisation sampler running'}); "
+        f"the whole step here: {ms(whole)}, "
         f"{as_rate.rate / k:.4g} ({as_rate.rate_lo / k:.4g}–{as_rate.rate_hi / k:.4g}) {unit}, "
         f"{report.apart_words(report.rate_vs_row(as_rate, row))}"
-        + (f". 08's section 4 read the same step at {report.fmt_row_value(sec4)} {sec4['unit']} (two micro-batches "
-           f"a step): from that reading, this one is {report.apart_words(vs4)}" if vs4 else "")])
+        + (f". 08's section 4 read the same GPT's step with two micro-batches at {report.fmt_row_value(sec4)} "
+           f"{sec4['unit']}: from that reading, this one is {report.apart_words(vs4)}" if vs4 else "")])
 
 
 def recompute_verdict(saving: float, cost: Ratio, plain: Timing, checkpointed: Timing, forward: Timing) -> str:

@@ -17,15 +17,14 @@ import torch
 from torch import nn
 
 from course_lib import check, datasheet, profiles, published, report, verdicts
-from course_lib.bench import Ratio, Timing, break_even, speedup
+from course_lib.bench import Ratio, Timing, break_even, name_width, speedup
 from course_lib.lessons.nb10_roofline import (OfRoof, RidgeOf, above_roof, attention_alone, eager_then_now,  # noqa: F401
-                                              kind_table, no_roofline, op_notes, op_table, placement, roof_verdict,
-                                              roofs_note)
-from course_lib.lessons.nb10_reference import (H200_UNPROFILED, bound, graphs_bound, queue_drained,  # noqa: F401
-                                                reference_answer, reference_gpt, reference_sizes, reference_sync,
-                                                regime_label)
-from course_lib.lessons.nb10_beside08 import (NOT_IN_08, account_in_08, attention_in_08, cold_in_08,  # noqa: F401
-                                               compile_in_08, step_in_08)
+                                              kind_table, no_roofline, op_notes, op_table, placement, reference_ridge,
+                                              roof_verdict, roofs_note)
+from course_lib.lessons.nb10_reference import (H200_UNPROFILED, bound, graphs_bound, own_gpt, queue_drained,  # noqa: F401
+                                                reference_answer, reference_fix, reference_gpt, reference_sizes,
+                                                reference_sync, regime_label)
+from course_lib.lessons.nb10_beside08 import NOT_IN_08, account_in_08, beside_08  # noqa: F401
 from course_lib.lessons.nb10_roofline import roof_share
 from course_lib.models import GPT, GPTConfig
 from course_lib.profiling import StepSyncs, SyncCounter
@@ -171,8 +170,9 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
         details.append("keeping the values on the device showed no gain: on a CPU nothing is queued, so a read waits "
                        "for nothing but itself (section 2)")
     if device_type != "cuda" and fix is not None and not fix.clear:
-        details.append(f"the graph break's fix could not be told from no change here: {fix.doubt} (section 3b; the "
-                       "break both splits the block's graph and leaves GPT.forward's other ops eager, not timed apart)")
+        details.append(f"the graph break's fix showed no gain these turns can measure ({fix.value:.2f}×; {fix.doubt}; "
+                       "section 3b). The break both splits the block's graph and leaves GPT.forward's other ops eager; "
+                       "the two costs are not timed apart")
     return "\n".join(head + reference + ["  details:"] + [f"    {d}" for d in details])
 
 
@@ -285,8 +285,8 @@ def regime(plain: Mapping[str, float], device_type: str) -> str:
 def shares(timings: Iterable[Timing]) -> str:
     """One line per category: its Timing and its share of the sum of the medians."""
     timings = list(timings)
-    total = sum(t.median_s for t in timings)
-    return "\n".join(f"{t} | {t.median_s / total:5.1%} of the step" for t in timings)
+    total, width = sum(t.median_s for t in timings), name_width(timings)
+    return "\n".join(f"{t.line(width)} | {t.median_s / total:5.1%} of the step" for t in timings)
 
 
 def sync_line(name: str, found: Sequence[StepSyncs]) -> str:
@@ -388,8 +388,7 @@ def gpus_measured(device_type: str, reduce_overhead: bool) -> str:
     """What GPUs measured of torch.compile: the reference run's speed-up off a GPU, the published
     figures (with CUDA graphs' where reduce-overhead ran)."""
     graphs = graphs_bound(report.reference("10_compile_and_profile")[1]) if device_type != "cuda" else ""
-    g = reference_sizes(report.reference("10_compile_and_profile")[0]) if device_type != "cuda" else None
-    named = f" (the reference run's own GPT: {g.n_layer} layers, width {g.n_embd}, T = {g.block}, batch {g.batch})" if g else ""
+    named = f" ({own_gpt()})" if device_type != "cuda" and own_gpt() else ""
     return f"\nBeside it, what GPUs measured{named}:\n" + published.elsewhere(
         "10_compile_and_profile", ("compiled (default) vs eager",) if device_type != "cuda" else (),
         COMPILE_FIGURES + (GRAPH_FIGURES if reduce_overhead else [])) + graphs
@@ -457,7 +456,7 @@ def compile_log_note(name: str, seconds: float, breaks: Sequence[str], explained
                      "per Python frame that reached the break (see 'frame (Python)' in the glossary)"
                      + (": one for GPT.forward (given up on), one for the block (its graph cut at the .item())"
                         if len(breaks) == 2 and eager_forward else "")
-                     + "; explain counts the graphs the break cut short")
+                     + "; explain listed the break's reason once")
     return "\n".join(lines)
 
 
@@ -477,14 +476,14 @@ def before_compile(plain: Timing, eager: Timing, compiled: Timing) -> str:
     it ran before any compile, by the rule for two moments."""
     r = speedup(plain, compiled, "compiled vs the plain step before any compile")  # two moments: the quartiles' range
     ms = lambda t: f"{fmt_time(t.median_s)} ({fmt_time(t.lo_s)}–{fmt_time(t.hi_s)})"  # noqa: E731
+    e = speedup(eager, plain)  # the eager step's speed before the compile over after it
     return (f"before any compile in this process, section 2 timed this plain step at {ms(plain)}; after the compile, "
-            f"these turns read eager {ms(eager)} and compiled {ms(compiled)}. The compiled step ran at {r.value:.2f}× the "
-            f"speed of the plain step before any compile, at two moments: {verdicts.moments_words(r.lo, r.hi)}. The paired "
-            "verdict above compares the two in the same turns; "
-            + (f"the eager step read alike before and after the compile ({e.value:.2f}×, within their spreads)"
-               if (e := speedup(eager, plain)).within_noise else
-               f"the eager step took {e.value:.2f}× its earlier time, moved by the compile or by the "
-               "machine's pace: not measured apart here"))
+            f"eager {ms(eager)}, compiled {ms(compiled)}\n  compiled over the step before any compile: {r.value:.2f}× "
+            f"({r.lo:.2f}–{r.hi:.2f}), two moments: {verdicts.moments_words(r.lo, r.hi, short=True)} (the paired verdict "
+            "above compares the two in the same turns); "
+            + (f"the eager step read alike before and after the compile ({e.value:.2f}×)" if e.within_noise else
+               f"the eager step took {e.value:.2f}× its earlier time, moved by the compile or by the machine's pace: not "
+               "measured apart here"))
 
 
 def turns_apart(then: Timing, now: Timing) -> str:

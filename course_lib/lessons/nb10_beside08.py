@@ -1,117 +1,224 @@
-"""Notebook 10's steps beside notebook 08's readings of the same GPT earlier in the run (its section 4's and
-5's eager steps, its compile and attention speed-ups, its cold compile, its attention alone), each read by the
-course's rule for two moments; each function returns the text a cell prints, '' where 08 did not time that
-GPT at this micro-batch. :mod:`course_lib.lessons.nb10` re-exports them."""
+"""Notebook 10's steps beside notebook 08's readings of the same GPT earlier in the run (its cold compile,
+its compile and attention speed-ups, its break-even, its section 4's and 5's steps), as one table read by the
+course's rule for two moments, with what the table cannot say in the lines below it; the attention account
+(08's attention alone, summed over the layers, beside the gap between this notebook's two eager steps).
+Each function returns the text a cell prints. :mod:`course_lib.lessons.nb10` re-exports them."""
 
 from __future__ import annotations
 
-from typing import Mapping
+import re
+from typing import Mapping, NamedTuple
 
 import torch
 
 from course_lib import profiles, report, verdicts
-from course_lib.bench import Ratio, Timing
+from course_lib.bench import Ratio, Timing, break_even
 from course_lib.models import GPTConfig
-from course_lib.units import rate_scale
+from course_lib.units import fmt_count, unit_scale
 
 
 NOT_IN_08 = ("notebook 08 has not timed this GPT at this micro-batch earlier in this run (on this device, in this "
              "profile): nothing to set beside this section's readings")
+COLUMNS = ("quantity", "notebook 08", "here", "here ÷ 08", "two moments")
 
 
-def step_in_08(ran08: Mapping[str, dict] | None, eager: Timing, batch: int, gpt: GPTConfig, profile: str,
-               written: Timing | None = None) -> str:
-    """Notebook 08's step of the same GPT at the same batch, recorded earlier in this run (its
-    utilisation section), beside this notebook's eager step: how far apart the two are beyond
-    their quartiles, and why timings of two notebooks are not paired; where 08 ran another attention
-    (its row's setup), why the two are not compared. '' where 08 did not run so (another profile or
-    device, or not yet) or its GPT (`profile`'s sizes) is not `gpt`."""
-    same_gpt = _same_gpt(profile, gpt)
-    row = (ran08 or {}).get(f"step, micro-batch of {batch} sequences")
-    vs = report.rate_vs_row(eager, row) if same_gpt and row else None
-    if vs is None:  # 08 did not run so, or recorded no spread or another unit: nothing to set side by side
+class Row(NamedTuple):
+    """One line of the table: what was measured, 08's reading, this notebook's, their ratio (with the range
+    the two spreads allow) and what the rule for two moments makes of it."""
+
+    quantity: str
+    in_08: str
+    here: str
+    ratio: str
+    verdict: str
+
+
+def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, batch: int, *, cold_s: float | None = None,
+              compile_gain: Ratio | None = None, attention_gain: Ratio | None = None, eager: Timing | None = None,
+              written: Timing | None = None, compiled: Timing | None = None, before: Timing | None = None) -> str:
+    """Notebook 08's readings of this GPT at this micro-batch (`ran08`, its rows of this run) beside this
+    section's: its cold compile (`cold_s`), paired speed-ups (`compile_gain`, `attention_gain`), break-even
+    in tokens, and step rates (`eager`, `written`, `compiled`; `before`: the eager step timed before any
+    compile here), one table; :data:`NOT_IN_08` where 08 did not time this GPT at this micro-batch."""
+    ran08 = ran08 or {}
+    if not ran08 or not _same_gpt(profile, gpt) or profiles.sizes("08_transformer", profile).micro != batch:
+        return NOT_IN_08
+    rows = [r for r in (_cold(ran08, cold_s),
+                        _paired("compile's speed-up, SDPA", ran08.get("compiled vs eager, SDPA"), compile_gain),
+                        _payback(ran08, cold_s, compile_gain, eager, compiled),
+                        _paired("written-out over SDPA, eager", ran08.get("SDPA vs written-out attention, eager"),
+                                attention_gain, inverted=True),
+                        *_rates(ran08, batch, eager, written, compiled)) if r]
+    if not rows:
+        return NOT_IN_08
+    c08 = profiles.sizes("08_transformer", profile)
+    notes = [f"08's step: {c08.accum} micro-batches of {c08.micro} sequences, gradient clipping and its learning-rate "
+             "schedule (its section 5: one micro-batch a step); here: one micro-batch, neither",
+             f"here ÷ 08: this section's figure over 08's (a rate: this section's speed over 08's), with the range the "
+             f"two spreads allow. Minutes apart, the two are told apart only where that whole range lies "
+             f"{verdicts.APART:g}× or more from 1 (the rule for two moments); 'inconclusive' says the gap is one the "
+             "machine's pace can make",
+             _payback_basis(ran08), _after_compile(ran08, eager, compiled, before)]
+    return "\n".join(["notebook 08's readings of this GPT earlier in this run, beside this section's:", _table(rows),
+                      *filter(None, notes)])
+
+
+def _table(rows: list[Row]) -> str:
+    """The rows under :data:`COLUMNS`, each column as wide as its longest cell."""
+    widths = [max(len(r[i]) for r in [COLUMNS, *rows]) for i in range(len(COLUMNS))]
+    line = lambda cells: " | ".join(f"{c:<{w}}" for c, w in zip(cells, widths)).rstrip()  # noqa: E731
+    return "\n".join([line(COLUMNS), "-" * len(line(COLUMNS)), *map(line, rows)])
+
+
+def _pair(value: float, lo: float, hi: float) -> tuple[str, str]:
+    """A ratio with its range, and the two-moments verdict on that range."""
+    return f"{value:.2f}× ({lo:.2f}–{hi:.2f})", verdicts.moments_words(lo, hi, short=True)
+
+
+def _cold(ran08: Mapping[str, dict], seconds: float | None) -> Row | None:
+    """08's cold compile (its first step, compilation included) beside this notebook's: one run each."""
+    row = ran08.get("compile + first step (cold)")
+    if not row or seconds is None:
+        return None
+    r = seconds / row["value"]
+    return Row("cold compile + first step, s (one run)", f"{row['value']:.1f}", f"{seconds:.1f}", f"{r:.2f}×",
+               verdicts.moments_words(r, r, short=True))
+
+
+def _paired(quantity: str, row: dict | None, gain: Ratio | None, inverted: bool = False) -> Row | None:
+    """08's paired ratio (`row`; `inverted`: it records the other way round) beside this notebook's `gain`."""
+    if not row or not row.get("spread") or gain is None:
+        return None
+    value, (lo, hi) = row["value"], row["spread"]
+    if inverted:
+        value, lo, hi = 1 / value, 1 / hi, 1 / lo
+    return Row(f"{quantity} (paired)", f"{value:.2f}× ({lo:.2f}–{hi:.2f})",
+               f"{gain.value:.2f}× ({gain.lo:.2f}–{gain.hi:.2f})", *_pair(gain.value / value, gain.lo / hi, gain.hi / lo))
+
+
+def _tokens_to_pay(extra_s: float, eager: Timing, gain: Ratio, tokens: float) -> tuple[float, float, float] | None:
+    """Tokens after which a compile of `extra_s` seconds pays for itself (:func:`bench.break_even`); None
+    where `gain` is no speed-up beyond the spread."""
+    if not (gain.clear and gain.value > 1):
+        return None
+    return tuple(steps * tokens for steps in break_even(extra_s, eager, gain))
+
+
+def _payback(ran08: Mapping[str, dict], cold_s: float | None, gain: Ratio | None, eager: Timing | None,
+             compiled: Timing | None) -> Row | None:
+    """Both notebooks' break-evens in tokens (steps of different sizes), 08's reckoned as 08 reckons it:
+    from its eager step timed beside the compiled one."""
+    cold, after, comp08, ratio08 = (ran08.get(k) for k in ("compile + first step (cold)", "eager, SDPA (beside the compiled)",
+                                                            "compiled, SDPA", "compiled vs eager, SDPA"))
+    if not (cold and after and comp08 and ratio08 and cold_s and gain and eager and compiled and eager.work):
+        return None
+    per_step = _tokens_per_step(after)
+    t08 = _tokens_to_pay(cold["value"] - _step_s(comp08, per_step), _timing(after, per_step),
+                         report.recorded_ratio("compiled vs eager, SDPA", ratio08), per_step)
+    here = _tokens_to_pay(cold_s - compiled.median_s, eager, gain, eager.work)
+    if t08 is None or here is None:
+        return Row("compile pays back after, tokens", _millions(t08) if t08 else "no gain established",
+                   _millions(here) if here else "no gain established", "-", "-")
+    return Row("compile pays back after, tokens", _millions(t08), _millions(here),
+               *_pair(here[0] / t08[0], here[1] / t08[2], here[2] / t08[1]))
+
+
+def _payback_basis(ran08: Mapping[str, dict]) -> str:
+    """Which of 08's eager readings its break-even is reckoned from, and what its reading before the compile
+    gives instead (two moments: a reading, not a paired ratio)."""
+    before, comp, cold, after = (ran08.get(k) for k in ("eager, SDPA", "compiled, SDPA", "compile + first step (cold)",
+                                                         "eager, SDPA (beside the compiled)"))
+    if not (before and comp and cold and after):
         return ""
-    if row.get("setup"):  # 08's section 5 ran the written-out attention: its section 4's SDPA row is this step
-        sdpa = (ran08 or {}).get("eager, SDPA")
-        vs = report.rate_vs_row(eager, sdpa) if sdpa else None
+    per_step = _tokens_per_step(after)
+    saved = _step_s(before, per_step) - _step_s(comp, per_step)  # seconds a step, against the reading before
+    r = comp["value"] / before["value"]  # the compiled step's speed over the eager step's before the compile
+    other = (f"its compiled step ran {r:.2f}× its speed, so from that reading the compile never pays back" if saved <= 0
+             else f"its compiled step ran {r:.2f}× its speed: reckoned from that reading, the compile pays back after "
+                  f"about {_m((cold['value'] - _step_s(comp, per_step)) / saved * per_step / 1e6)} M tokens")
+    return (f"08 reckons its break-even from its eager step timed after its compile, beside the compiled one; against its "
+            f"eager reading before the compile ({before['value']:.3g} {before['unit']}, two moments) {other}")
+
+
+def _after_compile(ran08: Mapping[str, dict], eager: Timing | None, compiled: Timing | None,
+                   before: Timing | None) -> str:
+    """Where both of 08's readings after its compile sit below this section's beyond their quartiles:
+    that pace hit 08's eager and compiled steps alike, while this section's eager step did not move
+    across its own compile (`before`, section 2's reading); '' otherwise."""
+    after, comp = ran08.get("eager, SDPA (beside the compiled)"), ran08.get("compiled, SDPA")
+    if not (after and comp and eager and compiled and before):
+        return ""
+    vs = [report.rate_vs_row(t, row) for t, row in ((eager, after), (compiled, comp))]
+    if not all(v and v[1] > 1 for v in vs):  # not both slower in 08 beyond their quartiles
+        return ""
+    moved = before.median_s / eager.median_s  # this section's eager speed over section 2's
+    return (f"both of 08's readings after its compile sit below this section's (eager {vs[0][0]:.2f}×, compiled "
+            f"{vs[1][0]:.2f}×), while the eager step here read {moved:.2f}× the speed it had before any compile: 08's "
+            "turns after its compile ran slower for both versions (its paired speed-up compares the two within them; "
+            "the cause of that slower pace is not measured)")
+
+
+def _rates(ran08: Mapping[str, dict], batch: int, eager: Timing | None, written: Timing | None,
+           compiled: Timing | None) -> list[Row]:
+    """08's step rates beside this section's: eager SDPA before and after its compile, compiled, and the
+    written-out step of its section 4 and 5 (its section 5's step runs whichever attention its row names)."""
+    sec5 = {"no sampler": ran08.get(f"step, micro-batch of {batch} sequences, no sampler"),
+            "sampler on": ran08.get(f"step, micro-batch of {batch} sequences")}
+    pairs = [("eager SDPA", "08: before its compile", eager, ran08.get("eager, SDPA")),
+             ("eager SDPA", "08: after its compile", eager, ran08.get("eager, SDPA (beside the compiled)")),
+             ("compiled SDPA", "", compiled, ran08.get("compiled, SDPA")),
+             ("written-out", "08: section 4", written, ran08.get("eager, written-out attention"))]
+    for how, row in sec5.items():
+        if row:
+            mine = written if "written-out" in row.get("setup", "") else eager
+            pairs.append(("written-out" if mine is written else "eager SDPA", f"08: section 5, {how}", mine, row))
+    rows = []
+    for what, which, t, row in pairs:
+        vs = report.rate_vs_row(t, row) if t is not None and row else None
         if vs is None:
-            return (f"notebook 08's section 5 timed a step of this GPT at this batch earlier in this run with the "
-                    f"{row['setup']}: another step than the eager one here, which runs SDPA, so the two are not set "
-                    "side by side")
-        again = (ran08 or {}).get("eager, SDPA (beside the compiled)")  # 08 timed it again after its compile
-        vs2 = report.rate_vs_row(eager, again) if again else None
-        second = (f"\n  after its compile, {report.fmt_row_value(again)} {again['unit']}: {report.apart_words(vs2)}"
-                  if vs2 else "")
-        return (f"notebook 08 (section 4) timed this GPT's eager SDPA step at this micro-batch earlier in this run (two "
-                f"micro-batches per step, with gradient clipping); each of its readings beside the eager step here, "
-                f"{_rate_range(eager)}, by the rule for two moments:\n  {'before its compile' if vs2 else 'its section 4'}, "
-                f"{report.fmt_row_value(sdpa)} "
-                f"{sdpa['unit']}: {report.apart_words(vs)}{second}" + _written_in_08(ran08 or {}, row, written))
-    return (f"notebook 08 timed this GPT at this batch earlier in this run, with gradient clipping as well: "
-            f"{report.fmt_row_value(row)} {row['unit']}; eager here: {_rate_range(eager)}, "
-            f"{report.apart_words(vs)}. Minutes apart, in two processes, the machine's speed at each moment is part of "
-            "any gap: only timings of one set of turns are paired")
+            continue
+        scale = unit_scale(row["unit"], t.unit)
+        lo, hi = row["spread"]
+        rows.append(Row(f"{what}, {row['unit']}" + (f" ({which})" if which else ""),
+                        f"{row['value']:.3g} ({lo:.3g}–{hi:.3g})",
+                        f"{t.rate / scale:.3g} ({t.rate_lo / scale:.3g}–{t.rate_hi / scale:.3g})", *_pair(*vs)))
+    return rows
 
 
-def _written_in_08(ran08: Mapping[str, dict], sec5: dict, written: Timing | None) -> str:
-    """The written-out step here (`written`) beside 08's readings of it, its section 4's and its section 5's
-    without the utilisation sampler and with it (`sec5`), each by the rule for two moments."""
-    if written is None:
-        return ""
-    said = [f"  its {where}, {report.fmt_row_value(row)} {row['unit']}: {report.apart_words(vs)}"
-            for where, row in (("section 4", ran08.get("eager, written-out attention")),
-                               ("section 5 (one micro-batch a step, no utilisation sampler)",
-                                next((r for k, r in ran08.items() if k.startswith("step, micro-batch of")
-                                      and k.endswith(" sequences, no sampler")), None)),
-                               ("section 5 (one micro-batch a step, its utilisation sampler running)", sec5))
-            if row and (vs := report.rate_vs_row(written, row))]
-    return "\n".join([f"\nthe written-out step here, {_rate_range(written)}, beside 08's readings of it:"] + said) if said else ""
+def _tokens_per_step(row: dict) -> int:
+    """The tokens of 08's step, from its row's setup ('micro-batch 16 × 2, 4,096 tokens/step')."""
+    found = re.search(r"([\d,]+) tokens/step", row.get("setup", ""))
+    if found is None:
+        raise ValueError(f"Notebook 08's row has no tokens per step in its setup: {row.get('setup')!r}.")
+    return int(found[1].replace(",", ""))
+
+
+def _step_s(row: dict, tokens: int) -> float:
+    """Seconds per step of a recorded rate row (tok/s with an SI prefix)."""
+    return tokens / (row["value"] * unit_scale(row["unit"], "tok/s"))
+
+
+def _timing(row: dict, tokens: int) -> Timing:
+    """A recorded rate row as a :class:`Timing` of its median step (enough for :func:`bench.break_even`)."""
+    return Timing(name="08's eager step", device="", median_s=_step_s(row, tokens), iqr_s=0.0, runs=0, work=tokens,
+                  unit="tok/s")
+
+
+def _millions(tokens: tuple[float, float, float]) -> str:
+    """'6.8 M (4.5–9.8 M)': a break-even in tokens, at the medians and over the speed-up's range."""
+    mid, few, many = (_m(t / 1e6) for t in tokens)
+    return f"{mid} M ({few}–{many} M)"
+
+
+def _m(x: float) -> str:
+    """A count to two significant digits without an exponent: 7.5, 37, 700, 1,200."""
+    return f"{x:.2g}" if x < 10 else fmt_count(x)
 
 
 def _same_gpt(profile: str, gpt: GPTConfig) -> bool:
     """Whether notebook 08 trains `gpt` under `profile`."""
     c08 = profiles.sizes("08_transformer", profile)
     return (c08.block, c08.n_layer, c08.n_head, c08.n_embd) == (gpt.block_size, gpt.n_layer, gpt.n_head, gpt.n_embd)
-
-
-def compile_in_08(ran08: Mapping[str, dict] | None, gain: Ratio, batch: int, gpt: GPTConfig, profile: str) -> str:
-    """Notebook 08's compile speed-up of this GPT with SDPA (its section 4, earlier in this run) beside
-    this notebook's `gain`: each paired within its own turns, so the two are read by the course's rule
-    for two moments. '' where 08 did not time it, or timed another GPT or micro-batch."""
-    row = _row_08(ran08, "compiled vs eager, SDPA", batch, gpt, profile)
-    if not row:
-        return ""
-    said = _beside_08("compiled this GPT with SDPA", row["value"], *row["spread"], gain)
-    if gain.lo <= row["value"] <= gain.hi and gain.clear != report.recorded_ratio("", row).clear:  # one told, one not
-        said += (f". 08's {row['value']:.2f}× lies inside this run's interval, so the two verdicts' words differ without "
-                 f"the numbers disagreeing: these {gain.rounds} turns cannot resolve a gain that small")
-    return said
-
-
-def attention_in_08(ran08: Mapping[str, dict] | None, gain: Ratio, batch: int, gpt: GPTConfig, profile: str) -> str:
-    """Notebook 08's whole step with the written-out attention instead of SDPA (its section 4 records SDPA
-    over written out: inverted here) beside this notebook's `gain`, read as :func:`compile_in_08` reads its."""
-    row = _row_08(ran08, "SDPA vs written-out attention, eager", batch, gpt, profile)
-    if not row:
-        return ""
-    lo, hi = row["spread"]
-    return _beside_08("ran this GPT's step with the written-out attention instead of SDPA", 1 / row["value"], 1 / hi,
-                      1 / lo, gain)
-
-
-def cold_in_08(ran08: Mapping[str, dict] | None, seconds: float, gpt: GPTConfig, profile: str) -> str:
-    """Notebook 08's cold compile of this GPT (its first step, compilation included, earlier in this run)
-    beside this notebook's (`seconds`): one run each, read by the rule for two moments; '' where 08
-    recorded none or compiled another GPT."""
-    row = (ran08 or {}).get("compile + first step (cold)")
-    if not row or not _same_gpt(profile, gpt):
-        return ""
-    r = seconds / row["value"]
-    return (f"notebook 08 compiled this GPT cold earlier in this run (its step: two micro-batches, with clipping; no "
-            f"structured logs, which this notebook writes for tlparse): first "
-            f"step {row['value']:.1f} s; here {seconds:.1f} s ({r:.2f}×), one run each: "
-            + (f"within the {verdicts.APART:g}× by which two moments can differ" if max(r, 1 / r) <= verdicts.APART else
-               f"more than {verdicts.APART:g}× apart, beyond what two moments can differ by"))
 
 
 def account_in_08(ran08: Mapping[str, dict] | None, sdpa: Timing, written: Timing, dtype: torch.dtype, batch: int,
@@ -125,29 +232,9 @@ def account_in_08(ran08: Mapping[str, dict] | None, sdpa: Timing, written: Timin
     per_call = (rows["SDPA"]["value"] - rows["written out"]["value"]) / 1e3
     summed, gap = per_call * gpt.n_layer, sdpa.median_s - written.median_s
     share = f": the account is {summed / gap:.2f}× that gap" if gap > 0 and summed > 0 else ""
+    more = (". The attention timed alone costs more than its share of the step: what timing it alone adds (its own "
+            "inputs, a sum and its backward, no neighbouring ops) is not measured here" if share and summed > gap else "")
     return (f"notebook 08 timed attention alone at this shape earlier in this run ({dtype}, forward + backward): SDPA's "
             f"extra {per_call * 1e3:+.2f} ms per layer × {gpt.n_layer} layers = {summed * 1e3:+.1f} ms per step; here the "
             f"two eager steps' medians differ by {gap * 1e3:+.1f} ms (SDPA minus written out){share}. Two sets of turns: "
-            "an account, not a measurement of the step")
-
-
-def _row_08(ran08: Mapping[str, dict] | None, key: str, batch: int, gpt: GPTConfig, profile: str) -> dict | None:
-    """08's row `key` of this run, where it has a spread and timed this GPT at this micro-batch; else None."""
-    row = (ran08 or {}).get(key)
-    ok = (row and row.get("spread") and _same_gpt(profile, gpt) and profiles.sizes("08_transformer", profile).micro == batch)
-    return row if ok else None
-
-
-def _beside_08(did: str, value: float, lo: float, hi: float, gain: Ratio) -> str:
-    """08's paired ratio (`value`, `lo`..`hi`: what it `did`) beside this notebook's `gain`, by the two-moments rule."""
-    return (f"notebook 08 (section 4) {did} earlier in this run, at this micro-batch (two per "
-            f"step, with gradient clipping), in its own turns: {value:.2f}× ({lo:.2f}–{hi:.2f}); here "
-            f"{gain.value:.2f}× ({gain.lo:.2f}–{gain.hi:.2f}). The two come from separate sets of turns, minutes apart, "
-            f"so they are compared by the rule for two moments: {verdicts.moments_words(gain.lo / hi, gain.hi / lo)}"
-            + (", so they are not told apart" if gain.lo / hi <= 1 <= gain.hi / lo else ""))
-
-
-def _rate_range(t: Timing) -> str:
-    """'17.4 (17.1–17.8) ktok/s': a timing's rate and its quartiles' rates, with an SI prefix."""
-    scale, unit = rate_scale(t.rate, t.unit)
-    return f"{t.rate / scale:.4g} ({t.rate_lo / scale:.4g}–{t.rate_hi / scale:.4g}) {unit}"
+            f"an account, not a measurement of the step{more}")

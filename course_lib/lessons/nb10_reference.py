@@ -5,7 +5,6 @@ Each function returns the text a cell prints; :mod:`course_lib.lessons.nb10` re-
 
 from __future__ import annotations
 
-import math
 from typing import Mapping
 
 import torch
@@ -16,8 +15,9 @@ from course_lib.models import GPT, GPTConfig
 
 NB = "10_compile_and_profile"
 # The first session's H200 run of the gpu profile's GPT (results/nvidia-h200.test-gpu.md): "GPU busy 8.4 ms of a
-# 19.3 ms eager step" without the profiler, and "The profiled step (31.9 ms, 73 % "waiting")": one session's pair
-H200_UNPROFILED = (8.4e-3, 19.3e-3, 0.73)
+# 19.3 ms eager step" without the profiler: one reading, with no spread
+H200_UNPROFILED = (8.4e-3, 19.3e-3)
+ONE_READING = "on that one reading"  # a regime judged from H200_UNPROFILED, not from the reference's record
 UPPER = "an upper reading: the profiler's CPU time per op makes the GPU wait more"
 
 
@@ -46,6 +46,19 @@ def reference_gpt() -> str:
             f"that GPT's {reference_gpts()}")
 
 
+def own_gpt() -> str:
+    """'the reference run's own GPT: 6 layers, width 768, T = 1024, batch 8', or '' without a reference run."""
+    g = reference_sizes(report.reference(NB)[0])
+    return f"the reference run's own GPT: {g.n_layer} layers, width {g.n_embd}, T = {g.block}, batch {g.batch}" if g else ""
+
+
+def reference_fix() -> str:
+    """Off a GPU, the graph break's fix as the reference GPU measured it, with the GPT it ran named."""
+    named = own_gpt()
+    return ((f"The same fix on the reference GPU, with {named}:\n" if named else "")
+            + report.reference_text(NB, ("compiled, tensor vs .item()",)))
+
+
 def unprofiled_wait(rows: Mapping[str, dict], device: str | None) -> tuple[float, str, bool] | None:
     """The reference GPU's waiting share of a step without the profiler (a fraction), where it comes
     from, and whether that is the reference's own record: its row (section 4's kernel times over its
@@ -54,10 +67,10 @@ def unprofiled_wait(rows: Mapping[str, dict], device: str | None) -> tuple[float
     if row is not None:
         return 1 - row["value"] / 100, "section 4's kernel times over its step timed without the profiler", True
     if "H200" in (device or ""):
-        busy, step, profiled = H200_UNPROFILED
-        return (1 - busy / step, f"an earlier session's run of the reference's GPT on an H200: GPU busy {busy * 1e3:.1f} ms of a "
-                f"{step * 1e3:.1f} ms eager step, {profiled:.0%} waiting when profiled; results/nvidia-h200.test-gpu.md",
-                False)
+        busy, step = H200_UNPROFILED
+        return (1 - busy / step, f"one reading, no spread, not in the reference's record: an earlier session's run of its "
+                f"GPT on an H200, GPU busy {busy * 1e3:.1f} ms of a {step * 1e3:.1f} ms eager step, in "
+                "results/nvidia-h200.test-gpu.md", False)
     return None
 
 
@@ -73,9 +86,9 @@ def regime_label(rows: Mapping[str, dict]) -> str:
         return (f"the reference's GPU waited {profiled['value']:.0f}% of its profiled step: "
                 f"{bound(profiled['value'] / 100)} by the glossary's rule, read from the profiled step only ({UPPER}); "
                 "without the profiler its waiting share is not recorded")
-    waited, source, _ = unprofiled
+    waited, source, own = unprofiled
     return (f"the reference's GPU, without the profiler, waited about {waited:.0%} of a step ({source}): {bound(waited)} "
-            f"by the glossary's rule\n{said}")
+            f"by the glossary's rule{'' if own else ' ' + ONE_READING}\n{said}")
 
 
 def reference_answer() -> list[str]:
@@ -101,8 +114,8 @@ def reference_answer() -> list[str]:
     lines = [f"  on the reference {device}, with its own GPT ({g.n_layer} layers, width {g.n_embd}, T = {g.block}, batch "
              f"{g.batch}; another model than this run's): " + "; ".join(said)]
     if unprofiled and not unprofiled[2]:
-        lines.append(f"  without the profiler, {unprofiled[1].split(':')[0]} read about {unprofiled[0]:.0%} waiting: "
-                     f"{bound(unprofiled[0])}")
+        lines.append(f"  without the profiler, an earlier session's H200 run of the same GPT read about {unprofiled[0]:.0%} "
+                     f"waiting (one reading, no spread, not in the reference's record): {bound(unprofiled[0])} {ONE_READING}")
     return lines
 
 
@@ -121,7 +134,7 @@ def graphs_bound(rows: Mapping[str, dict]) -> str:
             f"{graphs['value'] / default['value']:.2f}× as fast as compiled with the default mode (the ratio of the "
             f"medians of the same turns; {graphs['spread'][0] / default['spread'][1]:.2f}–"
             f"{graphs['spread'][1] / default['spread'][0]:.2f}× from the quartiles). Inferred, not measured: about "
-            f"{mid:.0%} ({math.floor(100 * lo)}–{math.ceil(100 * hi)}% across the quartiles' range) of the "
+            f"{mid:.0%} ({100 * lo:.0f}–{hi:.0%} across the quartiles' range) of the "
             "default-compiled step went away under reduce-overhead. Candidates, not separated: launching each kernel, "
             "PyTorch's choosing of a kernel for each op, the caching allocator's calls (a graph replays into memory it "
             "holds), and Python.")
@@ -140,7 +153,9 @@ def reference_sync() -> list[str]:
         share = unprofiled[0] if unprofiled else waited["value"] / 100
         regime = bound(share)
         lo, hi = kept["spread"]
-        how = (f"without the profiler it waited about {share:.0%}, {waited['value']:.0f}% profiled" if unprofiled else
+        how = ((f"without the profiler it waited about {share:.0%}" if unprofiled[2] else f"without the profiler it "
+                f"waited about {share:.0%} in one earlier session's reading") + f"; profiled, {waited['value']:.0f}%"
+               if unprofiled else
                f"its GPU waited {waited['value']:.0f}% of the profiled step, {UPPER.split(':')[0]}")
         lines.append((f"The reference could not tell ({lo:.2f}–{hi:.2f}×: too wide, a cost of up to {hi - 1:.0%} fits in "
                       "it)." if said.too_wide else "No measurable cost there either.")

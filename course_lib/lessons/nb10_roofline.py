@@ -9,11 +9,12 @@ op time by kind, the verdict by share of op time, and what the figure leaves out
 from __future__ import annotations
 
 import math
+import re
 from typing import Callable, Mapping, Sequence
 
 import torch
 
-from course_lib import published, verdicts
+from course_lib import published, report, verdicts
 from course_lib.bench import Timing, speedup
 from course_lib.roofline import OpTime, StepOps, intensity, ridge, vs_datasheet
 from course_lib.units import fmt_rate, fmt_time
@@ -34,7 +35,41 @@ def roofs_note(peak: Timing, main_bw: Timing, fast_bw: Timing, peak_note: str, b
     if gpu_name is None:
         lines.append("A GPU's roofs, measured with this cell: "
                      + published.elsewhere("10_compile_and_profile", ("peak:", "copy")))
-    return "\n".join(lines)
+        lines.append(small_copy_note(report.reference("10_compile_and_profile")[1]))
+    return "\n".join(filter(None, lines))
+
+
+def small_copy_note(rows: Mapping[str, dict]) -> str:
+    """Where the reference GPU's smallest copy ran slower than its largest (a cache-sized copy slower than
+    main memory's): how short that copy is, that the cause is not measured, and which roof ops get there."""
+    copies = sorted(((float(re.match(r"copy ([\d.]+) (MiB|GiB)", k)[1]) * (1024 if "GiB" in k else 1), k, r)
+                     for k, r in rows.items() if re.match(r"copy [\d.]+ (MiB|GiB)$", k) and r.get("unit") == "TB/s"))
+    if len(copies) < 2 or copies[0][2]["value"] >= copies[-1][2]["value"]:
+        return ""
+    (mib, small, row), (_, large, big) = copies[0], copies[-1]
+    took = 2 * mib * 2**20 / (row["value"] * 1e12)  # it reads and writes each byte
+    return (f"  on that GPU the smallest copy ran slower than the largest ({small}: {row['value']:.2f} TB/s, {large}: "
+            f"{big['value']:.2f} TB/s): it lasts about {took * 1e6:.0f} µs, short enough for a kernel's start and end to "
+            "weigh in its time (not measured apart). A roof there is the fastest copy of at least an op's bytes, so "
+            "there every op gets a main-memory roof")
+
+
+def reference_ridge(intensities: Mapping[str, float]) -> str:
+    """Off a GPU: the reference GPU's ridge from its recorded roofs (its matmul peak over its largest copy)
+    and which side of it each op of `intensities` (name: FLOP/B) falls; '' without those rows."""
+    device, rows = report.reference("10_compile_and_profile")
+    name, peak = next(((k, r) for k, r in rows.items() if k.startswith("peak: matmul") and r.get("unit") == "TFLOP/s"),
+                      ("", None))
+    copies = [(float(m[1]) * (1024 if m[2] == "GiB" else 1), r) for k, r in rows.items()
+              if (m := re.match(r"copy ([\d.]+) (MiB|GiB)$", k)) and r.get("unit") == "TB/s"]
+    if peak is None or not copies:
+        return ""
+    mib, main = max(copies, key=lambda c: c[0])
+    ridge_ = ridge(peak["value"] * 1e12, main["value"] * 1e12)
+    sides = "; ".join(f"{name}: {'memory' if i < ridge_ else 'compute'}-bound" for name, i in intensities.items())
+    size = f"{mib / 1024:g} GiB" if mib >= 1024 else f"{mib:g} MiB"
+    return (f"on the reference {device}, by its recorded roofs ({name.removeprefix('peak: ')}: {peak['value']:.1f} TFLOP/s; "
+            f"a copy of {size}: {main['value']:.2f} TB/s): ridge {ridge_:.0f} FLOP/B; {sides}")
 
 
 def roof_share(v: float) -> str:
@@ -64,7 +99,7 @@ def op_table(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, device: str,
                         else f"{'-':>7}  moves data"))
     n, steps = len(measured.ops), len(measured.step.samples)
     lines.append(f"... {n} (op, shapes) group{'s' if n != 1 else ''}: {fmt_time(op_time)} per step in ops (time: the "
-                 f"median of {steps} steps, ms; steps: its least and most) | the whole step, in the same turns: "
+                 f"median of {steps} steps, ms; steps: its least and most)\nthe whole step, in the same turns: "
                  f"{fmt_time(measured.step.median_s)} without the profiler, {fmt_time(measured.profiled.median_s)} with "
                  f"every op counted and recorded | {device}")
     cost = speedup(measured.profiled, measured.step, "without the profiler vs with it, same turns")
@@ -100,15 +135,14 @@ def op_notes(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, peak_name: s
                  "whole step without the profiler, the rest the GPU idle, waiting for the CPU to queue work. "
                  "The shares below are of op time"]
     else:  # the profiler's records carry its own cost: set them against the step that paid it
-        alone = (f" (section 1's trace, the profiler alone at another moment, held {fmt_time(section1.get('framework', 0))} "
-                 f"of a {fmt_time(sum(section1.values()))} step in no op)" if section1 else "")
         alone = (f"; section 1's trace (the profiler alone, another moment): {fmt_time(section1.get('framework', 0))} "
                  f"of a {fmt_time(sum(section1.values()))} step" if section1 else "")
         lines = ["op times: the profiler's record of each op (the ops it calls included); the shares below are of op time",
                  f"  with every op counted and recorded: ops {op_time / profiled:.0%} of the step, "
                  f"{fmt_time(profiled - op_time)} a step in no op (Python, autograd's bookkeeping, the profiler's and the "
                  f"counting's own){alone}",
-                 f"  without the profiler, in the same turns: ops {op_time / step:.0%} of the step, so at least "
+                 f"  without the profiler, in the same turns: the profiled op time is {op_time / step:.0%} of the unprofiled "
+                 "step, so at least "
                  f"{max(0.0, 1 - op_time / step):.0%} in no op (the profiler's cost inside the ops' records makes the "
                  "ops' share read high)"]
     over = [o for o in measured.ops if o.flops and of_roof(o) > 1]
@@ -157,13 +191,14 @@ def kind_table(kinds: Mapping[str, Mapping[str, float]], op_time: float, ridge_:
     """Op time by kind (`kinds`: kind -> its seconds, FLOPs and bytes per step) on `device`: share of op
     time, intensity, achieved rate and side of the ridge `ridge_` (main memory's)."""
     lines = [f"{'kind':<18} {'share of op time':>16} {'FLOP/B':>8} {'achieved':>14}  vs main memory's ridge, "
-             f"{ridge_:.1f} FLOP/B (a kind mixes ops of every size; the op table above holds each op against the "
-             "ridge of its own memory level)" + (f" | {device}" if device else "")]
+             f"{ridge_:.1f} FLOP/B" + (f" | {device}" if device else "")]
     for kind, k in kinds.items():
         i = intensity(k["flops"], k["bytes"])
         rate = fmt_rate(k["flops"] / k["seconds"], "FLOP/s") if k["seconds"] else "-"
         where = "moves data only" if not k["flops"] else ("below the ridge" if i < ridge_ else "above the ridge")
         lines.append(f"{kind:<18} {k['seconds'] / op_time:>16.1%} {i:>8.2f} {rate:>14}  {where}")
+    lines.append("(a kind mixes ops of every size, so each is set against main memory's ridge; the op table above "
+                 "holds each op against the ridge of its own memory level)")
     if "copy" in kinds:  # another count than section 1's category of the same name
         lines.append("copy: ops the step calls that only move data (the embeddings' gathers among them), each with what "
                      "it calls. Section 1's 'copies' is another count: each copy op's own time wherever it runs, inside "
