@@ -313,6 +313,8 @@ def moments_words(lo: float, hi: float, *, word: bool = True, short: bool = Fals
     one wording: within the spreads; beyond them but under :data:`APART` (inconclusive); or beyond it (a
     difference). The last word is said unless not `word` (a verdict that says it already); `short`: the
     verdict alone, for a table's column under a footnote that states the rule."""
+    if short and lo <= 1 <= hi:
+        return "not told apart (range holds 1)"
     if lo <= 1 <= hi:
         return "within their spreads"
     if short:

@@ -196,10 +196,10 @@ def test_fastest_line_names_the_ties():
 def test_break_even_before_reads_the_eager_step_timed_before_the_compile():
     before, compiled = _timing("eager, SDPA", 0.185, 0.18, 0.19), _timing("compiled", 0.208, 0.2, 0.21)
     assert nb08.break_even_before(22.0, before, compiled, 4096) == (
-        "reckoned instead from eager, SDPA timed before the compile (185 ms; two moments, not paired), the compilation "
-        "pays for itself never: the compiled step (208 ms) is not faster than that reading")
+        "reckoned instead from eager, SDPA timed before the compile (185 ms; two moments, not paired): the compiled step "
+        "(208 ms) is not faster than that reading, so no break-even can be reckoned from it")
     faster = _timing("compiled", 0.175, 0.17, 0.18)
-    assert nb08.break_even_before(22.0, before, faster, 4096).endswith("pays for itself about 2,200 steps of 4,096 tokens")
+    assert nb08.break_even_before(22.0, before, faster, 4096).endswith("pays for itself after about 2,200 steps of 4,096 tokens")
 
 
 def test_kernel_verdict_blames_the_16_bit_kernel_only_when_float32_does_not_lose():

@@ -256,7 +256,7 @@ def test_step_in_08_sets_08s_whole_step_beside_this_part_of_it():
                            turns_id="t")
     assert nb09.step_in_08(None, (whole, part), c.batch, gpt) == ""
     first, second = nb09.step_in_08(row, (whole, part), c.batch, gpt).splitlines()
-    assert "the part is shorter than the whole, as it must be" in first and "alone took 88% of the whole step (clipping and AdamW included), its paired range 88%–89%" in first
+    assert "the part is shorter than the whole, as it must be" in first and "alone took 88% of the whole step (which includes clipping and AdamW), its paired range 88%–89%" in first
     assert second.startswith("notebook 08 recorded a whole training step") and "the whole step here: 172.0 ms" in second
     assert "14.6 (14.05–14.7) ktok/s" in second and "the whole step here: 172.0 ms (170.0–175.0), 11.91 (11.7–12.05) ktok/s" in second
     tokens = c.batch * c.block
@@ -266,9 +266,9 @@ def test_step_in_08_sets_08s_whole_step_beside_this_part_of_it():
     assert "08's whole step (written-out attention, as 08 ran it; this notebook's own steps above run SDPA), timed " in \
         nb09.step_in_08(written, (whole, part), c.batch, gpt)
     sec4 = {"value": 11.9, "unit": "ktok/s", "spread": [11.8, 12.0]}  # 08's section 4 read it too
-    both = nb09.step_in_08(written, (whole, part), c.batch, gpt, sec4).splitlines()[1]
-    assert "(its section 5, the utilisation sampler running)" in both
-    assert both.endswith("08's section 4 read the same GPT's step with two micro-batches at 11.9 (11.8–12) ktok/s: from "
+    both = nb09.step_in_08(written, (whole, part), c.batch, gpt, sec4).splitlines()
+    assert "(its section 5, the utilisation sampler running)" in both[1]
+    assert both[2].startswith("08's section 4 read the same GPT's step with two micro-batches at 11.9 (11.8–12) ktok/s: from "
                          "that reading, this one is within their quartiles")
     longer = bench.timing_of([0.180, 0.182, 0.185, 0.179, 0.190], name="part", device="cpu", turns_id="t")
     assert "the part took longer than the whole in the same turns" in nb09.step_in_08(row, (whole, longer), c.batch,

@@ -184,10 +184,11 @@ def break_even_before(extra_s: float, before: Timing, compiled: Timing, tokens_p
     """The break-even reckoned instead from the eager step timed before the compile (`before`, another set of
     turns than `compiled`'s): two moments, so a reading beside the paired one, not a measurement."""
     saved = before.median_s - compiled.median_s
-    said = (f"about {fmt_count(extra_s / saved)} steps of {tokens_per_step:,} tokens" if saved > 0 else
-            f"never: the compiled step ({1e3 * compiled.median_s:.0f} ms) is not faster than that reading")
+    said = (f", the compilation pays for itself after about {fmt_count(extra_s / saved)} steps of {tokens_per_step:,} "
+            "tokens" if saved > 0 else f": the compiled step ({1e3 * compiled.median_s:.0f} ms) is not faster than that "
+            "reading, so no break-even can be reckoned from it")
     return (f"reckoned instead from {before.name} timed before the compile ({1e3 * before.median_s:.0f} ms; two moments, "
-            f"not paired), the compilation pays for itself {said}")
+            f"not paired){said}")
 
 
 def before_after_compile(before: Timing, after: Timing) -> str:

@@ -394,13 +394,13 @@ def step_in_08(row: dict | None, pair: Sequence[Timing], batch: int, gpt: GPTCon
     vs4 = report.rate_vs_row(as_rate, sec4) if sec4 else None
     return "\n".join([
         f"08's whole step{how}, timed here in turns with its forward and backward: {ms(whole)} and {ms(part)}; forward "
-        f"and backward alone took {share.value:.0%} of the whole step (clipping and AdamW included), its paired range "
+        f"and backward alone took {share.value:.0%} of the whole step (which includes clipping and AdamW), its paired range "
         f"{share.lo:.0%}–{share.hi:.0%}: {said}",
         f"{head} (its section 5, {'no utilisation sampler' if row.get('sampler') is False else 'the utilisation sampler running'}); "
         f"the whole step here: {ms(whole)}, "
         f"{as_rate.rate / k:.4g} ({as_rate.rate_lo / k:.4g}–{as_rate.rate_hi / k:.4g}) {unit}, "
         f"{report.apart_words(report.rate_vs_row(as_rate, row))}"
-        + (f". 08's section 4 read the same GPT's step with two micro-batches at {report.fmt_row_value(sec4)} "
+        + (f"\n08's section 4 read the same GPT's step with two micro-batches at {report.fmt_row_value(sec4)} "
            f"{sec4['unit']}: from that reading, this one is {report.apart_words(vs4)}" if vs4 else "")])
 
 

@@ -178,7 +178,10 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
 
 def _listed(paid: Mapping[str, Ratio]) -> str:
     """'a at 1.20×, b at 1.10× and c at 1.30×': the changes that paid, each with its ratio ('' for none)."""
-    named = [f"{name} at {r.value:.2f}×" for name, r in paid.items()]
+    named = [f"{name} at {r.value:.2f}×" + (f" (clear of its turns' drift, {r.drift:.1%}, by only "
+                                            f"{100 * (r.value - 1 - r.drift):.1f} points)"
+                                            if r.drift is not None and r.value - 1 < 1.25 * r.drift else "")
+             for name, r in paid.items()]
     return ", ".join(named[:-1]) + f" and {named[-1]}" if len(named) > 1 else "".join(named)
 
 
@@ -190,10 +193,12 @@ def _room(kinds: Mapping[str, Mapping[str, float]], no_op: float, ops_unprofiled
     compile of the GPT whose attention is fusible ops too."""
     op_time = sum(k["seconds"] for k in kinds.values())
     fusible = (sum(k["seconds"] for kind, k in kinds.items() if kind in FUSIBLE) - outside) / op_time
-    least = (f"at least {max(0.0, 1 - ops_unprofiled):.0%} of the step without the profiler (section 4; the profiler's "
-             f"cost inside the ops' records makes this reading low) and {no_op:.0%} of section 1's profiled step (which "
-             "holds the profiler's own time), two moments" if ops_unprofiled is not None else
-             f"{no_op:.0%} of section 1's profiled step (which holds the profiler's own time)")
+    unprofiled = max(0.0, 1 - ops_unprofiled) if ops_unprofiled is not None else None
+    least = (f"{no_op:.0%} of section 1's profiled step (part of the profiler's own time lands there)" if unprofiled is None
+             else f"at least {unprofiled:.0%} of the step without the profiler (section 4)" + (
+                 f"; section 1's profiled step reads {no_op:.0%}, lower still: the profiler books part of its own cost "
+                 "inside the ops' records" if no_op < unprofiled else
+                 f"; section 1's profiled step reads {no_op:.0%}, which holds part of the profiler's own time"))
     lines = [f"compiling's room: the model's element-wise, reduction and copy ops (the kinds Inductor fuses) took "
              f"{fusible:.0%} of section 4's op time; if their time went to zero, the ops would run at most "
              f"{1 / (1 - fusible):.2f}× faster (if matmuls and attention stay library calls: assumed, not measured)",
@@ -250,7 +255,8 @@ def profiled_total(plain: Mapping[str, float]) -> str:
     """The profiled step's length by its categories (`plain`, seconds each), and why it is not set beside
     section 3's timing of the same step."""
     return (f"the profiled steps: {fmt_time(sum(plain.values()))} each (the median over the trace's steps; the table "
-            "above gives their mean). With the profiler on, compare these shares with section 3, not this length")
+            "above gives their mean). This length holds the profiler's cost: it is not set beside section 3's "
+            "unprofiled times; only its shares are read here")
 
 
 def regime(plain: Mapping[str, float], device_type: str) -> str:
@@ -451,6 +457,7 @@ def compile_log_note(name: str, seconds: float, breaks: Sequence[str], explained
     if breaks:
         lines.append(f"  graph_breaks log: {len(breaks)} message(s); the first begins:")
         lines += ["    " + line for line in breaks[0].splitlines()[:3] if line.strip()]
+        lines += [f"  message {i} begins: {m.splitlines()[0]}" for i, m in enumerate(breaks[1:4], 2) if m.strip()]
     if breaks and len(breaks) != explained:
         lines.append(f"  the log wrote {len(breaks)} messages, explain counted {explained} break(s): the log writes one "
                      "per Python frame that reached the break (see 'frame (Python)' in the glossary)"
@@ -491,7 +498,8 @@ def turns_apart(then: Timing, now: Timing) -> str:
     sets of turns differ beyond their spreads (only timings of the same turns are compared)."""
     apart = speedup(then, now, "compiled, plain GPT: here vs section 3")
     return (f"the plain compiled step took {fmt_time(then.median_s)} in section 3's turns and {fmt_time(now.median_s)} "
-            f"in these ({apart.value:.2f}×, {apart.lo:.2f}–{apart.hi:.2f}× from their spreads): "
+            f"in these (here at {apart.value:.2f}× section 3's speed, {now.median_s / then.median_s:.2f}× its time; "
+            f"{apart.lo:.2f}–{apart.hi:.2f}× from their spreads): "
             f"{verdicts.moments_words(apart.lo, apart.hi)}; the verdicts above use only these turns either way")
 
 

@@ -54,13 +54,18 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
     c08 = profiles.sizes("08_transformer", profile)
     notes = [f"08's step: {c08.accum} micro-batches of {c08.micro} sequences, gradient clipping and its learning-rate "
              "schedule (its section 5: one micro-batch a step); here: one micro-batch, neither",
-             f"here ÷ 08: this section's figure over 08's (a rate: this section's speed over 08's), with the range the "
-             f"two spreads allow. Minutes apart, the two are told apart only where that whole range lies "
+             f"here ÷ 08: this section's figure over 08's (a rate: this section's speed over 08's; seconds and tokens: "
+             f"above 1 means more here), with the range the two spreads allow. Minutes apart, the two are told apart "
+             f"only where that whole range lies "
              f"{verdicts.APART:g}× or more from 1 (the rule for two moments); 'inconclusive' says the gap is one the "
              "machine's pace can make",
              _payback_basis(ran08), _after_compile(ran08, eager, compiled, before)]
+    differ = [r.quantity for r in rows if r.verdict.startswith("a difference")]
+    summary = (f"by the rule for two moments, the two notebooks differ on: {'; '.join(differ)}" if differ else
+               "by the rule for two moments, no row tells the two notebooks apart: on every reading they share, they agree "
+               "within what two moments allow")
     return "\n".join(["notebook 08's readings of this GPT earlier in this run, beside this section's:", _table(rows),
-                      *filter(None, notes)])
+                      summary, *filter(None, notes)])
 
 
 def _table(rows: list[Row]) -> str:
@@ -81,8 +86,9 @@ def _cold(ran08: Mapping[str, dict], seconds: float | None) -> Row | None:
     if not row or seconds is None:
         return None
     r = seconds / row["value"]
-    return Row("cold compile + first step, s (one run)", f"{row['value']:.1f}", f"{seconds:.1f}", f"{r:.2f}×",
-               verdicts.moments_words(r, r, short=True))
+    said = ("not told apart (one run each)" if max(r, 1 / r) < verdicts.APART else
+            verdicts.moments_words(r, r, short=True))
+    return Row("cold compile + first step, s (one run)", f"{row['value']:.1f}", f"{seconds:.1f}", f"{r:.2f}×", said)
 
 
 def _paired(quantity: str, row: dict | None, gain: Ratio | None, inverted: bool = False) -> Row | None:
@@ -133,9 +139,11 @@ def _payback_basis(ran08: Mapping[str, dict]) -> str:
     per_step = _tokens_per_step(after)
     saved = _step_s(before, per_step) - _step_s(comp, per_step)  # seconds a step, against the reading before
     r = comp["value"] / before["value"]  # the compiled step's speed over the eager step's before the compile
-    other = (f"its compiled step ran {r:.2f}× its speed, so from that reading the compile never pays back" if saved <= 0
-             else f"its compiled step ran {r:.2f}× its speed: reckoned from that reading, the compile pays back after "
-                  f"about {_m((cold['value'] - _step_s(comp, per_step)) / saved * per_step / 1e6)} M tokens")
+    other = (f"its compiled step ran {r:.2f}× its speed, not told apart from it by the rule for two moments: no "
+             "break-even can be reckoned from that reading" if saved <= 0 else
+             f"its compiled step ran {r:.2f}× its speed: reckoned from that reading (two moments, so a reading, not a "
+             f"measurement), the compile pays back after about "
+             f"{_m((cold['value'] - _step_s(comp, per_step)) / saved * per_step / 1e6)} M tokens")
     return (f"08 reckons its break-even from its eager step timed after its compile, beside the compiled one; against its "
             f"eager reading before the compile ({before['value']:.3g} {before['unit']}, two moments) {other}")
 
@@ -152,10 +160,9 @@ def _after_compile(ran08: Mapping[str, dict], eager: Timing | None, compiled: Ti
     if not all(v and v[1] > 1 for v in vs):  # not both slower in 08 beyond their quartiles
         return ""
     moved = before.median_s / eager.median_s  # this section's eager speed over section 2's
-    return (f"both of 08's readings after its compile sit below this section's (eager {vs[0][0]:.2f}×, compiled "
-            f"{vs[1][0]:.2f}×), while the eager step here read {moved:.2f}× the speed it had before any compile: 08's "
-            "turns after its compile ran slower for both versions (its paired speed-up compares the two within them; "
-            "the cause of that slower pace is not measured)")
+    return (f"both of 08's readings right after its compile sit below this section's (eager {vs[0][0]:.2f}×, compiled "
+            f"{vs[1][0]:.2f}×: inconclusive at two moments), while the eager step here read {moved:.2f}× the speed it "
+            "had before any compile; 08's paired speed-up compares its two versions within those turns")
 
 
 def _rates(ran08: Mapping[str, dict], batch: int, eager: Timing | None, written: Timing | None,
@@ -232,8 +239,9 @@ def account_in_08(ran08: Mapping[str, dict] | None, sdpa: Timing, written: Timin
     per_call = (rows["SDPA"]["value"] - rows["written out"]["value"]) / 1e3
     summed, gap = per_call * gpt.n_layer, sdpa.median_s - written.median_s
     share = f": the account is {summed / gap:.2f}× that gap" if gap > 0 and summed > 0 else ""
-    more = (". The attention timed alone costs more than its share of the step: what timing it alone adds (its own "
-            "inputs, a sum and its backward, no neighbouring ops) is not measured here" if share and summed > gap else "")
+    more = (f". The {summed * 1e3:+.1f} ms summed from attention timed alone exceeds the step's {gap * 1e3:+.1f} ms gap: "
+            "what timing it alone adds (its own inputs, a sum and its backward, no neighbouring ops) is not measured here"
+            if share and summed > gap else "")
     return (f"notebook 08 timed attention alone at this shape earlier in this run ({dtype}, forward + backward): SDPA's "
             f"extra {per_call * 1e3:+.2f} ms per layer × {gpt.n_layer} layers = {summed * 1e3:+.1f} ms per step; here the "
             f"two eager steps' medians differ by {gap * 1e3:+.1f} ms (SDPA minus written out){share}. Two sets of turns: "

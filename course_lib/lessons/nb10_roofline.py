@@ -135,8 +135,9 @@ def op_notes(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, peak_name: s
                  "whole step without the profiler, the rest the GPU idle, waiting for the CPU to queue work. "
                  "The shares below are of op time"]
     else:  # the profiler's records carry its own cost: set them against the step that paid it
-        alone = (f"; section 1's trace (the profiler alone, another moment): {fmt_time(section1.get('framework', 0))} "
-                 f"of a {fmt_time(sum(section1.values()))} step" if section1 else "")
+        alone = (f"\n  section 1's trace (the profiler alone, another moment): {fmt_time(section1.get('framework', 0))} in no "
+                 f"op of a {fmt_time(sum(section1.values()))} step; its op time sums each op's own time in a step, this "
+                 "section's sums each (op, shapes) group's median over its steps: two aggregates, not one" if section1 else "")
         lines = ["op times: the profiler's record of each op (the ops it calls included); the shares below are of op time",
                  f"  with every op counted and recorded: ops {op_time / profiled:.0%} of the step, "
                  f"{fmt_time(profiled - op_time)} a step in no op (Python, autograd's bookkeeping, the profiler's and the "
