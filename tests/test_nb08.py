@@ -188,8 +188,8 @@ def test_fastest_line_names_the_ties():
                            "make up for the slower attention (two changes at once")
     assert "never pays back" not in said and "compiled" not in nb08.fastest_line([a, b])
     chained = nb08.fastest_line([c, b, a], {"a": 1.41, "b": 1.07, "c": 0.5}, "eager SDPA")  # b timed in other turns
-    assert chained.endswith("by; the paired ratios over eager SDPA in each set of turns (1.41× and 1.07×) put a ahead "
-                            "by about 1.32×: an inference across two sets of turns, not a measurement)")
+    assert chained.endswith("differ by). The paired ratios over eager SDPA, each in its own turns (1.41× and 1.07×), put "
+                            "a ahead of b by about 1.32×: an inference across two sets of turns, not a measurement")
     assert nb08.fastest_line([comp, won], {"a": 1.4, "compiled, SDPA": 1.1}, "x") == said  # paired: told apart already
 
 
@@ -479,8 +479,8 @@ def test_busy_parts_bounds_what_the_sampler_and_accumulation_change_and_names_th
     bound = max(max(r.hi, 1 / r.lo) for r in (sampler, accum)) - 1
     assert text.splitlines()[-1].startswith(f"verdict: the sampler and accumulating 2 micro-batches change the rate by "
                                             f"{bound:.1%} at most here")
-    assert "section 4's step itself ran at 0.80× its section-4 pace here, at another moment: a gap between the " \
-        "sections' MFUs beyond that bound would not be these differences'" in text
+    assert "section 4's step itself ran at 0.80× its section-4 pace here, at another moment: any gap between the two " \
+        f"sections' MFUs larger than {bound:.1%} is caused by neither of them" in text
     slow = bench.rate_ratio(_turns("sampled", [0.13, 0.131, 0.129, 0.13, 0.132]), plain, "the sampler")  # 1.3x slower
     assert nb08.busy_parts(slow, accum, apart, 2).splitlines()[-1].startswith(
         "verdict: the sampler (1.30× lower) changed the step's rate here, beyond the spread; the other parts above are "

@@ -213,17 +213,17 @@ def fastest_line(timings: Sequence[Timing], over_base: Mapping[str, float] | Non
         if not (speedup(t, best).apart and best.name in over_base and t.name in over_base):
             return ""
         b, o = over_base[best.name], over_base[t.name]
-        return (f"; the paired ratios over {base} in each set of turns ({b:.2f}× and {o:.2f}×) put {best.name} ahead "
-                f"by about {b / o:.2f}×: an inference across two sets of turns, not a measurement")
+        return (f". The paired ratios over {base}, each in its own turns ({b:.2f}× and {o:.2f}×), put {best.name} ahead "
+                f"of {t.name} by about {b / o:.2f}×: an inference across two sets of turns, not a measurement")
 
+    others = [t for t in timings if t is not best and not speedup(t, best).clear]
     tied = [f"{t.name}, " + (f"timed in other turns, {speedup(t, best).value:.2f}× apart: under the "
                              f"{verdicts.APART:g}× two moments can differ by" if speedup(t, best).apart
-                             else "by these repeats") + chained(t)
-            for t in timings if t is not best and not speedup(t, best).clear]
+                             else "by these repeats") for t in others]
     beaten = [t.name for t in timings if t.name.startswith("compiled") and t is not best
               and speedup(t, best).clear]
     return (f"fastest median of this section so far: {best.name}"
-            + (f" (not told apart from {'; '.join(tied)})" if tied else "")
+            + (f" (not told apart from {'; '.join(tied)})" if tied else "") + "".join(map(chained, others))
             + (f". {', '.join(beaten)} ran slower than {best.name}, beyond the spread: compiling did not make up for "
                "the slower attention (two changes at once: the compiler and the attention)" if beaten else ""))
 

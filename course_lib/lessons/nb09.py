@@ -417,9 +417,8 @@ def recompute_verdict(saving: float, cost: Ratio, plain: Timing, checkpointed: T
     if checkpointed.lo_s > hi:
         lines.append(f"verdict: checkpointing costs "
                      f"{1e3 * (checkpointed.median_s - plain.median_s - forward.median_s):.1f} ms beyond recomputing "
-                     "the forward: the work checkpoint does besides recomputing (likely, per block, the random-number "
-                     "state saved and restored and a hook in Python for every tensor autograd saves; not timed apart "
-                     "here)")
+                     "the forward, not explained by this run. Candidates, not timed apart here: per block, the "
+                     "random-number state saved and restored, and a hook in Python for every tensor autograd saves")
     elif checkpointed.hi_s < lo:
         lines.append(f"verdict: checkpointing costs {1e3 * (checkpointed.median_s - plain.median_s):.1f} ms here, "
                      f"less than the blocks' forward alone ({1e3 * forward.median_s:.1f} ms)")

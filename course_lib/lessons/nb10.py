@@ -85,6 +85,7 @@ def check_no_sync_loop(fn: Callable, reference: Callable) -> None:
 
 # ---- the words around the measurements: each function returns the text a cell prints ----
 
+COMPILING = "compiling (default mode)"  # the answer's name for section 3's compile, in `fixes`
 VISIBLE = 0.01  # a category's share of the step below which its bar is too thin to see
 GRAPH_FIGURES = ["cuda_graphs_maskrcnn_backbone_31ms_to_6ms", "cuda_graphs_mlperf_bert_1p12x"]  # reduce-overhead's
 COMPILE_FIGURES = ["pytorch2_paper_inductor_geomean_a100", "karpathy_gpt2_124m_torch_compile_300ms_to_130ms"]
@@ -125,19 +126,21 @@ def outside_model(ops: Iterable[OpTime]) -> float:
 def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Ratio | None],
            kinds: Mapping[str, Mapping[str, float]] | None, slowest: str, slowest_of_roof: float | None,
            ran08: Mapping[str, dict] | None = None, attention: Ratio | None = None,
-           ops_unprofiled: float | None = None, outside: float = 0.0, before: Ratio | None = None) -> str:
+           ops_unprofiled: float | None = None, outside: float = 0.0, before: Ratio | None = None,
+           again: Ratio | None = None) -> str:
     """The notebook's question answered from this run's numbers, a few short lines first: where the op time
     went (`kinds`, as section 4 sums them; the costliest op with FLOPs, `slowest`, at `slowest_of_roof` of its
     roof), which timed change paid (`fixes`: a name -> its ratio, None where not timed; `attention`, the
     written-out attention in section 3's turns), each fix's verdict and, off a GPU, the reference GPU's; then
     the details: the profiled step's split (`step`: seconds per category), on a CPU compiling's room
     (:func:`_room`), the compiled step against the plain one timed before any compile (`before`, two moments),
-    notebook 08's readings of the same changes (`ran08`), and why a fix did not show."""
+    notebook 08's readings of the same changes (`ran08`), and why a fix did not show. `again`: the compile's
+    gain timed once more, in section 3b's turns, quoted beside section 3's wherever that is."""
     total = sum(step.values())
     share = {cat: s / total for cat, s in step.items()}
     ops = share.get("compute", 0.0) + share.get("copies", 0.0)
     paid = _listed({n: r for n, r in (dict(fixes) | {"the written-out attention": attention}).items()
-                    if r is not None and r.clear and r.value > 1})
+                    if r is not None and r.clear and r.value > 1}, again)
     tried = (f"  beside them, a change of kernel: the written-out attention instead of SDPA, {attention.brief}"
              if attention is not None else "")
     reference = reference_answer() if device_type != "cuda" else []
@@ -150,7 +153,8 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
                        if slowest_of_roof is not None else ""))
     if fixes:
         head.append("  the fixes taught here, each timed in turns: " + "; ".join(
-            f"{name} {r.brief}" if r is not None else f"{name} not timed here" for name, r in fixes.items()))
+            (f"{name} {r.brief}" + (f" (in section 3b's turns: {again.brief})" if again and name == COMPILING else "")
+             if r is not None else f"{name} not timed here") for name, r in fixes.items()))
     head += [tried] if tried else []
     head.append(f"  so what paid: {paid} made the step measurably faster, in turns" if paid else
                 "  so what paid: no change timed here made the step measurably faster")
@@ -164,7 +168,7 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
         details.append(f"the compiled step ran at {before.value:.2f}× the speed of the plain step timed before any compile "
                        f"(section 2), at two moments: {verdicts.moments_words(before.lo, before.hi)}; the verdict above "
                        "is against the eager step timed beside it")
-    details += _beside_08_answer(ran08, attention, fixes.get("compiling (default mode)"))
+    details += _beside_08_answer(ran08, attention, fixes.get(COMPILING))
     kept, fix = fixes.get("keeping values on the device"), fixes.get("a tensor instead of .item()")
     if device_type != "cuda" and kept is not None and not kept.clear:
         details.append("keeping the values on the device showed no gain: on a CPU nothing is queued, so a read waits "
@@ -176,11 +180,14 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     return "\n".join(head + reference + ["  details:"] + [f"    {d}" for d in details])
 
 
-def _listed(paid: Mapping[str, Ratio]) -> str:
-    """'a at 1.20×, b at 1.10× and c at 1.30×': the changes that paid, each with its ratio ('' for none)."""
+def _listed(paid: Mapping[str, Ratio], again: Ratio | None = None) -> str:
+    """'a at 1.20×, b at 1.10× and c at 1.30×': the changes that paid, each with its ratio ('' for none); the
+    compile's with what section 3b's turns read of it (`again`) where they did not confirm it."""
     named = [f"{name} at {r.value:.2f}×" + (f" (clear of its turns' drift, {r.drift:.1%}, by only "
                                             f"{100 * (r.value - 1 - r.drift):.1f} points)"
                                             if r.drift is not None and r.value - 1 < 1.25 * r.drift else "")
+             + (f" (not confirmed in section 3b's turns: {again.brief})" if name == COMPILING and again is not None
+                and not (again.clear and again.value > 1) else "")
              for name, r in paid.items()]
     return ", ".join(named[:-1]) + f" and {named[-1]}" if len(named) > 1 else "".join(named)
 
@@ -279,7 +286,7 @@ def regime(plain: Mapping[str, float], device_type: str) -> str:
         return (f"GPU-bound: kernels and copies filled {busy:.0%} of the step, waits {waited:.0%}: faster kernels "
                 "shorten it (section 4 says which ops are far from their roof)")
     ops, python = share.get("compute", 0.0) + share.get("copies", 0.0), share.get("framework", 0.0)
-    line = (f"on this CPU the ops ran {ops:.0%} of the profiled step and the time in no op (Python, autograd's "
+    line = (f"on this CPU the ops (compute + copies) ran {ops:.0%} of the profiled step and the time in no op (Python, autograd's "
             f"bookkeeping, the profiler's own) {python:.0%}: "
             + ("the ops set its time" if ops >= 0.5 else "the time in no op sets it"))
     label = regime_label(report.reference("10_compile_and_profile")[1])
@@ -357,7 +364,8 @@ def first_call_line(mode: str, seconds: float, cold: bool, device: str) -> str:
 def reduce_overhead_elsewhere() -> str:
     """Off a GPU: why mode='reduce-overhead' is not timed, and what the reference GPU run and
     published figures measured of it."""
-    return ("mode='reduce-overhead' is not timed here: CUDA graphs need a GPU.\n"
+    named = f"Beside it, what GPUs measured ({own_gpt()}):\n" if own_gpt() else ""
+    return ("mode='reduce-overhead' is not timed here: CUDA graphs need a GPU.\n" + named
             + published.elsewhere("10_compile_and_profile", ("compile + first step, default",
                                                               "compile + first step, reduce", "compiled, reduce",
                                                               "compiled (reduce", "compiled, default"), GRAPH_FIGURES)
@@ -459,11 +467,11 @@ def compile_log_note(name: str, seconds: float, breaks: Sequence[str], explained
         lines += ["    " + line for line in breaks[0].splitlines()[:3] if line.strip()]
         lines += [f"  message {i} begins: {m.splitlines()[0]}" for i, m in enumerate(breaks[1:4], 2) if m.strip()]
     if breaks and len(breaks) != explained:
-        lines.append(f"  the log wrote {len(breaks)} messages, explain counted {explained} break(s): the log writes one "
-                     "per Python frame that reached the break (see 'frame (Python)' in the glossary)"
-                     + (": one for GPT.forward (given up on), one for the block (its graph cut at the .item())"
-                        if len(breaks) == 2 and eager_forward else "")
-                     + "; explain listed the break's reason once")
+        lines.append((f"  one break, two log messages: one when Dynamo gave up on GPT.forward, one when it compiled the block "
+                      "on its own and cut its graph at the .item()" if len(breaks) == 2 and eager_forward and explained == 1
+                      else f"  the log wrote {len(breaks)} messages, explain counted {explained} break(s): the log writes "
+                      "one per Python frame that reached the break")
+                     + " (see 'frame (Python)' in the glossary); explain() lists the break's reason once")
     return "\n".join(lines)
 
 
@@ -486,11 +494,10 @@ def before_compile(plain: Timing, eager: Timing, compiled: Timing) -> str:
     e = speedup(eager, plain)  # the eager step's speed before the compile over after it
     return (f"before any compile in this process, section 2 timed this plain step at {ms(plain)}; after the compile, "
             f"eager {ms(eager)}, compiled {ms(compiled)}\n  compiled over the step before any compile: {r.value:.2f}× "
-            f"({r.lo:.2f}–{r.hi:.2f}), two moments: {verdicts.moments_words(r.lo, r.hi, short=True)} (the paired verdict "
-            "above compares the two in the same turns); "
+            f"({r.lo:.2f}–{r.hi:.2f}), two moments: {verdicts.moments_words(r.lo, r.hi, short=True)}; the paired verdict "
+            "above compares the two in the same turns\n  "
             + (f"the eager step read alike before and after the compile ({e.value:.2f}×)" if e.within_noise else
-               f"the eager step took {e.value:.2f}× its earlier time, moved by the compile or by the machine's pace: not "
-               "measured apart here"))
+               f"the eager step took {e.value:.2f}× its earlier time; the cause is not measured here"))
 
 
 def turns_apart(then: Timing, now: Timing) -> str:

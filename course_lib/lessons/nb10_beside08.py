@@ -6,6 +6,7 @@ Each function returns the text a cell prints. :mod:`course_lib.lessons.nb10` re-
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Mapping, NamedTuple
 
@@ -41,6 +42,8 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
     in tokens, and step rates (`eager`, `written`, `compiled`; `before`: the eager step timed before any
     compile here), one table; :data:`NOT_IN_08` where 08 did not time this GPT at this micro-batch."""
     ran08 = ran08 or {}
+    if before is not None and eager is not None and before.rate is None:  # section 2 timed it without its tokens
+        before = dataclasses.replace(before, work=eager.work, unit=eager.unit)
     if not ran08 or not _same_gpt(profile, gpt) or profiles.sizes("08_transformer", profile).micro != batch:
         return NOT_IN_08
     rows = [r for r in (_cold(ran08, cold_s),
@@ -48,7 +51,7 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
                         _payback(ran08, cold_s, compile_gain, eager, compiled),
                         _paired("written-out over SDPA, eager", ran08.get("SDPA vs written-out attention, eager"),
                                 attention_gain, inverted=True),
-                        *_rates(ran08, batch, eager, written, compiled)) if r]
+                        *_rates(ran08, batch, eager, written, compiled, before)) if r]
     if not rows:
         return NOT_IN_08
     c08 = profiles.sizes("08_transformer", profile)
@@ -166,13 +169,15 @@ def _after_compile(ran08: Mapping[str, dict], eager: Timing | None, compiled: Ti
 
 
 def _rates(ran08: Mapping[str, dict], batch: int, eager: Timing | None, written: Timing | None,
-           compiled: Timing | None) -> list[Row]:
-    """08's step rates beside this section's: eager SDPA before and after its compile, compiled, and the
-    written-out step of its section 4 and 5 (its section 5's step runs whichever attention its row names)."""
+           compiled: Timing | None, before: Timing | None = None) -> list[Row]:
+    """08's step rates beside this section's, each moment beside the same moment: eager SDPA before its compile
+    beside this notebook's before any compile (`before`, section 2's plain step), after it beside this
+    section's (`eager`), compiled, and the written-out step of its section 4 and 5 (its section 5's step
+    runs whichever attention its row names)."""
     sec5 = {"no sampler": ran08.get(f"step, micro-batch of {batch} sequences, no sampler"),
             "sampler on": ran08.get(f"step, micro-batch of {batch} sequences")}
-    pairs = [("eager SDPA", "08: before its compile", eager, ran08.get("eager, SDPA")),
-             ("eager SDPA", "08: after its compile", eager, ran08.get("eager, SDPA (beside the compiled)")),
+    pairs = [("eager SDPA", "each before its compile", before, ran08.get("eager, SDPA")),
+             ("eager SDPA", "each after its compile", eager, ran08.get("eager, SDPA (beside the compiled)")),
              ("compiled SDPA", "", compiled, ran08.get("compiled, SDPA")),
              ("written-out", "08: section 4", written, ran08.get("eager, written-out attention"))]
     for how, row in sec5.items():
@@ -241,7 +246,7 @@ def account_in_08(ran08: Mapping[str, dict] | None, sdpa: Timing, written: Timin
     share = f": the account is {summed / gap:.2f}× that gap" if gap > 0 and summed > 0 else ""
     more = (f". The {summed * 1e3:+.1f} ms summed from attention timed alone exceeds the step's {gap * 1e3:+.1f} ms gap: "
             "what timing it alone adds (its own inputs, a sum and its backward, no neighbouring ops) is not measured here"
-            if share and summed > gap else "")
+            if share and summed > 1.1 * gap else "")  # beyond a tenth: a part clearly larger than the whole
     return (f"notebook 08 timed attention alone at this shape earlier in this run ({dtype}, forward + backward): SDPA's "
             f"extra {per_call * 1e3:+.2f} ms per layer × {gpt.n_layer} layers = {summed * 1e3:+.1f} ms per step; here the "
             f"two eager steps' medians differ by {gap * 1e3:+.1f} ms (SDPA minus written out){share}. Two sets of turns: "

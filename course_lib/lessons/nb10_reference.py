@@ -168,12 +168,13 @@ def reference_sync() -> list[str]:
                f"{waited['value']:.0f}%" if unprofiled else
                f"its GPU waited {waited['value']:.0f}% of the profiled step, {UPPER.split(':')[0]}")
         own = not unprofiled or unprofiled[2]
-        lines.append((f"The reference could not tell ({lo:.2f}–{hi:.2f}×: too wide, a cost of up to {hi - 1:.0%} fits in "
-                      "it)." if said.too_wide else "No measurable cost there either.")
-                     + f" The same GPT's plain step was {regime} there{'' if own else ' if that reading holds'} ({how}; "
-                     "the logging step's own share was not profiled)"
-                     + (f": if the logging step was {regime} too, a read would find little queued to drain (reasoning, "
-                        "not measured)" if regime != "GPU-bound" else ""))
+        lines.append(f"The reference could not tell ({lo:.2f}–{hi:.2f}×: too wide, a cost of up to {hi - 1:.0%} fits in it)."
+                     if said.too_wide else "No measurable cost there either.")
+        lines.append(f"  its plain step was {regime} there{'' if own else ' if that reading holds'} ({how}; the logging "
+                     "step's own share was not profiled)")
+        if regime != "GPU-bound":
+            lines.append(f"  if the logging step was {regime} too, a read found little work queued to wait for "
+                         "(reasoning, not measured)")
     lines.append(queue_drained())
     return lines
 

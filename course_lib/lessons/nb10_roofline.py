@@ -89,7 +89,7 @@ def op_table(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, device: str,
     the whole step's time with and without the profiler; and, given section 3's `eager` timing of
     the same step, the two beside each other (:func:`eager_then_now`)."""
     op_time = measured.op_seconds
-    lines = [f"{'op':<48} {'kind':<17} {'calls':>5} {'FLOP/B':>7} {'time':>9} {'steps':>13} {'share':>6} {'rate':>13} "
+    lines = [f"{'op':<48} {'kind':<17} {'calls':>5} {'FLOP/B':>7} {'time':>9} {'least–most':>13} {'share':>6} {'rate':>13} "
              f"{'of roof':>7}"]
     for o in measured.ops[:rows]:
         lo, hi = o.spread
@@ -99,7 +99,7 @@ def op_table(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, device: str,
                         else f"{'-':>7}  moves data"))
     n, steps = len(measured.ops), len(measured.step.samples)
     lines.append(f"... {n} (op, shapes) group{'s' if n != 1 else ''}: {fmt_time(op_time)} per step in ops (time: the "
-                 f"median of {steps} steps, ms; steps: its least and most)\nthe whole step, in the same turns: "
+                 f"median of {steps} steps, ms; least–most: its fastest and slowest step, ms)\nthe whole step, in the same turns: "
                  f"{fmt_time(measured.step.median_s)} without the profiler, {fmt_time(measured.profiled.median_s)} with "
                  f"every op counted and recorded | {device}")
     cost = speedup(measured.profiled, measured.step, "without the profiler vs with it, same turns")
@@ -136,8 +136,9 @@ def op_notes(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, peak_name: s
                  "The shares below are of op time"]
     else:  # the profiler's records carry its own cost: set them against the step that paid it
         alone = (f"\n  section 1's trace (the profiler alone, another moment): {fmt_time(section1.get('framework', 0))} in no "
-                 f"op of a {fmt_time(sum(section1.values()))} step; its op time sums each op's own time in a step, this "
-                 "section's sums each (op, shapes) group's median over its steps: two aggregates, not one" if section1 else "")
+                 f"op of a {fmt_time(sum(section1.values()))} step. Its op time is not comparable with this section's "
+                 f"{fmt_time(op_time)}: section 1 adds up each op's own time within a step, this section each op "
+                 f"group's median over {len(measured.step.samples)} steps" if section1 else "")
         lines = ["op times: the profiler's record of each op (the ops it calls included); the shares below are of op time",
                  f"  with every op counted and recorded: ops {op_time / profiled:.0%} of the step, "
                  f"{fmt_time(profiled - op_time)} a step in no op (Python, autograd's bookkeeping, the profiler's and the "
