@@ -126,14 +126,21 @@ class Ratio:
         its range's bound nearest 1 as 1.00 (0.996× (0.993–0.998), not 1.00× (0.99–1.00))."""
         if self.lo == self.hi:
             return 2
-        if self.within_noise:  # enough digits that the printed ends show the WIDE rule as applied (0.905–1.087)
-            return next((d for d in (2, 3) if _wide(round(self.lo, d), round(self.hi, d)) == self.too_wide), 4)
+        if self.within_noise:  # enough digits that the printed ends show the WIDE rule as applied (0.905–1.087), and
+            # that a median inside its range does not print as one of its ends (1.006× (1.004–1.012), not 1.01× (1.00–1.01))
+            shows = [d for d in (2, 3) if _wide(round(self.lo, d), round(self.hi, d)) == self.too_wide]
+            return next((d for d in shows if self._apart_from_ends(d)), shows[0] if shows else 4)
         if self.inconclusive and abs(self.value - 1) < 0.01:  # 1.006× (1.006–1.024), not 1.01× (1.01–1.02)
             return 3
         if 0 < self.lo < 0.1:  # far below 1: enough digits that the range does not collapse (0.033, not 0.03)
             return min(4, 1 + math.ceil(-math.log10(self.lo)))
         nearest = self.lo if self.value > 1 else self.hi
         return next((d for d in (2, 3) if f"{nearest:.{d}f}" != f"{1:.{d}f}"), 4)
+
+    def _apart_from_ends(self, d: int) -> bool:
+        """Whether, at `d` decimals, the median prints apart from each end of the range it differs from."""
+        v = f"{self.value:.{d}f}"
+        return all(v != f"{end:.{d}f}" or self.value == end for end in (self.lo, self.hi))
 
     @property
     def phrase(self) -> str:
@@ -319,7 +326,7 @@ def moments_words(lo: float, hi: float, *, word: bool = True, short: bool = Fals
         return "within their spreads"
     if short:
         near = min(max(lo, 1 / lo), max(hi, 1 / hi))  # the range's end nearest 1, as a factor
-        return f"inconclusive (under {APART:g}×)" if near < APART else f"a difference ({APART:g}× or more)"
+        return f"not told apart (under {APART:g}×)" if near < APART else f"a difference ({APART:g}× or more)"
     if min(max(lo, 1 / lo), max(hi, 1 / hi)) < APART:  # its end nearest 1, as a factor, is under APART
         return (f"its range, {lo:.2f}–{hi:.2f}×, is within {APART:g}× of 1, a gap the pace of two moments can make"
                 + (": inconclusive" if word else ""))

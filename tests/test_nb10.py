@@ -137,21 +137,25 @@ def test_answer_sums_the_step_the_kinds_and_the_fixes(tmp_path, monkeypatch):
         "  the fixes taught here, each timed in turns: keeping values 0.99× (0.93–1.02) no measurable difference; "
         "compiling 1.04× (1.02–1.05) faster; the graph break not timed here",
         "  so what paid: compiling at 1.04× made the step measurably faster, in turns",
-        "  details:"]
-    assert said[5] == ("    the profiled step (section 1): ops 94% of it, time in no op (Python, autograd's bookkeeping, "
+        "  the waste this run can name: the model's fusible ops, 20% of the op time (at most 1.25× if they vanished)"]
+    assert said[5] == "  details:"
+    assert said[6] == ("    the profiled step (section 1): ops 94% of it, time in no op (Python, autograd's bookkeeping, "
                        "the profiler's own) 6%")
     # element-wise and copies: 20 % of the op time: the ops at most 1 / (1 - 0.2) = 1.25x faster; Python 6 % besides
-    assert said[6].startswith("    compiling's room: the model's element-wise, reduction and copy ops (the kinds "
+    assert said[7].startswith("    compiling's room: the model's element-wise, reduction and copy ops (the kinds "
                               "Inductor fuses) took 20% of section 4's op time; if their time went to zero, the ops would "
                               "run at most 1.25× faster")
-    assert said[7] == "      the loss's and the optimizer's such ops, 0% more, stay outside torch.compile(model)"
-    assert said[8].endswith(": 6% of section 1's profiled step (part of the profiler's own time lands there)")
+    assert said[8] == "      the loss's and the optimizer's such ops, 0% more, stay outside torch.compile(model)"
+    assert said[9].endswith(": 6% of section 1's profiled step (part of the profiler's own time lands there)")
     apart = nb10.answer(cpu_step, "cpu", fixes, kinds, "sdpa bwd", 0.04, outside=0.005).splitlines()
-    assert "took 15% of section 4's op time" in apart[6] and "1.18× faster" in apart[6] and "ops, 5% more" in apart[7]
-    bracket = nb10.answer(cpu_step, "cpu", fixes, kinds, "sdpa bwd", 0.04, ops_unprofiled=0.98).splitlines()[8]
+    assert "took 15% of section 4's op time" in apart[7] and "1.18× faster" in apart[7] and "ops, 5% more" in apart[8]
+    assert apart[4].endswith("fusible ops, 15% of the op time (at most 1.18× if they vanished)")
+    bracket = nb10.answer(cpu_step, "cpu", fixes, kinds, "sdpa bwd", 0.04, ops_unprofiled=0.98).splitlines()[9]
+    assert nb10.answer(cpu_step, "cpu", fixes, kinds, "sdpa bwd", 0.04, ops_unprofiled=0.98).splitlines()[4].startswith(
+        "  the waste this run can name: at least 2% of the step in no op (section 4); the model's fusible ops")
     assert bracket.endswith("at least 2% of the step without the profiler (section 4); section 1's profiled step reads "
                             "6%, which holds part of the profiler's own time")
-    lower = nb10.answer(cpu_step, "cpu", fixes, kinds, "sdpa bwd", 0.04, ops_unprofiled=0.92).splitlines()[8]
+    lower = nb10.answer(cpu_step, "cpu", fixes, kinds, "sdpa bwd", 0.04, ops_unprofiled=0.92).splitlines()[9]
     assert lower.endswith("at least 8% of the step without the profiler (section 4); section 1's profiled step reads 6%, "
                           "lower still: the profiler books part of its own cost inside the ops' records")
     written = {"compiled vs eager, written-out attention": {"value": 1.24, "spread": [1.07, 1.37]}}
@@ -182,8 +186,8 @@ def test_answer_sums_the_step_the_kinds_and_the_fixes(tmp_path, monkeypatch):
     assert "the written-out attention's gain" not in "\n".join(both)  # neither float32 nor a reference recorded
     ran08["attention alone, torch.float32: SDPA vs written out"] = {"value": 1.5, "spread": [1.4, 1.6]}
     caveat = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {}, None, "", None, ran08, attention)
-    assert "SDPA lost to the written-out attention here in the step's 16-bit format; it won elsewhere:\n      in " \
-        "float32 on this device SDPA alone ran 1.50× as fast as the written-out attention (08)" in caveat
+    assert "SDPA lost to the written-out attention here in the step's 16-bit format; it won elsewhere:\n      SDPA " \
+        "over the written-out attention, attention alone in float32 on this device (08): 1.500×" in caveat
     three = {"a": Ratio("a", 1.2, 1.1, 1.3, rounds=9, coverage=0.96, drift=0.01),
              "b": Ratio("b", 1.1, 1.05, 1.15, rounds=9, coverage=0.96, drift=0.01)}
     listed = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", three, None, "", None, None, attention)
@@ -271,7 +275,7 @@ def test_before_compile_sets_the_compiled_step_beside_the_step_before_any_compil
     plain, eager, comp = _t("no logging", 0.099, 0.002), _t("eager", 0.116, 0.002), _t("compiled", 0.108, 0.002)
     said = nb10.before_compile(plain, eager, comp)
     assert "section 2 timed this plain step at 99 ms" in said and "eager 116 ms" in said and "compiled 108 ms" in said
-    assert "\n  compiled over the step before any compile: 0.92× (0.90–0.93), two moments: inconclusive (under 2.5×)" in said
+    assert "\n  compiled over the step before any compile: 0.92× (0.90–0.93), two moments: not told apart (under 2.5×)" in said
     assert "\n  the eager step took 1.17× its earlier time; the cause is not measured here" in said
     assert "the eager step read alike before and after the compile (1.00×" in nb10.before_compile(plain, plain, comp)
     ratio = Ratio("b", 0.92, 0.90, 0.94, apart=True)
@@ -361,8 +365,8 @@ def test_op_notes_read_the_op_times():
     assert f"with every op counted and recorded: ops {STEP.op_seconds / STEP.profiled.median_s:.0%} of the step" in lines[1]
     beside = nb10.op_notes(STEP, ridge_of, of_roof, "peak: mm 4096²", "cpu",
                            section1={"compute": 0.09, "copies": 0.001, "waiting": 0.0, "framework": 0.009})
-    assert "\n  section 1's trace (the profiler alone, another moment): 9 ms in no op of a 100 ms step. Its op time is not " \
-        "comparable with this section's" in beside
+    assert "\n  section 1's trace (the profiler alone, another moment): 9 ms in no op of a 100 ms step. Its op time and this " \
+        "section's" in beside and "what sets them apart is not measured" in beside
     assert lines[3].startswith("1 group below its ridge ran above its roof (up to 120%, add 64 · 64)")
     gelu = OpTime("aten::gelu", ((16, 128, 512),), "element-wise", 4, 1e6, 8e6, 0.002)  # 1 FLOP per 8 bytes
     with_gelu = nb10.op_notes(StepOps([MM, gelu], _t("step", 0.004), _t("profiled", 0.008)), ridge_of, of_roof, "p", "cpu")
@@ -474,14 +478,14 @@ def test_sync_verdict_says_when_the_reference_gpu_showed_no_cost_and_its_regime(
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
     text = nb10.sync_verdict(None, 53, "cpu", "cpu")
     assert "keeping values vs reading values: 1.041 (0.842–1.203) ×: too wide to tell" in text
-    assert "The reference could not tell (0.84–1.20×: too wide, a cost of up to 20% fits in it).\n  its plain step was " \
-        "launch-bound there (its GPU waited 78% of the profiled step, an upper reading" in text
+    assert "The reference could not tell (0.84–1.20×: too wide, a cost of up to 20% fits in it).\n  its plain step's " \
+        "GPU waited 78% of its profiled step, an upper reading\n" in text
     assert "the logging step's own share was not profiled" in text
-    assert "(reasoning, not measured)" in text
+    assert "(reasoning, not measured;" in text
     rep.add("plain step: waiting share", 5.0, "%")  # a GPU-bound reference: no launch-bound reasoning
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
     gpu_bound = nb10.sync_verdict(None, 53, "cpu", "cpu")
-    assert "plain step was GPU-bound there (its GPU waited 5% of the profiled step, an upper reading" in gpu_bound
+    assert "plain step's GPU waited 5% of its profiled step, an upper reading" in gpu_bound
     assert "reasoning" not in gpu_bound
     rep.add("plain step: waiting share", 78.0, "%")
     rep.add("keeping values vs reading values", 1.3, "×", spread=(1.2, 1.4))  # a cost the reference did show
@@ -511,7 +515,8 @@ def _ran08(micro: int = 16) -> dict:
                                         "coverage": 0.94, "drift": 0.02},
             f"step, micro-batch of {micro} sequences": {**rate(27.4, 27.3, 27.9), "setup": "written-out attention"},
             f"step, micro-batch of {micro} sequences, no sampler": {**rate(27.3, 27.2, 27.8),
-                                                                     "setup": "written-out attention"}}
+                                                                     "setup": "written-out attention"},
+            "long run: tokens/s": {**rate(28.8, 28.6, 29.1), "note": "eager, written-out attention, median after step 12"}}
 
 
 def test_beside_08_sets_08s_readings_of_this_gpt_in_one_table_read_by_the_two_moments_rule():
@@ -528,7 +533,7 @@ def test_beside_08_sets_08s_readings_of_this_gpt_in_one_table_read_by_the_two_mo
     text = nb10.beside_08(_ran08(), gpt, "cpu", 16, **kw)
     lines = text.splitlines()
     table = [ln for ln in lines if " | " in ln]
-    assert table[0].split(" | ")[3].strip() == "here ÷ 08" and len(table) == 11  # the header and ten rows
+    assert table[0].split(" | ")[3].strip() == "here ÷ 08" and len(table) == 12  # the header and eleven rows
     assert len({tuple(i for i, ch in enumerate(ln) if ch == "|") for ln in table}) == 1  # the columns line up
     row = {ln.split(" | ")[0].rstrip(): [c.strip() for c in ln.split(" | ")[1:]] for ln in lines[3:] if " | " in ln}
     assert row["cold compile + first step, s (one run)"] == ["24.0", "22.0", "0.92×", "not told apart (one run each)"]
@@ -548,7 +553,7 @@ def test_beside_08_sets_08s_readings_of_this_gpt_in_one_table_read_by_the_two_mo
     assert row["compile pays back after, tokens"][2].startswith(f"{here / t08:.2f}× (")
     assert row["eager SDPA, ktok/s (each after its compile)"][:2] == ["18.4 (18.2–18.5)", f"{eager.rate / 1e3:.3g} "
                                                                    f"({eager.rate_lo / 1e3:.3g}–{eager.rate_hi / 1e3:.3g})"]
-    assert row["eager SDPA, ktok/s (each after its compile)"][3] == "inconclusive (under 2.5×)"  # 1.20× apart
+    assert row["eager SDPA, ktok/s (each after its compile)"][3] == "not told apart (under 2.5×)"  # 1.20× apart
     assert row["eager SDPA, ktok/s (each before its compile)"][1] == "25.6 (25.4–25.8)"  # 2048 tokens / 80 ms
     assert {"compiled SDPA, ktok/s", "written-out, ktok/s (08: section 4)", "written-out, ktok/s (08: section 5, "
             "no sampler)", "written-out, ktok/s (08: section 5, sampler on)"} <= row.keys()
@@ -556,7 +561,12 @@ def test_beside_08_sets_08s_readings_of_this_gpt_in_one_table_read_by_the_two_mo
         "reckoned from that reading" in text  # 19.6 / 22.4
     assert "both of 08's readings right after its compile sit below this section's" in text  # eager and compiled, 1.20×, 1.15×
     assert "2 micro-batches of 16 sequences, gradient clipping" in text
-    assert "no row tells the two notebooks apart" in text
+    assert "no row of this table tells the two notebooks apart" in text
+    assert "written-out, ktok/s (08: its long run)" in text  # 08's long run ran the written-out attention
+    clear = {**_ran08(), "compiled vs eager, SDPA": {"value": 1.01, "unit": "×", "spread": [0.97, 1.05], "rounds": 5,
+                                                     "coverage": 0.94, "drift": 0.02}}
+    assert "08 established no compile gain in its turns, so it states no break-even" in nb10.beside_08(clear, gpt, "cpu", 16,
+                                                                                                        **kw)
     assert "differ on: cold compile + first step, s (one run)" in nb10.beside_08(_ran08(), gpt, "cpu", 16, **{**kw, "cold_s": 61.0})
     calm = _ran08()
     calm["compiled, SDPA"] = {**calm["compiled, SDPA"], "value": 23.0, "spread": [22.9, 23.2]}  # 08's compiled as here
@@ -672,12 +682,8 @@ def test_answer_adds_the_reference_gpus_bottom_line_off_a_gpu(tmp_path, monkeypa
     for old in tmp_path.glob("*.json"):  # the H100's record: this reference is the only one
         old.unlink()
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
-    said = nb10.answer(step, "cpu", {}, None, "", None).splitlines()  # two sessions: two lines
-    this, earlier = said[2], said[3]
-    assert "its GPU waited 70% of its profiled step (an upper reading)" in this and "56%" not in this
-    assert earlier == "  without the profiler, an earlier session's H200 run of the same GPT read about 56% waiting: " \
-        "launch-bound by the glossary's rule if that one reading holds (it is not in the reference's record; a " \
-        "re-recording on a GPU settles it)"
+    said = nb10.answer(step, "cpu", {}, None, "", None)  # the unrecorded reading stays in section 1's lines
+    assert "its GPU waited 70% of its profiled step (an upper reading)" in said and "56%" not in said
     rep.add("GPU busy share of the step, no profiler", 40.0, "%")
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
     said = nb10.answer(step, "cpu", {}, None, "", None)
@@ -731,7 +737,8 @@ def test_answer_quotes_the_compile_gain_of_section_3b_beside_section_3s():
     flat = Ratio("c3b", 1.00, 0.97, 1.03, rounds=9, coverage=0.96, drift=0.01)
     text = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {nb10.COMPILING: gain}, None, "", None, again=flat)
     assert "compiling (default mode) 1.09× (1.06–1.12) faster (in section 3b's turns: 1.00× (0.97–1.03)" in text
-    assert "so what paid: compiling (default mode) at 1.09× (not confirmed in section 3b's turns: 1.00×" in text
+    assert "so what paid: no change timed here" in text and "  not established: compiling (default mode), 1.09× " \
+        "(1.06–1.12) faster in section 3's turns but 1.00× (0.97–1.03) no measurable difference in section 3b's" in text
     both = Ratio("c3b", 1.07, 1.04, 1.10, rounds=9, coverage=0.96, drift=0.01)
-    assert "not confirmed" not in nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {nb10.COMPILING: gain}, None, "",
+    assert "not established" not in nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {nb10.COMPILING: gain}, None, "",
                                               None, again=both)

@@ -145,7 +145,7 @@ def test_a_range_prints_with_the_digits_that_show_the_wide_rule_as_applied():
 def test_two_moments_are_worded_one_way_whatever_prints_them():
     assert verdicts.moments_words(0.9, 1.1) == "within their spreads"
     assert verdicts.moments_words(0.9, 1.1, short=True) == "not told apart (range holds 1)"
-    assert verdicts.moments_words(1.1, 1.3, short=True) == "inconclusive (under 2.5×)"
+    assert verdicts.moments_words(1.1, 1.3, short=True) == "not told apart (under 2.5×)"
     assert verdicts.moments_words(2.6, 3.0, short=True) == "a difference (2.5× or more)"
     assert verdicts.moments_words(0.74, 0.85) == ("its range, 0.74–0.85×, is within 2.5× of 1, a gap the pace of two "
                                                   "moments can make: inconclusive")
@@ -155,3 +155,11 @@ def test_two_moments_are_worded_one_way_whatever_prints_them():
                                                  "two moments can differ by: a difference")
     r = verdicts.ratio_of("x", 1.68, 1.42, 1.80, apart=True)  # 05's 1.68x (1.42-1.80): its near end is 1.42x
     assert r.inconclusive and "its range, 1.42–1.80×, is within 2.5× of 1" in str(r)
+
+
+def test_a_median_inside_its_range_does_not_print_as_one_of_its_ends():
+    from course_lib.bench import Ratio
+    near = Ratio("x", 1.006, 0.9665, 1.012, rounds=9, coverage=0.96, drift=0.01)  # 1.01× (0.97–1.01) at 2 decimals
+    assert near.brief.startswith("1.006× (0.967–1.012)")
+    plain = Ratio("x", 1.03, 0.98, 1.07, rounds=9, coverage=0.96, drift=0.01)
+    assert plain.brief.startswith("1.03× (0.98–1.07)")  # two decimals where they keep the three apart

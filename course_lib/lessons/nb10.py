@@ -139,8 +139,9 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     total = sum(step.values())
     share = {cat: s / total for cat, s in step.items()}
     ops = share.get("compute", 0.0) + share.get("copies", 0.0)
+    unsettled = again is not None and (r := fixes.get(COMPILING)) is not None and _gain(r) != _gain(again)
     paid = _listed({n: r for n, r in (dict(fixes) | {"the written-out attention": attention}).items()
-                    if r is not None and r.clear and r.value > 1}, again)
+                    if r is not None and _gain(r) and not (n == COMPILING and unsettled)})
     tried = (f"  beside them, a change of kernel: the written-out attention instead of SDPA, {attention.brief}"
              if attention is not None else "")
     reference = reference_answer() if device_type != "cuda" else []
@@ -158,6 +159,11 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     head += [tried] if tried else []
     head.append(f"  so what paid: {paid} made the step measurably faster, in turns" if paid else
                 "  so what paid: no change timed here made the step measurably faster")
+    if unsettled:
+        head.append(f"  not established: {COMPILING}, {fixes[COMPILING].brief} in section 3's turns but {again.brief} in "
+                    "section 3b's: two sets of turns that disagree, so section 3's break-even rests on one of them")
+    if kinds and device_type != "cuda":
+        head.append(_waste(kinds, ops_unprofiled, outside, attention))
     details = [f"the profiled step: the GPU waited {share.get('waiting', 0.0):.0%} of it, ran kernels and copies {ops:.0%}"
                if device_type == "cuda" else
                f"the profiled step (section 1): ops {ops:.0%} of it, time in no op (Python, autograd's bookkeeping, the "
@@ -180,14 +186,35 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     return "\n".join(head + reference + ["  details:"] + [f"    {d}" for d in details])
 
 
-def _listed(paid: Mapping[str, Ratio], again: Ratio | None = None) -> str:
-    """'a at 1.20×, b at 1.10× and c at 1.30×': the changes that paid, each with its ratio ('' for none); the
-    compile's with what section 3b's turns read of it (`again`) where they did not confirm it."""
+def _gain(r: Ratio) -> bool:
+    """Whether a ratio is a speed-up beyond its spread (and its turns' drift)."""
+    return r.clear and r.value > 1
+
+
+def _fusible(kinds: Mapping[str, Mapping[str, float]], outside: float) -> float:
+    """The model's fusible ops' share of section 4's op time (the loss's and optimizer's, `outside` s, left out)."""
+    op_time = sum(k["seconds"] for k in kinds.values())
+    return (sum(k["seconds"] for kind, k in kinds.items() if kind in FUSIBLE) - outside) / op_time
+
+
+def _waste(kinds: Mapping[str, Mapping[str, float]], ops_unprofiled: float | None, outside: float,
+           attention: Ratio | None) -> str:
+    """Cell 1's 'which of that time is waste', on a CPU: the time in no op, the fusible ops' share and what
+    their vanishing would give at most, and the attention kernel where the written-out one beat it."""
+    fusible = _fusible(kinds, outside)
+    said = [f"at least {max(0.0, 1 - ops_unprofiled):.0%} of the step in no op (section 4)"] if ops_unprofiled else []
+    said.append(f"the model's fusible ops, {fusible:.0%} of the op time (at most {1 / (1 - fusible):.2f}× if they "
+                "vanished)")
+    if attention is not None and _gain(attention):
+        said.append(f"SDPA's kernel in this format (the written-out attention ran the step {attention.value:.2f}× as fast)")
+    return "  the waste this run can name: " + "; ".join(said)
+
+
+def _listed(paid: Mapping[str, Ratio]) -> str:
+    """'a at 1.20×, b at 1.10× and c at 1.30×': the changes that paid, each with its ratio ('' for none)."""
     named = [f"{name} at {r.value:.2f}×" + (f" (clear of its turns' drift, {r.drift:.1%}, by only "
                                             f"{100 * (r.value - 1 - r.drift):.1f} points)"
                                             if r.drift is not None and r.value - 1 < 1.25 * r.drift else "")
-             + (f" (not confirmed in section 3b's turns: {again.brief})" if name == COMPILING and again is not None
-                and not (again.clear and again.value > 1) else "")
              for name, r in paid.items()]
     return ", ".join(named[:-1]) + f" and {named[-1]}" if len(named) > 1 else "".join(named)
 
@@ -199,7 +226,7 @@ def _room(kinds: Mapping[str, Mapping[str, float]], no_op: float, ops_unprofiled
     (`no_op`, section 1's share; `ops_unprofiled`, section 4's op time over its unprofiled step); and 08's
     compile of the GPT whose attention is fusible ops too."""
     op_time = sum(k["seconds"] for k in kinds.values())
-    fusible = (sum(k["seconds"] for kind, k in kinds.items() if kind in FUSIBLE) - outside) / op_time
+    fusible = _fusible(kinds, outside)
     unprofiled = max(0.0, 1 - ops_unprofiled) if ops_unprofiled is not None else None
     least = (f"{no_op:.0%} of section 1's profiled step (part of the profiler's own time lands there)" if unprofiled is None
              else f"at least {unprofiled:.0%} of the step without the profiler (section 4)" + (
@@ -225,8 +252,8 @@ def _attention_elsewhere(ran08: Mapping[str, dict] | None) -> list[str]:
     said = []
     fp32 = (ran08 or {}).get("attention alone, torch.float32: SDPA vs written out")
     if fp32 and fp32.get("spread") and fp32["spread"][0] > 1:
-        said.append(f"in float32 on this device SDPA alone ran {fp32['value']:.2f}× as fast as the written-out "
-                    "attention (08)")
+        said.append(f"SDPA over the written-out attention, attention alone in float32 on this device (08): "
+                    f"{fp32['value']:.3f}×")
     device, ref = report.reference("08_transformer")
     sdpa, written = ref.get("eager, SDPA"), ref.get("eager, written-out attention")
     if sdpa and written and sdpa["value"] > written["value"]:

@@ -60,13 +60,12 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
              f"here ÷ 08: this section's figure over 08's (a rate: this section's speed over 08's; seconds and tokens: "
              f"above 1 means more here), with the range the two spreads allow. Minutes apart, the two are told apart "
              f"only where that whole range lies "
-             f"{verdicts.APART:g}× or more from 1 (the rule for two moments); 'inconclusive' says the gap is one the "
-             "machine's pace can make",
+             f"{verdicts.APART:g}× or more from 1 (the rule for two moments); 'under {verdicts.APART:g}×' says the gap is "
+             "one the machine's pace can make",
              _payback_basis(ran08), _after_compile(ran08, eager, compiled, before)]
     differ = [r.quantity for r in rows if r.verdict.startswith("a difference")]
     summary = (f"by the rule for two moments, the two notebooks differ on: {'; '.join(differ)}" if differ else
-               "by the rule for two moments, no row tells the two notebooks apart: on every reading they share, they agree "
-               "within what two moments allow")
+               "by the rule for two moments, no row of this table tells the two notebooks apart")
     return "\n".join(["notebook 08's readings of this GPT earlier in this run, beside this section's:", _table(rows),
                       summary, *filter(None, notes)])
 
@@ -139,6 +138,9 @@ def _payback_basis(ran08: Mapping[str, dict]) -> str:
                                                          "eager, SDPA (beside the compiled)"))
     if not (before and comp and cold and after):
         return ""
+    gain = ran08.get("compiled vs eager, SDPA")
+    if gain and not (ratio := report.recorded_ratio("compiled vs eager, SDPA", gain)).clear or gain and ratio.value <= 1:
+        return "08 established no compile gain in its turns, so it states no break-even"
     per_step = _tokens_per_step(after)
     saved = _step_s(before, per_step) - _step_s(comp, per_step)  # seconds a step, against the reading before
     r = comp["value"] / before["value"]  # the compiled step's speed over the eager step's before the compile
@@ -179,7 +181,8 @@ def _rates(ran08: Mapping[str, dict], batch: int, eager: Timing | None, written:
     pairs = [("eager SDPA", "each before its compile", before, ran08.get("eager, SDPA")),
              ("eager SDPA", "each after its compile", eager, ran08.get("eager, SDPA (beside the compiled)")),
              ("compiled SDPA", "", compiled, ran08.get("compiled, SDPA")),
-             ("written-out", "08: section 4", written, ran08.get("eager, written-out attention"))]
+             ("written-out", "08: section 4", written, ran08.get("eager, written-out attention")),
+            *_long_run(ran08.get("long run: tokens/s"), eager, written)]
     for how, row in sec5.items():
         if row:
             mine = written if "written-out" in row.get("setup", "") else eager
@@ -195,6 +198,14 @@ def _rates(ran08: Mapping[str, dict], batch: int, eager: Timing | None, written:
                         f"{row['value']:.3g} ({lo:.3g}–{hi:.3g})",
                         f"{t.rate / scale:.3g} ({t.rate_lo / scale:.3g}–{t.rate_hi / scale:.3g})", *_pair(*vs)))
     return rows
+
+
+def _long_run(row: dict | None, eager: Timing | None, written: Timing | None) -> list[tuple]:
+    """08's long run beside the step here that runs its attention (its note names it: written out or SDPA)."""
+    if not row:
+        return []
+    out = "written-out attention" in row.get("note", "")
+    return [("written-out" if out else "eager SDPA", "08: its long run", written if out else eager, row)]
 
 
 def _tokens_per_step(row: dict) -> int:

@@ -123,9 +123,6 @@ def reference_answer() -> list[str]:
         return []
     lines = [f"  on the reference {device}, with its own GPT ({g.n_layer} layers, width {g.n_embd}, T = {g.block}, batch "
              f"{g.batch}; another model than this run's): " + "; ".join(said)]
-    if unprofiled and not unprofiled[2]:
-        lines.append(f"  without the profiler, an earlier session's H200 run of the same GPT read about {unprofiled[0]:.0%} "
-                     f"waiting: {regime_words(unprofiled[0], False)}")
     return lines
 
 
@@ -160,21 +157,18 @@ def reference_sync() -> list[str]:
     kept, waited = ref.get("keeping values vs reading values"), ref.get("plain step: waiting share")
     if kept and kept.get("spread") and (said := report.recorded_ratio("", kept)).within_noise and waited:
         unprofiled = unprofiled_wait(ref, device)
-        share = unprofiled[0] if unprofiled else waited["value"] / 100
+        own = unprofiled is not None and unprofiled[2]  # the reference's own reading without the profiler
+        share = unprofiled[0] if own else waited["value"] / 100
         regime = bound(share)
         lo, hi = kept["spread"]
-        how = ((f"without the profiler it waited about {share:.0%}" if unprofiled[2] else f"without the profiler it "
-                f"waited about {share:.0%} in one earlier session's reading, not in its record") + f"; profiled, "
-               f"{waited['value']:.0f}%" if unprofiled else
-               f"its GPU waited {waited['value']:.0f}% of the profiled step, {UPPER.split(':')[0]}")
-        own = not unprofiled or unprofiled[2]
         lines.append(f"The reference could not tell ({lo:.2f}–{hi:.2f}×: too wide, a cost of up to {hi - 1:.0%} fits in it)."
                      if said.too_wide else "No measurable cost there either.")
-        lines.append(f"  its plain step was {regime} there{'' if own else ' if that reading holds'} ({how}; the logging "
-                     "step's own share was not profiled)")
+        lines.append(f"  its plain step: {regime} (without the profiler it waited about {share:.0%})" if own else
+                     f"  its plain step's GPU waited {waited['value']:.0f}% of its profiled step, {UPPER.split(':')[0]}"
+                     + (" (section 1's lines give the one reading without the profiler)" if unprofiled else ""))
         if regime != "GPU-bound":
-            lines.append(f"  if the logging step was {regime} too, a read found little work queued to wait for "
-                         "(reasoning, not measured)")
+            lines.append("  if the logging step kept the GPU waiting as much, a read found little work queued to wait for "
+                         "(reasoning, not measured; the logging step's own share was not profiled)")
     lines.append(queue_drained())
     return lines
 

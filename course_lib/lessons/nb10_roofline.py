@@ -136,9 +136,10 @@ def op_notes(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, peak_name: s
                  "The shares below are of op time"]
     else:  # the profiler's records carry its own cost: set them against the step that paid it
         alone = (f"\n  section 1's trace (the profiler alone, another moment): {fmt_time(section1.get('framework', 0))} in no "
-                 f"op of a {fmt_time(sum(section1.values()))} step. Its op time is not comparable with this section's "
-                 f"{fmt_time(op_time)}: section 1 adds up each op's own time within a step, this section each op "
-                 f"group's median over {len(measured.step.samples)} steps" if section1 else "")
+                 f"op of a {fmt_time(sum(section1.values()))} step. Its op time and this section's {fmt_time(op_time)} are two "
+                 f"aggregates (section 1 adds up each op's own time within a step, this section each op group's median "
+                 f"over {len(measured.step.samples)} steps) taken at two moments: what sets them apart is not measured"
+                 if section1 else "")
         lines = ["op times: the profiler's record of each op (the ops it calls included); the shares below are of op time",
                  f"  with every op counted and recorded: ops {op_time / profiled:.0%} of the step, "
                  f"{fmt_time(profiled - op_time)} a step in no op (Python, autograd's bookkeeping, the profiler's and the "
