@@ -182,13 +182,17 @@ def break_even_text(speed: Ratio, extra_s: float, eager: Timing, tokens_per_step
 
 def break_even_before(extra_s: float, before: Timing, compiled: Timing, tokens_per_step: int) -> str:
     """The break-even reckoned instead from the eager step timed before the compile (`before`, another set of
-    turns than `compiled`'s): two moments, so a reading beside the paired one, not a measurement."""
-    saved = before.median_s - compiled.median_s
-    said = (f", the compilation pays for itself after about {fmt_count(extra_s / saved)} steps of {tokens_per_step:,} "
-            "tokens" if saved > 0 else f": the compiled step ({1e3 * compiled.median_s:.0f} ms) is not faster than that "
-            "reading, so no break-even can be reckoned from it")
-    return (f"reckoned instead from {before.name} timed before the compile ({1e3 * before.median_s:.0f} ms; two moments, "
-            f"not paired){said}")
+    turns than `compiled`'s): two moments, so a saving between them is read by the rule for two moments, and a
+    break-even is stated only where the two are told apart (:data:`verdicts.APART`)."""
+    r = speedup(before, compiled)  # the compiled step's speed over the pre-compile eager step's, two moments
+    near = min(max(r.lo, 1 / r.lo), max(r.hi, 1 / r.hi))
+    head = (f"against {before.name} timed before the compile ({1e3 * before.median_s:.0f} ms), the compiled step "
+            f"({1e3 * compiled.median_s:.0f} ms) ran at {r.value:.2f}× its speed, at two moments")
+    if r.lo > 1 and near >= verdicts.APART:  # told apart by the rule: a saving to reckon from
+        saved = before.median_s - compiled.median_s
+        return (f"{head}, told apart by the rule: the compilation pays for itself after about "
+                f"{fmt_count(extra_s / saved)} steps of {tokens_per_step:,} tokens")
+    return f"{head}: under {verdicts.APART:g}× apart, so no break-even can be reckoned from that reading"
 
 
 def before_after_compile(before: Timing, after: Timing) -> str:

@@ -232,17 +232,17 @@ def busy_parts(sampler: Ratio, accum: Ratio | None, apart: Ratio | None, n_micro
                 if apart is not None and not apart.within_noise else "; the other parts above are not settled")
         return "\n".join(lines + [f"verdict: {' and '.join(moved)} changed the step's rate here, beyond the spread"
                                   f"{rest}: so the gap between these MFUs and section 4's is not this part's alone"])
-    bound = max(max(r.hi, 1 / r.lo) for r, _ in named) - 1  # the farthest end of their intervals, as a change
+    bound = math.prod(max(r.hi, 1 / r.lo) for r, _ in named) - 1  # their intervals' far ends together, as a change
     if bound > BOUND:
         return "\n".join(lines + [f"verdict: too noisy to tell: {' or '.join(w for _, w in named)} could change the "
                                   f"rate by as much as {bound:.1%} (the far ends of their intervals), more than "
                                   f"{BOUND:.0%}, the bound this check must reach to call them too small to matter; what "
                                   "sets these MFUs apart from section 4's is not settled here"])
     said = (f"verdict: {' and '.join(w for _, w in named)} change the rate by {bound:.1%} at most here (the far ends of "
-            "their intervals)")
+            "their intervals, together)")
     if apart is None or apart.within_noise:
         return "\n".join(lines + [said + ("" if apart is None else
                                           "; section 4's step kept its section-4 pace here, within the spreads")])
     return "\n".join(lines + [
         f"{said}; section 4's step itself ran at {apart.value:.2f}× its section-4 pace here, at another moment: any gap "
-        f"between the two sections' MFUs larger than {bound:.1%} is caused by neither of them"])
+        f"between the two sections' MFUs larger than {bound:.1%} is not explained by them"])

@@ -389,7 +389,7 @@ def step_in_08(row: dict | None, pair: Sequence[Timing], batch: int, gpt: GPTCon
             "the part took longer than the whole in the same turns: the two steps' code differs by more than "
             "clipping and AdamW, not measured here" if share.clear else
             "no measurable difference: clipping and AdamW's update take less than these turns resolve"
-            if share.grade == "no difference" else f"the turns cannot tell ({share.grade})")
+            if share.grade == "no difference" else f"the turns cannot tell ({share.grade}: {share.doubt})")
     as_rate = dataclasses.replace(whole, work=batch * gpt.block_size, unit="tok/s")
     k, unit = rate_scale(as_rate.rate, "tok/s")  # in 08's unit where it reads so: '24.5 (24.3–25.1) ktok/s'
     vs4 = report.rate_vs_row(as_rate, sec4) if sec4 else None

@@ -25,7 +25,7 @@ from course_lib.lessons.nb10_reference import (H200_UNPROFILED, bound, graphs_bo
                                                 reference_answer, reference_fix, reference_gpt, reference_sizes,
                                                 reference_sync, regime_label)
 from course_lib.lessons.nb10_beside08 import NOT_IN_08, account_in_08, beside_08  # noqa: F401
-from course_lib.lessons.nb10_roofline import roof_share
+from course_lib.lessons.nb10_roofline import at_least, roof_share
 from course_lib.models import GPT, GPTConfig
 from course_lib.profiling import StepSyncs, SyncCounter
 from course_lib.roofline import OpTime, count_ops
@@ -127,7 +127,7 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
            kinds: Mapping[str, Mapping[str, float]] | None, slowest: str, slowest_of_roof: float | None,
            ran08: Mapping[str, dict] | None = None, attention: Ratio | None = None,
            ops_unprofiled: float | None = None, outside: float = 0.0, before: Ratio | None = None,
-           again: Ratio | None = None) -> str:
+           again: Ratio | None = None, device: str = "") -> str:
     """The notebook's question answered from this run's numbers, a few short lines first: where the op time
     went (`kinds`, as section 4 sums them; the costliest op with FLOPs, `slowest`, at `slowest_of_roof` of its
     roof), which timed change paid (`fixes`: a name -> its ratio, None where not timed; `attention`, the
@@ -145,12 +145,13 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     tried = (f"  beside them, a change of kernel: the written-out attention instead of SDPA, {attention.brief}"
              if attention is not None else "")
     reference = reference_answer() if device_type != "cuda" else []
-    head = ["answer, from this run's numbers:"]
+    head = [f"answer, from this run's numbers{f' ({device})' if device else ''}:"]
     if kinds:
         op_time = sum(k["seconds"] for k in kinds.values())
         head.append("  where the time went: " + ", ".join(f"{kind} {k['seconds'] / op_time:.0%}" for kind, k in
-                                                          list(kinds.items())[:3]) + " of the op time"
-                    + (f"; the costliest op, {slowest}, at {roof_share(slowest_of_roof)} of its roof (section 4)"
+                                                          list(kinds.items())[:3])
+                    + " of the op time (under the profiler, section 4)"
+                    + (f"; the costliest op, {slowest}, at {roof_share(slowest_of_roof)} of its roof"
                        if slowest_of_roof is not None else ""))
     if fixes:
         head.append("  the fixes taught here, each timed in turns: " + "; ".join(
@@ -166,7 +167,7 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
         head.append(_waste(kinds, ops_unprofiled, outside, attention))
     details = [f"the profiled step: the GPU waited {share.get('waiting', 0.0):.0%} of it, ran kernels and copies {ops:.0%}"
                if device_type == "cuda" else
-               f"the profiled step (section 1): ops {ops:.0%} of it, time in no op (Python, autograd's bookkeeping, the "
+               f"the profiled step (section 1): ops {ops:.0%} of it, time outside any op (Python, autograd's bookkeeping, the "
                f"profiler's own) {share.get('framework', 0.0):.0%}"]
     if kinds and device_type != "cuda":
         details += _room(kinds, share.get("framework", 0.0), ops_unprofiled, outside, ran08)
@@ -199,10 +200,10 @@ def _fusible(kinds: Mapping[str, Mapping[str, float]], outside: float) -> float:
 
 def _waste(kinds: Mapping[str, Mapping[str, float]], ops_unprofiled: float | None, outside: float,
            attention: Ratio | None) -> str:
-    """Cell 1's 'which of that time is waste', on a CPU: the time in no op, the fusible ops' share and what
+    """Cell 1's 'which of that time is waste', on a CPU: the time outside any op, the fusible ops' share and what
     their vanishing would give at most, and the attention kernel where the written-out one beat it."""
     fusible = _fusible(kinds, outside)
-    said = [f"at least {max(0.0, 1 - ops_unprofiled):.0%} of the step in no op (section 4)"] if ops_unprofiled else []
+    said = [f"at least {at_least(1 - ops_unprofiled)} of the step outside any op (section 4)"] if ops_unprofiled else []
     said.append(f"the model's fusible ops, {fusible:.0%} of the op time (at most {1 / (1 - fusible):.2f}× if they "
                 "vanished)")
     if attention is not None and _gain(attention):
@@ -222,14 +223,14 @@ def _listed(paid: Mapping[str, Ratio]) -> str:
 def _room(kinds: Mapping[str, Mapping[str, float]], no_op: float, ops_unprofiled: float | None, outside: float,
           ran08: Mapping[str, dict] | None) -> list[str]:
     """On a CPU, where ops run one after another: the most compiling the model could save, from the share
-    of its fusible ops (the loss's and optimizer's, `outside` seconds, left out) and the time in no op
+    of its fusible ops (the loss's and optimizer's, `outside` seconds, left out) and the time outside any op
     (`no_op`, section 1's share; `ops_unprofiled`, section 4's op time over its unprofiled step); and 08's
     compile of the GPT whose attention is fusible ops too."""
     op_time = sum(k["seconds"] for k in kinds.values())
     fusible = _fusible(kinds, outside)
     unprofiled = max(0.0, 1 - ops_unprofiled) if ops_unprofiled is not None else None
     least = (f"{no_op:.0%} of section 1's profiled step (part of the profiler's own time lands there)" if unprofiled is None
-             else f"at least {unprofiled:.0%} of the step without the profiler (section 4)" + (
+             else f"at least {at_least(unprofiled)} of the step without the profiler (section 4)" + (
                  f"; section 1's profiled step reads {no_op:.0%}, lower still: the profiler books part of its own cost "
                  "inside the ops' records" if no_op < unprofiled else
                  f"; section 1's profiled step reads {no_op:.0%}, which holds part of the profiler's own time"))
@@ -237,7 +238,7 @@ def _room(kinds: Mapping[str, Mapping[str, float]], no_op: float, ops_unprofiled
              f"{fusible:.0%} of section 4's op time; if their time went to zero, the ops would run at most "
              f"{1 / (1 - fusible):.2f}× faster (if matmuls and attention stay library calls: assumed, not measured)",
              f"  the loss's and the optimizer's such ops, {outside / op_time:.0%} more, stay outside torch.compile(model)",
-             f"  compiling can also cut some of the time in no op (Python, autograd's bookkeeping): {least}"]
+             f"  compiling can also cut some of the time outside any op (Python, autograd's bookkeeping): {least}"]
     written = (ran08 or {}).get("compiled vs eager, written-out attention")
     if written and written.get("spread"):  # attention as fusible ops: the room the bound above leaves out
         r = dataclasses.replace(report.recorded_ratio("", written), more="faster", less="slower")
@@ -253,15 +254,18 @@ def _attention_elsewhere(ran08: Mapping[str, dict] | None) -> list[str]:
     fp32 = (ran08 or {}).get("attention alone, torch.float32: SDPA vs written out")
     if fp32 and fp32.get("spread") and fp32["spread"][0] > 1:
         said.append(f"SDPA over the written-out attention, attention alone in float32 on this device (08): "
-                    f"{fp32['value']:.3f}×")
+                    f"{fp32['value']:.2f}× ({fp32['spread'][0]:.2f}–{fp32['spread'][1]:.2f})")
     device, ref = report.reference("08_transformer")
     sdpa, written = ref.get("eager, SDPA"), ref.get("eager, written-out attention")
     if sdpa and written and sdpa["value"] > written["value"]:
         spec = datasheet.lookup(device or "")
         g = profiles.sizes("08_transformer", "gpu", memory_gib=spec.memory_gib) if spec else None
         gpt = f" ({g.n_layer} layers, width {g.n_embd}, T = {g.block})" if g else ""
-        said.append(f"on the reference {device}, with 08's own GPT{gpt}, its eager SDPA step ran "
-                    f"{sdpa['value'] / written['value']:.2f}× as fast as the written-out one")
+        quartiles = (f" ({sdpa['spread'][0] / written['spread'][1]:.2f}–{sdpa['spread'][1] / written['spread'][0]:.2f}, "
+                     "the two timings' quartiles, not paired)" if sdpa.get("spread") and written.get("spread") else "")
+        said.append(f"on the reference {device}, with the reference run's 08 GPT{gpt}, its eager SDPA step ran "
+                    f"{sdpa['value'] / written['value']:.2f}×{quartiles} as fast as the written-out one (a record 08 "
+                    "flags: its machine ran that step slower than another H200 did, cause not found)")
     return ["SDPA lost to the written-out attention here in the step's 16-bit format; it won elsewhere:"] + [
         f"  {line}" for line in said] if said else []
 
@@ -313,9 +317,9 @@ def regime(plain: Mapping[str, float], device_type: str) -> str:
         return (f"GPU-bound: kernels and copies filled {busy:.0%} of the step, waits {waited:.0%}: faster kernels "
                 "shorten it (section 4 says which ops are far from their roof)")
     ops, python = share.get("compute", 0.0) + share.get("copies", 0.0), share.get("framework", 0.0)
-    line = (f"on this CPU the ops (compute + copies) ran {ops:.0%} of the profiled step and the time in no op (Python, autograd's "
+    line = (f"on this CPU the ops (compute + copies) ran {ops:.0%} of the profiled step and the time outside any op (Python, autograd's "
             f"bookkeeping, the profiler's own) {python:.0%}: "
-            + ("the ops set its time" if ops >= 0.5 else "the time in no op sets it"))
+            + ("the ops set its time" if ops >= 0.5 else "the time outside any op sets it"))
     label = regime_label(report.reference("10_compile_and_profile")[1])
     named = f"\n{gpt}" if label and (gpt := reference_gpt()) else ""  # before the reference's first row
     return (line + named + (f"\n{label}" if label else "") + "\n"  # the reading without the profiler first
@@ -379,7 +383,7 @@ def profiled_note(categories: Mapping[str, Mapping[str, float]], gain: Ratio | N
             "can differ)"
             + (": too thin to draw" if thin else "")
             + ("; on a CPU a read costs only itself" if thin and device_type == "cpu" else "")
-            + ".\n(this category holds only the copy of each value; the timed verdict above holds the whole call)")
+            + ".\n(this category holds only the copy of each value; the timed verdict includes everything each call does)")
 
 
 def first_call_line(mode: str, seconds: float, cold: bool, device: str) -> str:
@@ -533,8 +537,22 @@ def turns_apart(then: Timing, now: Timing) -> str:
     apart = speedup(then, now, "compiled, plain GPT: here vs section 3")
     return (f"the plain compiled step took {fmt_time(then.median_s)} in section 3's turns and {fmt_time(now.median_s)} "
             f"in these (here at {apart.value:.2f}× section 3's speed, {now.median_s / then.median_s:.2f}× its time; "
-            f"{apart.lo:.2f}–{apart.hi:.2f}× from their spreads): "
-            f"{verdicts.moments_words(apart.lo, apart.hi)}; the verdicts above use only these turns either way")
+            f"{apart.lo:.2f}–{apart.hi:.2f}× from their spreads), two moments: "
+            f"{verdicts.moments_words(apart.lo, apart.hi, short=True)}; the verdicts above use only these turns either way")
+
+
+def eager_readings(readings: Mapping[str, Timing | None]) -> str:
+    """The plain eager step's readings in this notebook's sets of turns (where: Timing), one line, with the
+    fastest-to-slowest ratio read by the rule for two moments ('' with fewer than two)."""
+    got = {where: t for where, t in readings.items() if t is not None}
+    if len(got) < 2:
+        return ""
+    fast, slow = min(got.values(), key=lambda t: t.median_s), max(got.values(), key=lambda t: t.median_s)
+    r = slow.median_s / fast.median_s
+    return ("the plain eager step in this notebook's sets of turns: "
+            + ", ".join(f"{where} {fmt_time(t.median_s)}" for where, t in got.items())
+            + f": {r:.2f}× from the fastest to the slowest, two moments each: "
+            + verdicts.moments_words(r, r, short=True).replace(" (range holds 1)", ""))
 
 
 def no_break_timing(compiles: bool) -> str:

@@ -141,16 +141,12 @@ def _payback_basis(ran08: Mapping[str, dict]) -> str:
     gain = ran08.get("compiled vs eager, SDPA")
     if gain and not (ratio := report.recorded_ratio("compiled vs eager, SDPA", gain)).clear or gain and ratio.value <= 1:
         return "08 established no compile gain in its turns, so it states no break-even"
-    per_step = _tokens_per_step(after)
-    saved = _step_s(before, per_step) - _step_s(comp, per_step)  # seconds a step, against the reading before
     r = comp["value"] / before["value"]  # the compiled step's speed over the eager step's before the compile
-    other = (f"its compiled step ran {r:.2f}× its speed, not told apart from it by the rule for two moments: no "
-             "break-even can be reckoned from that reading" if saved <= 0 else
-             f"its compiled step ran {r:.2f}× its speed: reckoned from that reading (two moments, so a reading, not a "
-             f"measurement), the compile pays back after about "
-             f"{_m((cold['value'] - _step_s(comp, per_step)) / saved * per_step / 1e6)} M tokens")
+    said = ("told apart by the rule for two moments, yet a reading, not a measurement" if r >= verdicts.APART else
+            f"under {verdicts.APART:g}× apart, so no break-even can be reckoned from that reading")
     return (f"08 reckons its break-even from its eager step timed after its compile, beside the compiled one; against its "
-            f"eager reading before the compile ({before['value']:.3g} {before['unit']}, two moments) {other}")
+            f"eager reading before the compile ({before['value']:.3g} {before['unit']}), its compiled step ran {r:.2f}× its "
+            f"speed, at two moments: {said}")
 
 
 def _after_compile(ran08: Mapping[str, dict], eager: Timing | None, compiled: Timing | None,

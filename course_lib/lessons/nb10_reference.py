@@ -98,7 +98,7 @@ def regime_words(waited: float, own: bool) -> str:
     if own:
         return f"{bound(waited)} by the glossary's rule"
     return (f"{bound(waited)} by the glossary's rule if that one reading holds (it is not in the reference's record; a "
-            "re-recording on a GPU settles it)")
+            "re-recording on a GPU would settle it)")
 
 
 def reference_answer() -> list[str]:
@@ -167,7 +167,7 @@ def reference_sync() -> list[str]:
                      f"  its plain step's GPU waited {waited['value']:.0f}% of its profiled step, {UPPER.split(':')[0]}"
                      + (" (section 1's lines give the one reading without the profiler)" if unprofiled else ""))
         if regime != "GPU-bound":
-            lines.append("  if the logging step kept the GPU waiting as much, a read found little work queued to wait for "
+            lines.append("  if the logging step kept the GPU waiting as much, a read would find little work queued to wait for "
                          "(reasoning, not measured; the logging step's own share was not profiled)")
     lines.append(queue_drained())
     return lines

@@ -72,6 +72,11 @@ def reference_ridge(intensities: Mapping[str, float]) -> str:
             f"a copy of {size}: {main['value']:.2f} TB/s): ridge {ridge_:.0f} FLOP/B; {sides}")
 
 
+def at_least(v: float) -> str:
+    """A lower bound on a share, rounded down to one decimal (2.79 %: '2.7%'), never above what was measured."""
+    return f"{math.floor(round(1000 * max(0.0, v), 6)) / 10:.1f}%"  # round(): 1 - 0.92 is 0.07999… in floats
+
+
 def roof_share(v: float) -> str:
     """A share of a roof, as every line of this section prints it: below 20 %, one decimal, rounded down (9.96 %:
     9.9 %, under a decade's line); above, whole percent."""
@@ -135,18 +140,19 @@ def op_notes(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, peak_name: s
                  "whole step without the profiler, the rest the GPU idle, waiting for the CPU to queue work. "
                  "The shares below are of op time"]
     else:  # the profiler's records carry its own cost: set them against the step that paid it
-        alone = (f"\n  section 1's trace (the profiler alone, another moment): {fmt_time(section1.get('framework', 0))} in no "
-                 f"op of a {fmt_time(sum(section1.values()))} step. Its op time and this section's {fmt_time(op_time)} are two "
-                 f"aggregates (section 1 adds up each op's own time within a step, this section each op group's median "
-                 f"over {len(measured.step.samples)} steps) taken at two moments: what sets them apart is not measured"
-                 if section1 else "")
+        ops1 = sum(v for k, v in (section1 or {}).items() if k != "framework")  # section 1's op time a step
+        alone = (f"\n  section 1's trace (the profiler alone, another moment): {fmt_time(section1.get('framework', 0))} outside "
+                 f"any op of a {fmt_time(sum(section1.values()))} step. Its op time, {fmt_time(ops1)}, and this section's "
+                 f"{fmt_time(op_time)} ({op_time / ops1:.2f}×) are two aggregates (section 1 adds up each op's own time "
+                 f"within a step, this section each op group's median over {len(measured.step.samples)} steps) taken at two "
+                 "moments: what sets them apart is not measured" if section1 else "")
         lines = ["op times: the profiler's record of each op (the ops it calls included); the shares below are of op time",
                  f"  with every op counted and recorded: ops {op_time / profiled:.0%} of the step, "
-                 f"{fmt_time(profiled - op_time)} a step in no op (Python, autograd's bookkeeping, the profiler's and the "
+                 f"{fmt_time(profiled - op_time)} a step outside any op (Python, autograd's bookkeeping, the profiler's and the "
                  f"counting's own){alone}",
                  f"  without the profiler, in the same turns: the profiled op time is {op_time / step:.0%} of the unprofiled "
                  "step, so at least "
-                 f"{max(0.0, 1 - op_time / step):.0%} in no op (the profiler's cost inside the ops' records makes the "
+                 f"{at_least(1 - op_time / step)} outside any op (the profiler's cost inside the ops' records makes the "
                  "ops' share read high)"]
     over = [o for o in measured.ops if o.flops and of_roof(o) > 1]
     for side, group in (("below", [o for o in over if o.intensity < ridge_of(o)]),
@@ -215,7 +221,8 @@ def roof_verdict(shares: Mapping[tuple[bool, bool], float], slowest: OpTime, slo
     share of op time in such ops; then how close the costliest op with FLOPs (`slowest`, at
     `slowest_of_roof` of its roof) comes to it. Off a GPU an op has no launch to name."""
     others = "the launch, the size, the kernel itself" if device_type == "cuda" else "the size, the kernel itself"
-    far = "far below it, held back by something other than the two peaks (the kernel itself, its size, its overheads)"
+    far = ("far below it, held back by something other than the two peaks (candidates, not measured apart: the kernel "
+           "itself, its size, its overheads)")
     return (f"verdict, by share of op time (copies included; each share rounded):\n"
             f"  {'':<14} {'at half its roof or more':>25} {'below half its roof':>20}\n"
             f"  {'memory side':<14} {shares[True, True]:>25.0%} {shares[False, True]:>20.0%}\n"
@@ -281,7 +288,7 @@ def placement(ops: Sequence[OpTime], op_time: float, of_roof: OfRoof) -> str:
     for o in ops:
         if not (o.flops and o.bytes and o.seconds):
             unplaced[o.kind] = unplaced.get(o.kind, 0.0) + o.seconds
-    lines = [f"a decade or more below their roofline: {_listed(far, op_time, of_roof)}",
+    lines = [f"10× or more below their roofline: {_listed(far, op_time, of_roof)}",
              f"above it: {_listed(above, op_time, of_roof)}"]
     if unplaced:
         lines.append("not placed (no FLOPs to place, or no time): " + ", ".join(
