@@ -21,7 +21,7 @@ from course_lib.bench import Ratio, Timing, break_even, name_width, speedup
 from course_lib.lessons.nb10_roofline import (OfRoof, RidgeOf, above_roof, attention_alone, eager_then_now,  # noqa: F401
                                               kind_table, no_roofline, op_notes, op_table, placement, reference_ridge,
                                               roof_verdict, roofs_note)
-from course_lib.lessons.nb10_reference import (H200_UNPROFILED, bound, graphs_bound, own_gpt, queue_drained,  # noqa: F401
+from course_lib.lessons.nb10_reference import (bound, graphs_bound, own_gpt, queue_drained,  # noqa: F401
                                                 reference_answer, reference_fix, reference_gpt, reference_sizes,
                                                 reference_sync, regime_label)
 from course_lib.lessons.nb10_beside08 import NOT_IN_08, account_in_08, beside_08  # noqa: F401
@@ -161,8 +161,8 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     head.append(f"  so what paid: {paid} made the step measurably faster, in turns" if paid else
                 "  so what paid: no change timed here made the step measurably faster")
     if unsettled:
-        head.append(f"  not established: {COMPILING}, {fixes[COMPILING].brief} in section 3's turns but {again.brief} in "
-                    "section 3b's: two sets of turns that disagree, so section 3's break-even rests on one of them")
+        head.append(f"  not established: {COMPILING}, {fixes[COMPILING].brief} in section 3's turns, {again.brief} in "
+                    "section 3b's: the second set did not confirm the gain, so section 3's break-even is not established")
     if kinds and device_type != "cuda":
         head.append(_waste(kinds, ops_unprofiled, outside, attention))
     details = [f"the profiled step: the GPU waited {share.get('waiting', 0.0):.0%} of it, ran kernels and copies {ops:.0%}"
@@ -421,7 +421,8 @@ def payback(speed: Ratio, first_call_s: float, eager: Timing, compiled: Timing) 
         steps, few, many = break_even(extra, eager, speed)  # extra ÷ the seconds each step saves
         size = f" of {eager.work:,.0f} tokens" if eager.work else ""
         return (f"  the compilation ({extra:.1f} s beyond one step) pays for itself after about "
-                f"{fmt_count(steps)} steps{size} ({fmt_count(few)} to {fmt_count(many)} over the spread of the speed-up)")
+                f"{fmt_count(steps)} steps{size} ({fmt_count(few)} to {fmt_count(many)} over the spread of the speed-up), if "
+                "this gain holds: section 3b times the compile again")
     if speed.value > 1 and not speed.within_noise:  # faster, but the drift is as large: not established
         return f"  no gain these repeats can establish ({speed.doubt}), so no break-even to state"
     if speed.within_noise:

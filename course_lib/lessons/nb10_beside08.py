@@ -62,7 +62,7 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
              f"only where that whole range lies "
              f"{verdicts.APART:g}× or more from 1 (the rule for two moments); 'under {verdicts.APART:g}×' says the gap is "
              "one the machine's pace can make",
-             _payback_basis(ran08), _after_compile(ran08, eager, compiled, before)]
+             _after_compile(ran08, eager, compiled, before)]
     differ = [r.quantity for r in rows if r.verdict.startswith("a difference")]
     summary = (f"by the rule for two moments, the two notebooks differ on: {'; '.join(differ)}" if differ else
                "by the rule for two moments, no row of this table tells the two notebooks apart")
@@ -129,24 +129,6 @@ def _payback(ran08: Mapping[str, dict], cold_s: float | None, gain: Ratio | None
                    _millions(here) if here else "no gain established", "-", "-")
     return Row("compile pays back after, tokens", _millions(t08), _millions(here),
                *_pair(here[0] / t08[0], here[1] / t08[2], here[2] / t08[1]))
-
-
-def _payback_basis(ran08: Mapping[str, dict]) -> str:
-    """Which of 08's eager readings its break-even is reckoned from, and what its reading before the compile
-    gives instead (two moments: a reading, not a paired ratio)."""
-    before, comp, cold, after = (ran08.get(k) for k in ("eager, SDPA", "compiled, SDPA", "compile + first step (cold)",
-                                                         "eager, SDPA (beside the compiled)"))
-    if not (before and comp and cold and after):
-        return ""
-    gain = ran08.get("compiled vs eager, SDPA")
-    if gain and not (ratio := report.recorded_ratio("compiled vs eager, SDPA", gain)).clear or gain and ratio.value <= 1:
-        return "08 established no compile gain in its turns, so it states no break-even"
-    r = comp["value"] / before["value"]  # the compiled step's speed over the eager step's before the compile
-    said = ("told apart by the rule for two moments, yet a reading, not a measurement" if r >= verdicts.APART else
-            f"under {verdicts.APART:g}× apart, so no break-even can be reckoned from that reading")
-    return (f"08 reckons its break-even from its eager step timed after its compile, beside the compiled one; against its "
-            f"eager reading before the compile ({before['value']:.3g} {before['unit']}), its compiled step ran {r:.2f}× its "
-            f"speed, at two moments: {said}")
 
 
 def _after_compile(ran08: Mapping[str, dict], eager: Timing | None, compiled: Timing | None,

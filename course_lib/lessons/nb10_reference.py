@@ -14,9 +14,6 @@ from course_lib.lessons.nb08 import reference_gpts
 from course_lib.models import GPT, GPTConfig
 
 NB = "10_compile_and_profile"
-# The first session's H200 run of the gpu profile's GPT (results/nvidia-h200.test-gpu.md): "GPU busy 8.4 ms of a
-# 19.3 ms eager step" without the profiler: one reading, with no spread
-H200_UNPROFILED = (8.4e-3, 19.3e-3)
 UPPER = "an upper reading: the profiler's CPU time per op makes the GPU wait more (reasoning, not measured)"
 
 
@@ -58,47 +55,32 @@ def reference_fix() -> str:
             + report.reference_text(NB, ("compiled, tensor vs .item()",)))
 
 
-def unprofiled_wait(rows: Mapping[str, dict], device: str | None) -> tuple[float, str, bool] | None:
-    """The reference GPU's waiting share of a step without the profiler (a fraction), where it comes
-    from, and whether that is the reference's own record: its row (section 4's kernel times over its
-    step timed without the profiler), else one earlier H200 session's pair of readings; None otherwise."""
+def unprofiled_wait(rows: Mapping[str, dict], device: str | None) -> tuple[float, str] | None:
+    """The reference GPU's waiting share of a step without the profiler (a fraction) and where it comes
+    from: its row (section 4's kernel times over its step timed without the profiler); None where its
+    record has none (records older than that row: a re-recording on a GPU adds it)."""
     row = rows.get("GPU busy share of the step, no profiler")
-    if row is not None:
-        return 1 - row["value"] / 100, "section 4's kernel times over its step timed without the profiler", True
-    if "H200" in (device or ""):
-        busy, step = H200_UNPROFILED
-        return (1 - busy / step, f"an earlier session's H200 run of its GPT, GPU busy {busy * 1e3:.1f} ms of a "
-                f"{step * 1e3:.1f} ms eager step, no spread; results/nvidia-h200.test-gpu.md", False)
-    return None
+    if row is None:
+        return None
+    return 1 - row["value"] / 100, "section 4's kernel times over its step timed without the profiler"
 
 
 def regime_label(rows: Mapping[str, dict]) -> str:
-    """The reference's regime, off a GPU: by its waiting share without the profiler where one is known,
-    the profiled share (its section 1) beside it as an upper reading; '' where it recorded neither."""
+    """The reference's regime, off a GPU: by its waiting share without the profiler where its record has
+    one, the profiled share (its section 1) beside it as an upper reading; where only the profiled share
+    is recorded, that reading and no regime of the plain step; '' where it recorded neither."""
     profiled = rows.get("plain step: waiting share")
     if profiled is None:
         return ""
     said = f"profiled (its section 1): {profiled['value']:.0f}% waiting, {UPPER}"
     unprofiled = unprofiled_wait(rows, report.reference(NB)[0])
     if unprofiled is None:
-        return (f"the reference's GPU waited {profiled['value']:.0f}% of its profiled step: "
-                f"{bound(profiled['value'] / 100)} by the glossary's rule, read from the profiled step only ({UPPER}); "
-                "without the profiler its waiting share is not recorded")
-    waited, source, own = unprofiled
-    if own:
-        return (f"the reference's GPU, without the profiler, waited about {waited:.0%} of a step ({source}): "
-                f"{regime_words(waited, own)}\n{said}")
-    return (f"the reference's GPU, without the profiler: about {waited:.0%} waiting, {regime_words(waited, own)}\n"
-            f"  (that reading: {source})\n{said}")
-
-
-def regime_words(waited: float, own: bool) -> str:
-    """The regime a waiting share without the profiler gives: a verdict where the reference recorded it
-    (`own`), else a conditional one (one unrecorded reading, no spread: a GPU re-recording settles it)."""
-    if own:
-        return f"{bound(waited)} by the glossary's rule"
-    return (f"{bound(waited)} by the glossary's rule if that one reading holds (it is not in the reference's record; a "
-            "re-recording on a GPU would settle it)")
+        return (f"the reference's GPU waited {profiled['value']:.0f}% of its profiled step, {UPPER}. The profiled step "
+                f"reads {bound(profiled['value'] / 100)} by the glossary's rule; without the profiler the share is not "
+                "in this record (a re-recording on a GPU adds it), so the plain step's regime is not settled here")
+    waited, source = unprofiled
+    return (f"the reference's GPU, without the profiler, waited about {waited:.0%} of a step ({source}): "
+            f"{bound(waited)} by the glossary's rule\n{said}")
 
 
 def reference_answer() -> list[str]:
@@ -115,7 +97,7 @@ def reference_answer() -> list[str]:
                                                           if rows[key].get("spread") else "") for name, key in
             (("compiled (default)", "compiled (default) vs eager"),
              ("compiled (reduce-overhead)", "compiled (reduce-overhead) vs eager")) if key in rows]
-    if unprofiled and unprofiled[2]:
+    if unprofiled:
         said.insert(0, f"its GPU waited about {unprofiled[0]:.0%} of a step without the profiler")
     elif waited:
         said.insert(0, f"its GPU waited {waited['value']:.0f}% of its profiled step ({UPPER.split(':')[0]})")
@@ -157,15 +139,15 @@ def reference_sync() -> list[str]:
     kept, waited = ref.get("keeping values vs reading values"), ref.get("plain step: waiting share")
     if kept and kept.get("spread") and (said := report.recorded_ratio("", kept)).within_noise and waited:
         unprofiled = unprofiled_wait(ref, device)
-        own = unprofiled is not None and unprofiled[2]  # the reference's own reading without the profiler
+        own = unprofiled is not None  # the reference's own reading without the profiler
         share = unprofiled[0] if own else waited["value"] / 100
         regime = bound(share)
         lo, hi = kept["spread"]
         lines.append(f"The reference could not tell ({lo:.2f}–{hi:.2f}×: too wide, a cost of up to {hi - 1:.0%} fits in it)."
                      if said.too_wide else "No measurable cost there either.")
         lines.append(f"  its plain step: {regime} (without the profiler it waited about {share:.0%})" if own else
-                     f"  its plain step's GPU waited {waited['value']:.0f}% of its profiled step, {UPPER.split(':')[0]}"
-                     + (" (section 1's lines give the one reading without the profiler)" if unprofiled else ""))
+                     f"  its plain step's GPU waited {waited['value']:.0f}% of its profiled step, {UPPER.split(':')[0]} "
+                     "(without the profiler: not in this record)")
         if regime != "GPU-bound":
             lines.append("  if the logging step kept the GPU waiting as much, a read would find little work queued to wait for "
                          "(reasoning, not measured; the logging step's own share was not profiled)")
