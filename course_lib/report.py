@@ -358,11 +358,11 @@ def rate_vs_row(t: "bench.Timing", row: dict) -> tuple[float, float, float] | No
 
 
 def apart_words(vs: tuple[float, float, float]) -> str:
-    """A :func:`rate_vs_row` comparison (two moments) in words: within the two quartiles, or how far apart
+    """A :func:`rate_vs_row` comparison (two moments) in words: the two quartile ranges overlapping, or how far apart
     beyond them and whether that is past what two moments can differ by (:func:`verdicts.moments_words`)."""
     value, lo, hi = vs
-    if lo <= 1 <= hi:
-        return "within their quartiles"
+    if lo <= 1 <= hi:  # the range the two quartiles allow holds 1: the ranges overlap (a median may lie outside the other's)
+        return "not told apart (their quartile ranges overlap)"
     under = min(max(lo, 1 / lo), max(hi, 1 / hi)) < verdicts.APART  # the range's end nearest 1, as a factor
     return (f"{value:.2f}× apart, more than either timing's own quartiles allow{', but' if under else ';'} "
             f"{verdicts.moments_words(lo, hi)}")

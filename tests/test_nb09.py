@@ -200,9 +200,10 @@ def test_at_peak_report_and_the_profilers_cost():
     assert len(nb09.at_peak_report(rows, "v", 2 * MiB, 4, 0).splitlines()) == 4  # nothing added: no comparison
     plain = _t("plain", 0.1, 0.01)  # upper quartile 105 ms
     far = nb09.profiler_cost(300, plain)  # 300 ms against quartiles 95-105 ms: 2.86-3.16x, past what two moments make
-    assert "3.00× as long, over section 5's quartiles its whole range, 2.86–3.16×" in far and "a difference" in far and "the profiler" in far
+    assert "3.00× as long (2.86–3.16× over section 5's quartiles), two moments: a difference (2.5× or more)" in far \
+        and "the profiler" in far
     near = nb09.profiler_cost(150, plain)  # 1.43-1.58x: two moments can move that much
-    assert "1.50× as long" in near and "inconclusive" in near and "does not measure the profiler's cost" in near
+    assert "1.50× as long" in near and "not told apart (under 2.5×)" in near and "does not measure the profiler's cost" in near
     assert "within section 5's quartiles: two moments cannot show a cost under 2.5×" in nb09.profiler_cost(104, plain)
     assert "no cost" not in nb09.profiler_cost(104, plain)  # not measured: not said
 
@@ -229,7 +230,7 @@ def test_profiler_cost_says_when_the_profiled_step_ran_faster():
     from course_lib import bench
     plain = bench.timing_of([0.139, 0.140, 0.141, 0.144, 0.141], name="plain", device="cpu")
     faster = nb09.profiler_cost(126.0, plain)  # shorter than the lower quartile, at another moment
-    assert "0.89× as long" in faster and "inconclusive" in faster and "does not measure" in faster
+    assert "0.89× as long" in faster and "not told apart (under 2.5×)" in faster and "does not measure" in faster
     assert "within section 5's quartiles" in nb09.profiler_cost(141.0, plain)
 
 
@@ -272,7 +273,7 @@ def test_step_in_08_sets_08s_whole_step_beside_this_part_of_it():
     both = nb09.step_in_08(written, (whole, part), c.batch, gpt, sec4).splitlines()
     assert "(its section 5, the utilisation sampler running)" in both[1]
     assert both[2].startswith("08's section 4 read the same GPT's step with two micro-batches at 11.9 (11.8–12) ktok/s: from "
-                         "that reading, this one is within their quartiles")
+                         "that reading, this one is not told apart (their quartile ranges overlap)")
     longer = bench.timing_of([0.180, 0.182, 0.185, 0.179, 0.190], name="part", device="cpu", turns_id="t")
     assert "the part took longer than the whole in the same turns" in nb09.step_in_08(row, (whole, longer), c.batch,
                                                                                      gpt)

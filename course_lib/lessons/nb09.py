@@ -542,7 +542,8 @@ def profiler_cost(profiled_ms: float, plain: Timing) -> str:
         return head + (f"within section 5's quartiles: two moments cannot show a cost under {verdicts.APART:g}× "
                        "(notebook 10 times a step with the profiler recording and counting every op in turns with a plain "
                        "one)")
-    said = f"{profiled_ms / plain_ms:.2f}× as long, over section 5's quartiles {verdicts.moments_words(lo, hi)}"
+    said = (f"{profiled_ms / plain_ms:.2f}× as long ({lo:.2f}–{hi:.2f}× over section 5's quartiles), two moments: "
+            f"{verdicts.moments_words(lo, hi, short=True)}")
     if lo > verdicts.APART:
         return head + (f"{said}; what differs between the two is the profiler recording every allocation with its "
                        "shapes and Python stack")
