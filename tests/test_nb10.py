@@ -557,7 +557,7 @@ def test_beside_08_sets_08s_readings_of_this_gpt_in_one_table_read_by_the_two_mo
     assert row["eager SDPA, ktok/s (each before its compile)"][1] == "25.6 (25.4–25.8)"  # 2048 tokens / 80 ms
     assert {"compiled SDPA, ktok/s", "written-out, ktok/s (08: section 4)", "written-out, ktok/s (08: section 5, "
             "no sampler)", "written-out, ktok/s (08: section 5, sampler on)"} <= row.keys()
-    assert "both of 08's readings right after its compile sit below this section's" in text  # eager and compiled, 1.20×, 1.15×
+    assert "both of 08's versions read slower in its turns right after its compile than here" in text  # eager and compiled, 1.20×, 1.15×
     assert "2 micro-batches of 16 sequences, gradient clipping" in text
     assert "no row of this table tells the two notebooks apart" in text
     assert "written-out, ktok/s (08: its long run)" in text  # 08's long run ran the written-out attention
@@ -567,7 +567,7 @@ def test_beside_08_sets_08s_readings_of_this_gpt_in_one_table_read_by_the_two_mo
     assert "differ on: cold compile + first step, s (one run)" in nb10.beside_08(_ran08(), gpt, "cpu", 16, **{**kw, "cold_s": 61.0})
     calm = _ran08()
     calm["compiled, SDPA"] = {**calm["compiled, SDPA"], "value": 23.0, "spread": [22.9, 23.2]}  # 08's compiled as here
-    assert "both of 08's readings" not in nb10.beside_08(calm, gpt, "cpu", 16, **kw)
+    assert "both of 08's versions" not in nb10.beside_08(calm, gpt, "cpu", 16, **kw)
     unclear = Ratio("compiled (default) vs eager", 1.01, 0.98, 1.05, rounds=9, coverage=0.96, drift=0.02)
     none = nb10.beside_08(_ran08(), gpt, "cpu", 16, **{**kw, "compile_gain": unclear})
     assert "compile pays back after, tokens" in none and "| no gain established" in none

@@ -143,9 +143,10 @@ def _after_compile(ran08: Mapping[str, dict], eager: Timing | None, compiled: Ti
     if not all(v and v[1] > 1 for v in vs):  # not both slower in 08 beyond their quartiles
         return ""
     moved = before.median_s / eager.median_s  # this section's eager speed over section 2's
-    return (f"both of 08's readings right after its compile sit below this section's (eager {vs[0][0]:.2f}×, compiled "
-            f"{vs[1][0]:.2f}×: inconclusive at two moments), while the eager step here read {moved:.2f}× the speed it "
-            "had before any compile; 08's paired speed-up compares its two versions within those turns")
+    return (f"both of 08's versions read slower in its turns right after its compile than here (eager {vs[0][0]:.2f}×, "
+            f"compiled {vs[1][0]:.2f}×; not told apart, under {verdicts.APART:g}×), while the eager step here read "
+            f"{moved:.2f}× the speed it had before any compile: 08's paired compile ratio compares its two versions within "
+            "those turns, so a pace common to both cancels in it")
 
 
 def _rates(ran08: Mapping[str, dict], batch: int, eager: Timing | None, written: Timing | None,
