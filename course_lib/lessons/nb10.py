@@ -357,15 +357,14 @@ def sync_verdict(gain: Ratio | None, waits: int, device: str, device_type: str, 
     """This run's block first: the verdict on keeping the logged values on the device (none when the steps
     were not timed), the lines `also` gives (the cell's other verdicts and notes), on a CPU why the reads cost
     little; then, off a GPU, the reference GPU's timings under a heading of their own."""
-    lines = []
-    if gain is not None:
-        lines.append(gain.verdict(f"keeping the {waits} values per step on the device", on=device))
+    lines = [gain.verdict(f"keeping the {waits} values per step on the device", on=device)] if gain is not None else []
     lines += also
     if gain is not None and device_type == "cpu":
         lines.append("(on a CPU, ops run as they are called, so a value is ready when it is read)")
-    if device_type != "cuda":  # what the reference GPU measured of the same two steps
-        lines += ["", "On the reference GPU (not this machine):", *reference_sync()]
-    return "\n".join(line for line in lines if line is not None).replace("\n\n\n", "\n\n")
+    blocks = ["\n".join(filter(None, lines))]
+    if device_type != "cuda":  # what the reference GPU measured of the same two steps, a block of its own
+        blocks.append("\n".join(["On the reference GPU (not this machine):", *filter(None, reference_sync())]))
+    return "\n\n".join(filter(None, blocks))
 
 
 def profiled_note(categories: Mapping[str, Mapping[str, float]], gain: Ratio | None, device_type: str) -> str:
