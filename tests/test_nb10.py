@@ -557,8 +557,10 @@ def test_beside_08_sets_08s_readings_of_this_gpt_in_one_table_read_by_the_two_mo
     assert row["eager SDPA, ktok/s (each before its compile)"][1] == "25.6 (25.4–25.8)"  # 2048 tokens / 80 ms
     assert {"compiled SDPA, ktok/s", "written-out, ktok/s (08: section 4)", "written-out, ktok/s (08: section 5, "
             "no sampler)", "written-out, ktok/s (08: section 5, sampler on)"} <= row.keys()
-    assert "both of 08's versions read slower in its turns right after its compile than here" in text  # eager and compiled, 1.20×, 1.15×
-    assert "2 micro-batches of 16 sequences, gradient clipping" in text
+    assert "08's eager and compiled steps after its compile both read slower than here, by similar factors (1.20×, " \
+        in text  # and 1.15×
+    assert "its section 4 runs 2 micro-batches of 16 a step" in text
+    assert "08's step (clipping" not in text  # 08's step not timed here: no line sets it beside this one
     assert "no row of this table tells the two notebooks apart" in text
     assert "written-out, ktok/s (08: its long run)" in text  # 08's long run ran the written-out attention
     clear = {**_ran08(), "compiled vs eager, SDPA": {"value": 1.01, "unit": "×", "spread": [0.97, 1.05], "rounds": 5,
@@ -567,7 +569,7 @@ def test_beside_08_sets_08s_readings_of_this_gpt_in_one_table_read_by_the_two_mo
     assert "differ on: cold compile + first step, s (one run)" in nb10.beside_08(_ran08(), gpt, "cpu", 16, **{**kw, "cold_s": 61.0})
     calm = _ran08()
     calm["compiled, SDPA"] = {**calm["compiled, SDPA"], "value": 23.0, "spread": [22.9, 23.2]}  # 08's compiled as here
-    assert "both of 08's versions" not in nb10.beside_08(calm, gpt, "cpu", 16, **kw)
+    assert "08's eager and compiled steps" not in nb10.beside_08(calm, gpt, "cpu", 16, **kw)
     unclear = Ratio("compiled (default) vs eager", 1.01, 0.98, 1.05, rounds=9, coverage=0.96, drift=0.02)
     none = nb10.beside_08(_ran08(), gpt, "cpu", 16, **{**kw, "compile_gain": unclear})
     assert "compile pays back after, tokens" in none and "| no gain established" in none
@@ -577,6 +579,35 @@ def test_beside_08_sets_08s_readings_of_this_gpt_in_one_table_read_by_the_two_mo
     assert nb10.beside_08(_ran08(), wider, "cpu", 16, **kw) == nb10.NOT_IN_08  # another GPT
     only = nb10.beside_08({"compile + first step (cold)": {"value": 24.0, "unit": "s"}}, gpt, "cpu", 16, cold_s=60.0)
     assert [c.strip() for c in only.splitlines()[3].split(" | ")[2:]] == ["60.0", "2.50×", "a difference (2.5× or more)"]
+
+
+def test_beside_08_sets_08s_step_timed_here_beside_08s_and_09s_readings_and_this_notebooks_step():
+    from course_lib import bench
+    gpt = GPTConfig(vocab_size=256, block_size=128, n_layer=4, n_head=4, n_embd=128)
+    turns = object()  # timed in the same turns: their ratio is paired
+    t = lambda name, s: bench.timing_of([s * f for f in (0.99, 1.0, 1.0, 1.01, 1.02)], name=name, device="cpu",  # noqa: E731
+                                        work=2048, unit="tok/s", turns_id=turns)
+    written, as_08 = t("eager, written-out attention", 0.0682), t("08's step, written-out attention", 0.0700)
+    ran09 = {"08's whole step, timed in 09": {"value": 24.3, "unit": "ktok/s", "spread": [24.0, 24.4],
+                                             "setup": "batch 16, written-out attention"}}
+    text = nb10.beside_08(_ran08(), gpt, "cpu", 16, written=written, as_08=as_08, ran09=ran09)
+    row = {ln.split(" | ")[0].rstrip(): [c.strip() for c in ln.split(" | ")[1:]] for ln in text.splitlines() if " | " in ln}
+    here = f"{as_08.rate / 1e3:.3g}"  # 29.3 ktok/s: 08's step, not this notebook's (30.0)
+    assert row["08's step, written-out, ktok/s (09, in its turns)"][:2] == ["24.3 (24–24.4)", f"{here} "
+                                                                         f"({as_08.rate_lo / 1e3:.3g}–{as_08.rate_hi / 1e3:.3g})"]
+    assert row["08's step, written-out, ktok/s (08: section 5, no sampler)"][1].startswith(here)
+    assert "written-out, ktok/s (08: section 4)" not in row  # every written-out row is 08's step's
+    said = text.splitlines()
+    paired = next(ln for ln in said if "08's step (clipping, two groups) against this notebook's, in these turns" in ln)
+    assert ": 1.03× (" in paired and "longer" in paired  # 70.0 ms over 68.2 ms, turn by turn
+    gap = next(ln for ln in said if ln.startswith("08's step, the same code, ran here at "))
+    r = as_08.rate / 1e3  # the fastest of 08's rows is its section 4 (31.6), the slowest 09's (24.3)
+    assert f"ran here at {r / 31.6:.2f}×–{r / 24.3:.2f}× the speed 08 and 09 measured minutes earlier" in gap
+    assert "not between two steps; this run does not measure its cause" in gap
+    alike = {k: {**v, "value": as_08.rate / 1e3, "spread": [as_08.rate_lo / 1e3, as_08.rate_hi / 1e3]}
+             for k, v in _ran08().items() if "ktok" in v.get("unit", "")}
+    same = nb10.beside_08({**_ran08(), **alike}, gpt, "cpu", 16, written=written, as_08=as_08)
+    assert "08's step ran here at 1.00× the speed 08 measured: their ranges overlap" in same
 
 
 def test_account_in_08_sums_attention_alone_over_the_layers_beside_this_gap():

@@ -350,9 +350,14 @@ def as_in_08(model: GPT, row: dict) -> GPT:
     return twin
 
 
-def whole_and_part(model: GPT, step: Callable[[], None], device: torch.device, repeats: int) -> list[Timing]:
+WHOLE_STEP = "08's whole step, timed in 09"  # the key notebook 10 reads (nb10_beside08.WHOLE_IN_09)
+
+
+def whole_and_part(model: GPT, step: Callable[[], None], device: torch.device, repeats: int,
+                   tokens: int | None = None) -> list[Timing]:
     """08's whole training step of `model` (`step`, its forward and backward, then gradient clipping
-    and fused AdamW's update, as 08 trains) and `step` alone, timed in turns: (whole, part)."""
+    and fused AdamW's update, as 08 trains) and `step` alone, timed in turns: (whole, part); with
+    `tokens` (the tokens of a step), as rates in tok/s."""
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device.type in ("cuda", "cpu"))
 
     def whole() -> None:
@@ -365,8 +370,8 @@ def whole_and_part(model: GPT, step: Callable[[], None], device: torch.device, r
         model.zero_grad(set_to_none=True)  # as 08's step starts: no gradients to add to
         step()
 
-    return bench.time_in_turns({"08's whole step, here": whole, "its forward and backward, here": part},
-                               device=device, repeats=repeats)
+    return bench.time_in_turns({WHOLE_STEP: whole, "its forward and backward, timed in 09": part}, device=device,
+                               repeats=repeats, work=tokens, unit="tok/s" if tokens else "")
 
 
 def step_in_08(row: dict | None, pair: Sequence[Timing], batch: int, gpt: GPTConfig,

@@ -24,7 +24,7 @@ from course_lib.lessons.nb10_roofline import (OfRoof, RidgeOf, above_roof, atten
 from course_lib.lessons.nb10_reference import (bound, graphs_bound, own_gpt, queue_drained,  # noqa: F401
                                                 reference_answer, reference_fix, reference_gpt, reference_sizes,
                                                 reference_sync, regime_label)
-from course_lib.lessons.nb10_beside08 import NOT_IN_08, account_in_08, beside_08  # noqa: F401
+from course_lib.lessons.nb10_beside08 import NOT_IN_08, account_in_08, beside_08, same_as_08  # noqa: F401
 from course_lib.lessons.nb10_roofline import at_least, roof_share
 from course_lib.models import GPT, GPTConfig
 from course_lib.profiling import StepSyncs, SyncCounter

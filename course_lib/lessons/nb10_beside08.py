@@ -12,7 +12,7 @@ from typing import Mapping, NamedTuple
 
 import torch
 
-from course_lib import profiles, report, verdicts
+from course_lib import bench, profiles, report, verdicts
 from course_lib.bench import Ratio, Timing, break_even
 from course_lib.models import GPTConfig
 from course_lib.units import fmt_count, unit_scale
@@ -21,6 +21,8 @@ from course_lib.units import fmt_count, unit_scale
 NOT_IN_08 = ("notebook 08 has not timed this GPT at this micro-batch earlier in this run (on this device, in this "
              "profile): nothing to set beside this section's readings")
 COLUMNS = ("quantity", "notebook 08", "here", "here ÷ 08", "two moments")
+WHOLE_IN_09 = "08's whole step, timed in 09"  # notebook 09's key for 08's step timed in its turns (nb09.whole_and_part)
+STEP_08 = "08's step"  # the rows that set 08's own step, timed here, beside 08's and 09's readings of it
 
 
 class Row(NamedTuple):
@@ -32,42 +34,74 @@ class Row(NamedTuple):
     here: str
     ratio: str
     verdict: str
+    value: float | None = None  # here ÷ 08 at the medians, where a number (not printed: the table shows `ratio`)
+
+
+def same_as_08(gpt: GPTConfig, profile: str, batch: int) -> bool:
+    """Whether notebook 08 trains `gpt` under `profile` at micro-batches of `batch` sequences: where its
+    readings and this notebook's can share a table (the `cpu` and `smoke` profiles; on a GPU 08 trains a
+    larger GPT)."""
+    return _same_gpt(profile, gpt) and profiles.sizes("08_transformer", profile).micro == batch
 
 
 def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, batch: int, *, cold_s: float | None = None,
               compile_gain: Ratio | None = None, attention_gain: Ratio | None = None, eager: Timing | None = None,
-              written: Timing | None = None, compiled: Timing | None = None, before: Timing | None = None) -> str:
+              written: Timing | None = None, compiled: Timing | None = None, before: Timing | None = None,
+              as_08: Timing | None = None, ran09: Mapping[str, dict] | None = None) -> str:
     """Notebook 08's readings of this GPT at this micro-batch (`ran08`, its rows of this run) beside this
     section's: its cold compile (`cold_s`), paired speed-ups (`compile_gain`, `attention_gain`), break-even
     in tokens, and step rates (`eager`, `written`, `compiled`; `before`: the eager step timed before any
-    compile here), one table; :data:`NOT_IN_08` where 08 did not time this GPT at this micro-batch."""
+    compile here), one table; :data:`NOT_IN_08` where 08 did not time this GPT at this micro-batch.
+    `as_08`: 08's own step (gradient clipping, AdamW's two groups) timed in this section's turns; it then
+    stands beside 08's and 09's readings of that step (`ran09`: 09's rows of this run), and under the table
+    it is set beside this notebook's step in the same turns."""
     ran08 = ran08 or {}
     if before is not None and eager is not None and before.rate is None:  # section 2 timed it without its tokens
         before = dataclasses.replace(before, work=eager.work, unit=eager.unit)
-    if not ran08 or not _same_gpt(profile, gpt) or profiles.sizes("08_transformer", profile).micro != batch:
+    if not ran08 or not same_as_08(gpt, profile, batch):
         return NOT_IN_08
     rows = [r for r in (_cold(ran08, cold_s),
                         _paired("compile's speed-up, SDPA", ran08.get("compiled vs eager, SDPA"), compile_gain),
                         _payback(ran08, cold_s, compile_gain, eager, compiled),
                         _paired("written-out over SDPA, eager", ran08.get("SDPA vs written-out attention, eager"),
                                 attention_gain, inverted=True),
-                        *_rates(ran08, batch, eager, written, compiled, before)) if r]
+                        *_rates(ran08, batch, eager, written, compiled, before, as_08, ran09)) if r]
     if not rows:
         return NOT_IN_08
     c08 = profiles.sizes("08_transformer", profile)
-    notes = [f"08's step: {c08.accum} micro-batches of {c08.micro} sequences, gradient clipping and its learning-rate "
-             "schedule (its section 5: one micro-batch a step); here: one micro-batch, neither",
-             f"here ÷ 08: this section's figure over 08's (a rate: this section's speed over 08's; seconds and tokens: "
+    notes = [f"here ÷ 08: this section's figure over 08's (a rate: this section's speed over 08's; seconds and tokens: "
              f"above 1 means more here), with the range the two spreads allow. Minutes apart, the two are told apart "
              f"only where that whole range lies "
              f"{verdicts.APART:g}× or more from 1 (the rule for two moments); 'under {verdicts.APART:g}×' says the gap is "
              "one the machine's pace can make",
-             _after_compile(ran08, eager, compiled, before)]
+             f"08's step: gradient clipping, AdamW's two parameter groups, its learning-rate schedule; its section 4 runs "
+             f"{c08.accum} micro-batches of {c08.micro} a step, its section 5 and 09 one",
+             _after_compile(ran08, eager, compiled)]
     differ = [r.quantity for r in rows if r.verdict.startswith("a difference")]
     summary = (f"by the rule for two moments, the two notebooks differ on: {'; '.join(differ)}" if differ else
                "by the rule for two moments, no row of this table tells the two notebooks apart")
     return "\n".join(["notebook 08's readings of this GPT earlier in this run, beside this section's:", _table(rows),
-                      summary, *filter(None, notes)])
+                      summary, *_same_step(as_08, written, rows), *filter(None, notes)])
+
+
+def _same_step(as_08: Timing | None, written: Timing | None, rows: list[Row]) -> list[str]:
+    """08's step beside this notebook's in the same turns (what 08's extra work costs, paired), then what
+    the table's rows of 08's step say: the same step at two moments, read alike or not."""
+    if as_08 is None or written is None:
+        return []
+    cost = bench.speedup(as_08, written, "08's step over this notebook's, time", more="longer", less="shorter")
+    said = [cost.verdict("08's step (clipping, two groups) against this notebook's, in these turns, its time")]
+    mine = [r for r in rows if r.quantity.startswith(STEP_08)]
+    if not mine:
+        return said
+    lo, hi = min(r.value for r in mine), max(r.value for r in mine)
+    span = f"{lo:.2f}×" + (f"–{hi:.2f}×" if f"{hi:.2f}" != f"{lo:.2f}" else "")
+    who = "08 and 09" if any("09" in r.quantity for r in mine) else "08"
+    if all(r.verdict == verdicts.moments_words(0.9, 1.1, short=True) for r in mine):  # every range holds 1
+        return said + [f"08's step ran here at {span} the speed {who} measured: their ranges overlap"]
+    return said + [f"08's step, the same code, ran here at {span} the speed {who} measured minutes earlier (two "
+                   f"moments: {'; '.join(dict.fromkeys(r.verdict for r in mine))}): a gap between two moments and two processes, not between two "
+                   "steps; this run does not measure its cause"]
 
 
 def _table(rows: list[Row]) -> str:
@@ -131,41 +165,41 @@ def _payback(ran08: Mapping[str, dict], cold_s: float | None, gain: Ratio | None
                *_pair(here[0] / t08[0], here[1] / t08[2], here[2] / t08[1]))
 
 
-def _after_compile(ran08: Mapping[str, dict], eager: Timing | None, compiled: Timing | None,
-                   before: Timing | None) -> str:
-    """Where both of 08's readings after its compile sit below this section's beyond their quartiles:
-    that pace hit 08's eager and compiled steps alike, while this section's eager step did not move
-    across its own compile (`before`, section 2's reading); '' otherwise."""
+def _after_compile(ran08: Mapping[str, dict], eager: Timing | None, compiled: Timing | None) -> str:
+    """Where both of 08's readings after its compile sit below this section's beyond their quartiles: a pace
+    that hit 08's eager and compiled steps alike cancels in 08's paired compile ratio; '' otherwise."""
     after, comp = ran08.get("eager, SDPA (beside the compiled)"), ran08.get("compiled, SDPA")
-    if not (after and comp and eager and compiled and before):
+    if not (after and comp and eager and compiled):
         return ""
     vs = [report.rate_vs_row(t, row) for t, row in ((eager, after), (compiled, comp))]
     if not all(v and v[1] > 1 for v in vs):  # not both slower in 08 beyond their quartiles
         return ""
-    moved = before.median_s / eager.median_s  # this section's eager speed over section 2's
-    return (f"both of 08's versions read slower in its turns right after its compile than here (eager {vs[0][0]:.2f}×, "
-            f"compiled {vs[1][0]:.2f}×; not told apart, under {verdicts.APART:g}×), while the eager step here read "
-            f"{moved:.2f}× the speed it had before any compile: 08's paired compile ratio compares its two versions within "
-            "those turns, so a pace common to both cancels in it")
+    return (f"08's eager and compiled steps after its compile both read slower than here, by similar factors "
+            f"({vs[0][0]:.2f}×, {vs[1][0]:.2f}×): a pace common to both cancels in 08's paired compile ratio, so that "
+            "ratio stands")
 
 
 def _rates(ran08: Mapping[str, dict], batch: int, eager: Timing | None, written: Timing | None,
-           compiled: Timing | None, before: Timing | None = None) -> list[Row]:
+           compiled: Timing | None, before: Timing | None = None, as_08: Timing | None = None,
+           ran09: Mapping[str, dict] | None = None) -> list[Row]:
     """08's step rates beside this section's, each moment beside the same moment: eager SDPA before its compile
     beside this notebook's before any compile (`before`, section 2's plain step), after it beside this
-    section's (`eager`), compiled, and the written-out step of its section 4 and 5 (its section 5's step
-    runs whichever attention its row names)."""
+    section's (`eager`), compiled, and the written-out step of its section 4 and 5 and of 09's turns (each
+    runs whichever attention its row names) beside 08's own step timed here (`as_08`; else this notebook's)."""
     sec5 = {"no sampler": ran08.get(f"step, micro-batch of {batch} sequences, no sampler"),
             "sampler on": ran08.get(f"step, micro-batch of {batch} sequences")}
+    out = as_08 or written  # the written-out step that 08's rows are set beside
+    label = f"{STEP_08}, written-out" if as_08 else "written-out"
     pairs = [("eager SDPA", "each before its compile", before, ran08.get("eager, SDPA")),
              ("eager SDPA", "each after its compile", eager, ran08.get("eager, SDPA (beside the compiled)")),
              ("compiled SDPA", "", compiled, ran08.get("compiled, SDPA")),
-             ("written-out", "08: section 4", written, ran08.get("eager, written-out attention")),
-            *_long_run(ran08.get("long run: tokens/s"), eager, written)]
-    for how, row in sec5.items():
-        if row:
-            mine = written if "written-out" in row.get("setup", "") else eager
-            pairs.append(("written-out" if mine is written else "eager SDPA", f"08: section 5, {how}", mine, row))
+             (label, "08: section 4", out, ran08.get("eager, written-out attention"))]
+    rows_at = [(f"08: section 5, {how}", row) for how, row in sec5.items() if row]
+    rows_at += [("09, in its turns", row) for row in [(ran09 or {}).get(WHOLE_IN_09)] if row]
+    for which, row in rows_at + [("08: its long run", ran08.get("long run: tokens/s"))]:
+        if row:  # 08's long run names its attention in its note, the others in their setup
+            mine = out if "written-out" in row.get("setup", "") + row.get("note", "") else eager
+            pairs.append((label if mine is out else "eager SDPA", which, mine, row))
     rows = []
     for what, which, t, row in pairs:
         vs = report.rate_vs_row(t, row) if t is not None and row else None
@@ -175,16 +209,8 @@ def _rates(ran08: Mapping[str, dict], batch: int, eager: Timing | None, written:
         lo, hi = row["spread"]
         rows.append(Row(f"{what}, {row['unit']}" + (f" ({which})" if which else ""),
                         f"{row['value']:.3g} ({lo:.3g}–{hi:.3g})",
-                        f"{t.rate / scale:.3g} ({t.rate_lo / scale:.3g}–{t.rate_hi / scale:.3g})", *_pair(*vs)))
+                        f"{t.rate / scale:.3g} ({t.rate_lo / scale:.3g}–{t.rate_hi / scale:.3g})", *_pair(*vs), vs[0]))
     return rows
-
-
-def _long_run(row: dict | None, eager: Timing | None, written: Timing | None) -> list[tuple]:
-    """08's long run beside the step here that runs its attention (its note names it: written out or SDPA)."""
-    if not row:
-        return []
-    out = "written-out attention" in row.get("note", "")
-    return [("written-out" if out else "eager SDPA", "08: its long run", written if out else eager, row)]
 
 
 def _tokens_per_step(row: dict) -> int:
@@ -229,13 +255,14 @@ def account_in_08(ran08: Mapping[str, dict] | None, sdpa: Timing, written: Timin
     SDPA's extra time per call times the layers, beside the gap between this notebook's two eager steps
     (`sdpa`, `written`, section 3's turns): an account from two sets of turns, not a measurement of the step."""
     rows = {k: (ran08 or {}).get(f"attention alone: {k}, {dtype}") for k in ("SDPA", "written out")}
-    if not all(rows.values()) or not _same_gpt(profile, gpt) or profiles.sizes("08_transformer", profile).micro != batch:
+    if not all(rows.values()) or not same_as_08(gpt, profile, batch):
         return ""
     per_call = (rows["SDPA"]["value"] - rows["written out"]["value"]) / 1e3
     summed, gap = per_call * gpt.n_layer, sdpa.median_s - written.median_s
     share = f": the account is {summed / gap:.2f}× that gap" if gap > 0 and summed > 0 else ""
     more = (f". The {summed * 1e3:+.1f} ms summed from attention timed alone exceeds the step's {gap * 1e3:+.1f} ms gap: "
-            "what timing it alone adds (its own inputs, a sum and its backward, no neighbouring ops) is not measured here"
+            "attention timed alone includes its own .sum() and its backward, and runs without neighbouring ops; how much "
+            "that adds is not measured"
             if share and summed > 1.1 * gap else "")  # beyond a tenth: a part clearly larger than the whole
     return (f"notebook 08 timed attention alone at this shape earlier in this run ({dtype}, forward + backward): SDPA's "
             f"extra {per_call * 1e3:+.2f} ms per layer × {gpt.n_layer} layers = {summed * 1e3:+.1f} ms per step; here the "
