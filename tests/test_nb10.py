@@ -116,7 +116,10 @@ def test_counter_line_counts_the_first_call():
 
 def test_sync_verdict_adds_the_cpu_note_and_the_reference_off_a_gpu():
     gpu = nb10.sync_verdict(CLEAR, 7, "H100", "cuda")
-    assert gpu.startswith("verdict on H100: keeping the 7 values per step on the device: 2.00×") and "\n" not in gpu
+    head, details, verdict = gpu.splitlines()
+    assert head == ("in short: a step reading its logged values makes 7 synchronising calls, one keeping them on the "
+                    f"device 0; keeping them, timed in turns here: {CLEAR.brief}") and details == "  details:"
+    assert verdict.startswith("    verdict on H100: keeping the 7 values per step on the device: 2.00×")
     cpu = nb10.sync_verdict(CLEAR, 7, "EPYC", "cpu")
     assert "(on a CPU, ops run as they are called" in cpu and "The same two step functions on the reference GPU" in cpu
     assert nb10.sync_verdict(None, 7, "H100", "cuda") == ""
@@ -137,7 +140,7 @@ def test_answer_sums_the_step_the_kinds_and_the_fixes(tmp_path, monkeypatch):
         "  the fixes taught here, each timed in turns: keeping values 0.99× (0.93–1.02) no measurable difference; "
         "compiling 1.04× (1.02–1.05) faster; the graph break not timed here",
         "  so what paid: compiling at 1.04× made the step measurably faster, in turns",
-        "  the waste this run can name: the model's fusible ops, 20% of the op time (at most 1.25× if they vanished)"]
+        "  the waste this run can name: the model's fusible ops (element-wise, reduction, copy), 20% of the op time (at most 1.25× if they vanished)"]
     assert said[5] == "  details:"
     assert said[6] == ("    the profiled step (section 1): ops 94% of it, time outside any op (Python, autograd's bookkeeping, "
                        "the profiler's own) 6%")
@@ -149,10 +152,10 @@ def test_answer_sums_the_step_the_kinds_and_the_fixes(tmp_path, monkeypatch):
     assert said[9].endswith(": 6% of section 1's profiled step (part of the profiler's own time lands there)")
     apart = nb10.answer(cpu_step, "cpu", fixes, kinds, "sdpa bwd", 0.04, outside=0.005).splitlines()
     assert "took 15% of section 4's op time" in apart[7] and "1.18× faster" in apart[7] and "ops, 5% more" in apart[8]
-    assert apart[4].endswith("fusible ops, 15% of the op time (at most 1.18× if they vanished)")
+    assert apart[4].endswith("fusible ops (element-wise, reduction, copy), 15% of the op time (at most 1.18× if they vanished)")
     bracket = nb10.answer(cpu_step, "cpu", fixes, kinds, "sdpa bwd", 0.04, ops_unprofiled=0.98).splitlines()[9]
     assert nb10.answer(cpu_step, "cpu", fixes, kinds, "sdpa bwd", 0.04, ops_unprofiled=0.98).splitlines()[4].startswith(
-        "  the waste this run can name: at least 2.0% of the step outside any op (section 4); the model's fusible ops")
+        "  the waste this run can name: at least 2.0% of the step outside any op (section 4, if its op records hold every op); the model's fusible ops")
     assert bracket.endswith("at least 2.0% of the step without the profiler (section 4); section 1's profiled step reads "
                             "6%, which holds part of the profiler's own time")
     lower = nb10.answer(cpu_step, "cpu", fixes, kinds, "sdpa bwd", 0.04, ops_unprofiled=0.92).splitlines()[9]
@@ -285,8 +288,9 @@ def test_before_compile_sets_the_compiled_step_beside_the_step_before_any_compil
 
 
 def test_compile_pair_and_turns_apart():
-    assert "(2.00×), one run each, no spread to judge by" in nb10.compile_pair(20.0, 10.0)  # one pair: no verdict
-    assert "beyond" not in nb10.compile_pair(26.0, 10.0) and "caches" in nb10.compile_pair(26.0, 10.0)
+    assert "(2.00×), one run each: within the 2.5× two moments can differ by, but" in nb10.compile_pair(20.0, 10.0)
+    assert "(2.60×), one run each: beyond the 2.5×" in nb10.compile_pair(26.0, 10.0)  # the rule, then why it is no measure
+    assert "not a measure of what the break costs to compile" in nb10.compile_pair(26.0, 10.0)
     apart = nb10.turns_apart(_t("then", 1.0, 0.02), _t("now", 3.0, 0.06))
     assert "(here at 0.33× section 3's speed, 3.00× its time; 0.3" in apart and "two moments: a difference (2.5× or more)" in apart
     assert "two moments: not told apart (range holds 1); the verdicts above use only these turns" in nb10.turns_apart(_t("then", 1.0, 0.2), _t("now", 1.02, 0.2))
@@ -464,8 +468,8 @@ def test_regime_follows_the_share_the_gpu_waited(tmp_path, monkeypatch):
     rep.add("plain step: waiting share", 30.0, "%")
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
     said = nb10.regime({"compute": 0.9, "framework": 0.1}, "cpu")
-    assert "the reference's GPU waited 30% of its profiled step, an upper reading" in said and "The profiled step reads " \
-        "partly launch-bound by the glossary's rule" in said and "the plain step's regime is not settled here" in said
+    assert "the reference's GPU waited 30% of its profiled step, probably high" in said and "By the glossary's rule the " \
+        "profiled step is partly launch-bound" in said and "whether the plain step is too is not known here" in said
 
 
 def test_sync_verdict_says_when_the_reference_gpu_showed_no_cost_and_its_regime(tmp_path, monkeypatch):
@@ -479,13 +483,13 @@ def test_sync_verdict_says_when_the_reference_gpu_showed_no_cost_and_its_regime(
     text = nb10.sync_verdict(None, 53, "cpu", "cpu")
     assert "keeping values vs reading values: 1.041 (0.842–1.203) ×: too wide to tell" in text
     assert "The reference could not tell (0.84–1.20×: too wide, a cost of up to 20% fits in it).\n  its plain step's " \
-        "GPU waited 78% of its profiled step, an upper reading (without the profiler: not in this record)\n" in text
+        "GPU waited 78% of its profiled step, probably high (without the profiler: not in this record)\n" in text
     assert "the logging step's own share was not profiled" in text
     assert "(reasoning, not measured;" in text
     rep.add("plain step: waiting share", 5.0, "%")  # a GPU-bound reference: no launch-bound reasoning
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
     gpu_bound = nb10.sync_verdict(None, 53, "cpu", "cpu")
-    assert "plain step's GPU waited 5% of its profiled step, an upper reading" in gpu_bound
+    assert "plain step's GPU waited 5% of its profiled step, probably high" in gpu_bound
     assert "reasoning" not in gpu_bound
     rep.add("plain step: waiting share", 78.0, "%")
     rep.add("keeping values vs reading values", 1.3, "×", spread=(1.2, 1.4))  # a cost the reference did show
@@ -650,21 +654,21 @@ def test_regime_off_a_gpu_names_the_profilers_cost_and_the_graphs_evidence(tmp_p
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
     cats = {"compute": 0.9, "copies": 0.02, "waiting": 0.0, "framework": 0.08}
     text = nb10.regime(cats, "cpu")
-    assert "waited 78% of its profiled step, an upper reading" in text and "profiler's CPU time per op" in text
-    assert "CUDA graphs" not in text and "not in this record" in text  # no unprofiled share for this GPU
+    assert "waited 78% of its profiled step, probably high" in text and "profiler's CPU time per op" in text
+    assert "CUDA graphs" not in text and "recorded no share without the profiler" in text  # no unprofiled share for this GPU
     rep.add("GPU busy share of the step, no profiler", 40.0, "%")
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
     said = nb10.regime(cats, "cpu")
     assert "the reference's GPU, without the profiler, waited about 60% of a step (section 4's kernel times over its " \
         "step timed without the profiler): launch-bound by the glossary's rule\nprofiled (its section 1): 78% waiting, " \
-        "an upper reading" in said
+        "probably high" in said
     rep.meta.update(device="NVIDIA H200")
     rep.rows.pop("GPU busy share of the step, no profiler")
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
     said = nb10.regime(cats, "cpu")  # an H200 record without the unprofiled row: no regime of the plain step
-    assert "the reference's GPU waited 78% of its profiled step, an upper reading" in said and "56%" not in said
-    assert "without the profiler the share is not in this record (a re-recording on a GPU adds it), so the plain " \
-        "step's regime is not settled here" in said
+    assert "the reference's GPU waited 78% of its profiled step, probably high" in said and "56%" not in said
+    assert "the reference recorded no share without the profiler (the current code records one on a GPU), so " \
+        "whether the plain step is too is not known here" in said
     rep.add("compiled, default", 534.4, "ktok/s", spread=(517.0, 545.5))
     rep.add("compiled, reduce-overhead", 975.1, "ktok/s", spread=(950.4, 1000.1))
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
@@ -698,13 +702,13 @@ def test_answer_adds_the_reference_gpus_bottom_line_off_a_gpu(tmp_path, monkeypa
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
     last = nb10.answer(step, "cpu", {}, None, "", None).splitlines()[2]  # among the short lines, before the details
     assert last.startswith("  on the reference NVIDIA H100 80GB HBM3, with its own GPT (") and "another model" in last
-    assert last.endswith("its GPU waited 70% of its profiled step (an upper reading); compiled (default) vs eager 1.30×")
+    assert last.endswith("its GPU waited 70% of its profiled step (probably high); compiled (default) vs eager 1.30×")
     rep.meta.update(device="NVIDIA H200")
     for old in tmp_path.glob("*.json"):  # the H100's record: this reference is the only one
         old.unlink()
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
     said = nb10.answer(step, "cpu", {}, None, "", None)  # the unrecorded reading stays in section 1's lines
-    assert "its GPU waited 70% of its profiled step (an upper reading)" in said and "56%" not in said
+    assert "its GPU waited 70% of its profiled step (probably high)" in said and "56%" not in said
     rep.add("GPU busy share of the step, no profiler", 40.0, "%")
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
     said = nb10.answer(step, "cpu", {}, None, "", None)
@@ -719,6 +723,9 @@ def test_small_copy_note_says_when_a_gpus_small_copy_ran_below_main_memory():
     said = small_copy_note(rows)
     assert said.startswith("  on that GPU the smallest copy ran slower than the largest (copy 16.0 MiB: 2.34 TB/s, copy "
                            "2.0 GiB: 4.24 TB/s): it lasts about 14 µs")  # 2 × 16 MiB at 2.336 TB/s
+    assert said.endswith("so every op's memory roof is main memory's")  # the 2 GiB copy is the fastest of all
+    rows["copy 256.0 MiB"]["value"] = 4.5  # a mid-size copy the fastest: no one roof for every op
+    assert "every op's memory roof" not in small_copy_note(rows)
     rows["copy 16.0 MiB"]["value"] = 9.0  # a cache-sized copy faster than main memory's, as on a CPU
     assert small_copy_note(rows) == "" and small_copy_note({}) == ""
 
@@ -772,3 +779,29 @@ def test_eager_readings_lists_the_plain_steps_sets_of_turns():
     assert said == ("the plain eager step in this notebook's sets of turns: section 2 97.3 ms, section 3 117 ms, here "
                     "98.1 ms: 1.20× from the fastest to the slowest, two moments each: not told apart (under 2.5×)")
     assert nb10.eager_readings({"section 2": _t("a", 0.1, 0.002), "section 3": None}) == ""
+
+
+def test_in_short_puts_one_line_first_and_every_other_line_under_details():
+    said = nb10.in_short("compiling: 1.05×", ["verdict one", "", "  a note\nsecond line", None])
+    assert said.splitlines() == ["in short: compiling: 1.05×", "  details:", "    verdict one", "      a note",
+                                 "    second line"]
+    assert nb10.in_short("nothing more", []) == "in short: nothing more"
+
+
+def test_short_lines_say_what_each_section_found_and_where_two_sets_of_turns_disagree(tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_RESULTS_DIR", str(tmp_path))  # no reference record
+    faster = Ratio("compiled (default) vs eager", 1.05, 1.04, 1.06, rounds=9, coverage=0.96, drift=0.01)
+    same = Ratio("compiled vs eager, section 3b's turns", 1.01, 0.98, 1.02, rounds=9, coverage=0.96, drift=0.02)
+    attention = Ratio("written-out attention vs SDPA, eager", 1.37, 1.36, 1.40, rounds=9, coverage=0.96, drift=0.01)
+    assert nb10.compile_short(faster, attention) == (
+        f"compiling (default mode) against eager, timed in turns: {faster.brief} (section 3b times it again); the "
+        f"written-out attention instead of SDPA, eager: {attention.brief}")
+    fix = Ratio("compiled, tensor vs .item() in the model", 1.0, 0.98, 1.02, rounds=9, coverage=0.96, drift=0.02)
+    split = nb10.break_short(fix, same, faster)
+    assert split.endswith(f"against {faster.brief} in section 3's: the two sets of turns disagree, so the gain is not "
+                          "established")
+    assert "disagree" not in nb10.break_short(fix, faster, faster)  # both sets of turns read a gain
+    cpu = nb10.sync_short(same, 53, "cpu")
+    assert "; the reference GPU has no such record. No run of this course has yet measured what the reads cost" in cpu
+    assert "No run of this course" not in nb10.sync_short(faster, 53, "cpu")  # a cost measured here
+    assert "reference" not in nb10.sync_short(same, 53, "cuda")

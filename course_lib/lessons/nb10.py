@@ -26,6 +26,7 @@ from course_lib.lessons.nb10_reference import (bound, graphs_bound, own_gpt, que
                                                 reference_sync, regime_label)
 from course_lib.lessons.nb10_beside08 import NOT_IN_08, account_in_08, beside_08, same_as_08  # noqa: F401
 from course_lib.lessons.nb10_roofline import at_least, roof_share
+from course_lib.lessons.nb10_short import break_short, compile_short, in_short, sync_short  # noqa: F401
 from course_lib.models import GPT, GPTConfig
 from course_lib.profiling import StepSyncs, SyncCounter
 from course_lib.roofline import OpTime, count_ops
@@ -162,7 +163,7 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
                 "  so what paid: no change timed here made the step measurably faster")
     if unsettled:
         head.append(f"  not established: {COMPILING}, {fixes[COMPILING].brief} in section 3's turns, {again.brief} in "
-                    "section 3b's: the second set did not confirm the gain, so section 3's break-even is not established")
+                    "section 3b's: the second set did not confirm the gain, so section 3's 'pays for itself after' is not established")
     if kinds and device_type != "cuda":
         head.append(_waste(kinds, ops_unprofiled, outside, attention))
     details = [f"the profiled step: the GPU waited {share.get('waiting', 0.0):.0%} of it, ran kernels and copies {ops:.0%}"
@@ -203,8 +204,8 @@ def _waste(kinds: Mapping[str, Mapping[str, float]], ops_unprofiled: float | Non
     """Cell 1's 'which of that time is waste', on a CPU: the time outside any op, the fusible ops' share and what
     their vanishing would give at most, and the attention kernel where the written-out one beat it."""
     fusible = _fusible(kinds, outside)
-    said = [f"at least {at_least(1 - ops_unprofiled)} of the step outside any op (section 4)"] if ops_unprofiled else []
-    said.append(f"the model's fusible ops, {fusible:.0%} of the op time (at most {1 / (1 - fusible):.2f}× if they "
+    said = [f"at least {at_least(1 - ops_unprofiled)} of the step outside any op (section 4, if its op records hold every op)"] if ops_unprofiled else []
+    said.append(f"the model's fusible ops (element-wise, reduction, copy), {fusible:.0%} of the op time (at most {1 / (1 - fusible):.2f}× if they "
                 "vanished)")
     if attention is not None and _gain(attention):
         said.append(f"SDPA's kernel in this format (the written-out attention ran the step {attention.value:.2f}× as fast)")
@@ -354,14 +355,15 @@ def counter_line(counter: SyncCounter, what: str) -> str:
 
 
 def sync_verdict(gain: Ratio | None, waits: int, device: str, device_type: str, also: Sequence[str] = ()) -> str:
-    """This run's block first: the verdict on keeping the logged values on the device (none when the steps
-    were not timed), the lines `also` gives (the cell's other verdicts and notes), on a CPU why the reads cost
-    little; then, off a GPU, the reference GPU's timings under a heading of their own."""
+    """This run's block first: what section 2 found in one line (:func:`sync_short`), then under 'details:' the
+    verdict on keeping the logged values on the device, the lines `also` gives (the cell's other verdicts and
+    notes), on a CPU why the reads cost little (none of it when the steps were not timed); then, off a GPU, the
+    reference GPU's timings under a heading of their own."""
     lines = [gain.verdict(f"keeping the {waits} values per step on the device", on=device)] if gain is not None else []
     lines += also
     if gain is not None and device_type == "cpu":
         lines.append("(on a CPU, ops run as they are called, so a value is ready when it is read)")
-    blocks = ["\n".join(filter(None, lines))]
+    blocks = [in_short(sync_short(gain, waits, device_type), lines) if gain is not None else ""]
     if device_type != "cuda":  # what the reference GPU measured of the same two steps, a block of its own
         blocks.append("\n".join(["On the reference GPU (not this machine):", *filter(None, reference_sync())]))
     return "\n\n".join(filter(None, blocks))
@@ -512,10 +514,10 @@ def compile_pair(item_s: float, tensor_s: float) -> str:
     """The two first steps (compilation included), with and without the break: one run each, so no verdict,
     and why they say nothing of the break's cost to compile (what each found in the caches)."""
     r = item_s / tensor_s
+    side = "beyond" if max(r, 1 / r) >= verdicts.APART else "within"
     return (f"compilation: first step {item_s:.1f} s with the .item(), {tensor_s:.1f} s with the tensor ({r:.2f}×), one "
-            "run each, no spread to judge by. Each compile may also have found a different part of its work in the "
-            "on-disk caches section 3 filled (not measured): these two times do not measure what the break costs to "
-            "compile")
+            f"run each: {side} the {verdicts.APART:g}× two moments can differ by, but each compile may have found a "
+            "different part of its work in the caches section 3 filled: not a measure of what the break costs to compile")
 
 
 def before_compile(plain: Timing, eager: Timing, compiled: Timing) -> str:
@@ -528,7 +530,7 @@ def before_compile(plain: Timing, eager: Timing, compiled: Timing) -> str:
     return (f"before any compile in this process, section 2 timed this plain step at {ms(plain)}; after the compile, "
             f"eager {ms(eager)}, compiled {ms(compiled)}\n  compiled over the step before any compile: {r.value:.2f}× "
             f"({r.lo:.2f}–{r.hi:.2f}), two moments: {verdicts.moments_words(r.lo, r.hi, short=True)}; the paired verdict "
-            "above compares the two in the same turns\n  "
+            "above compares compiled with the eager step timed in the same turns\n  "
             + (f"the eager step read alike before and after the compile ({e.value:.2f}×)" if e.within_noise else
                f"the eager step took {e.value:.2f}× its earlier time; the cause is not measured here"))
 

@@ -99,8 +99,9 @@ def _same_step(as_08: Timing | None, written: Timing | None, rows: list[Row]) ->
     who = "08 and 09" if any("09" in r.quantity for r in mine) else "08"
     if all(r.verdict == verdicts.moments_words(0.9, 1.1, short=True) for r in mine):  # every range holds 1
         return said + [f"08's step ran here at {span} the speed {who} measured: their ranges overlap"]
-    return said + [f"08's step, the same code, ran here at {span} the speed {who} measured minutes earlier (two "
-                   f"moments: {'; '.join(dict.fromkeys(r.verdict for r in mine))}): a gap between two moments and two processes, not between two "
+    told = ("by the rule for two moments, a difference" if any(r.verdict.startswith("a difference") for r in mine) else
+            f"under the {verdicts.APART:g}× that two moments can differ by")
+    return said + [f"08's step, the same code, ran here at {span} the speed {who} measured minutes earlier ({told}): a gap between two moments and two processes, not between two "
                    "steps; this run does not measure its cause"]
 
 

@@ -1,5 +1,5 @@
 """Notebook 10's reference GPU, read off a GPU: the GPT its run profiled (another than a cpu run's), how
-long its GPU waited for the host (without the profiler first, profiled as an upper reading), what its
+long its GPU waited for the host (without the profiler first, profiled as a reading that is probably high), what its
 logging, compiled and CUDA-graph steps measured, and what a read waits for there (notebook 01's record).
 Each function returns the text a cell prints; :mod:`course_lib.lessons.nb10` re-exports them."""
 
@@ -14,7 +14,7 @@ from course_lib.lessons.nb08 import reference_gpts
 from course_lib.models import GPT, GPTConfig
 
 NB = "10_compile_and_profile"
-UPPER = "an upper reading: the profiler's CPU time per op makes the GPU wait more (reasoning, not measured)"
+UPPER = "probably high: the profiler's CPU time per op makes the GPU wait more (reasoning, not measured)"
 
 
 def bound(waited: float) -> str:
@@ -67,7 +67,7 @@ def unprofiled_wait(rows: Mapping[str, dict], device: str | None) -> tuple[float
 
 def regime_label(rows: Mapping[str, dict]) -> str:
     """The reference's regime, off a GPU: by its waiting share without the profiler where its record has
-    one, the profiled share (its section 1) beside it as an upper reading; where only the profiled share
+    one, the profiled share (its section 1) beside it as a reading that is probably high; where only the profiled share
     is recorded, that reading and no regime of the plain step; '' where it recorded neither."""
     profiled = rows.get("plain step: waiting share")
     if profiled is None:
@@ -75,9 +75,9 @@ def regime_label(rows: Mapping[str, dict]) -> str:
     said = f"profiled (its section 1): {profiled['value']:.0f}% waiting, {UPPER}"
     unprofiled = unprofiled_wait(rows, report.reference(NB)[0])
     if unprofiled is None:
-        return (f"the reference's GPU waited {profiled['value']:.0f}% of its profiled step, {UPPER}. The profiled step "
-                f"reads {bound(profiled['value'] / 100)} by the glossary's rule; without the profiler the share is not "
-                "in this record (a re-recording on a GPU adds it), so the plain step's regime is not settled here")
+        return (f"the reference's GPU waited {profiled['value']:.0f}% of its profiled step, {UPPER}. By the glossary's "
+                f"rule the profiled step is {bound(profiled['value'] / 100)}; the reference recorded no share without the "
+                "profiler (the current code records one on a GPU), so whether the plain step is too is not known here")
     waited, source = unprofiled
     return (f"the reference's GPU, without the profiler, waited about {waited:.0%} of a step ({source}): "
             f"{bound(waited)} by the glossary's rule\n{said}")

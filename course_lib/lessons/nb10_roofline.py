@@ -50,8 +50,9 @@ def small_copy_note(rows: Mapping[str, dict]) -> str:
     took = 2 * mib * 2**20 / (row["value"] * 1e12)  # it reads and writes each byte
     return (f"  on that GPU the smallest copy ran slower than the largest ({small}: {row['value']:.2f} TB/s, {large}: "
             f"{big['value']:.2f} TB/s): it lasts about {took * 1e6:.0f} µs, short enough for a kernel's start and end to "
-            "weigh in its time (not measured apart). A roof there is the fastest copy of at least an op's bytes, so "
-            "there every op gets a main-memory roof")
+            "weigh in its time (not measured apart)" + (
+                ". An op's memory roof is the fastest copy at least its size; there the largest copy is the fastest, so "
+                "every op's memory roof is main memory's" if big["value"] >= max(c[2]["value"] for c in copies) else ""))
 
 
 def reference_ridge(intensities: Mapping[str, float]) -> str:
@@ -152,8 +153,8 @@ def op_notes(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, peak_name: s
                  f"counting's own){alone}",
                  f"  without the profiler, in the same turns: the profiled op time is {op_time / step:.0%} of the unprofiled "
                  "step, so at least "
-                 f"{at_least(1 - op_time / step)} outside any op (the profiler's cost inside the ops' records makes the "
-                 "ops' share read high)"]
+                 f"{at_least(1 - op_time / step)} outside any op, if these records hold every op (the profiler's cost "
+                 "inside them makes the ops' share read high)"]
     over = [o for o in measured.ops if o.flops and of_roof(o) > 1]
     for side, group in (("below", [o for o in over if o.intensity < ridge_of(o)]),
                         ("above", [o for o in over if o.intensity >= ridge_of(o)])):

@@ -1,0 +1,64 @@
+"""Notebook 10's timed sections in the layout of its answer: one line that says what the section found
+('in short: …'), then the section's other lines under 'details:'. Each function returns text a cell
+prints; :mod:`course_lib.lessons.nb10` re-exports them."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from course_lib import report
+from course_lib.bench import Ratio
+
+NB = "10_compile_and_profile"
+
+
+def in_short(short: str, details: Iterable[str]) -> str:
+    """'in short: `short`', then every non-empty line of `details` indented under 'details:'."""
+    lines = [ln for d in details if d for ln in d.splitlines() if ln.strip()]
+    return "\n".join([f"in short: {short}"] + (["  details:", *(f"    {ln}" for ln in lines)] if lines else []))
+
+
+def sync_short(gain: Ratio | None, waits: int, device_type: str) -> str:
+    """Section 2 in one line: the synchronising calls each logging step makes, what keeping the values on the
+    device changed here (`gain`, None where not timed) and, off a GPU, on the reference GPU; where neither
+    measured a cost, where in the course a read's wait is measured."""
+    said = (f"a step reading its logged values makes {waits} synchronising calls, one keeping them on the device 0; "
+            "keeping them, timed in turns here: " + (gain.brief if gain is not None else "not timed"))
+    ref = _recorded("keeping values vs reading values") if device_type != "cuda" else None
+    if device_type != "cuda":
+        said += f"; on the reference GPU: {ref.brief}" if ref else "; the reference GPU has no such record"
+        if not (gain is not None and gain.clear) and not (ref is not None and ref.clear):
+            said += (". No run of this course has yet measured what the reads cost a training step; notebook 01 "
+                     "(section 2) measured what one read waits for on a GPU")
+    return said
+
+
+def compile_short(gain: Ratio | None, attention: Ratio | None) -> str:
+    """Section 3 in one line: compiling's speed-up in these turns, and the written-out attention's."""
+    said = [f"compiling (default mode) against eager, timed in turns: {gain.brief} (section 3b times it again)"
+            if gain is not None else "compiling: not timed here"]
+    if attention is not None:
+        said.append(f"the written-out attention instead of SDPA, eager: {attention.brief}")
+    return "; ".join(said)
+
+
+def break_short(fix: Ratio, again: Ratio, first: Ratio | None) -> str:
+    """Section 3b in one line: the graph break's fix, and compiling's gain timed again in these turns beside
+    section 3's (`first`), with whether the two sets of turns agree on it."""
+    said = (f"removing the graph break (a tensor instead of .item()): {fix.brief}; compiling, again in these turns: "
+            f"{again.brief}")
+    if first is not None and _gain(first) != _gain(again):
+        said += f", against {first.brief} in section 3's: the two sets of turns disagree, so the gain is not established"
+    return said
+
+
+def _gain(r: Ratio) -> bool:
+    """Whether a ratio is a speed-up beyond its spread (and its turns' drift)."""
+    return r.clear and r.value > 1
+
+
+def _recorded(key: str) -> Ratio | None:
+    """The reference run's recorded ratio `key` as a :class:`Ratio` (None where it has none with a range)."""
+    row = report.reference(NB)[1].get(key)
+    return report.recorded_ratio(key, row) if row and row.get("spread") else None
+
