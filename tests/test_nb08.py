@@ -367,13 +367,13 @@ def test_paired_mfu_text_names_the_turns_and_the_moment():
                             bench.timing_of([0.008] * 3, name="peak", device="cpu", work=2e8, unit="FLOP/s"))
     moved = nb08.paired_mfu_text(mfu, "eager, SDPA", "cpu", 0.45, slow)
     assert "ran at 0.80× its stored pace" in moved and "stands" not in moved  # 0.010 s against a stored 0.008 s
-    assert "this step's MFU on this machine: 45%–50%, the range of these readings" in moved
+    assert "this step's MFU in this process: 45%–50%, the range of these readings" in moved
     # the step itself ran faster in these turns than in section 4's: the MFU above does not stand either
     sec4 = bench.timing_of([0.14, 0.135, 0.15], name="eager, SDPA", device="cpu", work=1000, unit="tok/s")
     faster = bench.rate_ratio(step, sec4)  # 0.10 s here against section 4's 0.14 s: 1.4x its pace
     text = nb08.paired_mfu_text(mfu, "eager, SDPA", "cpu", 0.45, held, faster)
     assert "the matmul within the spreads of its stored pace; the step ran at 1.40× (" in text and "stands" not in text
-    assert f"this machine: {0.45 / faster.value:.0%}–50%, the range of these readings" in text  # section 4's 32 %
+    assert f"this process: {0.45 / faster.value:.0%}–50%, the range of these readings" in text  # section 4's 32 %
     wide = bench.Ratio("step", 1.23, 0.95, 1.40, apart=True)  # the quartiles' range holds 1, the medians 23 % apart
     moved_step = nb08.paired_mfu_text(mfu, "eager, SDPA", "cpu", 0.45, held, wide)
     assert "the step ran at 1.23× (0.95–1.40) section 4's pace" in moved_step and "no change shown" not in moved_step
@@ -405,7 +405,7 @@ def test_paired_mfu_text_names_the_turns_and_the_moment():
     assert nb08.mfu_span([0.377, 0.369, 0.382], mfu, 0.45, held) == (0.369, 0.382)  # stands: the quartiles
     assert nb08.mfu_span([0.377, 0.369, 0.382], None, 0.45, None) == (0.369, 0.382)  # no check ran
     widened = nb08.answer_with_long_run((0.30, 0.34), [0.385, 0.321, 0.3905])
-    assert widened.startswith("answer, with the long run: this step's MFU on this machine is 30%–39% of the measured")
+    assert widened.startswith("answer, with the long run: this step's MFU in this notebook's process is 30%–39% of the measured")
     assert "(section 5: 30%–34%; the long run's quartiles: 32%–39%)" in widened
     more = nb08.answer_with_long_run((0.30, 0.34), [0.385, 0.321, 0.3905], {"section 4's second turns": (0.39, 0.41)})
     assert "is 30%–41% of the measured" in more and "(section 5: 30%–34%; section 4's second turns: 39%–41%; the long " \

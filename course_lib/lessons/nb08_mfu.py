@@ -137,7 +137,7 @@ def answer_with_long_run(section5: tuple[float, float], long_mfu: Sequence[float
     lo, hi = min(r[0] for r in parts.values()), max(r[1] for r in parts.values())
     def span(a: float, b: float) -> str:  # '34%', not '34%–34%', where the two ends round alike
         return f"{a:.0%}" if f"{a:.0%}" == f"{b:.0%}" else f"{a:.0%}–{b:.0%}"
-    return (f"answer, with the long run: this step's MFU on this machine is {span(lo, hi)} of the measured peak "
+    return (f"answer, with the long run: this step's MFU in this notebook's process is {span(lo, hi)} of the measured peak "
             f"across this notebook's readings ({'; '.join(f'{k}: {span(a, b)}' for k, (a, b) in parts.items())}), "
             "each reading taken at one moment")
 
@@ -196,7 +196,7 @@ def paired_mfu_text(mfu: Ratio, what: str, device: str, stored: float, matmul: R
         return "\n".join(lines + [f"  {', and '.join(said)} (two moments: no change shown): the MFU above is this run's "
                                   "reading"])
     lines.append(f"  {'; '.join(said)}")
-    lines.append(f"  so this step's MFU on this machine: {min(readings):.0%}–{max(readings):.0%}, the range of these "
+    lines.append(f"  so this step's MFU in this process: {min(readings):.0%}–{max(readings):.0%}, the range of these "
                  "readings (each divides by one moment's timings)")
     return "\n".join(lines)
 
