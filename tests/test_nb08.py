@@ -483,7 +483,8 @@ def test_busy_parts_bounds_what_the_sampler_and_accumulation_change_and_names_th
     bound = max(sampler.hi, 1 / sampler.lo) * max(accum.hi, 1 / accum.lo) - 1  # the two together
     assert text.splitlines()[-1].startswith(f"verdict: the sampler and accumulating 2 micro-batches change the rate by "
                                             f"{bound:.1%} at most here")
-    assert "section 4's step itself ran at 0.80× its section-4 pace here, at another moment: any gap between the two " \
+    assert "section 4's step, timed again in these turns, ran at 0.80× the pace section 4 measured (two moments): any " \
+        "gap between the two " \
         f"sections' MFUs larger than {bound:.1%} is not explained by them" in text
     slow = bench.rate_ratio(_turns("sampled", [0.13, 0.131, 0.129, 0.13, 0.132]), plain, "the sampler")  # 1.3x slower
     assert nb08.busy_parts(slow, accum, apart, 2).splitlines()[-1].startswith(

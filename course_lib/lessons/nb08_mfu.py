@@ -244,5 +244,6 @@ def busy_parts(sampler: Ratio, accum: Ratio | None, apart: Ratio | None, n_micro
         return "\n".join(lines + [said + ("" if apart is None else
                                           "; section 4's step kept its section-4 pace here, within the spreads")])
     return "\n".join(lines + [
-        f"{said}; section 4's step itself ran at {apart.value:.2f}× its section-4 pace here, at another moment: any gap "
+        f"{said}; section 4's step, timed again in these turns, ran at {apart.value:.2f}× the pace section 4 measured "
+        f"(two moments): any gap "
         f"between the two sections' MFUs larger than {bound:.1%} is not explained by them"])
