@@ -395,8 +395,8 @@ def test_paired_mfu_text_names_the_turns_and_the_moment():
         "answer so far: compiled, SDPA reaches 37.7% MFU (quartiles 36.9%–38.2%) of the measured peak; the same-turns "
         "check below agrees")
     assert nb08.mfu_answer(best, [0.377, 0.369, 0.382], mfu, 0.45, slow).startswith(
-        "answer so far: compiled, SDPA, in section 4's turns (the recorded row): 37.7% MFU (quartiles 36.9%–38.2%) of the "
-        "measured peak. Its readings below, each at another moment, span 45%–50%")
+        "answer so far: compiled, SDPA, 38%–50% MFU of the measured peak across its readings, each at one moment: in "
+        "section 4's turns (the recorded row) 37.7% (quartiles 36.9%–38.2%), in those below 45%–50%")
     assert nb08.mfu_answer(best, [0.377, 0.369, 0.382], mfu, 0.45, held, later=True).endswith(
         "; section 6's long run reads this step again, and its answer includes that reading")
     assert nb08.mfu_answer(best, [0.377, 0.369, 0.382], swung, 0.40, slow).endswith("too wide to check it")

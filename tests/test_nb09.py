@@ -165,7 +165,8 @@ def test_checkpointing_rows_and_verdicts():
     assert "overlaps the measured quartiles: no difference these repeats can show, though its median lies outside" in apart
     close = nb09.recompute_verdict(0.4, cost, plain, _t("ck", 0.1315, 0.0005), fwd)  # 1.2 % over, quartiles miss 130
     assert close.endswith("verdict: the checkpointed step's median lies within 2% of the prediction (+1.5 ms): the two "
-                          "agree, a gap that small being within what medians against quartiles, not paired turns, can tell")
+                          "agree; the prediction is a sum of two medians, not a paired reading, and cannot resolve a gap "
+                          "that small")
 
 
 def test_set_to_none_and_empty_cache_notes():

@@ -159,9 +159,10 @@ def mfu_answer(best: Timing | None, best_mfu: Sequence[float] | None, mfu: Ratio
     status, readings = _mfu_check(mfu, stored, matmul, step)
     more = "; section 6's long run reads this step again, and its answer includes that reading" if later else ""
     if status == "range":
-        return (f"answer so far: {best.name}, in section 4's turns (the recorded row): {best_mfu[0]:.1%} MFU (quartiles "
-                f"{best_mfu[1]:.1%}–{best_mfu[2]:.1%}) of the measured peak. Its readings below, each at another moment, "
-                f"span {min(readings):.0%}–{max(readings):.0%}{more}")
+        lo, hi = min(best_mfu[0], *readings), max(best_mfu[0], *readings)
+        return (f"answer so far: {best.name}, {lo:.0%}–{hi:.0%} MFU of the measured peak across its readings, each at one "
+                f"moment: in section 4's turns (the recorded row) {best_mfu[0]:.1%} (quartiles {best_mfu[1]:.1%}–"
+                f"{best_mfu[2]:.1%}), in those below {min(readings):.0%}–{max(readings):.0%}{more}")
     return (f"answer so far: {best.name} reaches {best_mfu[0]:.1%} MFU (quartiles {best_mfu[1]:.1%}–{best_mfu[2]:.1%}) "
             "of the measured peak; " + ("the same-turns check below agrees" if status == "stands" else
                                         "the same-turns check below was too wide to check it") + more)

@@ -423,8 +423,8 @@ def recompute_verdict(saving: float, cost: Ratio, plain: Timing, checkpointed: T
     predicted = plain.median_s + forward.median_s
     if abs(checkpointed.median_s - predicted) <= NEAR * predicted and not checkpointed.lo_s <= predicted <= checkpointed.hi_s:
         lines.append(f"verdict: the checkpointed step's median lies within {NEAR:.0%} of the prediction "
-                     f"({1e3 * (checkpointed.median_s - predicted):+.1f} ms): the two agree, a gap that small being within "
-                     "what medians against quartiles, not paired turns, can tell")
+                     f"({1e3 * (checkpointed.median_s - predicted):+.1f} ms): the two agree; the prediction is a sum of two "
+                     "medians, not a paired reading, and cannot resolve a gap that small")
     elif checkpointed.lo_s > hi:
         lines.append(f"verdict: checkpointing costs "
                      f"{1e3 * (checkpointed.median_s - plain.median_s - forward.median_s):.1f} ms beyond recomputing "

@@ -127,15 +127,14 @@ def outside_model(ops: Iterable[OpTime]) -> float:
 def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Ratio | None],
            kinds: Mapping[str, Mapping[str, float]] | None, slowest: str, slowest_of_roof: float | None,
            ran08: Mapping[str, dict] | None = None, attention: Ratio | None = None,
-           ops_unprofiled: float | None = None, outside: float = 0.0, before: Ratio | None = None,
+           ops_unprofiled: float | None = None, outside: float = 0.0,
            again: Ratio | None = None, device: str = "") -> str:
     """The notebook's question answered from this run's numbers, a few short lines first: where the op time
     went (`kinds`, as section 4 sums them; the costliest op with FLOPs, `slowest`, at `slowest_of_roof` of its
     roof), which timed change paid (`fixes`: a name -> its ratio, None where not timed; `attention`, the
     written-out attention in section 3's turns), each fix's verdict and, off a GPU, the reference GPU's; then
     the details: the profiled step's split (`step`: seconds per category), on a CPU compiling's room
-    (:func:`_room`), the compiled step against the plain one timed before any compile (`before`, two moments),
-    notebook 08's readings of the same changes (`ran08`), and why a fix did not show. `again`: the compile's
+    (:func:`_room`), notebook 08's readings of the same changes (`ran08`), and why a fix did not show. `again`: the compile's
     gain timed once more, in section 3b's turns, quoted beside section 3's wherever that is."""
     total = sum(step.values())
     share = {cat: s / total for cat, s in step.items()}
@@ -172,10 +171,6 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
                f"profiler's own) {share.get('framework', 0.0):.0%}"]
     if kinds and device_type != "cuda":
         details += _room(kinds, share.get("framework", 0.0), ops_unprofiled, outside, ran08)
-    if before is not None:
-        details.append(f"the compiled step ran at {before.value:.2f}× the speed of the plain step timed before any compile "
-                       f"(section 2), at two moments: {verdicts.moments_words(before.lo, before.hi)}; the verdict above "
-                       "is against the eager step timed beside it")
     details += _beside_08_answer(ran08, attention, fixes.get(COMPILING))
     kept, fix = fixes.get("keeping values on the device"), fixes.get("a tensor instead of .item()")
     if device_type != "cuda" and kept is not None and not kept.clear:
@@ -404,7 +399,8 @@ def reduce_overhead_elsewhere() -> str:
                                                               "compile + first step, reduce", "compiled, reduce",
                                                               "compiled (reduce", "compiled, default"), GRAPH_FIGURES)
             + "\n(the reference's default compile ran first, with cold caches, as here; its reduce-overhead compile "
-            "ran second, with the caches warm from the default one)")
+            "ran second, with the caches warm from the default one)"
+            + graphs_bound(report.reference("10_compile_and_profile")[1]))
 
 
 def not_compiled(prefixes: tuple[str, ...]) -> str:
@@ -435,12 +431,12 @@ def payback(speed: Ratio, first_call_s: float, eager: Timing, compiled: Timing) 
 
 def gpus_measured(device_type: str, reduce_overhead: bool) -> str:
     """What GPUs measured of torch.compile: the reference run's speed-up off a GPU, the published
-    figures (with CUDA graphs' where reduce-overhead ran)."""
-    graphs = graphs_bound(report.reference("10_compile_and_profile")[1]) if device_type != "cuda" else ""
+    figures (with CUDA graphs' where reduce-overhead ran; off a GPU they stand with
+    :func:`reduce_overhead_elsewhere`, which says what the reference's graphs removed)."""
     named = f" ({own_gpt()})" if device_type != "cuda" and own_gpt() else ""
     return f"\nBeside it, what GPUs measured{named}:\n" + published.elsewhere(
         "10_compile_and_profile", ("compiled (default) vs eager",) if device_type != "cuda" else (),
-        COMPILE_FIGURES + (GRAPH_FIGURES if reduce_overhead else [])) + graphs
+        COMPILE_FIGURES + (GRAPH_FIGURES if reduce_overhead else []))
 
 
 def intensity_line(what: str, intensity_: float, bound: str | None, device: str) -> str:
@@ -514,25 +510,19 @@ def compile_pair(item_s: float, tensor_s: float) -> str:
     """The two first steps (compilation included), with and without the break: one run each, so no verdict,
     and why they say nothing of the break's cost to compile (what each found in the caches)."""
     r = item_s / tensor_s
-    side = "beyond" if max(r, 1 / r) >= verdicts.APART else "within"
     return (f"compilation: first step {item_s:.1f} s with the .item(), {tensor_s:.1f} s with the tensor ({r:.2f}×), one "
-            f"run each: {side} the {verdicts.APART:g}× two moments can differ by, but each compile may have found a "
-            "different part of its work in the caches section 3 filled: not a measure of what the break costs to compile")
+            "run each; each compile may have found a different share of its work already in the caches section 3 "
+            "filled: not a measure of what the break costs to compile")
 
 
-def before_compile(plain: Timing, eager: Timing, compiled: Timing) -> str:
+def before_compile(plain: Timing, eager: Timing) -> str:
     """Section 2's plain step (`plain`, timed before anything in the process was compiled) beside section 3's
-    eager and compiled steps (`eager`, `compiled`, after the compile): the compiled step against the step as
-    it ran before any compile, by the rule for two moments."""
-    r = speedup(plain, compiled, "compiled vs the plain step before any compile")  # two moments: the quartiles' range
-    ms = lambda t: f"{fmt_time(t.median_s)} ({fmt_time(t.lo_s)}–{fmt_time(t.hi_s)})"  # noqa: E731
+    eager step (`eager`, after the compile): whether the eager step moved across the compile (two moments)."""
     e = speedup(eager, plain)  # the eager step's speed before the compile over after it
-    return (f"before any compile in this process, section 2 timed this plain step at {ms(plain)}; after the compile, "
-            f"eager {ms(eager)}, compiled {ms(compiled)}\n  compiled over the step before any compile: {r.value:.2f}× "
-            f"({r.lo:.2f}–{r.hi:.2f}), two moments: {verdicts.moments_words(r.lo, r.hi, short=True)}; the paired verdict "
-            "above compares compiled with the eager step timed in the same turns\n  "
-            + (f"the eager step read alike before and after the compile ({e.value:.2f}×)" if e.within_noise else
-               f"the eager step took {e.value:.2f}× its earlier time; the cause is not measured here"))
+    ms = lambda t: f"{fmt_time(t.median_s)} ({fmt_time(t.lo_s)}–{fmt_time(t.hi_s)})"  # noqa: E731
+    return (f"the eager step read {ms(plain)} in section 2, before any compile, and {ms(eager)} here, after it: "
+            + ("alike" if e.within_noise else f"{eager.median_s / plain.median_s:.2f}× its earlier time, two moments "
+                                               f"({verdicts.moments_words(e.lo, e.hi, short=True)}); cause not measured"))
 
 
 def turns_apart(then: Timing, now: Timing) -> str:

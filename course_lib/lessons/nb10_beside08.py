@@ -13,6 +13,7 @@ from typing import Mapping, NamedTuple
 import torch
 
 from course_lib import bench, profiles, report, verdicts
+from course_lib.lessons.nb10_short import in_short
 from course_lib.bench import Ratio, Timing, break_even
 from course_lib.models import GPTConfig
 from course_lib.units import fmt_count, unit_scale
@@ -22,7 +23,8 @@ NOT_IN_08 = ("notebook 08 has not timed this GPT at this micro-batch earlier in 
              "profile): nothing to set beside this section's readings")
 COLUMNS = ("quantity", "notebook 08", "here", "here ÷ 08", "two moments")
 WHOLE_IN_09 = "08's whole step, timed in 09"  # notebook 09's key for 08's step timed in its turns (nb09.whole_and_part)
-STEP_08 = "08's step"  # the rows that set 08's own step, timed here, beside 08's and 09's readings of it
+STEP_08 = "08's step"
+PAYBACK = "compile pays back after, tokens (section 3's turns)"  # section 3b times the compile again  # the rows that set 08's own step, timed here, beside 08's and 09's readings of it
 
 
 class Row(NamedTuple):
@@ -35,6 +37,7 @@ class Row(NamedTuple):
     ratio: str
     verdict: str
     value: float | None = None  # here ÷ 08 at the medians, where a number (not printed: the table shows `ratio`)
+    then: float | None = None  # the earlier reading's median, where a rate (not printed: the table shows `in_08`)
 
 
 def same_as_08(gpt: GPTConfig, profile: str, batch: int) -> bool:
@@ -47,14 +50,15 @@ def same_as_08(gpt: GPTConfig, profile: str, batch: int) -> bool:
 def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, batch: int, *, cold_s: float | None = None,
               compile_gain: Ratio | None = None, attention_gain: Ratio | None = None, eager: Timing | None = None,
               written: Timing | None = None, compiled: Timing | None = None, before: Timing | None = None,
-              as_08: Timing | None = None, ran09: Mapping[str, dict] | None = None) -> str:
+              as_08: Timing | None = None, ran09: Mapping[str, dict] | None = None, account: str = "") -> str:
     """Notebook 08's readings of this GPT at this micro-batch (`ran08`, its rows of this run) beside this
     section's: its cold compile (`cold_s`), paired speed-ups (`compile_gain`, `attention_gain`), break-even
     in tokens, and step rates (`eager`, `written`, `compiled`; `before`: the eager step timed before any
     compile here), one table; :data:`NOT_IN_08` where 08 did not time this GPT at this micro-batch.
     `as_08`: 08's own step (gradient clipping, AdamW's two groups) timed in this section's turns; it then
-    stands beside 08's and 09's readings of that step (`ran09`: 09's rows of this run), and under the table
-    it is set beside this notebook's step in the same turns."""
+    stands beside 08's and 09's readings of that step (`ran09`: 09's rows of this run), in one line, and
+    beside this notebook's step in the same turns, in the line that says what the table found ('in short:';
+    the rest under 'details:', `account` first: :func:`account_in_08`'s line)."""
     ran08 = ran08 or {}
     if before is not None and eager is not None and before.rate is None:  # section 2 timed it without its tokens
         before = dataclasses.replace(before, work=eager.work, unit=eager.unit)
@@ -69,40 +73,48 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
     if not rows:
         return NOT_IN_08
     c08 = profiles.sizes("08_transformer", profile)
-    notes = [f"here ÷ 08: this section's figure over 08's (a rate: this section's speed over 08's; seconds and tokens: "
-             f"above 1 means more here), with the range the two spreads allow. Minutes apart, the two are told apart "
-             f"only where that whole range lies "
-             f"{verdicts.APART:g}× or more from 1 (the rule for two moments); 'under {verdicts.APART:g}×' says the gap is "
-             "one the machine's pace can make",
-             f"08's step: gradient clipping, AdamW's two parameter groups, its learning-rate schedule; its section 4 runs "
-             f"{c08.accum} micro-batches of {c08.micro} a step, its section 5 and 09 one",
-             _after_compile(ran08, eager, compiled)]
+    mine = [r for r in rows if r.quantity.startswith(STEP_08)]  # 08's step: one line, not one row per reading
+    table = [r for r in rows if r not in mine]
     differ = [r.quantity for r in rows if r.verdict.startswith("a difference")]
-    summary = (f"by the rule for two moments, the two notebooks differ on: {'; '.join(differ)}" if differ else
-               "by the rule for two moments, no row of this table tells the two notebooks apart")
-    return "\n".join(["notebook 08's readings of this GPT earlier in this run, beside this section's:", _table(rows),
-                      summary, *_same_step(as_08, written, rows), *filter(None, notes)])
+    short = ("by the rule for two moments, " + (f"the notebooks differ on: {'; '.join(differ)}" if differ else
+                                                 "no reading of 08's (or 09's) is told apart from this section's"))
+    cost = _cost(as_08, written)
+    if cost is not None:
+        short += f"; 08's own step, timed in these turns beside this notebook's step, its time: {cost.brief}"
+    details = [account, f"here ÷ 08: this section's figure over 08's (for a rate, the speed here over 08's), with the range "
+               f"the two spreads allow; two moments are told apart only where that whole range lies "
+               f"{verdicts.APART:g}× or more from 1" if table else "", _table(table) if table else "",
+               _after_compile(ran08, eager, compiled), *_same_step(mine, as_08 is not None),
+               f"08's step: gradient clipping, AdamW's two parameter groups, its learning-rate schedule; its section 4 "
+               f"runs {c08.accum} micro-batches of {c08.micro} a step, its section 5 and 09 one"
+               if mine or any(r.quantity.startswith("written-out,") for r in table) else ""]
+    return in_short(short, details)
 
 
-def _same_step(as_08: Timing | None, written: Timing | None, rows: list[Row]) -> list[str]:
-    """08's step beside this notebook's in the same turns (what 08's extra work costs, paired), then what
-    the table's rows of 08's step say: the same step at two moments, read alike or not."""
+def _cost(as_08: Timing | None, written: Timing | None) -> Ratio | None:
+    """08's step's time over this notebook's written-out step's, timed in the same turns (None unless both ran)."""
     if as_08 is None or written is None:
-        return []
-    cost = bench.speedup(as_08, written, "08's step over this notebook's, time", more="longer", less="shorter")
-    said = [cost.verdict("08's step (clipping, two groups) against this notebook's, in these turns, its time")]
-    mine = [r for r in rows if r.quantity.startswith(STEP_08)]
+        return None
+    return bench.speedup(as_08, written, "08's step over this notebook's, time", more="longer", less="shorter")
+
+
+def _same_step(mine: list[Row], timed_here: bool) -> list[str]:
+    """The readings of 08's written-out step (`mine`: the table's rows of it) in one line: each earlier reading,
+    the one here, and what the rule for two moments and 08's own spread of readings say."""
     if not mine:
-        return said
+        return []
+    here = mine[0].here
+    label = lambda r: r.quantity.split("(", 1)[1].rstrip(")").replace(": ", ", ")  # noqa: E731  '08, section 4'
+    said = ", ".join(f"{r.then:.3g} ({label(r)})" for r in mine)
     lo, hi = min(r.value for r in mine), max(r.value for r in mine)
-    span = f"{lo:.2f}×" + (f"–{hi:.2f}×" if f"{hi:.2f}" != f"{lo:.2f}" else "")
-    who = "08 and 09" if any("09" in r.quantity for r in mine) else "08"
-    if all(r.verdict == verdicts.moments_words(0.9, 1.1, short=True) for r in mine):  # every range holds 1
-        return said + [f"08's step ran here at {span} the speed {who} measured: their ranges overlap"]
     told = ("by the rule for two moments, a difference" if any(r.verdict.startswith("a difference") for r in mine) else
-            f"under the {verdicts.APART:g}× that two moments can differ by")
-    return said + [f"08's step, the same code, ran here at {span} the speed {who} measured minutes earlier ({told}): a gap between two moments and two processes, not between two "
-                   "steps; this run does not measure its cause"]
+            f"each under the {verdicts.APART:g}× that two moments can differ by")
+    own = [r.then for r in mine if label(r).startswith("08")]
+    spread = (f"; 08's own readings span {min(own):.3g}–{max(own):.3g} ({max(own) / min(own):.2f}×) within one process"
+              if len(own) > 1 and max(own) / min(own) > 1.1 else "")
+    return [f"{STEP_08 if timed_here else 'the written-out step'}, ktok/s, as read earlier: {said}; here {here}, at "
+            f"{lo:.2f}×–{hi:.2f}× their speed, {told}{spread}: "
+            "the same code at different moments, not two different steps; the cause is not measured"]
 
 
 def _table(rows: list[Row]) -> str:
@@ -160,9 +172,9 @@ def _payback(ran08: Mapping[str, dict], cold_s: float | None, gain: Ratio | None
                          report.recorded_ratio("compiled vs eager, SDPA", ratio08), per_step)
     here = _tokens_to_pay(cold_s - compiled.median_s, eager, gain, eager.work)
     if t08 is None or here is None:
-        return Row("compile pays back after, tokens", _millions(t08) if t08 else "no gain established",
+        return Row(PAYBACK, _millions(t08) if t08 else "no gain established",
                    _millions(here) if here else "no gain established", "-", "-")
-    return Row("compile pays back after, tokens", _millions(t08), _millions(here),
+    return Row(PAYBACK, _millions(t08), _millions(here),
                *_pair(here[0] / t08[0], here[1] / t08[2], here[2] / t08[1]))
 
 
@@ -175,9 +187,9 @@ def _after_compile(ran08: Mapping[str, dict], eager: Timing | None, compiled: Ti
     vs = [report.rate_vs_row(t, row) for t, row in ((eager, after), (compiled, comp))]
     if not all(v and v[1] > 1 for v in vs):  # not both slower in 08 beyond their quartiles
         return ""
-    return (f"08's eager and compiled steps after its compile both read slower than here, by similar factors "
-            f"({vs[0][0]:.2f}×, {vs[1][0]:.2f}×): a pace common to both cancels in 08's paired compile ratio, so that "
-            "ratio stands")
+    return (f"08's eager and compiled steps after its compile both read slower than here ({vs[0][0]:.2f}×, {vs[1][0]:.2f}× "
+            "as fast here): a pace common to both would cancel in 08's paired compile ratio; each paired ratio holds for "
+            "its own turns")
 
 
 def _rates(ran08: Mapping[str, dict], batch: int, eager: Timing | None, written: Timing | None,
@@ -210,7 +222,8 @@ def _rates(ran08: Mapping[str, dict], batch: int, eager: Timing | None, written:
         lo, hi = row["spread"]
         rows.append(Row(f"{what}, {row['unit']}" + (f" ({which})" if which else ""),
                         f"{row['value']:.3g} ({lo:.3g}–{hi:.3g})",
-                        f"{t.rate / scale:.3g} ({t.rate_lo / scale:.3g}–{t.rate_hi / scale:.3g})", *_pair(*vs), vs[0]))
+                        f"{t.rate / scale:.3g} ({t.rate_lo / scale:.3g}–{t.rate_hi / scale:.3g})", *_pair(*vs), vs[0],
+                        row["value"]))
     return rows
 
 

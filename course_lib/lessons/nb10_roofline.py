@@ -152,9 +152,8 @@ def op_notes(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, peak_name: s
                  f"{fmt_time(profiled - op_time)} a step outside any op (Python, autograd's bookkeeping, the profiler's and the "
                  f"counting's own){alone}",
                  f"  without the profiler, in the same turns: the profiled op time is {op_time / step:.0%} of the unprofiled "
-                 "step, so at least "
-                 f"{at_least(1 - op_time / step)} outside any op, if these records hold every op (the profiler's cost "
-                 "inside them makes the ops' share read high)"]
+                 f"step. If these records hold every op, at least {at_least(1 - op_time / step)} of it runs outside any op "
+                 "(at least: the profiler's cost inside the records makes the ops' share read high)"]
     over = [o for o in measured.ops if o.flops and of_roof(o) > 1]
     for side, group in (("below", [o for o in over if o.intensity < ridge_of(o)]),
                         ("above", [o for o in over if o.intensity >= ridge_of(o)])):
@@ -289,7 +288,9 @@ def placement(ops: Sequence[OpTime], op_time: float, of_roof: OfRoof) -> str:
     for o in ops:
         if not (o.flops and o.bytes and o.seconds):
             unplaced[o.kind] = unplaced.get(o.kind, 0.0) + o.seconds
-    lines = [f"10× or more below their roofline: {_listed(far, op_time, of_roof)}",
+    lines = [f"10× or more below their roofline: {_listed(far, op_time, of_roof)}"
+             + (" (each against the memory roof of a copy its size: a cache's for a small op, if its data sits there, "
+                "which is assumed, not measured)" if far else ""),
              f"above it: {_listed(above, op_time, of_roof)}"]
     if unplaced:
         lines.append("not placed (no FLOPs to place, or no time): " + ", ".join(

@@ -19,17 +19,17 @@ def in_short(short: str, details: Iterable[str]) -> str:
 
 
 def sync_short(gain: Ratio | None, waits: int, device_type: str) -> str:
-    """Section 2 in one line: the synchronising calls each logging step makes, what keeping the values on the
-    device changed here (`gain`, None where not timed) and, off a GPU, on the reference GPU; where neither
-    measured a cost, where in the course a read's wait is measured."""
+    """Section 2 in one line: the synchronising calls each logging step makes and what keeping the values on
+    the device changed here (`gain`, None where not timed); off a GPU, whether any GPU run resolved what the
+    reads cost (the reference's own figures stand below, under their heading)."""
     said = (f"a step reading its logged values makes {waits} synchronising calls, one keeping them on the device 0; "
             "keeping them, timed in turns here: " + (gain.brief if gain is not None else "not timed"))
     ref = _recorded("keeping values vs reading values") if device_type != "cuda" else None
-    if device_type != "cuda":
-        said += f"; on the reference GPU: {ref.brief}" if ref else "; the reference GPU has no such record"
-        if not (gain is not None and gain.clear) and not (ref is not None and ref.clear):
-            said += (". No run of this course has yet measured what the reads cost a training step; notebook 01 "
-                     "(section 2) measured what one read waits for on a GPU")
+    if ref is not None and not ref.clear:
+        said += (". No GPU run of this course has yet resolved what the reads cost a training step (the reference "
+                 "GPU's reading, below, with its own GPT: " + ("too wide to tell)" if ref.too_wide else "no cost shown)"))
+    elif ref is not None:
+        said += ". The reference GPU, with its own GPT, measured a difference: below"
     return said
 
 
@@ -48,7 +48,10 @@ def break_short(fix: Ratio, again: Ratio, first: Ratio | None) -> str:
     said = (f"removing the graph break (a tensor instead of .item()): {fix.brief}; compiling, again in these turns: "
             f"{again.brief}")
     if first is not None and _gain(first) != _gain(again):
-        said += f", against {first.brief} in section 3's: the two sets of turns disagree, so the gain is not established"
+        overlap = first.lo <= again.hi and again.lo <= first.hi
+        said += (f"; section 3's turns read {first.brief}: "
+                 + ("these turns did not confirm that gain (the two intervals overlap)" if overlap else
+                    "the two sets of turns disagree (their intervals do not overlap)") + ", so it is not established")
     return said
 
 
