@@ -603,6 +603,13 @@ def test_beside_08_sets_08s_step_timed_here_beside_08s_and_09s_readings_and_this
     assert f"24.3 (09, in its turns), 28.8 (08, its long run); here {r:.3g} (" in one
     assert f"at {r / 31.6:.2f}×–{r / 24.3:.2f}× their speed, each under the 2.5× that two moments" in one
     assert "08's own readings span 27.3–31.6 (1.16×) within one process: the same code at different moments" in one
+    assert "09 timed" not in text  # 09's forward and backward not recorded here
+    part = {**ran09, "step without checkpointing": {"value": 116.7, "unit": "ms", "spread": [114.9, 144.1]}}
+    eager = t("eager", 0.0963)
+    said = nb10.beside_08(_ran08(), gpt, "cpu", 16, eager=eager, written=written, as_08=as_08, ran09=part)
+    assert "09 timed this GPT's forward and backward alone (SDPA, no optimizer) at 116.7 ms; this section's whole eager " \
+        f"step, AdamW included, at {eager.median_s * 1e3:.1f} ms: the part took {116.7 / 96.3:.2f}× (" in said
+    assert "not told apart (under 2.5×); a part slower than its whole is the same code read at different moments" in said
     alike = {k: {**v, "value": as_08.rate / 1e3, "spread": [as_08.rate_lo / 1e3, as_08.rate_hi / 1e3]}
              for k, v in _ran08().items() if "ktok" in v.get("unit", "")}
     same = nb10.beside_08({**_ran08(), **alike}, gpt, "cpu", 16, written=written, as_08=as_08)

@@ -84,11 +84,25 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
     details = [account, f"here ÷ 08: this section's figure over 08's (for a rate, the speed here over 08's), with the range "
                f"the two spreads allow; two moments are told apart only where that whole range lies "
                f"{verdicts.APART:g}× or more from 1" if table else "", _table(table) if table else "",
-               _after_compile(ran08, eager, compiled), *_same_step(mine, as_08 is not None),
+               _after_compile(ran08, eager, compiled), *_same_step(mine, as_08 is not None), _part_in_09(ran09, eager),
                f"08's step: gradient clipping, AdamW's two parameter groups, its learning-rate schedule; its section 4 "
                f"runs {c08.accum} micro-batches of {c08.micro} a step, its section 5 and 09 one"
                if mine or any(r.quantity.startswith("written-out,") for r in table) else ""]
     return in_short(short, details)
+
+
+def _part_in_09(ran09: Mapping[str, dict] | None, eager: Timing | None) -> str:
+    """09's forward and backward alone of this GPT (SDPA, no optimizer; its 'step without checkpointing') beside
+    this section's whole eager step, two moments: a part that reads longer than its whole says so."""
+    row = (ran09 or {}).get("step without checkpointing")
+    if not row or row.get("unit") != "ms" or not row.get("spread") or eager is None:
+        return ""
+    lo, hi = row["spread"]
+    r, r_lo, r_hi = row["value"] / 1e3 / eager.median_s, lo / 1e3 / eager.hi_s, hi / 1e3 / eager.lo_s
+    return (f"09 timed this GPT's forward and backward alone (SDPA, no optimizer) at {row['value']:.1f} ms; this section's "
+            f"whole eager step, AdamW included, at {eager.median_s * 1e3:.1f} ms: the part took {r:.2f}× "
+            f"({r_lo:.2f}–{r_hi:.2f}) the whole's time, two moments: {verdicts.moments_words(r_lo, r_hi, short=True)}"
+            + ("; a part slower than its whole is the same code read at different moments" if r_lo > 1 else ""))
 
 
 def _cost(as_08: Timing | None, written: Timing | None) -> Ratio | None:
