@@ -140,7 +140,7 @@ def test_answer_sums_the_step_the_kinds_and_the_fixes(tmp_path, monkeypatch):
         "  the fixes taught here, each timed in turns: keeping values 0.99× (0.93–1.02) no measurable difference; "
         "compiling 1.04× (1.02–1.05) faster; the graph break not timed here",
         "  so what paid: compiling at 1.04× made the step measurably faster, in turns",
-        "  the waste this run can name: the model's fusible ops (element-wise, reduction, copy), 20% of the op time (at most 1.25× if they vanished)"]
+        "  the waste this run can name: the model's fusible ops (element-wise, reduction, copy), 20% of the op time (the op time at most 1.25× shorter if they vanished)"]
     assert said[5] == "  details:"
     assert said[6] == ("    the profiled step (section 1): ops 94% of it, time outside any op (Python, autograd's bookkeeping, "
                        "the profiler's own) 6%")
@@ -152,7 +152,7 @@ def test_answer_sums_the_step_the_kinds_and_the_fixes(tmp_path, monkeypatch):
     assert said[9].endswith(": 6% of section 1's profiled step (part of the profiler's own time lands there)")
     apart = nb10.answer(cpu_step, "cpu", fixes, kinds, "sdpa bwd", 0.04, outside=0.005).splitlines()
     assert "took 15% of section 4's op time" in apart[7] and "1.18× faster" in apart[7] and "ops, 5% more" in apart[8]
-    assert apart[4].endswith("fusible ops (element-wise, reduction, copy), 15% of the op time (at most 1.18× if they vanished)")
+    assert apart[4].endswith("fusible ops (element-wise, reduction, copy), 15% of the op time (the op time at most 1.18× shorter if they vanished)")
     bracket = nb10.answer(cpu_step, "cpu", fixes, kinds, "sdpa bwd", 0.04, ops_unprofiled=0.98).splitlines()[9]
     assert nb10.answer(cpu_step, "cpu", fixes, kinds, "sdpa bwd", 0.04, ops_unprofiled=0.98).splitlines()[4].startswith(
         "  the waste this run can name: at least 2.0% of the step outside any op (section 4, if its op records hold every op); the model's fusible ops")
@@ -189,7 +189,7 @@ def test_answer_sums_the_step_the_kinds_and_the_fixes(tmp_path, monkeypatch):
     assert "the written-out attention's gain" not in "\n".join(both)  # neither float32 nor a reference recorded
     ran08["attention alone, torch.float32: SDPA vs written out"] = {"value": 1.5, "spread": [1.4, 1.6]}
     caveat = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {}, None, "", None, ran08, attention)
-    assert "SDPA lost to the written-out attention here in the step's 16-bit format; it won elsewhere:\n      SDPA " \
+    assert "SDPA lost to the written-out attention here in the step's 16-bit format; it won in other settings (each named):\n      SDPA " \
         "over the written-out attention, attention alone in float32 on this device (08): 1.50× (1.40–1.60)" in caveat
     three = {"a": Ratio("a", 1.2, 1.1, 1.3, rounds=9, coverage=0.96, drift=0.01),
              "b": Ratio("b", 1.1, 1.05, 1.15, rounds=9, coverage=0.96, drift=0.01)}
@@ -278,14 +278,14 @@ def test_before_compile_says_whether_the_eager_step_moved_across_the_compile():
     plain, eager = _t("no logging", 0.099, 0.002), _t("eager", 0.116, 0.002)
     said = nb10.before_compile(plain, eager)
     assert said.startswith("the eager step read 99 ms (98 ms–100 ms) in section 2, before any compile, and 116 ms")
-    assert said.endswith("1.17× its earlier time, two moments (not told apart (under 2.5×)); cause not measured")
+    assert said.endswith("1.17× its earlier time, two moments: not told apart (under 2.5×); what moved it is not measured")
     assert nb10.before_compile(plain, plain).endswith("after it: alike")
     assert "compiled" not in said  # the paired verdict compares compiled with eager; no two-moments ratio of it
 
 
 def test_compile_pair_and_turns_apart():
     said = nb10.compile_pair(26.0, 10.0)
-    assert said.startswith("compilation: first step 26.0 s with the .item(), 10.0 s with the tensor (2.60×), one run each")
+    assert said.startswith("compilation: first step 26.00 s with the .item(), 10.00 s with the tensor (2.60×), one run each")
     assert said.endswith("in the caches section 3 filled: not a measure of what the break costs to compile")
     apart = nb10.turns_apart(_t("then", 1.0, 0.02), _t("now", 3.0, 0.06))
     assert "(here at 0.33× section 3's speed, 3.00× its time; 0.3" in apart and "two moments: a difference (2.5× or more)" in apart
@@ -348,7 +348,7 @@ def test_op_table_rows_footer_and_section_3():
              (("step", [0.004, 0.0041, 0.0039]), ("profiled", [0.008, 0.0081, 0.0079]))]
     spread = dataclasses.replace(MM, spread=(0.0009, 0.0012))
     timed = nb10.op_table(StepOps([spread, COPY, ADD], *turns), ridge_of, of_roof, "cpu", rows=1).splitlines()
-    assert "0.90–1.20" in timed[1] and "(time: the median of 3 steps, ms; least–most: its fastest and slowest step, ms)" in timed[2]
+    assert "0.90–1.20" in timed[1] and "(time: the median of 3 steps, ms; least–most: its fastest and slowest step, ms; of roof: under 20 %, rounded down)" in timed[2]
     assert timed[4].startswith("  verdict: the step without the profiler vs with every op counted and recorded: 2.00× (")
     assert "median of 3 paired turns" in timed[4]
 
@@ -466,7 +466,7 @@ def test_regime_follows_the_share_the_gpu_waited(tmp_path, monkeypatch):
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
     said = nb10.regime({"compute": 0.9, "framework": 0.1}, "cpu")
     assert "the reference's GPU waited 30% of its profiled step, probably high" in said and "By the glossary's rule the " \
-        "profiled step is partly launch-bound" in said and "whether the plain step is too is not known here" in said
+        "profiled step is partly launch-bound" in said and "the plain step's share is not known here" in said
 
 
 def test_sync_verdict_says_when_the_reference_gpu_showed_no_cost_and_its_regime(tmp_path, monkeypatch):
@@ -556,7 +556,7 @@ def test_beside_08_sets_08s_readings_of_this_gpt_in_one_table_read_by_the_two_mo
                                                                    f"({eager.rate_lo / 1e3:.3g}–{eager.rate_hi / 1e3:.3g})"]
     assert row["eager SDPA, ktok/s (each after its compile)"][3] == "not told apart (under 2.5×)"  # 1.20× apart
     assert row["eager SDPA, ktok/s (each before its compile)"][1] == "25.6 (25.4–25.8)"  # 2048 tokens / 80 ms
-    assert {"compiled SDPA, ktok/s", "written-out, ktok/s (08: section 4)", "written-out, ktok/s (08: section 5, "
+    assert {"compiled SDPA, ktok/s", "written-out, ktok/s (08: section 4, 2 micro-batches)", "written-out, ktok/s (08: section 5, "
             "no sampler)", "written-out, ktok/s (08: section 5, sampler on)"} <= row.keys()
     assert "08's eager and compiled steps after its compile both read slower than here (1.20×, " in text  # and 1.15×
     assert lines[0].startswith("in short: ") and lines[1] == "  details:"
@@ -598,12 +598,16 @@ def test_beside_08_sets_08s_step_timed_here_beside_08s_and_09s_readings_and_this
     assert lines[2] == "    08's account"  # the attention account, first under details
     assert not any(" | " in ln and "08's step" in ln for ln in lines)  # 08's step: one line, not table rows
     r = as_08.rate / 1e3  # the fastest of 08's readings is its section 4 (31.6), the slowest 09's (24.3)
-    one = next(ln for ln in lines if "08's step, ktok/s, as read earlier: 31.6 (08, section 4), 27.3 (08, section 5, no "
-               "sampler)" in ln)
+    one = next(ln for ln in lines if "08's step, ktok/s, as read earlier: 31.6 (08, section 4, 2 micro-batches), 27.3 (08, "
+               "section 5, no sampler)" in ln)
     assert f"24.3 (09, in its turns), 28.8 (08, its long run); here {r:.3g} (" in one
     assert f"at {r / 31.6:.2f}×–{r / 24.3:.2f}× their speed, each under the 2.5× that two moments" in one
     assert "08's own readings span 27.3–31.6 (1.16×) within one process: the same code at different moments" in one
     assert "09 timed" not in text  # 09's forward and backward not recorded here
+    sec4 = {**_ran08(), "section 4's step, 2 micro-batches of 16, no sampler": {
+        "value": 26.8, "unit": "ktok/s", "spread": [26.3, 26.9], "setup": "written-out attention"}}
+    assert "26.8 (08, section 5, 2 micro-batches, no sampler)" in nb10.beside_08(sec4, gpt, "cpu", 16, written=written,
+                                                                                 as_08=as_08)
     part = {**ran09, "step without checkpointing": {"value": 116.7, "unit": "ms", "spread": [114.9, 144.1]}}
     eager = t("eager", 0.0963)
     said = nb10.beside_08(_ran08(), gpt, "cpu", 16, eager=eager, written=written, as_08=as_08, ran09=part)
@@ -669,8 +673,8 @@ def test_regime_off_a_gpu_names_the_profilers_cost_and_the_graphs_evidence(tmp_p
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
     said = nb10.regime(cats, "cpu")  # an H200 record without the unprofiled row: no regime of the plain step
     assert "the reference's GPU waited 78% of its profiled step, probably high" in said and "56%" not in said
-    assert "the reference recorded no share without the profiler (the current code records one on a GPU), so " \
-        "whether the plain step is too is not known here" in said
+    assert "The reference recorded no share without the profiler (the current code records one on a GPU), so " \
+        "the plain step's share is not known here" in said
     rep.add("compiled, default", 534.4, "ktok/s", spread=(517.0, 545.5))
     rep.add("compiled, reduce-overhead", 975.1, "ktok/s", spread=(950.4, 1000.1))
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
@@ -745,7 +749,7 @@ def test_reference_ridge_places_the_exercise_shapes_on_the_reference_gpus_roofs(
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
     said = nb10.reference_ridge({"a + b": 0.08, "matmul": 366.8, "thin": 150.0})
     assert said == ("on the reference NVIDIA Test GPU, by its recorded roofs (matmul 8192×8192 bfloat16: 700.0 TFLOP/s; a "
-                    "copy of 2 GiB: 4.00 TB/s): ridge 175 FLOP/B; a + b: memory-bound; matmul: compute-bound; thin: "
+                    "copy of 2 GiB: 4.00 TB/s): ridge 175 FLOP/B; by the roofline model, not measured there: a + b: memory-bound; matmul: compute-bound; thin: "
                     "memory-bound")
 
 
@@ -769,8 +773,16 @@ def test_answer_quotes_the_compile_gain_of_section_3b_beside_section_3s():
     text = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {nb10.COMPILING: gain}, None, "", None, again=flat)
     assert "compiling (default mode) 1.09× (1.06–1.12) faster (in section 3b's turns: 1.00× (0.97–1.03)" in text
     assert "so what paid: no change timed here" in text and "  not established: compiling (default mode), 1.09× " \
-        "(1.06–1.12) faster in section 3's turns, 1.00× (0.97–1.03) no measurable difference in section 3b's: the second " \
-        "set did not confirm the gain" in text
+        "(1.06–1.12) faster in section 3's turns, 1.00× (0.97–1.03) no measurable difference in section 3b's. The " \
+        "intervals (1.06–1.12×, 0.97–1.03×) do not all overlap: the sets of turns disagree" in text
+    near = Ratio("c3b", 1.02, 0.99, 1.07, rounds=9, coverage=0.96, drift=0.01)
+    ran08 = {"compiled vs eager, SDPA": {"value": 1.08, "unit": "×", "spread": [1.06, 1.13], "rounds": 9,
+                                         "coverage": 0.96, "drift": 0.01}}
+    three = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {nb10.COMPILING: gain}, None, "", None, ran08,
+                        again=near)
+    assert "in section 3b's, 1.08× (1.06–1.13) faster in notebook 08's. The interval that holds 1 (0.99–1.07×) also " \
+        "holds the low end of the gain's (1.06–1.12×, 1.06–1.13×): together, a gain of at most about 1.07×, perhaps " \
+        "none; not established" in three
     both = Ratio("c3b", 1.07, 1.04, 1.10, rounds=9, coverage=0.96, drift=0.01)
     assert "not established" not in nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {nb10.COMPILING: gain}, None, "",
                                               None, again=both)
@@ -802,9 +814,10 @@ def test_short_lines_say_what_each_section_found_and_where_two_sets_of_turns_dis
     fix = Ratio("compiled, tensor vs .item() in the model", 1.0, 0.98, 1.02, rounds=9, coverage=0.96, drift=0.02)
     near = Ratio("compiled vs eager, section 3b's turns", 1.01, 0.98, 1.045, rounds=9, coverage=0.96, drift=0.02)
     split = nb10.break_short(fix, near, faster)
-    assert split.endswith(f"; section 3's turns read {faster.brief}: these turns did not confirm that gain (the two "
-                          "intervals overlap), so it is not established")
-    assert "disagree (their intervals do not overlap)" in nb10.break_short(fix, same, faster)  # 0.98–1.02, 1.04–1.06
+    assert split.endswith(f"; section 3's turns read {faster.brief}. The interval that holds 1 (0.98–1.04×) also holds "
+                          "the low end of the gain's (1.04–1.06×): together, a gain of at most about 1.04×, perhaps none; "
+                          "not established")
+    assert "do not all overlap: the sets of turns disagree" in nb10.break_short(fix, same, faster)  # 0.98–1.02, 1.04–1.06
     assert "disagree" not in nb10.break_short(fix, faster, faster)  # both sets of turns read a gain
     assert nb10.sync_short(same, 53, "cpu").endswith(f"timed in turns here: {same.brief}")  # no reference recorded
     from course_lib import report

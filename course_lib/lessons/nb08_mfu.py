@@ -165,7 +165,8 @@ def mfu_answer(best: Timing | None, best_mfu: Sequence[float] | None, mfu: Ratio
                 f"{best_mfu[2]:.1%}), in those below {min(readings):.0%}–{max(readings):.0%}{more}")
     return (f"answer so far: {best.name} reaches {best_mfu[0]:.1%} MFU (quartiles {best_mfu[1]:.1%}–{best_mfu[2]:.1%}) "
             "of the measured peak; " + ("the same-turns check below agrees" if status == "stands" else
-                                        "the same-turns check below was too wide to check it") + more)
+                                        "the same-turns check below could not check it: the matmul's pace in its turns was too "
+                                        "wide to tell") + more)
 
 
 def paired_mfu_text(mfu: Ratio, what: str, device: str, stored: float, matmul: Ratio,
@@ -236,7 +237,7 @@ def busy_parts(sampler: Ratio, accum: Ratio | None, apart: Ratio | None, n_micro
     bound = math.prod(max(r.hi, 1 / r.lo) for r, _ in named) - 1  # their intervals' far ends together, as a change
     if bound > BOUND:
         return "\n".join(lines + [f"verdict: too noisy to tell: {' or '.join(w for _, w in named)} could change the "
-                                  f"rate by as much as {bound:.1%} (the far ends of their intervals), more than "
+                                  f"rate by as much as {bound:.1%} (both at the far ends of their intervals together), more than "
                                   f"{BOUND:.0%}, the bound this check must reach to call them too small to matter; what "
                                   "sets these MFUs apart from section 4's is not settled here"])
     said = (f"verdict: {' and '.join(w for _, w in named)} change the rate by {bound:.1%} at most here (the far ends of "

@@ -26,7 +26,7 @@ from course_lib.lessons.nb10_reference import (bound, graphs_bound, own_gpt, que
                                                 reference_sync, regime_label)
 from course_lib.lessons.nb10_beside08 import NOT_IN_08, account_in_08, beside_08, same_as_08  # noqa: F401
 from course_lib.lessons.nb10_roofline import at_least, roof_share
-from course_lib.lessons.nb10_short import break_short, compile_short, in_short, sync_short  # noqa: F401
+from course_lib.lessons.nb10_short import break_short, compile_short, in_short, sync_short, unconfirmed  # noqa: F401
 from course_lib.models import GPT, GPTConfig
 from course_lib.profiling import StepSyncs, SyncCounter
 from course_lib.roofline import OpTime, count_ops
@@ -161,8 +161,13 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     head.append(f"  so what paid: {paid} made the step measurably faster, in turns" if paid else
                 "  so what paid: no change timed here made the step measurably faster")
     if unsettled:
+        row08 = (ran08 or {}).get("compiled vs eager, SDPA")  # 08's compile of the same GPT, in its own turns
+        in_08 = ([dataclasses.replace(report.recorded_ratio("compiled vs eager, SDPA", row08), more="faster", less="slower")]
+                 if row08 and row08.get("spread") else [])
         head.append(f"  not established: {COMPILING}, {fixes[COMPILING].brief} in section 3's turns, {again.brief} in "
-                    "section 3b's: the second set did not confirm the gain, so section 3's 'pays for itself after' is not established")
+                    f"section 3b's" + "".join(f", {r.brief} in notebook 08's" for r in in_08)
+                    + f". {unconfirmed(fixes[COMPILING], again, *in_08)} (section 3's 'pays for itself after' rests on "
+                    "that gain)")
     if kinds and device_type != "cuda":
         head.append(_waste(kinds, ops_unprofiled, outside, attention))
     details = [f"the profiled step: the GPU waited {share.get('waiting', 0.0):.0%} of it, ran kernels and copies {ops:.0%}"
@@ -200,8 +205,8 @@ def _waste(kinds: Mapping[str, Mapping[str, float]], ops_unprofiled: float | Non
     their vanishing would give at most, and the attention kernel where the written-out one beat it."""
     fusible = _fusible(kinds, outside)
     said = [f"at least {at_least(1 - ops_unprofiled)} of the step outside any op (section 4, if its op records hold every op)"] if ops_unprofiled else []
-    said.append(f"the model's fusible ops (element-wise, reduction, copy), {fusible:.0%} of the op time (at most {1 / (1 - fusible):.2f}× if they "
-                "vanished)")
+    said.append(f"the model's fusible ops (element-wise, reduction, copy), {fusible:.0%} of the op time (the op time at most {1 / (1 - fusible):.2f}× "
+                "shorter if they vanished)")
     if attention is not None and _gain(attention):
         said.append(f"SDPA's kernel in this format (the written-out attention ran the step {attention.value:.2f}× as fast)")
     return "  the waste this run can name: " + "; ".join(said)
@@ -262,7 +267,7 @@ def _attention_elsewhere(ran08: Mapping[str, dict] | None) -> list[str]:
         said.append(f"on the reference {device}, with the reference run's 08 GPT{gpt}, its eager SDPA step ran "
                     f"{sdpa['value'] / written['value']:.2f}×{quartiles} as fast as the written-out one (a record 08 "
                     "flags: its machine ran that step slower than another H200 did, cause not found)")
-    return ["SDPA lost to the written-out attention here in the step's 16-bit format; it won elsewhere:"] + [
+    return ["SDPA lost to the written-out attention here in the step's 16-bit format; it won in other settings (each named):"] + [
         f"  {line}" for line in said] if said else []
 
 
@@ -381,7 +386,7 @@ def profiled_note(categories: Mapping[str, Mapping[str, float]], gain: Ratio | N
             "can differ)"
             + (": too thin to draw" if thin else "")
             + ("; on a CPU a read costs only itself" if thin and device_type == "cpu" else "")
-            + ".\n(this category holds only the copy of each value; the timed verdict includes everything each call does)")
+            + ".\n(the profiler counts here only each value's copy to Python; the timed turns count the whole step)")
 
 
 def first_call_line(mode: str, seconds: float, cold: bool, device: str) -> str:
@@ -510,7 +515,7 @@ def compile_pair(item_s: float, tensor_s: float) -> str:
     """The two first steps (compilation included), with and without the break: one run each, so no verdict,
     and why they say nothing of the break's cost to compile (what each found in the caches)."""
     r = item_s / tensor_s
-    return (f"compilation: first step {item_s:.1f} s with the .item(), {tensor_s:.1f} s with the tensor ({r:.2f}×), one "
+    return (f"compilation: first step {item_s:.2f} s with the .item(), {tensor_s:.2f} s with the tensor ({r:.2f}×), one "
             "run each; each compile may have found a different share of its work already in the caches section 3 "
             "filled: not a measure of what the break costs to compile")
 
@@ -521,8 +526,9 @@ def before_compile(plain: Timing, eager: Timing) -> str:
     e = speedup(eager, plain)  # the eager step's speed before the compile over after it
     ms = lambda t: f"{fmt_time(t.median_s)} ({fmt_time(t.lo_s)}–{fmt_time(t.hi_s)})"  # noqa: E731
     return (f"the eager step read {ms(plain)} in section 2, before any compile, and {ms(eager)} here, after it: "
-            + ("alike" if e.within_noise else f"{eager.median_s / plain.median_s:.2f}× its earlier time, two moments "
-                                               f"({verdicts.moments_words(e.lo, e.hi, short=True)}); cause not measured"))
+            + ("alike" if e.within_noise else f"{eager.median_s / plain.median_s:.2f}× its earlier time, two moments: "
+                                               f"{verdicts.moments_words(e.lo, e.hi, short=True)}; what moved it is not "
+                                               "measured"))
 
 
 def turns_apart(then: Timing, now: Timing) -> str:

@@ -202,8 +202,8 @@ def _after_compile(ran08: Mapping[str, dict], eager: Timing | None, compiled: Ti
     if not all(v and v[1] > 1 for v in vs):  # not both slower in 08 beyond their quartiles
         return ""
     return (f"08's eager and compiled steps after its compile both read slower than here ({vs[0][0]:.2f}×, {vs[1][0]:.2f}× "
-            "as fast here): a pace common to both would cancel in 08's paired compile ratio; each paired ratio holds for "
-            "its own turns")
+            "as fast here): a slowdown that hit both of 08's steps cancels in 08's paired compile ratio, which compares "
+            "the two within its own turns")
 
 
 def _rates(ran08: Mapping[str, dict], batch: int, eager: Timing | None, written: Timing | None,
@@ -220,8 +220,11 @@ def _rates(ran08: Mapping[str, dict], batch: int, eager: Timing | None, written:
     pairs = [("eager SDPA", "each before its compile", before, ran08.get("eager, SDPA")),
              ("eager SDPA", "each after its compile", eager, ran08.get("eager, SDPA (beside the compiled)")),
              ("compiled SDPA", "", compiled, ran08.get("compiled, SDPA")),
-             (label, "08: section 4", out, ran08.get("eager, written-out attention"))]
+             (label, f"08: section 4{_micro(ran08.get('eager, written-out attention'))}", out,
+              ran08.get("eager, written-out attention"))]
     rows_at = [(f"08: section 5, {how}", row) for how, row in sec5.items() if row]
+    rows_at += [(f"08: section 5, {m[1]} micro-batches, no sampler", row) for key, row in ran08.items()
+                if (m := re.match(r"section 4's step, (\d+) micro-batches of", key))]  # section 4's step, re-timed there
     rows_at += [("09, in its turns", row) for row in [(ran09 or {}).get(WHOLE_IN_09)] if row]
     for which, row in rows_at + [("08: its long run", ran08.get("long run: tokens/s"))]:
         if row:  # 08's long run names its attention in its note, the others in their setup
@@ -239,6 +242,12 @@ def _rates(ran08: Mapping[str, dict], batch: int, eager: Timing | None, written:
                         f"{t.rate / scale:.3g} ({t.rate_lo / scale:.3g}–{t.rate_hi / scale:.3g})", *_pair(*vs), vs[0],
                         row["value"]))
     return rows
+
+
+def _micro(row: dict | None) -> str:
+    """', 2 micro-batches': the micro-batches of 08's step, from its row's setup ('micro-batch 16 × 2, …'); '' for one."""
+    found = re.search(r"micro-batch \d+ × (\d+)", (row or {}).get("setup", ""))
+    return f", {found[1]} micro-batches" if found and int(found[1]) > 1 else ""
 
 
 def _tokens_per_step(row: dict) -> int:

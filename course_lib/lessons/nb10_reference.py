@@ -76,8 +76,8 @@ def regime_label(rows: Mapping[str, dict]) -> str:
     unprofiled = unprofiled_wait(rows, report.reference(NB)[0])
     if unprofiled is None:
         return (f"the reference's GPU waited {profiled['value']:.0f}% of its profiled step, {UPPER}. By the glossary's "
-                f"rule the profiled step is {bound(profiled['value'] / 100)}; the reference recorded no share without the "
-                "profiler (the current code records one on a GPU), so whether the plain step is too is not known here")
+                f"rule the profiled step is {bound(profiled['value'] / 100)}. The reference recorded no share without the "
+                "profiler (the current code records one on a GPU), so the plain step's share is not known here")
     waited, source = unprofiled
     return (f"the reference's GPU, without the profiler, waited about {waited:.0%} of a step ({source}): "
             f"{bound(waited)} by the glossary's rule\n{said}")
@@ -125,7 +125,7 @@ def graphs_bound(rows: Mapping[str, dict]) -> str:
             f"{graphs['spread'][1] / default['spread'][0]:.2f}× from the quartiles). Inferred, not measured: about "
             f"{mid:.0%} ({100 * lo:.0f}–{hi:.0%} across the quartiles' range) of the "
             "default-compiled step went away under reduce-overhead. Candidates, not separated: launching each kernel, "
-            "PyTorch's choosing of a kernel for each op, the caching allocator's calls (a graph replays into memory it "
+            "dispatch (PyTorch choosing the kernel for each op), the caching allocator's calls (a graph replays into memory it "
             "holds), and Python.")
 
 

@@ -70,7 +70,8 @@ def reference_ridge(intensities: Mapping[str, float]) -> str:
     sides = "; ".join(f"{name}: {'memory' if i < ridge_ else 'compute'}-bound" for name, i in intensities.items())
     size = f"{mib / 1024:g} GiB" if mib >= 1024 else f"{mib:g} MiB"
     return (f"on the reference {device}, by its recorded roofs ({name.removeprefix('peak: ')}: {peak['value']:.1f} TFLOP/s; "
-            f"a copy of {size}: {main['value']:.2f} TB/s): ridge {ridge_:.0f} FLOP/B; {sides}")
+            f"a copy of {size}: {main['value']:.2f} TB/s): ridge {ridge_:.0f} FLOP/B; by the roofline model, not measured "
+            f"there: {sides}")
 
 
 def at_least(v: float) -> str:
@@ -105,7 +106,8 @@ def op_table(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, device: str,
                         else f"{'-':>7}  moves data"))
     n, steps = len(measured.ops), len(measured.step.samples)
     lines.append(f"... {n} (op, shapes) group{'s' if n != 1 else ''}: {fmt_time(op_time)} per step in ops (time: the "
-                 f"median of {steps} steps, ms; least–most: its fastest and slowest step, ms)\nthe whole step, in the same turns: "
+                 f"median of {steps} steps, ms; least–most: its fastest and slowest step, ms; of roof: under 20 %, rounded "
+                 "down)\nthe whole step, in the same turns: "
                  f"{fmt_time(measured.step.median_s)} without the profiler, {fmt_time(measured.profiled.median_s)} with "
                  f"every op counted and recorded | {device}")
     cost = speedup(measured.profiled, measured.step, "without the profiler vs with it, same turns")
@@ -170,8 +172,8 @@ def op_notes(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, peak_name: s
     pointwise = sorted((o for o in measured.ops if o.kind == "element-wise" and o.flops and o.intensity < ridge_of(o)),
                        key=lambda o: -o.seconds)[:2]  # counted at one FLOP per element: how far that count matters
     if pointwise:
-        lines.append("element-wise ops are counted at one FLOP per element, a lower bound (a GELU does tens). Their "
-                     "share of the roof is their share of the memory bandwidth, whatever the count. Counted at " + " or ".join(
+        lines.append("element-wise ops are counted at one FLOP per element, a lower bound (a GELU does tens). While they "
+                     "stay left of the ridge, their share of the roof is their share of the memory bandwidth. Counted at " + " or ".join(
                          f"{math.ceil(ridge_of(o) / o.intensity)} ({o.short})" for o in pointwise)
                      + " FLOPs per element or more, they would move to the compute side of the ridge. There the roof "
                      "is the matmul's peak, which element-wise code is not expected to reach (not measured). So which side they are on is "

@@ -48,11 +48,29 @@ def break_short(fix: Ratio, again: Ratio, first: Ratio | None) -> str:
     said = (f"removing the graph break (a tensor instead of .item()): {fix.brief}; compiling, again in these turns: "
             f"{again.brief}")
     if first is not None and _gain(first) != _gain(again):
-        overlap = first.lo <= again.hi and again.lo <= first.hi
-        said += (f"; section 3's turns read {first.brief}: "
-                 + ("these turns did not confirm that gain (the two intervals overlap)" if overlap else
-                    "the two sets of turns disagree (their intervals do not overlap)") + ", so it is not established")
+        said += f"; section 3's turns read {first.brief}. " + unconfirmed(first, again)
     return said
+
+
+def unconfirmed(first: Ratio, again: Ratio, *more: Ratio) -> str:
+    """Why a compile gain read in some sets of turns and not in others (`first`, `again`, `more`) is not
+    established: where every interval overlaps those that hold 1, the gain they all allow at most ('perhaps
+    none'); where one does not, that the sets disagree."""
+    sets = [first, again, *more]
+    gains, nones = [r for r in sets if _gain(r)], [r for r in sets if not _gain(r)]
+    if all(g.lo <= n.hi and n.lo <= g.hi for g in gains for n in nones):  # every gain's interval meets every other's
+        top = min(r.hi for r in nones)
+        held = "holds" if len(nones) == 1 else "hold"
+        return (f"The interval{'s' if len(nones) > 1 else ''} that {held} 1 ({', '.join(_range(r) for r in nones)}) also "
+                f"{held} the low end of the gain's ({', '.join(_range(r) for r in gains)}): together, a gain of at most "
+                f"about {top:.2f}×, perhaps none; not established")
+    return (f"The intervals ({', '.join(_range(r) for r in sets)}) do not all overlap: the sets of turns disagree, so the "
+            "gain is not established")
+
+
+def _range(r: Ratio) -> str:
+    """'1.04–1.11×': a ratio's interval."""
+    return f"{r.lo:.2f}–{r.hi:.2f}×"
 
 
 def _gain(r: Ratio) -> bool:
