@@ -166,7 +166,8 @@ def mfu_answer(best: Timing | None, best_mfu: Sequence[float] | None, mfu: Ratio
     return (f"answer so far: {best.name} reaches {best_mfu[0]:.1%} MFU (quartiles {best_mfu[1]:.1%}–{best_mfu[2]:.1%}) "
             "of the measured peak; " + ("the same-turns check below agrees" if status == "stands" else
                                         "the same-turns check below could not check it: the matmul's pace in its turns was too "
-                                        "wide to tell") + more)
+                                        "wide to tell" if status == "matmul too wide" else
+                                        "the same-turns check below was too wide to check it") + more)
 
 
 def paired_mfu_text(mfu: Ratio, what: str, device: str, stored: float, matmul: Ratio,
