@@ -134,8 +134,8 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     roof), which timed change paid (`fixes`: a name -> its ratio, None where not timed; `attention`, the
     written-out attention in section 3's turns), each fix's verdict and, off a GPU, the reference GPU's; then
     the details: the profiled step's split (`step`: seconds per category), on a CPU compiling's room
-    (:func:`_room`), notebook 08's readings of the same changes (`ran08`), and why a fix did not show. `again`: the compile's
-    gain timed once more, in section 3b's turns, quoted beside section 3's wherever that is."""
+    (:func:`_room`), notebook 08's readings of the same changes (`ran08`), and why a fix did not show. `again`:
+    the compile's gain timed once more, in section 3b's turns, quoted beside section 3's wherever that is."""
     total = sum(step.values())
     share = {cat: s / total for cat, s in step.items()}
     ops = share.get("compute", 0.0) + share.get("copies", 0.0)
@@ -204,9 +204,10 @@ def _waste(kinds: Mapping[str, Mapping[str, float]], ops_unprofiled: float | Non
     """Cell 1's 'which of that time is waste', on a CPU: the time outside any op, the fusible ops' share and what
     their vanishing would give at most, and the attention kernel where the written-out one beat it."""
     fusible = _fusible(kinds, outside)
-    said = [f"at least {at_least(1 - ops_unprofiled)} of the step outside any op (section 4, if its op records hold every op)"] if ops_unprofiled else []
-    said.append(f"the model's fusible ops (element-wise, reduction, copy), {fusible:.0%} of the op time (the op time at most {1 / (1 - fusible):.2f}× "
-                "shorter if they vanished)")
+    said = ([f"at least {at_least(1 - ops_unprofiled)} of the step outside any op (section 4, if its op records hold "
+              "every op)"] if ops_unprofiled else [])
+    said.append(f"the model's fusible ops (element-wise, reduction, copy), {fusible:.0%} of the op time (the op time at "
+                f"most {1 / (1 - fusible):.2f}× shorter if they vanished)")
     if attention is not None and _gain(attention):
         said.append(f"SDPA's kernel in this format (the written-out attention ran the step {attention.value:.2f}× as fast)")
     return "  the waste this run can name: " + "; ".join(said)
