@@ -780,9 +780,13 @@ def test_answer_quotes_the_compile_gain_of_section_3b_beside_section_3s():
                                          "coverage": 0.96, "drift": 0.01}}
     three = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {nb10.COMPILING: gain}, None, "", None, ran08,
                         again=near)
-    assert "in section 3b's, 1.08× (1.06–1.13) faster in notebook 08's. The interval that holds 1 (0.99–1.07×) also " \
-        "holds the low end of the gain's (1.06–1.12×, 1.06–1.13×): together, a gain of at most about 1.07×, perhaps " \
-        "none; not established" in three
+    assert "in section 3b's, 1.08× (1.06–1.13) faster in notebook 08's. Every interval holds 1.06–1.07×: a gain that " \
+        "small fits every set of turns, but the one that holds 1 (0.99–1.07×) cannot tell it from none; not " \
+        "established" in three
+    wide = Ratio("c3b", 1.03, 1.00, 1.17, rounds=9, coverage=0.96, drift=0.01)  # too wide: it checks nothing
+    assert "not established" not in nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {nb10.COMPILING: gain}, None,
+                                              "", None, ran08, again=wide)
+
     both = Ratio("c3b", 1.07, 1.04, 1.10, rounds=9, coverage=0.96, drift=0.01)
     assert "not established" not in nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {nb10.COMPILING: gain}, None, "",
                                               None, again=both)
@@ -814,9 +818,11 @@ def test_short_lines_say_what_each_section_found_and_where_two_sets_of_turns_dis
     fix = Ratio("compiled, tensor vs .item() in the model", 1.0, 0.98, 1.02, rounds=9, coverage=0.96, drift=0.02)
     near = Ratio("compiled vs eager, section 3b's turns", 1.01, 0.98, 1.045, rounds=9, coverage=0.96, drift=0.02)
     split = nb10.break_short(fix, near, faster)
-    assert split.endswith(f"; section 3's turns read {faster.brief}. The interval that holds 1 (0.98–1.04×) also holds "
-                          "the low end of the gain's (1.04–1.06×): together, a gain of at most about 1.04×, perhaps none; "
-                          "not established")
+    assert split.endswith(f"; section 3's turns read {faster.brief}. Every interval holds 1.04–1.04×: a gain that small "
+                          "fits every set of turns, but the one that holds 1 (0.98–1.04×) cannot tell it from none; not "
+                          "established")
+    wide = Ratio("c3b", 1.03, 0.90, 1.17, rounds=9, coverage=0.96, drift=0.01)
+    assert nb10.break_short(fix, wide, faster).endswith("these turns could not check it (too wide)")
     assert "do not all overlap: the sets of turns disagree" in nb10.break_short(fix, same, faster)  # 0.98–1.02, 1.04–1.06
     assert "disagree" not in nb10.break_short(fix, faster, faster)  # both sets of turns read a gain
     assert nb10.sync_short(same, 53, "cpu").endswith(f"timed in turns here: {same.brief}")  # no reference recorded

@@ -26,7 +26,8 @@ from course_lib.lessons.nb10_reference import (bound, graphs_bound, own_gpt, que
                                                 reference_sync, regime_label)
 from course_lib.lessons.nb10_beside08 import NOT_IN_08, account_in_08, beside_08, same_as_08  # noqa: F401
 from course_lib.lessons.nb10_roofline import at_least, roof_share
-from course_lib.lessons.nb10_short import break_short, compile_short, in_short, sync_short, unconfirmed  # noqa: F401
+from course_lib.lessons.nb10_short import (break_short, compile_short, gain_unsettled, in_short,  # noqa: F401
+                                            sync_short, unconfirmed)
 from course_lib.models import GPT, GPTConfig
 from course_lib.profiling import StepSyncs, SyncCounter
 from course_lib.roofline import OpTime, count_ops
@@ -139,7 +140,7 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     total = sum(step.values())
     share = {cat: s / total for cat, s in step.items()}
     ops = share.get("compute", 0.0) + share.get("copies", 0.0)
-    unsettled = again is not None and (r := fixes.get(COMPILING)) is not None and _gain(r) != _gain(again)
+    unsettled = again is not None and (r := fixes.get(COMPILING)) is not None and gain_unsettled(r, again)
     paid = _listed({n: r for n, r in (dict(fixes) | {"the written-out attention": attention}).items()
                     if r is not None and _gain(r) and not (n == COMPILING and unsettled)})
     tried = (f"  beside them, a change of kernel: the written-out attention instead of SDPA, {attention.brief}"

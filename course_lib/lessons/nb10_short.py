@@ -47,25 +47,32 @@ def break_short(fix: Ratio, again: Ratio, first: Ratio | None) -> str:
     section 3's (`first`), with whether the two sets of turns agree on it."""
     said = (f"removing the graph break (a tensor instead of .item()): {fix.brief}; compiling, again in these turns: "
             f"{again.brief}")
-    if first is not None and _gain(first) != _gain(again):
+    if first is not None and gain_unsettled(first, again):
         said += f"; section 3's turns read {first.brief}. " + unconfirmed(first, again)
+    elif first is not None and _gain(first) and not _gain(again):  # too wide or inconclusive: no check either way
+        said += f"; section 3's turns read {first.brief}: these turns could not check it ({again.grade})"
     return said
+
+
+def gain_unsettled(first: Ratio, again: Ratio) -> bool:
+    """Whether two sets of turns leave a gain unsettled: one reads a speed-up beyond its spread, the other no
+    measurable difference (a range too wide, or a drifting machine, checks nothing either way)."""
+    return (_gain(first) and again.grade == "no difference") or (_gain(again) and first.grade == "no difference")
 
 
 def unconfirmed(first: Ratio, again: Ratio, *more: Ratio) -> str:
     """Why a compile gain read in some sets of turns and not in others (`first`, `again`, `more`) is not
-    established: where every interval overlaps those that hold 1, the gain they all allow at most ('perhaps
-    none'); where one does not, that the sets disagree."""
+    established, from the values every interval holds: none (the sets disagree), or a range above 1 (the
+    gain's interval starts there): a gain that small fits every set, but the set that holds 1 cannot tell it
+    from none."""
     sets = [first, again, *more]
-    gains, nones = [r for r in sets if _gain(r)], [r for r in sets if not _gain(r)]
-    if all(g.lo <= n.hi and n.lo <= g.hi for g in gains for n in nones):  # every gain's interval meets every other's
-        top = min(r.hi for r in nones)
-        held = "holds" if len(nones) == 1 else "hold"
-        return (f"The interval{'s' if len(nones) > 1 else ''} that {held} 1 ({', '.join(_range(r) for r in nones)}) also "
-                f"{held} the low end of the gain's ({', '.join(_range(r) for r in gains)}): together, a gain of at most "
-                f"about {top:.2f}×, perhaps none; not established")
-    return (f"The intervals ({', '.join(_range(r) for r in sets)}) do not all overlap: the sets of turns disagree, so the "
-            "gain is not established")
+    lo, hi = max(r.lo for r in sets), min(r.hi for r in sets)
+    if lo > hi:
+        return (f"The intervals ({', '.join(_range(r) for r in sets)}) do not all overlap: the sets of turns disagree, "
+                "so the gain is not established")
+    nones = [r for r in sets if not _gain(r)]
+    return (f"Every interval holds {lo:.2f}–{hi:.2f}×: a gain that small fits every set of turns, but the one that holds 1 "
+            f"({', '.join(_range(r) for r in nones)}) cannot tell it from none; not established")
 
 
 def _range(r: Ratio) -> str:
