@@ -173,9 +173,10 @@ class Ratio:
             return (f"the machine's speed changed by {self.drift:.1%} from one turn to the next, more than the "
                     f"{REACH - 1:.0%} that a verdict of no difference allows")
         if self.inconclusive and self.drift is not None:
+            gap = max(self.value, 1 / self.value) - 1
+            d = 1 if f"{self.drift:.1%}" != f"{gap:.1%}" else 2  # two figures that print alike would read as an error
             return (f"the whole interval lies {'above' if self.value > 1 else 'below'} 1, yet the machine's speed "
-                    f"changed by {self.drift:.1%} from one turn to the next, more than the "
-                    f"{max(self.value, 1 / self.value) - 1:.1%} difference")
+                    f"changed by {self.drift:.{d}%} from one turn to the next, more than the {gap:.{d}%} difference")
         if self.inconclusive:
             return f"timed at two moments: {moments_words(self.lo, self.hi, word=False)}"
         return ""

@@ -348,7 +348,7 @@ def test_op_table_rows_footer_and_section_3():
              (("step", [0.004, 0.0041, 0.0039]), ("profiled", [0.008, 0.0081, 0.0079]))]
     spread = dataclasses.replace(MM, spread=(0.0009, 0.0012))
     timed = nb10.op_table(StepOps([spread, COPY, ADD], *turns), ridge_of, of_roof, "cpu", rows=1).splitlines()
-    assert "0.90–1.20" in timed[1] and "(time: the median of 3 steps, ms; least–most: its fastest and slowest step, ms; of roof: under 20 %, rounded down)" in timed[2]
+    assert "0.90–1.20" in timed[1] and "(time: the median of 3 steps, ms; least–most: its fastest and slowest step, ms; of roof: its rate as a share of its roof, rounded down under 20 %)" in timed[2]
     assert timed[4].startswith("  verdict: the step without the profiler vs with every op counted and recorded: 2.00× (")
     assert "median of 3 paired turns" in timed[4]
 
@@ -466,7 +466,7 @@ def test_regime_follows_the_share_the_gpu_waited(tmp_path, monkeypatch):
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
     said = nb10.regime({"compute": 0.9, "framework": 0.1}, "cpu")
     assert "the reference's GPU waited 30% of its profiled step, probably high" in said and "By the glossary's rule the " \
-        "profiled step is partly launch-bound" in said and "the plain step's share is not known here" in said
+        "profiled step is partly launch-bound" in said and "the plain step's waiting share is not known here" in said
 
 
 def test_sync_verdict_says_when_the_reference_gpu_showed_no_cost_and_its_regime(tmp_path, monkeypatch):
@@ -552,11 +552,11 @@ def test_beside_08_sets_08s_readings_of_this_gpt_in_one_table_read_by_the_two_mo
         f"{here / 1e6:.2g} M ({(22.0 - compiled.median_s) / (eager.median_s * (1 - 1 / 1.09)) * 2048 / 1e6:.2g}–"
         f"{(22.0 - compiled.median_s) / (eager.median_s * (1 - 1 / 1.03)) * 2048 / 1e6:.2g} M)"]
     assert row["compile pays back after, tokens (section 3's turns)"][2].startswith(f"{here / t08:.2f}× (")
-    assert row["eager SDPA, ktok/s (each after its compile)"][:2] == ["18.4 (18.2–18.5)", f"{eager.rate / 1e3:.3g} "
+    assert row["eager SDPA, ktok/s (each after its compile; 08: its step, 2 micro-batches)"][:2] == ["18.4 (18.2–18.5)", f"{eager.rate / 1e3:.3g} "
                                                                    f"({eager.rate_lo / 1e3:.3g}–{eager.rate_hi / 1e3:.3g})"]
-    assert row["eager SDPA, ktok/s (each after its compile)"][3] == "not told apart (under 2.5×)"  # 1.20× apart
-    assert row["eager SDPA, ktok/s (each before its compile)"][1] == "25.6 (25.4–25.8)"  # 2048 tokens / 80 ms
-    assert {"compiled SDPA, ktok/s", "written-out, ktok/s (08: section 4, 2 micro-batches)", "written-out, ktok/s (08: section 5, "
+    assert row["eager SDPA, ktok/s (each after its compile; 08: its step, 2 micro-batches)"][3] == "not told apart (under 2.5×)"  # 1.20× apart
+    assert row["eager SDPA, ktok/s (each before its compile; 08: its step, 2 micro-batches)"][1] == "25.6 (25.4–25.8)"  # 2048 tokens / 80 ms
+    assert {"compiled SDPA, ktok/s (08: its step, 2 micro-batches)", "written-out, ktok/s (08: section 4, 2 micro-batches)", "written-out, ktok/s (08: section 5, "
             "no sampler)", "written-out, ktok/s (08: section 5, sampler on)"} <= row.keys()
     assert "08's eager and compiled steps after its compile both read slower than here (1.20×, " in text  # and 1.15×
     assert lines[0].startswith("in short: ") and lines[1] == "  details:"
@@ -594,7 +594,7 @@ def test_beside_08_sets_08s_step_timed_here_beside_08s_and_09s_readings_and_this
     text = nb10.beside_08(_ran08(), gpt, "cpu", 16, written=written, as_08=as_08, ran09=ran09, account="08's account")
     lines = text.splitlines()
     assert lines[0].startswith("in short: by the rule for two moments, no reading of 08's (or 09's) is told apart")
-    assert "; 08's own step, timed in these turns beside this notebook's step, its time: 1.03× (" in lines[0]
+    assert "; 08's step time over this notebook's, both timed in these turns: 1.03× (" in lines[0]
     assert lines[2] == "    08's account"  # the attention account, first under details
     assert not any(" | " in ln and "08's step" in ln for ln in lines)  # 08's step: one line, not table rows
     r = as_08.rate / 1e3  # the fastest of 08's readings is its section 4 (31.6), the slowest 09's (24.3)
@@ -602,7 +602,8 @@ def test_beside_08_sets_08s_step_timed_here_beside_08s_and_09s_readings_and_this
                "section 5, no sampler)" in ln)
     assert f"24.3 (09, in its turns), 28.8 (08, its long run); here {r:.3g} (" in one
     assert f"at {r / 31.6:.2f}×–{r / 24.3:.2f}× their speed, each under the 2.5× that two moments" in one
-    assert "08's own readings span 27.3–31.6 (1.16×) within one process: the same code at different moments" in one
+    assert "08's own readings span 27.3–31.6 (1.16×) within one process: the same step (at its micro-batches) at " \
+        "different moments" in one
     assert "09 timed" not in text  # 09's forward and backward not recorded here
     sec4 = {**_ran08(), "section 4's step, 2 micro-batches of 16, no sampler": {
         "value": 26.8, "unit": "ktok/s", "spread": [26.3, 26.9], "setup": "written-out attention"}}
@@ -611,9 +612,13 @@ def test_beside_08_sets_08s_step_timed_here_beside_08s_and_09s_readings_and_this
     part = {**ran09, "step without checkpointing": {"value": 116.7, "unit": "ms", "spread": [114.9, 144.1]}}
     eager = t("eager", 0.0963)
     said = nb10.beside_08(_ran08(), gpt, "cpu", 16, eager=eager, written=written, as_08=as_08, ran09=part)
-    assert "09 timed this GPT's forward and backward alone (SDPA, no optimizer) at 116.7 ms; this section's whole eager " \
-        f"step, AdamW included, at {eager.median_s * 1e3:.1f} ms: the part took {116.7 / 96.3:.2f}× (" in said
-    assert "not told apart (under 2.5×); a part slower than its whole is the same code read at different moments" in said
+    assert "09 timed this GPT's forward and backward alone (SDPA, no optimizer) at 116.7 ms; this notebook's whole eager " \
+        f"step, AdamW included, read section 3 {eager.median_s * 1e3:.1f} ms ({116.7 / 96.3:.2f}×)" in said
+    assert "each under 2.5×; a part slower than its whole is the same code read at different moments" in said
+    before = _t("no logging", 0.1167)
+    both = nb10.beside_08(_ran08(), gpt, "cpu", 16, eager=eager, written=written, as_08=as_08, ran09=part, before=before)
+    assert "read section 2 116.7 ms (1.00×), section 3 96.3 ms (1.21×): the part at 1.00×–1.21× the whole's time" in both
+    assert "a part slower than its whole" not in both
     alike = {k: {**v, "value": as_08.rate / 1e3, "spread": [as_08.rate_lo / 1e3, as_08.rate_hi / 1e3]}
              for k, v in _ran08().items() if "ktok" in v.get("unit", "")}
     same = nb10.beside_08({**_ran08(), **alike}, gpt, "cpu", 16, written=written, as_08=as_08)
@@ -674,7 +679,7 @@ def test_regime_off_a_gpu_names_the_profilers_cost_and_the_graphs_evidence(tmp_p
     said = nb10.regime(cats, "cpu")  # an H200 record without the unprofiled row: no regime of the plain step
     assert "the reference's GPU waited 78% of its profiled step, probably high" in said and "56%" not in said
     assert "The reference recorded no share without the profiler (the current code records one on a GPU), so " \
-        "the plain step's share is not known here" in said
+        "the plain step's waiting share is not known here" in said
     rep.add("compiled, default", 534.4, "ktok/s", spread=(517.0, 545.5))
     rep.add("compiled, reduce-overhead", 975.1, "ktok/s", spread=(950.4, 1000.1))
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
@@ -780,9 +785,8 @@ def test_answer_quotes_the_compile_gain_of_section_3b_beside_section_3s():
                                          "coverage": 0.96, "drift": 0.01}}
     three = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {nb10.COMPILING: gain}, None, "", None, ran08,
                         again=near)
-    assert "in section 3b's, 1.08× (1.06–1.13) faster in notebook 08's. Every interval holds 1.06–1.07×: a gain that " \
-        "small fits every set of turns, but the one that holds 1 (0.99–1.07×) cannot tell it from none; not " \
-        "established" in three
+    assert "in section 3b's, 1.08× (1.06–1.13) faster in notebook 08's. A gain of 1.06–1.07× would fit every set of " \
+        "turns, but 0.99–1.07× cannot tell it from no gain: not established" in three
     wide = Ratio("c3b", 1.03, 1.00, 1.17, rounds=9, coverage=0.96, drift=0.01)  # too wide: it checks nothing
     assert "not established" not in nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {nb10.COMPILING: gain}, None,
                                               "", None, ran08, again=wide)
@@ -815,15 +819,20 @@ def test_short_lines_say_what_each_section_found_and_where_two_sets_of_turns_dis
     assert nb10.compile_short(faster, attention) == (
         f"compiling (default mode) against eager, timed in turns: {faster.brief} (section 3b times it again); the "
         f"written-out attention instead of SDPA, eager: {attention.brief}")
+    slow = nb10.compile_short(faster, attention, _t("eager", 0.116), _t("no logging", 0.0951))
+    assert slow.endswith("; in these turns the eager step took 1.22× its section-2 time: a slow set of turns (two "
+                         "moments), on which these verdicts rest")
+    assert "set of turns" not in nb10.compile_short(faster, attention, _t("eager", 0.099), _t("no logging", 0.0951))
     fix = Ratio("compiled, tensor vs .item() in the model", 1.0, 0.98, 1.02, rounds=9, coverage=0.96, drift=0.02)
     near = Ratio("compiled vs eager, section 3b's turns", 1.01, 0.98, 1.045, rounds=9, coverage=0.96, drift=0.02)
     split = nb10.break_short(fix, near, faster)
-    assert split.endswith(f"; section 3's turns read {faster.brief}. Every interval holds 1.04–1.04×: a gain that small "
-                          "fits every set of turns, but the one that holds 1 (0.98–1.04×) cannot tell it from none; not "
-                          "established")
+    assert split.endswith(f"; section 3's turns read {faster.brief}: not confirmed here (the answer weighs the sets of "
+                          "turns)")
+    assert nb10.unconfirmed(faster, near) == ("A gain of 1.04–1.04× would fit every set of turns, but 0.98–1.04× cannot "
+                                              "tell it from no gain: not established")
     wide = Ratio("c3b", 1.03, 0.90, 1.17, rounds=9, coverage=0.96, drift=0.01)
     assert nb10.break_short(fix, wide, faster).endswith("these turns could not check it (too wide)")
-    assert "do not all overlap: the sets of turns disagree" in nb10.break_short(fix, same, faster)  # 0.98–1.02, 1.04–1.06
+    assert "do not all overlap: the sets of turns disagree" in nb10.unconfirmed(faster, same)  # 0.98–1.02, 1.04–1.06
     assert "disagree" not in nb10.break_short(fix, faster, faster)  # both sets of turns read a gain
     assert nb10.sync_short(same, 53, "cpu").endswith(f"timed in turns here: {same.brief}")  # no reference recorded
     from course_lib import report

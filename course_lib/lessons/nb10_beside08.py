@@ -80,29 +80,31 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
                                                  "no reading of 08's (or 09's) is told apart from this section's"))
     cost = _cost(as_08, written)
     if cost is not None:
-        short += f"; 08's own step, timed in these turns beside this notebook's step, its time: {cost.brief}"
+        short += f"; 08's step time over this notebook's, both timed in these turns: {cost.brief}"
     details = [account, f"here ÷ 08: this section's figure over 08's (for a rate, the speed here over 08's), with the range "
                f"the two spreads allow; two moments are told apart only where that whole range lies "
                f"{verdicts.APART:g}× or more from 1" if table else "", _table(table) if table else "",
-               _after_compile(ran08, eager, compiled), *_same_step(mine, as_08 is not None), _part_in_09(ran09, eager),
+               _after_compile(ran08, eager, compiled), *_same_step(mine, as_08 is not None), _part_in_09(ran09, eager, before),
                f"08's step: gradient clipping, AdamW's two parameter groups, its learning-rate schedule; its section 4 "
                f"runs {c08.accum} micro-batches of {c08.micro} a step, its section 5 and 09 one"
                if mine or any(r.quantity.startswith("written-out,") for r in table) else ""]
     return in_short(short, details)
 
 
-def _part_in_09(ran09: Mapping[str, dict] | None, eager: Timing | None) -> str:
+def _part_in_09(ran09: Mapping[str, dict] | None, eager: Timing | None, before: Timing | None = None) -> str:
     """09's forward and backward alone of this GPT (SDPA, no optimizer; its 'step without checkpointing') beside
-    this section's whole eager step, two moments: a part that reads longer than its whole says so."""
+    this notebook's whole eager step as section 3 (`eager`) and section 2 (`before`) read it, two moments each."""
     row = (ran09 or {}).get("step without checkpointing")
-    if not row or row.get("unit") != "ms" or not row.get("spread") or eager is None:
+    wholes = {k: t for k, t in (("section 2", before), ("section 3", eager)) if t is not None}
+    if not row or row.get("unit") != "ms" or not wholes:
         return ""
-    lo, hi = row["spread"]
-    r, r_lo, r_hi = row["value"] / 1e3 / eager.median_s, lo / 1e3 / eager.hi_s, hi / 1e3 / eager.lo_s
-    return (f"09 timed this GPT's forward and backward alone (SDPA, no optimizer) at {row['value']:.1f} ms; this section's "
-            f"whole eager step, AdamW included, at {eager.median_s * 1e3:.1f} ms: the part took {r:.2f}× "
-            f"({r_lo:.2f}–{r_hi:.2f}) the whole's time, two moments: {verdicts.moments_words(r_lo, r_hi, short=True)}"
-            + ("; a part slower than its whole is the same code read at different moments" if r_lo > 1 else ""))
+    part = row["value"] / 1e3
+    said = ", ".join(f"{k} {t.median_s * 1e3:.1f} ms ({part / t.median_s:.2f}×)" for k, t in wholes.items())
+    ratios = [part / t.median_s for t in wholes.values()]
+    return (f"09 timed this GPT's forward and backward alone (SDPA, no optimizer) at {row['value']:.1f} ms; this "
+            f"notebook's whole eager step, AdamW included, read {said}: the part at {min(ratios):.2f}×–{max(ratios):.2f}× "
+            f"the whole's time, two moments, each under {verdicts.APART:g}×"
+            + ("; a part slower than its whole is the same code read at different moments" if min(ratios) > 1 else ""))
 
 
 def _cost(as_08: Timing | None, written: Timing | None) -> Ratio | None:
@@ -128,7 +130,8 @@ def _same_step(mine: list[Row], timed_here: bool) -> list[str]:
               if len(own) > 1 and max(own) / min(own) > 1.1 else "")
     return [f"{STEP_08 if timed_here else 'the written-out step'}, ktok/s, as read earlier: {said}; here {here}, at "
             f"{lo:.2f}×–{hi:.2f}× their speed, {told}{spread}: "
-            "the same code at different moments, not two different steps; the cause is not measured"]
+            "the same step (at its micro-batches) at different moments, not two different steps; what moves it is not "
+            "measured"]
 
 
 def _table(rows: list[Row]) -> str:
@@ -161,7 +164,8 @@ def _paired(quantity: str, row: dict | None, gain: Ratio | None, inverted: bool 
     value, (lo, hi) = row["value"], row["spread"]
     if inverted:
         value, lo, hi = 1 / value, 1 / hi, 1 / lo
-    return Row(f"{quantity} (paired)", f"{value:.2f}× ({lo:.2f}–{hi:.2f})",
+    micro = _micro(row)  # 08's step, where it ran more than one micro-batch: another step than this one
+    return Row(f"{quantity} (paired{f'; 08: its step{micro}' if micro else ''})", f"{value:.2f}× ({lo:.2f}–{hi:.2f})",
                f"{gain.value:.2f}× ({gain.lo:.2f}–{gain.hi:.2f})", *_pair(gain.value / value, gain.lo / hi, gain.hi / lo))
 
 
@@ -237,6 +241,8 @@ def _rates(ran08: Mapping[str, dict], batch: int, eager: Timing | None, written:
             continue
         scale = unit_scale(row["unit"], t.unit)
         lo, hi = row["spread"]
+        micro = _micro(row) if which.startswith("each") or not which else ""  # 08's step of more micro-batches
+        which = "; ".join(filter(None, [which, f"08: its step{micro}" if micro else ""]))
         rows.append(Row(f"{what}, {row['unit']}" + (f" ({which})" if which else ""),
                         f"{row['value']:.3g} ({lo:.3g}–{hi:.3g})",
                         f"{t.rate / scale:.3g} ({t.rate_lo / scale:.3g}–{t.rate_hi / scale:.3g})", *_pair(*vs), vs[0],
@@ -298,8 +304,8 @@ def account_in_08(ran08: Mapping[str, dict] | None, sdpa: Timing, written: Timin
     summed, gap = per_call * gpt.n_layer, sdpa.median_s - written.median_s
     share = f": the account is {summed / gap:.2f}× that gap" if gap > 0 and summed > 0 else ""
     more = (f". The {summed * 1e3:+.1f} ms summed from attention timed alone exceeds the step's {gap * 1e3:+.1f} ms gap: "
-            "attention timed alone includes its own .sum() and its backward, and runs without neighbouring ops; how much "
-            "that adds is not measured"
+            "the two come from different sets of turns, and attention alone runs without its neighbouring ops; what sets "
+            "them apart is not measured"
             if share and summed > 1.1 * gap else "")  # beyond a tenth: a part clearly larger than the whole
     return (f"notebook 08 timed attention alone at this shape earlier in this run ({dtype}, forward + backward): SDPA's "
             f"extra {per_call * 1e3:+.2f} ms per layer × {gpt.n_layer} layers = {summed * 1e3:+.1f} ms per step; here the "

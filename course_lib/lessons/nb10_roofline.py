@@ -106,8 +106,8 @@ def op_table(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, device: str,
                         else f"{'-':>7}  moves data"))
     n, steps = len(measured.ops), len(measured.step.samples)
     lines.append(f"... {n} (op, shapes) group{'s' if n != 1 else ''}: {fmt_time(op_time)} per step in ops (time: the "
-                 f"median of {steps} steps, ms; least–most: its fastest and slowest step, ms; of roof: under 20 %, rounded "
-                 "down)\nthe whole step, in the same turns: "
+                 f"median of {steps} steps, ms; least–most: its fastest and slowest step, ms; of roof: its rate as a share "
+                 "of its roof, rounded down under 20 %)\nthe whole step, in the same turns: "
                  f"{fmt_time(measured.step.median_s)} without the profiler, {fmt_time(measured.profiled.median_s)} with "
                  f"every op counted and recorded | {device}")
     cost = speedup(measured.profiled, measured.step, "without the profiler vs with it, same turns")

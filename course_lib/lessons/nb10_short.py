@@ -4,12 +4,14 @@ prints; :mod:`course_lib.lessons.nb10` re-exports them."""
 
 from __future__ import annotations
 
+import math
 from typing import Iterable
 
 from course_lib import report
-from course_lib.bench import Ratio
+from course_lib.bench import Ratio, Timing
 
 NB = "10_compile_and_profile"
+SWING = 1.1  # a set of turns whose eager step reads this far from section 2's is named as slow (or fast)
 
 
 def in_short(short: str, details: Iterable[str]) -> str:
@@ -33,12 +35,19 @@ def sync_short(gain: Ratio | None, waits: int, device_type: str) -> str:
     return said
 
 
-def compile_short(gain: Ratio | None, attention: Ratio | None) -> str:
-    """Section 3 in one line: compiling's speed-up in these turns, and the written-out attention's."""
+def compile_short(gain: Ratio | None, attention: Ratio | None, eager: Timing | None = None,
+                  before: Timing | None = None) -> str:
+    """Section 3 in one line: compiling's speed-up in these turns, and the written-out attention's; where the
+    eager step in these turns (`eager`) read 10 % or more away from section 2's (`before`), that these turns
+    ran slow (or fast): both verdicts rest on them."""
     said = [f"compiling (default mode) against eager, timed in turns: {gain.brief} (section 3b times it again)"
             if gain is not None else "compiling: not timed here"]
     if attention is not None:
         said.append(f"the written-out attention instead of SDPA, eager: {attention.brief}")
+    if eager is not None and before is not None and abs(math.log(eager.median_s / before.median_s)) > math.log(SWING):
+        r = eager.median_s / before.median_s
+        said.append(f"in these turns the eager step took {r:.2f}× its section-2 time: a {'slow' if r > 1 else 'fast'} set "
+                    "of turns (two moments), on which these verdicts rest")
     return "; ".join(said)
 
 
@@ -48,7 +57,7 @@ def break_short(fix: Ratio, again: Ratio, first: Ratio | None) -> str:
     said = (f"removing the graph break (a tensor instead of .item()): {fix.brief}; compiling, again in these turns: "
             f"{again.brief}")
     if first is not None and gain_unsettled(first, again):
-        said += f"; section 3's turns read {first.brief}. " + unconfirmed(first, again)
+        said += f"; section 3's turns read {first.brief}: not confirmed here (the answer weighs the sets of turns)"
     elif first is not None and _gain(first) and not _gain(again):  # too wide or inconclusive: no check either way
         said += f"; section 3's turns read {first.brief}: these turns could not check it ({again.grade})"
     return said
@@ -71,8 +80,8 @@ def unconfirmed(first: Ratio, again: Ratio, *more: Ratio) -> str:
         return (f"The intervals ({', '.join(_range(r) for r in sets)}) do not all overlap: the sets of turns disagree, "
                 "so the gain is not established")
     nones = [r for r in sets if not _gain(r)]
-    return (f"Every interval holds {lo:.2f}–{hi:.2f}×: a gain that small fits every set of turns, but the one that holds 1 "
-            f"({', '.join(_range(r) for r in nones)}) cannot tell it from none; not established")
+    return (f"A gain of {lo:.2f}–{hi:.2f}× would fit every set of turns, but {', '.join(_range(r) for r in nones)} "
+            "cannot tell it from no gain: not established")
 
 
 def _range(r: Ratio) -> str:
