@@ -21,7 +21,7 @@ from course_lib.bench import Ratio, Timing, break_even, name_width, speedup
 from course_lib.lessons.nb10_roofline import (OfRoof, RidgeOf, above_roof, attention_alone, eager_then_now,  # noqa: F401
                                               kind_table, no_roofline, op_notes, op_table, placement, reference_ridge,
                                               roof_verdict, roofs_note)
-from course_lib.lessons.nb10_reference import (bound, graphs_bound, own_gpt, queue_drained,  # noqa: F401
+from course_lib.lessons.nb10_reference import (REGIONS, bound, graphs_bound, own_gpt, queue_drained,  # noqa: F401
                                                 reference_answer, reference_fix, reference_gpt, reference_sizes,
                                                 reference_sync, regime_label)
 from course_lib.lessons.nb10_beside08 import NOT_IN_08, account_in_08, beside_08, same_as_08  # noqa: F401
@@ -167,7 +167,7 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
                  if row08 and row08.get("spread") else [])
         head.append(f"  not established: {COMPILING}, {fixes[COMPILING].brief} in section 3's turns, {again.brief} in "
                     f"section 3b's" + "".join(f", {r.brief} in notebook 08's" for r in in_08)
-                    + f". {unconfirmed(fixes[COMPILING], again, *in_08)} (section 3's 'pays for itself after' rests on "
+                    + f": {unconfirmed(fixes[COMPILING], again, *in_08)} (section 3's 'pays for itself after' rests on "
                     "that gain)")
     if kinds and device_type != "cuda":
         head.append(_waste(kinds, ops_unprofiled, outside, attention))
@@ -184,7 +184,7 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
                        "for nothing but itself (section 2)")
     if device_type != "cuda" and fix is not None and not fix.clear:
         details.append(f"the graph break's fix showed no gain these turns can measure ({fix.value:.2f}×; {fix.doubt}; "
-                       "section 3b). The break both splits the block's graph and leaves GPT.forward's other ops eager; "
+                       "section 3b). The break both splits the block's graph and leaves the GPT's forward's other ops eager; "
                        "the two costs are not timed apart")
     return "\n".join(head + reference + ["  details:"] + [f"    {d}" for d in details])
 
@@ -482,12 +482,12 @@ def compiled_share(item_graphs: Sequence[Sequence[int]], tensor_graphs: Sequence
         own, eager = n_layer * block, plain - n_layer * block
         return (f"with the .item(): only the {n_layer} blocks run compiled, one graph of the block's code called once per "
                 f"block: {broken} op calls, the blocks' own {own} of the plain GPT's {plain} ({own / plain:.0%}) and the "
-                f"monitoring's {broken - own}. Dynamo gave up on GPT.forward, so its other {eager} ops (the embeddings, "
+                f"monitoring's {broken - own}. Dynamo gave up on the GPT's forward, so its other {eager} ops (the embeddings, "
                 f"final norm and head) run eagerly. With the tensor: one graph of all {whole} op calls, the monitoring's "
                 "included")
     if gave_up(item_graphs, n_layer):
         return (f"with the .item(): only the {n_layer} blocks run compiled ({broken} op calls, one graph of the block's "
-                "code called once per block); Dynamo gave up on GPT.forward, so the embeddings, final norm and head "
+                "code called once per block); Dynamo gave up on the GPT's forward, so the embeddings, final norm and head "
                 f"run eagerly. With the tensor: one graph of all {whole} op calls")
     return (f"op calls per forward in compiled graphs: {broken} with the .item(), the rest of its forward running "
             f"eagerly; {whole} with the tensor, in one graph: the whole forward")
@@ -505,7 +505,7 @@ def compile_log_note(name: str, seconds: float, breaks: Sequence[str], explained
         lines += ["    " + line for line in breaks[0].splitlines()[:3] if line.strip()]
         lines += [f"  message {i} begins: {m.splitlines()[0]}" for i, m in enumerate(breaks[1:4], 2) if m.strip()]
     if breaks and len(breaks) != explained:
-        lines.append((f"  one break, two log messages: one when Dynamo gave up on GPT.forward, one when it compiled the block "
+        lines.append((f"  one break, two log messages: one when Dynamo gave up on the GPT's forward, one when it compiled the block "
                       "on its own and cut its graph at the .item()" if len(breaks) == 2 and eager_forward and explained == 1
                       else f"  the log wrote {len(breaks)} messages, explain counted {explained} break(s): the log writes "
                       "one per Python frame that reached the break")
@@ -528,7 +528,7 @@ def before_compile(plain: Timing, eager: Timing) -> str:
     e = speedup(eager, plain)  # the eager step's speed before the compile over after it
     ms = lambda t: f"{fmt_time(t.median_s)} ({fmt_time(t.lo_s)}–{fmt_time(t.hi_s)})"  # noqa: E731
     return (f"the eager step read {ms(plain)} in section 2, before any compile, and {ms(eager)} here, after it: "
-            + ("alike" if e.within_noise else f"{eager.median_s / plain.median_s:.2f}× its earlier time, two moments: "
+            + ("not told apart (two moments; their quartile ranges overlap)" if e.within_noise else f"{eager.median_s / plain.median_s:.2f}× its earlier time, two moments: "
                                                f"{verdicts.moments_words(e.lo, e.hi, short=True)}; what moved it is not "
                                                "measured"))
 

@@ -101,10 +101,12 @@ def _part_in_09(ran09: Mapping[str, dict] | None, eager: Timing | None, before: 
     part = row["value"] / 1e3
     said = ", ".join(f"{k} {t.median_s * 1e3:.1f} ms ({part / t.median_s:.2f}×)" for k, t in wholes.items())
     ratios = [part / t.median_s for t in wholes.values()]
-    return (f"09 timed this GPT's forward and backward alone (SDPA, no optimizer) at {row['value']:.1f} ms; this "
+    return (f"09 timed this GPT's forward and backward alone (SDPA, no optimizer, its gradients added to) at "
+            f"{row['value']:.1f} ms; this "
             f"notebook's whole eager step, AdamW included, read {said}: the part at {min(ratios):.2f}×–{max(ratios):.2f}× "
             f"the whole's time, two moments, each under {verdicts.APART:g}×"
-            + ("; a part slower than its whole is the same code read at different moments" if min(ratios) > 1 else ""))
+            + ("; a part slower than its whole: what sets the two moments apart is not measured" if min(ratios) > 1
+               else ""))
 
 
 def _cost(as_08: Timing | None, written: Timing | None) -> Ratio | None:
@@ -126,12 +128,13 @@ def _same_step(mine: list[Row], timed_here: bool) -> list[str]:
     told = ("by the rule for two moments, a difference" if any(r.verdict.startswith("a difference") for r in mine) else
             f"each under the {verdicts.APART:g}× that two moments can differ by")
     own = [r.then for r in mine if label(r).startswith("08")]
+    mixed = any("micro-batches" in label(r) for r in mine) and any("micro-batches" not in label(r) for r in mine)
     spread = (f"; 08's own readings span {min(own):.3g}–{max(own):.3g} ({max(own) / min(own):.2f}×) within one process"
               if len(own) > 1 and max(own) / min(own) > 1.1 else "")
     return [f"{STEP_08 if timed_here else 'the written-out step'}, ktok/s, as read earlier: {said}; here {here}, at "
             f"{lo:.2f}×–{hi:.2f}× their speed, {told}{spread}: "
-            "the same step (at its micro-batches) at different moments, not two different steps; what moves it is not "
-            "measured"]
+            + ("08's step at one or two micro-batches" if mixed else "the same step") + " read at different moments: "
+            "what sets the readings apart is not measured"]
 
 
 def _table(rows: list[Row]) -> str:

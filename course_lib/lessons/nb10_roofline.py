@@ -96,8 +96,8 @@ def op_table(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, device: str,
     the whole step's time with and without the profiler; and, given section 3's `eager` timing of
     the same step, the two beside each other (:func:`eager_then_now`)."""
     op_time = measured.op_seconds
-    lines = [f"{'op':<48} {'kind':<17} {'calls':>5} {'FLOP/B':>7} {'time':>9} {'least–most':>13} {'share':>6} {'rate':>13} "
-             f"{'of roof':>7}"]
+    lines = [f"{'op':<48} {'kind':<17} {'calls':>5} {'FLOP/B':>7} {'time':>9} {'least–most':>13} {'share':>6} {'FLOP/s':>13} "
+             f"{'% roof':>7}  side of its ridge"]
     for o in measured.ops[:rows]:
         lo, hi = o.spread
         lines.append(f"{_cut(o.label, 48):<48} {o.kind:<17} {o.calls:>5} {o.intensity:>7.2f} {1e3 * o.seconds:>7.2f}ms "

@@ -24,8 +24,8 @@ def sync_short(gain: Ratio | None, waits: int, device_type: str) -> str:
     """Section 2 in one line: the synchronising calls each logging step makes and what keeping the values on
     the device changed here (`gain`, None where not timed); off a GPU, whether any GPU run resolved what the
     reads cost (the reference's own figures stand below, under their heading)."""
-    said = (f"a step reading its logged values makes {waits} synchronising calls, one keeping them on the device 0; "
-            "keeping them, timed in turns here: " + (gain.brief if gain is not None else "not timed"))
+    said = (f"a step reading its logged values makes {waits} synchronising calls, a step keeping them on the device "
+            "none; keeping them, timed in turns here: " + (gain.brief if gain is not None else "not timed"))
     ref = _recorded("keeping values vs reading values") if device_type != "cuda" else None
     if ref is not None and not ref.clear:
         said += (". No GPU run of this course has yet resolved what the reads cost a training step (the reference "
@@ -70,23 +70,22 @@ def gain_unsettled(first: Ratio, again: Ratio) -> bool:
 
 
 def unconfirmed(first: Ratio, again: Ratio, *more: Ratio) -> str:
-    """Why a compile gain read in some sets of turns and not in others (`first`, `again`, `more`) is not
-    established, from the values every interval holds: none (the sets disagree), or a range above 1 (the
-    gain's interval starts there): a gain that small fits every set, but the set that holds 1 cannot tell it
-    from none."""
+    """Why a compile gain read in some sets of turns (`first`, `again`, `more`) and not in others is not
+    established: the sets whose interval holds 1 cannot confirm it; where every interval shares some values,
+    the gain that would fit them all."""
     sets = [first, again, *more]
+    gains, nones = [r for r in sets if _gain(r)], [r for r in sets if not _gain(r)]
     lo, hi = max(r.lo for r in sets), min(r.hi for r in sets)
-    if lo > hi:
-        return (f"The intervals ({', '.join(_range(r) for r in sets)}) do not all overlap: the sets of turns disagree, "
-                "so the gain is not established")
-    nones = [r for r in sets if not _gain(r)]
-    return (f"A gain of {lo:.2f}–{hi:.2f}× would fit every set of turns, but {', '.join(_range(r) for r in nones)} "
-            "cannot tell it from no gain: not established")
+    held = (f"the interval {_range(nones[0])} holds 1" if len(nones) == 1 else
+            f"the intervals {', '.join(_range(r) for r in nones)} hold 1")
+    fits = f"; a gain of {lo:.2f}–{hi:.2f}× would fit every set" if lo <= hi else ""
+    return (f"{held}, so {'it' if len(nones) == 1 else 'they'} cannot confirm the gain read in "
+            f"{', '.join(_range(r) for r in gains)}{fits}: not established")
 
 
 def _range(r: Ratio) -> str:
-    """'1.04–1.11×': a ratio's interval."""
-    return f"{r.lo:.2f}–{r.hi:.2f}×"
+    """'1.04–1.11×': a ratio's interval, with as many decimals as its verdict prints."""
+    return f"{r.lo:.{r.decimals}f}–{r.hi:.{r.decimals}f}×"
 
 
 def _gain(r: Ratio) -> bool:
