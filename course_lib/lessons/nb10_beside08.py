@@ -80,40 +80,22 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
                                                  "no reading of 08's (or 09's) is told apart from this section's"))
     cost = _cost(as_08, written)
     if cost is not None:
-        short += f"; 08's step time over this notebook's, both timed in these turns: {cost.brief}"
+        short += f"; 08's step against this notebook's eager written-out step, speed, timed in these turns: {cost.brief}"
     details = [account, f"here ÷ 08: this section's figure over 08's (for a rate, the speed here over 08's), with the range "
                f"the two spreads allow; two moments are told apart only where that whole range lies "
                f"{verdicts.APART:g}× or more from 1" if table else "", _table(table) if table else "",
-               _after_compile(ran08, eager, compiled), *_same_step(mine, as_08 is not None), _part_in_09(ran09, eager, before),
-               f"08's step: gradient clipping, AdamW's two parameter groups, its learning-rate schedule; its section 4 "
-               f"runs {c08.accum} micro-batches of {c08.micro} a step, its section 5 and 09 one"
+               _after_compile(ran08, eager, compiled), *_same_step(mine, as_08 is not None),
+               "08's step: gradient clipping, AdamW's two parameter groups, its learning-rate schedule; one micro-batch a "
+               "step, or more where a reading says so"
                if mine or any(r.quantity.startswith("written-out,") for r in table) else ""]
     return in_short(short, details)
 
 
-def _part_in_09(ran09: Mapping[str, dict] | None, eager: Timing | None, before: Timing | None = None) -> str:
-    """09's forward and backward alone of this GPT (SDPA, no optimizer; its 'step without checkpointing') beside
-    this notebook's whole eager step as section 3 (`eager`) and section 2 (`before`) read it, two moments each."""
-    row = (ran09 or {}).get("step without checkpointing")
-    wholes = {k: t for k, t in (("section 2", before), ("section 3", eager)) if t is not None}
-    if not row or row.get("unit") != "ms" or not wholes:
-        return ""
-    part = row["value"] / 1e3
-    said = ", ".join(f"{k} {t.median_s * 1e3:.1f} ms ({part / t.median_s:.2f}×)" for k, t in wholes.items())
-    ratios = [part / t.median_s for t in wholes.values()]
-    return (f"09 timed this GPT's forward and backward alone (SDPA, no optimizer, its gradients added to) at "
-            f"{row['value']:.1f} ms; this "
-            f"notebook's whole eager step, AdamW included, read {said}: the part at {min(ratios):.2f}×–{max(ratios):.2f}× "
-            f"the whole's time, two moments, each under {verdicts.APART:g}×"
-            + ("; a part slower than its whole: what sets the two moments apart is not measured" if min(ratios) > 1
-               else ""))
-
-
 def _cost(as_08: Timing | None, written: Timing | None) -> Ratio | None:
-    """08's step's time over this notebook's written-out step's, timed in the same turns (None unless both ran)."""
+    """08's step's speed over this notebook's written-out step's, timed in the same turns (None unless both ran)."""
     if as_08 is None or written is None:
         return None
-    return bench.speedup(as_08, written, "08's step over this notebook's, time", more="longer", less="shorter")
+    return bench.speedup(written, as_08, "08's step vs this notebook's written-out step, speed")
 
 
 def _same_step(mine: list[Row], timed_here: bool) -> list[str]:

@@ -54,9 +54,10 @@ def reference_fix() -> str:
     named = own_gpt()
     text = report.reference_text(NB, ("compiled, tensor vs .item()",))
     return ((f"The same fix on the reference GPU, with {named}:\n" if named else "") + text
-            + ("\n  (recorded before the .item() copy ran a forward of its own: Dynamo's skip of GPT.forward then very "
-               "likely left the fixed GPT compiled block by block too, as its rate near the eager step's suggests, so this "
-               "row does not measure the fix; reasoning, not measured. A GPU run of the current code does)"
+            + ("\n  This row was recorded with older code, in which the .item() GPT shared GPT.forward with the fixed one: "
+               "Dynamo's skip of that function probably left the fixed GPT compiled block by block too (its rate sits near "
+               "the eager step's), so this row probably does not measure the fix. Reasoning, not a measurement; a GPU run "
+               "of the current code would measure it"
                if text and REGIONS not in report.reference(NB)[1] else ""))
 
 
