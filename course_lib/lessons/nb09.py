@@ -350,7 +350,7 @@ def as_in_08(model: GPT, row: dict) -> GPT:
     return twin
 
 
-WHOLE_STEP = "08's whole step, timed in 09"  # the key notebook 10 reads (nb10_beside08.WHOLE_IN_09)
+WHOLE_STEP = "08's whole step, timed in 09"  # the key notebook 10 reads (nb10_beside08)
 
 
 def whole_and_part(model: GPT, step: Callable[[], None], device: torch.device, repeats: int,

@@ -28,6 +28,7 @@ from course_lib.lessons.nb10_beside08 import NOT_IN_08, account_in_08, beside_08
 from course_lib.lessons.nb10_roofline import at_least, roof_share
 from course_lib.lessons.nb10_short import (break_short, compile_short, gain_unsettled, in_short,  # noqa: F401
                                             sync_short, unconfirmed)
+from course_lib.lessons.nb10_short import is_gain
 from course_lib.models import GPT, GPTConfig
 from course_lib.profiling import StepSyncs, SyncCounter
 from course_lib.roofline import OpTime, count_ops
@@ -142,7 +143,7 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     ops = share.get("compute", 0.0) + share.get("copies", 0.0)
     unsettled = again is not None and (r := fixes.get(COMPILING)) is not None and gain_unsettled(r, again)
     paid = _listed({n: r for n, r in (dict(fixes) | {"the written-out attention": attention}).items()
-                    if r is not None and _gain(r) and not (n == COMPILING and unsettled)})
+                    if r is not None and is_gain(r) and not (n == COMPILING and unsettled)})
     tried = (f"  beside them, a change of kernel: the written-out attention instead of SDPA, {attention.brief}"
              if attention is not None else "")
     reference = reference_answer() if device_type != "cuda" else []
@@ -162,9 +163,7 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     head.append(f"  so what paid: {paid} made the step measurably faster, in turns" if paid else
                 "  so what paid: no change timed here made the step measurably faster")
     if unsettled:
-        row08 = (ran08 or {}).get("compiled vs eager, SDPA")  # 08's compile of the same GPT, in its own turns
-        in_08 = ([dataclasses.replace(report.recorded_ratio("compiled vs eager, SDPA", row08), more="faster", less="slower")]
-                 if row08 and row08.get("spread") else [])
+        in_08 = [r for r in [_compile_in_08(ran08)] if r is not None]  # 08's compile of the same GPT, its own turns
         head.append(f"  not established: {COMPILING}, {fixes[COMPILING].brief} in section 3's turns, {again.brief} in "
                     f"section 3b's" + "".join(f", {r.brief} in notebook 08's" for r in in_08)
                     + f": {unconfirmed(fixes[COMPILING], again, *in_08)} (section 3's 'pays for itself after' rests on "
@@ -189,11 +188,6 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     return "\n".join(head + reference + ["  details:"] + [f"    {d}" for d in details])
 
 
-def _gain(r: Ratio) -> bool:
-    """Whether a ratio is a speed-up beyond its spread (and its turns' drift)."""
-    return r.clear and r.value > 1
-
-
 def _fusible(kinds: Mapping[str, Mapping[str, float]], outside: float) -> float:
     """The model's fusible ops' share of section 4's op time (the loss's and optimizer's, `outside` s, left out)."""
     op_time = sum(k["seconds"] for k in kinds.values())
@@ -209,7 +203,7 @@ def _waste(kinds: Mapping[str, Mapping[str, float]], ops_unprofiled: float | Non
               "every op)"] if ops_unprofiled else [])
     said.append(f"the model's fusible ops (element-wise, reduction, copy), {fusible:.0%} of the op time (the op time at "
                 f"most {1 / (1 - fusible):.2f}× shorter if they vanished)")
-    if attention is not None and _gain(attention):
+    if attention is not None and is_gain(attention):
         said.append(f"SDPA's kernel in this format (the written-out attention ran the step {attention.value:.2f}× as fast)")
     return "  the waste this run can name: " + "; ".join(said)
 
@@ -285,11 +279,18 @@ def _beside_08_answer(ran08: Mapping[str, dict] | None, attention: Ratio | None,
                      + "; ".join(filter(None, [f"in section 3's turns {attention.brief}" if attention else "", in_08])))
     if attention is not None and attention.clear and attention.value > 1:  # where the written-out one won
         lines += _attention_elsewhere(ran08)
-    row = (ran08 or {}).get("compiled vs eager, SDPA")
-    if gain is not None and not gain.clear and row and row.get("spread"):
-        r08 = dataclasses.replace(report.recorded_ratio("compiled vs eager, SDPA", row), more="faster", less="slower")
+    r08 = _compile_in_08(ran08)
+    if gain is not None and not gain.clear and r08 is not None:
         lines.append(f"notebook 08 timed compiling this GPT in its own turns: {r08.brief}; here: {gain.doubt}")
     return lines
+
+
+def _compile_in_08(ran08: Mapping[str, dict] | None) -> Ratio | None:
+    """Notebook 08's paired compile speed-up of this GPT (SDPA), read as a speed-up; None where it has none."""
+    row = (ran08 or {}).get("compiled vs eager, SDPA")
+    if not (row and row.get("spread")):
+        return None
+    return dataclasses.replace(report.recorded_ratio("compiled vs eager, SDPA", row), more="faster", less="slower")
 
 
 def profiled_total(plain: Mapping[str, float]) -> str:

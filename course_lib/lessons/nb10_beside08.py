@@ -13,6 +13,7 @@ from typing import Mapping, NamedTuple
 import torch
 
 from course_lib import bench, profiles, report, verdicts
+from course_lib.lessons.nb09 import WHOLE_STEP  # 09's key for 08's step timed in its turns
 from course_lib.lessons.nb10_short import in_short
 from course_lib.bench import Ratio, Timing, break_even
 from course_lib.models import GPTConfig
@@ -22,7 +23,6 @@ from course_lib.units import fmt_count, unit_scale
 NOT_IN_08 = ("notebook 08 has not timed this GPT at this micro-batch earlier in this run (on this device, in this "
              "profile): nothing to set beside this section's readings")
 COLUMNS = ("quantity", "notebook 08", "here", "here ÷ 08", "two moments")
-WHOLE_IN_09 = "08's whole step, timed in 09"  # notebook 09's key for 08's step timed in its turns (nb09.whole_and_part)
 STEP_08 = "08's step"
 PAYBACK = "compile pays back after, tokens (section 3's turns)"  # section 3b times the compile again  # the rows that set 08's own step, timed here, beside 08's and 09's readings of it
 
@@ -214,7 +214,7 @@ def _rates(ran08: Mapping[str, dict], batch: int, eager: Timing | None, written:
     rows_at = [(f"08: section 5, {how}", row) for how, row in sec5.items() if row]
     rows_at += [(f"08: section 5, {m[1]} micro-batches, no sampler", row) for key, row in ran08.items()
                 if (m := re.match(r"section 4's step, (\d+) micro-batches of", key))]  # section 4's step, re-timed there
-    rows_at += [("09, in its turns", row) for row in [(ran09 or {}).get(WHOLE_IN_09)] if row]
+    rows_at += [("09, in its turns", row) for row in [(ran09 or {}).get(WHOLE_STEP)] if row]
     for which, row in rows_at + [("08: its long run", ran08.get("long run: tokens/s"))]:
         if row:  # 08's long run names its attention in its note, the others in their setup
             mine = out if "written-out" in row.get("setup", "") + row.get("note", "") else eager

@@ -58,7 +58,7 @@ def break_short(fix: Ratio, again: Ratio, first: Ratio | None) -> str:
             f"{again.brief}")
     if first is not None and gain_unsettled(first, again):
         said += f"; section 3's turns read {first.brief}: not confirmed here (the answer weighs the sets of turns)"
-    elif first is not None and _gain(first) and not _gain(again):  # too wide or inconclusive: no check either way
+    elif first is not None and is_gain(first) and not is_gain(again):  # too wide or inconclusive: no check either way
         said += f"; section 3's turns read {first.brief}: these turns could not check it ({again.grade})"
     return said
 
@@ -66,7 +66,7 @@ def break_short(fix: Ratio, again: Ratio, first: Ratio | None) -> str:
 def gain_unsettled(first: Ratio, again: Ratio) -> bool:
     """Whether two sets of turns leave a gain unsettled: one reads a speed-up beyond its spread, the other no
     measurable difference (a range too wide, or a drifting machine, checks nothing either way)."""
-    return (_gain(first) and again.grade == "no difference") or (_gain(again) and first.grade == "no difference")
+    return (is_gain(first) and again.grade == "no difference") or (is_gain(again) and first.grade == "no difference")
 
 
 def unconfirmed(first: Ratio, again: Ratio, *more: Ratio) -> str:
@@ -74,7 +74,7 @@ def unconfirmed(first: Ratio, again: Ratio, *more: Ratio) -> str:
     established: the sets whose interval holds 1 cannot confirm it; where every interval shares some values,
     the gain that would fit them all."""
     sets = [first, again, *more]
-    gains, nones = [r for r in sets if _gain(r)], [r for r in sets if not _gain(r)]
+    gains, nones = [r for r in sets if is_gain(r)], [r for r in sets if not is_gain(r)]
     lo, hi = max(r.lo for r in sets), min(r.hi for r in sets)
     held = (f"the interval {_range(nones[0])} holds 1" if len(nones) == 1 else
             f"the intervals {', '.join(_range(r) for r in nones)} hold 1")
@@ -88,7 +88,7 @@ def _range(r: Ratio) -> str:
     return f"{r.lo:.{r.decimals}f}–{r.hi:.{r.decimals}f}×"
 
 
-def _gain(r: Ratio) -> bool:
+def is_gain(r: Ratio) -> bool:
     """Whether a ratio is a speed-up beyond its spread (and its turns' drift)."""
     return r.clear and r.value > 1
 
