@@ -205,7 +205,8 @@ class Report:
         lines.append(SPREAD)
         footers = [footer() for footer in TABLE_FOOTERS]  # the published figures' full references, where printed
         if not ref:
-            lines.append("(no reference GPU run recorded in results/ for this notebook yet)")
+            lines.append(f"(the reference run's {len(left)} row{'s' * (len(left) != 1)} left out: {why})" if left else
+                         "(no reference GPU run recorded in results/ for this notebook yet)")
             return "\n".join([*lines, *footers]).rstrip("\n")
         if not set(ref) & set(self.rows):
             lines.append(f"No row of this run has a row of the same name in the reference run, which recorded {len(ref)} "
@@ -362,7 +363,8 @@ def apart_words(vs: tuple[float, float, float]) -> str:
     beyond them and whether that is past what two moments can differ by (:func:`verdicts.moments_words`)."""
     value, lo, hi = vs
     if lo <= 1 <= hi:  # the range the two quartiles allow holds 1: the ranges overlap (a median may lie outside the other's)
-        return "not told apart (their quartile ranges overlap)"
+        return (f"not told apart: {value:.2f}×, their quartile ranges overlapping, within the {verdicts.APART:g}× that two "
+                "moments can differ by")
     under = min(max(lo, 1 / lo), max(hi, 1 / hi)) < verdicts.APART  # the range's end nearest 1, as a factor
     return (f"{value:.2f}× apart, more than either timing's own quartiles allow{', but' if under else ';'} "
             f"{verdicts.moments_words(lo, hi)}")

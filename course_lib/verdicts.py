@@ -131,11 +131,15 @@ class Ratio:
             shows = [d for d in (2, 3) if _wide(round(self.lo, d), round(self.hi, d)) == self.too_wide]
             return next((d for d in shows if self._apart_from_ends(d)), shows[0] if shows else 4)
         if self.inconclusive and abs(self.value - 1) < 0.01:  # 1.006× (1.006–1.024), not 1.01× (1.01–1.02)
-            return 3
-        if 0 < self.lo < 0.1:  # far below 1: enough digits that the range does not collapse (0.033, not 0.03)
+            d = 3
+        elif 0 < self.lo < 0.1:  # far below 1: enough digits that the range does not collapse (0.033, not 0.03)
             return min(4, 1 + math.ceil(-math.log10(self.lo)))
-        nearest = self.lo if self.value > 1 else self.hi
-        return next((d for d in (2, 3) if f"{nearest:.{d}f}" != f"{1:.{d}f}"), 4)
+        else:
+            nearest = self.lo if self.value > 1 else self.hi
+            d = next((d for d in (2, 3) if f"{nearest:.{d}f}" != f"{1:.{d}f}"), 4)
+        # and a median that prints as one of its range's ends would seem to lie outside the range, or the range to
+        # reach 1 when it does not: 1.034× (1.026–1.051), not 1.03× (1.03–1.05); 0.986× (0.933–0.991), not 0.99× (0.93–0.99)
+        return next((e for e in range(d, 5) if self._apart_from_ends(e)), d)
 
     def _apart_from_ends(self, d: int) -> bool:
         """Whether, at `d` decimals, the median prints apart from each end of the range it differs from."""

@@ -444,7 +444,7 @@ def test_a_small_effect_on_a_jumpy_machine_is_inconclusive():
     assert re.search(r"inconclusive: the whole interval lies above 1, yet the machine's speed changed by 3[89]\.\d% from one turn to the next, "
                      r"more than the 4\.\d% difference", said), said
     tiny = bench.Ratio("a vs b", 1.006, 1.0058, 1.024, rounds=10, coverage=0.98, drift=0.012)
-    assert tiny.inconclusive and str(tiny).startswith("a vs b: 1.006× (1.006–1.024) | 1.006× faster in the median turn, but inconclusive")
+    assert tiny.inconclusive and str(tiny).startswith("a vs b: 1.0060× (1.0058–1.0240) | 1.0060× faster in the median turn, but inconclusive")
     assert "changed by 1.2% from one turn to the next, more than the 0.6% difference" in str(tiny)
 
 

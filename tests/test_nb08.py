@@ -396,7 +396,8 @@ def test_paired_mfu_text_names_the_turns_and_the_moment():
         "check below agrees")
     assert nb08.mfu_answer(best, [0.377, 0.369, 0.382], mfu, 0.45, slow).startswith(
         "answer so far: compiled, SDPA, 38%–50% MFU of the measured peak across its readings, each at one moment: in "
-        "section 4's turns (the recorded row) 37.7% (quartiles 36.9%–38.2%), in those below 45%–50%")
+        f"section 4's turns (the recorded row) 37.7% (quartiles 36.9%–38.2%); in the later turns printed below, "
+        f"{mfu.value:.1%} over those turns' matmul and 45.0% over the stored peak")
     assert nb08.mfu_answer(best, [0.377, 0.369, 0.382], mfu, 0.45, held, later=True).endswith(
         "; section 6's long run reads this step again, and its answer includes that reading")
     assert nb08.mfu_answer(best, [0.377, 0.369, 0.382], swung, 0.40, slow).endswith("was too wide to check it")  # the MFU itself

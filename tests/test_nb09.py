@@ -1,6 +1,8 @@
 """course_lib.lessons.nb09: notebook 09's exercise checks accept the answer and refuse wrong ones; the
 texts its cells print say what their numbers and branches say."""
 
+import statistics
+
 import pytest
 import torch
 
@@ -169,6 +171,20 @@ def test_checkpointing_rows_and_verdicts():
                           "that small")
 
 
+def test_checkpointing_residual_is_paired_where_the_three_shared_turns():
+    cost = Ratio("time", 1.3, 1.25, 1.35, more="longer", less="shorter")
+    run = object()
+    timed = lambda name, xs: Timing(name, "cpu", statistics.median(xs), 0.0, len(xs), samples=tuple(xs),  # noqa: E731
+                                    turns_id=run, q1_s=sorted(xs)[1], q3_s=sorted(xs)[3])
+    plain, fwd = timed("plain", [0.100, 0.104, 0.098, 0.101, 0.120]), timed("forward", [0.030, 0.031, 0.029, 0.030, 0.036])
+    ck = timed("ck", [0.133, 0.138, 0.130, 0.134, 0.159])  # 3 ms more than plain + forward in every turn
+    said = nb09.recompute_verdict(0.4, cost, plain, ck, fwd).splitlines()[2]
+    assert said.startswith("verdict: checkpointing costs +3.0 ms a step (+3.0 to +3.0 ms: median of 5 paired turns, 94% "
+                           "interval) beyond recomputing the forward")
+    same = timed("ck", [0.131, 0.134, 0.128, 0.130, 0.156])  # -1 to +1 ms
+    assert nb09.recompute_verdict(0.4, cost, plain, same, fwd).endswith("holds 0")
+
+
 def test_set_to_none_and_empty_cache_notes():
     note = nb09.set_to_none_note({True: MiB, False: 3 * MiB}, {True: 5 * MiB, False: 7 * MiB})
     assert "(+2.0 MiB)" in note and note.endswith("peak of step 2: 5.0 MiB vs 7.0 MiB")
@@ -274,7 +290,8 @@ def test_step_in_08_sets_08s_whole_step_beside_this_part_of_it():
     both = nb09.step_in_08(written, (whole, part), c.batch, gpt, sec4).splitlines()
     assert "(its section 5, the utilisation sampler running)" in both[1]
     assert both[2].startswith("08's section 4 read the same GPT's step with two micro-batches at 11.9 (11.8–12) ktok/s: from "
-                         "that reading, this one is not told apart (their quartile ranges overlap)")
+                         "that reading, this one is not told apart: ") and both[2].endswith(
+        "×, their quartile ranges overlapping, within the 2.5× that two moments can differ by")
     longer = bench.timing_of([0.180, 0.182, 0.185, 0.179, 0.190], name="part", device="cpu", turns_id="t")
     assert "the part took longer than the whole in the same turns" in nb09.step_in_08(row, (whole, longer), c.batch,
                                                                                      gpt)

@@ -161,6 +161,12 @@ def test_answer_sums_the_step_the_kinds_and_the_fixes(tmp_path, monkeypatch):
     lower = nb10.answer(cpu_step, "cpu", fixes, kinds, "sdpa bwd", 0.04, ops_unprofiled=0.92).splitlines()[9]
     assert lower.endswith("at least 8.0% of the step without the profiler (section 4); section 1's profiled step reads 6%, "
                           "lower still: the profiler books part of its own cost inside the ops' records")
+    over = nb10.answer(cpu_step, "cpu", fixes, kinds, "sdpa bwd", 0.04, ops_unprofiled=1.01).splitlines()
+    assert over[4].startswith("  the waste this run can name: the model's fusible ops")  # no 'at least 0.0%' as a finding
+    assert over[9].endswith("section 4 sets no lower bound on it: the profiled ops add up to 101% of the unprofiled step "
+                            "(the profiler's cost lands inside its records), so this run cannot bound from below the time "
+                            "outside any op; section 1's profiled step reads 6%, which holds part of the profiler's own time")
+    assert "0.0%" not in "\n".join(over)
     written = {"compiled vs eager, written-out attention": {"value": 1.24, "spread": [1.07, 1.37]}}
     assert "    with attention written out, its ops are fusible too: notebook 08 compiled that GPT at 1.24× " \
         "(1.07–1.37) faster in its own turns" in nb10.answer(cpu_step, "cpu", fixes, kinds, "sdpa bwd", 0.04, written)
@@ -368,6 +374,9 @@ def test_op_notes_read_the_op_times():
     assert "\n  section 1's trace (the profiler alone, another moment): 9 ms outside any op of a 100 ms step. Its op time, 91 ms, " \
         "and this section's" in beside and "what sets them apart is not measured" in beside
     assert lines[3].startswith("1 group below its ridge ran above its roof (up to 120%, add 64 · 64)")
+    fast = StepOps(STEP.ops, _t("step", 0.99 * STEP.op_seconds), STEP.profiled)  # the ops outlast the unprofiled step
+    assert "step: the profiled ops add up to 101% of the unprofiled step (the profiler's cost lands inside its records), " \
+        "so this run cannot bound from below the time outside any op" in nb10.op_notes(fast, ridge_of, of_roof, "p", "cpu")
     gelu = OpTime("aten::gelu", ((16, 128, 512),), "element-wise", 4, 1e6, 8e6, 0.002)  # 1 FLOP per 8 bytes
     with_gelu = nb10.op_notes(StepOps([MM, gelu], _t("step", 0.004), _t("profiled", 0.008)), ridge_of, of_roof, "p", "cpu")
     assert "Counted at 80 (gelu) FLOPs per element or more, they would move to the compute side of the ridge" in with_gelu
@@ -418,7 +427,7 @@ def test_attention_alone_each_case():
            "attention alone, torch.bfloat16: SDPA vs written out": {"value": 0.8, "unit": "×", "spread": [0.75, 0.85]}}
     said = nb10.attention_alone(row, torch.bfloat16)
     assert "SDPA vs written out = 0.80× (0.75–0.85) (SDPA 12.1 ms, written out 5.69 ms a call, forward + backward): " \
-        "switching to the written-out attention gained 1.25× on attention alone, so this kernel is one cause" in said
+        "switching to the written-out attention gained 1.25× on attention alone, so this kernel is likely one cause here (08's timing, at another moment)" in said
     assert nb10.attention_alone(row, torch.float32).startswith("notebook 08 ran in this run without")
     assert nb10.attention_alone(None, torch.float32).startswith("notebook 08 (section 4) times attention alone")
 
@@ -446,6 +455,12 @@ def test_placement_lists_far_above_and_unplaced():
     far = nb10.placement([MM, tiny], 0.004 + 0.00001, of_roof).splitlines()[0]
     assert ": 1 op(s) under 0.5% of op time each (mul), 0.2% together (each against the memory roof of a copy its " \
         "size" in far and far.endswith("which is assumed, not measured)")  # the roof named where an op is listed
+    twins = [OpTime(n, (s,), "element-wise", 1, 1e3, 1e3, 0.00001) for n, s in (("aten::add", (8,)), ("aten::mul", (8,)),
+                                                                                ("aten::add_", (8,)))]
+    listed = nb10.placement([MM, *twins], 0.004 + 0.00003, of_roof).splitlines()[0]
+    assert ": 3 op(s) under 0.5% of op time each (add ×2, mul)," in listed  # as many ops named as counted
+    assert listed.endswith("; the element-wise ones counted at one FLOP per element, a lower bound: at their real "
+                           "count they may sit on the compute side (the note under the op table)")
 
 
 def test_regime_follows_the_share_the_gpu_waited(tmp_path, monkeypatch):
@@ -594,7 +609,8 @@ def test_beside_08_sets_08s_step_timed_here_beside_08s_and_09s_readings_and_this
     text = nb10.beside_08(_ran08(), gpt, "cpu", 16, written=written, as_08=as_08, ran09=ran09, account="08's account")
     lines = text.splitlines()
     assert lines[0].startswith("in short: by the rule for two moments, no reading of 08's (or 09's) is told apart")
-    assert "; 08's step against this notebook's eager written-out step, speed, timed in these turns: 0.97× (" in lines[0]
+    assert ("; timed in these turns, 08's step (clipping, AdamW's two groups) over this notebook's eager written-out "
+            "step, in speed: 0.97× (") in lines[0]
     assert lines[0].endswith(": 1.03× slower")  # 70.0 ms against 68.2 ms, turn by turn
     assert lines[2] == "    08's account"  # the attention account, first under details
     assert not any(" | " in ln and "08's step" in ln for ln in lines)  # 08's step: one line, not table rows
@@ -603,13 +619,19 @@ def test_beside_08_sets_08s_step_timed_here_beside_08s_and_09s_readings_and_this
                "section 5, no sampler)" in ln)
     assert f"24.3 (09, in its turns), 28.8 (08, its long run); here {r:.3g} (" in one
     assert f"at {r / 31.6:.2f}×–{r / 24.3:.2f}× their speed, each under the 2.5× that two moments" in one
-    assert "08's own readings span 27.3–31.6 (1.16×) within one process: 08's step at one or two micro-batches read at " \
-        "different moments: what sets the readings apart is not measured" in one
+    assert "08's own readings span 27.3–31.6 (1.16×) within one process: readings at different moments; what sets them " \
+        "apart is not measured" in one  # no gap of 10 % between them: no groups named
     assert "09 timed" not in text  # 09's forward and backward not recorded here
     sec4 = {**_ran08(), "section 4's step, 2 micro-batches of 16, no sampler": {
         "value": 26.8, "unit": "ktok/s", "spread": [26.3, 26.9], "setup": "written-out attention"}}
     assert "26.8 (08, section 5, 2 micro-batches, no sampler)" in nb10.beside_08(sec4, gpt, "cpu", 16, written=written,
                                                                                  as_08=as_08)
+    again = {**_ran08(), "written-out step, torch.bfloat16 autocast": {  # 08 re-timed section 4's step beside fp32
+        "value": 36.0, "unit": "ktok/s", "spread": [35.5, 36.1],
+        "setup": "micro-batch 16 × 2, 4,096 tokens/step, written-out attention"}}
+    listed = nb10.beside_08(again, gpt, "cpu", 16, written=written, as_08=as_08)
+    assert "36 (08, section 4, again, 2 micro-batches)" in listed and "span 27.3–36 (1.32×) within one process, in two " \
+        "groups 1.14× apart: 36 (08, section 4, again, 2 micro-batches) and 27.3–31.6 (08, section 4, 2 micro-batches; " in listed
     part = {**ran09, "step without checkpointing": {"value": 116.7, "unit": "ms", "spread": [114.9, 144.1]}}
     assert "09 timed" not in nb10.beside_08(_ran08(), gpt, "cpu", 16, written=written, as_08=as_08, ran09=part)  # a part
     alike = {k: {**v, "value": as_08.rate / 1e3, "spread": [as_08.rate_lo / 1e3, as_08.rate_hi / 1e3]}
@@ -756,6 +778,8 @@ def test_what_paid_says_when_a_gain_only_just_clears_its_drift():
     wide = Ratio("w", 1.39, 1.34, 1.62, rounds=9, coverage=0.96, drift=0.03)
     assert nb10._listed({"compiling": close, "the written-out attention": wide}) == (
         "compiling at 1.05× (clear of its turns' drift, 5.2%, by only 0.2 points) and the written-out attention at 1.39×")
+    edge = Ratio("e", 1.0254, 1.021, 1.039, rounds=9, coverage=0.96, drift=0.025)
+    assert nb10._listed({"a tensor": edge}) == "a tensor at 1.03× (clear of its turns' drift, 2.5%, by only 0.04 points)"
 
 
 def test_compile_log_note_opens_every_message_of_the_graph_breaks_log():
@@ -827,6 +851,22 @@ def test_short_lines_say_what_each_section_found_and_where_two_sets_of_turns_dis
     assert nb10.break_short(fix, wide, faster).endswith("these turns could not check it (too wide)")
     assert "would fit" not in nb10.unconfirmed(faster, same)  # 0.98–1.02 and 1.04–1.06 share no value
     assert "disagree" not in nb10.break_short(fix, faster, faster)  # both sets of turns read a gain
+    gained = Ratio("compiled, tensor vs .item() in the model", 1.036, 1.005, 1.059, rounds=9, coverage=0.96, drift=0.014)
+    level = Ratio(".item() vs plain", 0.99, 0.96, 1.02, rounds=9, coverage=0.96, drift=0.017)  # the control: no cost shown
+    unbacked = nb10.break_short(gained, faster, faster, level)
+    assert unbacked.startswith(f"removing the graph break (a tensor instead of .item()): {gained.brief}, but the .item() "
+                               f"GPT is not told slower than the plain compiled GPT ({level.brief}): what the break costs "
+                               "a step is not established; compiling, again in these turns")
+    costly = Ratio(".item() vs plain", 0.95, 0.93, 0.97, rounds=9, coverage=0.96, drift=0.01)  # the break costs here
+    assert "not established" not in nb10.break_short(gained, faster, faster, costly)
+    fixes = {nb10.COMPILING: faster, nb10.FIX: gained}
+    said = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", fixes, None, "", None, item_cost=level)
+    assert "so what paid: compiling (default mode) at 1.05× made" in said and "instead of .item() at" not in said
+    assert (f"  not established: a tensor instead of .item(), {gained.brief} over the .item() GPT in section 3b's turns, "
+            f"while the .item() GPT against the plain compiled GPT read {level.brief}: what the break costs a step is "
+            "not measured here") in said
+    backed = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", fixes, None, "", None, item_cost=costly)
+    assert f"a tensor instead of .item() at {gained.value:.{gained.decimals}f}×" in backed and "not established" not in backed
     assert nb10.sync_short(same, 53, "cpu").endswith(f"timed in turns here: {same.brief}")  # no reference recorded
     from course_lib import report
     rep = report.Report("10_compile_and_profile", "gpu", "cpu")
@@ -851,6 +891,16 @@ def test_reference_fix_says_a_record_without_region_counts_does_not_measure_the_
     rep.add("compiled, tensor vs .item() in the model", 1.052, "×", spread=(0.956, 1.186))
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
     assert "so this row probably does not measure the fix. Reasoning, not a measurement" in nb10.reference_fix()
+    rep.add("compiled, .item() in the model", 413.7, "ktok/s")
+    report.record_reference({"10_compile_and_profile": rep.to_dict()})
+    assert nb10.stale_fix_rows()[0] == ["compiled, tensor vs .item() in the model", "compiled, .item() in the model"]
+    mine = report.Report("10_compile_and_profile", "cpu", "cpu")
+    mine.add("compiled, .item() in the model", 21.8, "ktok/s")
+    assert "(the reference run's 2 rows left out: the graph-break fix's rows" in mine.table(*nb10.stale_fix_rows())
+    rep.add("compile + first step, default", 19.1, "s")  # a row that stays
+    report.record_reference({"10_compile_and_profile": rep.to_dict()})
+    closing = mine.table(*nb10.stale_fix_rows())
+    assert "413.7" not in closing and "(2 reference rows left out: the graph-break fix's rows" in closing
     rep.add(nb10.REGIONS, 1, "regions")  # recorded by the current code: each model's regions were checked
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
-    assert "does not measure the fix" not in nb10.reference_fix()
+    assert "does not measure the fix" not in nb10.reference_fix() and nb10.stale_fix_rows() == ([], "")

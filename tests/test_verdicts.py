@@ -163,3 +163,7 @@ def test_a_median_inside_its_range_does_not_print_as_one_of_its_ends():
     assert near.brief.startswith("1.006× (0.967–1.012)")
     plain = Ratio("x", 1.03, 0.98, 1.07, rounds=9, coverage=0.96, drift=0.01)
     assert plain.brief.startswith("1.03× (0.98–1.07)")  # two decimals where they keep the three apart
+    gain = Ratio("x", 1.0341, 1.0262, 1.0508, rounds=9, coverage=0.96, drift=0.005)  # beyond the spread
+    assert gain.clear and gain.brief.startswith("1.034× (1.026–1.051)")  # not 1.03× (1.03–1.05)
+    drifted = Ratio("x", 0.9864, 0.9334, 0.9913, rounds=9, coverage=0.96, drift=0.05)  # inconclusive: drift
+    assert drifted.grade == "inconclusive" and drifted.brief.startswith("0.986× (0.933–0.991)")

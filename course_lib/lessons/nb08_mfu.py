@@ -162,7 +162,8 @@ def mfu_answer(best: Timing | None, best_mfu: Sequence[float] | None, mfu: Ratio
         lo, hi = min(best_mfu[0], *readings), max(best_mfu[0], *readings)
         return (f"answer so far: {best.name}, {lo:.0%}–{hi:.0%} MFU of the measured peak across its readings, each at one "
                 f"moment: in section 4's turns (the recorded row) {best_mfu[0]:.1%} (quartiles {best_mfu[1]:.1%}–"
-                f"{best_mfu[2]:.1%}), in those below {min(readings):.0%}–{max(readings):.0%}{more}")
+                f"{best_mfu[2]:.1%}); in the later turns printed below, {readings[0]:.1%} over those turns' matmul and "
+                f"{readings[1]:.1%} over the stored peak{more}")
     return (f"answer so far: {best.name} reaches {best_mfu[0]:.1%} MFU (quartiles {best_mfu[1]:.1%}–{best_mfu[2]:.1%}) "
             "of the measured peak; " + ("the same-turns check below agrees" if status == "stands" else
                                         "the same-turns check below could not check it: the matmul's pace in its turns was too "

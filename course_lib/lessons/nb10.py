@@ -23,12 +23,12 @@ from course_lib.lessons.nb10_roofline import (OfRoof, RidgeOf, above_roof, atten
                                               roof_verdict, roofs_note)
 from course_lib.lessons.nb10_reference import (REGIONS, bound, graphs_bound, own_gpt, queue_drained,  # noqa: F401
                                                 reference_answer, reference_fix, reference_gpt, reference_sizes,
-                                                reference_sync, regime_label)
+                                                reference_sync, regime_label, stale_fix_rows)
 from course_lib.lessons.nb10_beside08 import NOT_IN_08, account_in_08, beside_08, same_as_08  # noqa: F401
-from course_lib.lessons.nb10_roofline import at_least, roof_share
+from course_lib.lessons.nb10_roofline import at_least, bounded, roof_share, unbounded
 from course_lib.lessons.nb10_short import (break_short, compile_short, gain_unsettled, in_short,  # noqa: F401
                                             sync_short, unconfirmed)
-from course_lib.lessons.nb10_short import is_gain
+from course_lib.lessons.nb10_short import break_unbacked, is_gain
 from course_lib.models import GPT, GPTConfig
 from course_lib.profiling import StepSyncs, SyncCounter
 from course_lib.roofline import OpTime, count_ops
@@ -89,6 +89,7 @@ def check_no_sync_loop(fn: Callable, reference: Callable) -> None:
 # ---- the words around the measurements: each function returns the text a cell prints ----
 
 COMPILING = "compiling (default mode)"  # the answer's name for section 3's compile, in `fixes`
+FIX = "a tensor instead of .item()"  # the answer's name for section 3b's graph-break fix, in `fixes`
 VISIBLE = 0.01  # a category's share of the step below which its bar is too thin to see
 GRAPH_FIGURES = ["cuda_graphs_maskrcnn_backbone_31ms_to_6ms", "cuda_graphs_mlperf_bert_1p12x"]  # reduce-overhead's
 COMPILE_FIGURES = ["pytorch2_paper_inductor_geomean_a100", "karpathy_gpt2_124m_torch_compile_300ms_to_130ms"]
@@ -130,20 +131,22 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
            kinds: Mapping[str, Mapping[str, float]] | None, slowest: str, slowest_of_roof: float | None,
            ran08: Mapping[str, dict] | None = None, attention: Ratio | None = None,
            ops_unprofiled: float | None = None, outside: float = 0.0,
-           again: Ratio | None = None, device: str = "") -> str:
+           again: Ratio | None = None, device: str = "", item_cost: Ratio | None = None) -> str:
     """The notebook's question answered from this run's numbers, a few short lines first: where the op time
     went (`kinds`, as section 4 sums them; the costliest op with FLOPs, `slowest`, at `slowest_of_roof` of its
     roof), which timed change paid (`fixes`: a name -> its ratio, None where not timed; `attention`, the
     written-out attention in section 3's turns), each fix's verdict and, off a GPU, the reference GPU's; then
     the details: the profiled step's split (`step`: seconds per category), on a CPU compiling's room
     (:func:`_room`), notebook 08's readings of the same changes (`ran08`), and why a fix did not show. `again`:
-    the compile's gain timed once more, in section 3b's turns, quoted beside section 3's wherever that is."""
+    the compile's gain timed once more, in section 3b's turns, quoted beside section 3's wherever that is;
+    `item_cost`: the .item() GPT's speed over the plain compiled GPT's, the graph-break fix's control."""
     total = sum(step.values())
     share = {cat: s / total for cat, s in step.items()}
     ops = share.get("compute", 0.0) + share.get("copies", 0.0)
     unsettled = again is not None and (r := fixes.get(COMPILING)) is not None and gain_unsettled(r, again)
+    unbacked = (fix := fixes.get(FIX)) is not None and break_unbacked(fix, item_cost)
     paid = _listed({n: r for n, r in (dict(fixes) | {"the written-out attention": attention}).items()
-                    if r is not None and is_gain(r) and not (n == COMPILING and unsettled)})
+                    if r is not None and is_gain(r) and not (n == COMPILING and unsettled) and not (n == FIX and unbacked)})
     tried = (f"  beside them, a change of kernel: the written-out attention instead of SDPA, {attention.brief}"
              if attention is not None else "")
     reference = reference_answer() if device_type != "cuda" else []
@@ -168,6 +171,10 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
                     f"section 3b's" + "".join(f", {r.brief} in notebook 08's" for r in in_08)
                     + f": {unconfirmed(fixes[COMPILING], again, *in_08)} (section 3's 'pays for itself after' rests on "
                     "that gain)")
+    if unbacked:
+        head.append(f"  not established: {FIX}, {fixes[FIX].brief} over the .item() GPT in section 3b's turns, while the "
+                    f".item() GPT against the plain compiled GPT read {item_cost.brief}: what the break costs a step is "
+                    "not measured here")
     if kinds and device_type != "cuda":
         head.append(_waste(kinds, ops_unprofiled, outside, attention))
     details = [f"the profiled step: the GPU waited {share.get('waiting', 0.0):.0%} of it, ran kernels and copies {ops:.0%}"
@@ -177,7 +184,7 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     if kinds and device_type != "cuda":
         details += _room(kinds, share.get("framework", 0.0), ops_unprofiled, outside, ran08)
     details += _beside_08_answer(ran08, attention, fixes.get(COMPILING))
-    kept, fix = fixes.get("keeping values on the device"), fixes.get("a tensor instead of .item()")
+    kept = fixes.get("keeping values on the device")
     if device_type != "cuda" and kept is not None and not kept.clear:
         details.append("keeping the values on the device showed no gain: on a CPU nothing is queued, so a read waits "
                        "for nothing but itself (section 2)")
@@ -200,7 +207,7 @@ def _waste(kinds: Mapping[str, Mapping[str, float]], ops_unprofiled: float | Non
     their vanishing would give at most, and the attention kernel where the written-out one beat it."""
     fusible = _fusible(kinds, outside)
     said = ([f"at least {at_least(1 - ops_unprofiled)} of the step outside any op (section 4, if its op records hold "
-              "every op)"] if ops_unprofiled else [])
+              "every op)"] if ops_unprofiled and bounded(ops_unprofiled) else [])
     said.append(f"the model's fusible ops (element-wise, reduction, copy), {fusible:.0%} of the op time (the op time at "
                 f"most {1 / (1 - fusible):.2f}× shorter if they vanished)")
     if attention is not None and is_gain(attention):
@@ -210,11 +217,16 @@ def _waste(kinds: Mapping[str, Mapping[str, float]], ops_unprofiled: float | Non
 
 def _listed(paid: Mapping[str, Ratio]) -> str:
     """'a at 1.20×, b at 1.10× and c at 1.30×': the changes that paid, each with its ratio ('' for none)."""
-    named = [f"{name} at {r.value:.2f}×" + (f" (clear of its turns' drift, {r.drift:.1%}, by only "
-                                            f"{100 * (r.value - 1 - r.drift):.1f} points)"
+    named = [f"{name} at {r.value:.{r.decimals}f}×" + (f" (clear of its turns' drift, {r.drift:.1%}, by only "
+                                            f"{_points(100 * (r.value - 1 - r.drift))} points)"
                                             if r.drift is not None and r.value - 1 < 1.25 * r.drift else "")
              for name, r in paid.items()]
     return ", ".join(named[:-1]) + f" and {named[-1]}" if len(named) > 1 else "".join(named)
+
+
+def _points(p: float) -> str:
+    """Percentage points with one decimal, or two where one would print 0.0 (0.04, not 0.0)."""
+    return f"{p:.1f}" if round(p, 1) else f"{p:.2f}"
 
 
 def _room(kinds: Mapping[str, Mapping[str, float]], no_op: float, ops_unprofiled: float | None, outside: float,
@@ -227,6 +239,8 @@ def _room(kinds: Mapping[str, Mapping[str, float]], no_op: float, ops_unprofiled
     fusible = _fusible(kinds, outside)
     unprofiled = max(0.0, 1 - ops_unprofiled) if ops_unprofiled is not None else None
     least = (f"{no_op:.0%} of section 1's profiled step (part of the profiler's own time lands there)" if unprofiled is None
+             else f"section 4 sets no lower bound on it: {unbounded(ops_unprofiled)}; section 1's profiled step reads "
+                  f"{no_op:.0%}, which holds part of the profiler's own time" if not bounded(ops_unprofiled)
              else f"at least {at_least(unprofiled)} of the step without the profiler (section 4)" + (
                  f"; section 1's profiled step reads {no_op:.0%}, lower still: the profiler books part of its own cost "
                  "inside the ops' records" if no_op < unprofiled else

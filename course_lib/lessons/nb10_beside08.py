@@ -80,10 +80,11 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
                                                  "no reading of 08's (or 09's) is told apart from this section's"))
     cost = _cost(as_08, written)
     if cost is not None:
-        short += f"; 08's step against this notebook's eager written-out step, speed, timed in these turns: {cost.brief}"
-    details = [account, f"here ÷ 08: this section's figure over 08's (for a rate, the speed here over 08's), with the range "
-               f"the two spreads allow; two moments are told apart only where that whole range lies "
-               f"{verdicts.APART:g}× or more from 1" if table else "", _table(table) if table else "",
+        short += (f"; timed in these turns, 08's step (clipping, AdamW's two groups) over this notebook's eager "
+                  f"written-out step, in speed: {cost.brief}{' to tell' if cost.grade == 'too wide' else ''}")
+    details = [account, "here ÷ 08: the figure here over 08's (for a rate, the speed here over 08's), its range from the "
+               f"two spreads; told apart only at {verdicts.APART:g}× or more (the rule for two moments, cell 1)"
+               if table else "", _table(table) if table else "",
                _after_compile(ran08, eager, compiled), *_same_step(mine, as_08 is not None),
                "08's step: gradient clipping, AdamW's two parameter groups, its learning-rate schedule; one micro-batch a "
                "step, or more where a reading says so"
@@ -109,14 +110,25 @@ def _same_step(mine: list[Row], timed_here: bool) -> list[str]:
     lo, hi = min(r.value for r in mine), max(r.value for r in mine)
     told = ("by the rule for two moments, a difference" if any(r.verdict.startswith("a difference") for r in mine) else
             f"each under the {verdicts.APART:g}× that two moments can differ by")
-    own = [r.then for r in mine if label(r).startswith("08")]
-    mixed = any("micro-batches" in label(r) for r in mine) and any("micro-batches" not in label(r) for r in mine)
-    spread = (f"; 08's own readings span {min(own):.3g}–{max(own):.3g} ({max(own) / min(own):.2f}×) within one process"
-              if len(own) > 1 and max(own) / min(own) > 1.1 else "")
+    own = [r for r in mine if label(r).startswith("08")]
+    spread = (f"; 08's own readings span {min(r.then for r in own):.3g}–{max(r.then for r in own):.3g} "
+              f"({max(r.then for r in own) / min(r.then for r in own):.2f}×) within one process{_groups(own, label)}"
+              if len(own) > 1 and max(r.then for r in own) / min(r.then for r in own) > 1.1 else "")
     return [f"{STEP_08 if timed_here else 'the written-out step'}, ktok/s, as read earlier: {said}; here {here}, at "
-            f"{lo:.2f}×–{hi:.2f}× their speed, {told}{spread}: "
-            + ("08's step at one or two micro-batches" if mixed else "the same step") + " read at different moments: "
-            "what sets the readings apart is not measured"]
+            f"{lo:.2f}×–{hi:.2f}× their speed, {told}{spread}: readings at different moments; what sets them apart is "
+            "not measured"]
+
+
+def _groups(own: list[Row], label) -> str:
+    """Where 08's readings of its step fall into two groups, a gap of 10 % or more between the slowest of the
+    fast and the fastest of the slow: ', in two groups: 29.0–29.9 (08, section 4; …) and 23–23.7 (…)' ('' else)."""
+    ranked = sorted(own, key=lambda r: r.then, reverse=True)
+    gap, at = max(((a.then / b.then, i + 1) for i, (a, b) in enumerate(zip(ranked, ranked[1:]))), default=(1.0, 0))
+    if gap < 1.1:
+        return ""
+    said = [f"{min(r.then for r in g):.3g}–{max(r.then for r in g):.3g} ({'; '.join(label(r) for r in g)})"
+            if len(g) > 1 else f"{g[0].then:.3g} ({label(g[0])})" for g in (ranked[:at], ranked[at:])]
+    return f", in two groups {gap:.2f}× apart: {said[0]} and {said[1]}"
 
 
 def _table(rows: list[Row]) -> str:
@@ -214,6 +226,8 @@ def _rates(ran08: Mapping[str, dict], batch: int, eager: Timing | None, written:
     rows_at = [(f"08: section 5, {how}", row) for how, row in sec5.items() if row]
     rows_at += [(f"08: section 5, {m[1]} micro-batches, no sampler", row) for key, row in ran08.items()
                 if (m := re.match(r"section 4's step, (\d+) micro-batches of", key))]  # section 4's step, re-timed there
+    rows_at += [(f"08: section 4, again{_micro(row)}", row) for key, row in ran08.items()
+                if re.fullmatch(r"written-out step, \S+ autocast", key)]  # section 4's step, timed beside float32
     rows_at += [("09, in its turns", row) for row in [(ran09 or {}).get(WHOLE_STEP)] if row]
     for which, row in rows_at + [("08: its long run", ran08.get("long run: tokens/s"))]:
         if row:  # 08's long run names its attention in its note, the others in their setup

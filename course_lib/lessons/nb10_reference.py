@@ -61,6 +61,17 @@ def reference_fix() -> str:
                if text and REGIONS not in report.reference(NB)[1] else ""))
 
 
+def stale_fix_rows() -> tuple[list[str], str]:
+    """The reference's rows of the graph-break fix where its record has no region count (:data:`REGIONS`: recorded
+    before the .item() GPT ran a forward of its own, :func:`reference_fix`), and why, for
+    :meth:`course_lib.report.Report.table`'s `leave_out`; none otherwise."""
+    ref = report.reference(NB)[1]
+    if REGIONS in ref:
+        return [], ""
+    rows = [k for k in ref if ".item() in the model" in k or k.startswith("compiled, tensor in the model")]
+    return rows, "the graph-break fix's rows, recorded before the .item() GPT ran a forward of its own (section 3b)"
+
+
 def unprofiled_wait(rows: Mapping[str, dict], device: str | None) -> tuple[float, str] | None:
     """The reference GPU's waiting share of a step without the profiler (a fraction) and where it comes
     from: its row (section 4's kernel times over its step timed without the profiler); None where its

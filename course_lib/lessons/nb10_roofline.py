@@ -9,8 +9,9 @@ op time by kind, the verdict by share of op time, and what the figure leaves out
 from __future__ import annotations
 
 import math
+from collections import Counter
 import re
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 import torch
 
@@ -77,6 +78,19 @@ def reference_ridge(intensities: Mapping[str, float]) -> str:
 def at_least(v: float) -> str:
     """A lower bound on a share, rounded down to one decimal (2.79 %: '2.7%'), never above what was measured."""
     return f"{math.floor(round(1000 * max(0.0, v), 6)) / 10:.1f}%"  # round(): 1 - 0.92 is 0.07999… in floats
+
+
+def bounded(ops_share: float) -> bool:
+    """Whether the profiled ops' share of the unprofiled step (`ops_share`) leaves a lower bound on the time
+    outside any op: under 1 by 0.1 % or more. The profiler's cost inside its records can push the share past 1;
+    then 'at least 0.0%' would read as a finding, and the run says it cannot bound that time instead."""
+    return at_least(1 - ops_share) != at_least(0.0)
+
+
+def unbounded(ops_share: float) -> str:
+    """Why the time outside any op has no lower bound here (:func:`bounded` false)."""
+    return (f"the profiled ops add up to {ops_share:.0%} of the unprofiled step (the profiler's cost lands inside its "
+            "records), so this run cannot bound from below the time outside any op")
 
 
 def roof_share(v: float) -> str:
@@ -154,8 +168,9 @@ def op_notes(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, peak_name: s
                  f"{fmt_time(profiled - op_time)} a step outside any op (Python, autograd's bookkeeping, the profiler's and the "
                  f"counting's own){alone}",
                  f"  without the profiler, in the same turns: the profiled op time is {op_time / step:.0%} of the unprofiled "
-                 f"step. If these records hold every op, at least {at_least(1 - op_time / step)} of it runs outside any op "
-                 "(at least: the profiler's cost inside the records makes the ops' share read high)"]
+                 + (f"step. If these records hold every op, at least {at_least(1 - op_time / step)} of it runs outside any "
+                    "op (at least: the profiler's cost inside the records makes the ops' share read high)"
+                    if bounded(op_time / step) else f"step: {unbounded(op_time / step)}")]
     over = [o for o in measured.ops if o.flops and of_roof(o) > 1]
     for side, group in (("below", [o for o in over if o.intensity < ridge_of(o)]),
                         ("above", [o for o in over if o.intensity >= ridge_of(o)])):
@@ -249,7 +264,8 @@ def attention_alone(ran08: Mapping[str, dict] | None, dtype: torch.dtype) -> str
                 if all(times) else "")
         return (f"notebook 08, in this run: {key} = {row['value']:.2f}× ({lo:.2f}–{hi:.2f}){each}"
                 + (f": switching to the written-out attention gained {1 / row['value']:.2f}× on attention alone, "
-                   "so this kernel is one cause; the rest of the gap to the roof is not measured apart"
+                   "so this kernel is likely one cause here (08's timing, at another moment); the rest of the gap to the "
+                   "roof is not measured apart"
                    if hi < 1 else ""))
     if ran08 is not None:
         return ("notebook 08 ran in this run without timing attention alone in this precision (it does where "
@@ -275,9 +291,15 @@ def _listed(group: Sequence[OpTime], op_time: float, of_roof: OfRoof) -> str:
     return (", ".join(f"{named(o)} at {_pct(of_roof(o))} of its roof ({o.seconds / op_time:.1%} of op time)"
                       for o in shown)
             + ((", and " if shown else "") + f"{len(rest)} op(s) under 0.5% of op time each "
-               f"({', '.join(dict.fromkeys(o.short for o in rest))}), "
+               f"({_counted(o.short for o in rest)}), "
                f"{sum(o.seconds for o in rest) / op_time:.1%} together"
                if rest else "") or "none")
+
+
+def _counted(names: Iterable[str]) -> str:
+    """'sum, add ×2, ones_like': each short name once, in order, with how many ops (by full name and input
+    shapes: add and add_, or one at two shapes) share it, so that the names count as many ops as the line does."""
+    return ", ".join(n if c == 1 else f"{n} ×{c}" for n, c in Counter(names).items())
 
 
 def placement(ops: Sequence[OpTime], op_time: float, of_roof: OfRoof) -> str:
@@ -292,7 +314,10 @@ def placement(ops: Sequence[OpTime], op_time: float, of_roof: OfRoof) -> str:
             unplaced[o.kind] = unplaced.get(o.kind, 0.0) + o.seconds
     lines = [f"10× or more below their roofline: {_listed(far, op_time, of_roof)}"
              + (" (each against the memory roof of a copy its size: a cache's for a small op, if its data sits there, "
-                "which is assumed, not measured)" if far else ""),
+                "which is assumed, not measured)" if far else "")
+             + ("; the element-wise ones counted at one FLOP per element, a lower bound: at their real count they may "
+                "sit on the compute side (the note under the op table)" if any(o.kind == "element-wise" for o in far)
+                else ""),
              f"above it: {_listed(above, op_time, of_roof)}"]
     if unplaced:
         lines.append("not placed (no FLOPs to place, or no time): " + ", ".join(

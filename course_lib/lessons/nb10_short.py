@@ -51,16 +51,27 @@ def compile_short(gain: Ratio | None, attention: Ratio | None, eager: Timing | N
     return "; ".join(said)
 
 
-def break_short(fix: Ratio, again: Ratio, first: Ratio | None) -> str:
-    """Section 3b in one line: the graph break's fix, and compiling's gain timed again in these turns beside
-    section 3's (`first`), with whether the two sets of turns agree on it."""
-    said = (f"removing the graph break (a tensor instead of .item()): {fix.brief}; compiling, again in these turns: "
-            f"{again.brief}")
+def break_short(fix: Ratio, again: Ratio, first: Ratio | None, item_cost: Ratio | None = None) -> str:
+    """Section 3b in one line: the graph break's fix, with whether its control backs it (`item_cost`: the
+    .item() GPT's speed over the plain compiled GPT's, :func:`break_unbacked`), and compiling's gain timed again
+    in these turns beside section 3's (`first`), with whether the two sets of turns agree on it."""
+    said = f"removing the graph break (a tensor instead of .item()): {fix.brief}"
+    if break_unbacked(fix, item_cost):
+        said += (f", but the .item() GPT is not told slower than the plain compiled GPT ({item_cost.brief}): what the "
+                 "break costs a step is not established")
+    said += f"; compiling, again in these turns: {again.brief}"
     if first is not None and gain_unsettled(first, again):
         said += f"; section 3's turns read {first.brief}: not confirmed here (the answer weighs the sets of turns)"
     elif first is not None and is_gain(first) and not is_gain(again):  # too wide or inconclusive: no check either way
         said += f"; section 3's turns read {first.brief}: these turns could not check it ({again.grade})"
     return said
+
+
+def break_unbacked(fix: Ratio, item_cost: Ratio | None) -> bool:
+    """Whether the fix's gain (the fixed GPT over the .item() GPT) lacks its control: the .item() GPT, timed in the
+    same turns against the plain compiled GPT (`item_cost`, its speed over the plain one's), not measurably slower.
+    Then the gain may be the turns' order or the two monitored GPTs' own difference, not the break's cost."""
+    return is_gain(fix) and item_cost is not None and not (item_cost.clear and item_cost.value < 1)
 
 
 def gain_unsettled(first: Ratio, again: Ratio) -> bool:
