@@ -481,7 +481,7 @@ def test_regime_follows_the_share_the_gpu_waited(tmp_path, monkeypatch):
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
     said = nb10.regime({"compute": 0.9, "framework": 0.1}, "cpu")
     assert "the reference's GPU waited 30% of its profiled step, probably high" in said and "By the glossary's rule the " \
-        "profiled step is partly launch-bound" in said and "the plain step's waiting share is not known here" in said
+        "profiled step is partly launch-bound" in said and "the unprofiled step's waiting share is not known here" in said
 
 
 def test_sync_verdict_says_when_the_reference_gpu_showed_no_cost_and_its_regime(tmp_path, monkeypatch):
@@ -694,7 +694,7 @@ def test_regime_off_a_gpu_names_the_profilers_cost_and_the_graphs_evidence(tmp_p
     said = nb10.regime(cats, "cpu")  # an H200 record without the unprofiled row: no regime of the plain step
     assert "the reference's GPU waited 78% of its profiled step, probably high" in said and "56%" not in said
     assert "The reference recorded no share without the profiler (the current code records one on a GPU), so " \
-        "the plain step's waiting share is not known here" in said
+        "the unprofiled step's waiting share is not known here" in said
     rep.add("compiled, default", 534.4, "ktok/s", spread=(517.0, 545.5))
     rep.add("compiled, reduce-overhead", 975.1, "ktok/s", spread=(950.4, 1000.1))
     report.record_reference({"10_compile_and_profile": rep.to_dict()})

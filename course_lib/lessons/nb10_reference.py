@@ -94,7 +94,7 @@ def regime_label(rows: Mapping[str, dict]) -> str:
     if unprofiled is None:
         return (f"the reference's GPU waited {profiled['value']:.0f}% of its profiled step, {UPPER}. By the glossary's "
                 f"rule the profiled step is {bound(profiled['value'] / 100)}. The reference recorded no share without the "
-                "profiler (the current code records one on a GPU), so the plain step's waiting share is not known here")
+                "profiler (the current code records one on a GPU), so the unprofiled step's waiting share is not known here")
     waited, source = unprofiled
     return (f"the reference's GPU, without the profiler, waited about {waited:.0%} of a step ({source}): "
             f"{bound(waited)} by the glossary's rule\n{said}")
