@@ -28,7 +28,7 @@ from course_lib.lessons.nb10_beside08 import NOT_IN_08, account_in_08, beside_08
 from course_lib.lessons.nb10_roofline import at_least, bounded, roof_share, unbounded
 from course_lib.lessons.nb10_short import (break_short, compile_short, gain_unsettled, in_short,  # noqa: F401
                                             sync_short, unconfirmed)
-from course_lib.lessons.nb10_short import break_unbacked, is_gain
+from course_lib.lessons.nb10_short import break_cost_only, break_unbacked, is_gain
 from course_lib.models import GPT, GPTConfig
 from course_lib.profiling import StepSyncs, SyncCounter
 from course_lib.roofline import OpTime, count_ops
@@ -145,8 +145,11 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     ops = share.get("compute", 0.0) + share.get("copies", 0.0)
     unsettled = again is not None and (r := fixes.get(COMPILING)) is not None and gain_unsettled(r, again)
     unbacked = (fix := fixes.get(FIX)) is not None and break_unbacked(fix, item_cost)
+    cost_only = fix is not None and break_cost_only(fix, item_cost)
+    in_08 = [r for r in [_compile_in_08(ran08)] if r is not None]  # 08's compile of the same GPT, its own turns
     paid = _listed({n: r for n, r in (dict(fixes) | {"the written-out attention": attention}).items()
-                    if r is not None and is_gain(r) and not (n == COMPILING and unsettled) and not (n == FIX and unbacked)})
+                    if r is not None and is_gain(r) and not (n == COMPILING and unsettled) and not (n == FIX and unbacked)},
+                   {COMPILING: _other_sets(fixes.get(COMPILING), again, in_08)})
     tried = (f"  beside them, a change of kernel: the written-out attention instead of SDPA, {attention.brief}"
              if attention is not None else "")
     reference = reference_answer() if device_type != "cuda" else []
@@ -166,7 +169,6 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     head.append(f"  so what paid: {paid} made the step measurably faster, in turns" if paid else
                 "  so what paid: no change timed here made the step measurably faster")
     if unsettled:
-        in_08 = [r for r in [_compile_in_08(ran08)] if r is not None]  # 08's compile of the same GPT, its own turns
         head.append(f"  not established: {COMPILING}, {fixes[COMPILING].brief} in section 3's turns, {again.brief} in "
                     f"section 3b's" + "".join(f", {r.brief} in notebook 08's" for r in in_08)
                     + f": {unconfirmed(fixes[COMPILING], again, *in_08)} (section 3's 'pays for itself after' rests on "
@@ -175,6 +177,10 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
         head.append(f"  not established: {FIX}, {fixes[FIX].brief} over the .item() GPT in section 3b's turns, while the "
                     f".item() GPT against the plain compiled GPT read {item_cost.brief}: what the break costs a step is "
                     "not measured here")
+    if cost_only:
+        head.append(f"  not established: {FIX}, {fixes[FIX].brief} over the .item() GPT in section 3b's turns, while the "
+                    f".item() GPT ran {1 / item_cost.value:.{item_cost.decimals}f}× slower than the plain compiled GPT in "
+                    f"the same turns ({item_cost.brief}): the break's cost shows in one pairing, not in the other")
     if kinds and device_type != "cuda":
         head.append(_waste(kinds, ops_unprofiled, outside, attention))
     details = [f"the profiled step: the GPU waited {share.get('waiting', 0.0):.0%} of it, ran kernels and copies {ops:.0%}"
@@ -188,7 +194,7 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     if device_type != "cuda" and kept is not None and not kept.clear:
         details.append("keeping the values on the device showed no gain: on a CPU nothing is queued, so a read waits "
                        "for nothing but itself (section 2)")
-    if device_type != "cuda" and fix is not None and not fix.clear:
+    if device_type != "cuda" and fix is not None and not fix.clear and not cost_only:
         details.append(f"the graph break's fix showed no gain these turns can measure ({fix.value:.2f}×; {fix.doubt}; "
                        "section 3b). The break both splits the block's graph and leaves the GPT's forward's other ops eager; "
                        "the two costs are not timed apart")
@@ -209,19 +215,37 @@ def _waste(kinds: Mapping[str, Mapping[str, float]], ops_unprofiled: float | Non
     said = ([f"at least {at_least(1 - ops_unprofiled)} of the step outside any op (section 4, if its op records hold "
               "every op)"] if ops_unprofiled and bounded(ops_unprofiled) else [])
     said.append(f"the model's fusible ops (element-wise, reduction, copy), {fusible:.0%} of the op time (the op time at "
-                f"most {1 / (1 - fusible):.2f}× shorter if they vanished)")
+                f"most {1 / (1 - fusible):.2f}× shorter if they vanished; fusing removes their memory round trips, so ops "
+                "far below their memory roof would keep part of their time: reasoning, not measured)")
     if attention is not None and is_gain(attention):
         said.append(f"SDPA's kernel in this format (the written-out attention ran the step {attention.value:.2f}× as fast)")
-    return "  the waste this run can name: " + "; ".join(said)
+    return "  what this run can name as possibly avoidable: " + "; ".join(said)
 
 
-def _listed(paid: Mapping[str, Ratio]) -> str:
-    """'a at 1.20×, b at 1.10× and c at 1.30×': the changes that paid, each with its ratio ('' for none)."""
+def _listed(paid: Mapping[str, Ratio], besides: Mapping[str, str] | None = None) -> str:
+    """'a at 1.20×, b at 1.10× and c at 1.30×': the changes that paid, each with its ratio ('' for none), and
+    what other sets of turns read of it (`besides`: a name -> a clause, '' for none)."""
     named = [f"{name} at {r.value:.{r.decimals}f}×" + (f" (clear of its turns' drift, {r.drift:.1%}, by only "
                                             f"{_points(100 * (r.value - 1 - r.drift))} points)"
                                             if r.drift is not None and r.value - 1 < 1.25 * r.drift else "")
+             + (f" ({(besides or {})[name]})" if (besides or {}).get(name) else "")
              for name, r in paid.items()]
     return ", ".join(named[:-1]) + f" and {named[-1]}" if len(named) > 1 else "".join(named)
+
+
+def _other_sets(first: Ratio | None, again: Ratio | None, in_08: Sequence[Ratio]) -> str:
+    """Beside section 3's compile gain (`first`) in 'so what paid': where another set of turns (section 3b's,
+    `again`; notebook 08's, `in_08`) read no gain beyond its spread, what each read and the gain that fits
+    them all; '' where every set read a gain (or section 3's is none)."""
+    others = [(w, r) for w, r in (("section 3b's turns", again), *(("notebook 08's", r) for r in in_08)) if r is not None]
+    if first is None or not is_gain(first) or all(is_gain(r) for _, r in others):
+        return ""
+    lo, hi = max(r.lo for r in [first, *(r for _, r in others)]), min(r.hi for r in [first, *(r for _, r in others)])
+    said = "; ".join(f"{w} {r.brief}" for w, r in others)
+    if lo > hi:
+        return said + ": the sets share no value"
+    return said + (f": a gain of {lo:.2f}–{hi:.2f}× fits every set" if lo > 1 else
+                   f": anything from no gain to {hi:.2f}× fits every set")
 
 
 def _points(p: float) -> str:
@@ -249,7 +273,7 @@ def _room(kinds: Mapping[str, Mapping[str, float]], no_op: float, ops_unprofiled
              f"{fusible:.0%} of section 4's op time; if their time went to zero, the ops would run at most "
              f"{1 / (1 - fusible):.2f}× faster (if matmuls and attention stay library calls: assumed, not measured)",
              f"  the loss's and the optimizer's such ops, {outside / op_time:.0%} more, stay outside torch.compile(model)",
-             f"  compiling can also cut some of the time outside any op (Python, autograd's bookkeeping): {least}"]
+             f"  the time outside any op (Python, autograd's bookkeeping), which compiling can also cut some of: {least}"]
     written = (ran08 or {}).get("compiled vs eager, written-out attention")
     if written and written.get("spread"):  # attention as fusible ops: the room the bound above leaves out
         r = dataclasses.replace(report.recorded_ratio("", written), more="faster", less="slower")

@@ -86,6 +86,8 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
                f"two spreads; told apart only at {verdicts.APART:g}× or more (the rule for two moments, cell 1)"
                if table else "", _table(table) if table else "",
                _after_compile(ran08, eager, compiled), *_same_step(mine, as_08 is not None),
+               cost.verdict("08's step over this notebook's eager written-out step, in speed, in these turns")
+               if cost is not None else "",
                "08's step: gradient clipping, AdamW's two parameter groups, its learning-rate schedule; one micro-batch a "
                "step, or more where a reading says so"
                if mine or any(r.quantity.startswith("written-out,") for r in table) else ""]
@@ -110,6 +112,8 @@ def _same_step(mine: list[Row], timed_here: bool) -> list[str]:
     lo, hi = min(r.value for r in mine), max(r.value for r in mine)
     told = ("by the rule for two moments, a difference" if any(r.verdict.startswith("a difference") for r in mine) else
             f"each under the {verdicts.APART:g}× that two moments can differ by")
+    if len(mine) > 1 and (hi < 1 or lo > 1):  # every earlier reading on one side of this one: a pattern, not scatter
+        told += f"; every earlier reading is {'faster' if hi < 1 else 'slower'} than here's"
     own = [r for r in mine if label(r).startswith("08")]
     spread = (f"; 08's own readings span {min(r.then for r in own):.3g}–{max(r.then for r in own):.3g} "
               f"({max(r.then for r in own) / min(r.then for r in own):.2f}×) within one process{_groups(own, label)}"
@@ -218,7 +222,7 @@ def _rates(ran08: Mapping[str, dict], batch: int, eager: Timing | None, written:
             "sampler on": ran08.get(f"step, micro-batch of {batch} sequences")}
     out = as_08 or written  # the written-out step that 08's rows are set beside
     label = f"{STEP_08}, written-out" if as_08 else "written-out"
-    pairs = [("eager SDPA", "each before its compile", before, ran08.get("eager, SDPA")),
+    pairs = [("eager SDPA", "each before its compile; here section 2's plain step", before, ran08.get("eager, SDPA")),
              ("eager SDPA", "each after its compile", eager, ran08.get("eager, SDPA (beside the compiled)")),
              ("compiled SDPA", "", compiled, ran08.get("compiled, SDPA")),
              (label, f"08: section 4{_micro(ran08.get('eager, written-out attention'))}", out,

@@ -53,12 +53,12 @@ def reference_fix() -> str:
     """Off a GPU, the graph break's fix as the reference GPU measured it, with the GPT it ran named."""
     named = own_gpt()
     text = report.reference_text(NB, ("compiled, tensor vs .item()",))
-    return ((f"The same fix on the reference GPU, with {named}:\n" if named else "") + text
-            + ("\n  This row was recorded with older code, in which the .item() GPT shared GPT.forward with the fixed one: "
-               "Dynamo's skip of that function probably left the fixed GPT compiled block by block too (its rate sits near "
-               "the eager step's), so this row probably does not measure the fix. Reasoning, not a measurement; a GPU run "
-               "of the current code would measure it"
-               if text and REGIONS not in report.reference(NB)[1] else ""))
+    if text and REGIONS not in report.reference(NB)[1]:  # recorded before the .item() GPT ran a forward of its own
+        return ("The reference GPU's record of this fix is not shown: it was recorded with older code, in which the .item() "
+                "GPT shared GPT.forward with the fixed one, and Dynamo's skip of that function probably left the fixed GPT "
+                "compiled block by block too (its rate sits near the eager step's; reasoning, not measured). No GPU "
+                "measurement of the fix as written here exists yet")
+    return (f"The same fix on the reference GPU, with {named}:\n" if named else "") + text
 
 
 def stale_fix_rows() -> tuple[list[str], str]:

@@ -168,8 +168,9 @@ def op_notes(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, peak_name: s
                  f"{fmt_time(profiled - op_time)} a step outside any op (Python, autograd's bookkeeping, the profiler's and the "
                  f"counting's own){alone}",
                  f"  without the profiler, in the same turns: the profiled op time is {op_time / step:.0%} of the unprofiled "
-                 + (f"step. If these records hold every op, at least {at_least(1 - op_time / step)} of it runs outside any "
-                    "op (at least: the profiler's cost inside the records makes the ops' share read high)"
+                 + (f"step ({fmt_time(op_time)} of ops under the profiler, a {fmt_time(step)} step without it): if these "
+                    f"records hold every op, at least {at_least(1 - op_time / step)} of the step runs outside any op (more, "
+                    "since the profiler's cost inside the records makes the ops read long)"
                     if bounded(op_time / step) else f"step: {unbounded(op_time / step)}")]
     over = [o for o in measured.ops if o.flops and of_roof(o) > 1]
     for side, group in (("below", [o for o in over if o.intensity < ridge_of(o)]),
