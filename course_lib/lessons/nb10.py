@@ -28,7 +28,7 @@ from course_lib.lessons.nb10_beside08 import NOT_IN_08, account_in_08, beside_08
 from course_lib.lessons.nb10_roofline import at_least, bounded, roof_share, unbounded
 from course_lib.lessons.nb10_short import (break_short, compile_short, gain_unsettled, in_short,  # noqa: F401
                                             sync_short, unconfirmed)
-from course_lib.lessons.nb10_short import break_cost_only, break_unbacked, is_gain
+from course_lib.lessons.nb10_short import break_cost_only, break_unbacked, is_gain, other_sets, points
 from course_lib.models import GPT, GPTConfig
 from course_lib.profiling import StepSyncs, SyncCounter
 from course_lib.roofline import OpTime, count_ops
@@ -149,7 +149,7 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     in_08 = [r for r in [_compile_in_08(ran08)] if r is not None]  # 08's compile of the same GPT, its own turns
     paid = _listed({n: r for n, r in (dict(fixes) | {"the written-out attention": attention}).items()
                     if r is not None and is_gain(r) and not (n == COMPILING and unsettled) and not (n == FIX and unbacked)},
-                   {COMPILING: _other_sets(fixes.get(COMPILING), again, in_08)})
+                   {COMPILING: other_sets(fixes.get(COMPILING), again, in_08)})
     tried = (f"  beside them, a change of kernel: the written-out attention instead of SDPA, {attention.brief}"
              if attention is not None else "")
     reference = reference_answer() if device_type != "cuda" else []
@@ -226,31 +226,11 @@ def _listed(paid: Mapping[str, Ratio], besides: Mapping[str, str] | None = None)
     """'a at 1.20×, b at 1.10× and c at 1.30×': the changes that paid, each with its ratio ('' for none), and
     what other sets of turns read of it (`besides`: a name -> a clause, '' for none)."""
     named = [f"{name} at {r.value:.{r.decimals}f}×" + (f" (clear of its turns' drift, {r.drift:.1%}, by only "
-                                            f"{_points(100 * (r.value - 1 - r.drift))} points)"
+                                            f"{points(100 * (r.value - 1 - r.drift))} points)"
                                             if r.drift is not None and r.value - 1 < 1.25 * r.drift else "")
              + (f" ({(besides or {})[name]})" if (besides or {}).get(name) else "")
              for name, r in paid.items()]
     return ", ".join(named[:-1]) + f" and {named[-1]}" if len(named) > 1 else "".join(named)
-
-
-def _other_sets(first: Ratio | None, again: Ratio | None, in_08: Sequence[Ratio]) -> str:
-    """Beside section 3's compile gain (`first`) in 'so what paid': where another set of turns (section 3b's,
-    `again`; notebook 08's, `in_08`) read no gain beyond its spread, what each read and the gain that fits
-    them all; '' where every set read a gain (or section 3's is none)."""
-    others = [(w, r) for w, r in (("section 3b's turns", again), *(("notebook 08's", r) for r in in_08)) if r is not None]
-    if first is None or not is_gain(first) or all(is_gain(r) for _, r in others):
-        return ""
-    lo, hi = max(r.lo for r in [first, *(r for _, r in others)]), min(r.hi for r in [first, *(r for _, r in others)])
-    said = "; ".join(f"{w} {r.brief}" for w, r in others)
-    if lo > hi:
-        return said + ": the sets share no value"
-    return said + (f": a gain of {lo:.2f}–{hi:.2f}× fits every set" if lo > 1 else
-                   f": anything from no gain to {hi:.2f}× fits every set")
-
-
-def _points(p: float) -> str:
-    """Percentage points with one decimal, or two where one would print 0.0 (0.04, not 0.0)."""
-    return f"{p:.1f}" if round(p, 1) else f"{p:.2f}"
 
 
 def _room(kinds: Mapping[str, Mapping[str, float]], no_op: float, ops_unprofiled: float | None, outside: float,

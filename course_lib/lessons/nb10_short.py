@@ -5,7 +5,7 @@ prints; :mod:`course_lib.lessons.nb10` re-exports them."""
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from course_lib import report, verdicts
 from course_lib.bench import Ratio, Timing
@@ -121,3 +121,22 @@ def _recorded(key: str) -> Ratio | None:
     row = report.reference(NB)[1].get(key)
     return report.recorded_ratio(key, row) if row and row.get("spread") else None
 
+
+def other_sets(first: Ratio | None, again: Ratio | None, in_08: Sequence[Ratio]) -> str:
+    """Beside section 3's compile gain (`first`) in 'so what paid': where another set of turns (section 3b's,
+    `again`; notebook 08's, `in_08`) read no gain beyond its spread, what each read and the gain that fits
+    them all; '' where every set read a gain (or section 3's is none)."""
+    others = [(w, r) for w, r in (("section 3b's turns", again), *(("notebook 08's", r) for r in in_08)) if r is not None]
+    if first is None or not is_gain(first) or all(is_gain(r) for _, r in others):
+        return ""
+    lo, hi = max(r.lo for r in [first, *(r for _, r in others)]), min(r.hi for r in [first, *(r for _, r in others)])
+    said = "; ".join(f"{w} {r.brief}" for w, r in others)
+    if lo > hi:
+        return said + ": the sets share no value"
+    return said + (f": a gain of {lo:.2f}–{hi:.2f}× fits every set" if lo > 1 else
+                   f": anything from no gain to {hi:.2f}× fits every set")
+
+
+def points(p: float) -> str:
+    """Percentage points with one decimal, or two where one would print 0.0 (0.04, not 0.0)."""
+    return f"{p:.1f}" if round(p, 1) else f"{p:.2f}"
