@@ -203,8 +203,13 @@ class Ratio:
             return "the spread of the repeats"
         apart = self.medians_apart
         # under 10 %, one decimal: a 0.8 % effect beside 'drift 1%' would read as no larger than the drift
-        drift = (f", this pair's drift {self.drift:.{1 if self.drift < 0.1 else 0}%}" if self.drift is not None and self.rounds > 1
-                 else "")
+        gap = max(self.value, 1 / self.value) - 1
+        d = 1 if self.drift is not None and self.drift < 0.1 else 0
+        if self.drift is not None and f"{self.drift:.{d}%}" == f"{gap:.{d}%}" and self.drift != gap:
+            d += 1  # a difference that prints as large as the drift: one more digit shows which side it lies
+            drift = f", this pair's drift {self.drift:.{d}%}, the difference {gap:.{d}%}" if self.rounds > 1 else ""
+        else:
+            drift = (f", this pair's drift {self.drift:.{d}%}" if self.drift is not None and self.rounds > 1 else "")
         return (f"median of {self.rounds} paired turns, {self.coverage:.0%} interval{drift}"
                 + (f"; the two medians' ratio, unpaired, is {self.medians:.{self.decimals}f}×" if apart else ""))
 

@@ -183,6 +183,9 @@ def test_checkpointing_residual_is_paired_where_the_three_shared_turns():
                            "interval) beyond recomputing the forward")
     same = timed("ck", [0.131, 0.134, 0.128, 0.130, 0.156])  # -1 to +1 ms
     assert nb09.recompute_verdict(0.4, cost, plain, same, fwd).endswith("holds 0")
+    tiny = timed("ck", [0.1315, 0.1355, 0.1275, 0.1315, 0.1565])  # +0.5 ms in every turn: measurable, under 2 %
+    assert nb09.recompute_verdict(0.4, cost, plain, tiny, fwd).endswith(
+        "beyond recomputing the forward: measurable, but small (under 2% of the prediction)")
 
 
 def test_set_to_none_and_empty_cache_notes():

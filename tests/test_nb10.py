@@ -355,7 +355,7 @@ def test_op_table_rows_footer_and_section_3():
              (("step", [0.004, 0.0041, 0.0039]), ("profiled", [0.008, 0.0081, 0.0079]))]
     spread = dataclasses.replace(MM, spread=(0.0009, 0.0012))
     timed = nb10.op_table(StepOps([spread, COPY, ADD], *turns), ridge_of, of_roof, "cpu", rows=1).splitlines()
-    assert "0.90–1.20" in timed[1] and "(time: the median of 3 steps, ms; least–most: its fastest and slowest step, ms; of roof: its rate as a share of its roof, rounded down under 20 %)" in timed[2]
+    assert "0.90–1.20" in timed[1] and "(time: the median of 3 steps, ms; least–most: its fastest and slowest step, ms; % roof: its rate as a share of its roof, one decimal and rounded down under 20 %; the compute roof is the stored peak, timed at another moment)" in timed[2]
     assert timed[4].startswith("  verdict: the step without the profiler vs with every op counted and recorded: 2.00× (")
     assert "median of 3 paired turns" in timed[4]
 
@@ -373,7 +373,7 @@ def test_op_notes_read_the_op_times():
     beside = nb10.op_notes(STEP, ridge_of, of_roof, "peak: mm 4096²", "cpu",
                            section1={"compute": 0.09, "copies": 0.001, "waiting": 0.0, "framework": 0.009})
     assert "\n  section 1's trace (the profiler alone, another moment): 9 ms outside any op of a 100 ms step. Its op time, 91 ms, " \
-        "and this section's" in beside and "what sets them apart is not measured" in beside
+        "and this section's" in beside and "not set beside each other as a ratio" in beside
     assert lines[3].startswith("1 group below its ridge ran above its roof (up to 120%, add 64 · 64)")
     fast = StepOps(STEP.ops, _t("step", 0.99 * STEP.op_seconds), STEP.profiled)  # the ops outlast the unprofiled step
     assert "step: the profiled ops add up to 101% of the unprofiled step (the profiler's cost lands inside its records), " \
@@ -617,33 +617,40 @@ def test_beside_08_sets_08s_step_timed_here_beside_08s_and_09s_readings_and_this
     assert not any(" | " in ln and "08's step" in ln and "verdict" not in ln for ln in lines)  # 08's step: one line, not table rows
     assert any(ln.strip().startswith("verdict: 08's step over this notebook's eager written-out step, in speed, in these turns: ") for ln in lines)
     r = as_08.rate / 1e3  # the fastest of 08's readings is its section 4 (31.6), the slowest 09's (24.3)
-    one = next(ln for ln in lines if "08's step, ktok/s, as read earlier: 31.6 (08, section 4, 2 micro-batches), 27.3 (08, "
-               "section 5, no sampler)" in ln)
-    assert f"24.3 (09, in its turns), 28.8 (08, its long run); here {r:.3g} (" in one
-    assert f"at {r / 31.6:.2f}×–{r / 24.3:.2f}× their speed, each under the 2.5× that two moments" in one
-    assert "08's own readings span 27.3–31.6 (1.16×) within one process: readings at different moments; what sets them " \
-        "apart is not measured" in one  # no gap of 10 % between them: no groups named
+    r = as_08.rate / 1e3
+    table = [ln.strip() for ln in lines if " | here ÷ it: " in ln]
+    assert [ln.split(" | ")[:2] for ln in table] == [["08, section 4, 2 micro-batches", " 31.6"],
+                                                     ["08, section 5, no sampler     ", " 27.3"],
+                                                     ["08, section 5, sampler on     ", " 27.4"],
+                                                     ["09, in its turns              ", " 24.3"]]
+    assert f"here ÷ it: {r / 31.6:.2f}×" in table[0]  # one row a reading, its ratio to the reading here
+    said = next(ln.strip() for ln in lines if "not told apart; 08's own readings" in ln)
+    assert said == ("each under the 2.5× that two moments can differ by: not told apart; 08's own readings span "
+                    "27.3–31.6 (1.16×) within one process, in two groups 1.15× apart: 1 reading at 31.6, 2 readings at "
+                    "27.3–27.4: readings at different moments; what sets them apart is not measured")
+    assert any(ln.strip().startswith("08's long run, ktok/s (its training loop, train.fit: fresh batches, a progress "
+                                     "bar; not the step timed above): 28.8, here ÷ it: ") for ln in lines)
     assert "09 timed" not in text  # 09's forward and backward not recorded here
     sec4 = {**_ran08(), "section 4's step, 2 micro-batches of 16, no sampler": {
         "value": 26.8, "unit": "ktok/s", "spread": [26.3, 26.9], "setup": "written-out attention"}}
-    assert "26.8 (08, section 5, 2 micro-batches, no sampler)" in nb10.beside_08(sec4, gpt, "cpu", 16, written=written,
+    assert "08, section 5, 2 micro-batches, no sampler |  26.8 | here ÷ it" in nb10.beside_08(sec4, gpt, "cpu", 16, written=written,
                                                                                  as_08=as_08)
     again = {**_ran08(), "written-out step, torch.bfloat16 autocast": {  # 08 re-timed section 4's step beside fp32
         "value": 36.0, "unit": "ktok/s", "spread": [35.5, 36.1],
         "setup": "micro-batch 16 × 2, 4,096 tokens/step, written-out attention"}}
     listed = nb10.beside_08(again, gpt, "cpu", 16, written=written, as_08=as_08)
-    assert "36 (08, section 4, again, 2 micro-batches)" in listed and "span 27.3–36 (1.32×) within one process, in two " \
-        "groups 1.14× apart: 36 (08, section 4, again, 2 micro-batches) and 27.3–31.6 (08, section 4, 2 micro-batches; " in listed
+    assert "08, section 4, again, 2 micro-batches |    36 | here ÷ it" in listed and "span 27.3–36 (1.32×) within one " \
+        "process, in two groups 1.15× apart: 2 readings at 31.6–36, 2 readings at 27.3–27.4" in listed
     part = {**ran09, "step without checkpointing": {"value": 116.7, "unit": "ms", "spread": [114.9, 144.1]}}
     assert "09 timed" not in nb10.beside_08(_ran08(), gpt, "cpu", 16, written=written, as_08=as_08, ran09=part)  # a part
     alike = {k: {**v, "value": as_08.rate / 1e3, "spread": [as_08.rate_lo / 1e3, as_08.rate_hi / 1e3]}
              for k, v in _ran08().items() if "ktok" in v.get("unit", "")}
     same = nb10.beside_08({**_ran08(), **alike}, gpt, "cpu", 16, written=written, as_08=as_08)
-    assert "1.00×–1.00× their speed" in same and "08's own readings span" not in same  # one speed: no spread to name
+    assert "not told apart" in same and "08's own readings span" not in same  # one speed: no spread to name
     fast = {k: {**v, "value": 40.0, "spread": [39.5, 40.5]} for k, v in _ran08().items() if "ktok" in v.get("unit", "")}
-    assert "; every earlier reading is faster than here's" in nb10.beside_08({**_ran08(), **fast}, gpt, "cpu", 16,
+    assert "; every earlier reading is faster than the one here" in nb10.beside_08({**_ran08(), **fast}, gpt, "cpu", 16,
                                                                               written=written, as_08=as_08)
-    assert "every earlier reading" not in same
+    assert "every earlier reading is" not in same
 
 
 def test_account_in_08_sums_attention_alone_over_the_layers_beside_this_gap():
@@ -710,8 +717,8 @@ def test_regime_off_a_gpu_names_the_profilers_cost_and_the_graphs_evidence(tmp_p
     assert "the reference run (NVIDIA H200, its own GPT), in its section 3: compiled with reduce-overhead, its step ran " \
         "1.82× as fast" in text
     assert "1.82× as fast as compiled with the default mode (the ratio of the medians " \
-        "of the same turns; 1.74–1.93× from the quartiles). Inferred, not measured: about 45% (43–48% across the " \
-        "quartiles' range)" in text
+        "of the same turns; 1.74–1.93× from the quartiles): the reduce-overhead step took 55% (52–57% across the " \
+        "quartiles' range) of the default-compiled step's time. Which part went away is not measured" in text
 
 
 def test_op_table_remarks_a_profiled_step_that_ran_faster():
@@ -883,8 +890,9 @@ def test_short_lines_say_what_each_section_found_and_where_two_sets_of_turns_dis
     ran08 = {"compiled vs eager, SDPA": {"value": 1.023, "spread": [1.016, 1.144]}}
     other = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {nb10.COMPILING: faster}, None, "", None, ran08,
                         again=wide3b)
-    assert f"so what paid: compiling (default mode) at 1.05× (section 3b's turns {wide3b.brief}; notebook 08's 1.023× " \
-        "(1.016–1.144) faster: a gain of 1.04–1.06× fits every set) made" in other
+    assert "so what paid: compiling (default mode) at 1.05× made" in other
+    assert f"\n  compiling in the other sets of turns: section 3b's turns {wide3b.brief}; notebook 08's 1.023× " \
+        "(1.016–1.144) faster: a gain of 1.04–1.06× fits every set (where their intervals overlap)\n" in other
     assert "fits every set" not in nb10.answer({"compute": 0.9}, "cpu", {nb10.COMPILING: faster}, None, "", None, ran08,
                                                again=faster)  # every set read a gain
     backed = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", fixes, None, "", None, item_cost=costly)

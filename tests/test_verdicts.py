@@ -167,3 +167,10 @@ def test_a_median_inside_its_range_does_not_print_as_one_of_its_ends():
     assert gain.clear and gain.brief.startswith("1.034× (1.026–1.051)")  # not 1.03× (1.03–1.05)
     drifted = Ratio("x", 0.9864, 0.9334, 0.9913, rounds=9, coverage=0.96, drift=0.05)  # inconclusive: drift
     assert drifted.grade == "inconclusive" and drifted.brief.startswith("0.986× (0.933–0.991)")
+
+
+def test_a_difference_that_prints_as_large_as_its_drift_gets_a_digit_more():
+    from course_lib.bench import Ratio
+    edge = Ratio("c", 1.0391, 1.03, 1.21, rounds=5, coverage=0.94, drift=0.0388)  # both print 3.9 % at one decimal
+    assert str(edge).endswith("this pair's drift 3.88%, the difference 3.91%)")
+    assert "the difference" not in str(Ratio("c", 1.05, 1.03, 1.21, rounds=5, coverage=0.94, drift=0.0388))

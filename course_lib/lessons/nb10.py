@@ -148,8 +148,8 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     cost_only = fix is not None and break_cost_only(fix, item_cost)
     in_08 = [r for r in [_compile_in_08(ran08)] if r is not None]  # 08's compile of the same GPT, its own turns
     paid = _listed({n: r for n, r in (dict(fixes) | {"the written-out attention": attention}).items()
-                    if r is not None and is_gain(r) and not (n == COMPILING and unsettled) and not (n == FIX and unbacked)},
-                   {COMPILING: other_sets(fixes.get(COMPILING), again, in_08)})
+                    if r is not None and is_gain(r) and not (n == COMPILING and unsettled) and not (n == FIX and unbacked)})
+    others = other_sets(fixes.get(COMPILING), again, in_08) if not unsettled else ""
     tried = (f"  beside them, a change of kernel: the written-out attention instead of SDPA, {attention.brief}"
              if attention is not None else "")
     reference = reference_answer() if device_type != "cuda" else []
@@ -168,6 +168,8 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     head += [tried] if tried else []
     head.append(f"  so what paid: {paid} made the step measurably faster, in turns" if paid else
                 "  so what paid: no change timed here made the step measurably faster")
+    if others:  # the compile's gain as the other sets of turns read it
+        head.append(f"  compiling in the other sets of turns: {others}")
     if unsettled:
         head.append(f"  not established: {COMPILING}, {fixes[COMPILING].brief} in section 3's turns, {again.brief} in "
                     f"section 3b's" + "".join(f", {r.brief} in notebook 08's" for r in in_08)
@@ -222,13 +224,11 @@ def _waste(kinds: Mapping[str, Mapping[str, float]], ops_unprofiled: float | Non
     return "  what this run can name as possibly avoidable: " + "; ".join(said)
 
 
-def _listed(paid: Mapping[str, Ratio], besides: Mapping[str, str] | None = None) -> str:
-    """'a at 1.20×, b at 1.10× and c at 1.30×': the changes that paid, each with its ratio ('' for none), and
-    what other sets of turns read of it (`besides`: a name -> a clause, '' for none)."""
+def _listed(paid: Mapping[str, Ratio]) -> str:
+    """'a at 1.20×, b at 1.10× and c at 1.30×': the changes that paid, each with its ratio ('' for none)."""
     named = [f"{name} at {r.value:.{r.decimals}f}×" + (f" (clear of its turns' drift, {r.drift:.1%}, by only "
                                             f"{points(100 * (r.value - 1 - r.drift))} points)"
                                             if r.drift is not None and r.value - 1 < 1.25 * r.drift else "")
-             + (f" ({(besides or {})[name]})" if (besides or {}).get(name) else "")
              for name, r in paid.items()]
     return ", ".join(named[:-1]) + f" and {named[-1]}" if len(named) > 1 else "".join(named)
 

@@ -102,37 +102,42 @@ def _cost(as_08: Timing | None, written: Timing | None) -> Ratio | None:
 
 
 def _same_step(mine: list[Row], timed_here: bool) -> list[str]:
-    """The readings of 08's written-out step (`mine`: the table's rows of it) in one line: each earlier reading,
-    the one here, and what the rule for two moments and 08's own spread of readings say."""
+    """The readings of 08's written-out step (`mine`: the table's rows of it), one row each with its ratio to the
+    one here, then what the rule for two moments and 08's own spread of readings say; 08's long run (its training
+    loop, not the bench step) on a line of its own."""
     if not mine:
         return []
-    here = mine[0].here
     label = lambda r: r.quantity.split("(", 1)[1].rstrip(")").replace(": ", ", ")  # noqa: E731  '08, section 4'
-    said = ", ".join(f"{r.then:.3g} ({label(r)})" for r in mine)
-    lo, hi = min(r.value for r in mine), max(r.value for r in mine)
-    told = ("by the rule for two moments, a difference" if any(r.verdict.startswith("a difference") for r in mine) else
-            f"each under the {verdicts.APART:g}× that two moments can differ by")
-    if len(mine) > 1 and (hi < 1 or lo > 1):  # every earlier reading on one side of this one: a pattern, not scatter
-        told += f"; every earlier reading is {'faster' if hi < 1 else 'slower'} than here's"
-    own = [r for r in mine if label(r).startswith("08")]
-    spread = (f"; 08's own readings span {min(r.then for r in own):.3g}–{max(r.then for r in own):.3g} "
-              f"({max(r.then for r in own) / min(r.then for r in own):.2f}×) within one process{_groups(own, label)}"
-              if len(own) > 1 and max(r.then for r in own) / min(r.then for r in own) > 1.1 else "")
-    return [f"{STEP_08 if timed_here else 'the written-out step'}, ktok/s, as read earlier: {said}; here {here}, at "
-            f"{lo:.2f}×–{hi:.2f}× their speed, {told}{spread}: readings at different moments; what sets them apart is "
-            "not measured"]
+    loop = [r for r in mine if "long run" in label(r)]  # train.fit's loop: fresh batches, a progress bar, a sampler
+    steps = [r for r in mine if r not in loop] or mine
+    loop = [r for r in loop if r not in steps]
+    width = max(len(label(r)) for r in steps)
+    lines = [f"{STEP_08 if timed_here else 'the written-out step'}, every earlier reading (ktok/s; here "
+             f"{mine[0].here}):", *(f"  {label(r):<{width}} | {r.then:>5.3g} | here ÷ it: {r.ratio}" for r in steps)]
+    lo, hi = min(r.value for r in steps), max(r.value for r in steps)
+    told = ("by the rule for two moments, a difference" if any(r.verdict.startswith("a difference") for r in steps) else
+            f"each under the {verdicts.APART:g}× that two moments can differ by: not told apart")
+    if len(steps) > 1 and (hi < 0.995 or lo > 1.005):  # every earlier reading on one side of this one: a pattern
+        told += f"; every earlier reading is {'faster' if hi < 1 else 'slower'} than the one here"
+    own = [r.then for r in steps if label(r).startswith("08")]
+    spread = (f"; 08's own readings span {min(own):.3g}–{max(own):.3g} ({max(own) / min(own):.2f}×) within one "
+              f"process{_groups(own)}" if len(own) > 1 and max(own) / min(own) > 1.1 else "")
+    lines.append(f"  {told}{spread}: readings at different moments; what sets them apart is not measured")
+    lines += [f"08's long run, ktok/s (its training loop, train.fit: fresh batches, a progress bar; not the step timed "
+              f"above): {r.then:.3g}, here ÷ it: {r.ratio}" for r in loop]
+    return lines
 
 
-def _groups(own: list[Row], label) -> str:
+def _groups(own: list[float]) -> str:
     """Where 08's readings of its step fall into two groups, a gap of 10 % or more between the slowest of the
-    fast and the fastest of the slow: ', in two groups: 29.0–29.9 (08, section 4; …) and 23–23.7 (…)' ('' else)."""
-    ranked = sorted(own, key=lambda r: r.then, reverse=True)
-    gap, at = max(((a.then / b.then, i + 1) for i, (a, b) in enumerate(zip(ranked, ranked[1:]))), default=(1.0, 0))
+    fast and the fastest of the slow: ', in two groups 1.19× apart: 5 readings at 26.9–30, 1 at 22.6' ('' else)."""
+    ranked = sorted(own, reverse=True)
+    gap, at = max(((a / b, i + 1) for i, (a, b) in enumerate(zip(ranked, ranked[1:]))), default=(1.0, 0))
     if gap < 1.1:
         return ""
-    said = [f"{min(r.then for r in g):.3g}–{max(r.then for r in g):.3g} ({'; '.join(label(r) for r in g)})"
-            if len(g) > 1 else f"{g[0].then:.3g} ({label(g[0])})" for g in (ranked[:at], ranked[at:])]
-    return f", in two groups {gap:.2f}× apart: {said[0]} and {said[1]}"
+    said = [f"{len(g)} reading{'s' * (len(g) > 1)} at " + (f"{min(g):.3g}–{max(g):.3g}" if len(g) > 1 else f"{g[0]:.3g}")
+            for g in (ranked[:at], ranked[at:])]
+    return f", in two groups {gap:.2f}× apart: {said[0]}, {said[1]}"
 
 
 def _table(rows: list[Row]) -> str:

@@ -120,8 +120,9 @@ def op_table(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, device: str,
                         else f"{'-':>7}  moves data"))
     n, steps = len(measured.ops), len(measured.step.samples)
     lines.append(f"... {n} (op, shapes) group{'s' if n != 1 else ''}: {fmt_time(op_time)} per step in ops (time: the "
-                 f"median of {steps} steps, ms; least–most: its fastest and slowest step, ms; of roof: its rate as a share "
-                 "of its roof, rounded down under 20 %)\nthe whole step, in the same turns: "
+                 f"median of {steps} steps, ms; least–most: its fastest and slowest step, ms; % roof: its rate as a share "
+                 "of its roof, one decimal and rounded down under 20 %; the compute roof is the stored peak, timed at "
+                 "another moment)\nthe whole step, in the same turns: "
                  f"{fmt_time(measured.step.median_s)} without the profiler, {fmt_time(measured.profiled.median_s)} with "
                  f"every op counted and recorded | {device}")
     cost = speedup(measured.profiled, measured.step, "without the profiler vs with it, same turns")
@@ -160,9 +161,9 @@ def op_notes(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, peak_name: s
         ops1 = sum(v for k, v in (section1 or {}).items() if k != "framework")  # section 1's op time a step
         alone = (f"\n  section 1's trace (the profiler alone, another moment): {fmt_time(section1.get('framework', 0))} outside "
                  f"any op of a {fmt_time(sum(section1.values()))} step. Its op time, {fmt_time(ops1)}, and this section's "
-                 f"{fmt_time(op_time)} ({op_time / ops1:.2f}×) are two aggregates (section 1 adds up each op's own time "
-                 f"within a step, this section each op group's median over {len(measured.step.samples)} steps) taken at two "
-                 "moments: what sets them apart is not measured" if section1 else "")
+                 f"{fmt_time(op_time)} are two aggregates defined differently (section 1 adds up each op's own time "
+                 f"within a step, this section each op group's median over {len(measured.step.samples)} steps) and taken "
+                 "at two moments: not set beside each other as a ratio" if section1 else "")
         lines = ["op times: the profiler's record of each op (the ops it calls included); the shares below are of op time",
                  f"  with every op counted and recorded: ops {op_time / profiled:.0%} of the step, "
                  f"{fmt_time(profiled - op_time)} a step outside any op (Python, autograd's bookkeeping, the profiler's and the "

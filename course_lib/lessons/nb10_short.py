@@ -133,8 +133,8 @@ def other_sets(first: Ratio | None, again: Ratio | None, in_08: Sequence[Ratio])
     said = "; ".join(f"{w} {r.brief}" for w, r in others)
     if lo > hi:
         return said + ": the sets share no value"
-    return said + (f": a gain of {lo:.2f}–{hi:.2f}× fits every set" if lo > 1 else
-                   f": anything from no gain to {hi:.2f}× fits every set")
+    return said + (f": a gain of {lo:.2f}–{hi:.2f}× fits every set (where their intervals overlap)" if lo > 1 else
+                   f": anything from no gain to {hi:.2f}× fits every set (where their intervals overlap)")
 
 
 def points(p: float) -> str:
