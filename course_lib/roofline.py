@@ -268,7 +268,8 @@ class StepOps:
 
 
 def measure_ops(fn: Callable[[], object], device: torch.device | str, steps: int = 3) -> StepOps:
-    """Run `fn` (one training step) once to warm up, then `steps` turns of two steps each: one
+    """Run `fn` (one training step) once to warm up, then `steps` turns of two steps each, each turn after
+    one untimed step (the previous turn's trace export and parse do not fall on the timed step): one
     timed without the profiler, one under ``torch.profiler`` with every ATen op counted
     (:class:`OpCostRecorder`, a range around each call) and timed: on a CPU the profiler's own
     record of the op (its calls inside included; the range and the Python around it left out),
@@ -282,6 +283,7 @@ def measure_ops(fn: Callable[[], object], device: torch.device | str, steps: int
     timed: list[tuple[dict[int, OpCost], dict[int, float]]] = []  # each step's ops and their seconds
     plain, profiled = [], []
     for _ in range(steps):
+        fn()  # untimed: the caches and the allocator back in a step's state after the last turn's trace work
         sync(dev)
         start = time.perf_counter()
         fn()

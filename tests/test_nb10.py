@@ -872,7 +872,13 @@ def test_short_lines_say_what_each_section_found_and_where_two_sets_of_turns_dis
                                f"GPT is not told slower than the plain compiled GPT ({level.brief}): what the break costs "
                                "a step is not established; compiling, again in these turns")
     costly = Ratio(".item() vs plain", 0.95, 0.93, 0.97, rounds=9, coverage=0.96, drift=0.01)  # the break costs here
-    assert "not established" not in nb10.break_short(gained, faster, faster, costly)
+    backed_line = nb10.break_short(gained, faster, faster, costly)
+    assert "not established" not in backed_line and f"; the .item() GPT against the plain compiled GPT: {costly.brief}" \
+        in backed_line
+    again = Ratio("c3b", 1.08, 1.06, 1.10, rounds=9, coverage=0.96, drift=0.01)
+    assert nb10.break_short(gained, again, faster, costly).endswith(  # log(1/0.95) / log(1.08) = 0.67
+        "faster (the break took back about 67% of that gain, by the medians of these turns)")
+    assert "took back more than all" in nb10.break_short(gained, faster, faster, costly)  # 0.95 against 1.05
     fixes = {nb10.COMPILING: faster, nb10.FIX: gained}
     said = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", fixes, None, "", None, item_cost=level)
     assert "so what paid: compiling (default mode) at 1.05× made" in said and "instead of .item() at" not in said

@@ -65,7 +65,13 @@ def break_short(fix: Ratio, again: Ratio, first: Ratio | None, item_cost: Ratio 
         said += (f", though the .item() GPT ran {1 / item_cost.value:.{item_cost.decimals}f}× slower than the plain "
                  f"compiled GPT in the same turns ({item_cost.brief}): the break's cost shows in one pairing, not in "
                  "the other")
+    elif item_cost is not None:
+        said += f"; the .item() GPT against the plain compiled GPT: {item_cost.brief}"
     said += f"; compiling, again in these turns: {again.brief}"
+    if item_cost is not None and item_cost.clear and item_cost.value < 1 and is_gain(again):
+        took = math.log(1 / item_cost.value) / math.log(again.value)  # the break's cost over compiling's gain, in logs
+        said += (f" (the break took back {'more than all' if took > 1 else f'about {took:.0%}'} of that gain, by the "
+                 "medians of these turns)")
     if first is not None and gain_unsettled(first, again):
         said += f"; section 3's turns read {first.brief}: not confirmed here (the answer weighs the sets of turns)"
     elif first is not None and is_gain(first) and not is_gain(again):  # too wide or inconclusive: no check either way
