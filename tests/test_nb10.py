@@ -578,7 +578,7 @@ def test_beside_08_sets_08s_readings_of_this_gpt_in_one_table_read_by_the_two_mo
     assert lines[0].startswith("in short: ") and lines[1] == "  details:"
     assert "one micro-batch a step, or more where a reading says so" in text
     assert "08's step (clipping" not in text  # 08's step not timed here: no line sets it beside this one
-    assert "no reading of 08's (or 09's) is told apart from this section's" in text
+    assert "no reading of 08's (or 09's) is told apart from this notebook's" in text
     assert "written-out, ktok/s (08: its long run)" in text  # 08's long run ran the written-out attention
     clear = {**_ran08(), "compiled vs eager, SDPA": {"value": 1.01, "unit": "×", "spread": [0.97, 1.05], "rounds": 5,
                                                      "coverage": 0.94, "drift": 0.02}}
@@ -610,12 +610,12 @@ def test_beside_08_sets_08s_step_timed_here_beside_08s_and_09s_readings_and_this
     text = nb10.beside_08(_ran08(), gpt, "cpu", 16, written=written, as_08=as_08, ran09=ran09, account="08's account")
     lines = text.splitlines()
     assert lines[0].startswith("in short: by the rule for two moments, no reading of 08's (or 09's) is told apart")
-    assert ("; timed in these turns, 08's step (clipping, AdamW's two groups) over this notebook's eager written-out "
+    assert ("; timed in section 3's turns, 08's step (clipping, AdamW's two groups) over this notebook's eager written-out "
             "step, in speed: 0.97× (") in lines[0]
     assert lines[0].endswith(": 1.03× slower")  # 70.0 ms against 68.2 ms, turn by turn
     assert lines[2] == "    08's account"  # the attention account, first under details
     assert not any(" | " in ln and "08's step" in ln and "verdict" not in ln for ln in lines)  # 08's step: one line, not table rows
-    assert any(ln.strip().startswith("verdict: 08's step over this notebook's eager written-out step, in speed, in these turns: ") for ln in lines)
+    assert any(ln.strip().startswith("verdict: 08's step over this notebook's eager written-out step, in speed, in section 3's turns: ") for ln in lines)
     r = as_08.rate / 1e3  # the fastest of 08's readings is its section 4 (31.6), the slowest 09's (24.3)
     r = as_08.rate / 1e3
     table = [ln.strip() for ln in lines if " | here ÷ it: " in ln]

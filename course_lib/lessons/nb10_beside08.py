@@ -21,7 +21,7 @@ from course_lib.units import fmt_count, unit_scale
 
 
 NOT_IN_08 = ("notebook 08 has not timed this GPT at this micro-batch earlier in this run (on this device, in this "
-             "profile): nothing to set beside this section's readings")
+             "profile): nothing to set beside this notebook's readings")
 COLUMNS = ("quantity", "notebook 08", "here", "here ÷ 08", "two moments")
 STEP_08 = "08's step"
 PAYBACK = "compile pays back after, tokens (section 3's turns)"  # section 3b times the compile again  # the rows that set 08's own step, timed here, beside 08's and 09's readings of it
@@ -77,16 +77,16 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
     table = [r for r in rows if r not in mine]
     differ = [r.quantity for r in rows if r.verdict.startswith("a difference")]
     short = ("by the rule for two moments, " + (f"the notebooks differ on: {'; '.join(differ)}" if differ else
-                                                 "no reading of 08's (or 09's) is told apart from this section's"))
+                                                 "no reading of 08's (or 09's) is told apart from this notebook's"))
     cost = _cost(as_08, written)
     if cost is not None:
-        short += (f"; timed in these turns, 08's step (clipping, AdamW's two groups) over this notebook's eager "
+        short += (f"; timed in section 3's turns, 08's step (clipping, AdamW's two groups) over this notebook's eager "
                   f"written-out step, in speed: {cost.brief}{' to tell' if cost.grade == 'too wide' else ''}")
     details = [account, "here ÷ 08: the figure here over 08's (for a rate, the speed here over 08's), its range from the "
-               f"two spreads; told apart only at {verdicts.APART:g}× or more (the rule for two moments, cell 1)"
+               f"two spreads; told apart only at {verdicts.APART:g}× or more (the rule for two moments, the notebook's first cell)"
                if table else "", _table(table) if table else "",
                _after_compile(ran08, eager, compiled), *_same_step(mine, as_08 is not None),
-               cost.verdict("08's step over this notebook's eager written-out step, in speed, in these turns")
+               cost.verdict("08's step over this notebook's eager written-out step, in speed, in section 3's turns")
                if cost is not None else "",
                "08's step: gradient clipping, AdamW's two parameter groups, its learning-rate schedule; one micro-batch a "
                "step, or more where a reading says so"
