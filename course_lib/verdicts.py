@@ -138,8 +138,15 @@ class Ratio:
             nearest = self.lo if self.value > 1 else self.hi
             d = next((d for d in (2, 3) if f"{nearest:.{d}f}" != f"{1:.{d}f}"), 4)
         # and a median that prints as one of its range's ends would seem to lie outside the range, or the range to
-        # reach 1 when it does not: 1.034× (1.026–1.051), not 1.03× (1.03–1.05); 0.986× (0.933–0.991), not 0.99× (0.93–0.99)
-        return next((e for e in range(d, 5) if self._apart_from_ends(e)), d)
+        # reach 1 when it does not: 1.034× (1.026–1.051), not 1.03× (1.03–1.05); 0.986× (0.933–0.991), not 0.99× (0.93–0.99);
+        # and a ratio below 1 printed beside its inverse ('0.97×: 1.04× slower', 1/0.97 = 1.03) gets the digit that agrees
+        return next((e for e in range(d, 5) if self._apart_from_ends(e) and self._inverse_agrees(e)), d)
+
+    def _inverse_agrees(self, d: int) -> bool:
+        """Whether, at `d` decimals, a ratio below 1 and its inverse (the phrase's 'N× slower') print consistently."""
+        if self.value >= 1 or self.value <= 0:
+            return True
+        return f"{1 / float(f'{self.value:.{d}f}'):.{d}f}" == f"{1 / self.value:.{d}f}"
 
     def _apart_from_ends(self, d: int) -> bool:
         """Whether, at `d` decimals, the median prints apart from each end of the range it differs from."""
@@ -330,8 +337,8 @@ def moments_words(lo: float, hi: float, *, word: bool = True, short: bool = Fals
     one wording: within the spreads; beyond them but under :data:`APART` (inconclusive); or beyond it (a
     difference). The last word is said unless not `word` (a verdict that says it already); `short`: the
     verdict alone, for a table's column under a footnote that states the rule."""
-    if short and lo <= 1 <= hi:
-        return "not told apart (range holds 1)"
+    if short and lo <= 1 <= hi:  # the same reason as any gap under APART: one wording for the rule
+        return f"not told apart (under {APART:g}×)"
     if lo <= 1 <= hi:
         return "within their spreads"
     if short:

@@ -144,7 +144,7 @@ def test_a_range_prints_with_the_digits_that_show_the_wide_rule_as_applied():
 
 def test_two_moments_are_worded_one_way_whatever_prints_them():
     assert verdicts.moments_words(0.9, 1.1) == "within their spreads"
-    assert verdicts.moments_words(0.9, 1.1, short=True) == "not told apart (range holds 1)"
+    assert verdicts.moments_words(0.9, 1.1, short=True) == "not told apart (under 2.5×)"
     assert verdicts.moments_words(1.1, 1.3, short=True) == "not told apart (under 2.5×)"
     assert verdicts.moments_words(2.6, 3.0, short=True) == "a difference (2.5× or more)"
     assert verdicts.moments_words(0.74, 0.85) == ("its range, 0.74–0.85×, is within 2.5× of 1, a gap the pace of two "

@@ -239,7 +239,8 @@ def busy_parts(sampler: Ratio, accum: Ratio | None, apart: Ratio | None, n_micro
     bound = math.prod(max(r.hi, 1 / r.lo) for r, _ in named) - 1  # their intervals' far ends together, as a change
     if bound > BOUND:
         return "\n".join(lines + [f"verdict: too noisy to tell: {' or '.join(w for _, w in named)} could change the "
-                                  f"rate by as much as {bound:.1%} (both at the far ends of their intervals together), more than "
+                                  f"rate by as much as {bound:.{1 if f'{bound:.1%}' != f'{BOUND:.1%}' else 2}%} (both at the "
+                                  "far ends of their intervals together), more than "
                                   f"{BOUND:.0%}, the bound this check must reach to call them too small to matter; what "
                                   "sets these MFUs apart from section 4's is not settled here"])
     said = (f"verdict: {' and '.join(w for _, w in named)} change the rate by {bound:.1%} at most here (the far ends of "

@@ -28,7 +28,7 @@ from course_lib.lessons.nb10_beside08 import NOT_IN_08, account_in_08, beside_08
 from course_lib.lessons.nb10_roofline import at_least, bounded, roof_share, unbounded
 from course_lib.lessons.nb10_short import (break_short, compile_short, gain_unsettled, in_short,  # noqa: F401
                                             sync_short, unconfirmed)
-from course_lib.lessons.nb10_short import break_cost_only, break_unbacked, is_gain, other_sets, points
+from course_lib.lessons.nb10_short import break_cost_only, break_unbacked, compile_in_08, is_gain, other_sets, points
 from course_lib.models import GPT, GPTConfig
 from course_lib.profiling import StepSyncs, SyncCounter
 from course_lib.roofline import OpTime, count_ops
@@ -146,7 +146,7 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     unsettled = again is not None and (r := fixes.get(COMPILING)) is not None and gain_unsettled(r, again)
     unbacked = (fix := fixes.get(FIX)) is not None and break_unbacked(fix, item_cost)
     cost_only = fix is not None and break_cost_only(fix, item_cost)
-    in_08 = [r for r in [_compile_in_08(ran08)] if r is not None]  # 08's compile of the same GPT, its own turns
+    in_08 = [r for r in [compile_in_08(ran08)] if r is not None]  # 08's compile of the same GPT, its own turns
     paid = _listed({n: r for n, r in (dict(fixes) | {"the written-out attention": attention}).items()
                     if r is not None and is_gain(r) and not (n == COMPILING and unsettled) and not (n == FIX and unbacked)})
     others = other_sets(fixes.get(COMPILING), again, in_08) if not unsettled else ""
@@ -166,7 +166,9 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
             (f"{name} {r.brief}" + (f" (in section 3b's turns: {again.brief})" if again and name == COMPILING else "")
              if r is not None else f"{name} not timed here") for name, r in fixes.items()))
     head += [tried] if tried else []
-    head.append(f"  so what paid: {paid} made the step measurably faster, in turns" if paid else
+    both = " (each against the eager SDPA step; the two together are not timed here)" * (
+        COMPILING in paid and "the written-out attention" in paid)
+    head.append(f"  so what paid: {paid} made the step measurably faster, in turns{both}" if paid else
                 "  so what paid: no change timed here made the step measurably faster")
     if others:  # the compile's gain as the other sets of turns read it
         head.append(f"  compiling in the other sets of turns: {others}")
@@ -297,18 +299,10 @@ def _beside_08_answer(ran08: Mapping[str, dict] | None, attention: Ratio | None,
                      + "; ".join(filter(None, [f"in section 3's turns {attention.brief}" if attention else "", in_08])))
     if attention is not None and attention.clear and attention.value > 1:  # where the written-out one won
         lines += _attention_elsewhere(ran08)
-    r08 = _compile_in_08(ran08)
+    r08 = compile_in_08(ran08)
     if gain is not None and not gain.clear and r08 is not None:
         lines.append(f"notebook 08 timed compiling this GPT in its own turns: {r08.brief}; here: {gain.doubt}")
     return lines
-
-
-def _compile_in_08(ran08: Mapping[str, dict] | None) -> Ratio | None:
-    """Notebook 08's paired compile speed-up of this GPT (SDPA), read as a speed-up; None where it has none."""
-    row = (ran08 or {}).get("compiled vs eager, SDPA")
-    if not (row and row.get("spread")):
-        return None
-    return dataclasses.replace(report.recorded_ratio("compiled vs eager, SDPA", row), more="faster", less="slower")
 
 
 def profiled_total(plain: Mapping[str, float]) -> str:
@@ -545,9 +539,9 @@ def before_compile(plain: Timing, eager: Timing) -> str:
     """Section 2's plain step (`plain`, timed before anything in the process was compiled) beside section 3's
     eager step (`eager`, after the compile): whether the eager step moved across the compile (two moments)."""
     e = speedup(eager, plain)  # the eager step's speed before the compile over after it
-    ms = lambda t: f"{fmt_time(t.median_s)} ({fmt_time(t.lo_s)}–{fmt_time(t.hi_s)})"  # noqa: E731
+    ms = lambda t: f"{1e3 * t.median_s:.1f} ms ({1e3 * t.lo_s:.1f}–{1e3 * t.hi_s:.1f})"  # noqa: E731  not 110 ms (110 ms–110 ms)
     return (f"the eager step read {ms(plain)} in section 2, before any compile, and {ms(eager)} here, after it: "
-            + ("not told apart (two moments; their quartile ranges overlap)" if e.within_noise else f"{eager.median_s / plain.median_s:.2f}× its earlier time, two moments: "
+            + ("not told apart (two moments, under 2.5×; their quartile ranges overlap)" if e.within_noise else f"{eager.median_s / plain.median_s:.2f}× its earlier time, two moments: "
                                                f"{verdicts.moments_words(e.lo, e.hi, short=True)}; what moved it is not "
                                                "measured"))
 
@@ -573,7 +567,7 @@ def eager_readings(readings: Mapping[str, Timing | None]) -> str:
     return ("the plain eager step in this notebook's sets of turns: "
             + ", ".join(f"{where} {fmt_time(t.median_s)}" for where, t in got.items())
             + f": {r:.2f}× from the fastest to the slowest, two moments each: "
-            + verdicts.moments_words(r, r, short=True).replace(" (range holds 1)", ""))
+            + verdicts.moments_words(r, r, short=True))
 
 
 def no_break_timing(compiles: bool) -> str:

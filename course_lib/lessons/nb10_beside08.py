@@ -237,6 +237,8 @@ def _rates(ran08: Mapping[str, dict], batch: int, eager: Timing | None, written:
                 if (m := re.match(r"section 4's step, (\d+) micro-batches of", key))]  # section 4's step, re-timed there
     rows_at += [(f"08: section 4, again{_micro(row)}", row) for key, row in ran08.items()
                 if re.fullmatch(r"written-out step, \S+ autocast", key)]  # section 4's step, timed beside float32
+    rows_at += [(f"08: section 5, beside the peak's matmul{_micro(row)}", row) for key, row in ran08.items()
+                if key.endswith(", in turns with the peak's matmul")]  # section 4's step, in turns with a matmul
     rows_at += [("09, in its turns", row) for row in [(ran09 or {}).get(WHOLE_STEP)] if row]
     for which, row in rows_at + [("08: its long run", ran08.get("long run: tokens/s"))]:
         if row:  # 08's long run names its attention in its note, the others in their setup

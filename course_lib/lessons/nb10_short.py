@@ -4,8 +4,9 @@ prints; :mod:`course_lib.lessons.nb10` re-exports them."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from course_lib import report, verdicts
 from course_lib.bench import Ratio, Timing
@@ -69,14 +70,20 @@ def break_short(fix: Ratio, again: Ratio, first: Ratio | None, item_cost: Ratio 
         said += f"; the .item() GPT against the plain compiled GPT: {item_cost.brief}"
     said += f"; compiling, again in these turns: {again.brief}"
     if item_cost is not None and item_cost.clear and item_cost.value < 1 and is_gain(again):
-        took = math.log(1 / item_cost.value) / math.log(again.value)  # the break's cost over compiling's gain, in logs
-        said += (f" (the break took back {'more than all' if took > 1 else f'about {took:.0%}'} of that gain, by the "
-                 "medians of these turns)")
+        share = lambda cost, gain: math.log(1 / cost) / math.log(gain)  # noqa: E731  the break's cost over the gain, in logs
+        took, least, most = share(item_cost.value, again.value), share(item_cost.hi, again.hi), share(item_cost.lo, again.lo)
+        said += (f" (by the medians of these turns the break took back {_share(took)} of that gain; their intervals "
+                 f"allow {_share(least)} to {_share(most)})")
     if first is not None and gain_unsettled(first, again):
         said += f"; section 3's turns read {first.brief}: not confirmed here (the answer weighs the sets of turns)"
     elif first is not None and is_gain(first) and not is_gain(again):  # too wide or inconclusive: no check either way
         said += f"; section 3's turns read {first.brief}: these turns could not check it ({again.grade})"
     return said
+
+
+def _share(v: float) -> str:
+    """A share of a gain: 'about 53%', or 'more than all' past 100 %."""
+    return "more than all" if v > 1 else f"about {v:.0%}"
 
 
 def break_unbacked(fix: Ratio, item_cost: Ratio | None) -> bool:
@@ -146,3 +153,11 @@ def other_sets(first: Ratio | None, again: Ratio | None, in_08: Sequence[Ratio])
 def points(p: float) -> str:
     """Percentage points with one decimal, or two where one would print 0.0 (0.04, not 0.0)."""
     return f"{p:.1f}" if round(p, 1) else f"{p:.2f}"
+
+
+def compile_in_08(ran08: Mapping[str, dict] | None) -> Ratio | None:
+    """Notebook 08's paired compile speed-up of this GPT (SDPA), read as a speed-up; None where it has none."""
+    row = (ran08 or {}).get("compiled vs eager, SDPA")
+    if not (row and row.get("spread")):
+        return None
+    return dataclasses.replace(report.recorded_ratio("compiled vs eager, SDPA", row), more="faster", less="slower")
