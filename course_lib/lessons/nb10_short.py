@@ -60,12 +60,9 @@ def break_short(fix: Ratio, again: Ratio, first: Ratio | None, item_cost: Ratio 
     in these turns beside section 3's (`first`), with whether the two sets of turns agree on it."""
     said = f"removing the graph break (a tensor instead of .item()): {fix.brief}"
     if break_unbacked(fix, item_cost):
-        said += (f", but the .item() GPT is not told slower than the plain compiled GPT ({item_cost.brief}): what the "
-                 "break costs a step is not established")
+        said += f", but {break_control(fix, item_cost)}"
     elif break_cost_only(fix, item_cost):
-        said += (f", though the .item() GPT ran {1 / item_cost.value:.{item_cost.decimals}f}× slower than the plain "
-                 f"compiled GPT in the same turns ({item_cost.brief}): the break's cost shows in one pairing, not in "
-                 "the other")
+        said += f", though {break_control(fix, item_cost)}"
     elif item_cost is not None:
         said += f"; the .item() GPT against the plain compiled GPT: {item_cost.brief}"
     said += f"; compiling, again in these turns: {again.brief}"
@@ -79,6 +76,18 @@ def break_short(fix: Ratio, again: Ratio, first: Ratio | None, item_cost: Ratio 
     elif first is not None and is_gain(first) and not is_gain(again):  # too wide or inconclusive: no check either way
         said += f"; section 3's turns read {first.brief}: these turns could not check it ({again.grade})"
     return said
+
+
+def break_control(fix: Ratio, item_cost: Ratio | None) -> str:
+    """What the fix's control says where it and the fix disagree (:func:`break_unbacked`, :func:`break_cost_only`),
+    as a clause ('' where they agree): one wording for section 3b's line and the answer."""
+    if break_unbacked(fix, item_cost):
+        return (f"the .item() GPT is not told slower than the plain compiled GPT ({item_cost.brief}): what the break "
+                "costs a step is not established")
+    if break_cost_only(fix, item_cost):
+        return (f"the .item() GPT ran {1 / item_cost.value:.{item_cost.decimals}f}× slower than the plain compiled GPT "
+                f"in the same turns ({item_cost.brief}): the break's cost shows in one pairing, not in the other")
+    return ""
 
 
 def _share(v: float) -> str:
