@@ -178,8 +178,8 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
                     f"section 3b's" + "".join(f", {r.brief} in notebook 08's" for r in in_08)
                     + f": {unconfirmed(fixes[COMPILING], again, *in_08)} (section 3's 'pays for itself after' rests on "
                     "that gain)")
-    if unbacked or cost_only:  # the fix and its control disagree
-        head.append(f"  not established: {FIX}, {fixes[FIX].brief} over the .item() GPT in section 3b's turns, while "
+    if unbacked or cost_only:  # the fix and its control disagree: what each pairing established, apart
+        head.append(f"  {FIX}: {fixes[FIX].brief} against the .item() GPT in section 3b's turns, but "
                     f"{break_control(fix, item_cost)}")
     if kinds and device_type != "cuda":
         head.append(_waste(kinds, ops_unprofiled, outside, attention))
