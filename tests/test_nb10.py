@@ -811,23 +811,25 @@ def test_answer_quotes_the_compile_gain_of_section_3b_beside_section_3s():
     flat = Ratio("c3b", 1.00, 0.97, 1.03, rounds=9, coverage=0.96, drift=0.01)
     text = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {nb10.COMPILING: gain}, None, "", None, again=flat)
     assert "compiling (default mode) 1.09× (1.06–1.12) faster (in section 3b's turns: 1.00× (0.97–1.03)" in text
-    assert "so what paid: no change timed here" in text and "  not established: compiling (default mode), 1.09× " \
+    assert "so what paid: no change timed here" in text and "  not replicated: compiling (default mode), 1.09× " \
         "(1.06–1.12) faster in section 3's turns, 1.00× (0.97–1.03) no measurable difference in section 3b's: the " \
-        "interval 0.97–1.03× holds 1, so it cannot confirm the gain read in 1.06–1.12×: not established" in text
+        "interval 0.97–1.03× holds 1, so it cannot confirm the gain read in 1.06–1.12×; the sets share no value: a gain " \
+        "resolved in one set of turns, not replicated in the others" in text
     near = Ratio("c3b", 1.02, 0.99, 1.07, rounds=9, coverage=0.96, drift=0.01)
     ran08 = {"compiled vs eager, SDPA": {"value": 1.08, "unit": "×", "spread": [1.06, 1.13], "rounds": 9,
                                          "coverage": 0.96, "drift": 0.01}}
     three = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {nb10.COMPILING: gain}, None, "", None, ran08,
                         again=near)
     assert "in section 3b's, 1.08× (1.06–1.13) faster in notebook 08's: the interval 0.99–1.07× holds 1, so it cannot " \
-        "confirm the gain read in 1.06–1.12×, 1.06–1.13×; a gain of 1.06–1.07× would fit every set: not established" in three
+        "confirm the gain read in 1.06–1.12×, 1.06–1.13×; every set is consistent with a gain of 1.06–1.07×: a gain " \
+        "resolved in some sets of turns, not replicated in the others" in three
     wide = Ratio("c3b", 1.03, 1.00, 1.17, rounds=9, coverage=0.96, drift=0.01)  # too wide: it checks nothing
-    assert "not established" not in nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {nb10.COMPILING: gain}, None,
-                                              "", None, ran08, again=wide)
+    assert "not replicated" not in nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {nb10.COMPILING: gain}, None,
+                                             "", None, ran08, again=wide)
 
     both = Ratio("c3b", 1.07, 1.04, 1.10, rounds=9, coverage=0.96, drift=0.01)
-    assert "not established" not in nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {nb10.COMPILING: gain}, None, "",
-                                              None, again=both)
+    assert "not replicated" not in nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {nb10.COMPILING: gain}, None, "",
+                                             None, again=both)
 
 
 def test_eager_readings_lists_the_plain_steps_sets_of_turns():
@@ -864,7 +866,8 @@ def test_short_lines_say_what_each_section_found_and_where_two_sets_of_turns_dis
     assert split.endswith(f"; section 3's turns read {faster.brief}: not confirmed here (the answer weighs the sets of "
                           "turns)")
     assert nb10.unconfirmed(faster, near) == ("the interval 0.98–1.04× holds 1, so it cannot confirm the gain read in "
-                                              "1.04–1.06×; a gain of 1.04–1.04× would fit every set: not established")
+                                              "1.04–1.06×; every set is consistent with a gain of 1.04–1.04×: a gain "
+                                              "resolved in one set of turns, not replicated in the others")
     wide = Ratio("c3b", 1.03, 0.90, 1.17, rounds=9, coverage=0.96, drift=0.01)
     assert nb10.break_short(fix, wide, faster).endswith("these turns could not check it (too wide)")
     assert "would fit" not in nb10.unconfirmed(faster, same)  # 0.98–1.02 and 1.04–1.06 share no value

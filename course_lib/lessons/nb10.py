@@ -174,7 +174,7 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     if others:  # the compile's gain as the other sets of turns read it
         head.append(f"  compiling in the other sets of turns: {others}")
     if unsettled:
-        head.append(f"  not established: {COMPILING}, {fixes[COMPILING].brief} in section 3's turns, {again.brief} in "
+        head.append(f"  not replicated: {COMPILING}, {fixes[COMPILING].brief} in section 3's turns, {again.brief} in "
                     f"section 3b's" + "".join(f", {r.brief} in notebook 08's" for r in in_08)
                     + f": {unconfirmed(fixes[COMPILING], again, *in_08)} (section 3's 'pays for itself after' rests on "
                     "that gain)")

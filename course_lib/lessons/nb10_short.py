@@ -123,9 +123,11 @@ def unconfirmed(first: Ratio, again: Ratio, *more: Ratio) -> str:
     lo, hi = max(r.lo for r in sets), min(r.hi for r in sets)
     held = (f"the interval {_range(nones[0])} holds 1" if len(nones) == 1 else
             f"the intervals {', '.join(_range(r) for r in nones)} hold 1")
-    fits = f"; a gain of {lo:.2f}–{hi:.2f}× would fit every set" if lo <= hi else ""
+    fits = (f"; every set is consistent with a gain of {lo:.2f}–{hi:.2f}×" if lo <= hi else
+            "; the sets share no value")
     return (f"{held}, so {'it' if len(nones) == 1 else 'they'} cannot confirm the gain read in "
-            f"{', '.join(_range(r) for r in gains)}{fits}: not established")
+            f"{', '.join(_range(r) for r in gains)}{fits}: a gain resolved in "
+            f"{'one set' if len(gains) == 1 else 'some sets'} of turns, not replicated in the others")
 
 
 def _range(r: Ratio) -> str:
