@@ -184,13 +184,19 @@ class Ratio:
             return (f"the machine's speed changed by {self.drift:.1%} from one turn to the next, more than the "
                     f"{REACH - 1:.0%} that a verdict of no difference allows")
         if self.inconclusive and self.drift is not None:
-            gap = max(self.value, 1 / self.value) - 1
-            d = 1 if f"{self.drift:.1%}" != f"{gap:.1%}" else 2  # two figures that print alike would read as an error
+            gap, d = self._gap_digits(1)  # two figures that print alike would read as an error
             return (f"the whole interval lies {'above' if self.value > 1 else 'below'} 1, yet the machine's speed "
                     f"changed by {self.drift:.{d}%} from one turn to the next, more than the {gap:.{d}%} difference")
         if self.inconclusive:
             return f"timed at two moments: {moments_words(self.lo, self.hi, word=False)}"
         return ""
+
+    def _gap_digits(self, d: int) -> tuple[float, int]:
+        """The difference (the ratio's distance from 1, as a share) and the decimals, `d` or one more, at which
+        it and the turns' drift print apart (where they differ at all)."""
+        gap = max(self.value, 1 / self.value) - 1
+        alike = self.drift is not None and self.drift != gap and f"{self.drift:.{d}%}" == f"{gap:.{d}%}"
+        return gap, d + alike
 
     @property
     def medians_apart(self) -> bool:
@@ -210,13 +216,11 @@ class Ratio:
             return "the spread of the repeats"
         apart = self.medians_apart
         # under 10 %, one decimal: a 0.8 % effect beside 'drift 1%' would read as no larger than the drift
-        gap = max(self.value, 1 / self.value) - 1
-        d = 1 if self.drift is not None and self.drift < 0.1 else 0
-        if self.drift is not None and f"{self.drift:.{d}%}" == f"{gap:.{d}%}" and self.drift != gap:
-            d += 1  # a difference that prints as large as the drift: one more digit shows which side it lies
-            drift = f", this pair's drift {self.drift:.{d}%}, the difference {gap:.{d}%}" if self.rounds > 1 else ""
-        else:
-            drift = (f", this pair's drift {self.drift:.{d}%}" if self.drift is not None and self.rounds > 1 else "")
+        drift = ""
+        if self.drift is not None and self.rounds > 1:
+            base = 1 if self.drift < 0.1 else 0
+            gap, d = self._gap_digits(base)  # a difference that prints as large as the drift: one more digit
+            drift = f", this pair's drift {self.drift:.{d}%}" + (f", the difference {gap:.{d}%}" if d > base else "")
         return (f"median of {self.rounds} paired turns, {self.coverage:.0%} interval{drift}"
                 + (f"; the two medians' ratio, unpaired, is {self.medians:.{self.decimals}f}×" if apart else ""))
 

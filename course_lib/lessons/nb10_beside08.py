@@ -108,9 +108,8 @@ def _same_step(mine: list[Row], timed_here: bool) -> list[str]:
     if not mine:
         return []
     label = lambda r: r.quantity.split("(", 1)[1].rstrip(")").replace(": ", ", ")  # noqa: E731  '08, section 4'
-    loop = [r for r in mine if "long run" in label(r)]  # train.fit's loop: fresh batches, a progress bar, a sampler
-    steps = [r for r in mine if r not in loop] or mine
-    loop = [r for r in loop if r not in steps]
+    steps = [r for r in mine if "long run" not in label(r)] or mine
+    loop = [r for r in mine if r not in steps]  # train.fit's loop: fresh batches, a progress bar, a sampler
     width = max(len(label(r)) for r in steps)
     lines = [f"{STEP_08 if timed_here else 'the written-out step'}, every earlier reading (ktok/s; here "
              f"{mine[0].here}):", *(f"  {label(r):<{width}} | {r.then:>5.3g} | here ÷ it: {r.ratio}" for r in steps)]
