@@ -105,7 +105,7 @@ class Timing:
     @property
     def spread_text(self) -> str:
         """The spread as a line shows it: '± 3%' (half the interquartile range over the median,
-        one decimal below 1 %), or the quartiles themselves, '(261–304)' in the median's unit,
+        one decimal below 1 %, '± <0.1%' below 0.05 %), or the quartiles themselves, '(261–304)' in the median's unit,
         where they lie lopsided about the median (one side over twice the other); '(one run)'."""
         if self.runs <= 1:
             return "(one run)"
@@ -114,6 +114,8 @@ class Timing:
             scale, _ = units.time_scale(self.median_s)
             fmt = lambda x: f"{x:.3g}" if x < 1000 else f"{x:,.0f}"  # noqa: E731  no 3.07e+03
             return f"({fmt(self.lo_s / scale)}–{fmt(self.hi_s / scale)})"
+        if self.spread < 0.0005:  # '± 0.0%' would read as no spread at all
+            return "± <0.1%"
         return f"± {self.spread:.1%}" if self.spread < 0.01 else f"± {self.spread:.0%}"
 
     def __str__(self) -> str:

@@ -19,7 +19,7 @@ nb09  memory: the exercise checks (AdamW's state, bytes saved for backward)
 nb10  compile and profile: the exercise checks (arithmetic intensity, a loop without syncs), the words
       around each measurement (section 4's from lessons/nb10_roofline.py, the reference GPU's from
       lessons/nb10_reference.py, 08's readings beside 10's from lessons/nb10_beside08.py, each timed
-      section's one-line summary from lessons/nb10_short.py)
+      section's short summary from lessons/nb10_short.py, the closing answer from lessons/nb10_answer.py)
 nb11  model parallelism: the model every script splits, pipeline schedules and their bubble (section 5's
       memory from lessons/nb11_memory.py)
 nb12  inside the kernel: the online softmax and FlashAttention's tiles in plain PyTorch, Triton
@@ -30,9 +30,10 @@ its scaffolding (the notebook calls them through it):
 nb03_formats    for nb03: what each 16-bit format keeps and loses, real casts, did a format run in a layer
 nb07_seqlen     for nb07: attention's time and memory against sequence length, the growth exponents
 nb08_mfu        for nb08: MFU and its same-turns check, utilisation against MFU, what sets two readings apart
+nb10_answer     for nb10: the answer to its question, a few short lines first, then the details behind each
 nb10_beside08   for nb10: notebook 08's readings of the same GPT beside 10's, by the rule for two moments
 nb10_reference  for nb10: the reference GPU's GPT, its waiting share without and with the profiler, its steps
 nb10_roofline   for nb10: the roofline's numbers in words, each op against the roof of its memory level
-nb10_short      for nb10: each timed section's 'in short:' line, its other lines under 'details:'
+nb10_short      for nb10: each timed section's 'in short:' lines, its other lines under 'details:'
 nb11_memory     for nb11: each pipeline stage's peak memory against the prediction, and its misses
 """

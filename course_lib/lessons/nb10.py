@@ -1,12 +1,12 @@
 """Notebook 10 (torch.compile and the profiler): the exercise checks, and the words around its
 measurements (each function returns the text a cell prints); section 4's, the roofline's, are
 :mod:`course_lib.lessons.nb10_roofline`, the reference GPU's readings
-:mod:`course_lib.lessons.nb10_reference` and 08's beside 10's :mod:`course_lib.lessons.nb10_beside08`, all
-re-exported here."""
+:mod:`course_lib.lessons.nb10_reference`, 08's beside 10's :mod:`course_lib.lessons.nb10_beside08`, the timed
+sections' summaries :mod:`course_lib.lessons.nb10_short` and the closing answer :mod:`course_lib.lessons.nb10_answer`,
+all re-exported here."""
 
 from __future__ import annotations
 
-import dataclasses
 import subprocess
 import warnings
 from collections import Counter
@@ -16,23 +16,21 @@ from typing import Callable, Iterable, Mapping, Sequence
 import torch
 from torch import nn
 
-from course_lib import check, datasheet, profiles, published, report, verdicts
+from course_lib import check, published, report, verdicts
 from course_lib.bench import Ratio, Timing, break_even, name_width, speedup
-from course_lib.lessons.nb10_roofline import (OfRoof, RidgeOf, above_roof, attention_alone, eager_then_now,  # noqa: F401
-                                              kind_table, no_roofline, op_notes, op_table, placement, reference_ridge,
-                                              roof_verdict, roofs_note)
-from course_lib.lessons.nb10_reference import (REGIONS, bound, graphs_bound, own_gpt, queue_drained,  # noqa: F401
-                                                reference_answer, reference_fix, reference_gpt, reference_sizes,
-                                                reference_sync, regime_label, stale_fix_rows)
+from course_lib.lessons.nb10_answer import COMPILING, FIX, _listed, answer, outside_model  # noqa: F401
 from course_lib.lessons.nb10_beside08 import NOT_IN_08, account_in_08, beside_08, same_as_08  # noqa: F401
-from course_lib.lessons.nb10_roofline import at_least, bounded, roof_share, unbounded
-from course_lib.lessons.nb10_short import (break_short, compile_short, gain_unsettled, in_short,  # noqa: F401
+from course_lib.lessons.nb10_reference import (REGIONS, bound, graphs_bound, own_gpt, reference_fix,  # noqa: F401
+                                                reference_gpt, reference_sync, regime_label, stale_fix_rows)
+from course_lib.lessons.nb10_roofline import (above_roof, attention_alone, gelu_side, kind_table,  # noqa: F401
+                                              no_roofline, op_notes, op_table, placement, reference_ridge, roof_verdict,
+                                              roofs_note)
+from course_lib.lessons.nb10_short import SWING  # noqa: F401
+from course_lib.lessons.nb10_short import (break_short, compile_again, compile_short, eager_readings, in_short,  # noqa: F401
                                             sync_short, unconfirmed)
-from course_lib.lessons.nb10_short import (break_control, break_cost_only, break_unbacked, compile_in_08, is_gain,
-                                            other_sets, points)
 from course_lib.models import GPT, GPTConfig
 from course_lib.profiling import StepSyncs, SyncCounter
-from course_lib.roofline import OpTime, count_ops
+from course_lib.roofline import count_ops
 from course_lib.units import fmt_bytes, fmt_count, fmt_time
 
 
@@ -89,8 +87,6 @@ def check_no_sync_loop(fn: Callable, reference: Callable) -> None:
 
 # ---- the words around the measurements: each function returns the text a cell prints ----
 
-COMPILING = "compiling (default mode)"  # the answer's name for section 3's compile, in `fixes`
-FIX = "a tensor instead of .item()"  # the answer's name for section 3b's graph-break fix, in `fixes`
 VISIBLE = 0.01  # a category's share of the step below which its bar is too thin to see
 GRAPH_FIGURES = ["cuda_graphs_maskrcnn_backbone_31ms_to_6ms", "cuda_graphs_mlperf_bert_1p12x"]  # reduce-overhead's
 COMPILE_FIGURES = ["pytorch2_paper_inductor_geomean_a100", "karpathy_gpt2_124m_torch_compile_300ms_to_130ms"]
@@ -116,189 +112,6 @@ def trace_note(path: Path, steps: int) -> str:
     return (f"trace of {steps} steps: {path} ({fmt_bytes(path.stat().st_size)})\n"
             "  open https://ui.perfetto.dev and drop the file in (it is read in your browser, not uploaded), "
             "or chrome://tracing in Chrome")
-
-
-FUSIBLE = ("element-wise", "reduction & other", "copy")  # the op kinds Inductor generates code for; matmuls it calls
-OUTSIDE = ("adam", "_foreach", "log_softmax", "nll_loss")  # the optimizer's and the loss's ops: torch.compile(model) leaves them
-
-
-def outside_model(ops: Iterable[OpTime]) -> float:
-    """The seconds a step spends in fusible ops that compiling the model does not reach: the loss's and the
-    optimizer's (by op name, :data:`OUTSIDE`), which the training step runs outside the model."""
-    return sum(o.seconds for o in ops if o.kind in FUSIBLE and any(k in o.name.lower() for k in OUTSIDE))
-
-
-def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Ratio | None],
-           kinds: Mapping[str, Mapping[str, float]] | None, slowest: str, slowest_of_roof: float | None,
-           ran08: Mapping[str, dict] | None = None, attention: Ratio | None = None,
-           ops_unprofiled: float | None = None, outside: float = 0.0,
-           again: Ratio | None = None, device: str = "", item_cost: Ratio | None = None) -> str:
-    """The notebook's question answered from this run's numbers, a few short lines first: where the op time
-    went (`kinds`, as section 4 sums them; the costliest op with FLOPs, `slowest`, at `slowest_of_roof` of its
-    roof), which timed change paid (`fixes`: a name -> its ratio, None where not timed; `attention`, the
-    written-out attention in section 3's turns), each fix's verdict and, off a GPU, the reference GPU's; then
-    the details: the profiled step's split (`step`: seconds per category), on a CPU compiling's room
-    (:func:`_room`), notebook 08's readings of the same changes (`ran08`), and why a fix did not show. `again`:
-    the compile's gain timed once more, in section 3b's turns, quoted beside section 3's wherever that is;
-    `item_cost`: the .item() GPT's speed over the plain compiled GPT's, the graph-break fix's control."""
-    total = sum(step.values())
-    share = {cat: s / total for cat, s in step.items()}
-    ops = share.get("compute", 0.0) + share.get("copies", 0.0)
-    unsettled = again is not None and (r := fixes.get(COMPILING)) is not None and gain_unsettled(r, again)
-    unbacked = (fix := fixes.get(FIX)) is not None and break_unbacked(fix, item_cost)
-    cost_only = fix is not None and break_cost_only(fix, item_cost)
-    in_08 = [r for r in [compile_in_08(ran08)] if r is not None]  # 08's compile of the same GPT, its own turns
-    paid = _listed({n: r for n, r in (dict(fixes) | {"the written-out attention": attention}).items()
-                    if r is not None and is_gain(r) and not (n == COMPILING and unsettled) and not (n == FIX and unbacked)})
-    others = other_sets(fixes.get(COMPILING), again, in_08) if not unsettled else ""
-    tried = (f"  beside them, a change of kernel: the written-out attention instead of SDPA, {attention.brief}"
-             if attention is not None else "")
-    reference = reference_answer() if device_type != "cuda" else []
-    head = [f"answer, from this run's numbers{f' ({device})' if device else ''}:"]
-    if kinds:
-        op_time = sum(k["seconds"] for k in kinds.values())
-        head.append("  where the time went: " + ", ".join(f"{kind} {k['seconds'] / op_time:.0%}" for kind, k in
-                                                          list(kinds.items())[:3])
-                    + " of the op time (under the profiler, section 4)"
-                    + (f"; the costliest op, {slowest}, at {roof_share(slowest_of_roof)} of its roof"
-                       if slowest_of_roof is not None else ""))
-    if fixes:
-        head.append("  the fixes taught here, each timed in turns: " + "; ".join(
-            (f"{name} {r.brief}" + (f" (in section 3b's turns: {again.brief})" if again and name == COMPILING else "")
-             if r is not None else f"{name} not timed here") for name, r in fixes.items()))
-    head += [tried] if tried else []
-    both = " (each against the eager SDPA step; the two together are not timed here)" * (
-        COMPILING in paid and "the written-out attention" in paid)
-    head.append(f"  so what paid: {paid} made the step measurably faster, in turns{both}" if paid else
-                "  so what paid: no change timed here made the step measurably faster")
-    if others:  # the compile's gain as the other sets of turns read it
-        head.append(f"  compiling in the other sets of turns: {others}")
-    if unsettled:
-        head.append(f"  not replicated: {COMPILING}, {fixes[COMPILING].brief} in section 3's turns, {again.brief} in "
-                    f"section 3b's" + "".join(f", {r.brief} in notebook 08's" for r in in_08)
-                    + f": {unconfirmed(fixes[COMPILING], again, *in_08)} (section 3's 'pays for itself after' rests on "
-                    "that gain)")
-    if unbacked or cost_only:  # the fix and its control disagree: what each pairing established, apart
-        head.append(f"  {FIX}: {fixes[FIX].brief} against the .item() GPT in section 3b's turns, but "
-                    f"{break_control(fix, item_cost)}")
-    if kinds and device_type != "cuda":
-        head.append(_waste(kinds, ops_unprofiled, outside, attention))
-    details = [f"the profiled step: the GPU waited {share.get('waiting', 0.0):.0%} of it, ran kernels and copies {ops:.0%}"
-               if device_type == "cuda" else
-               f"the profiled step (section 1): ops {ops:.0%} of it, time outside any op (Python, autograd's bookkeeping, the "
-               f"profiler's own) {share.get('framework', 0.0):.0%}"]
-    if kinds and device_type != "cuda":
-        details += _room(kinds, share.get("framework", 0.0), ops_unprofiled, outside, ran08)
-    details += _beside_08_answer(ran08, attention, fixes.get(COMPILING))
-    kept = fixes.get("keeping values on the device")
-    if device_type != "cuda" and kept is not None and not kept.clear:
-        details.append("keeping the values on the device showed no gain: on a CPU nothing is queued, so a read waits "
-                       "for nothing but itself (section 2)")
-    if device_type != "cuda" and fix is not None and not fix.clear and not cost_only:
-        details.append(f"the graph break's fix showed no gain these turns can measure ({fix.value:.2f}×; {fix.doubt}; "
-                       "section 3b). The break both splits the block's graph and leaves the GPT's forward's other ops eager; "
-                       "the two costs are not timed apart")
-    return "\n".join(head + reference + ["  details:"] + [f"    {d}" for d in details])
-
-
-def _fusible(kinds: Mapping[str, Mapping[str, float]], outside: float) -> float:
-    """The model's fusible ops' share of section 4's op time (the loss's and optimizer's, `outside` s, left out)."""
-    op_time = sum(k["seconds"] for k in kinds.values())
-    return (sum(k["seconds"] for kind, k in kinds.items() if kind in FUSIBLE) - outside) / op_time
-
-
-def _waste(kinds: Mapping[str, Mapping[str, float]], ops_unprofiled: float | None, outside: float,
-           attention: Ratio | None) -> str:
-    """Cell 1's 'which of that time is waste', on a CPU: the time outside any op, the fusible ops' share and what
-    their vanishing would give at most, and the attention kernel where the written-out one beat it."""
-    fusible = _fusible(kinds, outside)
-    said = ([f"at least {at_least(1 - ops_unprofiled)} of the step outside any op (section 4, if its op records hold "
-              "every op)"] if ops_unprofiled and bounded(ops_unprofiled) else [])
-    said.append(f"the model's fusible ops (element-wise, reduction, copy), {fusible:.0%} of the op time (the op time at "
-                f"most {1 / (1 - fusible):.2f}× shorter if they vanished; fusing removes their memory round trips, so ops "
-                "far below their memory roof would keep part of their time: reasoning, not measured)")
-    if attention is not None and is_gain(attention):
-        said.append(f"SDPA's kernel in this format (the written-out attention ran the step {attention.value:.2f}× as fast)")
-    return "  what this run can name as possibly avoidable: " + "; ".join(said)
-
-
-def _listed(paid: Mapping[str, Ratio]) -> str:
-    """'a at 1.20×, b at 1.10× and c at 1.30×': the changes that paid, each with its ratio ('' for none)."""
-    named = [f"{name} at {r.value:.{r.decimals}f}×" + (f" (clear of its turns' drift, {r.drift:.1%}, by only "
-                                            f"{points(100 * (r.value - 1 - r.drift))} points)"
-                                            if r.drift is not None and r.value - 1 < 1.25 * r.drift else "")
-             for name, r in paid.items()]
-    return ", ".join(named[:-1]) + f" and {named[-1]}" if len(named) > 1 else "".join(named)
-
-
-def _room(kinds: Mapping[str, Mapping[str, float]], no_op: float, ops_unprofiled: float | None, outside: float,
-          ran08: Mapping[str, dict] | None) -> list[str]:
-    """On a CPU, where ops run one after another: the most compiling the model could save, from the share
-    of its fusible ops (the loss's and optimizer's, `outside` seconds, left out) and the time outside any op
-    (`no_op`, section 1's share; `ops_unprofiled`, section 4's op time over its unprofiled step); and 08's
-    compile of the GPT whose attention is fusible ops too."""
-    op_time = sum(k["seconds"] for k in kinds.values())
-    fusible = _fusible(kinds, outside)
-    unprofiled = max(0.0, 1 - ops_unprofiled) if ops_unprofiled is not None else None
-    least = (f"{no_op:.0%} of section 1's profiled step (part of the profiler's own time lands there)" if unprofiled is None
-             else f"section 4 sets no lower bound on it: {unbounded(ops_unprofiled)}; section 1's profiled step reads "
-                  f"{no_op:.0%}, which holds part of the profiler's own time" if not bounded(ops_unprofiled)
-             else f"at least {at_least(unprofiled)} of the step without the profiler (section 4)" + (
-                 f"; section 1's profiled step reads {no_op:.0%}, lower still: the profiler books part of its own cost "
-                 "inside the ops' records" if no_op < unprofiled else
-                 f"; section 1's profiled step reads {no_op:.0%}, which holds part of the profiler's own time"))
-    lines = [f"compiling's room: the model's element-wise, reduction and copy ops (the kinds Inductor fuses) took "
-             f"{fusible:.0%} of section 4's op time; if their time went to zero, the ops would run at most "
-             f"{1 / (1 - fusible):.2f}× faster (if matmuls and attention stay library calls: assumed, not measured)",
-             f"  the loss's and the optimizer's such ops, {outside / op_time:.0%} more, stay outside torch.compile(model)",
-             f"  the time outside any op (Python, autograd's bookkeeping), which compiling can also cut some of: {least}"]
-    written = (ran08 or {}).get("compiled vs eager, written-out attention")
-    if written and written.get("spread"):  # attention as fusible ops: the room the bound above leaves out
-        r = dataclasses.replace(report.recorded_ratio("", written), more="faster", less="slower")
-        lines.append(f"with attention written out, its ops are fusible too: notebook 08 compiled that GPT at {r.brief} "
-                     "in its own turns")
-    return lines
-
-
-def _attention_elsewhere(ran08: Mapping[str, dict] | None) -> list[str]:
-    """Where SDPA was the faster attention after all: in float32 on this device (08's attention alone) and
-    in the reference GPU's step (08's reference rows, its own GPT); [] where neither was recorded."""
-    said = []
-    fp32 = (ran08 or {}).get("attention alone, torch.float32: SDPA vs written out")
-    if fp32 and fp32.get("spread") and fp32["spread"][0] > 1:
-        said.append(f"SDPA over the written-out attention, attention alone in float32 on this device (08): "
-                    f"{fp32['value']:.2f}× ({fp32['spread'][0]:.2f}–{fp32['spread'][1]:.2f})")
-    device, ref = report.reference("08_transformer")
-    sdpa, written = ref.get("eager, SDPA"), ref.get("eager, written-out attention")
-    if sdpa and written and sdpa["value"] > written["value"]:
-        spec = datasheet.lookup(device or "")
-        g = profiles.sizes("08_transformer", "gpu", memory_gib=spec.memory_gib) if spec else None
-        gpt = f" ({g.n_layer} layers, width {g.n_embd}, T = {g.block})" if g else ""
-        quartiles = (f" ({sdpa['spread'][0] / written['spread'][1]:.2f}–{sdpa['spread'][1] / written['spread'][0]:.2f}, "
-                     "the two timings' quartiles, not paired)" if sdpa.get("spread") and written.get("spread") else "")
-        said.append(f"on the reference {device}, with the reference run's 08 GPT{gpt}, its eager SDPA step ran "
-                    f"{sdpa['value'] / written['value']:.2f}×{quartiles} as fast as the written-out one (a record 08 "
-                    "flags: its machine ran that step slower than another H200 did, cause not found)")
-    return ["SDPA lost to the written-out attention here in the step's 16-bit format; it won in other settings (each named):"] + [
-        f"  {line}" for line in said] if said else []
-
-
-def _beside_08_answer(ran08: Mapping[str, dict] | None, attention: Ratio | None, gain: Ratio | None) -> list[str]:
-    """The written-out attention against SDPA here (`attention`) and in 08's step; 08's compile of this GPT
-    where this run's (`gain`) told no gain."""
-    lines = []
-    kernel = (ran08 or {}).get("SDPA vs written-out attention, eager")  # 08's whole step, SDPA over written out
-    in_08 = (f"notebook 08's step (two micro-batches, with clipping), in its own turns: {1 / kernel['value']:.2f}× "
-             f"({1 / kernel['spread'][1]:.2f}–{1 / kernel['spread'][0]:.2f})" if kernel and kernel.get("spread") else "")
-    if attention is not None or in_08:
-        lines.append("the written-out attention instead of SDPA: "
-                     + "; ".join(filter(None, [f"in section 3's turns {attention.brief}" if attention else "", in_08])))
-    if attention is not None and attention.clear and attention.value > 1:  # where the written-out one won
-        lines += _attention_elsewhere(ran08)
-    r08 = compile_in_08(ran08)
-    if gain is not None and not gain.clear and r08 is not None:
-        lines.append(f"notebook 08 timed compiling this GPT in its own turns: {r08.brief}; here: {gain.doubt}")
-    return lines
 
 
 def profiled_total(plain: Mapping[str, float]) -> str:
@@ -426,16 +239,23 @@ def not_compiled(prefixes: tuple[str, ...]) -> str:
             + report.reference_text("10_compile_and_profile", prefixes=prefixes))
 
 
-def payback(speed: Ratio, first_call_s: float, eager: Timing, compiled: Timing) -> str:
+def payback(speed: Ratio, first_call_s: float, eager: Timing, compiled: Timing, before: Timing | None = None) -> str:
     """After how many steps (of `eager`'s work, tokens) a compilation pays for itself (a speed-up beyond the
-    spread), or that there is no gain to pay it back."""
+    spread), or that there is no gain to pay it back. Where these turns' eager step read :data:`SWING` or more
+    away from `before` (section 2's, another set of turns), the count at that pace too: a step saves a share of
+    its own time, so a slow set of turns shortens the payback."""
     if speed.clear and speed.value > 1:
         extra = first_call_s - compiled.median_s
         steps, few, many = break_even(extra, eager, speed)  # extra ÷ the seconds each step saves
         size = f" of {eager.work:,.0f} tokens" if eager.work else ""
+        pace = ""
+        if before is not None and max(r := eager.median_s / before.median_s, 1 / r) >= SWING:
+            at = break_even(extra, before, speed)[0]
+            pace = (f"; about {fmt_count(at)} at section 2's pace of the eager step ({fmt_time(before.median_s)}), since "
+                    f"these turns ran {'slow' if r > 1 else 'fast'}")
         return (f"  the compilation ({extra:.1f} s beyond one step) pays for itself after about "
-                f"{fmt_count(steps)} steps{size} ({fmt_count(few)} to {fmt_count(many)} over the spread of the speed-up), if "
-                "this gain holds: section 3b times the compile again")
+                f"{fmt_count(steps)} steps{size} ({fmt_count(few)} to {fmt_count(many)} over the spread of the speed-up"
+                f"{pace}), if this gain holds: section 3b times the compile again")
     if speed.value > 1 and not speed.within_noise:  # faster, but the drift is as large: not established
         return f"  no gain these repeats can establish ({speed.doubt}), so no break-even to state"
     if speed.within_noise:
@@ -550,20 +370,6 @@ def turns_apart(then: Timing, now: Timing) -> str:
             f"in these (here at {apart.value:.2f}× section 3's speed, {now.median_s / then.median_s:.2f}× its time; "
             f"{apart.lo:.2f}–{apart.hi:.2f}× from their spreads), two moments: "
             f"{verdicts.moments_words(apart.lo, apart.hi, short=True)}; the verdicts above use only these turns either way")
-
-
-def eager_readings(readings: Mapping[str, Timing | None]) -> str:
-    """The plain eager step's readings in this notebook's sets of turns (where: Timing), one line, with the
-    fastest-to-slowest ratio read by the rule for two moments ('' with fewer than two)."""
-    got = {where: t for where, t in readings.items() if t is not None}
-    if len(got) < 2:
-        return ""
-    fast, slow = min(got.values(), key=lambda t: t.median_s), max(got.values(), key=lambda t: t.median_s)
-    r = slow.median_s / fast.median_s
-    return ("the plain eager step in this notebook's sets of turns: "
-            + ", ".join(f"{where} {fmt_time(t.median_s)}" for where, t in got.items())
-            + f": {r:.2f}× from the fastest to the slowest, two moments each: "
-            + verdicts.moments_words(r, r, short=True))
 
 
 def no_break_timing(compiles: bool) -> str:

@@ -17,6 +17,7 @@ import torch
 
 from course_lib import published, report, verdicts
 from course_lib.bench import Timing, speedup
+from course_lib.lessons.nb10_short import eager_readings
 from course_lib.roofline import OpTime, StepOps, intensity, ridge, vs_datasheet
 from course_lib.units import fmt_rate, fmt_time
 
@@ -103,12 +104,12 @@ def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[:width - 1] + "…"
 
 
-def op_table(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, device: str, eager: Timing | None = None,
-             rows: int = 14) -> str:
+def op_table(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, device: str,
+             eager: Mapping[str, Timing | None] | None = None, rows: int = 14) -> str:
     """The `rows` costliest (op, shapes) groups of a step: calls, intensity, time and share of op
     time, achieved rate and share of its roof, side of its ridge; under them the groups' count and
-    the whole step's time with and without the profiler; and, given section 3's `eager` timing of
-    the same step, the two beside each other (:func:`eager_then_now`)."""
+    the whole step's time with and without the profiler; and, given the earlier sets of turns' `eager` timings
+    of the same step (where: Timing), every reading beside this one (:func:`eager_readings`)."""
     op_time = measured.op_seconds
     lines = [f"{'op':<48} {'kind':<17} {'calls':>5} {'FLOP/B':>7} {'time':>9} {'least–most':>13} {'share':>6} {'FLOP/s':>13} "
              f"{'% roof':>7}  side of its ridge"]
@@ -121,7 +122,7 @@ def op_table(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, device: str,
     n, steps = len(measured.ops), len(measured.step.samples)
     lines.append(f"... {n} (op, shapes) group{'s' if n != 1 else ''}: {fmt_time(op_time)} per step in ops (time: the "
                  f"median of {steps} steps, ms; least–most: its fastest and slowest step, ms; % roof: its rate as a share "
-                 "of its roof, one decimal and rounded down under 20 %; the compute roof is the stored peak, timed at "
+                 "of its roof, below 20 % with one decimal, rounded down; the compute roof is the stored peak, timed at "
                  "another moment)\nthe whole step, in the same turns: "
                  f"{fmt_time(measured.step.median_s)} without the profiler, {fmt_time(measured.profiled.median_s)} with "
                  f"every op counted and recorded | {device}")
@@ -131,19 +132,9 @@ def op_table(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, device: str,
                      "not measured")
     elif not cost.single:  # what counting and recording every op cost the step, in the same turns
         lines.append(f"  {cost.verdict('the step without the profiler vs with every op counted and recorded')}")
-    if eager is not None:
-        lines.append(eager_then_now(eager, measured.step))
+    if eager:
+        lines.append(eager_readings({**eager, "here": measured.step}))
     return "\n".join(lines)
-
-
-def eager_then_now(then: Timing, now: Timing) -> str:
-    """Section 3's eager step (`then`) beside this section's (`now`), each timed in its own turns: the
-    course's one wording for two moments (:func:`verdicts.moments_words`)."""
-    apart = speedup(then, now)  # two sets of turns: the range their quartiles allow
-    return (f"section 3 timed this eager step at {fmt_time(then.median_s)} (quartiles {fmt_time(then.lo_s)}–"
-            f"{fmt_time(then.hi_s)}), here {fmt_time(now.median_s)} ({fmt_time(now.lo_s)}–{fmt_time(now.hi_s)}), "
-            f"{now.median_s / then.median_s:.2f}× its time, at two moments: "
-            f"{verdicts.moments_words(1 / apart.hi, 1 / apart.lo)}")  # the time's ratio, as printed
 
 
 def op_notes(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, peak_name: str, device_type: str,
@@ -194,8 +185,42 @@ def op_notes(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, peak_name: s
                          f"{math.ceil(ridge_of(o) / o.intensity)} ({o.short})" for o in pointwise)
                      + " FLOPs per element or more, they would move to the compute side of the ridge. There the roof "
                      "is the matmul's peak, which element-wise code is not expected to reach (not measured). So which side they are on is "
-                     "uncertain")
+                     "uncertain from the counts alone: the next cell times GELU against a copy of its bytes")
     return "\n".join(lines)
+
+
+def gelu_side(gelu: Timing, copy: Timing, device: str, in_step: OpTime | None = None) -> str:
+    """GELU alone against a copy of the same tensor (`copy`: as many bytes read and written, no arithmetic), timed
+    in turns: the share of GELU's time its bytes explain, and what fusing it could save (its memory round trip);
+    beside it the op table's GELU (`in_step`, per call), which ran under the profiler among the step's ops."""
+    r = speedup(gelu, copy, "a copy of its bytes vs F.gelu")  # GELU's time over the copy's
+    said = [r.verdict("a copy of its bytes instead of the GELU", on=device)]
+    share = _pct_range(1 / r.hi, 1 / r.lo)
+    if not r.clear:
+        said.append("  GELU and a copy of its bytes are not told apart here: nothing measured says which side it is on")
+    elif r.value < 1:
+        said.append("  the copy took longer than GELU itself: memory sets GELU's time here, and fusing it away would "
+                    "save most of it")
+    elif r.lo >= 2:
+        said.append(f"  GELU took {r.value:.1f}× a copy's time: moving its bytes explains about {1 / r.value:.0%} of it "
+                    f"({share}), so its arithmetic (or its kernel) sets the rest: it sits on the compute side in effect, "
+                    "whatever its count. Fusing GELU into its neighbour removes its memory round trip, about a copy's "
+                    f"time ({fmt_time(copy.median_s)} of its {fmt_time(gelu.median_s)}), not its arithmetic (reasoning, "
+                    "not measured)")
+    else:
+        said.append(f"  GELU took {r.value:.2f}× a copy's time: moving its bytes explains about {1 / r.value:.0%} of it "
+                    f"({share}), the rest its arithmetic or its kernel (not measured apart)")
+    if in_step is not None and in_step.calls:
+        per_call = in_step.seconds / in_step.calls
+        said.append(f"  in the op table, the step's GELU took {fmt_time(per_call)} a call ({per_call / gelu.median_s:.1f}× "
+                    "its time alone here), under the profiler and the FLOP counting, among the step's other ops and at "
+                    "another moment: what makes up the difference is not measured apart")
+    return "\n".join(said)
+
+
+def _pct_range(lo: float, hi: float) -> str:
+    """'11%–12%', or one decimal more where the two ends would print alike ('11.1%–11.4%')."""
+    return f"{lo:.0%}–{hi:.0%}" if f"{lo:.0%}" != f"{hi:.0%}" else f"{lo:.1%}–{hi:.1%}"
 
 
 def above_roof(rate: float, roof: float, peak: Timing) -> str:
@@ -293,9 +318,18 @@ def _listed(group: Sequence[OpTime], op_time: float, of_roof: OfRoof) -> str:
     return (", ".join(f"{named(o)} at {_pct(of_roof(o))} of its roof ({o.seconds / op_time:.1%} of op time)"
                       for o in shown)
             + ((", and " if shown else "") + f"{len(rest)} op(s) under 0.5% of op time each "
-               f"({_counted(o.short for o in rest)}), "
+               f"({_counted(o.short for o in rest)}{_glossed(o.short for o in rest)}), "
                f"{sum(o.seconds for o in rest) / op_time:.1%} together"
                if rest else "") or "none")
+
+
+GLOSS = {"foreach_add": "foreach_add: one call that adds to a whole list of tensors; fused AdamW adds 1 to every "
+                        "parameter's step count with it"}  # short op names a learner has not met in the course before
+
+
+def _glossed(names: Iterable[str]) -> str:
+    """'; foreach_add: …': what each name in :data:`GLOSS` among `names` is ('' where none is)."""
+    return "".join(f"; {GLOSS[n]}" for n in dict.fromkeys(names) if n in GLOSS)
 
 
 def _counted(names: Iterable[str]) -> str:

@@ -10,37 +10,41 @@ from typing import Iterable, Mapping, Sequence
 
 from course_lib import report, verdicts
 from course_lib.bench import Ratio, Timing
+from course_lib.units import fmt_time
 
 NB = "10_compile_and_profile"
 SWING = 1.1  # a set of turns whose eager step reads this far from section 2's is named as slow (or fast)
 
 
-def in_short(short: str, details: Iterable[str]) -> str:
-    """'in short: `short`', then every non-empty line of `details` indented under 'details:'."""
+def in_short(short: str | Sequence[str], details: Iterable[str]) -> str:
+    """'in short: `short`' (a sequence: one finding a line, aligned under the first), then every non-empty line
+    of `details` indented under 'details:'."""
+    found = [short] if isinstance(short, str) else [s for s in short if s]
     lines = [ln for d in details if d for ln in d.splitlines() if ln.strip()]
-    return "\n".join([f"in short: {short}"] + (["  details:", *(f"    {ln}" for ln in lines)] if lines else []))
+    head = [f"in short: {found[0]}", *(f"{' ' * len('in short: ')}{s}" for s in found[1:])]
+    return "\n".join(head + (["  details:", *(f"    {ln}" for ln in lines)] if lines else []))
 
 
-def sync_short(gain: Ratio | None, waits: int, device_type: str) -> str:
-    """Section 2 in one line: the synchronising calls each logging step makes and what keeping the values on
-    the device changed here (`gain`, None where not timed); off a GPU, whether any GPU run resolved what the
+def sync_short(gain: Ratio | None, waits: int, device_type: str) -> list[str]:
+    """Section 2's findings, one a line: the synchronising calls each logging step makes, what keeping the values
+    on the device changed here (`gain`, None where not timed) and, off a GPU, whether any GPU run resolved what the
     reads cost (the reference's own figures stand below, under their heading)."""
-    said = (f"a step reading its logged values makes {waits} synchronising calls, a step keeping them on the device "
-            "none; keeping them, timed in turns here: " + (gain.brief if gain is not None else "not timed"))
+    said = [f"a step reading its logged values makes {waits} synchronising calls, a step keeping them on the device none",
+            "keeping them, timed in turns here: " + (gain.brief if gain is not None else "not timed")]
     ref = _recorded("keeping values vs reading values") if device_type != "cuda" else None
     if ref is not None and not ref.clear:
-        said += (". No GPU run of this course has yet resolved what the reads cost a training step (the reference "
-                 "GPU's reading, below, with its own GPT: " + ("too wide to tell)" if ref.too_wide else "no cost shown)"))
+        said.append("no GPU run of this course has yet resolved what the reads cost a training step (the reference "
+                    "GPU's reading, below, with its own GPT: " + ("too wide to tell)" if ref.too_wide else "no cost shown)"))
     elif ref is not None:
-        said += ". The reference GPU, with its own GPT, measured a difference: below"
+        said.append("the reference GPU, with its own GPT, measured a difference: below")
     return said
 
 
 def compile_short(gain: Ratio | None, attention: Ratio | None, eager: Timing | None = None,
-                  before: Timing | None = None) -> str:
-    """Section 3 in one line: compiling's speed-up in these turns, and the written-out attention's; where the
-    eager step in these turns (`eager`) read 10 % or more away from section 2's (`before`), that these turns
-    ran slow (or fast): both verdicts rest on them."""
+                  before: Timing | None = None) -> list[str]:
+    """Section 3's findings, one a line: compiling's speed-up in these turns, and the written-out attention's;
+    where the eager step in these turns (`eager`) read 10 % or more away from section 2's (`before`), that these
+    turns ran slow (or fast): the ratios are paired within them, the step times are not."""
     said = [f"compiling (default mode) against eager, timed in turns: {gain.brief} (section 3b times it again)"
             if gain is not None else "compiling: not timed here"]
     if attention is not None:
@@ -48,34 +52,41 @@ def compile_short(gain: Ratio | None, attention: Ratio | None, eager: Timing | N
     if eager is not None and before is not None and abs(math.log(eager.median_s / before.median_s)) > math.log(SWING):
         r = eager.median_s / before.median_s
         told = "not told apart" if max(r, 1 / r) < verdicts.APART else "a difference"
-        said.append(f"in these turns the eager step took {r:.2f}× its section-2 time (two moments, {told}); the "
-                    "verdicts above are paired within these turns, so a change of pace that hit every version alike "
-                    "cancels in them")
-    return "; ".join(said)
+        said.append(f"these turns ran {'slow' if r > 1 else 'fast'}: the eager step took {r:.2f}× its section-2 time "
+                    f"(two moments, {told}); the ratios above are paired within these turns, so a change of pace that "
+                    "hit every version alike cancels in them; the step times in ms do not")
+    return said
 
 
-def break_short(fix: Ratio, again: Ratio, first: Ratio | None, item_cost: Ratio | None = None) -> str:
-    """Section 3b in one line: the graph break's fix, with whether its control backs it (`item_cost`: the
-    .item() GPT's speed over the plain compiled GPT's, :func:`break_unbacked`), and compiling's gain timed again
-    in these turns beside section 3's (`first`), with whether the two sets of turns agree on it."""
-    said = f"removing the graph break (a tensor instead of .item()): {fix.brief}"
-    if break_unbacked(fix, item_cost):
-        said += f", but {break_control(fix, item_cost)}"
-    elif break_cost_only(fix, item_cost):
-        said += f", though {break_control(fix, item_cost)}"
-    elif item_cost is not None:
-        said += f"; the .item() GPT against the plain compiled GPT: {item_cost.brief}"
-    said += f"; compiling, again in these turns: {again.brief}"
+def break_short(fix: Ratio, item_cost: Ratio | None = None) -> list[str]:
+    """Section 3b's findings, one a line: the graph break's fix; the break's own cost, the fix's control
+    (`item_cost`: the .item() GPT's speed over the plain compiled GPT's, :func:`break_unbacked`), where it was
+    timed. Compiling's gain timed again in these turns stands under 'details:' (:func:`compile_again`)."""
+    said = [f"removing the graph break (a tensor instead of .item()): {fix.brief} against the .item() GPT"]
+    if item_cost is not None:
+        said.append("the break's own cost, the .item() GPT against the plain compiled GPT: " + (
+            f"{item_cost.brief}: not resolved in these turns, so how much of the fix's gain is the break's is not "
+            "established" if break_unbacked(fix, item_cost) else
+            f"{item_cost.brief}, though the fix itself read no "
+            "speed-up beyond its spread: the break's cost shows in one pairing, not in the other"
+            if break_cost_only(fix, item_cost) else item_cost.brief))
+    return said
+
+
+def compile_again(again: Ratio, first: Ratio | None, item_cost: Ratio | None = None) -> str:
+    """Under compiling's verdict in section 3b's turns (`again`): the share of that gain the break took back, where
+    the .item() GPT ran measurably slower, and whether section 3's turns (`first`) agree; '' where neither applies."""
+    said = []
     if item_cost is not None and item_cost.clear and item_cost.value < 1 and is_gain(again):
         share = lambda cost, gain: math.log(1 / cost) / math.log(gain)  # noqa: E731  the break's cost over the gain, in logs
         took, least, most = share(item_cost.value, again.value), share(item_cost.hi, again.hi), share(item_cost.lo, again.lo)
-        said += (f" (by the medians of these turns the break took back {_share(took)} of that gain; their intervals "
-                 f"allow {_share(least)} to {_share(most)})")
+        said.append(f"by the medians of these turns the break took back {_share(took)} of that gain; their intervals "
+                    f"allow {_share(least)} to {_share(most)}")
     if first is not None and gain_unsettled(first, again):
-        said += f"; section 3's turns read {first.brief}: not confirmed here (the answer weighs the sets of turns)"
+        said.append(f"section 3's turns read {first.brief}: not confirmed here (the answer weighs the sets of turns)")
     elif first is not None and is_gain(first) and not is_gain(again):  # too wide or inconclusive: no check either way
-        said += f"; section 3's turns read {first.brief}: these turns could not check it ({again.grade})"
-    return said
+        said.append(f"section 3's turns read {first.brief}: these turns could not check it ({again.grade})")
+    return f"  {'; '.join(said)}" if said else ""
 
 
 def break_control(fix: Ratio, item_cost: Ratio | None) -> str:
@@ -85,8 +96,8 @@ def break_control(fix: Ratio, item_cost: Ratio | None) -> str:
         return (f"the .item() GPT is not told slower than the plain compiled GPT ({item_cost.brief}): what the break "
                 "costs a step is not established")
     if break_cost_only(fix, item_cost):
-        return (f"the .item() GPT ran {1 / item_cost.value:.{item_cost.decimals}f}× slower than the plain compiled GPT "
-                f"in the same turns ({item_cost.brief}): the break's cost shows in one pairing, not in the other")
+        return (f"the .item() GPT against the plain compiled GPT, in the same turns: {item_cost.brief}: the break's "
+                "cost shows in one pairing, not in the other")
     return ""
 
 
@@ -172,3 +183,25 @@ def compile_in_08(ran08: Mapping[str, dict] | None) -> Ratio | None:
     if not (row and row.get("spread")):
         return None
     return dataclasses.replace(report.recorded_ratio("compiled vs eager, SDPA", row), more="faster", less="slower")
+
+
+def eager_readings(readings: Mapping[str, Timing | None]) -> str:
+    """The plain eager step's readings in this notebook's sets of turns (where: Timing), one line, with the
+    fastest-to-slowest ratio read by the rule for two moments ('' with fewer than two); where three or more were
+    timed and the slowest reads :data:`SWING` or more beyond every other, that set is named: its paired ratios
+    hold, its times in ms read slow."""
+    got = {where: t for where, t in readings.items() if t is not None}
+    if len(got) < 2:
+        return ""
+    fast, slow = min(got.values(), key=lambda t: t.median_s), max(got.values(), key=lambda t: t.median_s)
+    r = slow.median_s / fast.median_s
+    said = ("the plain eager step in this notebook's sets of turns: "
+            + ", ".join(f"{where} {fmt_time(t.median_s)}" for where, t in got.items())
+            + f": {r:.2f}× from the fastest to the slowest, two moments each: " + verdicts.moments_words(r, r, short=True))
+    nearest = max((t.median_s for t in got.values() if t is not slow), default=slow.median_s)
+    if len(got) >= 3 and slow.median_s / nearest >= SWING:
+        where = next(w for w, t in got.items() if t is slow)
+        said += (f"; {where}'s set of turns ran slow ({slow.median_s / nearest:.2f}× the next slowest): its ratios are "
+                 "paired within its turns and hold; its times in ms, and what is computed from them, read slow")
+    return said
+
