@@ -619,10 +619,10 @@ def test_beside_08_sets_08s_step_timed_here_beside_08s_and_09s_readings_and_this
     text = nb10.beside_08(_ran08(), gpt, "cpu", 16, written=written, as_08=as_08, ran09=ran09, account="08's account")
     lines = text.splitlines()
     assert lines[0].startswith("in short: by the rule for two moments, no reading of 08's (or 09's) is told apart")
-    assert ("; timed in section 3's turns, 08's step (clipping, AdamW's two groups) over this notebook's eager written-out "
-            "step, in speed: 0.97× (") in lines[0]
-    assert lines[0].endswith(": 1.03× slower")  # 70.0 ms against 68.2 ms, turn by turn
-    assert lines[2] == "    08's account"  # the attention account, first under details
+    assert lines[1].startswith("          timed in section 3's turns, 08's step (clipping, AdamW's two groups) over this "
+                               "notebook's eager written-out step, in speed: 0.97× (")
+    assert lines[1].endswith(": 1.03× slower")  # 70.0 ms against 68.2 ms, turn by turn
+    assert lines[3] == "    08's account"  # the attention account, first under details
     assert not any(" | " in ln and "08's step" in ln and "verdict" not in ln for ln in lines)  # 08's step: one line, not table rows
     assert any(ln.strip().startswith("verdict: 08's step over this notebook's eager written-out step, in speed, in section 3's turns: ") for ln in lines)
     r = as_08.rate / 1e3  # the fastest of 08's readings is its section 4 (31.6), the slowest 09's (24.3)
@@ -890,6 +890,8 @@ def test_short_lines_say_what_each_section_found_and_where_two_sets_of_turns_dis
                                               "resolved in one set of turns, not replicated in the others")
     wide = Ratio("c3b", 1.03, 0.90, 1.17, rounds=9, coverage=0.96, drift=0.01)
     assert nb10.compile_again(wide, faster).endswith("these turns could not check it (too wide)")
+    assert nb10.compile_again(faster, near) == (f"  section 3's turns read {near.brief}: the gain read here did not show "
+                                                "there (the answer weighs the sets of turns)")
     assert "would fit" not in nb10.unconfirmed(faster, same)  # 0.98–1.02 and 1.04–1.06 share no value
     assert nb10.compile_again(faster, faster) == ""  # both sets of turns read a gain: nothing to add
     gained = Ratio("compiled, tensor vs .item() in the model", 1.036, 1.005, 1.059, rounds=9, coverage=0.96, drift=0.014)
@@ -988,7 +990,12 @@ def test_gelu_side_says_how_much_of_gelus_time_its_bytes_explain():
     assert "GELU took 4.0× a copy's time: moving its bytes explains about 25% of it" in said
     assert "about a copy's time (250 µs of its 1 ms)" in said and "in the op table" not in said
     step = roofline.OpTime("aten::gelu", ((16, 128, 512),), "element-wise", 4, 1.0e6, 4.0e6, 4.0e-3)
-    assert "the step's GELU took 1 ms a call (1.0× its time alone here)" in nb10.gelu_side(gelu, copy, "cpu", step)
+    assert "the step's GELU took 1 ms a call, under the profiler" in nb10.gelu_side(gelu, copy, "cpu", step)
+    assert "another moment: 1.00× its time alone here, within 10 % of it" in nb10.gelu_side(gelu, copy, "cpu", step)
+    slower = dataclasses.replace(step, seconds=8.0e-3)  # 2 ms a call in the step
+    assert "2.0× its time alone here; what makes up the difference" in nb10.gelu_side(gelu, copy, "cpu", slower)
+    narrow = nb10.gelu_side(gelu, _paired("copy", [2.65e-5, 2.66e-5, 2.65e-5, 2.64e-5, 2.65e-5]), "cpu")
+    assert "explains about 2.6% of it (2.6%–2.7%)" in narrow or "explains about 2.7% of it (2.6%–2.7%)" in narrow
     alike = nb10.gelu_side(gelu, _paired("copy", [1.01e-3, 0.99e-3, 1.0e-3, 1.02e-3, 0.99e-3]), "cpu")
     assert "not told apart" in alike and "compute side" not in alike
     close = nb10.gelu_side(gelu, _paired("copy", [0.7e-3, 0.71e-3, 0.7e-3, 0.69e-3, 0.7e-3]), "cpu")

@@ -76,12 +76,12 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
     mine = [r for r in rows if r.quantity.startswith(STEP_08)]  # 08's step: one line, not one row per reading
     table = [r for r in rows if r not in mine]
     differ = [r.quantity for r in rows if r.verdict.startswith("a difference")]
-    short = ("by the rule for two moments, " + (f"the notebooks differ on: {'; '.join(differ)}" if differ else
-                                                 "no reading of 08's (or 09's) is told apart from this notebook's"))
+    short = ["by the rule for two moments, " + (f"the notebooks differ on: {'; '.join(differ)}" if differ else
+                                                 "no reading of 08's (or 09's) is told apart from this notebook's")]
     cost = _cost(as_08, written)
     if cost is not None:
-        short += (f"; timed in section 3's turns, 08's step (clipping, AdamW's two groups) over this notebook's eager "
-                  f"written-out step, in speed: {cost.brief}{' to tell' if cost.grade == 'too wide' else ''}")
+        short.append(f"timed in section 3's turns, 08's step (clipping, AdamW's two groups) over this notebook's eager "
+                     f"written-out step, in speed: {cost.brief}{' to tell' if cost.grade == 'too wide' else ''}")
     details = [account, "here ÷ 08: the figure here over 08's (for a rate, the speed here over 08's), its range from the "
                f"two spreads; told apart only at {verdicts.APART:g}× or more (the rule for two moments, the notebook's first cell)"
                if table else "", _table(table) if table else "",

@@ -195,32 +195,37 @@ def gelu_side(gelu: Timing, copy: Timing, device: str, in_step: OpTime | None = 
     beside it the op table's GELU (`in_step`, per call), which ran under the profiler among the step's ops."""
     r = speedup(gelu, copy, "a copy of its bytes vs F.gelu")  # GELU's time over the copy's
     said = [r.verdict("a copy of its bytes instead of the GELU", on=device)]
-    share = _pct_range(1 / r.hi, 1 / r.lo)
+    share, digits = _pct_range(1 / r.hi, 1 / r.lo)
+    part = f"{1 / r.value:.{digits}%}"  # the median share, with its range's digits
     if not r.clear:
         said.append("  GELU and a copy of its bytes are not told apart here: nothing measured says which side it is on")
     elif r.value < 1:
         said.append("  the copy took longer than GELU itself: memory sets GELU's time here, and fusing it away would "
                     "save most of it")
     elif r.lo >= 2:
-        said.append(f"  GELU took {r.value:.1f}× a copy's time: moving its bytes explains about {1 / r.value:.0%} of it "
+        said.append(f"  GELU took {r.value:.1f}× a copy's time: moving its bytes explains about {part} of it "
                     f"({share}), so its arithmetic (or its kernel) sets the rest: it sits on the compute side in effect, "
                     "whatever its count. Fusing GELU into its neighbour removes its memory round trip, about a copy's "
                     f"time ({fmt_time(copy.median_s)} of its {fmt_time(gelu.median_s)}), not its arithmetic (reasoning, "
                     "not measured)")
     else:
-        said.append(f"  GELU took {r.value:.2f}× a copy's time: moving its bytes explains about {1 / r.value:.0%} of it "
+        said.append(f"  GELU took {r.value:.2f}× a copy's time: moving its bytes explains about {part} of it "
                     f"({share}), the rest its arithmetic or its kernel (not measured apart)")
     if in_step is not None and in_step.calls:
         per_call = in_step.seconds / in_step.calls
-        said.append(f"  in the op table, the step's GELU took {fmt_time(per_call)} a call ({per_call / gelu.median_s:.1f}× "
-                    "its time alone here), under the profiler and the FLOP counting, among the step's other ops and at "
-                    "another moment: what makes up the difference is not measured apart")
+        ratio = per_call / gelu.median_s
+        said.append(f"  in the op table, the step's GELU took {fmt_time(per_call)} a call, under the profiler and the FLOP "
+                    "counting, among the step's other ops and at another moment: " + (
+                        f"{ratio:.2f}× its time alone here, within 10 % of it" if 1 / 1.1 <= ratio <= 1.1 else
+                        f"{ratio:.1f}× its time alone here; what makes up the difference is not measured apart"))
     return "\n".join(said)
 
 
-def _pct_range(lo: float, hi: float) -> str:
-    """'11%–12%', or one decimal more where the two ends would print alike ('11.1%–11.4%')."""
-    return f"{lo:.0%}–{hi:.0%}" if f"{lo:.0%}" != f"{hi:.0%}" else f"{lo:.1%}–{hi:.1%}"
+def _pct_range(lo: float, hi: float) -> tuple[str, int]:
+    """('11%–12%', 0), or one decimal more where the two ends would print alike ('11.1%–11.4%', 1): the range and
+    its decimals, for the value printed beside it."""
+    digits = 0 if f"{lo:.0%}" != f"{hi:.0%}" else 1
+    return f"{lo:.{digits}%}–{hi:.{digits}%}", digits
 
 
 def above_roof(rate: float, roof: float, peak: Timing) -> str:

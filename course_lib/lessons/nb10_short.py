@@ -83,7 +83,9 @@ def compile_again(again: Ratio, first: Ratio | None, item_cost: Ratio | None = N
         said.append(f"by the medians of these turns the break took back {_share(took)} of that gain; their intervals "
                     f"allow {_share(least)} to {_share(most)}")
     if first is not None and gain_unsettled(first, again):
-        said.append(f"section 3's turns read {first.brief}: not confirmed here (the answer weighs the sets of turns)")
+        said.append(f"section 3's turns read {first.brief}: " + ("not confirmed here" if is_gain(first) else
+                                                                  "the gain read here did not show there")
+                    + " (the answer weighs the sets of turns)")
     elif first is not None and is_gain(first) and not is_gain(again):  # too wide or inconclusive: no check either way
         said.append(f"section 3's turns read {first.brief}: these turns could not check it ({again.grade})")
     return f"  {'; '.join(said)}" if said else ""
