@@ -996,6 +996,8 @@ def test_gelu_side_says_how_much_of_gelus_time_its_bytes_explain():
     assert "2.0× its time alone here; what makes up the difference" in nb10.gelu_side(gelu, copy, "cpu", slower)
     narrow = nb10.gelu_side(gelu, _paired("copy", [2.65e-5, 2.66e-5, 2.65e-5, 2.64e-5, 2.65e-5]), "cpu")
     assert "explains about 2.6% of it (2.6%–2.7%)" in narrow or "explains about 2.7% of it (2.6%–2.7%)" in narrow
+    from course_lib.lessons.nb10_roofline import _pct_range
+    assert _pct_range(0.02631, 0.02639) == ("2.63%–2.64%", 2) and _pct_range(0.02631, 0.02632) == ("its range as narrow", 2)
     alike = nb10.gelu_side(gelu, _paired("copy", [1.01e-3, 0.99e-3, 1.0e-3, 1.02e-3, 0.99e-3]), "cpu")
     assert "not told apart" in alike and "compute side" not in alike
     close = nb10.gelu_side(gelu, _paired("copy", [0.7e-3, 0.71e-3, 0.7e-3, 0.69e-3, 0.7e-3]), "cpu")

@@ -222,9 +222,11 @@ def gelu_side(gelu: Timing, copy: Timing, device: str, in_step: OpTime | None = 
 
 
 def _pct_range(lo: float, hi: float) -> tuple[str, int]:
-    """('11%–12%', 0), or one decimal more where the two ends would print alike ('11.1%–11.4%', 1): the range and
-    its decimals, for the value printed beside it."""
-    digits = 0 if f"{lo:.0%}" != f"{hi:.0%}" else 1
+    """('11%–12%', 0), or up to two decimals more where the two ends would print alike ('11.1%–11.4%', 1): the range
+    and its decimals, for the value printed beside it; ('2.64%, its range as narrow', 2) where even two print alike."""
+    digits = next((d for d in range(3) if f"{lo:.{d}%}" != f"{hi:.{d}%}"), None)
+    if digits is None:
+        return "its range as narrow", 2
     return f"{lo:.{digits}%}–{hi:.{digits}%}", digits
 
 
