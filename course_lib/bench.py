@@ -105,10 +105,12 @@ class Timing:
     @property
     def spread_text(self) -> str:
         """The spread as a line shows it: '± 3%' (half the interquartile range over the median,
-        one decimal below 1 %, '± <0.1%' below 0.05 %), or the quartiles themselves, '(261–304)' in the median's unit,
+        one decimal below 1 %, '± <0.1%' below 0.05 %, '(every run 0)' where all are 0), or the quartiles themselves, '(261–304)' in the median's unit,
         where they lie lopsided about the median (one side over twice the other); '(one run)'."""
         if self.runs <= 1:
             return "(one run)"
+        if self.hi_s == 0:  # nothing to spread: '± <0.1%' would suggest a measured spread
+            return "(every run 0)"
         below, above = self.median_s - self.lo_s, self.hi_s - self.median_s
         if self.median_s > 0 and max(below, above) > 2 * max(min(below, above), 0.005 * self.median_s):
             scale, _ = units.time_scale(self.median_s)

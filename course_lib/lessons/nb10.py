@@ -25,7 +25,6 @@ from course_lib.lessons.nb10_reference import (REGIONS, bound, graphs_bound, own
 from course_lib.lessons.nb10_roofline import (above_roof, attention_alone, gelu_side, kind_table,  # noqa: F401
                                               no_roofline, op_notes, op_table, placement, reference_ridge, roof_verdict,
                                               roofs_note)
-from course_lib.lessons.nb10_short import SWING  # noqa: F401
 from course_lib.lessons.nb10_short import (break_short, compile_again, compile_short, eager_readings, in_short,  # noqa: F401
                                             sync_short, unconfirmed)
 from course_lib.models import GPT, GPTConfig
@@ -222,7 +221,7 @@ def first_call_line(mode: str, seconds: float, cold: bool, device: str) -> str:
 def reduce_overhead_elsewhere() -> str:
     """Off a GPU: why mode='reduce-overhead' is not timed, and what the reference GPU run and
     published figures measured of it."""
-    named = f"Beside it, what GPUs measured ({own_gpt()}):\n" if own_gpt() else ""
+    named = f"What GPUs measured of reduce-overhead ({own_gpt()}):\n" if own_gpt() else ""
     return ("mode='reduce-overhead' is not timed here: CUDA graphs need a GPU.\n" + named
             + published.elsewhere("10_compile_and_profile", ("compile + first step, default",
                                                               "compile + first step, reduce", "compiled, reduce",
@@ -239,23 +238,16 @@ def not_compiled(prefixes: tuple[str, ...]) -> str:
             + report.reference_text("10_compile_and_profile", prefixes=prefixes))
 
 
-def payback(speed: Ratio, first_call_s: float, eager: Timing, compiled: Timing, before: Timing | None = None) -> str:
+def payback(speed: Ratio, first_call_s: float, eager: Timing, compiled: Timing) -> str:
     """After how many steps (of `eager`'s work, tokens) a compilation pays for itself (a speed-up beyond the
-    spread), or that there is no gain to pay it back. Where these turns' eager step read :data:`SWING` or more
-    away from `before` (section 2's, another set of turns), the count at that pace too: a step saves a share of
-    its own time, so a slow set of turns shortens the payback."""
+    spread), or that there is no gain to pay it back."""
     if speed.clear and speed.value > 1:
         extra = first_call_s - compiled.median_s
         steps, few, many = break_even(extra, eager, speed)  # extra ÷ the seconds each step saves
         size = f" of {eager.work:,.0f} tokens" if eager.work else ""
-        pace = ""
-        if before is not None and max(r := eager.median_s / before.median_s, 1 / r) >= SWING:
-            at = break_even(extra, before, speed)[0]
-            pace = (f"; about {fmt_count(at)} at section 2's pace of the eager step ({fmt_time(before.median_s)}), since "
-                    f"these turns ran {'slow' if r > 1 else 'fast'}")
         return (f"  the compilation ({extra:.1f} s beyond one step) pays for itself after about "
-                f"{fmt_count(steps)} steps{size} ({fmt_count(few)} to {fmt_count(many)} over the spread of the speed-up"
-                f"{pace}), if this gain holds: section 3b times the compile again")
+                f"{fmt_count(steps)} steps{size} ({fmt_count(few)} to {fmt_count(many)} over the spread of the speed-up), if "
+                "this gain holds: section 3b times the compile again")
     if speed.value > 1 and not speed.within_noise:  # faster, but the drift is as large: not established
         return f"  no gain these repeats can establish ({speed.doubt}), so no break-even to state"
     if speed.within_noise:
@@ -270,7 +262,7 @@ def gpus_measured(device_type: str, reduce_overhead: bool) -> str:
     figures (with CUDA graphs' where reduce-overhead ran; off a GPU they stand with
     :func:`reduce_overhead_elsewhere`, which says what the reference's graphs removed)."""
     named = f" ({own_gpt()})" if device_type != "cuda" and own_gpt() else ""
-    return f"\nBeside it, what GPUs measured{named}:\n" + published.elsewhere(
+    return f"\nBeside section 3's timings, what GPUs measured{named}:\n" + published.elsewhere(
         "10_compile_and_profile", ("compiled (default) vs eager",) if device_type != "cuda" else (),
         COMPILE_FIGURES + (GRAPH_FIGURES if reduce_overhead else []))
 
@@ -363,13 +355,12 @@ def before_compile(plain: Timing, eager: Timing) -> str:
 
 
 def turns_apart(then: Timing, now: Timing) -> str:
-    """The plain compiled step in section 3's turns (`then`) and in these (`now`): whether the two
-    sets of turns differ beyond their spreads (only timings of the same turns are compared)."""
+    """The plain compiled step in section 3's turns (`then`) and in these (`now`), read by the rule for two moments
+    (only timings of the same turns are compared)."""
     apart = speedup(then, now, "compiled, plain GPT: here vs section 3")
-    return (f"the plain compiled step took {fmt_time(then.median_s)} in section 3's turns and {fmt_time(now.median_s)} "
-            f"in these (here at {apart.value:.2f}× section 3's speed, {now.median_s / then.median_s:.2f}× its time; "
-            f"{apart.lo:.2f}–{apart.hi:.2f}× from their spreads), two moments: "
-            f"{verdicts.moments_words(apart.lo, apart.hi, short=True)}; the verdicts above use only these turns either way")
+    return (f"the plain compiled step: {fmt_time(then.median_s)} in section 3's turns, {fmt_time(now.median_s)} in "
+            f"these ({now.median_s / then.median_s:.2f}× its time), two moments: "
+            f"{verdicts.moments_words(apart.lo, apart.hi, short=True)}")
 
 
 def no_break_timing(compiles: bool) -> str:

@@ -31,7 +31,8 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
            kinds: Mapping[str, Mapping[str, float]] | None, slowest: str, slowest_of_roof: float | None,
            ran08: Mapping[str, dict] | None = None, attention: Ratio | None = None,
            ops_unprofiled: float | None = None, outside: float = 0.0,
-           again: Ratio | None = None, device: str = "", item_cost: Ratio | None = None) -> str:
+           again: Ratio | None = None, device: str = "", item_cost: Ratio | None = None,
+           gelu: tuple[Ratio, float] | None = None) -> str:
     """The notebook's question answered from this run's numbers, a few short lines first: where the op time
     went (`kinds`, as section 4 sums them; the costliest op with FLOPs, `slowest`, at `slowest_of_roof` of its
     roof), which timed change paid (`fixes`: a name -> its ratio, None where not timed; `attention`, the
@@ -39,7 +40,8 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     the details: the profiled step's split (`step`: seconds per category), on a CPU compiling's room
     (:func:`_room`), notebook 08's readings of the same changes (`ran08`), and why a fix did not show. `again`:
     the compile's gain timed once more, in section 3b's turns, quoted beside section 3's wherever that is;
-    `item_cost`: the .item() GPT's speed over the plain compiled GPT's, the graph-break fix's control."""
+    `item_cost`: the .item() GPT's speed over the plain compiled GPT's, the graph-break fix's control; `gelu`: GELU's
+    time over a copy of its bytes' (section 4's pair) and GELU's share of the op time."""
     total = sum(step.values())
     share = {cat: s / total for cat, s in step.items()}
     ops = share.get("compute", 0.0) + share.get("copies", 0.0)
@@ -67,7 +69,7 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
                     + (f"; the costliest op, {slowest}, at {roof_share(slowest_of_roof)} of its roof"
                        if slowest_of_roof is not None else ""))
     if kinds and device_type != "cuda":
-        head.append(_waste(kinds, ops_unprofiled, outside, attention))
+        head.append(_waste(kinds, ops_unprofiled, outside, attention, gelu))
     if fixes:
         head += ["  the fixes taught here, each timed in turns:"] + [
             f"    {_fix_status(name, r, sets=sets, unsettled=unsettled, unbacked=unbacked, cost_only=cost_only)}"
@@ -94,12 +96,12 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
                f"the profiled step (section 1): ops {ops:.0%} of it, time outside any op (Python, autograd's bookkeeping, the "
                f"profiler's own) {share.get('framework', 0.0):.0%}"]
     if kinds and device_type != "cuda":
-        details += _room(kinds, share.get("framework", 0.0), ops_unprofiled, outside, ran08)
+        details += _room(kinds, share.get("framework", 0.0), ops_unprofiled, outside, ran08, gelu)
     details += _beside_08_answer(ran08, attention, fixes.get(COMPILING))
     kept = fixes.get("keeping values on the device")
     if device_type != "cuda" and kept is not None and not kept.clear:
-        details.append("keeping the values on the device showed no gain: on a CPU nothing is queued, so a read waits "
-                       "for nothing but itself (section 2)")
+        details.append(f"keeping the values on the device read {kept.brief}: on a CPU nothing is queued, so a read "
+                       "waits for nothing but itself (section 2)")
     if device_type != "cuda" and fix is not None and not fix.clear and not cost_only:
         details.append(f"the graph break's fix showed no gain these turns can measure ({fix.value:.2f}×; {fix.doubt}; "
                        "section 3b). The break both splits the block's graph and leaves the GPT's forward's other ops eager; "
@@ -114,13 +116,14 @@ def _fusible(kinds: Mapping[str, Mapping[str, float]], outside: float) -> float:
 
 
 def _waste(kinds: Mapping[str, Mapping[str, float]], ops_unprofiled: float | None, outside: float,
-           attention: Ratio | None) -> str:
+           attention: Ratio | None, gelu: tuple[Ratio, float] | None = None) -> str:
     """Cell 1's 'which of that time is waste', on a CPU: the time outside any op, the fusible ops' share and what
     their vanishing would give at most, and the attention kernel where the written-out one beat it."""
     fusible = _fusible(kinds, outside)
     said = ([f"at least {at_least(1 - ops_unprofiled)} of the step outside any op"]
             if ops_unprofiled and bounded(ops_unprofiled) else [])
-    said.append(f"the model's fusible ops (element-wise, reduction, copy), {fusible:.0%} of the op time")
+    said.append(f"the model's fusible ops (element-wise, reduction, copy), {fusible:.0%} of the op time"
+                + (" (GELU's part of it mostly not its memory traffic)" if _compute_set(gelu) else ""))
     if attention is not None and is_gain(attention):
         said.append(f"SDPA's kernel in this format (the written-out attention ran the step {attention.value:.2f}× as fast)")
     return "  what this run can name as possibly avoidable (each in details): " + "; ".join(said)
@@ -135,8 +138,13 @@ def _listed(paid: Mapping[str, Ratio]) -> str:
     return ", ".join(named[:-1]) + f" and {named[-1]}" if len(named) > 1 else "".join(named)
 
 
+def _compute_set(gelu: tuple[Ratio, float] | None) -> bool:
+    """Whether section 4 measured GELU's time as mostly not its bytes': twice a copy's time or more, beyond the spread."""
+    return gelu is not None and gelu[0].clear and gelu[0].lo >= 2
+
+
 def _room(kinds: Mapping[str, Mapping[str, float]], no_op: float, ops_unprofiled: float | None, outside: float,
-          ran08: Mapping[str, dict] | None) -> list[str]:
+          ran08: Mapping[str, dict] | None, gelu: tuple[Ratio, float] | None = None) -> list[str]:
     """On a CPU, where ops run one after another: the most compiling the model could save, from the share
     of its fusible ops (the loss's and optimizer's, `outside` seconds, left out) and the time outside any op
     (`no_op`, section 1's share; `ops_unprofiled`, section 4's op time over its unprofiled step); and 08's
@@ -159,6 +167,11 @@ def _room(kinds: Mapping[str, Mapping[str, float]], no_op: float, ops_unprofiled
              "time (reasoning, not measured)",
              f"  the loss's and the optimizer's such ops, {outside / op_time:.0%} more, stay outside torch.compile(model)",
              f"  the time outside any op (Python, autograd's bookkeeping), which compiling can also cut some of: {least}"]
+    if _compute_set(gelu):  # the fusible ops' largest part, measured against a copy of its bytes
+        r, part = gelu
+        lines.append(f"  of those, GELU's forward takes {part:.0%} of the op time, and a copy of its bytes took "
+                     f"{1 / r.value:.1%} of its time (section 4): fusing, which removes memory round trips, would leave "
+                     "most of GELU's time; a faster GELU kernel is another route, not measured here")
     written = (ran08 or {}).get("compiled vs eager, written-out attention")
     if written and written.get("spread"):  # attention as fusible ops: the room the bound above leaves out
         r = dataclasses.replace(report.recorded_ratio("", written), more="faster", less="slower")
@@ -215,7 +228,8 @@ def _fix_status(name: str, r: Ratio | None, sets: Sequence[tuple[str, Ratio]], u
     if r is None:
         return f"{name}: not timed here"
     if name == COMPILING and len(sets) > 1:
-        return f"{name}: " + "; ".join(f"{s.brief} in {w} turns" for w, s in sets) + (
+        return f"{name}: " + "; ".join(f"{s.brief} in {w} turns" + (" (its step: 2 micro-batches, clipping)" * (
+            w == "notebook 08's")) for w, s in sets) + (
             " (not replicated: details)" if unsettled else "")
     if name == FIX and unbacked:
         return f"{name}: {r.brief} against the .item() GPT; the break's own cost not resolved (details)"

@@ -17,13 +17,14 @@ from course_lib.lessons.nb09 import WHOLE_STEP  # 09's key for 08's step timed i
 from course_lib.lessons.nb10_short import in_short
 from course_lib.bench import Ratio, Timing, break_even
 from course_lib.models import GPTConfig
-from course_lib.units import fmt_count, unit_scale
+from course_lib.units import fmt_count, fmt_time, unit_scale
 
 
 NOT_IN_08 = ("notebook 08 has not timed this GPT at this micro-batch earlier in this run (on this device, in this "
              "profile): nothing to set beside this notebook's readings")
 COLUMNS = ("quantity", "notebook 08", "here", "here ÷ 08", "two moments")
 STEP_08 = "08's step"
+PART_09 = "step without checkpointing"  # 09's forward + backward of this GPT (SDPA), no optimizer: a part of the step
 PAYBACK = "compile pays back after, tokens (section 3's turns)"  # section 3b times the compile again  # the rows that set 08's own step, timed here, beside 08's and 09's readings of it
 
 
@@ -85,13 +86,35 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
     details = [account, "here ÷ 08: the figure here over 08's (for a rate, the speed here over 08's), its range from the "
                f"two spreads; told apart only at {verdicts.APART:g}× or more (the rule for two moments, the notebook's first cell)"
                if table else "", _table(table) if table else "",
-               _after_compile(ran08, eager, compiled), *_same_step(mine, as_08 is not None),
+               _after_compile(ran08, eager, compiled),
+               _part_in_09(ran09, gpt, profile, batch, {"section 2": before, "section 3": eager}),
+               *_same_step(mine, as_08 is not None),
                cost.verdict("08's step over this notebook's eager written-out step, in speed, in section 3's turns")
                if cost is not None else "",
                "08's step: gradient clipping, AdamW's two parameter groups, its learning-rate schedule; one micro-batch a "
                "step, or more where a reading says so"
                if mine or any(r.quantity.startswith("written-out,") for r in table) else ""]
     return in_short(short, details)
+
+
+def _part_in_09(ran09: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, batch: int,
+                readings: Mapping[str, Timing | None]) -> str:
+    """09's timing of a part of this notebook's eager SDPA step (its forward and backward, no optimizer: 09's
+    'step without checkpointing'), where 09 ran this GPT at this batch, beside this notebook's whole-step readings
+    (where: Timing), by the rule for two moments; '' where 09 did not."""
+    row, c09 = (ran09 or {}).get(PART_09), profiles.sizes("09_memory", profile)
+    got = {where: t for where, t in readings.items() if t is not None}
+    if not (row and got and row.get("unit") == "ms" and row.get("setup") == f"batch {batch}" and
+            (c09.block, c09.n_layer, c09.n_head, c09.n_embd) == (gpt.block_size, gpt.n_layer, gpt.n_head, gpt.n_embd)):
+        return ""
+    part = row["value"] / 1e3
+    longer = [where for where, t in got.items() if part > t.median_s]
+    r = max(part / min(t.median_s for t in got.values()), max(t.median_s for t in got.values()) / part)
+    return (f"09 timed a part of this step, its SDPA forward + backward alone (no optimizer), at {fmt_time(part)}; the "
+            "whole eager SDPA step here read " + ", ".join(f"{fmt_time(t.median_s)} ({w})" for w, t in got.items())
+            + (f": the part read longer than the whole in {', '.join(longer)}" if longer else "")
+            + f"; two moments each, at most {r:.2f}× apart: {verdicts.moments_words(r, r, short=True)}; which reading "
+            "is typical is not measured")
 
 
 def _cost(as_08: Timing | None, written: Timing | None) -> Ratio | None:

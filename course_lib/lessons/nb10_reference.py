@@ -57,7 +57,7 @@ def reference_fix() -> str:
         return ("The reference GPU's record of this fix is not shown: it was recorded with older code, in which the .item() "
                 "GPT shared GPT.forward with the fixed one, and Dynamo's skip of that function probably left the fixed GPT "
                 "compiled block by block too (its rate sits near the eager step's; reasoning, not measured). No GPU "
-                "measurement of the fix as written here exists yet")
+                "measurement of the fix as written here exists yet.")
     return (f"The same fix on the reference GPU, with {named}:\n" if named else "") + text
 
 

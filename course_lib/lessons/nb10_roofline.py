@@ -16,7 +16,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 import torch
 
 from course_lib import published, report, verdicts
-from course_lib.bench import Timing, speedup
+from course_lib.bench import Ratio, Timing, speedup
 from course_lib.lessons.nb10_short import eager_readings
 from course_lib.roofline import OpTime, StepOps, intensity, ridge, vs_datasheet
 from course_lib.units import fmt_rate, fmt_time
@@ -169,8 +169,9 @@ def op_notes(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, peak_name: s
                         ("above", [o for o in over if o.intensity >= ridge_of(o)])):
         if group:  # the roofs are measured rates, not bounds
             top = max(group, key=of_roof)
-            why = ("the count assumes every operand is read whole, at the speed of a copy as large: some were not "
-                   "read whole, or came from a faster memory level"
+            why = ("the count assumes every operand is read whole, at the speed of a copy as large; candidates, not "
+                   "measured apart: some operands not read whole, data from a faster memory level, or a copy timed at "
+                   "a slower moment"
                    if side == "below" else
                    f"the compute roof is the median rate of {peak_name.split(': ')[-1]} timed as whole calls at "
                    f"another moment, the ops are the profiler's record of each: a measured rate, not a bound")
@@ -189,11 +190,11 @@ def op_notes(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, peak_name: s
     return "\n".join(lines)
 
 
-def gelu_side(gelu: Timing, copy: Timing, device: str, in_step: OpTime | None = None) -> str:
+def gelu_side(r: Ratio, gelu: Timing, copy: Timing, device: str, in_step: OpTime | None = None) -> str:
     """GELU alone against a copy of the same tensor (`copy`: as many bytes read and written, no arithmetic), timed
-    in turns: the share of GELU's time its bytes explain, and what fusing it could save (its memory round trip);
-    beside it the op table's GELU (`in_step`, per call), which ran under the profiler among the step's ops."""
-    r = speedup(gelu, copy, "a copy of its bytes vs F.gelu")  # GELU's time over the copy's
+    in turns (`r`: GELU's time over the copy's): the share of GELU's time its bytes explain, and what fusing it
+    could save (its memory round trip); beside it the op table's GELU (`in_step`, per call), which ran under the
+    profiler among the step's ops."""
     said = [r.verdict("a copy of its bytes instead of the GELU", on=device)]
     share, digits = _pct_range(1 / r.hi, 1 / r.lo)
     part = f"{1 / r.value:.{digits}%}"  # the median share, with its range's digits
@@ -203,13 +204,13 @@ def gelu_side(gelu: Timing, copy: Timing, device: str, in_step: OpTime | None = 
         said.append("  the copy took longer than GELU itself: memory sets GELU's time here, and fusing it away would "
                     "save most of it")
     elif r.lo >= 2:
-        said.append(f"  GELU took {r.value:.1f}× a copy's time: moving its bytes explains about {part} of it "
-                    f"({share}), so its arithmetic (or its kernel) sets the rest: it sits on the compute side in effect, "
-                    "whatever its count. Fusing GELU into its neighbour removes its memory round trip, about a copy's "
-                    f"time ({fmt_time(copy.median_s)} of its {fmt_time(gelu.median_s)}), not its arithmetic (reasoning, "
-                    "not measured)")
+        said.append(f"  GELU took {r.value:.1f}× a copy's time: moving its bytes accounts for about {part} of it ({share}), "
+                    "so memory traffic does not set its time; what does (its arithmetic, its kernel) is not measured "
+                    "apart. Fusing GELU into a neighbour removes its memory round trip, about a copy's time "
+                    f"({fmt_time(copy.median_s)} of its {fmt_time(gelu.median_s)}); whether fused code also computes "
+                    "GELU faster is not measured here")
     else:
-        said.append(f"  GELU took {r.value:.2f}× a copy's time: moving its bytes explains about {part} of it "
+        said.append(f"  GELU took {r.value:.2f}× a copy's time: moving its bytes accounts for about {part} of it "
                     f"({share}), the rest its arithmetic or its kernel (not measured apart)")
     if in_step is not None and in_step.calls:
         per_call = in_step.seconds / in_step.calls
@@ -314,20 +315,21 @@ def _pct(v: float) -> str:
     return roof_share(v) if v >= 0.001 else "under 0.1%"
 
 
-def _listed(group: Sequence[OpTime], op_time: float, of_roof: OfRoof) -> str:
-    """The ops of a group (the slowest first) with 0.5 % of op time or more; the rest counted, by name."""
+def _listed(group: Sequence[OpTime], op_time: float, of_roof: OfRoof) -> list[str]:
+    """The ops of a group (the slowest first) with 0.5 % of op time or more, one a line; the rest on one line,
+    counted, by name (each name a learner has not met glossed)."""
     shown = [o for o in group if o.seconds >= 0.005 * op_time]
     rest = group[len(shown):]
 
     def named(o: OpTime) -> str:  # shapes where names repeat
         return o.short if sum(p.short == o.short for p in shown) == 1 else o.label
 
-    return (", ".join(f"{named(o)} at {_pct(of_roof(o))} of its roof ({o.seconds / op_time:.1%} of op time)"
-                      for o in shown)
-            + ((", and " if shown else "") + f"{len(rest)} op(s) under 0.5% of op time each "
-               f"({_counted(o.short for o in rest)}{_glossed(o.short for o in rest)}), "
-               f"{sum(o.seconds for o in rest) / op_time:.1%} together"
-               if rest else "") or "none")
+    lines = [f"{named(o)} at {_pct(of_roof(o))} of its roof ({o.seconds / op_time:.1%} of op time)" for o in shown]
+    if rest:
+        lines.append(f"{len(rest)} op{'s' if len(rest) != 1 else ''} under 0.5% of op time each, "
+                     f"{sum(o.seconds for o in rest) / op_time:.1%} together: {_counted(o.short for o in rest)}"
+                     f"{_glossed(o.short for o in rest)}")
+    return lines
 
 
 GLOSS = {"foreach_add": "foreach_add: one call that adds to a whole list of tensors; fused AdamW adds 1 to every "
@@ -335,8 +337,8 @@ GLOSS = {"foreach_add": "foreach_add: one call that adds to a whole list of tens
 
 
 def _glossed(names: Iterable[str]) -> str:
-    """'; foreach_add: …': what each name in :data:`GLOSS` among `names` is ('' where none is)."""
-    return "".join(f"; {GLOSS[n]}" for n in dict.fromkeys(names) if n in GLOSS)
+    """' (foreach_add: …)': what each name in :data:`GLOSS` among `names` is ('' where none is)."""
+    return "".join(f" ({GLOSS[n]})" for n in dict.fromkeys(names) if n in GLOSS)
 
 
 def _counted(names: Iterable[str]) -> str:
@@ -355,13 +357,16 @@ def placement(ops: Sequence[OpTime], op_time: float, of_roof: OfRoof) -> str:
     for o in ops:
         if not (o.flops and o.bytes and o.seconds):
             unplaced[o.kind] = unplaced.get(o.kind, 0.0) + o.seconds
-    lines = [f"10× or more below their roofline: {_listed(far, op_time, of_roof)}"
-             + (" (each against the memory roof of a copy its size: a cache's for a small op, if its data sits there, "
-                "which is assumed, not measured)" if far else "")
-             + ("; the element-wise ones counted at one FLOP per element, a lower bound: at their real count they may "
-                "sit on the compute side (the note under the op table)" if any(o.kind == "element-wise" for o in far)
-                else ""),
-             f"above it: {_listed(above, op_time, of_roof)}"]
+    lines = []
+    for head, group, note in (("10× or more below their roofline", far,
+                               "each against the memory roof of a copy its size: a cache's for a small op, if its data "
+                               "sits there (assumed, not measured)"), ("above it", above, "")):
+        listed = _listed(group, op_time, of_roof)
+        lines += [f"{head}: none"] if not listed else [f"{head}{f' ({note})' if note else ''}:",
+                                                        *(f"  {ln}" for ln in listed)]
+        if group is far and any(o.kind == "element-wise" for o in far):
+            lines.append("  the element-wise ones are counted at one FLOP per element, a lower bound: at their real "
+                         "count they may sit on the compute side (the note under the op table)")
     if unplaced:
         lines.append("not placed (no FLOPs to place, or no time): " + ", ".join(
             f"{kind} ops, {s / op_time:.1%} of op time" for kind, s in sorted(unplaced.items(), key=lambda kv: -kv[1])))

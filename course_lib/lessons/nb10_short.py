@@ -13,7 +13,7 @@ from course_lib.bench import Ratio, Timing
 from course_lib.units import fmt_time
 
 NB = "10_compile_and_profile"
-SWING = 1.1  # a set of turns whose eager step reads this far from section 2's is named as slow (or fast)
+SWING = 1.1  # eager readings this far apart get a line saying which is typical is not measured
 
 
 def in_short(short: str | Sequence[str], details: Iterable[str]) -> str:
@@ -40,21 +40,12 @@ def sync_short(gain: Ratio | None, waits: int, device_type: str) -> list[str]:
     return said
 
 
-def compile_short(gain: Ratio | None, attention: Ratio | None, eager: Timing | None = None,
-                  before: Timing | None = None) -> list[str]:
-    """Section 3's findings, one a line: compiling's speed-up in these turns, and the written-out attention's;
-    where the eager step in these turns (`eager`) read 10 % or more away from section 2's (`before`), that these
-    turns ran slow (or fast): the ratios are paired within them, the step times are not."""
+def compile_short(gain: Ratio | None, attention: Ratio | None) -> list[str]:
+    """Section 3's findings, one a line: compiling's speed-up in these turns, and the written-out attention's."""
     said = [f"compiling (default mode) against eager, timed in turns: {gain.brief} (section 3b times it again)"
             if gain is not None else "compiling: not timed here"]
     if attention is not None:
         said.append(f"the written-out attention instead of SDPA, eager: {attention.brief}")
-    if eager is not None and before is not None and abs(math.log(eager.median_s / before.median_s)) > math.log(SWING):
-        r = eager.median_s / before.median_s
-        told = "not told apart" if max(r, 1 / r) < verdicts.APART else "a difference"
-        said.append(f"these turns ran {'slow' if r > 1 else 'fast'}: the eager step took {r:.2f}× its section-2 time "
-                    f"(two moments, {told}); the ratios above are paired within these turns, so a change of pace that "
-                    "hit every version alike cancels in them; the step times in ms do not")
     return said
 
 
@@ -189,21 +180,15 @@ def compile_in_08(ran08: Mapping[str, dict] | None) -> Ratio | None:
 
 def eager_readings(readings: Mapping[str, Timing | None]) -> str:
     """The plain eager step's readings in this notebook's sets of turns (where: Timing), one line, with the
-    fastest-to-slowest ratio read by the rule for two moments ('' with fewer than two); where three or more were
-    timed and the slowest reads :data:`SWING` or more beyond every other, that set is named: its paired ratios
-    hold, its times in ms read slow."""
+    fastest-to-slowest ratio read by the rule for two moments ('' with fewer than two): which reading is typical
+    is not measured, and each set's ratios are paired within its own turns."""
     got = {where: t for where, t in readings.items() if t is not None}
     if len(got) < 2:
         return ""
     fast, slow = min(got.values(), key=lambda t: t.median_s), max(got.values(), key=lambda t: t.median_s)
     r = slow.median_s / fast.median_s
-    said = ("the plain eager step in this notebook's sets of turns: "
+    return ("the plain eager step in this notebook's sets of turns: "
             + ", ".join(f"{where} {fmt_time(t.median_s)}" for where, t in got.items())
-            + f": {r:.2f}× from the fastest to the slowest, two moments each: " + verdicts.moments_words(r, r, short=True))
-    nearest = max((t.median_s for t in got.values() if t is not slow), default=slow.median_s)
-    if len(got) >= 3 and slow.median_s / nearest >= SWING:
-        where = next(w for w, t in got.items() if t is slow)
-        said += (f"; {where}'s set of turns ran slow ({slow.median_s / nearest:.2f}× the next slowest): its ratios are "
-                 "paired within its turns and hold; its times in ms, and what is computed from them, read slow")
-    return said
-
+            + f": {r:.2f}× from the fastest to the slowest, two moments each: " + verdicts.moments_words(r, r, short=True)
+            + ("; which reading is typical is not measured, and each section's ratios are paired within its own turns"
+               if r >= SWING else ""))
