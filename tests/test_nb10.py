@@ -1027,3 +1027,12 @@ def test_part_in_09_sets_09s_forward_and_backward_beside_the_whole_step():
     assert _part_in_09(ran09, dataclasses.replace(gpt, n_layer=gpt.n_layer + 1), "cpu", c.batch,
                        {"section 2": _t("a", 0.0931)}) == ""  # another GPT
     assert "longer" not in _part_in_09(ran09, gpt, "cpu", c.batch, {"section 3": _t("b", 0.112)})
+
+
+def test_answer_says_compiling_and_the_written_out_attention_were_not_timed_together():
+    gain = Ratio("c", 1.05, 1.02, 1.10, rounds=9, coverage=0.96, drift=0.01)
+    attention = Ratio("a", 1.38, 1.35, 1.47, rounds=9, coverage=0.96, drift=0.01)
+    said = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {nb10.COMPILING: gain}, None, "", None,
+                       attention=attention)
+    assert "made the step measurably faster, in turns (compiling and the written-out attention each against the eager " \
+        "SDPA step; the two together are not timed here)\n  details:" in said

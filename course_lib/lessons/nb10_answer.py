@@ -74,8 +74,8 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
         head += ["  the fixes taught here, each timed in turns:"] + [
             f"    {_fix_status(name, r, sets=sets, unsettled=unsettled, unbacked=unbacked, cost_only=cost_only)}"
             for name, r in fixes.items()]
-    both = " (each against the eager SDPA step; the two together are not timed here)" * (
-        COMPILING in paid and "the written-out attention" in paid)
+    both = " (compiling and the written-out attention each against the eager SDPA step; the two together are not timed " \
+        "here)" * (COMPILING in paid and "the written-out attention" in paid)
     head.append(f"  so what paid: {paid} made the step measurably faster, in turns{both}" if paid else
                 "  so what paid: no change timed here made the step measurably faster")
     first = []  # under details, first: what the short lines above left out of each verdict

@@ -223,9 +223,11 @@ def gelu_side(r: Ratio, gelu: Timing, copy: Timing, device: str, in_step: OpTime
 
 
 def _pct_range(lo: float, hi: float) -> tuple[str, int]:
-    """('11%–12%', 0), or up to two decimals more where the two ends would print alike ('11.1%–11.4%', 1): the range
-    and its decimals, for the value printed beside it; ('2.64%, its range as narrow', 2) where even two print alike."""
-    digits = next((d for d in range(3) if f"{lo:.{d}%}" != f"{hi:.{d}%}"), None)
+    """('11%–12%', 0), one decimal under 10 % ('2.6%–2.7%', 1), or up to two decimals where the two ends would print
+    alike ('11.1%–11.4%', 1): the range and its decimals, for the value printed beside it; ('its range as narrow', 2)
+    where even two print alike."""
+    first = 1 if hi < 0.1 else 0  # two significant digits at least: 2.6%, not 3%
+    digits = next((d for d in range(first, 3) if f"{lo:.{d}%}" != f"{hi:.{d}%}"), None)
     if digits is None:
         return "its range as narrow", 2
     return f"{lo:.{digits}%}–{hi:.{digits}%}", digits
