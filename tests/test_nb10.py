@@ -1036,3 +1036,13 @@ def test_answer_says_compiling_and_the_written_out_attention_were_not_timed_toge
                        attention=attention)
     assert "made the step measurably faster, in turns (compiling and the written-out attention each against the eager " \
         "SDPA step; the two together are not timed here)\n  details:" in said
+
+
+def test_cache_roof_note_says_how_a_cache_roof_colours_the_memory_side():
+    main, cache = _t("copy 256 MiB", 0.01, work=3.26e8, unit="B/s"), _t("copy 8 MiB", 0.001, work=1.617e8, unit="B/s")
+    ops = [OpTime("aten::gelu", ((8,),), "element-wise", 1, 1e6, 4e6, 0.004), MM]
+    said = nb10.cache_roof_note(ops, lambda o: cache if o is ops[0] else main, main, 0.008)
+    assert said == ("1 group (50% of op time) held to a cache's roof, up to 5.0× main memory's (32.6 GB/s): which "
+                    "memory level holds each op's data is not measured; held to main memory's roof instead, an op left "
+                    "of its ridge would read up to 5.0× closer to its roof")
+    assert nb10.cache_roof_note(ops, lambda o: main, main, 0.008) == ""  # every op at main memory's roof

@@ -22,7 +22,7 @@ from course_lib.lessons.nb10_answer import COMPILING, FIX, _listed, answer, outs
 from course_lib.lessons.nb10_beside08 import NOT_IN_08, account_in_08, beside_08, same_as_08  # noqa: F401
 from course_lib.lessons.nb10_reference import (REGIONS, bound, graphs_bound, own_gpt, reference_fix,  # noqa: F401
                                                 reference_gpt, reference_sync, regime_label, stale_fix_rows)
-from course_lib.lessons.nb10_roofline import (above_roof, attention_alone, gelu_side, kind_table,  # noqa: F401
+from course_lib.lessons.nb10_roofline import (above_roof, attention_alone, cache_roof_note, gelu_side, kind_table,  # noqa: F401
                                               no_roofline, op_notes, op_table, placement, reference_ridge, roof_verdict,
                                               roofs_note)
 from course_lib.lessons.nb10_short import (break_short, compile_again, compile_short, eager_readings, in_short,  # noqa: F401

@@ -233,6 +233,21 @@ def _pct_range(lo: float, hi: float) -> tuple[str, int]:
     return f"{lo:.{digits}%}–{hi:.{digits}%}", digits
 
 
+def cache_roof_note(ops: Sequence[OpTime], roof_of: Callable[[OpTime], Timing], main: Timing, op_time: float) -> str:
+    """Where 1 % of op time or more is held to a cache's roof, twice main memory's (`main`) or more: that which
+    level holds each op's data is not measured, and how much closer to its roof an op left of its ridge would read
+    against main memory's; '' otherwise."""
+    held = [o for o in ops if o.bytes and roof_of(o).rate >= 2 * main.rate]
+    cached = sum(o.seconds for o in held)
+    if cached < 0.01 * op_time:
+        return ""
+    most = max(roof_of(o).rate for o in held) / main.rate
+    return (f"{len(held)} group{'s' if len(held) != 1 else ''} ({cached / op_time:.0%} of op time) held to a cache's roof, "
+            f"up to {most:.1f}× main memory's ({fmt_rate(main.rate, 'B/s')}): which memory level holds each op's data "
+            f"is not measured; held to main memory's roof instead, an op left of its ridge would read up to {most:.1f}× "
+            "closer to its roof")
+
+
 def above_roof(rate: float, roof: float, peak: Timing) -> str:
     """Where an op timed by hand ran above its roof (`rate` over `roof`, FLOP/s): why a roof drawn from
     measured rates can be passed; '' at or below it."""
