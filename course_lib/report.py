@@ -221,6 +221,11 @@ class Report:
                                                    else "") for k in apart]
         if left:
             lines.append(f"  ({len(left)} reference row{'s' * (len(left) != 1)} left out: {why})")
+        alone = [k for k in ref if k not in self.rows]  # measured on the reference machine only
+        if alone and set(ref) & set(self.rows):
+            lines.append(f"  ({len(alone)} more reference row{'s' * (len(alone) != 1)}, with no row of the same name in "
+                         f"this run: {', '.join(alone[:4])}{', …' if len(alone) > 4 else ''}; all in "
+                         f"results/{device_slug(ref_device or '')}.json)")
         return "\n".join([*lines, *footers]).rstrip("\n")
 
 

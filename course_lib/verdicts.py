@@ -342,7 +342,8 @@ def moments_words(lo: float, hi: float, *, word: bool = True, short: bool = Fals
     difference). The last word is said unless not `word` (a verdict that says it already); `short`: the
     verdict alone, for a table's column under a footnote that states the rule."""
     if short and lo <= 1 <= hi:  # the same reason as any gap under APART: one wording for the rule
-        return f"not told apart (under {APART:g}×)"
+        return ("not told apart (its range holds 1)" if max(1 / lo, hi) >= APART else  # too wide to be 'under' it
+                f"not told apart (under {APART:g}×)")
     if lo <= 1 <= hi:
         return "within their spreads"
     if short:

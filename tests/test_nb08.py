@@ -207,7 +207,7 @@ def test_break_even_before_reads_the_eager_step_timed_before_the_compile():
 
 def test_kernel_verdict_blames_the_16_bit_kernel_only_when_float32_does_not_lose():
     slower, faster, same = _in_turns(0.5, 0.45, 0.55), _in_turns(1.5, 1.4, 1.6), _in_turns(1.0, 0.9, 1.1)
-    assert "SDPA's torch.bfloat16 kernel is what loses" in nb08.kernel_verdict(slower, faster, torch.bfloat16, "cpu")
+    assert "attention alone, SDPA's torch.bfloat16 kernel is the slower one" in nb08.kernel_verdict(slower, faster, torch.bfloat16, "cpu")
     assert "not slower than" in nb08.kernel_verdict(slower, same, torch.bfloat16, "cpu")
     assert "not explained by one kernel" in nb08.kernel_verdict(slower, slower, torch.bfloat16, "cpu")
     assert "not explained by one kernel" in nb08.kernel_verdict(slower, slower, None, "cpu")  # float32 only
@@ -367,13 +367,13 @@ def test_paired_mfu_text_names_the_turns_and_the_moment():
                             bench.timing_of([0.008] * 3, name="peak", device="cpu", work=2e8, unit="FLOP/s"))
     moved = nb08.paired_mfu_text(mfu, "eager, SDPA", "cpu", 0.45, slow)
     assert "ran at 0.80× its stored pace" in moved and "stands" not in moved  # 0.010 s against a stored 0.008 s
-    assert "this step's MFU in this process: 45%–50%, the range of these readings" in moved
+    assert "this step's MFU in this process: 45.0%–50.0%, the range of these readings" in moved
     # the step itself ran faster in these turns than in section 4's: the MFU above does not stand either
     sec4 = bench.timing_of([0.14, 0.135, 0.15], name="eager, SDPA", device="cpu", work=1000, unit="tok/s")
     faster = bench.rate_ratio(step, sec4)  # 0.10 s here against section 4's 0.14 s: 1.4x its pace
     text = nb08.paired_mfu_text(mfu, "eager, SDPA", "cpu", 0.45, held, faster)
     assert "the matmul within the spreads of its stored pace; the step ran at 1.40× (" in text and "stands" not in text
-    assert f"this process: {0.45 / faster.value:.0%}–50%, the range of these readings" in text  # section 4's 32 %
+    assert f"this process: {0.45 / faster.value:.1%}–50.0%, the range of these readings" in text  # section 4's 32 %
     wide = bench.Ratio("step", 1.23, 0.95, 1.40, apart=True)  # the quartiles' range holds 1, the medians 23 % apart
     moved_step = nb08.paired_mfu_text(mfu, "eager, SDPA", "cpu", 0.45, held, wide)
     assert "the step ran at 1.23× (0.95–1.40) section 4's pace" in moved_step and "no change shown" not in moved_step
@@ -395,7 +395,7 @@ def test_paired_mfu_text_names_the_turns_and_the_moment():
         "answer so far: compiled, SDPA reaches 37.7% MFU (quartiles 36.9%–38.2%) of the measured peak; the same-turns "
         "check below agrees")
     assert nb08.mfu_answer(best, [0.377, 0.369, 0.382], mfu, 0.45, slow).startswith(
-        "answer so far: compiled, SDPA, 38%–50% MFU of the measured peak across its readings, each at one moment: in "
+        "answer so far: compiled, SDPA, 37.7%–50.0% MFU of the measured peak across its readings, each at one moment: in "
         f"section 4's turns (the recorded row) 37.7% (quartiles 36.9%–38.2%); in the later turns printed below, "
         f"{mfu.value:.1%} over those turns' matmul and 45.0% over the stored peak")
     assert nb08.mfu_answer(best, [0.377, 0.369, 0.382], mfu, 0.45, held, later=True).endswith(
@@ -407,13 +407,13 @@ def test_paired_mfu_text_names_the_turns_and_the_moment():
     assert nb08.mfu_span([0.377, 0.369, 0.382], mfu, 0.45, held) == (0.369, 0.382)  # stands: the quartiles
     assert nb08.mfu_span([0.377, 0.369, 0.382], None, 0.45, None) == (0.369, 0.382)  # no check ran
     widened = nb08.answer_with_long_run((0.30, 0.34), [0.385, 0.321, 0.3905])
-    assert widened.startswith("answer, with the long run: this step's MFU in this notebook's process is 30%–39% of the measured")
-    assert "(section 5: 30%–34%; the long run's quartiles: 32%–39%)" in widened
+    assert widened.startswith("answer, with the long run: this step's MFU in this notebook's process is 30.0%–39.1% of the measured")
+    assert "(section 5: 30.0%–34.0%; the long run's quartiles: 32.1%–39.1%)" in widened
     more = nb08.answer_with_long_run((0.30, 0.34), [0.385, 0.321, 0.3905], {"section 4's second turns": (0.39, 0.41)})
-    assert "is 30%–41% of the measured" in more and "(section 5: 30%–34%; section 4's second turns: 39%–41%; the long " \
-        "run's quartiles: 32%–39%)" in more
-    same = nb08.answer_with_long_run((0.30, 0.34), [0.385, 0.321, 0.3905], {"section 4's second turns": (0.341, 0.344)})
-    assert "section 4's second turns: 34%;" in same  # one value where both ends round alike
+    assert "is 30.0%–41.0% of the measured" in more and "(section 5: 30.0%–34.0%; section 4's second turns: " \
+        "39.0%–41.0%; the long run's quartiles: 32.1%–39.1%)" in more
+    same = nb08.answer_with_long_run((0.30, 0.34), [0.385, 0.321, 0.3905], {"section 4's second turns": (0.3411, 0.3414)})
+    assert "section 4's second turns: 34.1%;" in same  # one value where both ends round alike
     fast = bench.timing_of([0.1] * 3, name="compiled, written-out attention", device="cpu", work=4096, unit="tok/s")
     assert nb08.fastest_seen(fast, [0.46, 0.45, 0.47]).startswith(
         "the fastest version timed in this notebook: compiled, written-out attention (section 4's second turns), 41")

@@ -56,6 +56,10 @@ def test_table_leaves_out_the_reference_rows_named_and_says_why(tmp_path, monkey
     full, less = mine.table(), mine.table(["old rate", "not recorded"], "recorded by an earlier cell")
     assert "old rate: 5 GFLOP/s" in full and "old rate: 5" not in less and "rate: 700 GFLOP/s" in less
     assert "  (1 reference row left out: recorded by an earlier cell)" in less.splitlines()
+    gpu["measurements"]["gpu only"] = {"value": 2.0, "unit": "s"}  # a row this run has no counterpart for
+    report.record_reference({"01_gpu_vs_cpu": gpu})
+    assert any(ln.startswith("  (1 more reference row, with no row of the same name in this run: gpu only; all in "
+                             "results/") for ln in mine.table().splitlines())
 
 
 def test_a_reference_of_another_profile_stands_apart_and_one_of_this_profile_beside(tmp_path, monkeypatch):

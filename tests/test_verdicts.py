@@ -147,6 +147,7 @@ def test_two_moments_are_worded_one_way_whatever_prints_them():
     assert verdicts.moments_words(0.9, 1.1, short=True) == "not told apart (under 2.5×)"
     assert verdicts.moments_words(1.1, 1.3, short=True) == "not told apart (under 2.5×)"
     assert verdicts.moments_words(2.6, 3.0, short=True) == "a difference (2.5× or more)"
+    assert verdicts.moments_words(0.12, 5.33, short=True) == "not told apart (its range holds 1)"  # not 'under 2.5×'
     assert verdicts.moments_words(0.74, 0.85) == ("its range, 0.74–0.85×, is within 2.5× of 1, a gap the pace of two "
                                                   "moments can make: inconclusive")
     assert verdicts.moments_words(0.3, 0.45).endswith("0.30–0.45×, is within 2.5× of 1, a gap the pace of two "

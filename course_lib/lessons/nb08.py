@@ -251,7 +251,7 @@ def kernel_verdict(low: Ratio, fp32: Ratio, low_dtype: torch.dtype | None, devic
     `low_dtype`; None: no autocast) while not in float32 (`fp32`): then its 16-bit kernel explains the step's
     loss; otherwise one kernel does not."""
     if low_dtype is not None and low.clear and low.value < 1 and not (fp32.clear and fp32.value < 1):
-        return (f"verdict: SDPA's {low_dtype} kernel is what loses on {device_label}; in float32 SDPA is "
+        return (f"verdict: attention alone, SDPA's {low_dtype} kernel is the slower one on {device_label}; in float32 SDPA is "
                 + (fp32.phrase if fp32.clear else "not slower") + " than the written-out attention")
     return (f"verdict: on {device_label} SDPA's attention alone is not slower in one format only: "
             "the step's difference is not explained by one kernel here")

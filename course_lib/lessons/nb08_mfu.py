@@ -135,8 +135,8 @@ def answer_with_long_run(section5: tuple[float, float], long_mfu: Sequence[float
     every reading of this step, each one moment's."""
     parts = {"section 5": section5, **(more or {}), "the long run's quartiles": (long_mfu[1], long_mfu[2])}
     lo, hi = min(r[0] for r in parts.values()), max(r[1] for r in parts.values())
-    def span(a: float, b: float) -> str:  # '34%', not '34%–34%', where the two ends round alike
-        return f"{a:.0%}" if f"{a:.0%}" == f"{b:.0%}" else f"{a:.0%}–{b:.0%}"
+    def span(a: float, b: float) -> str:  # '34.1%', not '34.1%–34.1%', where the two ends round alike
+        return f"{a:.1%}" if f"{a:.1%}" == f"{b:.1%}" else f"{a:.1%}–{b:.1%}"
     return (f"answer, with the long run: this step's MFU in this notebook's process is {span(lo, hi)} of the measured peak "
             f"across this notebook's readings ({'; '.join(f'{k}: {span(a, b)}' for k, (a, b) in parts.items())}), "
             "each reading taken at one moment")
@@ -160,7 +160,7 @@ def mfu_answer(best: Timing | None, best_mfu: Sequence[float] | None, mfu: Ratio
     more = "; section 6's long run reads this step again, and its answer includes that reading" if later else ""
     if status == "range":
         lo, hi = min(best_mfu[0], *readings), max(best_mfu[0], *readings)
-        return (f"answer so far: {best.name}, {lo:.0%}–{hi:.0%} MFU of the measured peak across its readings, each at one "
+        return (f"answer so far: {best.name}, {lo:.1%}–{hi:.1%} MFU of the measured peak across its readings, each at one "
                 f"moment: in section 4's turns (the recorded row) {best_mfu[0]:.1%} (quartiles {best_mfu[1]:.1%}–"
                 f"{best_mfu[2]:.1%}); in the later turns printed below, {readings[0]:.1%} over those turns' matmul and "
                 f"{readings[1]:.1%} over the stored peak{more}")
@@ -200,7 +200,7 @@ def paired_mfu_text(mfu: Ratio, what: str, device: str, stored: float, matmul: R
         return "\n".join(lines + [f"  {', and '.join(said)} (two moments: no change shown): the MFU above is this run's "
                                   "reading"])
     lines.append(f"  {'; '.join(said)}")
-    lines.append(f"  so this step's MFU in this process: {min(readings):.0%}–{max(readings):.0%}, the range of these "
+    lines.append(f"  so this step's MFU in this process: {min(readings):.1%}–{max(readings):.1%}, the range of these "
                  "readings (each divides by one moment's timings)")
     return "\n".join(lines)
 

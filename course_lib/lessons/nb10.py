@@ -21,7 +21,8 @@ from course_lib.bench import Ratio, Timing, break_even, name_width, speedup
 from course_lib.lessons.nb10_answer import COMPILING, FIX, _listed, answer, outside_model  # noqa: F401
 from course_lib.lessons.nb10_beside08 import NOT_IN_08, account_in_08, beside_08, same_as_08  # noqa: F401
 from course_lib.lessons.nb10_reference import (REGIONS, bound, graphs_bound, own_gpt, reference_fix,  # noqa: F401
-                                                reference_gpt, reference_sync, regime_label, stale_fix_rows)
+                                                reference_gpt, reference_kinds, reference_sync, regime_label,
+                                                stale_fix_rows)
 from course_lib.lessons.nb10_roofline import (above_roof, attention_alone, cache_roof_note, gelu_side, kind_table,  # noqa: F401
                                               no_roofline, op_notes, op_table, placement, reference_ridge, roof_verdict,
                                               roofs_note)
@@ -141,8 +142,8 @@ def regime(plain: Mapping[str, float], device_type: str) -> str:
         return (f"GPU-bound: kernels and copies filled {busy:.0%} of the step, waits {waited:.0%}: faster kernels "
                 "shorten it (section 4 says which ops are far from their roof)")
     ops, python = share.get("compute", 0.0) + share.get("copies", 0.0), share.get("framework", 0.0)
-    line = (f"on this CPU the ops (compute + copies) ran {ops:.0%} of the profiled step and the time outside any op (Python, autograd's "
-            f"bookkeeping, the profiler's own) {python:.0%}: "
+    line = (f"on this CPU the ops (compute + copies) ran {ops:.1%} of the profiled step and the time outside any op (Python, autograd's "
+            f"bookkeeping, the profiler's own) {python:.1%}: "
             + ("the ops set its time" if ops >= 0.5 else "the time outside any op sets it"))
     label = regime_label(report.reference("10_compile_and_profile")[1])
     named = f"\n{gpt}" if label and (gpt := reference_gpt()) else ""  # before the reference's first row

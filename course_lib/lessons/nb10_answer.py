@@ -94,7 +94,7 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     details = [f"the profiled step: the GPU waited {share.get('waiting', 0.0):.0%} of it, ran kernels and copies {ops:.0%}"
                if device_type == "cuda" else
                f"the profiled step (section 1): ops {ops:.0%} of it, time outside any op (Python, autograd's bookkeeping, the "
-               f"profiler's own) {share.get('framework', 0.0):.0%}"]
+               f"profiler's own) {share.get('framework', 0.0):.1%}"]
     if kinds and device_type != "cuda":
         details += _room(kinds, share.get("framework", 0.0), ops_unprofiled, outside, ran08, gelu)
     details += _beside_08_answer(ran08, attention, fixes.get(COMPILING))
@@ -152,14 +152,14 @@ def _room(kinds: Mapping[str, Mapping[str, float]], no_op: float, ops_unprofiled
     op_time = sum(k["seconds"] for k in kinds.values())
     fusible = _fusible(kinds, outside)
     unprofiled = max(0.0, 1 - ops_unprofiled) if ops_unprofiled is not None else None
-    least = (f"{no_op:.0%} of section 1's profiled step (part of the profiler's own time lands there)" if unprofiled is None
+    least = (f"{no_op:.1%} of section 1's profiled step (part of the profiler's own time lands there)" if unprofiled is None
              else f"section 4 sets no lower bound on it: {unbounded(ops_unprofiled)}; section 1's profiled step reads "
-                  f"{no_op:.0%}, which holds part of the profiler's own time" if not bounded(ops_unprofiled)
+                  f"{no_op:.1%}, which holds part of the profiler's own time" if not bounded(ops_unprofiled)
              else f"at least {at_least(unprofiled)} of the step without the profiler (section 4, if its op records "
                   "hold every op)" + (
-                 f"; section 1's profiled step reads {no_op:.0%}, lower still: the profiler books part of its own cost "
+                 f"; section 1's profiled step reads {no_op:.1%}, lower still: the profiler books part of its own cost "
                  "inside the ops' records" if no_op < unprofiled else
-                 f"; section 1's profiled step reads {no_op:.0%}, which holds part of the profiler's own time"))
+                 f"; section 1's profiled step reads {no_op:.1%}, which holds part of the profiler's own time"))
     lines = [f"compiling's room: the model's element-wise, reduction and copy ops (the kinds Inductor fuses) took "
              f"{fusible:.0%} of section 4's op time; if their time went to zero, the ops would run at most "
              f"{1 / (1 - fusible):.2f}× faster (if matmuls and attention stay library calls: assumed, not measured); "

@@ -51,7 +51,8 @@ def same_as_08(gpt: GPTConfig, profile: str, batch: int) -> bool:
 def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, batch: int, *, cold_s: float | None = None,
               compile_gain: Ratio | None = None, attention_gain: Ratio | None = None, eager: Timing | None = None,
               written: Timing | None = None, compiled: Timing | None = None, before: Timing | None = None,
-              as_08: Timing | None = None, ran09: Mapping[str, dict] | None = None, account: str = "") -> str:
+              as_08: Timing | None = None, ran09: Mapping[str, dict] | None = None, account: str = "",
+              later: Mapping[str, Timing | None] | None = None) -> str:
     """Notebook 08's readings of this GPT at this micro-batch (`ran08`, its rows of this run) beside this
     section's: its cold compile (`cold_s`), paired speed-ups (`compile_gain`, `attention_gain`), break-even
     in tokens, and step rates (`eager`, `written`, `compiled`; `before`: the eager step timed before any
@@ -59,7 +60,8 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
     `as_08`: 08's own step (gradient clipping, AdamW's two groups) timed in this section's turns; it then
     stands beside 08's and 09's readings of that step (`ran09`: 09's rows of this run), in one line, and
     beside this notebook's step in the same turns, in the line that says what the table found ('in short:';
-    the rest under 'details:', `account` first: :func:`account_in_08`'s line)."""
+    the rest under 'details:', `account` first: :func:`account_in_08`'s line). `later`: the eager step's readings
+    after section 3 (where: Timing), set with section 2's and 3's beside 09's part of the step."""
     ran08 = ran08 or {}
     if before is not None and eager is not None and before.rate is None:  # section 2 timed it without its tokens
         before = dataclasses.replace(before, work=eager.work, unit=eager.unit)
@@ -87,7 +89,7 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
                f"two spreads; told apart only at {verdicts.APART:g}× or more (the rule for two moments, the notebook's first cell)"
                if table else "", _table(table) if table else "",
                _after_compile(ran08, eager, compiled),
-               _part_in_09(ran09, gpt, profile, batch, {"section 2": before, "section 3": eager}),
+               _part_in_09(ran09, gpt, profile, batch, {"section 2": before, "section 3": eager, **(later or {})}, as_08),
                *_same_step(mine, as_08 is not None),
                cost.verdict("08's step over this notebook's eager written-out step, in speed, in section 3's turns")
                if cost is not None else "",
@@ -98,10 +100,11 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
 
 
 def _part_in_09(ran09: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, batch: int,
-                readings: Mapping[str, Timing | None]) -> str:
+                readings: Mapping[str, Timing | None], as_08: Timing | None = None) -> str:
     """09's timing of a part of this notebook's eager SDPA step (its forward and backward, no optimizer: 09's
     'step without checkpointing'), where 09 ran this GPT at this batch, beside this notebook's whole-step readings
-    (where: Timing), by the rule for two moments; '' where 09 did not."""
+    (where: Timing), by the rule for two moments; and, where 09 also timed 08's step and this notebook did
+    (`as_08`), how 09's reading of that step compares: a pace both of 09's readings share. '' where 09 did not."""
     row, c09 = (ran09 or {}).get(PART_09), profiles.sizes("09_memory", profile)
     got = {where: t for where, t in readings.items() if t is not None}
     if not (row and got and row.get("unit") == "ms" and row.get("setup") == f"batch {batch}" and
@@ -110,11 +113,24 @@ def _part_in_09(ran09: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, 
     part = row["value"] / 1e3
     longer = [where for where, t in got.items() if part > t.median_s]
     r = max(part / min(t.median_s for t in got.values()), max(t.median_s for t in got.values()) / part)
-    return (f"09 timed a part of this step, its SDPA forward + backward alone (no optimizer), at {fmt_time(part)}; the "
-            "whole eager SDPA step here read " + ", ".join(f"{fmt_time(t.median_s)} ({w})" for w, t in got.items())
-            + (f": the part read longer than the whole in {', '.join(longer)}" if longer else "")
-            + f"; two moments each, at most {r:.2f}× apart: {verdicts.moments_words(r, r, short=True)}; which reading "
-            "is typical is not measured")
+    said = (f"09 timed a part of this step, its SDPA forward + backward alone (no optimizer): {fmt_time(part)}. This "
+            "notebook's whole eager SDPA step read " + _and([f"{fmt_time(t.median_s)} ({w})" for w, t in got.items()])
+            + (f": the part read longer than the whole in {_and(longer)}" if longer else "")
+            + f". Two moments each, at most {r:.2f}× apart: {verdicts.moments_words(r, r, short=True)}")
+    whole09 = (ran09 or {}).get(WHOLE_STEP)
+    if whole09 and as_08 is not None and as_08.rate and whole09.get("unit") == "ktok/s":
+        lag = as_08.rate / (whole09["value"] * 1e3)  # 09's time for 08's step over this notebook's
+        said += (f"; 09's reading of 08's step took {lag:.2f}× this notebook's time for that step too, so both of 09's "
+                 "readings ran at a slower pace than this notebook's (two moments: what set it is not measured)"
+                 if lag >= 1.1 and longer else "; which reading is typical is not measured")
+    else:
+        said += "; which reading is typical is not measured"
+    return said
+
+
+def _and(items: list[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    return ", ".join(items[:-1]) + f" and {items[-1]}" if len(items) > 1 else "".join(items)
 
 
 def _cost(as_08: Timing | None, written: Timing | None) -> Ratio | None:

@@ -49,6 +49,17 @@ def own_gpt() -> str:
     return f"the reference run's own GPT: {g.n_layer} layers, width {g.n_embd}, T = {g.block}, batch {g.batch}" if g else ""
 
 
+def reference_kinds() -> str:
+    """Off a GPU, the reference GPU's shares of its op time (its kernels' time) by kind, with its GPT named; ''
+    where it recorded none."""
+    device, rows = report.reference(NB)
+    shares = {k.removeprefix("op time share: "): r["value"] for k, r in rows.items() if k.startswith("op time share: ")}
+    if not shares or not own_gpt():
+        return ""
+    return (f"on the reference {device}, with {own_gpt()} (another model than this run's), its kernels' time by kind: "
+            + ", ".join(f"{kind} {v:.0f}%" for kind, v in sorted(shares.items(), key=lambda kv: -kv[1])))
+
+
 def reference_fix() -> str:
     """Off a GPU, the graph break's fix as the reference GPU measured it, with the GPT it ran named."""
     named = own_gpt()
@@ -93,8 +104,8 @@ def regime_label(rows: Mapping[str, dict]) -> str:
     unprofiled = unprofiled_wait(rows, report.reference(NB)[0])
     if unprofiled is None:
         return (f"the reference's GPU waited {profiled['value']:.0f}% of its profiled step, {UPPER}. By the glossary's "
-                f"rule the profiled step is {bound(profiled['value'] / 100)}. The reference recorded no share without the "
-                "profiler (the current code records one on a GPU), so the unprofiled step's waiting share is not known here")
+                f"rule the profiled step reads {bound(profiled['value'] / 100)}; the reference recorded no share without the "
+                "profiler, so the unprofiled step's is not known here")
     waited, source = unprofiled
     return (f"the reference's GPU, without the profiler, waited about {waited:.0%} of a step ({source}): "
             f"{bound(waited)} by the glossary's rule\n{said}")
@@ -185,8 +196,8 @@ def reference_reads() -> str:
     extra = round(warned) - (n + 1) if warned is not None else 0
     return (f", with its own GPT ({g.n_layer} layers, width {g.n_embd}: {n} parameter tensors, so {n + 1} reads a step "
             "with the loss)" + (f". It counted {warned:.0f} warnings, {abs(extra)} {'more' if extra > 0 else 'fewer'} "
-                                "than those reads; this record does not say where the difference came from (a GPU run "
-                                "now prints each warning's line)" if extra else ""))
+                                "than those reads; this record does not say where the difference came from" if extra
+                                else ""))
 
 
 def queue_drained() -> str:

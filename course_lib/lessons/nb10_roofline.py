@@ -316,7 +316,7 @@ def attention_alone(ran08: Mapping[str, dict] | None, dtype: torch.dtype) -> str
                 if all(times) else "")
         return (f"notebook 08, in this run: {key} = {row['value']:.2f}× ({lo:.2f}–{hi:.2f}){each}"
                 + (f": switching to the written-out attention gained {1 / row['value']:.2f}× on attention alone, "
-                   "so this kernel is likely one cause here (08's timing, at another moment); the rest of the gap to the "
+                   "so this kernel is one candidate here (08's timing, at another moment); the rest of the gap to the "
                    "roof is not measured apart"
                    if hi < 1 else ""))
     if ran08 is not None:
