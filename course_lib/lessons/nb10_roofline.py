@@ -154,7 +154,9 @@ def op_notes(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, peak_name: s
                  f"any op of a {fmt_time(sum(section1.values()))} step. Its op time, {fmt_time(ops1)}, and this section's "
                  f"{fmt_time(op_time)} are two aggregates defined differently (section 1 adds up each op's own time "
                  f"within a step, this section each op group's median over {len(measured.step.samples)} steps) and taken "
-                 "at two moments: not set beside each other as a ratio" if section1 else "")
+                 "at two moments: not set beside each other as a ratio. Where each tool's own cost lands differs too: "
+                 "the profiler's partly inside each op's record, the FLOP counting (Python run around every op) outside "
+                 "the records (reasoning, not measured)" if section1 else "")
         lines = ["op times: the profiler's record of each op (the ops it calls included); the shares below are of op time",
                  f"  with every op counted and recorded: ops {op_time / profiled:.0%} of the step, "
                  f"{fmt_time(profiled - op_time)} a step outside any op (Python, autograd's bookkeeping, the profiler's and the "
