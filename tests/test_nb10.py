@@ -1066,3 +1066,15 @@ def test_reference_kinds_names_the_reference_gpt(tmp_path, monkeypatch):
     said = nb10.reference_kinds()
     assert said.startswith("on the reference NVIDIA H200, with the reference run's own GPT: ")
     assert said.endswith("(another model than this run's), its kernels' time by kind: matmul 37%, attention 14%")
+
+
+def test_answer_adds_the_small_steps_fix_and_counts_it_paid_only_with_its_control():
+    fix = Ratio("t", 1.04, 0.99, 1.08, rounds=9, coverage=0.96, drift=0.01)  # the full batch: no measurable gain
+    small = Ratio("t1", 1.18, 1.17, 1.20, rounds=9, coverage=0.96, drift=0.01)
+    costly = Ratio("c1", 0.86, 0.83, 0.90, rounds=9, coverage=0.96, drift=0.01)  # the .item() GPT slower: backed
+    said = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {nb10.FIX: fix}, None, "", None, small=(small, costly))
+    assert f"    a tensor instead of .item(): {fix.brief}; one sequence of 32 tokens: {small.brief}" in said
+    assert "so what paid: a tensor instead of .item() (one sequence of 32 tokens) at 1.18× made" in said
+    level = Ratio("c1", 0.99, 0.96, 1.02, rounds=9, coverage=0.96, drift=0.01)  # the control shows no cost
+    open_ = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {nb10.FIX: fix}, None, "", None, small=(small, level))
+    assert "the break's own cost not resolved there" in open_ and "so what paid: no change" in open_

@@ -32,7 +32,7 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
            ran08: Mapping[str, dict] | None = None, attention: Ratio | None = None,
            ops_unprofiled: float | None = None, outside: float = 0.0,
            again: Ratio | None = None, device: str = "", item_cost: Ratio | None = None,
-           gelu: tuple[Ratio, float] | None = None) -> str:
+           gelu: tuple[Ratio, float] | None = None, small: tuple[Ratio, Ratio] | None = None) -> str:
     """The notebook's question answered from this run's numbers, a few short lines first: where the op time
     went (`kinds`, as section 4 sums them; the costliest op with FLOPs, `slowest`, at `slowest_of_roof` of its
     roof), which timed change paid (`fixes`: a name -> its ratio, None where not timed; `attention`, the
@@ -41,7 +41,8 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     (:func:`_room`), notebook 08's readings of the same changes (`ran08`), and why a fix did not show. `again`:
     the compile's gain timed once more, in section 3b's turns, quoted beside section 3's wherever that is;
     `item_cost`: the .item() GPT's speed over the plain compiled GPT's, the graph-break fix's control; `gelu`: GELU's
-    time over a copy of its bytes' (section 4's pair) and GELU's share of the op time."""
+    time over a copy of its bytes' (section 4's pair) and GELU's share of the op time; `small`: the graph-break fix
+    and its control timed again in a small step (section 3b's one short sequence)."""
     total = sum(step.values())
     share = {cat: s / total for cat, s in step.items()}
     ops = share.get("compute", 0.0) + share.get("copies", 0.0)
@@ -54,8 +55,10 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     gained = [(w, r) for w, r in sets if is_gain(r)] if fixes.get(COMPILING) is not None else []
     compiled = ({f"{COMPILING}{'' if gained[0][0] == sets[0][0] else f'; in {gained[0][0]} turns'}": gained[0][1]}
                 if gained and not any(r.grade == "no difference" for _, r in sets) else {})  # a gain no set contradicts
+    in_small = ({f"{FIX} ({SMALL})": small[0]} if small and is_gain(small[0]) and not break_unbacked(*small) else {})
     paid = _listed({n: r for n, r in (dict(fixes) | {"the written-out attention": attention}).items()
-                    if r is not None and is_gain(r) and n != COMPILING and not (n == FIX and unbacked)} | compiled)
+                    if r is not None and is_gain(r) and n != COMPILING and not (n == FIX and unbacked)} | in_small
+                   | compiled)
     others = other_sets(fixes.get(COMPILING), again, in_08) if not unsettled else ""
     tried = (f"  beside them, a change of kernel: the written-out attention instead of SDPA, {attention.brief}"
              if attention is not None else "")
@@ -73,6 +76,7 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     if fixes:
         head += ["  the fixes taught here, each timed in turns:"] + [
             f"    {_fix_status(name, r, sets=sets, unsettled=unsettled, unbacked=unbacked, cost_only=cost_only)}"
+            + (f"; {SMALL}: {_break_words(*small)}" if small and name == FIX else "")
             for name, r in fixes.items()]
     both = " (compiling and the written-out attention each against the eager SDPA step; the two together are not timed " \
         "here)" * (COMPILING in paid and "the written-out attention" in paid)
@@ -219,6 +223,16 @@ def _beside_08_answer(ran08: Mapping[str, dict] | None, attention: Ratio | None,
     if gain is not None and not gain.clear and r08 is not None:
         lines.append(f"notebook 08 timed compiling this GPT in its own turns: {r08.brief}; here: {gain.doubt}")
     return lines
+
+
+SMALL = "one sequence of 32 tokens"  # section 3b's small step, where the time outside the ops weighs most
+
+
+def _break_words(fix: Ratio, cost: Ratio) -> str:
+    """The graph-break fix and its control in a few words: the fix's ratio, and where its control leaves it open."""
+    return fix.brief + ("; the break's own cost not resolved there" if break_unbacked(fix, cost) else
+                        ", though the .item() GPT ran measurably slower than the plain one there"
+                        if break_cost_only(fix, cost) else "")
 
 
 def _fix_status(name: str, r: Ratio | None, sets: Sequence[tuple[str, Ratio]], unsettled: bool, unbacked: bool,
