@@ -821,7 +821,7 @@ def test_answer_quotes_the_compile_gain_of_section_3b_beside_section_3s():
         "difference in section 3b's turns (not replicated: details)" in text
     assert "so what paid: no change timed here" in text and "    not replicated: compiling (default mode), 1.09× " \
         "(1.06–1.12) faster in section 3's turns, 1.00× (0.97–1.03) no measurable difference in section 3b's: the " \
-        "interval 0.97–1.03× holds 1, so it cannot confirm the gain read in 1.06–1.12×; the sets share no value: a gain " \
+        "interval 0.97–1.03× holds 1, so it cannot confirm the gain read in 1.06–1.12×; no one gain fits every set: a gain " \
         "resolved in one set of turns, not replicated in the others" in text
     near = Ratio("c3b", 1.02, 0.99, 1.07, rounds=9, coverage=0.96, drift=0.01)
     ran08 = {"compiled vs eager, SDPA": {"value": 1.08, "unit": "×", "spread": [1.06, 1.13], "rounds": 9,
@@ -834,6 +834,9 @@ def test_answer_quotes_the_compile_gain_of_section_3b_beside_section_3s():
     wide = Ratio("c3b", 1.03, 1.00, 1.17, rounds=9, coverage=0.96, drift=0.01)  # too wide: it checks nothing
     assert "not replicated" not in nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {nb10.COMPILING: gain}, None,
                                              "", None, ran08, again=wide)
+    reversed_ = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {nb10.COMPILING: flat}, None, "", None,
+                            again=gain)  # section 3 read no gain, 3b one: section 3 stated no payback to rest on it
+    assert "not replicated" in reversed_ and "pays for itself after" not in reversed_
     late = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {nb10.COMPILING: wide}, None, "", None, ran08,
                        again=gain)  # section 3's turns too wide, 3b's and 08's a gain: no set contradicts it
     assert "so what paid: compiling (default mode); in section 3b's turns at 1.09× made the step measurably faster" in late
@@ -928,6 +931,9 @@ def test_short_lines_say_what_each_section_found_and_where_two_sets_of_turns_dis
     backed = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", fixes, None, "", None, item_cost=costly)
     assert f"a tensor instead of .item() at {gained.value:.{gained.decimals}f}×" in backed and "not established" not in backed
     assert nb10.sync_short(same, 53, "cpu")[-1] == f"keeping them, timed in turns here: {same.brief}"  # no reference recorded
+    assert nb10.sync_short(same, 53, "cpu", reads=0.000163)[-1].endswith(
+        "; the profiler puts the reads at 0.02% of the step, far less than turns can resolve")
+    assert "profiler" not in nb10.sync_short(same, 53, "cuda", reads=0.3)[-1]
     from course_lib import report
     rep = report.Report("10_compile_and_profile", "gpu", "cpu")
     rep.meta.update(device="NVIDIA Test GPU", device_type="cuda")
@@ -1019,7 +1025,8 @@ def test_part_in_09_sets_09s_forward_and_backward_beside_the_whole_step():
     gpt = GPTConfig(vocab_size=256, block_size=c.block, n_layer=c.n_layer, n_head=c.n_head, n_embd=c.n_embd)
     ran09 = {PART_09: {"value": 109.4, "unit": "ms", "spread": [108.1, 110.6], "setup": f"batch {c.batch}"}}
     said = _part_in_09(ran09, gpt, "cpu", c.batch, {"section 2": _t("a", 0.0931), "section 3": _t("b", 0.112)})
-    assert said == ("09 timed a part of this step, its SDPA forward + backward alone (no optimizer): 109 ms. This "
+    assert said == ("09 timed a part of this step, the whole GPT's forward + backward (SDPA attention) without the "
+                    "optimizer: 109 ms. This "
                     "notebook's whole eager SDPA step read 93.1 ms (section 2) and 112 ms (section 3): the part read "
                     "longer than the whole in section 2. Two moments each, at most 1.18× apart: not told apart (under "
                     "2.5×); which reading is typical is not measured")
@@ -1027,8 +1034,9 @@ def test_part_in_09_sets_09s_forward_and_backward_beside_the_whole_step():
     ran09[WHOLE_STEP] = {"value": 24.2, "unit": "ktok/s"}  # 09's reading of 08's step, 84.6 ms a step
     slow = _part_in_09(ran09, gpt, "cpu", c.batch, {"section 2": _t("a", 0.0931)},
                        _t("08's step", 0.0684, work=2048, unit="tok/s"))  # the same step here: 68.4 ms
-    assert slow.endswith("; 09's reading of 08's step took 1.24× this notebook's time for that step too, so both of 09's "
-                         "readings ran at a slower pace than this notebook's (two moments: what set it is not measured)")
+    assert slow.endswith("; 09's reading of 08's step took 1.24× this notebook's time for that step too, so 09's set of "
+                         "turns likely ran at a slower pace than this notebook's (reasoning from its two readings; what "
+                         "set the pace is not measured)")
     assert _part_in_09(ran09, gpt, "cpu", c.batch + 1, {"section 2": _t("a", 0.0931)}) == ""  # another batch
     assert _part_in_09(ran09, dataclasses.replace(gpt, n_layer=gpt.n_layer + 1), "cpu", c.batch,
                        {"section 2": _t("a", 0.0931)}) == ""  # another GPT
@@ -1078,3 +1086,11 @@ def test_answer_adds_the_small_steps_fix_and_counts_it_paid_only_with_its_contro
     level = Ratio("c1", 0.99, 0.96, 1.02, rounds=9, coverage=0.96, drift=0.01)  # the control shows no cost
     open_ = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {nb10.FIX: fix}, None, "", None, small=(small, level))
     assert "the break's own cost not resolved there" in open_ and "so what paid: no change" in open_
+
+
+def test_unsteady_names_the_setting_whose_quartiles_lie_far_from_its_median():
+    calm, shaky = _t("compiled", 0.135, 0.004), _t("eager", 0.133, 0.037)  # ±1.5 % and ±14 %
+    said = nb10.unsteady([calm, shaky])
+    assert said.startswith("these turns ran unsteadily: eager's quartiles lie ±14% about its median (the others' within ±1%)")
+    assert nb10.unsteady([calm, _t("eager", 0.133, 0.004)]) == ""
+

@@ -27,7 +27,7 @@ from course_lib.lessons.nb10_roofline import (above_roof, attention_alone, cache
                                               no_roofline, op_notes, op_table, placement, reference_ridge, roof_verdict,
                                               roofs_note)
 from course_lib.lessons.nb10_short import (break_short, compile_again, compile_short, eager_readings, in_short,  # noqa: F401
-                                            sync_short, unconfirmed)
+                                            sync_short, unconfirmed, unsteady)
 from course_lib.models import GPT, GPTConfig
 from course_lib.profiling import StepSyncs, SyncCounter
 from course_lib.roofline import count_ops
@@ -178,16 +178,17 @@ def counter_line(counter: SyncCounter, what: str) -> str:
     return f"SyncCounter, {what}: {counter.count} synchronising calls{first}"
 
 
-def sync_verdict(gain: Ratio | None, waits: int, device: str, device_type: str, also: Sequence[str] = ()) -> str:
+def sync_verdict(gain: Ratio | None, waits: int, device: str, device_type: str, also: Sequence[str] = (),
+                 reads: float | None = None) -> str:
     """This run's block first: what section 2 found in one line (:func:`sync_short`), then under 'details:' the
     verdict on keeping the logged values on the device, the lines `also` gives (the cell's other verdicts and
-    notes), on a CPU why the reads cost little (none of it when the steps were not timed); then, off a GPU, the
-    reference GPU's timings under a heading of their own."""
+    notes), on a CPU why the reads cost little (none of it when the steps were not timed; `reads`: their share of
+    the profiled step); then, off a GPU, the reference GPU's timings under a heading of their own."""
     lines = [gain.verdict(f"keeping the {waits} values per step on the device", on=device)] if gain is not None else []
     lines += also
     if gain is not None and device_type == "cpu":
         lines.append("(on a CPU, ops run as they are called, so a value is ready when it is read)")
-    blocks = [in_short(sync_short(gain, waits, device_type), lines) if gain is not None else ""]
+    blocks = [in_short(sync_short(gain, waits, device_type, reads), lines) if gain is not None else ""]
     if device_type != "cuda":  # what the reference GPU measured of the same two steps, a block of its own
         blocks.append("\n".join(["On the reference GPU (not this machine):", *filter(None, reference_sync())]))
     return "\n\n".join(filter(None, blocks))
@@ -208,7 +209,7 @@ def profiled_note(categories: Mapping[str, Mapping[str, float]], gain: Ratio | N
             f"{fmt_time(reading['waiting'])} a step in the step reading values ({waited:.2%} of it), "
             f"{fmt_time(keeping['waiting'])} in the step keeping them (medians over the profiled steps; the mean above "
             "can differ)"
-            + (": too thin to draw" if thin else "")
+            + (": too thin to draw as a bar, so no figure is drawn" if thin else "")
             + ("; on a CPU a read costs only itself" if thin and device_type == "cpu" else "")
             + ".\n(the profiler counts here only each value's copy to Python; the timed turns count the whole step)")
 

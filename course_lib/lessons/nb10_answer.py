@@ -88,8 +88,8 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     if unsettled:
         first.append(f"not replicated: {COMPILING}, {fixes[COMPILING].brief} in section 3's turns, {again.brief} in "
                      f"section 3b's" + "".join(f", {r.brief} in notebook 08's" for r in in_08)
-                     + f": {unconfirmed(fixes[COMPILING], again, *in_08)} (section 3's 'pays for itself after' rests on "
-                     "that gain)")
+                     + f": {unconfirmed(fixes[COMPILING], again, *in_08)}"
+                     + (" (section 3's 'pays for itself after' rests on that gain)" if is_gain(fixes[COMPILING]) else ""))
     if unbacked or cost_only:  # the fix and its control disagree: what each pairing established, apart
         first.append(f"{FIX}: {fixes[FIX].brief} against the .item() GPT in section 3b's turns, but "
                      f"{break_control(fix, item_cost)}")

@@ -113,15 +113,17 @@ def _part_in_09(ran09: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, 
     part = row["value"] / 1e3
     longer = [where for where, t in got.items() if part > t.median_s]
     r = max(part / min(t.median_s for t in got.values()), max(t.median_s for t in got.values()) / part)
-    said = (f"09 timed a part of this step, its SDPA forward + backward alone (no optimizer): {fmt_time(part)}. This "
+    said = (f"09 timed a part of this step, the whole GPT's forward + backward (SDPA attention) without the optimizer: "
+            f"{fmt_time(part)}. This "
             "notebook's whole eager SDPA step read " + _and([f"{fmt_time(t.median_s)} ({w})" for w, t in got.items()])
             + (f": the part read longer than the whole in {_and(longer)}" if longer else "")
             + f". Two moments each, at most {r:.2f}× apart: {verdicts.moments_words(r, r, short=True)}")
     whole09 = (ran09 or {}).get(WHOLE_STEP)
     if whole09 and as_08 is not None and as_08.rate and whole09.get("unit") == "ktok/s":
         lag = as_08.rate / (whole09["value"] * 1e3)  # 09's time for 08's step over this notebook's
-        said += (f"; 09's reading of 08's step took {lag:.2f}× this notebook's time for that step too, so both of 09's "
-                 "readings ran at a slower pace than this notebook's (two moments: what set it is not measured)"
+        said += (f"; 09's reading of 08's step took {lag:.2f}× this notebook's time for that step too, so 09's set of "
+                 "turns likely ran at a slower pace than this notebook's (reasoning from its two readings; what set "
+                 "the pace is not measured)"
                  if lag >= 1.1 and longer else "; which reading is typical is not measured")
     else:
         said += "; which reading is typical is not measured"

@@ -25,12 +25,15 @@ def in_short(short: str | Sequence[str], details: Iterable[str]) -> str:
     return "\n".join(head + (["  details:", *(f"    {ln}" for ln in lines)] if lines else []))
 
 
-def sync_short(gain: Ratio | None, waits: int, device_type: str) -> list[str]:
+def sync_short(gain: Ratio | None, waits: int, device_type: str, reads: float | None = None) -> list[str]:
     """Section 2's findings, one a line: the synchronising calls each logging step makes, what keeping the values
     on the device changed here (`gain`, None where not timed) and, off a GPU, whether any GPU run resolved what the
-    reads cost (the reference's own figures stand below, under their heading)."""
+    reads cost (the reference's own figures stand below, under their heading). `reads`: off a GPU, the reads'
+    share of the profiled step, said where the turns told no difference: more turns would not resolve it."""
     said = [f"a step reading its logged values makes {waits} synchronising calls, a step keeping them on the device none",
-            "keeping them, timed in turns here: " + (gain.brief if gain is not None else "not timed")]
+            "keeping them, timed in turns here: " + (gain.brief if gain is not None else "not timed")
+            + (f"; the profiler puts the reads at {reads:.2%} of the step, far less than turns can resolve"
+               if reads is not None and device_type != "cuda" and gain is not None and not gain.clear else "")]
     ref = _recorded("keeping values vs reading values") if device_type != "cuda" else None
     if ref is not None and not ref.clear:
         said.append("no GPU run of this course has yet resolved what the reads cost a training step (the reference "
@@ -128,7 +131,7 @@ def unconfirmed(first: Ratio, again: Ratio, *more: Ratio) -> str:
     held = (f"the interval {_range(nones[0])} holds 1" if len(nones) == 1 else
             f"the intervals {', '.join(_range(r) for r in nones)} hold 1")
     fits = (f"; every set is consistent with a gain of {lo:.2f}–{hi:.2f}×" if lo <= hi else
-            "; the sets share no value")
+            "; no one gain fits every set")
     return (f"{held}, so {'it' if len(nones) == 1 else 'they'} cannot confirm the gain read in "
             f"{', '.join(_range(r) for r in gains)}{fits}: a gain resolved in "
             f"{'one set' if len(gains) == 1 else 'some sets'} of turns, not replicated in the others")
@@ -160,7 +163,7 @@ def other_sets(first: Ratio | None, again: Ratio | None, in_08: Sequence[Ratio])
     lo, hi = max(r.lo for r in [first, *(r for _, r in others)]), min(r.hi for r in [first, *(r for _, r in others)])
     said = "; ".join(f"{w} {r.brief}" for w, r in others)
     if lo > hi:
-        return said + ": the sets share no value"
+        return said + ": no one gain fits every set"
     return said + (f": a gain of {lo:.2f}–{hi:.2f}× fits every set (where their intervals overlap)" if lo > 1 else
                    f": anything from no gain to {hi:.2f}× fits every set (where their intervals overlap)")
 
@@ -192,3 +195,22 @@ def eager_readings(readings: Mapping[str, Timing | None]) -> str:
             + f": {r:.2f}× from the fastest to the slowest, two moments each: " + verdicts.moments_words(r, r, short=True)
             + ("; which reading is typical is not measured, and each section's ratios are paired within its own turns"
                if r >= SWING else ""))
+
+
+UNSTEADY = 0.10  # a timing whose quartiles lie this far (half their distance) from its median ran unsteadily
+
+
+def unsteady(timings: Iterable[Timing]) -> str:
+    """Where a set of turns ran unsteadily (a setting whose quartiles lie :data:`UNSTEADY` or more from its
+    median): which, and why its verdicts' paired ratios can differ from the ratio of the medians; '' otherwise."""
+    timings = list(timings)
+    wide = [t for t in timings if t.spread >= UNSTEADY]
+    if not wide:
+        return ""
+    rest = [t for t in timings if t not in wide]
+    return ("these turns ran unsteadily: " + ", ".join(f"{t.name}'s quartiles lie ±{t.spread:.0%} about its median"
+                                                       for t in wide)
+            + (f" (the others' within ±{max(t.spread for t in rest):.0%})" if rest else "")
+            + "; a slow spell that hit one setting's turn and not its pair's moves that setting's median, so a paired "
+            "ratio can differ from the medians' ratio (the verdicts print both where they differ)")
+
