@@ -1062,15 +1062,20 @@ def test_cache_roof_note_says_how_a_cache_roof_colours_the_memory_side():
     assert nb10.cache_roof_note(ops, lambda o: main, main, 0.008) == ""  # every op at main memory's roof
 
 
-def test_reference_kinds_names_the_reference_gpt(tmp_path, monkeypatch):
+def _record_10(device: str, rows: dict) -> None:
+    """Record a reference run of notebook 10 on `device` (a GPU) holding `rows` (name: (value, unit))."""
     from course_lib import report
+    rep = report.Report("10_compile_and_profile", "gpu", "cpu")
+    rep.meta.update(device=device, device_type="cuda")
+    for name, (value, unit) in rows.items():
+        rep.add(name, value, unit)
+    report.record_reference({"10_compile_and_profile": rep.to_dict()})
+
+
+def test_reference_kinds_names_the_reference_gpt(tmp_path, monkeypatch):
     monkeypatch.setenv("COURSE_RESULTS_DIR", str(tmp_path))
     assert nb10.reference_kinds() == ""  # no reference recorded
-    rep = report.Report("10_compile_and_profile", "gpu", "cpu")
-    rep.meta.update(device="NVIDIA H200", device_type="cuda")
-    rep.add("op time share: attention", 14.0, "%")
-    rep.add("op time share: matmul", 36.7, "%")
-    report.record_reference({"10_compile_and_profile": rep.to_dict()})
+    _record_10("NVIDIA H200", {"op time share: attention": (14.0, "%"), "op time share: matmul": (36.7, "%")})
     said = nb10.reference_kinds()
     assert said.startswith("on the reference NVIDIA H200, with the reference run's own GPT: ")
     assert said.endswith("(another model than this run's), its kernels' time by kind: matmul 37%, attention 14%")
