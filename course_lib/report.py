@@ -224,7 +224,7 @@ class Report:
         alone = [k for k in ref if k not in self.rows]  # measured on the reference machine only
         if alone and set(ref) & set(self.rows):
             lines.append(f"  ({len(alone)} more reference row{'s' * (len(alone) != 1)}, with no row of the same name in "
-                         f"this run: {', '.join(alone[:4])}{', …' if len(alone) > 4 else ''}; all in "
+                         f"this run: {'; '.join(alone[:4])}{'; …' if len(alone) > 4 else ''}; all in "
                          f"results/{device_slug(ref_device or '')}.json)")
         return "\n".join([*lines, *footers]).rstrip("\n")
 

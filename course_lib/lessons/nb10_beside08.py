@@ -111,10 +111,12 @@ def _part_in_09(ran09: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, 
             (c09.block, c09.n_layer, c09.n_head, c09.n_embd) == (gpt.block_size, gpt.n_layer, gpt.n_head, gpt.n_embd)):
         return ""
     part = row["value"] / 1e3
-    longer = [where for where, t in got.items() if part > t.median_s]
+    lo = (row.get("spread") or [row["value"]])[0] / 1e3  # its lower quartile: longer only beyond it
+    longer = [where for where, t in got.items() if lo > t.median_s]
     r = max(part / min(t.median_s for t in got.values()), max(t.median_s for t in got.values()) / part)
     said = (f"09 timed a part of this step, the whole GPT's forward + backward (SDPA attention) without the optimizer: "
-            f"{fmt_time(part)}. This "
+            f"{fmt_time(part)}" + (f" (quartiles {fmt_time(lo)}–{fmt_time(row['spread'][1] / 1e3)})"
+                                  if row.get("spread") else "") + ". This "
             "notebook's whole eager SDPA step read " + _and([f"{fmt_time(t.median_s)} ({w})" for w, t in got.items()])
             + (f": the part read longer than the whole in {_and(longer)}" if longer else "")
             + f". Two moments each, at most {r:.2f}× apart: {verdicts.moments_words(r, r, short=True)}")

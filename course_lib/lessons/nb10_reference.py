@@ -105,7 +105,7 @@ def regime_label(rows: Mapping[str, dict]) -> str:
     if unprofiled is None:
         return (f"the reference's GPU waited {profiled['value']:.0f}% of its profiled step, {UPPER}. By the glossary's "
                 f"rule the profiled step reads {bound(profiled['value'] / 100)}; the reference recorded no share without the "
-                "profiler, so the unprofiled step's is not known here")
+                "profiler, so the unprofiled step's waiting share is not known here")
     waited, source = unprofiled
     return (f"the reference's GPU, without the profiler, waited about {waited:.0%} of a step ({source}): "
             f"{bound(waited)} by the glossary's rule\n{said}")

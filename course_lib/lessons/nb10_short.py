@@ -45,7 +45,7 @@ def sync_short(gain: Ratio | None, waits: int, device_type: str, reads: float | 
 
 def compile_short(gain: Ratio | None, attention: Ratio | None) -> list[str]:
     """Section 3's findings, one a line: compiling's speed-up in these turns, and the written-out attention's."""
-    said = [f"compiling (default mode) against eager, timed in turns: {gain.brief} (section 3b times it again)"
+    said = [f"compiling (default mode) against eager, timed in turns: {gain.brief} (section 3b times the gain again)"
             if gain is not None else "compiling: not timed here"]
     if attention is not None:
         said.append(f"the written-out attention instead of SDPA, eager: {attention.brief}")
