@@ -353,7 +353,8 @@ def before_compile(plain: Timing, eager: Timing) -> str:
     return (f"the eager step read {ms(plain)} in section 2, before any compile, and {ms(eager)} here, after it: "
             + ("not told apart (two moments, under 2.5×; their quartile ranges overlap)" if e.within_noise else f"{eager.median_s / plain.median_s:.2f}× its earlier time, two moments: "
                                                f"{verdicts.moments_words(e.lo, e.hi, short=True)}; what moved it is not "
-                                               "measured"))
+                                               "measured (candidates: the machine's pace, or something the compile "
+                                               "changed in this process)"))
 
 
 def turns_apart(then: Timing, now: Timing) -> str:

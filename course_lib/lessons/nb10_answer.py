@@ -32,7 +32,7 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
            ran08: Mapping[str, dict] | None = None, attention: Ratio | None = None,
            ops_unprofiled: float | None = None, outside: float = 0.0,
            again: Ratio | None = None, device: str = "", item_cost: Ratio | None = None,
-           gelu: tuple[Ratio, float] | None = None, small: tuple[Ratio, Ratio] | None = None) -> str:
+           gelu: tuple[Ratio, float] | None = None, small: tuple[Ratio, ...] | None = None) -> str:
     """The notebook's question answered from this run's numbers, a few short lines first: where the op time
     went (`kinds`, as section 4 sums them; the costliest op with FLOPs, `slowest`, at `slowest_of_roof` of its
     roof), which timed change paid (`fixes`: a name -> its ratio, None where not timed; `attention`, the
@@ -42,7 +42,8 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     the compile's gain timed once more, in section 3b's turns, quoted beside section 3's wherever that is;
     `item_cost`: the .item() GPT's speed over the plain compiled GPT's, the graph-break fix's control; `gelu`: GELU's
     time over a copy of its bytes' (section 4's pair) and GELU's share of the op time; `small`: the graph-break fix
-    and its control timed again in a small step (section 3b's one short sequence)."""
+    and its control timed again in a small step (section 3b's one short sequence), and there the fixed GPT against
+    the plain one, where timed (a third ratio)."""
     total = sum(step.values())
     share = {cat: s / total for cat, s in step.items()}
     ops = share.get("compute", 0.0) + share.get("copies", 0.0)
@@ -57,7 +58,7 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
                 if gained and not any(r.grade == "no difference" for _, r in sets) else {})  # a gain no set contradicts
     restored = _listed({n: r for n, r in ({"the full batch": fixes.get(FIX)} if not unbacked else {}).items()
                         if r is not None and is_gain(r)}
-                       | ({SMALL: small[0]} if small and is_gain(small[0]) and not break_unbacked(*small) else {}))
+                       | ({SMALL: small[0]} if small and is_gain(small[0]) and not break_unbacked(*small[:2]) else {}))
     paid = _listed({n: r for n, r in (dict(fixes) | {"the written-out attention": attention}).items()
                     if r is not None and is_gain(r) and n not in (COMPILING, FIX)} | compiled)
     others = other_sets(fixes.get(COMPILING), again, in_08) if not unsettled else ""
@@ -77,7 +78,7 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     if fixes:
         head += ["  the fixes taught here, each timed in turns:"] + [
             f"    {_fix_status(name, r, sets=sets, unsettled=unsettled, unbacked=unbacked, cost_only=cost_only)}"
-            + (f"; {SMALL}: {_break_words(*small)}" if small and name == FIX else "")
+            + (f"; {SMALL}: {_break_words(*small[:2])}" if small and name == FIX else "")
             for name, r in fixes.items()]
     both = " (compiling and the written-out attention each against the eager SDPA step; the two together are not timed " \
         "here)" * (COMPILING in paid and "the written-out attention" in paid)
@@ -85,7 +86,10 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
                 "  so what paid: no change timed here made the step measurably faster")
     if restored:  # the fix removes a cost the monitoring added: it gives back speed, it does not add any
         head.append(f"  removing the graph break gave back what the break cost: {restored} (the fixed GPT against the "
-                    ".item() one; the break was added on purpose, section 3b)")
+                    ".item() one; the break was added on purpose, section 3b)"
+                    + (f"; at {SMALL} the fixed GPT against the plain one read {small[2].brief}: part of that may not "
+                       "be the break's" if SMALL in restored and len(small) > 2 and small[2].grade != "no difference"
+                       else ""))
     first = []  # under details, first: what the short lines above left out of each verdict
     if others:  # the compile's gain as the other sets of turns read it
         first.append(f"compiling in the other sets of turns: {others}")
@@ -179,7 +183,7 @@ def _room(kinds: Mapping[str, Mapping[str, float]], no_op: float, ops_unprofiled
         r, part = gelu
         lines.append(f"  of those, GELU's forward takes {part:.0%} of the op time, and a copy of its bytes took "
                      f"{1 / r.value:.1%} of its time (section 4): fusing, which removes memory round trips, would leave "
-                     "most of GELU's time; a faster GELU kernel is another route, not measured here")
+                     "most of GELU's time, unless the fused code also computes GELU faster (reasoning, not measured)")
     written = (ran08 or {}).get("compiled vs eager, written-out attention")
     if written and written.get("spread"):  # attention as fusible ops: the room the bound above leaves out
         r = dataclasses.replace(report.recorded_ratio("", written), more="faster", less="slower")

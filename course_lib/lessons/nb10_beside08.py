@@ -123,9 +123,9 @@ def _part_in_09(ran09: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, 
     whole09 = (ran09 or {}).get(WHOLE_STEP)
     if whole09 and as_08 is not None and as_08.rate and whole09.get("unit") == "ktok/s":
         lag = as_08.rate / (whole09["value"] * 1e3)  # 09's time for 08's step over this notebook's
-        said += (f"; 09's reading of 08's step took {lag:.2f}× this notebook's time for that step too, so 09's set of "
-                 "turns likely ran at a slower pace than this notebook's (reasoning from its two readings; what set "
-                 "the pace is not measured)"
+        said += (f"; 09's reading of 08's step took {lag:.2f}× this notebook's time for that step too. What sets 09's "
+                 "readings apart is not measured; candidates: the machine's pace in 09's turns, or that 09, unlike "
+                 "this notebook, ran no torch.compile before timing"
                  if lag >= 1.1 and longer else "; which reading is typical is not measured")
     else:
         said += "; which reading is typical is not measured"

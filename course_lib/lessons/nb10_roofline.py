@@ -197,7 +197,7 @@ def gelu_side(r: Ratio, gelu: Timing, copy: Timing, device: str, in_step: OpTime
     in turns (`r`: GELU's time over the copy's): the share of GELU's time its bytes explain, and what fusing it
     could save (its memory round trip); beside it the op table's GELU (`in_step`, per call), which ran under the
     profiler among the step's ops."""
-    said = [r.verdict("GELU's time over a copy of the same bytes'", on=device)]
+    said = [r.verdict("GELU's time ÷ a copy's time, the same bytes", on=device)]
     share, digits = _pct_range(1 / r.hi, 1 / r.lo)
     part = f"{1 / r.value:.{digits}%}"  # the median share, with its range's digits
     if not r.clear:
