@@ -296,7 +296,8 @@ def test_before_compile_says_whether_the_eager_step_moved_across_the_compile():
     said = nb10.before_compile(plain, eager)
     assert said.startswith("the eager step read 99.0 ms (98.0–100.0) in section 2, before any compile, and 116.0 ms")
     assert said.endswith("1.17× its earlier time, two moments: not told apart (under 2.5×); what moved it is not measured "
-                         "(candidates: the machine's pace, or something the compile changed in this process)")
+                         "(candidates: the machine's pace, something the compile changed in this process, or section 2's "
+                         "being this process's first timed turns of the step)")
     assert nb10.before_compile(plain, plain).endswith("after it: not told apart (two moments, under 2.5×; their quartile ranges overlap)")
     assert "compiled" not in said  # the paired verdict compares compiled with eager; no two-moments ratio of it
 
@@ -1039,7 +1040,7 @@ def test_part_in_09_sets_09s_forward_and_backward_beside_the_whole_step():
                        _t("08's step", 0.0684, work=2048, unit="tok/s"))  # the same step here: 68.4 ms
     assert slow.endswith("; 09's reading of 08's step took 1.24× this notebook's time for that step too. What sets 09's "
                          "readings apart is not measured; candidates: the machine's pace in 09's turns, or that 09, "
-                         "unlike this notebook, ran no torch.compile before timing")
+                         "unlike this notebook, ran no torch.compile before timing, or how far each process had warmed up")
     assert _part_in_09(ran09, gpt, "cpu", c.batch + 1, {"section 2": _t("a", 0.0931)}) == ""  # another batch
     assert _part_in_09(ran09, dataclasses.replace(gpt, n_layer=gpt.n_layer + 1), "cpu", c.batch,
                        {"section 2": _t("a", 0.0931)}) == ""  # another GPT

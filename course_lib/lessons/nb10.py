@@ -353,8 +353,9 @@ def before_compile(plain: Timing, eager: Timing) -> str:
     return (f"the eager step read {ms(plain)} in section 2, before any compile, and {ms(eager)} here, after it: "
             + ("not told apart (two moments, under 2.5×; their quartile ranges overlap)" if e.within_noise else f"{eager.median_s / plain.median_s:.2f}× its earlier time, two moments: "
                                                f"{verdicts.moments_words(e.lo, e.hi, short=True)}; what moved it is not "
-                                               "measured (candidates: the machine's pace, or something the compile "
-                                               "changed in this process)"))
+                                               "measured (candidates: the machine's pace, something the compile "
+                                               "changed in this process, or section 2's being this process's first "
+                                               "timed turns of the step)"))
 
 
 def turns_apart(then: Timing, now: Timing) -> str:

@@ -125,7 +125,7 @@ def _part_in_09(ran09: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, 
         lag = as_08.rate / (whole09["value"] * 1e3)  # 09's time for 08's step over this notebook's
         said += (f"; 09's reading of 08's step took {lag:.2f}× this notebook's time for that step too. What sets 09's "
                  "readings apart is not measured; candidates: the machine's pace in 09's turns, or that 09, unlike "
-                 "this notebook, ran no torch.compile before timing"
+                 "this notebook, ran no torch.compile before timing, or how far each process had warmed up"
                  if lag >= 1.1 and longer else "; which reading is typical is not measured")
     else:
         said += "; which reading is typical is not measured"
