@@ -9,6 +9,7 @@ from typing import Iterable, Mapping, Sequence
 
 from course_lib import datasheet, profiles, report
 from course_lib.bench import Ratio
+from course_lib.lessons.nb10_beside08 import _and
 from course_lib.lessons.nb10_reference import reference_answer
 from course_lib.lessons.nb10_roofline import at_least, bounded, roof_share, unbounded
 from course_lib.lessons.nb10_short import (break_control, break_cost_only, break_unbacked, compile_in_08, gain_unsettled,
@@ -147,7 +148,7 @@ def _listed(paid: Mapping[str, Ratio]) -> str:
                                             f"{points(100 * (r.value - 1 - r.drift))} points)"
                                             if r.drift is not None and r.value - 1 < 1.25 * r.drift else "")
              for name, r in paid.items()]
-    return ", ".join(named[:-1]) + f" and {named[-1]}" if len(named) > 1 else "".join(named)
+    return _and(named)
 
 
 def _compute_set(gelu: tuple[Ratio, float] | None) -> bool:
