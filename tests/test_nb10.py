@@ -237,8 +237,9 @@ def test_first_call_line_says_whether_the_caches_were_cold():
 
 
 def test_texts_from_elsewhere_say_why_and_name_the_figures():
-    assert nb10.reduce_overhead_elsewhere().startswith("mode='reduce-overhead' is not timed here")
-    assert "figures published elsewhere" in nb10.reduce_overhead_elsewhere()
+    assert nb10.gpus_measured("cpu", False).startswith("\nWhat GPUs measured")
+    assert "; mode='reduce-overhead' (CUDA graphs) needs a GPU, so it is not timed here:\n" in nb10.gpus_measured("cpu", False)
+    assert "figures published elsewhere" in nb10.gpus_measured("cpu", False)
     assert nb10.not_compiled(("compile",)).startswith("This profile does not compile: a cold compile")
     assert nb10.gpus_measured("cuda", False).startswith("\nBeside section 3's timings, what GPUs measured:")
     assert len(nb10.gpus_measured("cuda", True)) > len(nb10.gpus_measured("cuda", False))  # CUDA graphs' figures
@@ -725,8 +726,8 @@ def test_regime_off_a_gpu_names_the_profilers_cost_and_the_graphs_evidence(tmp_p
     rep.add("compiled, default", 534.4, "ktok/s", spread=(517.0, 545.5))
     rep.add("compiled, reduce-overhead", 975.1, "ktok/s", spread=(950.4, 1000.1))
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
-    text = nb10.reduce_overhead_elsewhere()  # off a GPU, once, where reduce-overhead is introduced
-    assert "1.82×" not in nb10.gpus_measured("cpu", reduce_overhead=False)  # not repeated beside the default compile
+    text = nb10.gpus_measured("cpu", reduce_overhead=False)  # off a GPU: both modes' records, once
+    assert text.count("1.82×") == 1 and text.count("recorded reference run on") == 1
     assert "reduce-overhead" not in nb10.regime(cats, "cpu")
     assert "the reference run (NVIDIA H200, its own GPT), in its section 3: compiled with reduce-overhead, its step ran " \
         "1.82× as fast" in text
@@ -1110,3 +1111,45 @@ def test_unsteady_names_the_setting_whose_quartiles_lie_far_from_its_median():
     assert said.startswith("these turns ran unsteadily: eager's quartiles lie ±14% about its median (the others' within ±1%)")
     assert nb10.unsteady([calm, _t("eager", 0.133, 0.004)]) == ""
 
+
+
+def test_roof_short_one_line_a_library_kind_then_the_fusible_bound():
+    attn = OpTime("aten::_scaled_dot_product_flash_attention", ((8, 64),), "attention", 1, 1e8, 1e6, 0.004)  # 2.5 %
+    ops = [MM, attn, COPY, dataclasses.replace(ADD, kind="element-wise")]
+    kinds = {}
+    for o in sorted(ops, key=lambda o: -o.seconds):
+        k = kinds.setdefault(o.kind, {"seconds": 0.0, "flops": 0.0, "bytes": 0.0})
+        k["seconds"], k["flops"], k["bytes"] = k["seconds"] + o.seconds, k["flops"] + o.flops, k["bytes"] + o.bytes
+    lines = nb10.roof_short(ops, kinds, of_roof, outside=0.0)
+    assert lines[0] == "matmul: 44% of op time; its op groups of 1% or more at 25% of their roof"
+    assert lines[1] == "attention: 44% of op time; its op groups of 1% or more at 2.5% of their roof: a decade or more below it"
+    # the copy and the add, 1.1 ms of 9.1: at most 1 / (1 - 0.121) faster were they gone; the loss's and optimizer's
+    # ops (`outside`) do not count as the model's
+    assert lines[2] == "the model's fusible ops (element-wise, reduction, copy): 12% of op time; were their time gone, " \
+                       "the ops would run at most 1.14× faster"
+    assert nb10.roof_short(ops, kinds, of_roof, outside=0.0011)[2].startswith("the model's fusible ops (element-wise, "
+                                                                               "reduction, copy): 0% of op time")
+    near = OpTime("aten::mm", ((8, 8), (8, 8)), "matmul", 1, 1e9, 1e7, 0.0016)  # 6.25e11 FLOP/s: 62 % of its roof
+    mm_only = {"matmul": {"seconds": 0.0016, "flops": 1e9, "bytes": 1e7}}
+    assert nb10.roof_short([near], mm_only, of_roof, 0.0)[0].endswith("at 62% of their roof: half of it or more")
+
+
+def test_break_ratios_named_as_recorded_and_their_details():
+    control, item, tensor, eager = (_t(n, s, 0.01 * s) for n, s in (("compiled, plain GPT", 1.0),
+                                                                   ("compiled, .item() in the model", 1.25),
+                                                                   ("compiled, tensor in the model", 1.0),
+                                                                   ("eager, plain GPT", 1.2)))
+    r = nb10.break_ratios(control, item, tensor, eager)
+    assert [x.name for x in r.values()] == ["compiled, tensor vs .item() in the model",
+                                           "compiled, tensor in the model vs compiled, plain GPT",
+                                           "compiled, .item() in the model vs compiled, plain GPT",
+                                           "compiled vs eager, section 3b's turns"]
+    assert r["fix"].value == pytest.approx(1.25) and r["item_cost"].value == pytest.approx(0.8)
+    first = {"compiled, .item() in the model": 6.0, "compiled, tensor in the model": 7.0}
+    lines = nb10.break_details((control, item, tensor, eager), r, first, None, None, "cpu")
+    assert lines[0].startswith("verdict on cpu: removing the graph break (a tensor instead of .item()): 1.25×")
+    assert lines[1].startswith("compilation: first step 6.00 s with the .item(), 7.00 s with the tensor")
+    assert "the step monitoring with .item(), its speed over the plain compiled GPT's" in lines[3]
+    assert lines[6] == ""  # section 3's compiled step not timed: nothing beside it
+    said = nb10.break_details((control, item, tensor, eager), r, first, None, _t("compiled, default", 1.0, 0.01), "cpu")
+    assert said[6].startswith("the plain compiled step: 1 s in section 3's turns, 1 s in these (1.00× its time)")

@@ -24,8 +24,8 @@ from course_lib.lessons.nb10_reference import (REGIONS, bound, graphs_bound, own
                                                 reference_gpt, reference_kinds, reference_sync, regime_label,
                                                 stale_fix_rows)
 from course_lib.lessons.nb10_roofline import (above_roof, attention_alone, cache_roof_note, gelu_side, kind_table,  # noqa: F401
-                                              no_roofline, op_notes, op_table, placement, reference_ridge, roof_verdict,
-                                              roofs_note)
+                                              no_roofline, op_notes, op_table, placement, reference_ridge, roof_short,
+                                              roof_verdict, roofs_note)
 from course_lib.lessons.nb10_short import (break_short, compile_again, compile_short, eager_readings, in_short,  # noqa: F401
                                             sync_short, unconfirmed, unsteady)
 from course_lib.models import GPT, GPTConfig
@@ -220,19 +220,6 @@ def first_call_line(mode: str, seconds: float, cold: bool, device: str) -> str:
             f"{'cold caches' if cold else 'caches warm from the first'} | {device}")
 
 
-def reduce_overhead_elsewhere() -> str:
-    """Off a GPU: why mode='reduce-overhead' is not timed, and what the reference GPU run and
-    published figures measured of it."""
-    named = f"What GPUs measured of reduce-overhead ({own_gpt()}):\n" if own_gpt() else ""
-    return ("mode='reduce-overhead' is not timed here: CUDA graphs need a GPU.\n" + named
-            + published.elsewhere("10_compile_and_profile", ("compile + first step, default",
-                                                              "compile + first step, reduce", "compiled, reduce",
-                                                              "compiled (reduce", "compiled, default"), GRAPH_FIGURES)
-            + "\n(the reference's default compile ran first, with cold caches, as here; its reduce-overhead compile "
-            "ran second, with the caches warm from the default one)"
-            + graphs_bound(report.reference("10_compile_and_profile")[1]))
-
-
 def not_compiled(prefixes: tuple[str, ...]) -> str:
     """A profile that does not compile: why, and the reference run's rows starting with `prefixes`."""
     return ("This profile does not compile: a cold compile takes tens of seconds on a small machine, more "
@@ -260,13 +247,20 @@ def payback(speed: Ratio, first_call_s: float, eager: Timing, compiled: Timing) 
 
 
 def gpus_measured(device_type: str, reduce_overhead: bool) -> str:
-    """What GPUs measured of torch.compile: the reference run's speed-up off a GPU, the published
-    figures (with CUDA graphs' where reduce-overhead ran; off a GPU they stand with
-    :func:`reduce_overhead_elsewhere`, which says what the reference's graphs removed)."""
-    named = f" ({own_gpt()})" if device_type != "cuda" and own_gpt() else ""
-    return f"\nBeside section 3's timings, what GPUs measured{named}:\n" + published.elsewhere(
-        "10_compile_and_profile", ("compiled (default) vs eager",) if device_type != "cuda" else (),
-        COMPILE_FIGURES + (GRAPH_FIGURES if reduce_overhead else []))
+    """What GPUs measured of torch.compile, under one heading: on a GPU, the published figures (CUDA graphs' where
+    reduce-overhead ran); off it, the reference run's compiled rows, both modes', then every published figure, and
+    what the reference's CUDA graphs removed (mode='reduce-overhead' is not timed off a GPU)."""
+    if device_type == "cuda":
+        return "\nBeside section 3's timings, what GPUs measured:\n" + published.elsewhere(
+            "10_compile_and_profile", (), COMPILE_FIGURES + (GRAPH_FIGURES if reduce_overhead else []))
+    named = f" ({own_gpt()})" if own_gpt() else ""
+    return (f"\nWhat GPUs measured{named}; mode='reduce-overhead' (CUDA graphs) needs a GPU, so it is not timed here:\n"
+            + published.elsewhere("10_compile_and_profile", ("compile + first step, default", "compile + first step, reduce",
+                                                             "compiled, default", "compiled, reduce", "compiled (default",
+                                                             "compiled (reduce"), COMPILE_FIGURES + GRAPH_FIGURES)
+            + "\n(the reference's default compile ran first, with cold caches, as here; its reduce-overhead compile "
+            "ran second, with the caches warm from the default one)"
+            + graphs_bound(report.reference("10_compile_and_profile")[1]))
 
 
 def intensity_line(what: str, intensity_: float, bound: str | None, device: str) -> str:
@@ -356,6 +350,33 @@ def before_compile(plain: Timing, eager: Timing) -> str:
                                                "measured (candidates: the machine's pace, something the compile "
                                                "changed in this process, or section 2's being this process's first "
                                                "timed turns of the step)"))
+
+
+def break_ratios(control: Timing, item: Timing, tensor: Timing, eager: Timing) -> dict[str, Ratio]:
+    """Section 3b's ratios, from its turns: the fix (the tensor GPT's speed over the .item() one's), its two controls
+    (each monitored GPT's speed over the plain compiled one's: `item_cost` is the break's own cost) and the compile's
+    gain once more (the plain GPT compiled over eager), named as the report records them."""
+    return {"fix": speedup(item, tensor, "compiled, tensor vs .item() in the model"),
+            "tensor_cost": speedup(control, tensor, f"{tensor.name} vs compiled, plain GPT"),
+            "item_cost": speedup(control, item, f"{item.name} vs compiled, plain GPT"),
+            "again": speedup(eager, control, "compiled vs eager, section 3b's turns")}
+
+
+def break_details(timings: Sequence[Timing], r: Mapping[str, Ratio], first_step: Mapping[str, float],
+                  compile_gain: Ratio | None, compiled_3: Timing | None, device: str) -> list[str]:
+    """Section 3b's lines under 'details:': each verdict of :func:`break_ratios`' `r`, the two first steps of the
+    monitored GPTs (compilation included, one pair), the compile's gain beside section 3's (`compile_gain`), the plain
+    compiled step beside its reading there (`compiled_3`, None where not timed), and whether the turns (`timings`:
+    the plain compiled GPT, the .item() one, the tensor one, the plain GPT eager) ran unsteadily."""
+    control, item, tensor, _ = timings
+    return [r["fix"].verdict("removing the graph break (a tensor instead of .item())", on=device),
+            compile_pair(first_step[item.name], first_step[tensor.name]),  # compilation included: one pair
+            *(r[key].verdict(f"the step monitoring with {what}, its speed over the plain compiled GPT's", on=device)
+              for key, what in (("tensor_cost", "a tensor"), ("item_cost", ".item()"))),
+            r["again"].verdict("compiling (default), again in these turns", on=device),
+            compile_again(r["again"], compile_gain, r["item_cost"]),  # beside section 3's gain; what the break took back
+            turns_apart(compiled_3, control) if compiled_3 is not None else "",  # the same GPT in section 3's turns
+            unsteady(timings)]  # a set whose medians moved more than its pairs
 
 
 def turns_apart(then: Timing, now: Timing) -> str:

@@ -11,14 +11,13 @@ from course_lib import datasheet, profiles, report
 from course_lib.bench import Ratio
 from course_lib.lessons.nb10_beside08 import _and
 from course_lib.lessons.nb10_reference import reference_answer
-from course_lib.lessons.nb10_roofline import at_least, bounded, roof_share, unbounded
+from course_lib.lessons.nb10_roofline import FUSIBLE, at_least, bounded, fusible_share, roof_share, unbounded
 from course_lib.lessons.nb10_short import (break_control, break_cost_only, break_unbacked, compile_in_08, gain_unsettled,
                                             is_gain, other_sets, points, unconfirmed)
 from course_lib.roofline import OpTime
 
 COMPILING = "compiling (default mode)"  # the answer's name for section 3's compile, in `fixes`
 FIX = "a tensor instead of .item()"  # the answer's name for section 3b's graph-break fix, in `fixes`
-FUSIBLE = ("element-wise", "reduction & other", "copy")  # the op kinds Inductor generates code for; matmuls it calls
 OUTSIDE = ("adam", "_foreach", "log_softmax", "nll_loss")  # the optimizer's and the loss's ops: torch.compile(model) leaves them
 
 
@@ -122,17 +121,11 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     return "\n".join(head + ["  details:"] + [f"    {d}" for d in first + details])
 
 
-def _fusible(kinds: Mapping[str, Mapping[str, float]], outside: float) -> float:
-    """The model's fusible ops' share of section 4's op time (the loss's and optimizer's, `outside` s, left out)."""
-    op_time = sum(k["seconds"] for k in kinds.values())
-    return (sum(k["seconds"] for kind, k in kinds.items() if kind in FUSIBLE) - outside) / op_time
-
-
 def _waste(kinds: Mapping[str, Mapping[str, float]], ops_unprofiled: float | None, outside: float,
            attention: Ratio | None, gelu: tuple[Ratio, float] | None = None) -> str:
     """Cell 1's 'which of that time is waste', on a CPU: the time outside any op, the fusible ops' share and what
     their vanishing would give at most, and the attention kernel where the written-out one beat it."""
-    fusible = _fusible(kinds, outside)
+    fusible = fusible_share(kinds, outside)
     said = ([f"at least {at_least(1 - ops_unprofiled)} of the step outside any op"]
             if ops_unprofiled and bounded(ops_unprofiled) else [])
     said.append(f"the model's fusible ops (element-wise, reduction, copy), {fusible:.0%} of the op time"
@@ -163,7 +156,7 @@ def _room(kinds: Mapping[str, Mapping[str, float]], no_op: float, ops_unprofiled
     (`no_op`, section 1's share; `ops_unprofiled`, section 4's op time over its unprofiled step); and 08's
     compile of the GPT whose attention is fusible ops too."""
     op_time = sum(k["seconds"] for k in kinds.values())
-    fusible = _fusible(kinds, outside)
+    fusible = fusible_share(kinds, outside)
     unprofiled = max(0.0, 1 - ops_unprofiled) if ops_unprofiled is not None else None
     least = (f"{no_op:.1%} of section 1's profiled step (part of the profiler's own time lands there)" if unprofiled is None
              else f"section 4 sets no lower bound on it: {unbounded(ops_unprofiled)}; section 1's profiled step reads "

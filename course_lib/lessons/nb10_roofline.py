@@ -23,6 +23,7 @@ from course_lib.units import fmt_rate, fmt_time
 
 OfRoof = Callable[[OpTime], float]  # an op's achieved FLOP/s as a share of its roof at its intensity
 RidgeOf = Callable[[OpTime], float]  # the ridge of an op's roofline, where its memory roof meets the peak
+FUSIBLE = ("element-wise", "reduction & other", "copy")  # the op kinds Inductor generates code for; matmuls it calls
 
 
 def roofs_note(peak: Timing, main_bw: Timing, fast_bw: Timing, peak_note: str, bw_note: str, precision: str,
@@ -284,6 +285,37 @@ def kind_table(kinds: Mapping[str, Mapping[str, float]], op_time: float, ridge_:
                      "it calls. Section 1's 'copies' is another count: each copy op's own time wherever it runs, inside "
                      "other ops too (on a GPU, the memory copies and fills).")
     return "\n".join(lines)
+
+
+def fusible_share(kinds: Mapping[str, Mapping[str, float]], outside: float) -> float:
+    """The model's fusible ops' share of the op time (the loss's and optimizer's, `outside` s, left out)."""
+    op_time = sum(k["seconds"] for k in kinds.values())
+    return (sum(k["seconds"] for kind, k in kinds.items() if kind in FUSIBLE) - outside) / op_time
+
+
+def roof_short(ops: Sequence[OpTime], kinds: Mapping[str, Mapping[str, float]], of_roof: OfRoof,
+               outside: float) -> list[str]:
+    """Section 4's findings, one a line: each library-call kind (matmul, attention) with 5 % of op time or more, its
+    share and how close its ops (each with 1 % of op time or more) come to their roof; then the model's fusible ops'
+    share (the loss's and optimizer's, `outside` s, left out) and the most their vanishing would give (Amdahl)."""
+    op_time = sum(k["seconds"] for k in kinds.values())
+    lines = []
+    for kind, k in kinds.items():  # the costliest first
+        own = [o for o in ops if o.kind == kind and o.flops and o.bytes and o.seconds]
+        if kind in FUSIBLE or not own or k["seconds"] < 0.05 * op_time:
+            continue
+        shown = [o for o in own if o.seconds >= 0.01 * op_time]
+        which = "its op groups of 1% or more" if shown else "its costliest op group"
+        shown = shown or own[:1]
+        lo, hi = min(map(of_roof, shown)), max(map(of_roof, shown))
+        span = roof_share(lo) if roof_share(lo) == roof_share(hi) else f"{roof_share(lo)}–{roof_share(hi)}"
+        where = (": a decade or more below it" if hi < 0.1 else ": half of it or more" if lo >= 0.5 else "")
+        lines.append(f"{kind}: {k['seconds'] / op_time:.0%} of op time; {which} at {span} of their "
+                     f"roof{where}")
+    fusible = fusible_share(kinds, outside)
+    lines.append(f"the model's fusible ops (element-wise, reduction, copy): {fusible:.0%} of op time; were their time "
+                 f"gone, the ops would run at most {1 / (1 - fusible):.2f}× faster")
+    return lines
 
 
 def roof_verdict(shares: Mapping[tuple[bool, bool], float], slowest: OpTime, slowest_of_roof: float,
