@@ -138,15 +138,14 @@ class Ratio:
             nearest = self.lo if self.value > 1 else self.hi
             d = next((d for d in (2, 3) if f"{nearest:.{d}f}" != f"{1:.{d}f}"), 4)
         # and a median that prints as one of its range's ends would seem to lie outside the range, or the range to
-        # reach 1 when it does not: 1.034× (1.026–1.051), not 1.03× (1.03–1.05); 0.986× (0.933–0.991), not 0.99× (0.93–0.99);
-        # and a ratio below 1 printed beside its inverse ('0.97×: 1.04× slower', 1/0.97 = 1.03) gets the digit that agrees
-        return next((e for e in range(d, 5) if self._apart_from_ends(e) and self._inverse_agrees(e)), d)
+        # reach 1 when it does not: 1.034× (1.026–1.051), not 1.03× (1.03–1.05); 0.986× (0.933–0.991), not 0.99× (0.93–0.99)
+        return next((e for e in range(d, 5) if self._apart_from_ends(e)), d)
 
-    def _inverse_agrees(self, d: int) -> bool:
-        """Whether, at `d` decimals, a ratio below 1 and its inverse (the phrase's 'N× slower') print consistently."""
-        if self.value >= 1 or self.value <= 0:
-            return True
-        return f"{1 / float(f'{self.value:.{d}f}'):.{d}f}" == f"{1 / self.value:.{d}f}"
+    @property
+    def inverse(self) -> float:
+        """1 over the ratio as printed (at :attr:`decimals`), so that '0.83×: 1.20× slower' agrees on the page."""
+        shown = float(f"{self.value:.{self.decimals}f}")
+        return 1 / shown if shown else math.inf
 
     def _apart_from_ends(self, d: int) -> bool:
         """Whether, at `d` decimals, the median prints apart from each end of the range it differs from."""
@@ -160,9 +159,9 @@ class Ratio:
         d = self.decimals
         if self.value >= 1:
             return f"{self.value:.{d}f}× {self.more}"
-        inv = 1 / self.value
         if self.value >= 0.5 or self.within_noise or self.lo <= 0:
-            return f"{inv:.{d}f}× {self.less}"
+            return f"{self.inverse:.{d}f}× {self.less}"
+        inv = 1 / self.value  # far below 1: the inverse with its own range, at its own digits
         di = 1 if inv >= 10 else 2
         return f"{inv:.{di}f}× {self.less} ({1 / self.hi:.{di}f}–{1 / self.lo:.{di}f}×)"
 
@@ -253,8 +252,8 @@ class Ratio:
         that says the statistic once beside it: '1.50× (1.40–1.60) faster', '0.69× (0.60–0.80): 1.45×
         slower', '1.03× (0.80–1.30) too wide' (:attr:`grade`'s word where the repeats do not tell)."""
         if not self.clear:
-            return f"{self._numbers} {'no measurable difference' if self.grade == 'no difference' else self.grade}"
-        return f"{self._numbers} {self.more}" if self.value > 1 else f"{self._numbers}: {self.phrase}"
+            return f"{self.numbers} {'no measurable difference' if self.grade == 'no difference' else self.grade}"
+        return f"{self.numbers} {self.more}" if self.value > 1 else f"{self.numbers}: {self.phrase}"
 
     def verdict(self, what: str = "", on: str = "") -> str:
         """The one line that says what this comparison shows, graded by :attr:`grade` (``str()``
@@ -264,10 +263,11 @@ class Ratio:
         ratio's name), `on` the device, after 'verdict'. Notebooks print this instead of
         testing :attr:`clear`."""
         head = ("verdict" + (f" on {on}" if on else "") + ": ") if what or on else ""
-        return f"{head}{what or self.name}: {self._numbers} | {self._body}"
+        return f"{head}{what or self.name}: {self.numbers} | {self._body}"
 
     @property
-    def _numbers(self) -> str:
+    def numbers(self) -> str:
+        """The ratio and its range at :attr:`decimals`: '1.034× (1.026–1.051)'."""
         d = self.decimals
         return f"{self.value:.{d}f}× ({self.lo:.{d}f}–{self.hi:.{d}f})"
 

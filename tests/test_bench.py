@@ -334,6 +334,10 @@ def test_ratio_phrase_says_slower_with_the_inverse():
     assert bench.Ratio("a vs b", 1.25, 1.2, 1.3).phrase == "1.25× faster"
     assert bench.Ratio("a vs b", 0.8, 0.7, 0.9).phrase == "1.25× slower"
     assert bench.ratio_of("x", 2.0, 1.5, 2.5).phrase == "2.00× higher"
+    # the inverse of the ratio as printed: 0.8297 prints 0.83, so '1.20× slower' (not 1/0.8297 = 1.205, which would need
+    # a third decimal on both to agree)
+    slower = bench.Ratio("a vs b", 0.8297, 0.797, 0.884)
+    assert slower.numbers == "0.83× (0.80–0.88)" and slower.phrase == "1.20× slower"
 
 
 def test_a_ratio_far_below_one_keeps_its_range_and_says_the_slowdown_with_its_range():

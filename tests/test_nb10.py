@@ -197,10 +197,11 @@ def test_answer_sums_the_step_the_kinds_and_the_fixes(tmp_path, monkeypatch):
     attention = Ratio("a", 1.30, 1.25, 1.36, rounds=9, coverage=0.96, drift=0.01)
     ran08 = {"SDPA vs written-out attention, eager": {"value": 0.74, "spread": [0.73, 0.78]}}
     both = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {}, None, "", None, ran08, attention).splitlines()
-    assert both[1:4] == ["  so what paid: the written-out attention at 1.30× made the step measurably faster, in turns",
-                         "  details:",
-                         "    beside them, a change of kernel: the written-out attention instead of SDPA, 1.30× "
-                         "(1.25–1.36) faster"]
+    assert both[1:3] == ["  so what paid: the written-out attention at 1.30× made the step measurably faster, in turns",
+                         "  details:"]
+    assert not any("a change of kernel" in ln for ln in both)  # said once, in the line with 08's reading beside it
+    alone = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {}, None, "", None, None, attention).splitlines()
+    assert "    the written-out attention instead of SDPA: in section 3's turns 1.30× (1.25–1.36) faster" in alone
     assert both[-1] == ("    the written-out attention instead of SDPA: in section 3's turns 1.30× (1.25–1.36) faster; "
                         "notebook 08's step (two micro-batches, with clipping), in its own turns: 1.35× (1.28–1.37)")
     assert "the written-out attention's gain" not in "\n".join(both)  # neither float32 nor a reference recorded
@@ -297,8 +298,9 @@ def test_before_compile_says_whether_the_eager_step_moved_across_the_compile():
     said = nb10.before_compile(plain, eager)
     assert said.startswith("the eager step read 99.0 ms (98.0–100.0) in section 2, before any compile, and 116.0 ms")
     assert said.endswith("1.17× its earlier time, two moments: not told apart (under 2.5×); what moved it is not measured "
-                         "(candidates: the machine's pace, something the compile changed in this process, or section 2's "
-                         "being this process's first timed turns of the step)")
+                         "(candidates: each set of turns' pace, the machine's or set by the steps that share its turns, "
+                         "four GPTs in section 3's; a compile having run in this process; section 4 lists every reading "
+                         "of this step)")
     assert nb10.before_compile(plain, plain).endswith("after it: not told apart (two moments, under 2.5×; their quartile ranges overlap)")
     assert "compiled" not in said  # the paired verdict compares compiled with eager; no two-moments ratio of it
 
@@ -620,10 +622,10 @@ def test_beside_08_sets_08s_step_timed_here_beside_08s_and_09s_readings_and_this
                                              "setup": "batch 16, written-out attention"}}
     text = nb10.beside_08(_ran08(), gpt, "cpu", 16, written=written, as_08=as_08, ran09=ran09, account="08's account")
     lines = text.splitlines()
-    assert lines[0].startswith("in short: by the rule for two moments, no reading of 08's (or 09's) is told apart")
-    assert lines[1].startswith("          timed in section 3's turns, 08's step (clipping, AdamW's two groups) over this "
-                               "notebook's eager written-out step, in speed: 0.97× (")
-    assert lines[1].endswith(": 1.03× slower")  # 70.0 ms against 68.2 ms, turn by turn
+    assert lines[0].startswith("in short: timed in section 3's turns, 08's step (clipping, AdamW's two groups) over this "
+                               "notebook's eager written-out step, in speed: 0.97× (")  # the paired reading first
+    assert lines[0].endswith(": 1.03× slower")  # 70.0 ms against 68.2 ms, turn by turn
+    assert lines[1].startswith("          by the rule for two moments, no reading of 08's (or 09's) is told apart")
     assert lines[3] == "    08's account"  # the attention account, first under details
     assert not any(" | " in ln and "08's step" in ln and "verdict" not in ln for ln in lines)  # 08's step: one line, not table rows
     assert any(ln.strip().startswith("verdict: 08's step over this notebook's eager written-out step, in speed, in section 3's turns: ") for ln in lines)
@@ -634,7 +636,8 @@ def test_beside_08_sets_08s_step_timed_here_beside_08s_and_09s_readings_and_this
                                                      ["08, section 5, no sampler     ", " 27.3"],
                                                      ["08, section 5, sampler on     ", " 27.4"],
                                                      ["09, in its turns              ", " 24.3"]]
-    assert f"here ÷ it: {r / 31.6:.2f}×" in table[0]  # one row a reading, its ratio to the reading here
+    assert f"here ÷ it: {r / 31.6:.3f}×" in table[0]  # one row a reading, its ratio to the reading here (0.926× (0.914–0.929):
+    # a third decimal, since at two the median would print as the range's end)
     said = next(ln.strip() for ln in lines if "not told apart; 08's own readings" in ln)
     assert said == ("each under the 2.5× that two moments can differ by: not told apart; 08's own readings span "
                     "27.3–31.6 (1.16×) within one process, in two groups 1.15× apart: 1 reading at 31.6, 2 readings at "
@@ -1040,8 +1043,8 @@ def test_part_in_09_sets_09s_forward_and_backward_beside_the_whole_step():
     slow = _part_in_09(ran09, gpt, "cpu", c.batch, {"section 2": _t("a", 0.0931)},
                        _t("08's step", 0.0684, work=2048, unit="tok/s"))  # the same step here: 68.4 ms
     assert slow.endswith("; 09's reading of 08's step took 1.24× this notebook's time for that step too. What sets 09's "
-                         "readings apart is not measured; candidates: the machine's pace in 09's turns, or that 09, "
-                         "unlike this notebook, ran no torch.compile before timing, or how far each process had warmed up")
+                         "readings apart is not measured; candidates: the machine's pace in 09's turns, which steps "
+                         "shared each set of turns, or that 09, unlike this notebook, ran no torch.compile before timing")
     assert _part_in_09(ran09, gpt, "cpu", c.batch + 1, {"section 2": _t("a", 0.0931)}) == ""  # another batch
     assert _part_in_09(ran09, dataclasses.replace(gpt, n_layer=gpt.n_layer + 1), "cpu", c.batch,
                        {"section 2": _t("a", 0.0931)}) == ""  # another GPT
@@ -1121,14 +1124,19 @@ def test_roof_short_one_line_a_library_kind_then_the_fusible_bound():
         k = kinds.setdefault(o.kind, {"seconds": 0.0, "flops": 0.0, "bytes": 0.0})
         k["seconds"], k["flops"], k["bytes"] = k["seconds"] + o.seconds, k["flops"] + o.flops, k["bytes"] + o.bytes
     lines = nb10.roof_short(ops, kinds, of_roof, outside=0.0)
-    assert lines[0] == "matmul: 44% of op time; its op groups of 1% or more at 25% of their roof"
-    assert lines[1] == "attention: 44% of op time; its op groups of 1% or more at 2.5% of their roof: a decade or more below it"
+    assert lines[0] == "matmul: 44% of op time; its op groups in the op table at 25% of their roof"
+    assert lines[1] == "attention: 44% of op time; its op groups in the op table at 2.5% of their roof: a decade or more below it"
     # the copy and the add, 1.1 ms of 9.1: at most 1 / (1 - 0.121) faster were they gone; the loss's and optimizer's
     # ops (`outside`) do not count as the model's
-    assert lines[2] == "the model's fusible ops (element-wise, reduction, copy): 12% of op time; were their time gone, " \
+    assert lines[2] == "the model's fusible ops (element-wise, reduction, copy): 12.1% of op time; were their time gone, " \
                        "the ops would run at most 1.14× faster"
-    assert nb10.roof_short(ops, kinds, of_roof, outside=0.0011)[2].startswith("the model's fusible ops (element-wise, "
-                                                                               "reduction, copy): 0% of op time")
+    assert nb10.roof_short(ops, kinds, of_roof, outside=0.0011)[2].startswith(
+        "the model's fusible ops (element-wise, reduction, copy; the loss's and optimizer's, 12.1% more, left out): 0.0% of "
+        "op time")
+    many = [dataclasses.replace(MM, shapes=((i,),)) for i in range(nb10.ROWS)] + [  # a slower-than-roof matmul past the
+        dataclasses.replace(MM, shapes=((99,),), seconds=0.001, flops=1e7)]  # table's rows: not in the short line
+    mm_kinds = {"matmul": {"seconds": sum(o.seconds for o in many), "flops": 1.0, "bytes": 1.0}}
+    assert nb10.roof_short(many, mm_kinds, of_roof, 0.0)[0].endswith("at 25% of their roof")
     near = OpTime("aten::mm", ((8, 8), (8, 8)), "matmul", 1, 1e9, 1e7, 0.0016)  # 6.25e11 FLOP/s: 62 % of its roof
     mm_only = {"matmul": {"seconds": 0.0016, "flops": 1e9, "bytes": 1e7}}
     assert nb10.roof_short([near], mm_only, of_roof, 0.0)[0].endswith("at 62% of their roof: half of it or more")
@@ -1150,6 +1158,13 @@ def test_break_ratios_named_as_recorded_and_their_details():
     assert lines[0].startswith("verdict on cpu: removing the graph break (a tensor instead of .item()): 1.25×")
     assert lines[1].startswith("compilation: first step 6.00 s with the .item(), 7.00 s with the tensor")
     assert "the step monitoring with .item(), its speed over the plain compiled GPT's" in lines[3]
-    assert lines[6] == ""  # section 3's compiled step not timed: nothing beside it
+    assert lines[6] == lines[7] == ""  # no cold compile given, and section 3's compiled step not timed: nothing beside it
     said = nb10.break_details((control, item, tensor, eager), r, first, None, _t("compiled, default", 1.0, 0.01), "cpu")
-    assert said[6].startswith("the plain compiled step: 1 s in section 3's turns, 1 s in these (1.00× its time)")
+    assert said[7].startswith("the plain compiled step: 1 s in section 3's turns, 1 s in these (1.00× its time)")
+    clear = {**r, "again": Ratio("compiled vs eager, section 3b's turns", 1.2, 1.15, 1.25, rounds=9, coverage=0.96,
+                                 drift=0.01)}
+    pays = nb10.break_details((control, item, tensor, eager), clear, first, None, None, "cpu", cold_s=20.0)
+    # 19 s beyond one compiled step, each step saving 1.2 s × (1 − 1/1.2) = 0.2 s: 95 steps (1.25×: 79; 1.15×: 121)
+    assert pays[6] == ("  by these turns' times, section 3's compilation pays for itself after about 95 steps (79 to 120); "
+                       "section 3 reckoned it from its own turns' times")
+    assert nb10.break_details((control, item, tensor, eager), clear, first, None, None, "cpu")[6] == ""  # no cold compile

@@ -23,9 +23,9 @@ from course_lib.lessons.nb10_beside08 import NOT_IN_08, account_in_08, beside_08
 from course_lib.lessons.nb10_reference import (REGIONS, bound, graphs_bound, own_gpt, reference_fix,  # noqa: F401
                                                 reference_gpt, reference_kinds, reference_sync, regime_label,
                                                 stale_fix_rows)
-from course_lib.lessons.nb10_roofline import (above_roof, attention_alone, cache_roof_note, gelu_side, kind_table,  # noqa: F401
-                                              no_roofline, op_notes, op_table, placement, reference_ridge, roof_short,
-                                              roof_verdict, roofs_note)
+from course_lib.lessons.nb10_roofline import (ROWS, above_roof, attention_alone, cache_roof_note, gelu_side,  # noqa: F401
+                                              kind_table, no_roofline, op_notes, op_table, placement, reference_ridge,
+                                              roof_short, roof_verdict, roofs_note)
 from course_lib.lessons.nb10_short import (break_short, compile_again, compile_short, eager_readings, in_short,  # noqa: F401
                                             sync_short, unconfirmed, unsteady)
 from course_lib.models import GPT, GPTConfig
@@ -347,9 +347,9 @@ def before_compile(plain: Timing, eager: Timing) -> str:
     return (f"the eager step read {ms(plain)} in section 2, before any compile, and {ms(eager)} here, after it: "
             + ("not told apart (two moments, under 2.5×; their quartile ranges overlap)" if e.within_noise else f"{eager.median_s / plain.median_s:.2f}× its earlier time, two moments: "
                                                f"{verdicts.moments_words(e.lo, e.hi, short=True)}; what moved it is not "
-                                               "measured (candidates: the machine's pace, something the compile "
-                                               "changed in this process, or section 2's being this process's first "
-                                               "timed turns of the step)"))
+                                               "measured (candidates: each set of turns' pace, the machine's or set by "
+                                               "the steps that share its turns, four GPTs in section 3's; a compile "
+                                               "having run in this process; section 4 lists every reading of this step)"))
 
 
 def break_ratios(control: Timing, item: Timing, tensor: Timing, eager: Timing) -> dict[str, Ratio]:
@@ -363,18 +363,27 @@ def break_ratios(control: Timing, item: Timing, tensor: Timing, eager: Timing) -
 
 
 def break_details(timings: Sequence[Timing], r: Mapping[str, Ratio], first_step: Mapping[str, float],
-                  compile_gain: Ratio | None, compiled_3: Timing | None, device: str) -> list[str]:
+                  compile_gain: Ratio | None, compiled_3: Timing | None, device: str,
+                  cold_s: float | None = None) -> list[str]:
     """Section 3b's lines under 'details:': each verdict of :func:`break_ratios`' `r`, the two first steps of the
-    monitored GPTs (compilation included, one pair), the compile's gain beside section 3's (`compile_gain`), the plain
-    compiled step beside its reading there (`compiled_3`, None where not timed), and whether the turns (`timings`:
-    the plain compiled GPT, the .item() one, the tensor one, the plain GPT eager) ran unsteadily."""
-    control, item, tensor, _ = timings
+    monitored GPTs (compilation included, one pair), the compile's gain beside section 3's (`compile_gain`) and, from
+    section 3's cold compile (`cold_s`, its first step), its break-even by these turns' times; the plain compiled step
+    beside its reading there (`compiled_3`, None where not timed), and whether the turns (`timings`: the plain
+    compiled GPT, the .item() one, the tensor one, the plain GPT eager) ran unsteadily."""
+    control, item, tensor, eager = timings
+    again = r["again"]
+    pays = ""
+    if cold_s is not None and again.clear and again.value > 1:  # section 3's break-even, from these turns' own times
+        steps, few, many = break_even(cold_s - control.median_s, eager, again)
+        pays = (f"  by these turns' times, section 3's compilation pays for itself after about {fmt_count(steps)} steps "
+                f"({fmt_count(few)} to {fmt_count(many)}); section 3 reckoned it from its own turns' times")
     return [r["fix"].verdict("removing the graph break (a tensor instead of .item())", on=device),
             compile_pair(first_step[item.name], first_step[tensor.name]),  # compilation included: one pair
             *(r[key].verdict(f"the step monitoring with {what}, its speed over the plain compiled GPT's", on=device)
               for key, what in (("tensor_cost", "a tensor"), ("item_cost", ".item()"))),
             r["again"].verdict("compiling (default), again in these turns", on=device),
             compile_again(r["again"], compile_gain, r["item_cost"]),  # beside section 3's gain; what the break took back
+            pays,
             turns_apart(compiled_3, control) if compiled_3 is not None else "",  # the same GPT in section 3's turns
             unsteady(timings)]  # a set whose medians moved more than its pairs
 

@@ -62,8 +62,7 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     paid = _listed({n: r for n, r in (dict(fixes) | {"the written-out attention": attention}).items()
                     if r is not None and is_gain(r) and n not in (COMPILING, FIX)} | compiled)
     others = other_sets(fixes.get(COMPILING), again, in_08) if not unsettled else ""
-    tried = (f"  beside them, a change of kernel: the written-out attention instead of SDPA, {attention.brief}"
-             if attention is not None else "")
+
     reference = [ln.removeprefix("  ") for ln in reference_answer()] if device_type != "cuda" else []
     head = [f"answer, from this run's numbers{f' ({device})' if device else ''}:"]
     if kinds:
@@ -101,7 +100,6 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     if unbacked or cost_only:  # the fix and its control disagree: what each pairing established, apart
         first.append(f"{FIX}: {fixes[FIX].brief} against the .item() GPT in section 3b's turns, but "
                      f"{break_control(fix, item_cost)}")
-    first += [tried.strip()] if tried else []
     first += reference
     details = [f"the profiled step: the GPU waited {share.get('waiting', 0.0):.0%} of it, ran kernels and copies {ops:.0%}"
                if device_type == "cuda" else
@@ -109,7 +107,7 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
                f"profiler's own) {share.get('framework', 0.0):.1%}"]
     if kinds and device_type != "cuda":
         details += _room(kinds, share.get("framework", 0.0), ops_unprofiled, outside, ran08, gelu)
-    details += _beside_08_answer(ran08, attention, fixes.get(COMPILING))
+    details += _beside_08_answer(ran08, attention, fixes.get(COMPILING))  # the attention's gain, 08's beside it
     kept = fixes.get("keeping values on the device")
     if device_type != "cuda" and kept is not None and not kept.clear:
         details.append(f"keeping the values on the device read {kept.brief}: on a CPU nothing is queued, so a read "

@@ -79,12 +79,13 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
     mine = [r for r in rows if r.quantity.startswith(STEP_08)]  # 08's step: one line, not one row per reading
     table = [r for r in rows if r not in mine]
     differ = [r.quantity for r in rows if r.verdict.startswith("a difference")]
-    short = ["by the rule for two moments, " + (f"the notebooks differ on: {'; '.join(differ)}" if differ else
-                                                 "no reading of 08's (or 09's) is told apart from this notebook's")]
+    short = []
     cost = _cost(as_08, written)
-    if cost is not None:
+    if cost is not None:  # the one comparison of the two notebooks' steps timed in the same turns: first
         short.append(f"timed in section 3's turns, 08's step (clipping, AdamW's two groups) over this notebook's eager "
                      f"written-out step, in speed: {cost.brief}{' to tell' if cost.grade == 'too wide' else ''}")
+    short.append("by the rule for two moments, " + (f"the notebooks differ on: {'; '.join(differ)}" if differ else
+                                                     "no reading of 08's (or 09's) is told apart from this notebook's"))
     details = [account, "here ÷ 08: the figure here over 08's (for a rate, the speed here over 08's), its range from the "
                f"two spreads; told apart only at {verdicts.APART:g}× or more (the rule for two moments, the notebook's first cell)"
                if table else "", _table(table) if table else "",
@@ -124,8 +125,8 @@ def _part_in_09(ran09: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, 
     if whole09 and as_08 is not None and as_08.rate and whole09.get("unit") == "ktok/s":
         lag = as_08.rate / (whole09["value"] * 1e3)  # 09's time for 08's step over this notebook's
         said += (f"; 09's reading of 08's step took {lag:.2f}× this notebook's time for that step too. What sets 09's "
-                 "readings apart is not measured; candidates: the machine's pace in 09's turns, or that 09, unlike "
-                 "this notebook, ran no torch.compile before timing, or how far each process had warmed up"
+                 "readings apart is not measured; candidates: the machine's pace in 09's turns, which steps "
+                 "shared each set of turns, or that 09, unlike this notebook, ran no torch.compile before timing"
                  if lag >= 1.1 and longer else "; which reading is typical is not measured")
     else:
         said += "; which reading is typical is not measured"
@@ -191,7 +192,7 @@ def _table(rows: list[Row]) -> str:
 
 def _pair(value: float, lo: float, hi: float) -> tuple[str, str]:
     """A ratio with its range, and the two-moments verdict on that range."""
-    return f"{value:.2f}× ({lo:.2f}–{hi:.2f})", verdicts.moments_words(lo, hi, short=True)
+    return verdicts.ratio_of("", value, lo, hi, apart=True).numbers, verdicts.moments_words(lo, hi, short=True)
 
 
 def _cold(ran08: Mapping[str, dict], seconds: float | None) -> Row | None:
@@ -213,8 +214,9 @@ def _paired(quantity: str, row: dict | None, gain: Ratio | None, inverted: bool 
     if inverted:
         value, lo, hi = 1 / value, 1 / hi, 1 / lo
     micro = _micro(row)  # 08's step, where it ran more than one micro-batch: another step than this one
-    return Row(f"{quantity} (paired{f'; 08: its step{micro}' if micro else ''})", f"{value:.2f}× ({lo:.2f}–{hi:.2f})",
-               f"{gain.value:.2f}× ({gain.lo:.2f}–{gain.hi:.2f})", *_pair(gain.value / value, gain.lo / hi, gain.hi / lo))
+    theirs = report.recorded_ratio("", {**row, "value": value, "spread": (lo, hi)})  # its value kept inside its range
+    return Row(f"{quantity} (paired{f'; 08: its step{micro}' if micro else ''})", theirs.numbers, gain.numbers,
+               *_pair(gain.value / theirs.value, gain.lo / theirs.hi, gain.hi / theirs.lo))
 
 
 def _tokens_to_pay(extra_s: float, eager: Timing, gain: Ratio, tokens: float) -> tuple[float, float, float] | None:

@@ -105,8 +105,11 @@ def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[:width - 1] + "…"
 
 
+ROWS = 14  # the op table's rows: the costliest (op, shapes) groups, which section 4's short lines read
+
+
 def op_table(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, device: str,
-             eager: Mapping[str, Timing | None] | None = None, rows: int = 14) -> str:
+             eager: Mapping[str, Timing | None] | None = None, rows: int = ROWS) -> str:
     """The `rows` costliest (op, shapes) groups of a step: calls, intensity, time and share of op
     time, achieved rate and share of its roof, side of its ridge; under them the groups' count and
     the whole step's time with and without the profiler; and, given the earlier sets of turns' `eager` timings
@@ -296,16 +299,17 @@ def fusible_share(kinds: Mapping[str, Mapping[str, float]], outside: float) -> f
 def roof_short(ops: Sequence[OpTime], kinds: Mapping[str, Mapping[str, float]], of_roof: OfRoof,
                outside: float) -> list[str]:
     """Section 4's findings, one a line: each library-call kind (matmul, attention) with 5 % of op time or more, its
-    share and how close its ops (each with 1 % of op time or more) come to their roof; then the model's fusible ops'
-    share (the loss's and optimizer's, `outside` s, left out) and the most their vanishing would give (Amdahl)."""
+    share and how close its ops in the op table (`ops`, the slowest first: its :data:`ROWS` costliest) come to their
+    roof; then the model's fusible ops' share (the loss's and optimizer's, `outside` s, left out) and the most their
+    vanishing would give (Amdahl)."""
     op_time = sum(k["seconds"] for k in kinds.values())
     lines = []
     for kind, k in kinds.items():  # the costliest first
         own = [o for o in ops if o.kind == kind and o.flops and o.bytes and o.seconds]
         if kind in FUSIBLE or not own or k["seconds"] < 0.05 * op_time:
             continue
-        shown = [o for o in own if o.seconds >= 0.01 * op_time]
-        which = "its op groups of 1% or more" if shown else "its costliest op group"
+        shown = [o for o in own if o in ops[:ROWS]]
+        which = "its op groups in the op table" if shown else "its costliest op group"
         shown = shown or own[:1]
         lo, hi = min(map(of_roof, shown)), max(map(of_roof, shown))
         span = roof_share(lo) if roof_share(lo) == roof_share(hi) else f"{roof_share(lo)}–{roof_share(hi)}"
@@ -313,8 +317,9 @@ def roof_short(ops: Sequence[OpTime], kinds: Mapping[str, Mapping[str, float]], 
         lines.append(f"{kind}: {k['seconds'] / op_time:.0%} of op time; {which} at {span} of their "
                      f"roof{where}")
     fusible = fusible_share(kinds, outside)
-    lines.append(f"the model's fusible ops (element-wise, reduction, copy): {fusible:.0%} of op time; were their time "
-                 f"gone, the ops would run at most {1 / (1 - fusible):.2f}× faster")
+    left = f"; the loss's and optimizer's, {outside / op_time:.1%} more, left out" if outside else ""
+    lines.append(f"the model's fusible ops (element-wise, reduction, copy{left}): {fusible:.1%} of op time; were their "
+                 f"time gone, the ops would run at most {1 / (1 - fusible):.2f}× faster")
     return lines
 
 
@@ -344,15 +349,15 @@ def attention_alone(ran08: Mapping[str, dict] | None, dtype: torch.dtype) -> str
     key = f"attention alone, {dtype}: SDPA vs written out"  # the ratio row; 08 records each version's time too
     row = (ran08 or {}).get(key)
     if row and row.get("unit", "×") == "×":
-        lo, hi = row.get("spread") or (row["value"], row["value"])
+        r = report.recorded_ratio(key, row)
         times = [(ran08 or {}).get(f"attention alone: {v}, {dtype}") for v in ("SDPA", "written out")]
         each = (f" (SDPA {times[0]['value']:.3g} ms, written out {times[1]['value']:.3g} ms a call, forward + backward)"
                 if all(times) else "")
-        return (f"notebook 08, in this run: {key} = {row['value']:.2f}× ({lo:.2f}–{hi:.2f}){each}"
-                + (f": switching to the written-out attention gained {1 / row['value']:.2f}× on attention alone, "
+        return (f"notebook 08, in this run: {key} = {r.numbers}{each}"
+                + (f": switching to the written-out attention gained {r.inverse:.2f}× on attention alone, "
                    "so this kernel is one candidate here (08's timing, at another moment); the rest of the gap to the "
                    "roof is not measured apart"
-                   if hi < 1 else ""))
+                   if r.hi < 1 else ""))
     if ran08 is not None:
         return ("notebook 08 ran in this run without timing attention alone in this precision (it does where "
                 "its step found SDPA slower with a clear verdict, beyond the spread and the machine's drift): this run "
