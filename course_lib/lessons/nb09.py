@@ -395,13 +395,15 @@ def step_in_08(row: dict | None, pair: Sequence[Timing], batch: int, gpt: GPTCon
             "clipping and AdamW, not measured here" if share.clear else
             "no measurable difference: clipping and AdamW's update take less than these turns resolve"
             if share.grade == "no difference" else f"the turns cannot tell ({share.grade}: {share.doubt})")
+    pct = max(0, share.decimals - 2)  # the ratio's digits, as a share: 97.6% (94.3%–98.1%), not 98% (94%–98%)
     as_rate = dataclasses.replace(whole, work=batch * gpt.block_size, unit="tok/s")
     k, unit = rate_scale(as_rate.rate, "tok/s")  # in 08's unit where it reads so: '24.5 (24.3–25.1) ktok/s'
     vs4 = report.rate_vs_row(as_rate, sec4) if sec4 else None
     return "\n".join([
         f"08's whole step{how}, timed here in turns with its forward and backward: {ms(whole)} and {ms(part)}; forward "
-        f"and backward alone took {share.value:.0%} of the whole step (which includes clipping and AdamW), its paired range "
-        f"{share.lo:.0%}–{share.hi:.0%}: {said}",
+        f"and backward alone took {share.value:.{pct}%} of the whole step (which includes clipping and AdamW), its paired "
+        f"range {share.lo:.{pct}%}–{share.hi:.{pct}%}"
+        + (f" (the two medians' ratio, unpaired: {share.medians:.{pct}%})" if share.medians_apart else "") + f": {said}",
         f"{head} (its section 5, {'no utilisation sampler' if row.get('sampler') is False else 'the utilisation sampler running'}); "
         f"the whole step here: {ms(whole)}, "
         f"{as_rate.rate / k:.4g} ({as_rate.rate_lo / k:.4g}–{as_rate.rate_hi / k:.4g}) {unit}, "
@@ -470,7 +472,7 @@ def recompute_elsewhere() -> str:
     (:func:`recompute_verdict`): its plain step plus the blocks' forward against its checkpointed
     step, with what it leaves unexplained ('' without those rows)."""
     device, ref = report.reference("09_memory")
-    names = ("step without checkpointing", "step with checkpointing", "the blocks' forward alone")
+    names = ("forward + backward, no checkpointing", "forward + backward, checkpointed", "the blocks' forward alone")
     rows = [ref.get(n) for n in names]
     if not all(r and r.get("spread") for r in rows):
         return ""

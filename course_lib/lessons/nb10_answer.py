@@ -126,7 +126,7 @@ def _waste(kinds: Mapping[str, Mapping[str, float]], ops_unprofiled: float | Non
     fusible = fusible_share(kinds, outside)
     said = ([f"at least {at_least(1 - ops_unprofiled)} of the step outside any op"]
             if ops_unprofiled and bounded(ops_unprofiled) else [])
-    said.append(f"the model's fusible ops (element-wise, reduction, copy), {fusible:.0%} of the op time"
+    said.append(f"the model's fusible ops (element-wise, reduction, copy), {fusible:.1%} of the op time"
                 + (" (most of GELU's time in them is not memory traffic: details)" if _compute_set(gelu) else ""))
     if attention is not None and is_gain(attention):
         said.append(f"SDPA's kernel in this format (the written-out attention ran the step {attention.value:.2f}× as fast)")
@@ -165,7 +165,7 @@ def _room(kinds: Mapping[str, Mapping[str, float]], no_op: float, ops_unprofiled
                  "inside the ops' records" if no_op < unprofiled else
                  f"; section 1's profiled step reads {no_op:.1%}, which holds part of the profiler's own time"))
     lines = [f"compiling's room: the model's element-wise, reduction and copy ops (the kinds Inductor fuses) took "
-             f"{fusible:.0%} of section 4's op time; if their time went to zero, the ops would run at most "
+             f"{fusible:.1%} of section 4's op time; if their time went to zero, the ops would run at most "
              f"{1 / (1 - fusible):.2f}× faster (if matmuls and attention stay library calls: assumed, not measured); "
              "fusing removes their memory round trips, so ops far below their memory roof would keep part of their "
              "time (reasoning, not measured)",

@@ -24,7 +24,7 @@ NOT_IN_08 = ("notebook 08 has not timed this GPT at this micro-batch earlier in 
              "profile): nothing to set beside this notebook's readings")
 COLUMNS = ("quantity", "notebook 08", "here", "here ÷ 08", "two moments")
 STEP_08 = "08's step"
-PART_09 = "step without checkpointing"  # 09's forward + backward of this GPT (SDPA), no optimizer: a part of the step
+PART_09 = "forward + backward, no checkpointing"  # 09's forward + backward of this GPT (SDPA), no optimizer: a part of the step
 PAYBACK = "compile pays back after, tokens (section 3's turns)"  # section 3b times the compile again  # the rows that set 08's own step, timed here, beside 08's and 09's readings of it
 
 
@@ -103,7 +103,7 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
 def _part_in_09(ran09: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, batch: int,
                 readings: Mapping[str, Timing | None], as_08: Timing | None = None) -> str:
     """09's timing of a part of this notebook's eager SDPA step (its forward and backward, no optimizer: 09's
-    'step without checkpointing'), where 09 ran this GPT at this batch, beside this notebook's whole-step readings
+    'forward + backward, no checkpointing'), where 09 ran this GPT at this batch, beside this notebook's whole-step readings
     (where: Timing), by the rule for two moments; and, where 09 also timed 08's step and this notebook did
     (`as_08`), how 09's reading of that step compares: a pace both of 09's readings share. '' where 09 did not."""
     row, c09 = (ran09 or {}).get(PART_09), profiles.sizes("09_memory", profile)

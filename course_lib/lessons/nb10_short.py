@@ -74,8 +74,10 @@ def compile_again(again: Ratio, first: Ratio | None, item_cost: Ratio | None = N
     if item_cost is not None and item_cost.clear and item_cost.value < 1 and is_gain(again):
         share = lambda cost, gain: math.log(1 / cost) / math.log(gain)  # noqa: E731  the break's cost over the gain, in logs
         took, least, most = share(item_cost.value, again.value), share(item_cost.hi, again.hi), share(item_cost.lo, again.lo)
-        said.append(f"by the medians of these turns the break took back {_share(took)} of that gain; their intervals "
-                    f"allow {_share(least)} to {_share(most)}")
+        said.append(f"by the two paired ratios' medians (the break's cost, {item_cost.value:.{item_cost.decimals}f}×, "
+                    f"against the compile's gain, {again.value:.{again.decimals}f}×, in logs) the break took back "
+                    f"{_share(took)} of that gain; their intervals allow {_share(least)} to {_share(most)}; the medians "
+                    "of the times above are each setting's own, not these ratios")
     if first is not None and gain_unsettled(first, again):
         said.append(f"section 3's turns read {first.brief}: " + ("not confirmed here" if is_gain(first) else
                                                                   "the gain read here did not show there")
