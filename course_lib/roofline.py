@@ -260,6 +260,7 @@ class StepOps:
     ops: list[OpTime]
     step: bench.Timing
     profiled: bench.Timing
+    probe: bench.Timing | None = None  # a fixed piece of work timed in the same turns, where one was given
 
     @property
     def op_seconds(self) -> float:
@@ -267,7 +268,8 @@ class StepOps:
         return sum(o.seconds for o in self.ops)
 
 
-def measure_ops(fn: Callable[[], object], device: torch.device | str, steps: int = 3) -> StepOps:
+def measure_ops(fn: Callable[[], object], device: torch.device | str, steps: int = 3,
+                probe: Callable[[], object] | None = None) -> StepOps:
     """Run `fn` (one training step) once to warm up, then `steps` turns of two steps each, each turn after
     one untimed step (the previous turn's trace export and parse do not fall on the timed step): one
     timed without the profiler, one under ``torch.profiler`` with every ATen op counted
@@ -275,13 +277,14 @@ def measure_ops(fn: Callable[[], object], device: torch.device | str, steps: int
     record of the op (its calls inside included; the range and the Python around it left out),
     on a GPU the kernels and copies launched inside its range. Ops with the same name and
     shapes are grouped; calls, FLOPs, bytes and seconds are per step (seconds: the median
-    over the steps), the slowest first."""
+    over the steps), the slowest first. `probe`: a fixed piece of work timed in each turn too, after the step
+    without the profiler (the machine's pace at these turns)."""
     dev = torch.device(device)
     fn()
     sync(dev)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
     timed: list[tuple[dict[int, OpCost], dict[int, float]]] = []  # each step's ops and their seconds
-    plain, profiled = [], []
+    plain, profiled, probed = [], [], []
     for _ in range(steps):
         fn()  # untimed: the caches and the allocator back in a step's state after the last turn's trace work
         sync(dev)
@@ -289,6 +292,11 @@ def measure_ops(fn: Callable[[], object], device: torch.device | str, steps: int
         fn()
         sync(dev)
         plain.append(time.perf_counter() - start)
+        if probe is not None:
+            start = time.perf_counter()
+            probe()
+            sync(dev)
+            probed.append(time.perf_counter() - start)
         with quiet_stderr(), profile(activities=activities) as prof:
             start = time.perf_counter()
             with OpCostRecorder(timed=True) as c:
@@ -305,7 +313,8 @@ def measure_ops(fn: Callable[[], object], device: torch.device | str, steps: int
     turns = object()  # the two timings pair turn by turn (bench.speedup)
     return StepOps(_grouped(timed),
                    bench.timing_of(plain, name="step, no profiler", device=dev, turns_id=turns),
-                   bench.timing_of(profiled, name="step, every op timed", device=dev, turns_id=turns))
+                   bench.timing_of(profiled, name="step, every op timed", device=dev, turns_id=turns),
+                   bench.timing_of(probed, name="pace probe", device=dev, turns_id=turns) if probed else None)
 
 
 def _range_seconds(events: Sequence[dict], dev: torch.device) -> dict[int, float]:

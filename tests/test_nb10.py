@@ -1169,3 +1169,24 @@ def test_break_ratios_named_as_recorded_and_their_details():
     assert pays[6] == ("  by these turns' times, section 3's compilation pays for itself after about 95 steps (79 to 120); "
                        "section 3 reckoned it from its own turns' times")
     assert nb10.break_details((control, item, tensor, eager), clear, first, None, None, "cpu")[6] == ""  # no cold compile
+
+
+def test_pace_probe_is_fixed_work_and_its_clause_takes_the_pace_out_of_the_step():
+    probe = nb10.pace_probe("cpu")
+    out, copied = probe()
+    assert out.shape == (1024, 1024) and copied.numel() * 4 == 32 * 2**20  # the same work in every process
+    steps = {"section 2": _t("a", 0.092), "section 3": _t("b", 0.108)}
+    with_pace = {"section 2": _t(nb10.PROBE, 0.020), "section 3": _t(nb10.PROBE, 0.0235)}  # moved 1.175× too
+    said = nb10.probe_clause(steps, with_pace)
+    assert said.startswith("the pace probe (a fixed matmul and copy) in the same sets of turns: 20 ms, 23.5 ms (1.18× "
+                           "from fastest to slowest); the step's time over the probe's: 4.60, 4.60 (1.00×)")
+    assert said.endswith("the machine's pace, as the probe reads it, accounts for most of the step's move")
+    held = nb10.probe_clause(steps, {"section 2": _t(nb10.PROBE, 0.020), "section 3": _t(nb10.PROBE, 0.0201)})
+    assert held.endswith("the probe held while the step moved: the move is not the machine's pace as this probe reads "
+                         "it (what it is, is not measured)")
+    assert nb10.probe_clause({"a": _t("a", 0.1), "b": _t("b", 0.102)}, with_pace | {"a": _t("p", 0.02),
+                                                                                   "b": _t("p", 0.03)}) == ""  # no move
+    assert nb10.probe_clause(steps, {"section 2": None, "section 3": _t(nb10.PROBE, 0.02)}) == ""  # one set with both
+    timings, got = nb10.split_probe([_t("x", 1.0), _t(nb10.PROBE, 0.02)])
+    assert [t.name for t in timings] == ["x"] and got.name == nb10.PROBE
+    assert nb10.split_probe([_t("x", 1.0)]) == ([_t("x", 1.0)], None)

@@ -197,6 +197,11 @@ def test_measure_ops_on_a_cpu_training_step():
     for t in (measured.step, measured.profiled):  # the whole step, both ways, once per turn
         assert isinstance(t, bench.Timing) and t.runs == 2 and t.median_s > 0
     assert bench.speedup(measured.step, measured.profiled).rounds == 2  # paired turn by turn
+    assert measured.probe is None  # no probe given
+    calls = []
+    probed = measure_ops(step, "cpu", steps=2, probe=lambda: calls.append(1))
+    assert len(calls) == 2 and probed.probe.runs == 2  # once a turn, beside the step
+    assert bench.speedup(probed.step, probed.probe).rounds == 2  # in the same turns
     seconds = [r.seconds for r in rows]
     assert seconds == sorted(seconds, reverse=True)
     assert all(s >= 0 for s in seconds) and seconds[0] > 0

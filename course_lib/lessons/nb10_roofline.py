@@ -17,7 +17,7 @@ import torch
 
 from course_lib import published, report, verdicts
 from course_lib.bench import Ratio, Timing, speedup
-from course_lib.lessons.nb10_short import eager_readings
+from course_lib.lessons.nb10_short import eager_readings, probe_clause
 from course_lib.roofline import OpTime, StepOps, intensity, ridge, vs_datasheet
 from course_lib.units import fmt_rate, fmt_time
 
@@ -109,11 +109,13 @@ ROWS = 14  # the op table's rows: the costliest (op, shapes) groups, which secti
 
 
 def op_table(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, device: str,
-             eager: Mapping[str, Timing | None] | None = None, rows: int = ROWS) -> str:
+             eager: Mapping[str, Timing | None] | None = None, rows: int = ROWS,
+             probes: Mapping[str, Timing | None] | None = None) -> str:
     """The `rows` costliest (op, shapes) groups of a step: calls, intensity, time and share of op
     time, achieved rate and share of its roof, side of its ridge; under them the groups' count and
     the whole step's time with and without the profiler; and, given the earlier sets of turns' `eager` timings
-    of the same step (where: Timing), every reading beside this one (:func:`eager_readings`)."""
+    of the same step (where: Timing), every reading beside this one (:func:`eager_readings`), with the pace probe's
+    in the same sets (`probes`, by the same names; this one's in `measured`) where the readings moved."""
     op_time = measured.op_seconds
     lines = [f"{'op':<48} {'kind':<17} {'calls':>5} {'FLOP/B':>7} {'time':>9} {'least–most':>13} {'share':>6} {'FLOP/s':>13} "
              f"{'% roof':>7}  side of its ridge"]
@@ -137,7 +139,10 @@ def op_table(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, device: str,
     elif not cost.single:  # what counting and recording every op cost the step, in the same turns
         lines.append(f"  {cost.verdict('the step without the profiler vs with every op counted and recorded')}")
     if eager:
-        lines.append(eager_readings({**eager, "here": measured.step}))
+        readings = {**eager, "here": measured.step}
+        lines.append(eager_readings(readings))
+        if clause := probe_clause(readings, {**(probes or {}), "here": measured.probe}):
+            lines.append(f"  {clause}")
     return "\n".join(lines)
 
 

@@ -199,6 +199,39 @@ def eager_readings(readings: Mapping[str, Timing | None]) -> str:
                if r >= SWING else ""))
 
 
+PROBE = "pace probe"  # the fixed work timed in every set of turns beside the steps (nb10.pace_probe)
+
+
+def split_probe(timings: Sequence[Timing]) -> tuple[list[Timing], Timing | None]:
+    """A set of turns' timings without the pace probe's, and the probe's (None where it was not timed)."""
+    return [t for t in timings if t.name != PROBE], next((t for t in timings if t.name == PROBE), None)
+
+
+def probe_clause(readings: Mapping[str, Timing | None], probes: Mapping[str, Timing | None]) -> str:
+    """Where the step's readings (where: Timing) moved :data:`SWING` or more from one set of turns to another: the pace
+    probe's readings in the same sets (`probes`, by the same names) and the step's time over the probe's, which
+    takes the machine's pace, as the probe reads it, out of the step's move; '' where fewer than two sets have both."""
+    both = {w: (t, probes[w]) for w, t in readings.items() if t is not None and probes.get(w) is not None}
+    if len(both) < 2:
+        return ""
+    step = [t.median_s for t, _ in both.values()]
+    probe = [p.median_s for _, p in both.values()]
+    over = [s / p for s, p in zip(step, probe)]
+    r_step, r_probe, r_over = (max(v) / min(v) for v in (step, probe, over))
+    if r_step < SWING:
+        return ""
+    left = math.log(r_over) / math.log(r_step)  # the share of the step's move left once the probe's is taken out
+    said = ("the machine's pace, as the probe reads it, accounts for most of the step's move" if left <= 0.5 else
+            "the probe moved less than the step: the machine's pace, as the probe reads it, accounts for part of the "
+            "move; the rest is not measured" if left < 0.8 else
+            "the probe held while the step moved: the move is not the machine's pace as this probe reads it (what it "
+            "is, is not measured)")
+    return (f"the pace probe (a fixed matmul and copy) in the same sets of turns: "
+            + ", ".join(f"{fmt_time(p.median_s)}" for _, p in both.values())
+            + f" ({r_probe:.2f}× from fastest to slowest); the step's time over the probe's: "
+            + ", ".join(f"{v:.2f}" for v in over) + f" ({r_over:.2f}×): {said}")
+
+
 UNSTEADY = 0.10  # a timing whose quartiles lie this far (half their distance) from its median ran unsteadily
 
 
