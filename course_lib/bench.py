@@ -31,6 +31,7 @@ import logging
 import math
 import statistics
 import time
+import dataclasses
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping, Sequence
 
@@ -406,6 +407,29 @@ def time_in_turns(fns: dict[str, Callable[[], object]], *, device: torch.device 
     run = next(_TURNS)
     return [timing_of(ts, name=name, device=device, work=work, unit=unit, turns_id=run)
             for name, ts in times.items()]
+
+
+PROBE = "pace probe"  # the name :func:`pace_probe` is timed under, beside the steps of a set of turns
+
+
+def pace_probe(device: torch.device | str) -> Callable[[], object]:
+    """A fixed piece of work to time in a set of turns beside the steps (under :data:`PROBE`), so that a move of the
+    machine's pace between two sets of turns, or two notebooks, shows in it too: a float32 matmul and a copy, on a CPU
+    of 1024² and 32 MiB, on a GPU of 4096² and 64 MiB (the same work in every process). Its tensors live as long as
+    the function."""
+    n, mib = (4096, 64) if torch.device(device).type == "cuda" else (1024, 32)
+    a = torch.randn(n, n, device=device)  # (n, n)
+    block = torch.empty(mib * 2**20 // 4, device=device)  # float32: `mib` MiB
+    return lambda: (a @ a, block.clone())
+
+
+def split_probe(timings: Sequence[Timing], where: str = "") -> tuple[list[Timing], Timing | None]:
+    """A set of turns' timings without the pace probe's, and the probe's (None where it was not timed), as a time
+    (no work: the turns' unit is the steps'), named 'pace probe, `where`' where given."""
+    probe = next((t for t in timings if t.name == PROBE), None)
+    if probe is not None:
+        probe = dataclasses.replace(probe, work=None, unit="", name=f"{PROBE}, {where}" if where else PROBE)
+    return [t for t in timings if t.name != PROBE], probe
 
 
 def rate_curve(sizes: Sequence[int], device: torch.device | str,

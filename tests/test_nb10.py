@@ -1172,21 +1172,42 @@ def test_break_ratios_named_as_recorded_and_their_details():
 
 
 def test_pace_probe_is_fixed_work_and_its_clause_takes_the_pace_out_of_the_step():
-    probe = nb10.pace_probe("cpu")
+    probe = bench.pace_probe("cpu")
     out, copied = probe()
     assert out.shape == (1024, 1024) and copied.numel() * 4 == 32 * 2**20  # the same work in every process
     steps = {"section 2": _t("a", 0.092), "section 3": _t("b", 0.108)}
-    with_pace = {"section 2": _t(nb10.PROBE, 0.020), "section 3": _t(nb10.PROBE, 0.0235)}  # moved 1.175× too
+    with_pace = {"section 2": _t(bench.PROBE, 0.020), "section 3": _t(bench.PROBE, 0.0235)}  # moved 1.175× too
     said = nb10.probe_clause(steps, with_pace)
     assert said.startswith("the pace probe (a fixed matmul and copy) in the same sets of turns: 20 ms, 23.5 ms (1.18× "
                            "from fastest to slowest); the step's time over the probe's: 4.60, 4.60 (1.00×)")
     assert said.endswith("the machine's pace, as the probe reads it, accounts for most of the step's move")
-    held = nb10.probe_clause(steps, {"section 2": _t(nb10.PROBE, 0.020), "section 3": _t(nb10.PROBE, 0.0201)})
+    held = nb10.probe_clause(steps, {"section 2": _t(bench.PROBE, 0.020), "section 3": _t(bench.PROBE, 0.0201)})
     assert held.endswith("the probe held while the step moved: the move is not the machine's pace as this probe reads "
                          "it (what it is, is not measured)")
     assert nb10.probe_clause({"a": _t("a", 0.1), "b": _t("b", 0.102)}, with_pace | {"a": _t("p", 0.02),
                                                                                    "b": _t("p", 0.03)}) == ""  # no move
-    assert nb10.probe_clause(steps, {"section 2": None, "section 3": _t(nb10.PROBE, 0.02)}) == ""  # one set with both
-    timings, got = nb10.split_probe([_t("x", 1.0), _t(nb10.PROBE, 0.02)])
-    assert [t.name for t in timings] == ["x"] and got.name == nb10.PROBE
-    assert nb10.split_probe([_t("x", 1.0)]) == ([_t("x", 1.0)], None)
+    assert nb10.probe_clause(steps, {"section 2": None, "section 3": _t(bench.PROBE, 0.02)}) == ""  # one set with both
+    timings, got = bench.split_probe([_t("x", 1.0), _t(bench.PROBE, 0.02, work=2048, unit="tok/s")], "here")
+    assert [t.name for t in timings] == ["x"] and got.name == "pace probe, here" and got.rate is None  # a time
+    assert bench.split_probe([_t("x", 1.0)]) == ([_t("x", 1.0)], None)
+
+
+def test_paced_takes_each_sets_pace_out_of_08s_step():
+    from course_lib.lessons import nb09, nb10_beside08
+    ran08 = {"eager, written-out attention": {"value": 25.0, "unit": "ktok/s"},
+             "pace probe, section 4's turns": {"value": 24.0, "unit": "ms"}}
+    ran09 = {nb09.WHOLE_STEP: {"value": 26.0, "unit": "ktok/s"}, "pace probe, beside 08's step": {"value": 23.0, "unit": "ms"}}
+    here = bench.timing_of([0.065, 0.066, 0.064], name="08's step", device="cpu", work=2048, unit="tok/s")
+    probe = _t("pace probe, section 3's turns", 0.019)  # this set ran 1.25× faster, and so did its probe
+    said = nb10_beside08.paced(ran08, ran09, here, probe)
+    # 25,000 tok/s × 24 ms = 600; 26,000 × 23 ms = 598; 2048 / 65 ms × 19 ms = 599
+    assert said == ("08's step, tokens per pace probe (its rate × the probe's time in the same turns, which takes out each "
+                    "set's pace): 08, section 4 (2 micro-batches) 600, 09 598, here, section 3 599 (1.00× from lowest to "
+                    "highest): within 1.1× of each other once each set's pace is taken out")
+    apart = nb10_beside08.paced(ran08, ran09, here, _t("p", 0.025))  # the probe held, the step did not
+    assert apart.endswith("(1.32× from lowest to highest): apart even with each set's pace taken out: what else sets "
+                          "them apart is not measured")
+    assert nb10_beside08.paced(ran08, None, None, None) == ""  # one reading with its probe: nothing to set beside
+    assert nb10_beside08.paced({"eager, written-out attention": ran08["eager, written-out attention"]}, ran09, here,
+                               probe).startswith("08's step, tokens per pace probe (its rate × the probe's time in the "
+                                                 "same turns, which takes out each set's pace): 09 598, here")

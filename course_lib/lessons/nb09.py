@@ -354,10 +354,11 @@ WHOLE_STEP = "08's whole step, timed in 09"  # the key notebook 10 reads (nb10_b
 
 
 def whole_and_part(model: GPT, step: Callable[[], None], device: torch.device, repeats: int,
-                   tokens: int | None = None) -> list[Timing]:
+                   tokens: int | None = None, probe: Callable[[], object] | None = None) -> list[Timing]:
     """08's whole training step of `model` (`step`, its forward and backward, then gradient clipping
     and fused AdamW's update, as 08 trains) and `step` alone, timed in turns: (whole, part); with
-    `tokens` (the tokens of a step), as rates in tok/s."""
+    `tokens` (the tokens of a step), as rates in tok/s; with `probe` (:func:`course_lib.bench.pace_probe`), the
+    probe too, in the same turns, last (:func:`course_lib.bench.split_probe` takes it out)."""
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device.type in ("cuda", "cpu"))
 
     def whole() -> None:
@@ -370,8 +371,8 @@ def whole_and_part(model: GPT, step: Callable[[], None], device: torch.device, r
         model.zero_grad(set_to_none=True)  # as 08's step starts: no gradients to add to
         step()
 
-    return bench.time_in_turns({WHOLE_STEP: whole, "its forward and backward, timed in 09": part}, device=device,
-                               repeats=repeats, work=tokens, unit="tok/s" if tokens else "")
+    fns = {WHOLE_STEP: whole, "its forward and backward, timed in 09": part} | ({bench.PROBE: probe} if probe else {})
+    return bench.time_in_turns(fns, device=device, repeats=repeats, work=tokens, unit="tok/s" if tokens else "")
 
 
 def step_in_08(row: dict | None, pair: Sequence[Timing], batch: int, gpt: GPTConfig,

@@ -26,8 +26,8 @@ from course_lib.lessons.nb10_reference import (REGIONS, bound, graphs_bound, own
 from course_lib.lessons.nb10_roofline import (ROWS, above_roof, attention_alone, cache_roof_note, gelu_side,  # noqa: F401
                                               kind_table, no_roofline, op_notes, op_table, placement, reference_ridge,
                                               roof_short, roof_verdict, roofs_note)
-from course_lib.lessons.nb10_short import (PROBE, break_short, compile_again, compile_short, eager_readings,  # noqa: F401
-                                            in_short, probe_clause, split_probe, sync_short, unconfirmed, unsteady)
+from course_lib.lessons.nb10_short import (break_short, compile_again, compile_short, eager_readings,  # noqa: F401
+                                            in_short, probe_clause, sync_short, unconfirmed, unsteady)
 from course_lib.models import GPT, GPTConfig
 from course_lib.profiling import StepSyncs, SyncCounter
 from course_lib.roofline import count_ops
@@ -350,16 +350,6 @@ def before_compile(plain: Timing, eager: Timing) -> str:
                                                "measured (candidates: each set of turns' pace, the machine's or set by "
                                                "the steps that share its turns, four GPTs in section 3's; a compile "
                                                "having run in this process; section 4 lists every reading of this step)"))
-
-
-def pace_probe(device: torch.device | str) -> Callable[[], object]:
-    """A fixed piece of work to time in every set of turns beside the steps (:data:`PROBE`), so that a move of the
-    machine's pace between the sets shows in it too (:func:`probe_clause`): a float32 matmul and a copy, on a CPU of
-    1024² and 32 MiB, on a GPU of 4096² and 64 MiB. Its tensors live as long as the function."""
-    n, mib = (4096, 64) if torch.device(device).type == "cuda" else (1024, 32)
-    a = torch.randn(n, n, device=device)  # (n, n)
-    block = torch.empty(mib * 2**20 // 4, device=device)  # float32: `mib` MiB
-    return lambda: (a @ a, block.clone())
 
 
 def break_ratios(control: Timing, item: Timing, tensor: Timing, eager: Timing) -> dict[str, Ratio]:

@@ -14,7 +14,7 @@ import torch
 
 from course_lib import bench, profiles, report, verdicts
 from course_lib.lessons.nb09 import WHOLE_STEP  # 09's key for 08's step timed in its turns
-from course_lib.lessons.nb10_short import in_short
+from course_lib.lessons.nb10_short import SWING, in_short
 from course_lib.bench import Ratio, Timing, break_even
 from course_lib.models import GPTConfig
 from course_lib.units import fmt_count, fmt_time, unit_scale
@@ -26,6 +26,33 @@ COLUMNS = ("quantity", "notebook 08", "here", "here ÷ 08", "two moments")
 STEP_08 = "08's step"
 PART_09 = "forward + backward, no checkpointing"  # 09's forward + backward of this GPT (SDPA), no optimizer: a part of the step
 PAYBACK = "compile pays back after, tokens (section 3's turns)"  # section 3b times the compile again  # the rows that set 08's own step, timed here, beside 08's and 09's readings of it
+
+
+PROBES = {"08": "pace probe, section 4's turns", "09": "pace probe, beside 08's step"}  # each set's fixed matmul and copy
+
+
+def paced(ran08: Mapping[str, dict] | None, ran09: Mapping[str, dict] | None, as_08: Timing | None,
+          probe: Timing | None) -> str:
+    """08's written-out step with each set of turns' pace taken out: its rate times the pace probe's time in the same
+    turns (the tokens it trains in one probe's time), in 08's section 4 (two micro-batches), in 09's turns and here
+    (`as_08` and `probe`, section 3's); '' where fewer than two readings have their probe."""
+    got = {}
+    for who, rows, key in (("08, section 4 (2 micro-batches)", ran08, "eager, written-out attention"),
+                           ("09", ran09, WHOLE_STEP)):
+        rate, timed = (rows or {}).get(key), (rows or {}).get(PROBES[who[:2]])
+        scale = unit_scale(rate["unit"], "tok/s") if rate else None
+        if rate and timed and scale and timed["unit"] == "ms":
+            got[who] = rate["value"] * scale * timed["value"] / 1e3
+    if as_08 is not None and as_08.rate and probe is not None:
+        got["here, section 3"] = as_08.rate * probe.median_s
+    if len(got) < 2:
+        return ""
+    r = max(got.values()) / min(got.values())
+    said = (f"within {SWING:g}× of each other once each set's pace is taken out" if r < SWING else
+            "apart even with each set's pace taken out: what else sets them apart is not measured")
+    return ("08's step, tokens per pace probe (its rate × the probe's time in the same turns, which takes out each "
+            "set's pace): " + ", ".join(f"{who} {v:,.0f}" for who, v in got.items()) + f" ({r:.2f}× from lowest to "
+            f"highest): {said}")
 
 
 class Row(NamedTuple):
@@ -52,7 +79,7 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
               compile_gain: Ratio | None = None, attention_gain: Ratio | None = None, eager: Timing | None = None,
               written: Timing | None = None, compiled: Timing | None = None, before: Timing | None = None,
               as_08: Timing | None = None, ran09: Mapping[str, dict] | None = None, account: str = "",
-              later: Mapping[str, Timing | None] | None = None) -> str:
+              later: Mapping[str, Timing | None] | None = None, probe: Timing | None = None) -> str:
     """Notebook 08's readings of this GPT at this micro-batch (`ran08`, its rows of this run) beside this
     section's: its cold compile (`cold_s`), paired speed-ups (`compile_gain`, `attention_gain`), break-even
     in tokens, and step rates (`eager`, `written`, `compiled`; `before`: the eager step timed before any
@@ -61,7 +88,9 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
     stands beside 08's and 09's readings of that step (`ran09`: 09's rows of this run), in one line, and
     beside this notebook's step in the same turns, in the line that says what the table found ('in short:';
     the rest under 'details:', `account` first: :func:`account_in_08`'s line). `later`: the eager step's readings
-    after section 3 (where: Timing), set with section 2's and 3's beside 09's part of the step."""
+    after section 3 (where: Timing), set with section 2's and 3's beside 09's part of the step.
+    `probe`: the pace probe timed in section 3's turns, which :func:`paced` sets beside 08's and 09's.
+    """
     ran08 = ran08 or {}
     if before is not None and eager is not None and before.rate is None:  # section 2 timed it without its tokens
         before = dataclasses.replace(before, work=eager.work, unit=eager.unit)
@@ -84,6 +113,7 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
     if cost is not None:  # the one comparison of the two notebooks' steps timed in the same turns: first
         short.append(f"timed in section 3's turns, 08's step (clipping, AdamW's two groups) over this notebook's eager "
                      f"written-out step, in speed: {cost.brief}{' to tell' if cost.grade == 'too wide' else ''}")
+    short.append(paced(ran08, ran09, as_08, probe))  # the same step's readings with each set's pace taken out
     short.append("by the rule for two moments, " + (f"the notebooks differ on: {'; '.join(differ)}" if differ else
                                                      "no reading of 08's (or 09's) is told apart from this notebook's"))
     details = [account, "here ÷ 08: the figure here over 08's (for a rate, the speed here over 08's), its range from the "

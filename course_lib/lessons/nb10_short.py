@@ -199,14 +199,6 @@ def eager_readings(readings: Mapping[str, Timing | None]) -> str:
                if r >= SWING else ""))
 
 
-PROBE = "pace probe"  # the fixed work timed in every set of turns beside the steps (nb10.pace_probe)
-
-
-def split_probe(timings: Sequence[Timing]) -> tuple[list[Timing], Timing | None]:
-    """A set of turns' timings without the pace probe's, and the probe's (None where it was not timed)."""
-    return [t for t in timings if t.name != PROBE], next((t for t in timings if t.name == PROBE), None)
-
-
 def probe_clause(readings: Mapping[str, Timing | None], probes: Mapping[str, Timing | None]) -> str:
     """Where the step's readings (where: Timing) moved :data:`SWING` or more from one set of turns to another: the pace
     probe's readings in the same sets (`probes`, by the same names) and the step's time over the probe's, which
