@@ -143,7 +143,9 @@ class Ratio:
 
     @property
     def inverse(self) -> float:
-        """1 over the ratio as printed (at :attr:`decimals`), so that '0.83×: 1.20× slower' agrees on the page."""
+        """1 over the ratio as printed (at :attr:`decimals`), so that '0.83×: 1.20× slower' agrees on the page; the
+        phrase uses it from 0.5 up, where the inverse is no more precise than the ratio (below, 1 / :attr:`value`
+        with its own range: 0.40× would make 2.50× of a measured 2.52×)."""
         shown = float(f"{self.value:.{self.decimals}f}")
         return 1 / shown if shown else math.inf
 

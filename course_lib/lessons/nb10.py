@@ -23,8 +23,8 @@ from course_lib.lessons.nb10_beside08 import NOT_IN_08, account_in_08, beside_08
 from course_lib.lessons.nb10_reference import (REGIONS, bound, graphs_bound, own_gpt, reference_fix,  # noqa: F401
                                                 reference_gpt, reference_kinds, reference_sync, regime_label,
                                                 stale_fix_rows)
-from course_lib.lessons.nb10_roofline import (ROWS, above_roof, attention_alone, cache_roof_note, gelu_side,  # noqa: F401
-                                              kind_table, no_roofline, op_notes, op_table, placement, reference_ridge,
+from course_lib.lessons.nb10_roofline import (ROWS, above_roof, attention_alone, cache_roof_note,  # noqa: F401
+                                              gelu_compute_set, gelu_placed, gelu_side, kind_table, no_roofline, op_notes, op_table, placement, reference_ridge,
                                               roof_short, roof_verdict, roofs_note)
 from course_lib.lessons.nb10_short import (break_short, compile_again, compile_short, eager_readings,  # noqa: F401
                                             in_short, probe_clause, sync_short, unconfirmed, unsteady)

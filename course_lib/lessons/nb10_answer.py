@@ -11,7 +11,8 @@ from course_lib import datasheet, profiles, report
 from course_lib.bench import Ratio
 from course_lib.lessons.nb10_beside08 import _and
 from course_lib.lessons.nb10_reference import reference_answer
-from course_lib.lessons.nb10_roofline import FUSIBLE, at_least, bounded, fusible_share, roof_share, unbounded
+from course_lib.lessons.nb10_roofline import (FUSIBLE, at_least, bounded, fusible_share, gelu_compute_set, roof_share,
+                                              unbounded)
 from course_lib.lessons.nb10_short import (break_control, break_cost_only, break_unbacked, compile_in_08, gain_unsettled,
                                             is_gain, other_sets, points, unconfirmed)
 from course_lib.roofline import OpTime
@@ -144,7 +145,7 @@ def _listed(paid: Mapping[str, Ratio]) -> str:
 
 def _compute_set(gelu: tuple[Ratio, float] | None) -> bool:
     """Whether section 4 measured GELU's time as mostly not its bytes': twice a copy's time or more, beyond the spread."""
-    return gelu is not None and gelu[0].clear and gelu[0].lo >= 2
+    return gelu is not None and gelu_compute_set(gelu[0])
 
 
 def _room(kinds: Mapping[str, Mapping[str, float]], no_op: float, ops_unprofiled: float | None, outside: float,

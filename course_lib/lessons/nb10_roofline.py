@@ -218,8 +218,8 @@ def gelu_side(r: Ratio, gelu: Timing, copy: Timing, device: str, in_step: OpTime
         said.append(f"  GELU took {r.value:.1f}× a copy's time: moving its bytes accounts for about {part} of it ({share}), "
                     "so memory traffic does not set its time; what does (its arithmetic, its kernel) is not measured "
                     "apart. Fusing GELU into a neighbour removes its memory round trip, about a copy's time "
-                    f"({fmt_time(copy.median_s)} of its {fmt_time(gelu.median_s)}); whether fused code also computes "
-                    "GELU faster is not measured here")
+                    f"({fmt_time(copy.median_s)} of its {fmt_time(gelu.median_s)}; reasoning, not measured); whether fused "
+                    "code also computes GELU faster is not measured here")
     else:
         said.append(f"  GELU took {r.value:.2f}× a copy's time: moving its bytes accounts for about {part} of it "
                     f"({share}), the rest its arithmetic or its kernel (not measured apart)")
@@ -301,6 +301,22 @@ def fusible_share(kinds: Mapping[str, Mapping[str, float]], outside: float) -> f
     return (sum(k["seconds"] for kind, k in kinds.items() if kind in FUSIBLE) - outside) / op_time
 
 
+def gelu_compute_set(r: Ratio | None) -> bool:
+    """Whether the GELU-vs-copy timing (`r`: GELU's time over a copy's of its bytes, None where not timed) shows
+    GELU's time mostly not its bytes': twice a copy's or more, beyond the spread."""
+    return r is not None and r.clear and r.lo >= 2
+
+
+def gelu_placed(r: Ratio | None) -> str:
+    """Under the verdict by share: where GELU's forward was counted on the compute side, why (its timing against a
+    copy of its bytes); '' where it was not measured so."""
+    if not gelu_compute_set(r):
+        return ""
+    return (f"  GELU's forward, left of its ridge by its one-FLOP-per-element count, is counted on the compute side: "
+            f"its time is {r.value:.1f}× a copy's of its bytes (the cell above); GELU's backward, not timed so, stays "
+            "where its count puts it")
+
+
 def roof_short(ops: Sequence[OpTime], kinds: Mapping[str, Mapping[str, float]], of_roof: OfRoof,
                outside: float) -> list[str]:
     """Section 4's findings, one a line: each library-call kind (matmul, attention) with 5 % of op time or more, its
@@ -359,7 +375,8 @@ def attention_alone(ran08: Mapping[str, dict] | None, dtype: torch.dtype) -> str
         each = (f" (SDPA {times[0]['value']:.3g} ms, written out {times[1]['value']:.3g} ms a call, forward + backward)"
                 if all(times) else "")
         return (f"notebook 08, in this run: {key} = {r.numbers}{each}"
-                + (f": switching to the written-out attention gained {r.inverse:.2f}× on attention alone, "
+                + (f": switching to the written-out attention gained {1 / r.value:.2f}× ({1 / r.hi:.2f}–{1 / r.lo:.2f}×) on "
+                   "attention alone, "
                    "so this kernel is one candidate here (08's timing, at another moment); the rest of the gap to the "
                    "roof is not measured apart"
                    if r.hi < 1 else ""))

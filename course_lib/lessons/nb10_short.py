@@ -58,7 +58,7 @@ def break_short(fix: Ratio, item_cost: Ratio | None = None) -> list[str]:
     timed. Compiling's gain timed again in these turns stands under 'details:' (:func:`compile_again`)."""
     said = [f"removing the graph break (a tensor instead of .item()): {fix.brief} against the .item() GPT"]
     if item_cost is not None:
-        said.append("the break's own cost, the .item() GPT against the plain compiled GPT: " + (
+        said.append("the break's own cost (a split block graph, the forward's other ops eager), the .item() GPT against the plain compiled GPT: " + (
             f"{item_cost.brief}: not resolved in these turns, so how much of the fix's gain is the break's is not "
             "established" if break_unbacked(fix, item_cost) else
             f"{item_cost.brief}, though the fix itself read no "
@@ -213,11 +213,12 @@ def probe_clause(readings: Mapping[str, Timing | None], probes: Mapping[str, Tim
     if r_step < SWING:
         return ""
     left = math.log(r_over) / math.log(r_step)  # the share of the step's move left once the probe's is taken out
-    said = ("the machine's pace, as the probe reads it, accounts for most of the step's move" if left <= 0.5 else
-            "the probe moved less than the step: the machine's pace, as the probe reads it, accounts for part of the "
-            "move; the rest is not measured" if left < 0.8 else
-            "the probe held while the step moved: the move is not the machine's pace as this probe reads it (what it "
-            "is, is not measured)")
+    said = ("the probe moved with the step: what moved it (the machine's pace, or other work in this process or its "
+            "turns; not told apart) slowed a fixed matmul and copy as much" if left <= 0.5 else
+            "the probe moved part of the way: part of the step's move slowed a fixed matmul and copy too; the rest is "
+            "not measured" if left < 0.8 else
+            "the probe held while the step moved: whatever moved the step did not slow a fixed matmul and copy (what "
+            "it is, is not measured)")
     return (f"the pace probe (a fixed matmul and copy) in the same sets of turns: "
             + ", ".join(f"{fmt_time(p.median_s)}" for _, p in both.values())
             + f" ({r_probe:.2f}× from fastest to slowest); the step's time over the probe's: "
