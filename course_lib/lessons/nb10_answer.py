@@ -82,11 +82,14 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
             for name, r in fixes.items()]
     both = " (compiling and the written-out attention each against the eager SDPA step; the two together are not timed " \
         "here)" * (COMPILING in paid and "the written-out attention" in paid)
-    head.append(f"  so what paid: {paid} made the step measurably faster, in turns{both}" if paid else
-                "  so what paid: no change timed here made the step measurably faster")
+    flat = [w for w, r in sets if r.grade == "no difference"]  # where compiling read no difference, beside its gains
+    held = (f"; compiling, faster in {_and([w for w, _ in gained])} turns, read no measurable difference in "
+            f"{_and(flat)}, so it is not counted here (details)" if gained and flat and not compiled else "")
+    head.append(f"  so what paid: {paid} made the step measurably faster, in turns{both}{held}" if paid else
+                f"  so what paid: no change timed here made the step measurably faster{held}")
     if restored:  # the fix removes a cost the monitoring added: it gives back speed, it does not add any
-        head.append(f"  removing the graph break gave back what the break cost: {restored} (the fixed GPT against the "
-                    ".item() one; the break was added on purpose, section 3b)"
+        head.append(f"  removing the graph break sped the .item() GPT back up: {restored} (the fixed GPT against the "
+                    ".item() one; the break was added on purpose, and section 3b times its cost against the plain GPT)"
                     + (f"; at {SMALL} the fixed GPT against the plain one read {small[2].brief}: part of that may not "
                        "be the break's" if SMALL in restored and len(small) > 2 and small[2].grade != "no difference"
                        else ""))
@@ -170,7 +173,7 @@ def _room(kinds: Mapping[str, Mapping[str, float]], no_op: float, ops_unprofiled
              f"{1 / (1 - fusible):.2f}× faster (if matmuls and attention stay library calls: assumed, not measured); "
              "fusing removes their memory round trips, so ops far below their memory roof would keep part of their "
              "time (reasoning, not measured)",
-             f"  the loss's and the optimizer's such ops, {outside / op_time:.0%} more, stay outside torch.compile(model)",
+             f"  the loss's and the optimizer's such ops, {outside / op_time:.1%} more, stay outside torch.compile(model)",
              f"  the time outside any op (Python, autograd's bookkeeping), which compiling can also cut some of: {least}"]
     if _compute_set(gelu):  # the fusible ops' largest part, measured against a copy of its bytes
         r, part = gelu

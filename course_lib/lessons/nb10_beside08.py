@@ -49,7 +49,8 @@ def paced(ran08: Mapping[str, dict] | None, ran09: Mapping[str, dict] | None, as
         return ""
     r = max(got.values()) / min(got.values())
     said = (f"within {SWING:g}× of each other once each set's pace is taken out" if r < SWING else
-            "apart even with each set's pace taken out: what else sets them apart is not measured")
+            "the probe does not take the gap away; what else sets these readings apart is not measured (by the rule "
+            "for two moments, below, they are not told apart)")
     return ("08's step, tokens per pace probe (its rate × the probe's time in the same turns, which takes out each "
             "set's pace): " + ", ".join(f"{who} {v:,.0f}" for who, v in got.items()) + f" ({r:.2f}× from lowest to "
             f"highest): {said}")
