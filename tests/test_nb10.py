@@ -299,8 +299,8 @@ def test_before_compile_says_whether_the_eager_step_moved_across_the_compile():
     assert said.startswith("the eager step read 99.0 ms (98.0–100.0) in section 2, before any compile, and 116.0 ms")
     assert said.endswith("1.17× its earlier time, two moments: not told apart (under 2.5×); what moved it is not measured "
                          "(candidates: each set of turns' pace, the machine's or set by the steps that share its turns, "
-                         "four GPTs in section 3's; a compile having run in this process; section 4 lists every reading "
-                         "of this step)")
+                         "four GPTs in section 3's; the pace probe's line below; section 4 lists every reading of this "
+                         "step)")
     assert nb10.before_compile(plain, plain).endswith("after it: not told apart (two moments, under 2.5×; their quartile ranges overlap)")
     assert "compiled" not in said  # the paired verdict compares compiled with eager; no two-moments ratio of it
 
@@ -626,7 +626,8 @@ def test_beside_08_sets_08s_step_timed_here_beside_08s_and_09s_readings_and_this
     assert lines[0].startswith("in short: timed in section 3's turns, 08's step (clipping, AdamW's two groups) over this "
                                "notebook's eager written-out step, in speed: 0.97× (")  # the paired reading first
     assert lines[0].endswith(": 1.03× slower")  # 70.0 ms against 68.2 ms, turn by turn
-    assert lines[1].startswith("          by the rule for two moments, no reading of 08's (or 09's) is told apart")
+    assert lines[1].startswith("          by the rule for two moments alone (2.5×, what a machine's pace can move), no "
+                               "reading of 08's (or 09's) is told apart")
     assert lines[3] == "    08's account"  # the attention account, first under details
     assert not any(" | " in ln and "08's step" in ln and "verdict" not in ln for ln in lines)  # 08's step: one line, not table rows
     assert any(ln.strip().startswith("verdict: 08's step over this notebook's eager written-out step, in speed, in section 3's turns: ") for ln in lines)
@@ -900,11 +901,11 @@ def test_short_lines_say_what_each_section_found_and_where_two_sets_of_turns_dis
     level = Ratio(".item() vs plain", 0.99, 0.96, 1.02, rounds=9, coverage=0.96, drift=0.017)  # the control: no cost shown
     unbacked = nb10.break_short(gained, level)
     assert unbacked == [f"removing the graph break (a tensor instead of .item()): {gained.brief} against the .item() GPT",
-                        f"the break's own cost (Dynamo giving up on the GPT's forward: a compiled region per block, the forward's other ops eager), the .item() GPT against the plain compiled GPT: {level.brief}: not "
+                        f"the .item()'s cost (the break and what Dynamo did about it, not timed apart), the .item() GPT against the plain compiled GPT: {level.brief}: not "
                         "resolved in these turns, so how much of the fix's gain is the break's is not established"]
     costly = Ratio(".item() vs plain", 0.95, 0.93, 0.97, rounds=9, coverage=0.96, drift=0.01)  # the break costs here
     backed = nb10.break_short(gained, costly)
-    assert backed[1] == f"the break's own cost (Dynamo giving up on the GPT's forward: a compiled region per block, the forward's other ops eager), the .item() GPT against the plain compiled GPT: {costly.brief}"
+    assert backed[1] == f"the .item()'s cost (the break and what Dynamo did about it, not timed apart), the .item() GPT against the plain compiled GPT: {costly.brief}"
     again = Ratio("c3b", 1.08, 1.06, 1.10, rounds=9, coverage=0.96, drift=0.01)
     assert nb10.compile_again(again, faster, costly) == (  # log(1/0.95) / log(1.08) = 0.67
         "  by the two paired ratios' medians (the break's cost, 0.95×, against the compile's gain, 1.08×, in logs) the "
@@ -921,7 +922,7 @@ def test_short_lines_say_what_each_section_found_and_where_two_sets_of_turns_dis
             "not established") in said
     level_fix = Ratio("compiled, tensor vs .item() in the model", 1.05, 0.99, 1.08, rounds=9, coverage=0.96, drift=0.02)
     shown = nb10.break_short(level_fix, costly)  # the control shows the cost, the direct pair does not
-    assert shown[1] == (f"the break's own cost (Dynamo giving up on the GPT's forward: a compiled region per block, the forward's other ops eager), the .item() GPT against the plain compiled GPT: {costly.brief}, "
+    assert shown[1] == (f"the .item()'s cost (the break and what Dynamo did about it, not timed apart), the .item() GPT against the plain compiled GPT: {costly.brief}, "
                         f"though the fix itself read no speed-up beyond its spread: the break's cost "
                         "shows in one pairing, not in the other")
     mirror = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {nb10.COMPILING: faster, nb10.FIX: level_fix}, None,
@@ -1168,8 +1169,8 @@ def test_break_ratios_named_as_recorded_and_their_details():
                                  drift=0.01)}
     pays = nb10.break_details((control, item, tensor, eager), clear, first, None, None, "cpu", cold_s=20.0)
     # 19 s beyond one compiled step, each step saving 1.2 s × (1 − 1/1.2) = 0.2 s: 95 steps (1.25×: 79; 1.15×: 121)
-    assert pays[6] == ("  by these turns' times, section 3's compilation pays for itself after about 95 steps (79 to 120); "
-                       "section 3 reckoned it from its own turns' times")
+    assert pays[6] == ("  by these turns' paired gain and eager median, section 3's compilation pays for itself after "
+                       "about 95 steps (79 to 120); section 3 reckoned it from its own turns'")
     assert nb10.break_details((control, item, tensor, eager), clear, first, None, None, "cpu")[6] == ""  # no cold compile
 
 
@@ -1208,8 +1209,8 @@ def test_paced_takes_each_sets_pace_out_of_08s_step():
                     "set's pace): 08, section 4 (2 micro-batches) 600, 09 598, here, section 3 599 (1.00× from lowest to "
                     "highest): within 1.1× of each other once each set's pace is taken out")
     apart = nb10_beside08.paced(ran08, ran09, here, _t("p", 0.025))  # the probe held, the step did not
-    assert apart.endswith("(1.32× from lowest to highest): the probe does not take the gap away; what else sets these "
-                          "readings apart is not measured (by the rule for two moments, below, they are not told apart)")
+    assert apart.endswith("(1.32× from lowest to highest): a gap the probe does not take away, so not the machine's "
+                          "pace as the probe reads it; what sets these readings apart is not measured")
     assert nb10_beside08.paced(ran08, None, None, None) == ""  # one reading with its probe: nothing to set beside
     assert nb10_beside08.paced({"eager, written-out attention": ran08["eager, written-out attention"]}, ran09, here,
                                probe).startswith("08's step, tokens per pace probe (its rate × the probe's time in the "
@@ -1239,3 +1240,22 @@ def test_so_what_paid_says_why_compiling_is_not_counted():
     counted = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {nb10.COMPILING: faster}, None, "", None, None,
                           again=again)  # no set reads no difference: counted, and nothing to explain
     assert "so what paid: compiling (default mode) at 1.05×" in counted and "not counted" not in counted
+
+
+def test_beside_08_says_when_the_probe_leaves_a_gap_the_two_moments_rule_allows():
+    from course_lib import bench as b
+    gpt = GPTConfig(vocab_size=256, block_size=128, n_layer=4, n_head=4, n_embd=128)
+    turns = object()
+    t = lambda name, s: b.timing_of([s * f for f in (0.99, 1.0, 1.0, 1.01, 1.02)], name=name, device="cpu",  # noqa: E731
+                                    work=2048, unit="tok/s", turns_id=turns)
+    written, as_08 = t("eager, written-out attention", 0.0682), t("08's step, written-out attention", 0.0700)
+    ran08 = {**_ran08(), "pace probe, section 4's turns": {"value": 21.0, "unit": "ms"}}  # 31.6 ktok/s × 21 ms = 664
+    probe = _t("pace probe, section 3's turns", 0.021)  # the same pace here: 2048 / 70 ms × 21 ms = 614
+    lines = nb10.beside_08(ran08, gpt, "cpu", 16, written=written, as_08=as_08, probe=probe).splitlines()
+    assert lines[1].startswith("          08's step, tokens per pace probe") and "(1.08× from lowest to highest): within " \
+        "1.1× of each other once each set's pace is taken out" in lines[1]
+    assert lines[2].endswith("no reading of 08's (or 09's) is told apart from this notebook's")  # nothing more to say
+    slower = {**ran08, "eager, written-out attention": {**ran08["eager, written-out attention"], "value": 36.0,
+                                                         "spread": [35.9, 36.1]}}
+    gap = nb10.beside_08(slower, gpt, "cpu", 16, written=written, as_08=as_08, probe=probe).splitlines()
+    assert gap[2].endswith("; the probe, above, says this step's gap is not that pace")  # 756 against 614: 1.23×

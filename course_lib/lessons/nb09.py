@@ -376,12 +376,14 @@ def whole_and_part(model: GPT, step: Callable[[], None], device: torch.device, r
 
 
 def step_in_08(row: dict | None, pair: Sequence[Timing], batch: int, gpt: GPTConfig,
-               sec4: dict | None = None) -> str:
+               sec4: dict | None = None, probes: tuple[dict | None, Timing | None] = (None, None)) -> str:
     """Notebook 08's whole training step of this GPT at this batch (`row`: :func:`row_of_08`) beside
     this notebook's forward and backward of it, timed here in turns with that whole step (`pair`:
     :func:`whole_and_part`): the part's share of the whole, paired; then 08's record against the
     whole step timed here, two moments apart, and 08's section 4 reading of the same step (`sec4`, its
-    rate for two micro-batches a step) beside it too. '' without `row`."""
+    rate for two micro-batches a step) beside it too, with each set's pace taken out where `probes` (08's pace-probe
+    row from its section 4 turns, and this notebook's probe Timing from the turns of `pair`) are both given. '' without
+    `row`."""
     if row is None:
         return ""
     ms = lambda t: f"{1e3 * t.median_s:.1f} ms ({1e3 * t.lo_s:.1f}–{1e3 * t.hi_s:.1f})"  # noqa: E731
@@ -410,7 +412,22 @@ def step_in_08(row: dict | None, pair: Sequence[Timing], batch: int, gpt: GPTCon
         f"{as_rate.rate / k:.4g} ({as_rate.rate_lo / k:.4g}–{as_rate.rate_hi / k:.4g}) {unit}, "
         f"{report.apart_words(report.rate_vs_row(as_rate, row))}"
         + (f"\n08's section 4 read the same GPT's step with two micro-batches at {report.fmt_row_value(sec4)} "
-           f"{sec4['unit']}: from that reading, this one is {report.apart_words(vs4)}" if vs4 else "")])
+           f"{sec4['unit']}: from that reading, this one is {report.apart_words(vs4)}" + _paced(vs4[0], *probes)
+           if vs4 else "")])
+
+
+def _paced(ratio: float, probe08: dict | None, probe: Timing | None) -> str:
+    """`ratio` (this step's rate over 08's section 4 reading) with each set's pace taken out: times this set's pace
+    probe over 08's (the same fixed work); '' without both probes."""
+    if not probe08 or probe is None or probe08.get("unit") != "ms":
+        return ""
+    paced = ratio * probe.median_s * 1e3 / probe08["value"]
+    said = ("within 1.1× of 08's: the gap above is the pace of the two sets, as the probe reads it" if
+            max(paced, 1 / paced) < 1.1 else
+            "a gap the probe does not take away, so not the machine's pace as the probe reads it; what else differs "
+            "(the step's code, the process) is not measured")
+    return (f"; the pace probe (a fixed matmul and copy) read {probe08['value']:.1f} ms in 08's section 4 turns and "
+            f"{1e3 * probe.median_s:.1f} ms here: with each set's pace taken out, this one is {paced:.2f}× 08's, {said}")
 
 
 def _residual_verdict(plain: Timing, checkpointed: Timing, forward: Timing, predicted: float) -> str:

@@ -348,8 +348,8 @@ def before_compile(plain: Timing, eager: Timing) -> str:
             + ("not told apart (two moments, under 2.5×; their quartile ranges overlap)" if e.within_noise else f"{eager.median_s / plain.median_s:.2f}× its earlier time, two moments: "
                                                f"{verdicts.moments_words(e.lo, e.hi, short=True)}; what moved it is not "
                                                "measured (candidates: each set of turns' pace, the machine's or set by "
-                                               "the steps that share its turns, four GPTs in section 3's; a compile "
-                                               "having run in this process; section 4 lists every reading of this step)"))
+                                               "the steps that share its turns, four GPTs in section 3's; the pace "
+                                               "probe's line below; section 4 lists every reading of this step)"))
 
 
 def break_ratios(control: Timing, item: Timing, tensor: Timing, eager: Timing) -> dict[str, Ratio]:
@@ -375,8 +375,8 @@ def break_details(timings: Sequence[Timing], r: Mapping[str, Ratio], first_step:
     pays = ""
     if cold_s is not None and again.clear and again.value > 1:  # section 3's break-even, from these turns' own times
         steps, few, many = break_even(cold_s - control.median_s, eager, again)
-        pays = (f"  by these turns' times, section 3's compilation pays for itself after about {fmt_count(steps)} steps "
-                f"({fmt_count(few)} to {fmt_count(many)}); section 3 reckoned it from its own turns' times")
+        pays = (f"  by these turns' paired gain and eager median, section 3's compilation pays for itself after about "
+                f"{fmt_count(steps)} steps ({fmt_count(few)} to {fmt_count(many)}); section 3 reckoned it from its own turns'")
     return [r["fix"].verdict("removing the graph break (a tensor instead of .item())", on=device),
             compile_pair(first_step[item.name], first_step[tensor.name]),  # compilation included: one pair
             *(r[key].verdict(f"the step monitoring with {what}, its speed over the plain compiled GPT's", on=device)

@@ -49,8 +49,8 @@ def paced(ran08: Mapping[str, dict] | None, ran09: Mapping[str, dict] | None, as
         return ""
     r = max(got.values()) / min(got.values())
     said = (f"within {SWING:g}× of each other once each set's pace is taken out" if r < SWING else
-            "the probe does not take the gap away; what else sets these readings apart is not measured (by the rule "
-            "for two moments, below, they are not told apart)")
+            "a gap the probe does not take away, so not the machine's pace as the probe reads it; what sets these "
+            "readings apart is not measured")
     return ("08's step, tokens per pace probe (its rate × the probe's time in the same turns, which takes out each "
             "set's pace): " + ", ".join(f"{who} {v:,.0f}" for who, v in got.items()) + f" ({r:.2f}× from lowest to "
             f"highest): {said}")
@@ -115,8 +115,11 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
         short.append(f"timed in section 3's turns, 08's step (clipping, AdamW's two groups) over this notebook's eager "
                      f"written-out step, in speed: {cost.brief}{' to tell' if cost.grade == 'too wide' else ''}")
     short.append(paced(ran08, ran09, as_08, probe))  # the same step's readings with each set's pace taken out
-    short.append("by the rule for two moments, " + (f"the notebooks differ on: {'; '.join(differ)}" if differ else
-                                                     "no reading of 08's (or 09's) is told apart from this notebook's"))
+    unpaced = "probe does not take away" in short[-1]  # a gap the machine's pace, as the probe reads it, does not make
+    short.append("by the rule for two moments alone (2.5×, what a machine's pace can move), "
+                 + (f"the notebooks differ on: {'; '.join(differ)}" if differ else
+                    "no reading of 08's (or 09's) is told apart from this notebook's")
+                 + ("; the probe, above, says this step's gap is not that pace" if unpaced else ""))
     details = [account, "here ÷ 08: the figure here over 08's (for a rate, the speed here over 08's), its range from the "
                f"two spreads; told apart only at {verdicts.APART:g}× or more (the rule for two moments, the notebook's first cell)"
                if table else "", _table(table) if table else "",
