@@ -25,13 +25,13 @@ turns) are compared by their quartiles, as the spread of the repeats allows.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import itertools
 import logging
 import math
 import statistics
 import time
-import dataclasses
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping, Sequence
 

@@ -416,6 +416,9 @@ def step_in_08(row: dict | None, pair: Sequence[Timing], batch: int, gpt: GPTCon
            if vs4 else "")])
 
 
+UNPACED = "a gap the probe does not take away, so not the machine's pace as the probe reads it"  # 09's and 10's words
+
+
 def _paced(ratio: float, probe08: dict | None, probe: Timing | None) -> str:
     """`ratio` (this step's rate over 08's section 4 reading) with each set's pace taken out: times this set's pace
     probe over 08's (the same fixed work); '' without both probes."""
@@ -424,8 +427,7 @@ def _paced(ratio: float, probe08: dict | None, probe: Timing | None) -> str:
     paced = ratio * probe.median_s * 1e3 / probe08["value"]
     said = ("within 1.1× of 08's: the gap above is the pace of the two sets, as the probe reads it" if
             max(paced, 1 / paced) < 1.1 else
-            "a gap the probe does not take away, so not the machine's pace as the probe reads it; what else differs "
-            "(the step's code, the process) is not measured")
+            f"{UNPACED}; what else differs (the step's code, the process) is not measured")
     return (f"; the pace probe (a fixed matmul and copy) read {probe08['value']:.1f} ms in 08's section 4 turns and "
             f"{1e3 * probe.median_s:.1f} ms here: with each set's pace taken out, this one is {paced:.2f}× 08's, {said}")
 

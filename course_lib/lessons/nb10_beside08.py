@@ -13,7 +13,7 @@ from typing import Mapping, NamedTuple
 import torch
 
 from course_lib import bench, profiles, report, verdicts
-from course_lib.lessons.nb09 import WHOLE_STEP  # 09's key for 08's step timed in its turns
+from course_lib.lessons.nb09 import UNPACED, WHOLE_STEP  # 09's key for 08's step timed in its turns; the probe's words
 from course_lib.lessons.nb10_short import SWING, in_short
 from course_lib.bench import Ratio, Timing, break_even
 from course_lib.models import GPTConfig
@@ -49,8 +49,7 @@ def paced(ran08: Mapping[str, dict] | None, ran09: Mapping[str, dict] | None, as
         return ""
     r = max(got.values()) / min(got.values())
     said = (f"within {SWING:g}× of each other once each set's pace is taken out" if r < SWING else
-            "a gap the probe does not take away, so not the machine's pace as the probe reads it; what sets these "
-            "readings apart is not measured")
+            f"{UNPACED}; what sets these readings apart is not measured")
     return ("08's step, tokens per pace probe (its rate × the probe's time in the same turns, which takes out each "
             "set's pace): " + ", ".join(f"{who} {v:,.0f}" for who, v in got.items()) + f" ({r:.2f}× from lowest to "
             f"highest): {said}")
@@ -115,7 +114,7 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
         short.append(f"timed in section 3's turns, 08's step (clipping, AdamW's two groups) over this notebook's eager "
                      f"written-out step, in speed: {cost.brief}{' to tell' if cost.grade == 'too wide' else ''}")
     short.append(paced(ran08, ran09, as_08, probe))  # the same step's readings with each set's pace taken out
-    unpaced = "probe does not take away" in short[-1]  # a gap the machine's pace, as the probe reads it, does not make
+    unpaced = UNPACED in short[-1]  # a gap the machine's pace, as the probe reads it, does not make
     short.append("by the rule for two moments alone (2.5×, what a machine's pace can move), "
                  + (f"the notebooks differ on: {'; '.join(differ)}" if differ else
                     "no reading of 08's (or 09's) is told apart from this notebook's")
