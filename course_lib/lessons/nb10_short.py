@@ -73,8 +73,10 @@ def compile_again(again: Ratio, first: Ratio | None, item_cost: Ratio | None = N
     the .item() GPT ran measurably slower, and whether section 3's turns (`first`) agree; '' where neither applies."""
     said = []
     if item_cost is not None and item_cost.clear and item_cost.value < 1 and is_gain(again):
+        shown = lambda r, v: float(f"{v:.{r.decimals}f}")  # noqa: E731  as printed, so that the share follows from the page
         share = lambda cost, gain: math.log(1 / cost) / math.log(gain)  # noqa: E731  the break's cost over the gain, in logs
-        took, least, most = share(item_cost.value, again.value), share(item_cost.hi, again.hi), share(item_cost.lo, again.lo)
+        took, least, most = (share(shown(item_cost, c), shown(again, g)) for c, g in
+                             ((item_cost.value, again.value), (item_cost.hi, again.hi), (item_cost.lo, again.lo)))
         said.append(f"by the two paired ratios' medians (the break's cost, {item_cost.value:.{item_cost.decimals}f}×, "
                     f"against the compile's gain, {again.value:.{again.decimals}f}×, in logs) the break took back "
                     f"{_share(took)} of that gain; their intervals allow {_share(least)} to {_share(most)}; the medians "
@@ -215,9 +217,9 @@ def probe_clause(readings: Mapping[str, Timing | None], probes: Mapping[str, Tim
         return ""
     left = math.log(r_over) / math.log(r_step)  # the share of the step's move left once the probe's is taken out
     said = ("the probe moved with the step: what moved it (the machine's pace, or other work in this process or its "
-            "turns; not told apart) slowed a fixed matmul and copy as much" if left <= 0.5 else
-            "the probe moved part of the way: part of the step's move slowed a fixed matmul and copy too; the rest is "
-            "not measured" if left < 0.8 else
+            "turns; not told apart) slowed a fixed matmul and copy about as much" if left <= 0.25 else
+            f"the probe moved part of the way: about {1 - left:.0%} of the step's move (in logs) shows in a fixed matmul "
+            "and copy too; the rest is not measured" if left < 0.75 else
             "the probe held while the step moved: whatever moved the step did not slow a fixed matmul and copy (what "
             "it is, is not measured)")
     return (f"the pace probe (a fixed matmul and copy) in the same sets of turns: "
