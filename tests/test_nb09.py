@@ -301,11 +301,11 @@ def test_step_in_08_sets_08s_whole_step_beside_this_part_of_it():
                             probes=({"value": 20.0, "unit": "ms"}, probe)).splitlines()[2]
     # the same probe time in both sets: the ratio of the rates is left as it is (11.91 / 11.9), within 1.1×
     assert paced.endswith("; the pace probe (a fixed matmul and copy) read 20.0 ms in 08's section 4 turns and 20.0 ms "
-                          "here: with each set's pace taken out, this one is 1.00× 08's, within 1.1× of 08's: the gap "
-                          "above is the pace of the two sets, as the probe reads it")
+                          "here: with each set's pace taken out, this one is 1.00× 08's (its rate alone: 1.00×), "
+                          "within 1.1× of 08's")
     slow = nb09.step_in_08(written, (whole, part), c.batch, gpt, sec4,
                            probes=({"value": 25.0, "unit": "ms"}, probe)).splitlines()[2]  # 08's set ran slower
-    assert "this one is 0.80× 08's, a gap the probe does not take away" in slow
+    assert "this one is 0.80× 08's (its rate alone: 1.00×), a gap the probe does not take away" in slow
     assert nb09.step_in_08(written, (whole, part), c.batch, gpt, sec4, probes=(None, probe)) == "\n".join(both)
     longer = bench.timing_of([0.180, 0.182, 0.185, 0.179, 0.190], name="part", device="cpu", turns_id="t")
     assert "the part took longer than the whole in the same turns" in nb09.step_in_08(row, (whole, longer), c.batch,

@@ -55,8 +55,9 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     sets = [(w, r) for w, r in (("section 3's", fixes.get(COMPILING)), ("section 3b's", again),
                                 *(("notebook 08's", r) for r in in_08)) if r is not None]  # compiling, each set of turns
     gained = [(w, r) for w, r in sets if is_gain(r)] if fixes.get(COMPILING) is not None else []
+    fits = bool(sets) and 1 < max(r.lo for _, r in sets) <= min(r.hi for _, r in sets)  # one gain fits every set
     compiled = ({f"{COMPILING}{'' if gained[0][0] == sets[0][0] else f'; in {gained[0][0]} turns'}": gained[0][1]}
-                if gained and not any(r.grade == "no difference" for _, r in sets) else {})  # a gain no set contradicts
+                if gained and (fits or not any(r.grade == "no difference" for _, r in sets)) else {})  # no set contradicts
     restored = _listed({n: r for n, r in ({"the full batch": fixes.get(FIX)} if not unbacked else {}).items()
                         if r is not None and is_gain(r)}
                        | ({SMALL: small[0]} if small and is_gain(small[0]) and not break_unbacked(*small[:2]) else {}))

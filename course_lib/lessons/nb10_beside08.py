@@ -36,23 +36,25 @@ def paced(ran08: Mapping[str, dict] | None, ran09: Mapping[str, dict] | None, as
     """08's written-out step with each set of turns' pace taken out: its rate times the pace probe's time in the same
     turns (the tokens it trains in one probe's time), in 08's section 4 (two micro-batches), in 09's turns and here
     (`as_08` and `probe`, section 3's); '' where fewer than two readings have their probe."""
-    got = {}
+    got, rates = {}, []
     for who, rows, key in (("08, section 4 (2 micro-batches)", ran08, "eager, written-out attention"),
                            ("09", ran09, WHOLE_STEP)):
         rate, timed = (rows or {}).get(key), (rows or {}).get(PROBES[who[:2]])
         scale = unit_scale(rate["unit"], "tok/s") if rate else None
         if rate and timed and scale and timed["unit"] == "ms":
             got[who] = rate["value"] * scale * timed["value"] / 1e3
+            rates.append(rate["value"] * scale)
     if as_08 is not None and as_08.rate and probe is not None:
         got["here, section 3"] = as_08.rate * probe.median_s
+        rates.append(as_08.rate)
     if len(got) < 2:
         return ""
-    r = max(got.values()) / min(got.values())
+    r, raw = max(got.values()) / min(got.values()), max(rates) / min(rates)
     said = (f"within {SWING:g}× of each other once each set's pace is taken out" if r < SWING else
             f"{UNPACED}; what sets these readings apart is not measured")
     return ("08's step, tokens per pace probe (its rate × the probe's time in the same turns, which takes out each "
             "set's pace): " + ", ".join(f"{who} {v:,.0f}" for who, v in got.items()) + f" ({r:.2f}× from lowest to "
-            f"highest): {said}")
+            f"highest; their rates alone: {raw:.2f}×): {said}")
 
 
 class Row(NamedTuple):
