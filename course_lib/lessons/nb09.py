@@ -417,6 +417,7 @@ def step_in_08(row: dict | None, pair: Sequence[Timing], batch: int, gpt: GPTCon
 
 
 UNPACED = "a gap the probe does not take away, so not the machine's pace as the probe reads it"  # 09's and 10's words
+PACED = 1.1  # readings within this factor of each other once each set's pace is taken out agree (09's and 10's rule)
 
 
 def _paced(ratio: float, probe08: dict | None, probe: Timing | None) -> str:
@@ -425,7 +426,7 @@ def _paced(ratio: float, probe08: dict | None, probe: Timing | None) -> str:
     if not probe08 or probe is None or probe08.get("unit") != "ms":
         return ""
     paced = ratio * probe.median_s * 1e3 / probe08["value"]
-    said = ("within 1.1× of 08's" if max(paced, 1 / paced) < 1.1 else
+    said = (f"within {PACED:g}× of 08's" if max(paced, 1 / paced) < PACED else
             f"{UNPACED}; what else differs (the step's code, the process) is not measured")
     return (f"; the pace probe (a fixed matmul and copy) read {probe08['value']:.1f} ms in 08's section 4 turns and "
             f"{1e3 * probe.median_s:.1f} ms here: with each set's pace taken out, this one is {paced:.2f}× 08's (its rate "

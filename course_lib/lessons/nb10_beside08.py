@@ -13,8 +13,8 @@ from typing import Mapping, NamedTuple
 import torch
 
 from course_lib import bench, profiles, report, verdicts
-from course_lib.lessons.nb09 import UNPACED, WHOLE_STEP  # 09's key for 08's step timed in its turns; the probe's words
-from course_lib.lessons.nb10_short import SWING, in_short
+from course_lib.lessons.nb09 import PACED, UNPACED, WHOLE_STEP  # 09's key for 08's step; the probe's rule and words
+from course_lib.lessons.nb10_short import in_short
 from course_lib.bench import Ratio, Timing, break_even
 from course_lib.models import GPTConfig
 from course_lib.units import fmt_count, fmt_time, unit_scale
@@ -50,7 +50,7 @@ def paced(ran08: Mapping[str, dict] | None, ran09: Mapping[str, dict] | None, as
     if len(got) < 2:
         return ""
     r, raw = max(got.values()) / min(got.values()), max(rates) / min(rates)
-    said = (f"within {SWING:g}× of each other once each set's pace is taken out" if r < SWING else
+    said = (f"within {PACED:g}× of each other once each set's pace is taken out" if r < PACED else
             f"{UNPACED}; what sets these readings apart is not measured")
     return ("08's step, tokens per pace probe (its rate × the probe's time in the same turns, which takes out each "
             "set's pace): " + ", ".join(f"{who} {v:,.0f}" for who, v in got.items()) + f" ({r:.2f}× from lowest to "
