@@ -42,6 +42,11 @@ def test_a_lopsided_spread_shows_its_quartiles_and_a_tiny_one_a_decimal():
     assert tight.spread_text == f"± {tight.spread:.1%}" and tight.spread < 0.01
     even = bench.timing_of([0.010, 0.011, 0.012, 0.009, 0.0105], name="mm", device="cpu")
     assert even.spread_text == f"± {even.spread:.0%}"
+    # quartiles 5.3 below and 7.3 above the median (1.38 times): '± 6%' would hide which side lies farther
+    uneven = bench.Timing("step", "cpu", 0.1008, 0.0126, 9, q1_s=0.0955, q3_s=0.1081)
+    assert uneven.spread_text == "(95.5–108)"
+    nearly = bench.Timing("step", "cpu", 0.1000, 0.0110, 9, q1_s=0.0950, q3_s=0.1060)  # 5 and 6: 1.2 times
+    assert nearly.spread_text == "± 5%"  # half of 11 %, rounded
 
 
 def test_time_fn_warms_up_then_measures():

@@ -188,8 +188,10 @@ def test_fastest_line_names_the_ties():
                            "make up for the slower attention (two changes at once")
     assert "never pays back" not in said and "compiled" not in nb08.fastest_line([a, b])
     chained = nb08.fastest_line([c, b, a], {"a": 1.41, "b": 1.07, "c": 0.5}, "eager SDPA")  # b timed in other turns
-    assert chained.endswith("differ by). The paired ratios over eager SDPA, each in its own turns (1.41× and 1.07×), put "
-                            "a ahead of b by about 1.32×: an inference across two sets of turns, not a measurement")
+    assert chained == ("fastest median of this section so far: a. The paired ratios over eager SDPA, each in its own "
+                       "turns (1.41× and 1.07×), put a ahead of b by about 1.32× (an inference across two sets of turns, "
+                       "not a measurement); their medians alone, 1.01× apart at two moments, are under the 2.5× two "
+                       "moments can differ by")  # the paired inference first, the two-moments rule after it
     assert nb08.fastest_line([comp, won], {"a": 1.4, "compiled, SDPA": 1.1}, "x") == said  # paired: told apart already
 
 
@@ -400,6 +402,12 @@ def test_paired_mfu_text_names_the_turns_and_the_moment():
         f"{mfu.value:.1%} over those turns' matmul and 45.0% over the stored peak")
     assert nb08.mfu_answer(best, [0.377, 0.369, 0.382], mfu, 0.45, held, later=True).endswith(
         "; section 6's long run reads this step again, and its answer includes that reading")
+    # with the long run to come, the readings so far, and no range: section 6 answers once, with every reading
+    later = nb08.mfu_answer(best, [0.377, 0.369, 0.382], mfu, 0.45, slow, later=True)
+    assert later.startswith("MFU of compiled, SDPA so far, each reading at one moment: 37.7% in section 4's turns") \
+        and "–50.0%" not in later and later.endswith("answers with the range of every reading")
+    assert "so this step's MFU" in nb08.paired_mfu_text(mfu, "eager, SDPA", "cpu", 0.45, slow)
+    assert "so this step's MFU" not in nb08.paired_mfu_text(mfu, "eager, SDPA", "cpu", 0.45, slow, later=True)
     assert nb08.mfu_answer(best, [0.377, 0.369, 0.382], swung, 0.40, slow).endswith("was too wide to check it")  # the MFU itself
     assert nb08.mfu_answer(best, [0.377, 0.369, 0.382], mfu, 0.40, swung).endswith("the matmul's pace in its turns was too wide to tell")
     assert nb08.mfu_answer(None, None, mfu, 0.45, held) == ""

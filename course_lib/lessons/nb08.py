@@ -213,21 +213,22 @@ def fastest_line(timings: Sequence[Timing], over_base: Mapping[str, float] | Non
     best = max(timings, key=lambda t: t.rate)
     over_base = over_base or {}
 
-    def chained(t: Timing) -> str:
-        if not (speedup(t, best).apart and best.name in over_base and t.name in over_base):
-            return ""
+    def chained(t: Timing) -> str:  # the paired inference first, then what the two medians alone could tell
         b, o = over_base[best.name], over_base[t.name]
         return (f". The paired ratios over {base}, each in its own turns ({b:.2f}× and {o:.2f}×), put {best.name} ahead "
-                f"of {t.name} by about {b / o:.2f}×: an inference across two sets of turns, not a measurement")
+                f"of {t.name} by about {b / o:.2f}× (an inference across two sets of turns, not a measurement); their "
+                f"medians alone, {speedup(t, best).value:.2f}× apart at two moments, are under the {verdicts.APART:g}× "
+                "two moments can differ by")
 
     others = [t for t in timings if t is not best and not speedup(t, best).clear]
+    paired = [t for t in others if speedup(t, best).apart and best.name in over_base and t.name in over_base]
     tied = [f"{t.name}, " + (f"timed in other turns, {speedup(t, best).value:.2f}× apart: under the "
                              f"{verdicts.APART:g}× two moments can differ by" if speedup(t, best).apart
-                             else "by these repeats") for t in others]
+                             else "by these repeats") for t in others if t not in paired]
     beaten = [t.name for t in timings if t.name.startswith("compiled") and t is not best
               and speedup(t, best).clear]
     return (f"fastest median of this section so far: {best.name}"
-            + (f" (not told apart from {'; '.join(tied)})" if tied else "") + "".join(map(chained, others))
+            + (f" (not told apart from {'; '.join(tied)})" if tied else "") + "".join(map(chained, paired))
             + (f". {', '.join(beaten)} ran slower than {best.name}, beyond the spread: compiling did not make up for "
                "the slower attention (two changes at once: the compiler and the attention)" if beaten else ""))
 

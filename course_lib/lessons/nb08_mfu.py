@@ -158,6 +158,11 @@ def mfu_answer(best: Timing | None, best_mfu: Sequence[float] | None, mfu: Ratio
         return ""
     status, readings = _mfu_check(mfu, stored, matmul, step)
     more = "; section 6's long run reads this step again, and its answer includes that reading" if later else ""
+    if status == "range" and later:  # the readings so far, each one moment's; section 6 answers with their range
+        return (f"MFU of {best.name} so far, each reading at one moment: {best_mfu[0]:.1%} in section 4's turns (the "
+                f"recorded row; quartiles {best_mfu[1]:.1%}–{best_mfu[2]:.1%}); in the later turns printed below, "
+                f"{readings[0]:.1%} over those turns' matmul and {readings[1]:.1%} over the stored peak. Section 6's long "
+                "run reads this step again and answers with the range of every reading")
     if status == "range":
         lo, hi = min(best_mfu[0], *readings), max(best_mfu[0], *readings)
         return (f"answer so far: {best.name}, {lo:.1%}–{hi:.1%} MFU of the measured peak across its readings, each at one "
@@ -172,14 +177,15 @@ def mfu_answer(best: Timing | None, best_mfu: Sequence[float] | None, mfu: Ratio
 
 
 def paired_mfu_text(mfu: Ratio, what: str, device: str, stored: float, matmul: Ratio,
-                    step: Ratio | None = None) -> str:
+                    step: Ratio | None = None, later: bool = False) -> str:
     """The check of section 5's MFU at one moment, a few short lines: the `what` step and the peak's own
     matmul timed in the same turns. `mfu` is the paired ratio of the step's model FLOP/s to the matmul's,
     `stored` the same turns' step over the stored peak, `matmul` the matmul's FLOP/s in these turns over
     the stored peak's, `step` the step's rate in these turns over section 4's timing of it (both timed
     apart; None where section 4's MFU came from another version of the step). Where the matmul kept
     within the spreads of its stored pace and the step of section 4's, the MFU above is this run's
-    reading; otherwise this step's MFU is the range of the readings, each one moment's."""
+    reading; otherwise this step's MFU is the range of the readings, each one moment's (`later`: said once, by
+    section 6's long run, which adds its reading)."""
     lines = [f"the same check at one moment: {mfu.rounds} turns of the {what} step and the peak's matmul | {device}",
              f"  over the same turns' matmul: {mfu.value:.1%} ({mfu.lo:.1%}–{mfu.hi:.1%}); over the stored peak: "
              f"{stored:.1%}"]
@@ -200,8 +206,9 @@ def paired_mfu_text(mfu: Ratio, what: str, device: str, stored: float, matmul: R
         return "\n".join(lines + [f"  {', and '.join(said)} (two moments: no change shown): the MFU above is this run's "
                                   "reading"])
     lines.append(f"  {'; '.join(said)}")
-    lines.append(f"  so this step's MFU in this process: {min(readings):.1%}–{max(readings):.1%}, the range of these "
-                 "readings (each divides by one moment's timings)")
+    if not later:  # else section 6's answer gives the range, with the long run's reading
+        lines.append(f"  so this step's MFU in this process: {min(readings):.1%}–{max(readings):.1%}, the range of these "
+                     "readings (each divides by one moment's timings)")
     return "\n".join(lines)
 
 

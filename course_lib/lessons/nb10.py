@@ -25,6 +25,7 @@ from course_lib.lessons.nb10_reference import (REGIONS, bound, graphs_bound, own
                                                 stale_fix_rows)
 from course_lib.lessons.nb10_roofline import (ROWS, above_roof, attention_alone, cache_roof_note,  # noqa: F401
                                               gelu_compute_set, gelu_placed, gelu_side, kind_table, no_roofline, op_notes, op_table, placement, reference_ridge,
+                                              step_readings,
                                               roof_short, roof_verdict, roofs_note)
 from course_lib.lessons.nb10_short import (break_short, compile_again, compile_short, eager_readings,  # noqa: F401
                                             in_short, probe_clause, sync_short, unconfirmed, unsteady)
@@ -350,6 +351,25 @@ def before_compile(plain: Timing, eager: Timing) -> str:
                                                "measured (candidates: each set of turns' pace, the machine's or set by "
                                                "the steps that share its turns, four GPTs in section 3's; the pace "
                                                "probe's line below; section 4 lists every reading of this step)"))
+
+
+class ItemGPT(GPT):
+    """The GPT with a forward of its own code (GPT.forward's computation), for section 3b's .item() copy: where Dynamo
+    gives up on a function, it can skip that function's code for the rest of the process (until
+    torch._dynamo.reset()), and the plain and the fixed GPTs compiled beside the copy run GPT.forward."""
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        pos = torch.arange(idx.shape[1], device=idx.device)  # (T,)
+        h = self.drop(self.wte(idx) + self.wpe(pos))  # (B, T, C)
+        for block in self.blocks:
+            h = block(h)
+        return self.lm_head(self.ln_f(h))  # (B, T, V)
+
+
+def own_forward(model: GPT) -> GPT:
+    """`model` (the same module, weights and optimizer) running :class:`ItemGPT`'s forward, a copy of its own code."""
+    model.__class__ = ItemGPT
+    return model
 
 
 def break_ratios(control: Timing, item: Timing, tensor: Timing, eager: Timing) -> dict[str, Ratio]:

@@ -48,16 +48,18 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     total = sum(step.values())
     share = {cat: s / total for cat, s in step.items()}
     ops = share.get("compute", 0.0) + share.get("copies", 0.0)
-    unsettled = again is not None and (r := fixes.get(COMPILING)) is not None and gain_unsettled(r, again)
     unbacked = (fix := fixes.get(FIX)) is not None and break_unbacked(fix, item_cost)
     cost_only = fix is not None and break_cost_only(fix, item_cost)
     in_08 = [r for r in [compile_in_08(ran08)] if r is not None]  # 08's compile of the same GPT, its own turns
     sets = [(w, r) for w, r in (("section 3's", fixes.get(COMPILING)), ("section 3b's", again),
                                 *(("notebook 08's", r) for r in in_08)) if r is not None]  # compiling, each set of turns
     gained = [(w, r) for w, r in sets if is_gain(r)] if fixes.get(COMPILING) is not None else []
+    flat = [w for w, r in sets if r.grade == "no difference"]  # where compiling read no difference, beside its gains
     fits = bool(sets) and 1 < max(r.lo for _, r in sets) <= min(r.hi for _, r in sets)  # one gain fits every set
-    compiled = ({f"{COMPILING}{'' if gained[0][0] == sets[0][0] else f'; in {gained[0][0]} turns'}": gained[0][1]}
-                if gained and (fits or not any(r.grade == "no difference" for _, r in sets)) else {})  # no set contradicts
+    replicated = len(gained) >= 2 and fits  # resolved in two sets of turns or more, and no set rules that gain out
+    unsettled = again is not None and bool(gained) and bool(flat) and not replicated  # a gain some set did not see
+    compiled = ({(COMPILING if gained[0][0] == sets[0][0] else f"{COMPILING[:-1]}, {gained[0][0]} turns)"): gained[0][1]}
+                if gained and (replicated or not flat) else {})  # counted where no set contradicts it
     restored = _listed({n: r for n, r in ({"the full batch": fixes.get(FIX)} if not unbacked else {}).items()
                         if r is not None and is_gain(r)}
                        | ({SMALL: small[0]} if small and is_gain(small[0]) and not break_unbacked(*small[:2]) else {}))
@@ -73,9 +75,11 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
                                                           list(kinds.items())[:3])
                     + " of the op time (under the profiler, section 4)"
                     + (f"; the costliest op, {slowest}, at {roof_share(slowest_of_roof)} of its roof"
-                       if slowest_of_roof is not None else ""))
+                       if slowest_of_roof is not None else "")
+                    + (f"; outside any op, at least {at_least(1 - ops_unprofiled)} of the step without the profiler"
+                       if device_type != "cuda" and ops_unprofiled and bounded(ops_unprofiled) else ""))
     if kinds and device_type != "cuda":
-        head.append(_waste(kinds, ops_unprofiled, outside, attention, gelu))
+        head.append(_waste(kinds, outside, attention, gelu))
     if fixes:
         head += ["  the fixes taught here, each timed in turns:"] + [
             f"    {_fix_status(name, r, sets=sets, unsettled=unsettled, unbacked=unbacked, cost_only=cost_only)}"
@@ -83,7 +87,6 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
             for name, r in fixes.items()]
     both = " (compiling and the written-out attention each against the eager SDPA step; the two together are not timed " \
         "here)" * (COMPILING in paid and "the written-out attention" in paid)
-    flat = [w for w, r in sets if r.grade == "no difference"]  # where compiling read no difference, beside its gains
     held = (f"; compiling, faster in {_and([w for w, _ in gained])} turns, read no measurable difference in "
             f"{_and(flat)}, so it is not counted here (details)" if gained and flat and not compiled else "")
     head.append(f"  so what paid: {paid} made the step measurably faster, in turns{both}{held}" if paid else
@@ -121,18 +124,31 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
         details.append(f"the graph break's fix showed no gain these turns can measure ({fix.value:.2f}×; {fix.doubt}; "
                        "section 3b). The break both splits the block's graph and leaves the GPT's forward's other ops eager; "
                        "the two costs are not timed apart")
-    return "\n".join(head + ["  details:"] + [f"    {d}" for d in first + details])
+    return Answer("\n".join(head + ["  details:"] + [f"    {d}" for d in first + details]))
 
 
-def _waste(kinds: Mapping[str, Mapping[str, float]], ops_unprofiled: float | None, outside: float,
+class Answer(str):
+    """The answer's text, as printed whole; `short`: its lines above 'details:', for the end of the lesson;
+    `details`: the lines under it, for the appendix."""
+
+    @property
+    def short(self) -> str:
+        return self.split("\n  details:\n")[0]
+
+    @property
+    def details(self) -> str:
+        head, _, rest = self.partition("\n  details:\n")
+        return "details behind the answer:\n" + "\n".join(ln.removeprefix("  ") for ln in rest.splitlines())
+
+
+def _waste(kinds: Mapping[str, Mapping[str, float]], outside: float,
            attention: Ratio | None, gelu: tuple[Ratio, float] | None = None) -> str:
-    """Cell 1's 'which of that time is waste', on a CPU: the time outside any op, the fusible ops' share and what
-    their vanishing would give at most, and the attention kernel where the written-out one beat it."""
+    """Cell 1's 'which of that time is waste', on a CPU: the fusible ops' share and what their vanishing would give
+    at most, and the attention kernel where the written-out one beat it (the time outside any op is said where the
+    time went: nothing here shows how much of it a change could remove)."""
     fusible = fusible_share(kinds, outside)
-    said = ([f"at least {at_least(1 - ops_unprofiled)} of the step outside any op"]
-            if ops_unprofiled and bounded(ops_unprofiled) else [])
-    said.append(f"the model's fusible ops (element-wise, reduction, copy), {fusible:.1%} of the op time"
-                + (" (most of GELU's time in them is not memory traffic: details)" if _compute_set(gelu) else ""))
+    said = [f"the model's fusible ops (element-wise, reduction, copy), {fusible:.1%} of the op time"
+            + (" (most of GELU's time in them is not memory traffic: details)" if _compute_set(gelu) else "")]
     if attention is not None and is_gain(attention):
         said.append(f"SDPA's kernel in this format (the written-out attention ran the step {attention.value:.2f}× as fast)")
     return "  what this run can name as possibly avoidable (each in details): " + "; ".join(said)

@@ -139,7 +139,7 @@ def _part_in_09(ran09: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, 
                 readings: Mapping[str, Timing | None], as_08: Timing | None = None) -> str:
     """09's timing of a part of this notebook's eager SDPA step (its forward and backward, no optimizer: 09's
     'forward + backward, no checkpointing'), where 09 ran this GPT at this batch, beside this notebook's whole-step readings
-    (where: Timing), by the rule for two moments; and, where 09 also timed 08's step and this notebook did
+    (where: Timing), as its share of each (two moments: a share, not a measurement); and, where 09 also timed 08's step and this notebook did
     (`as_08`), how 09's reading of that step compares: a pace both of 09's readings share. '' where 09 did not."""
     row, c09 = (ran09 or {}).get(PART_09), profiles.sizes("09_memory", profile)
     got = {where: t for where, t in readings.items() if t is not None}
@@ -149,19 +149,21 @@ def _part_in_09(ran09: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, 
     part = row["value"] / 1e3
     lo = (row.get("spread") or [row["value"]])[0] / 1e3  # its lower quartile: longer only beyond it
     longer = [where for where, t in got.items() if lo > t.median_s]
-    r = max(part / min(t.median_s for t in got.values()), max(t.median_s for t in got.values()) / part)
+    shares = [part / t.median_s for t in got.values()]  # the part over each whole-step reading, two moments each
     said = (f"09 timed a part of this step, the whole GPT's forward + backward (SDPA attention) without the optimizer: "
             f"{fmt_time(part)}" + (f" (quartiles {fmt_time(lo)}–{fmt_time(row['spread'][1] / 1e3)})"
-                                  if row.get("spread") else "") + ". This "
-            "notebook's whole eager SDPA step read " + _and([f"{fmt_time(t.median_s)} ({w})" for w, t in got.items()])
-            + (f": the part read longer than the whole in {_and(longer)}" if longer else "")
-            + f". Two moments each, at most {r:.2f}× apart: {verdicts.moments_words(r, r, short=True)}")
+                                  if row.get("spread") else "")
+            + f", {min(shares):.0%}" + (f"–{max(shares):.0%}" if f"{min(shares):.0%}" != f"{max(shares):.0%}" else "")
+            + " of this notebook's whole eager SDPA step as read in " + _and([w for w in got])
+            + " (" + ", ".join(fmt_time(t.median_s) for t in got.values()) + "; two moments each, so a share, not a "
+            "measurement: 09 times the part inside the whole in the same turns)"
+            + (f": the part read longer than the whole in {_and(longer)}" if longer else ""))
     whole09 = (ran09 or {}).get(WHOLE_STEP)
     if whole09 and as_08 is not None and as_08.rate and whole09.get("unit") == "ktok/s":
         lag = as_08.rate / (whole09["value"] * 1e3)  # 09's time for 08's step over this notebook's
         said += (f"; 09's reading of 08's step took {lag:.2f}× this notebook's time for that step too. What sets 09's "
-                 "readings apart is not measured; candidates: the machine's pace in 09's turns, which steps "
-                 "shared each set of turns, or that 09, unlike this notebook, ran no torch.compile before timing"
+                 "readings apart is not measured; candidates: the machine's pace in 09's turns, or which steps "
+                 "shared each set of turns"
                  if lag >= 1.1 and longer else "; which reading is typical is not measured")
     else:
         said += "; which reading is typical is not measured"

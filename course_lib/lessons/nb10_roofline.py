@@ -139,37 +139,35 @@ def op_table(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, device: str,
     elif not cost.single:  # what counting and recording every op cost the step, in the same turns
         lines.append(f"  {cost.verdict('the step without the profiler vs with every op counted and recorded')}")
     if eager:
-        readings = {**eager, "here": measured.step}
-        lines.append(eager_readings(readings))
-        if clause := probe_clause(readings, {**(probes or {}), "here": measured.probe}):
-            lines.append(f"  {clause}")
+        lines.append(step_readings(measured, eager, probes))
     return "\n".join(lines)
 
 
-def op_notes(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, peak_name: str, device_type: str,
-             section1: Mapping[str, float] | None = None) -> str:
+def step_readings(measured: StepOps, eager: Mapping[str, Timing | None],
+                  probes: Mapping[str, Timing | None] | None = None) -> str:
+    """The plain eager step's reading in these turns beside the earlier sets of turns' (`eager`, where: Timing)
+    (:func:`eager_readings`), with the pace probe's in the same sets (`probes`, by the same names; this one's in
+    `measured`) where the readings moved."""
+    readings = {**eager, "here": measured.step}
+    clause = probe_clause(readings, {**(probes or {}), "here": measured.probe})
+    return eager_readings(readings) + (f"\n  {clause}" if clause else "")
+
+
+def op_notes(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, peak_name: str, device_type: str) -> str:
     """How to read the op times: how they were timed and what share of the step they fill, like with like
-    (off a GPU the profiler's record of each op, over the profiled step, and beside it section 1's trace of the
-    plain step, `section1`: seconds per category; on a GPU the kernels' time, over the step without the
-    profiler); and, on each side of the ridge, the groups that ran above their roof."""
+    (off a GPU the profiler's record of each op, over the profiled step and over the step without it; on a GPU the
+    kernels' time, over the step without the profiler); and, on each side of the ridge, the groups that ran above
+    their roof."""
     op_time, step, profiled = measured.op_seconds, measured.step.median_s, measured.profiled.median_s
     if device_type == "cuda":
         lines = [f"op times: the GPU kernels and copies each op launched; their sum is {op_time / step:.0%} of the "
                  "whole step without the profiler, the rest the GPU idle, waiting for the CPU to queue work. "
                  "The shares below are of op time"]
     else:  # the profiler's records carry its own cost: set them against the step that paid it
-        ops1 = sum(v for k, v in (section1 or {}).items() if k != "framework")  # section 1's op time a step
-        alone = (f"\n  section 1's trace (the profiler alone, another moment): {fmt_time(section1.get('framework', 0))} outside "
-                 f"any op of a {fmt_time(sum(section1.values()))} step. Its op time, {fmt_time(ops1)}, and this section's "
-                 f"{fmt_time(op_time)} are two aggregates defined differently (section 1 adds up each op's own time "
-                 f"within a step, this section each op group's median over {len(measured.step.samples)} steps) and taken "
-                 "at two moments: not set beside each other as a ratio. Where each tool's own cost lands differs too: "
-                 "the profiler's partly inside each op's record, the FLOP counting (Python run around every op) outside "
-                 "the records (reasoning, not measured)" if section1 else "")
         lines = ["op times: the profiler's record of each op (the ops it calls included); the shares below are of op time",
                  f"  with every op counted and recorded: ops {op_time / profiled:.0%} of the step, "
                  f"{fmt_time(profiled - op_time)} a step outside any op (Python, autograd's bookkeeping, the profiler's and the "
-                 f"counting's own){alone}",
+                 "counting's own)",
                  f"  without the profiler, in the same turns: the profiled op time is {op_time / step:.0%} of the unprofiled "
                  + (f"step ({fmt_time(op_time)} of ops under the profiler, a {fmt_time(step)} step without it): if these "
                     f"records hold every op, at least {at_least(1 - op_time / step)} of the step runs outside any op (more, "
@@ -197,7 +195,7 @@ def op_notes(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, peak_name: s
                          f"{math.ceil(ridge_of(o) / o.intensity)} ({o.short})" for o in pointwise)
                      + " FLOPs per element or more, they would move to the compute side of the ridge. There the roof "
                      "is the matmul's peak, which element-wise code is not expected to reach (not measured). So which side they are on is "
-                     "uncertain from the counts alone: the next cell times GELU against a copy of its bytes")
+                     "uncertain from the counts alone: the cell after the op table times GELU against a copy of its bytes")
     return "\n".join(lines)
 
 
