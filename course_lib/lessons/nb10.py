@@ -249,16 +249,19 @@ def payback(speed: Ratio, first_call_s: float, eager: Timing, compiled: Timing) 
 
 def gpus_measured(device_type: str, reduce_overhead: bool) -> str:
     """What GPUs measured of torch.compile, under one heading: on a GPU, the published figures (CUDA graphs' where
-    reduce-overhead ran); off it, the reference run's compiled rows, both modes', then every published figure, and
-    what the reference's CUDA graphs removed (mode='reduce-overhead' is not timed off a GPU)."""
+    reduce-overhead ran); off it, the reference run's compiled rows, both modes', then the published figures (CUDA
+    graphs' other models only where the reference timed no reduce-overhead step), and what the reference's CUDA
+    graphs removed (mode='reduce-overhead' is not timed off a GPU)."""
     if device_type == "cuda":
         return "\nBeside section 3's timings, what GPUs measured:\n" + published.elsewhere(
             "10_compile_and_profile", (), COMPILE_FIGURES + (GRAPH_FIGURES if reduce_overhead else []))
     named = f" ({own_gpt()})" if own_gpt() else ""
+    graphed = "compiled, reduce-overhead" in report.reference("10_compile_and_profile")[1]  # the reference timed them
     return (f"\nWhat GPUs measured{named}; mode='reduce-overhead' (CUDA graphs) needs a GPU, so it is not timed here:\n"
             + published.elsewhere("10_compile_and_profile", ("compile + first step, default", "compile + first step, reduce",
                                                              "compiled, default", "compiled, reduce", "compiled (default",
-                                                             "compiled (reduce"), COMPILE_FIGURES + GRAPH_FIGURES)
+                                                             "compiled (reduce"),
+                                  COMPILE_FIGURES + ([] if graphed else GRAPH_FIGURES))  # other models' graphs: where none
             + "\n(the reference's default compile ran first, with cold caches, as here; its reduce-overhead compile "
             "ran second, with the caches warm from the default one)"
             + graphs_bound(report.reference("10_compile_and_profile")[1]))
@@ -349,8 +352,8 @@ def before_compile(plain: Timing, eager: Timing) -> str:
             + ("not told apart (two moments, under 2.5×; their quartile ranges overlap)" if e.within_noise else f"{eager.median_s / plain.median_s:.2f}× its earlier time, two moments: "
                                                f"{verdicts.moments_words(e.lo, e.hi, short=True)}; what moved it is not "
                                                "measured (candidates: each set of turns' pace, the machine's or set by "
-                                               "the steps that share its turns, four GPTs in section 3's; the pace "
-                                               "probe's line below; section 4 lists every reading of this step)"))
+                                               "the steps that share its turns, four GPTs in section 3's; section 4 "
+                                               "lists every reading of this step, with the pace probe's where they moved)"))
 
 
 class ItemGPT(GPT):

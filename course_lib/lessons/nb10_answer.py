@@ -33,7 +33,7 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
            ran08: Mapping[str, dict] | None = None, attention: Ratio | None = None,
            ops_unprofiled: float | None = None, outside: float = 0.0,
            again: Ratio | None = None, device: str = "", item_cost: Ratio | None = None,
-           gelu: tuple[Ratio, float] | None = None, small: tuple[Ratio, ...] | None = None) -> str:
+           gelu: tuple | None = None, small: tuple[Ratio, ...] | None = None) -> str:
     """The notebook's question answered from this run's numbers, a few short lines first: where the op time
     went (`kinds`, as section 4 sums them; the costliest op with FLOPs, `slowest`, at `slowest_of_roof` of its
     roof), which timed change paid (`fixes`: a name -> its ratio, None where not timed; `attention`, the
@@ -42,7 +42,8 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     (:func:`_room`), notebook 08's readings of the same changes (`ran08`), and why a fix did not show. `again`:
     the compile's gain timed once more, in section 3b's turns, quoted beside section 3's wherever that is;
     `item_cost`: the .item() GPT's speed over the plain compiled GPT's, the graph-break fix's control; `gelu`: GELU's
-    time over a copy of its bytes' (section 4's pair) and GELU's share of the op time; `small`: the graph-break fix
+    time over a copy of its bytes' (section 4's pair), GELU's share of the op time and, where timed, GELU compiled
+    alone against eager; `small`: the graph-break fix
     and its control timed again in a small step (section 3b's one short sequence), and there the fixed GPT against
     the plain one, where timed (a third ratio)."""
     total = sum(step.values())
@@ -88,7 +89,9 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     both = " (compiling and the written-out attention each against the eager SDPA step; the two together are not timed " \
         "here)" * (COMPILING in paid and "the written-out attention" in paid)
     held = (f"; compiling, faster in {_and([w for w, _ in gained])} turns, read no measurable difference in "
-            f"{_and(flat)}, so it is not counted here (details)" if gained and flat and not compiled else "")
+            f"{_and(flat)}, so it is not counted here (details)" if gained and flat and not compiled else
+            f"; compiling was faster in {len(gained)} of {len(sets)} sets of turns ({_and([w for w, _ in gained])}), "
+            f"and {_and(flat)} could not tell" if gained and flat and compiled else "")
     head.append(f"  so what paid: {paid} made the step measurably faster, in turns{both}{held}" if paid else
                 f"  so what paid: no change timed here made the step measurably faster{held}")
     if restored:  # the fix removes a cost the monitoring added: it gives back speed, it does not add any
@@ -142,7 +145,7 @@ class Answer(str):
 
 
 def _waste(kinds: Mapping[str, Mapping[str, float]], outside: float,
-           attention: Ratio | None, gelu: tuple[Ratio, float] | None = None) -> str:
+           attention: Ratio | None, gelu: tuple | None = None) -> str:
     """Cell 1's 'which of that time is waste', on a CPU: the fusible ops' share and what their vanishing would give
     at most, and the attention kernel where the written-out one beat it (the time outside any op is said where the
     time went: nothing here shows how much of it a change could remove)."""
@@ -163,13 +166,13 @@ def _listed(paid: Mapping[str, Ratio]) -> str:
     return _and(named)
 
 
-def _compute_set(gelu: tuple[Ratio, float] | None) -> bool:
+def _compute_set(gelu: tuple | None) -> bool:
     """Whether section 4 measured GELU's time as mostly not its bytes': twice a copy's time or more, beyond the spread."""
     return gelu is not None and gelu_compute_set(gelu[0])
 
 
 def _room(kinds: Mapping[str, Mapping[str, float]], no_op: float, ops_unprofiled: float | None, outside: float,
-          ran08: Mapping[str, dict] | None, gelu: tuple[Ratio, float] | None = None) -> list[str]:
+          ran08: Mapping[str, dict] | None, gelu: tuple | None = None) -> list[str]:
     """On a CPU, where ops run one after another: the most compiling the model could save, from the share
     of its fusible ops (the loss's and optimizer's, `outside` seconds, left out) and the time outside any op
     (`no_op`, section 1's share; `ops_unprofiled`, section 4's op time over its unprofiled step); and 08's
@@ -193,10 +196,14 @@ def _room(kinds: Mapping[str, Mapping[str, float]], no_op: float, ops_unprofiled
              f"  the loss's and the optimizer's such ops, {outside / op_time:.1%} more, stay outside torch.compile(model)",
              f"  the time outside any op (Python, autograd's bookkeeping), which compiling can also cut some of: {least}"]
     if _compute_set(gelu):  # the fusible ops' largest part, measured against a copy of its bytes
-        r, part = gelu
+        r, part, *rest = gelu
+        compiled = rest[0] if rest else None  # GELU compiled alone against eager, where timed
         lines.append(f"  of those, GELU's forward takes {part:.0%} of the op time, and a copy of its bytes took "
                      f"{1 / r.value:.1%} of its time (section 4): fusing, which removes memory round trips, would leave "
-                     "most of GELU's time, unless the fused code also computes GELU faster (reasoning, not measured)")
+                     "most of GELU's time" + (
+                         ", unless the fused code also computes GELU faster (reasoning, not measured)" if compiled is None
+                         else f"; compiled alone, GELU ran {compiled.brief}" + (
+                             ": generated code computes it faster" if compiled.clear and compiled.value > 1 else "")))
     written = (ran08 or {}).get("compiled vs eager, written-out attention")
     if written and written.get("spread"):  # attention as fusible ops: the room the bound above leaves out
         r = dataclasses.replace(report.recorded_ratio("", written), more="faster", less="slower")

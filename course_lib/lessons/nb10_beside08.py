@@ -25,7 +25,7 @@ NOT_IN_08 = ("notebook 08 has not timed this GPT at this micro-batch earlier in 
 COLUMNS = ("quantity", "notebook 08", "here", "here ÷ 08", "two moments")
 STEP_08 = "08's step"
 PART_09 = "forward + backward, no checkpointing"  # 09's forward + backward of this GPT (SDPA), no optimizer: a part of the step
-PAYBACK = "compile pays back after, tokens (section 3's turns)"  # section 3b times the compile again  # the rows that set 08's own step, timed here, beside 08's and 09's readings of it
+PAYBACK = "compile pays back after, tokens (each from its own turns; here section 3's)"  # section 3b times the compile again
 
 
 PROBES = {"08": "pace probe, section 4's turns", "09": "pace probe, beside 08's step"}  # each set's fixed matmul and copy

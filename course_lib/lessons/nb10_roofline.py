@@ -199,12 +199,16 @@ def op_notes(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, peak_name: s
     return "\n".join(lines)
 
 
-def gelu_side(r: Ratio, gelu: Timing, copy: Timing, device: str, in_step: OpTime | None = None) -> str:
+def gelu_side(r: Ratio, gelu: Timing, copy: Timing, device: str, in_step: OpTime | None = None,
+              compiled: Ratio | None = None) -> str:
     """GELU alone against a copy of the same tensor (`copy`: as many bytes read and written, no arithmetic), timed
     in turns (`r`: GELU's time over the copy's): the share of GELU's time its bytes explain, and what fusing it
     could save (its memory round trip); beside it the op table's GELU (`in_step`, per call), which ran under the
-    profiler among the step's ops."""
+    profiler among the step's ops. Where timed in the same rounds, GELU compiled alone against eager (`compiled`:
+    its speed-up) says whether generated code computes it faster."""
     said = [r.verdict("GELU's time ÷ a copy's time, the same bytes", on=device)]
+    if compiled is not None:
+        said.append(compiled.verdict("GELU compiled alone (Inductor's kernel) instead of eager", on=device))
     share, digits = _pct_range(1 / r.hi, 1 / r.lo)
     part = f"{1 / r.value:.{digits}%}"  # the median share, with its range's digits
     if not r.clear:
@@ -216,8 +220,8 @@ def gelu_side(r: Ratio, gelu: Timing, copy: Timing, device: str, in_step: OpTime
         said.append(f"  GELU took {r.value:.1f}× a copy's time: moving its bytes accounts for about {part} of it ({share}), "
                     "so memory traffic does not set its time; what does (its arithmetic, its kernel) is not measured "
                     "apart. Fusing GELU into a neighbour removes its memory round trip, about a copy's time "
-                    f"({fmt_time(copy.median_s)} of its {fmt_time(gelu.median_s)}; reasoning, not measured); whether fused "
-                    "code also computes GELU faster is not measured here")
+                    f"({fmt_time(copy.median_s)} of its {fmt_time(gelu.median_s)}; reasoning, not measured); "
+                    + _computed(compiled))
     else:
         said.append(f"  GELU took {r.value:.2f}× a copy's time: moving its bytes accounts for about {part} of it "
                     f"({share}), the rest its arithmetic or its kernel (not measured apart)")
@@ -229,6 +233,19 @@ def gelu_side(r: Ratio, gelu: Timing, copy: Timing, device: str, in_step: OpTime
                         f"{ratio:.2f}× its time alone here, within 10 % of it" if 1 / 1.1 <= ratio <= 1.1 else
                         f"{ratio:.1f}× its time alone here; what makes up the difference is not measured apart"))
     return "\n".join(said)
+
+
+def _computed(compiled: Ratio | None) -> str:
+    """Whether generated code computes GELU faster, from GELU compiled alone against eager (`compiled`, its
+    speed-up in the same rounds; None where not timed)."""
+    if compiled is None:
+        return "whether fused code also computes GELU faster is not measured here"
+    if compiled.clear and compiled.value > 1:
+        return (f"compiled alone, with nothing to fuse it with, GELU ran {compiled.brief}: generated code computes it "
+                "faster, so fusing can save more than its round trip")
+    if compiled.clear:
+        return f"compiled alone, GELU ran {compiled.brief}: generated code does not compute it faster here"
+    return f"compiled alone, GELU read {compiled.brief}: generated code showed no faster computation here"
 
 
 def _pct_range(lo: float, hi: float) -> tuple[str, int]:
