@@ -192,6 +192,9 @@ def test_fastest_line_names_the_ties():
                        "turns (1.41× and 1.07×), put a ahead of b by about 1.32× (an inference across two sets of turns, "
                        "not a measurement); their medians alone, 1.01× apart at two moments, are under the 2.5× two "
                        "moments can differ by")  # the paired inference first, the two-moments rule after it
+    reversed_ = nb08.fastest_line([c, b, a], {"a": 1.07, "b": 1.26, "c": 0.5}, "eager SDPA")  # b's paired gain is larger
+    assert "put b ahead of a by about 1.18× (an inference across two sets of turns, not a measurement; the medians alone " \
+        "put them the other way)" in reversed_ and "by about 0.85×" not in reversed_
     assert nb08.fastest_line([comp, won], {"a": 1.4, "compiled, SDPA": 1.1}, "x") == said  # paired: told apart already
 
 
@@ -394,8 +397,11 @@ def test_paired_mfu_text_names_the_turns_and_the_moment():
     # the answer, printed first, follows the same check
     best = dataclasses.replace(step, name="compiled, SDPA")
     assert nb08.mfu_answer(best, [0.377, 0.369, 0.382], mfu, 0.45, held) == (
-        "answer so far: compiled, SDPA reaches 37.7% MFU (quartiles 36.9%–38.2%) of the measured peak; the same-turns "
-        "check below agrees")
+        "answer so far: compiled, SDPA reaches 37.7% MFU (quartiles 36.9%–38.2%) of the measured peak; the peak's "
+        "matmul held its stored pace in the same-turns check below, which timed another version of the step")
+    same_step = bench.ratio_of("step", 1.0, 0.98, 1.02)  # the check timed this very step, which kept its pace
+    assert nb08.mfu_answer(best, [0.377, 0.369, 0.382], mfu, 0.45, held, same_step).endswith(
+        "; the same-turns check below agrees")
     assert nb08.mfu_answer(best, [0.377, 0.369, 0.382], mfu, 0.45, slow).startswith(
         "answer so far: compiled, SDPA, 37.7%–50.0% MFU of the measured peak across its readings, each at one moment: in "
         f"section 4's turns (the recorded row) 37.7% (quartiles 36.9%–38.2%); in the later turns printed below, "

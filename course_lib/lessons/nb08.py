@@ -215,8 +215,10 @@ def fastest_line(timings: Sequence[Timing], over_base: Mapping[str, float] | Non
 
     def chained(t: Timing) -> str:  # the paired inference first, then what the two medians alone could tell
         b, o = over_base[best.name], over_base[t.name]
-        return (f". The paired ratios over {base}, each in its own turns ({b:.2f}× and {o:.2f}×), put {best.name} ahead "
-                f"of {t.name} by about {b / o:.2f}× (an inference across two sets of turns, not a measurement); their "
+        first, second = (best.name, t.name) if b >= o else (t.name, best.name)  # the paired ratios may reverse the medians
+        return (f". The paired ratios over {base}, each in its own turns ({b:.2f}× and {o:.2f}×), put {first} ahead "
+                f"of {second} by about {max(b, o) / min(b, o):.2f}× (an inference across two sets of turns, not a "
+                "measurement" + ("; the medians alone put them the other way" if b < o else "") + "); their "
                 f"medians alone, {speedup(t, best).value:.2f}× apart at two moments, are under the {verdicts.APART:g}× "
                 "two moments can differ by")
 

@@ -170,7 +170,9 @@ def mfu_answer(best: Timing | None, best_mfu: Sequence[float] | None, mfu: Ratio
                 f"{best_mfu[2]:.1%}); in the later turns printed below, {readings[0]:.1%} over those turns' matmul and "
                 f"{readings[1]:.1%} over the stored peak{more}")
     return (f"answer so far: {best.name} reaches {best_mfu[0]:.1%} MFU (quartiles {best_mfu[1]:.1%}–{best_mfu[2]:.1%}) "
-            "of the measured peak; " + ("the same-turns check below agrees" if status == "stands" else
+            "of the measured peak; " + ("the same-turns check below agrees" if status == "stands" and step is not None
+                                        else "the peak's matmul held its stored pace in the same-turns check below, which "
+                                        "timed another version of the step" if status == "stands" else
                                         "the same-turns check below could not check it: the matmul's pace in its turns was too "
                                         "wide to tell" if status == "matmul too wide" else
                                         "the same-turns check below was too wide to check it") + more)

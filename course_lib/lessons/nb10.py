@@ -247,6 +247,14 @@ def payback(speed: Ratio, first_call_s: float, eager: Timing, compiled: Timing) 
             "eager is the better choice for this model here")
 
 
+def steps_to_pay(speed: Ratio | None, cold_s: float | None, eager: Timing | None, compiled: Timing | None) -> float | None:
+    """The steps after which a cold compile (`cold_s`, its first step, less one `compiled` step) is paid back by
+    the gain `speed` over `eager`, at the medians; None where there is no gain beyond the spread to pay it back."""
+    if None in (speed, cold_s, eager, compiled) or not (speed.clear and speed.value > 1 and speed.lo > 1):
+        return None
+    return break_even(cold_s - compiled.median_s, eager, speed)[0]
+
+
 def gpus_measured(device_type: str, reduce_overhead: bool) -> str:
     """What GPUs measured of torch.compile, under one heading: on a GPU, the published figures (CUDA graphs' where
     reduce-overhead ran); off it, the reference run's compiled rows, both modes', then the published figures (CUDA

@@ -16,6 +16,7 @@ from course_lib.lessons.nb10_roofline import (FUSIBLE, at_least, bounded, fusibl
 from course_lib.lessons.nb10_short import (break_control, break_cost_only, break_unbacked, compile_in_08, gain_unsettled,
                                             is_gain, other_sets, points, unconfirmed)
 from course_lib.roofline import OpTime
+from course_lib.units import fmt_count
 
 COMPILING = "compiling (default mode)"  # the answer's name for section 3's compile, in `fixes`
 FIX = "a tensor instead of .item()"  # the answer's name for section 3b's graph-break fix, in `fixes`
@@ -33,7 +34,8 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
            ran08: Mapping[str, dict] | None = None, attention: Ratio | None = None,
            ops_unprofiled: float | None = None, outside: float = 0.0,
            again: Ratio | None = None, device: str = "", item_cost: Ratio | None = None,
-           gelu: tuple | None = None, small: tuple[Ratio, ...] | None = None) -> str:
+           gelu: tuple | None = None, small: tuple[Ratio, ...] | None = None,
+           pays_back: Mapping[str, float | None] | None = None) -> str:
     """The notebook's question answered from this run's numbers, a few short lines first: where the op time
     went (`kinds`, as section 4 sums them; the costliest op with FLOPs, `slowest`, at `slowest_of_roof` of its
     roof), which timed change paid (`fixes`: a name -> its ratio, None where not timed; `attention`, the
@@ -45,7 +47,8 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     time over a copy of its bytes' (section 4's pair), GELU's share of the op time and, where timed, GELU compiled
     alone against eager; `small`: the graph-break fix
     and its control timed again in a small step (section 3b's one short sequence), and there the fixed GPT against
-    the plain one, where timed (a third ratio)."""
+    the plain one, where timed (a third ratio); `pays_back`: the steps after which the cold compile pays for itself,
+    by the set of turns ('section 3's', 'section 3b's') whose gain it rests on."""
     total = sum(step.values())
     share = {cat: s / total for cat, s in step.items()}
     ops = share.get("compute", 0.0) + share.get("copies", 0.0)
@@ -87,11 +90,15 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
             + (f"; {SMALL}: {_break_words(*small[:2])}" if small and name == FIX else "")
             for name, r in fixes.items()]
     both = " (compiling and the written-out attention each against the eager SDPA step; the two together are not timed " \
-        "here)" * (COMPILING in paid and "the written-out attention" in paid)
+        "here)" * (bool(compiled) and "the written-out attention" in paid)
+    unresolved = [w for w, r in sets if not is_gain(r)]  # no difference, too wide or inconclusive
+    steps = (pays_back or {}).get(gained[0][0]) if compiled else None  # the counted gain's break-even
     held = (f"; compiling, faster in {_and([w for w, _ in gained])} turns, read no measurable difference in "
             f"{_and(flat)}, so it is not counted here (details)" if gained and flat and not compiled else
             f"; compiling was faster in {len(gained)} of {len(sets)} sets of turns ({_and([w for w, _ in gained])}), "
-            f"and {_and(flat)} could not tell" if gained and flat and compiled else "")
+            f"and {_and(unresolved)} could not tell" if compiled and unresolved else "")
+    held += (f"; its cold compile pays for itself after about {fmt_count(steps)} steps (by {gained[0][0]} turns)"
+             if steps else "")
     head.append(f"  so what paid: {paid} made the step measurably faster, in turns{both}{held}" if paid else
                 f"  so what paid: no change timed here made the step measurably faster{held}")
     if restored:  # the fix removes a cost the monitoring added: it gives back speed, it does not add any

@@ -37,24 +37,25 @@ def paced(ran08: Mapping[str, dict] | None, ran09: Mapping[str, dict] | None, as
     turns (the tokens it trains in one probe's time), in 08's section 4 (two micro-batches), in 09's turns and here
     (`as_08` and `probe`, section 3's); '' where fewer than two readings have their probe."""
     got, rates = {}, []
-    for who, rows, key in (("08, section 4 (2 micro-batches)", ran08, "eager, written-out attention"),
-                           ("09", ran09, WHOLE_STEP)):
+    for who, rows, key in (("08's section 4 (2 micro-batches)", ran08, "eager, written-out attention"),
+                           ("09's", ran09, WHOLE_STEP)):
         rate, timed = (rows or {}).get(key), (rows or {}).get(PROBES[who[:2]])
         scale = unit_scale(rate["unit"], "tok/s") if rate else None
         if rate and timed and scale and timed["unit"] == "ms":
             got[who] = rate["value"] * scale * timed["value"] / 1e3
             rates.append(rate["value"] * scale)
     if as_08 is not None and as_08.rate and probe is not None:
-        got["here, section 3"] = as_08.rate * probe.median_s
+        got["this notebook's section 3"] = as_08.rate * probe.median_s
         rates.append(as_08.rate)
     if len(got) < 2:
         return ""
     r, raw = max(got.values()) / min(got.values()), max(rates) / min(rates)
-    said = (f"within {PACED:g}× of each other once each set's pace is taken out" if r < PACED else
+    said = (("they agree, in rate and with the pace taken out" if raw < PACED else
+             "the pace probe takes the gap away") + f" (within {PACED:g}×)" if r < PACED else
             f"{UNPACED}; what sets these readings apart is not measured")
-    return ("08's step, tokens per pace probe (its rate × the probe's time in the same turns, which takes out each "
-            "set's pace): " + ", ".join(f"{who} {v:,.0f}" for who, v in got.items()) + f" ({r:.2f}× from lowest to "
-            f"highest; their rates alone: {raw:.2f}×): {said}")
+    return (f"08's step in the turns of {_and(list(got))}: {raw:.2f}× apart in rate, {r:.2f}× once each set's pace "
+            "probe is taken out (its rate × the probe's time in the same turns, tokens per probe: "
+            + ", ".join(f"{v:,.0f}" for v in got.values()) + f"): {said}")
 
 
 class Row(NamedTuple):
@@ -115,13 +116,14 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
     if cost is not None:  # the one comparison of the two notebooks' steps timed in the same turns: first
         short.append(f"timed in section 3's turns, 08's step (clipping, AdamW's two groups) over this notebook's eager "
                      f"written-out step, in speed: {cost.brief}{' to tell' if cost.grade == 'too wide' else ''}")
-    short.append(paced(ran08, ran09, as_08, probe))  # the same step's readings with each set's pace taken out
-    unpaced = UNPACED in short[-1]  # a gap the machine's pace, as the probe reads it, does not make
-    short.append("by the rule for two moments alone (2.5×, what a machine's pace can move), "
-                 + (f"the notebooks differ on: {'; '.join(differ)}" if differ else
-                    "no reading of 08's (or 09's) is told apart from this notebook's")
-                 + ("; the probe, above, says this step's gap is not that pace" if unpaced else ""))
-    details = [account, "here ÷ 08: the figure here over 08's (for a rate, the speed here over 08's), its range from the "
+    probed = paced(ran08, ran09, as_08, probe)  # the same step's readings with each set's pace taken out
+    moments = ("by the rule for two moments alone (2.5×, what a machine's pace can move), "
+               + (f"the notebooks differ on: {'; '.join(differ)}" if differ else
+                  "no reading of 08's (or 09's) is told apart from this notebook's"))
+    up_front = bool(differ) or not probed  # the probe's line, where there is one, says more than the 2.5x rule can
+    short += [probed, moments if up_front else ""]
+    details = [account, "" if up_front else moments,
+               "here ÷ 08: the figure here over 08's (for a rate, the speed here over 08's), its range from the "
                f"two spreads; told apart only at {verdicts.APART:g}× or more (the rule for two moments, the notebook's first cell)"
                if table else "", _table(table) if table else "",
                _after_compile(ran08, eager, compiled),
@@ -221,10 +223,15 @@ def _groups(own: list[float]) -> str:
 
 
 def _table(rows: list[Row]) -> str:
-    """The rows under :data:`COLUMNS`, each column as wide as its longest cell."""
-    widths = [max(len(r[i]) for r in [COLUMNS, *rows]) for i in range(len(COLUMNS))]
-    line = lambda cells: " | ".join(f"{c:<{w}}" for c, w in zip(cells, widths)).rstrip()  # noqa: E731
-    return "\n".join([line(COLUMNS), "-" * len(line(COLUMNS)), *map(line, rows)])
+    """The rows under :data:`COLUMNS`, each column as wide as its longest cell; where no row is told apart, the
+    two-moments column gives way to one line under the table."""
+    alike = all(r.verdict == "-" or r.verdict.startswith("not told apart") for r in rows)
+    n = len(COLUMNS) - alike  # the last column, the verdict, only where some row differs
+    widths = [max(len(r[i]) for r in [COLUMNS, *rows]) for i in range(n)]
+    line = lambda cells: " | ".join(f"{c:<{w}}" for c, w in zip(cells[:n], widths)).rstrip()  # noqa: E731
+    return "\n".join([line(COLUMNS), "-" * len(line(COLUMNS)), *map(line, rows)]
+                     + ([f"(two moments: every row under the {verdicts.APART:g}× that would tell the notebooks apart)"]
+                        if alike else []))
 
 
 def _pair(value: float, lo: float, hi: float) -> tuple[str, str]:
