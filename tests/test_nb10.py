@@ -367,7 +367,8 @@ def test_op_table_rows_footer_and_section_3():
     assert len(table) == 5 and table[1].startswith("mm 64×64 · 64×64") and table[1].endswith("25%  above its ridge")
     assert table[2].endswith("-  moves data")
     assert table[3].startswith("... 3 (op, shapes) groups: 5.1 ms per step in ops")
-    assert table[4].startswith("the whole step, in the same turns: 4 ms without the profiler, 8 ms with every op")
+    assert table[4].startswith("the whole step, in the same turns: 4 ms ") and " without the profiler, 8 ms " in table[4]
+    assert table[4].count("±") + table[4].count("(") >= 2  # each with its spread
     with_eager = nb10.op_table(STEP, ridge_of, of_roof, "cpu", eager={"section 2": _t("a", 0.004), "section 3": None})
     assert with_eager.splitlines()[-1].startswith("the plain eager step in this notebook's sets of turns: section 2 4 ms, "
                                                   "here ")

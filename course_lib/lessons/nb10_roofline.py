@@ -130,8 +130,9 @@ def op_table(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, device: str,
                  f"median of {steps} steps, ms; least–most: its fastest and slowest step, ms; % roof: its rate as a share "
                  "of its roof, below 20 % with one decimal, rounded down; the compute roof is the stored peak, timed at "
                  "another moment)\nthe whole step, in the same turns: "
-                 f"{fmt_time(measured.step.median_s)} without the profiler, {fmt_time(measured.profiled.median_s)} with "
-                 f"every op counted and recorded | {device}")
+                 f"{fmt_time(measured.step.median_s)} {measured.step.spread_text} without the profiler, "
+                 f"{fmt_time(measured.profiled.median_s)} {measured.profiled.spread_text} with every op counted and "
+                 f"recorded | {device}")
     cost = speedup(measured.profiled, measured.step, "without the profiler vs with it, same turns")
     if cost.clear and cost.value < 1:  # the profiled step faster: not the profiler's doing
         lines.append(f"  {cost}: the profiled step ran faster, which the profiler's cost cannot do; what did is "
