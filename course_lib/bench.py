@@ -419,12 +419,15 @@ PROBE = "pace probe"  # the name :func:`pace_probe` is timed under, beside the s
 def pace_probe(device: torch.device | str) -> Callable[[], object]:
     """A fixed piece of work to time in a set of turns beside the steps (under :data:`PROBE`), so that a move of the
     machine's pace between two sets of turns, or two notebooks, shows in it too: a float32 matmul and a copy, on a CPU
-    of 1024² and 32 MiB, on a GPU of 4096² and 64 MiB (the same work in every process). Its tensors live as long as
-    the function."""
+    of 1024² and 32 MiB, on a GPU of 4096² and 64 MiB (the same work in every process). It writes into buffers made
+    once, so that it allocates nothing: a fresh 32 MiB buffer a call costs whatever the allocator's state makes it (on
+    a CPU, glibc maps large blocks fresh, page faults and all, until freed large blocks raise its threshold), which
+    is the process's history, not the machine's pace. Its tensors live as long as the function."""
     n, mib = (4096, 64) if torch.device(device).type == "cuda" else (1024, 32)
-    a = torch.randn(n, n, device=device)  # (n, n)
+    a, c = torch.randn(n, n, device=device), torch.empty(n, n, device=device)  # (n, n) each: the matmul's input, output
     block = torch.empty(mib * 2**20 // 4, device=device)  # float32: `mib` MiB
-    return lambda: (a @ a, block.clone())
+    copy = torch.empty_like(block)  # the copy's destination
+    return lambda: (torch.mm(a, a, out=c), copy.copy_(block))
 
 
 def split_probe(timings: Sequence[Timing], where: str = "") -> tuple[list[Timing], Timing | None]:

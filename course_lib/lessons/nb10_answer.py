@@ -97,7 +97,7 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
             f"{_and(flat)}, so it is not counted here (details)" if gained and flat and not compiled else
             f"; compiling was faster in {len(gained)} of {len(sets)} sets of turns ({_and([w for w, _ in gained])}), "
             f"and {_and(unresolved)} could not tell" if compiled and unresolved else "")
-    held += (f"; its cold compile pays for itself after about {fmt_count(steps)} steps (by {gained[0][0]} turns)"
+    held += (f"; compiling's cold compile pays for itself after about {fmt_count(steps)} steps (by {gained[0][0]} turns)"
              if steps else "")
     head.append(f"  so what paid: {paid} made the step measurably faster, in turns{both}{held}" if paid else
                 f"  so what paid: no change timed here made the step measurably faster{held}")

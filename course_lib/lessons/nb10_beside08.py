@@ -124,7 +124,7 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
     short += [probed, moments if up_front else ""]
     details = [account, "" if up_front else moments,
                "here ÷ 08: the figure here over 08's (for a rate, the speed here over 08's), its range from the "
-               f"two spreads; told apart only at {verdicts.APART:g}× or more (the rule for two moments, the notebook's first cell)"
+               f"two spreads; told apart only at {verdicts.APART:g}× or more (the rule for two moments, in the glossary)"
                if table else "", _table(table) if table else "",
                _after_compile(ran08, eager, compiled),
                _part_in_09(ran09, gpt, profile, batch, {"section 2": before, "section 3": eager, **(later or {})}, as_08),

@@ -48,7 +48,9 @@ def compile_short(gain: Ratio | None, attention: Ratio | None) -> list[str]:
     said = [f"compiling (default mode) against eager, timed in turns: {gain.brief} (section 3b times the gain again)"
             if gain is not None else "compiling: not timed here"]
     if attention is not None:
-        said.append(f"the written-out attention instead of SDPA, eager: {attention.brief}")
+        said.append(f"the written-out attention instead of SDPA, eager: {attention.brief}"
+                    + (" (SDPA's kernel in this format on this device: not a verdict on SDPA elsewhere)"
+                       if attention.clear and attention.value > 1 else ""))
     return said
 
 
@@ -78,7 +80,7 @@ def compile_again(again: Ratio, first: Ratio | None, item_cost: Ratio | None = N
         took, least, most = (share(shown(item_cost, c), shown(again, g)) for c, g in
                              ((item_cost.value, again.value), (item_cost.hi, again.hi), (item_cost.lo, again.lo)))
         said.append(f"by the two paired ratios' medians (the break's cost, {item_cost.value:.{item_cost.decimals}f}×, "
-                    f"against the compile's gain, {again.value:.{again.decimals}f}×, in logs) the break took back "
+                    f"against the compile's gain, {again.value:.{again.decimals}f}×, as printed, in logs) the break took back "
                     f"{_share(took)} of that gain; their intervals allow {_share(least)} to {_share(most)}; the medians "
                     "of the times above are each setting's own, not these ratios")
     if first is not None and gain_unsettled(first, again):
@@ -218,8 +220,9 @@ def probe_clause(readings: Mapping[str, Timing | None], probes: Mapping[str, Tim
     left = math.log(r_over) / math.log(r_step)  # the share of the step's move left once the probe's is taken out
     said = ("the probe moved with the step: what moved it (the machine's pace, or other work in this process or its "
             "turns; not told apart) slowed a fixed matmul and copy about as much" if left <= 0.25 else
-            f"the probe moved part of the way: about {1 - left:.0%} of the step's move (in logs) shows in a fixed matmul "
-            "and copy too; the rest is not measured" if left < 0.75 else
+            f"dividing by the probe narrows the step's spread from {r_step:.2f}× to {r_over:.2f}×: about {1 - left:.0%} "
+            "of the step's move (in logs) goes with a fixed matmul and copy's pace; the rest is not measured"
+            if left < 0.75 else
             "the probe held while the step moved: whatever moved the step did not slow a fixed matmul and copy (what "
             "it is, is not measured)")
     return (f"the pace probe (a fixed matmul and copy) in the same sets of turns: "
