@@ -128,7 +128,8 @@ class Ratio:
             return 2
         if self.within_noise:  # enough digits that the printed ends show the WIDE rule as applied (0.905–1.087), and
             # that a median inside its range does not print as one of its ends (1.006× (1.004–1.012), not 1.01× (1.00–1.01))
-            shows = [d for d in (2, 3) if _wide(round(self.lo, d), round(self.hi, d)) == self.too_wide]
+            shows = [d for d in (2, 3, 4) if _wide(round(self.lo, d), round(self.hi, d)) == self.too_wide
+                     and self._off_one(d)]  # and an end off 1 does not print as 1.00 (0.996–1.06, not 1.00–1.06)
             return next((d for d in shows if self._apart_from_ends(d)), shows[0] if shows else 4)
         if self.inconclusive and abs(self.value - 1) < 0.01:  # 1.006× (1.006–1.024), not 1.01× (1.01–1.02)
             d = 3
@@ -148,6 +149,10 @@ class Ratio:
         with its own range: 0.40× would make 2.50× of a measured 2.52×)."""
         shown = float(f"{self.value:.{self.decimals}f}")
         return 1 / shown if shown else math.inf
+
+    def _off_one(self, d: int) -> bool:
+        """Whether, at `d` decimals, each end of the range that lies off 1 prints off 1 too."""
+        return all(e == 1 or f"{e:.{d}f}" != f"{1:.{d}f}" for e in (self.lo, self.hi))
 
     def _apart_from_ends(self, d: int) -> bool:
         """Whether, at `d` decimals, the median prints apart from each end of the range it differs from."""

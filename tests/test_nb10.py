@@ -386,6 +386,10 @@ def test_op_notes_read_the_op_times():
     notes = nb10.op_notes(STEP, ridge_of, of_roof, "peak: mm 4096²", "cpu")
     lines = notes.splitlines()
     assert f"with every op counted and recorded: ops {STEP.op_seconds / STEP.profiled.median_s:.0%} of the step" in lines[1]
+    beside = nb10.op_notes(STEP, ridge_of, of_roof, "peak: mm 4096²", "cpu",
+                           section1={"compute": 0.09, "copies": 0.001, "waiting": 0.0, "framework": 0.009})
+    assert "  section 1's trace read 91 ms of ops a step, this table " in beside and "two quantities, not set beside " \
+        "each other as a ratio" in beside  # 90 + 1 ms of ops; the framework's 9 ms is not op time
     assert lines[3].startswith("1 group below its ridge ran above its roof (up to 120%, add 64 · 64)")
     fast = StepOps(STEP.ops, _t("step", 0.99 * STEP.op_seconds), STEP.profiled)  # the ops outlast the unprofiled step
     assert "step: the profiled ops add up to 101% of the unprofiled step (the profiler's cost lands inside its records), " \
@@ -1142,8 +1146,8 @@ def test_answer_adds_the_small_steps_fix_and_counts_it_paid_only_with_its_contro
     wide = Ratio("p1", 1.05, 0.90, 1.20, rounds=9, coverage=0.96, drift=0.01)  # the fixed GPT against the plain one
     noted = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {nb10.FIX: fix}, None, "", None,
                         small=(small, costly, wide))
-    assert f"; at one sequence of 32 tokens the fixed GPT against the plain one read {wide.brief}: part of that may not " \
-        "be the break's" in noted
+    assert f"; at one sequence of 32 tokens the fixed GPT against the plain one read {wide.brief}, so part of the " \
+        f"{small.value:.{small.decimals}f}× may be the monitoring's own cost, not the break's" in noted
     level = Ratio("c1", 0.99, 0.96, 1.02, rounds=9, coverage=0.96, drift=0.01)  # the control shows no cost
     open_ = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {nb10.FIX: fix}, None, "", None, small=(small, level))
     assert "the break's own cost not resolved there" in open_ and "gave back" not in open_

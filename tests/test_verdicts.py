@@ -164,6 +164,10 @@ def test_a_median_inside_its_range_does_not_print_as_one_of_its_ends():
     assert near.brief.startswith("1.006× (0.967–1.012)")
     plain = Ratio("x", 1.03, 0.98, 1.07, rounds=9, coverage=0.96, drift=0.01)
     assert plain.brief.startswith("1.03× (0.98–1.07)")  # two decimals where they keep the three apart
+    held = Ratio("x", 1.03, 0.9956, 1.06, rounds=9, coverage=0.96, drift=0.01)  # holds 1, its low end just below
+    assert held.brief.startswith("1.030× (0.996–1.060) no measurable difference")  # not (1.00–1.06), which reads as >= 1
+    edge = Ratio("x", 1.02, 1.0, 1.04, rounds=9, coverage=0.96, drift=0.01)  # an end at 1 itself prints as 1.00
+    assert edge.brief.startswith("1.02× (1.00–1.04)")
     gain = Ratio("x", 1.0341, 1.0262, 1.0508, rounds=9, coverage=0.96, drift=0.005)  # beyond the spread
     assert gain.clear and gain.brief.startswith("1.034× (1.026–1.051)")  # not 1.03× (1.03–1.05)
     drifted = Ratio("x", 0.9864, 0.9334, 0.9913, rounds=9, coverage=0.96, drift=0.05)  # inconclusive: drift

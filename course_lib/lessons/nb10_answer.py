@@ -104,8 +104,8 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     if restored:  # the fix removes a cost the monitoring added: it gives back speed, it does not add any
         head.append(f"  removing the graph break sped the .item() GPT back up: {restored} (the fixed GPT against the "
                     ".item() one; the break was added on purpose, and section 3b times its cost against the plain GPT)"
-                    + (f"; at {SMALL} the fixed GPT against the plain one read {small[2].brief}: part of that may not "
-                       "be the break's" if SMALL in restored and len(small) > 2 and small[2].grade != "no difference"
+                    + (f"; at {SMALL} the fixed GPT against the plain one read {small[2].brief}, so part of the "
+                       f"{small[0].value:.{small[0].decimals}f}× may be the monitoring's own cost, not the break's" if SMALL in restored and len(small) > 2 and small[2].grade != "no difference"
                        else ""))
     first = []  # under details, first: what the short lines above left out of each verdict
     if others:  # the compile's gain as the other sets of turns read it

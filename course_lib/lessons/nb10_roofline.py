@@ -154,11 +154,13 @@ def step_readings(measured: StepOps, eager: Mapping[str, Timing | None],
     return eager_readings(readings) + (f"\n  {clause}" if clause else "")
 
 
-def op_notes(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, peak_name: str, device_type: str) -> str:
+def op_notes(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, peak_name: str, device_type: str,
+             section1: Mapping[str, float] | None = None) -> str:
     """How to read the op times: how they were timed and what share of the step they fill, like with like
     (off a GPU the profiler's record of each op, over the profiled step and over the step without it; on a GPU the
-    kernels' time, over the step without the profiler); and, on each side of the ridge, the groups that ran above
-    their roof."""
+    kernels' time, over the step without the profiler), off a GPU beside section 1's op time (`section1`: seconds
+    per category), which adds up another quantity; and, on each side of the ridge, the groups that ran above their
+    roof."""
     op_time, step, profiled = measured.op_seconds, measured.step.median_s, measured.profiled.median_s
     if device_type == "cuda":
         lines = [f"op times: the GPU kernels and copies each op launched; their sum is {op_time / step:.0%} of the "
@@ -174,6 +176,12 @@ def op_notes(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, peak_name: s
                     f"records hold every op, at least {at_least(1 - op_time / step)} of the step runs outside any op (more, "
                     "since the profiler's cost inside the records makes the ops read long)"
                     if bounded(op_time / step) else f"step: {unbounded(op_time / step)}")]
+        if section1:  # section 1's trace sums another quantity: said once, so that the two totals do not seem to clash
+            ops1 = sum(v for k, v in section1.items() if k != "framework")
+            lines.append(f"  section 1's trace read {fmt_time(ops1)} of ops a step, this table {fmt_time(op_time)}: section 1 "
+                         "adds up each op's own time within a step under the profiler alone, this table each op group's "
+                         f"median over {len(measured.step.samples)} steps under the profiler and the FLOP counting, at "
+                         "another moment: two quantities, not set beside each other as a ratio")
     over = [o for o in measured.ops if o.flops and of_roof(o) > 1]
     for side, group in (("below", [o for o in over if o.intensity < ridge_of(o)]),
                         ("above", [o for o in over if o.intensity >= ridge_of(o)])):
@@ -243,7 +251,7 @@ def _computed(compiled: Ratio | None) -> str:
         return "whether fused code also computes GELU faster is not measured here"
     if compiled.clear and compiled.value > 1:
         return (f"compiled alone, with nothing to fuse it with, GELU ran {compiled.brief}: generated code computes it "
-                "faster, so fusing can save more than its round trip")
+                "faster, by that much")
     if compiled.clear:
         return f"compiled alone, GELU ran {compiled.brief}: generated code does not compute it faster here"
     return f"compiled alone, GELU read {compiled.brief}: generated code showed no faster computation here"
