@@ -1315,5 +1315,14 @@ def test_beside_08_says_when_the_probe_leaves_a_gap_the_two_moments_rule_allows(
                                                          "spread": [35.9, 36.1]}}
     gap = nb10.beside_08(slower, gpt, "cpu", 16, written=written, as_08=as_08, probe=probe).splitlines()
     assert "a gap the probe does not take away" in gap[1] and gap[2] == "  details:"  # 756 against 614: 1.23×
+    assert "in one process" not in gap[1]  # no eager readings here to set the gap beside
+    swung = nb10.beside_08(slower, gpt, "cpu", 16, written=written, as_08=as_08, probe=probe, eager=t("eager", 0.0900),
+                           before=t("no logging", 0.1120)).splitlines()  # this notebook's eager step: 1.24x apart
+    assert swung[1].endswith("; this notebook's own eager step, in one process, read 1.24× apart across section 2 and "
+                             "section 3: the notebooks' gap lies within the swing one process shows")  # 36.0 / 29.3: 1.23x
+    less = nb10.beside_08(slower, gpt, "cpu", 16, written=written, as_08=as_08, probe=probe, eager=t("eager", 0.0900),
+                          before=t("no logging", 0.1000)).splitlines()  # 1.11x: less than the notebooks' 1.23x
+    assert less[1].endswith("the notebooks' gap exceeds the swing one process shows")
+
     unprobed = nb10.beside_08(ran08, gpt, "cpu", 16, written=written, as_08=as_08).splitlines()  # no probe here
     assert unprobed[1].endswith("no reading of 08's (or 09's) is told apart from this notebook's")  # the rule, up front

@@ -31,6 +31,28 @@ PAYBACK = "compile pays back after, tokens (each from its own turns; here sectio
 PROBES = {"08": "pace probe, section 4's turns", "09": "pace probe, beside 08's step"}  # each set's fixed matmul and copy
 
 
+def _swing(ran08: Mapping[str, dict] | None, ran09: Mapping[str, dict] | None, as_08: Timing | None,
+           readings: Mapping[str, Timing | None]) -> str:
+    """Beside the gap between the notebooks' rates of 08's step: how far this notebook's own eager step swung across
+    its sets of turns (`readings`, where: Timing), in one process; '' with fewer than two readings."""
+    got = {w: t for w, t in readings.items() if t is not None}
+    rates = [r for r in (_rate(ran08, "eager, written-out attention"), _rate(ran09, WHOLE_STEP),
+                         as_08.rate if as_08 is not None else None) if r]
+    if len(got) < 2 or len(rates) < 2:
+        return ""
+    swing = max(t.median_s for t in got.values()) / min(t.median_s for t in got.values())
+    gap = max(rates) / min(rates)
+    return (f"; this notebook's own eager step, in one process, read {swing:.2f}× apart across {_and(list(got))}: the "
+            "notebooks' gap " + ("lies within" if gap <= swing else "exceeds") + " the swing one process shows")
+
+
+def _rate(rows: Mapping[str, dict] | None, key: str) -> float | None:
+    """A recorded rate in tok/s (`rows[key]`), None where not recorded in a rate's unit."""
+    row = (rows or {}).get(key)
+    scale = unit_scale(row["unit"], "tok/s") if row else None
+    return row["value"] * scale if row and scale else None
+
+
 def paced(ran08: Mapping[str, dict] | None, ran09: Mapping[str, dict] | None, as_08: Timing | None,
           probe: Timing | None) -> str:
     """08's written-out step with each set of turns' pace taken out: its rate times the pace probe's time in the same
@@ -117,6 +139,8 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
         short.append(f"timed in section 3's turns, 08's step (clipping, AdamW's two groups) over this notebook's eager "
                      f"written-out step, in speed: {cost.brief}{' to tell' if cost.grade == 'too wide' else ''}")
     probed = paced(ran08, ran09, as_08, probe)  # the same step's readings with each set's pace taken out
+    if probed and UNPACED in probed:  # a gap the probe does not explain: set beside the swing one process shows
+        probed += _swing(ran08, ran09, as_08, {"section 2": before, "section 3": eager, **(later or {})})
     moments = ("by the rule for two moments alone (2.5×, what a machine's pace can move), "
                + (f"the notebooks differ on: {'; '.join(differ)}" if differ else
                   "no reading of 08's (or 09's) is told apart from this notebook's"))
