@@ -1158,6 +1158,8 @@ def test_unsteady_names_the_setting_whose_quartiles_lie_far_from_its_median():
     said = nb10.unsteady([calm, shaky])
     assert said.startswith("these turns ran unsteadily: eager's quartiles lie ±14% about its median (the others' within ±1%)")
     assert nb10.unsteady([calm, _t("eager", 0.133, 0.004)]) == ""
+    lopsided = bench.Timing("eager", "cpu", 0.101, 0.0222, 9, q1_s=0.0998, q3_s=0.122)  # -1% and +21%
+    assert "eager's quartiles lie 1% below and 21% above its median" in nb10.unsteady([calm, lopsided])
 
 
 
