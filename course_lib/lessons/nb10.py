@@ -267,8 +267,8 @@ def gpus_measured(device_type: str, reduce_overhead: bool) -> str:
     graphed = "compiled, reduce-overhead" in report.reference("10_compile_and_profile")[1]  # the reference timed them
     return (f"\nWhat GPUs measured{named}; mode='reduce-overhead' (CUDA graphs) needs a GPU, so it is not timed here:\n"
             + published.elsewhere("10_compile_and_profile", ("compile + first step, default", "compile + first step, reduce",
-                                                             "compiled, default", "compiled, reduce", "compiled (default",
-                                                             "compiled (reduce"),
+                                                             "eager", "compiled, default", "compiled, reduce",
+                                                             "compiled (default", "compiled (reduce"),  # eager: what they divide
                                   COMPILE_FIGURES + ([] if graphed else GRAPH_FIGURES))  # other models' graphs: where none
             + "\n(the reference's default compile ran first, with cold caches, as here; its reduce-overhead compile "
             "ran second, with the caches warm from the default one)"

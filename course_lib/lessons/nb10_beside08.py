@@ -173,8 +173,8 @@ def _part_in_09(ran09: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, 
             (c09.block, c09.n_layer, c09.n_head, c09.n_embd) == (gpt.block_size, gpt.n_layer, gpt.n_head, gpt.n_embd)):
         return ""
     part = row["value"] / 1e3
-    lo = (row.get("spread") or [row["value"]])[0] / 1e3  # its lower quartile: longer only beyond it
-    longer = [where for where, t in got.items() if lo > t.median_s]
+    lo = (row.get("spread") or [row["value"]])[0] / 1e3  # its lower quartile, printed beside its median
+    longer = [where for where, t in got.items() if part > t.median_s]  # by the medians, as the line prints them
     shares = [part / t.median_s for t in got.values()]  # the part over each whole-step reading, two moments each
     said = (f"09 timed a part of this step, the whole GPT's forward + backward (SDPA attention) without the optimizer: "
             f"{fmt_time(part)}" + (f" (quartiles {fmt_time(lo)}–{fmt_time(row['spread'][1] / 1e3)})"
