@@ -54,7 +54,7 @@ def _rate(rows: Mapping[str, dict] | None, key: str) -> float | None:
 
 
 def paced(ran08: Mapping[str, dict] | None, ran09: Mapping[str, dict] | None, as_08: Timing | None,
-          probe: Timing | None) -> str:
+          probe: Timing | None, short: bool = False) -> str:
     """08's written-out step with each set of turns' pace taken out: its rate times the pace probe's time in the same
     turns (the tokens it trains in one probe's time), in 08's section 4 (two micro-batches), in 09's turns and here
     (`as_08` and `probe`, section 3's); '' where fewer than two readings have their probe."""
@@ -75,9 +75,10 @@ def paced(ran08: Mapping[str, dict] | None, ran09: Mapping[str, dict] | None, as
     said = (("they agree, in rate and with the pace taken out" if raw < PACED else
              "the pace probe takes the gap away") + f" (within {PACED:g}×)" if r < PACED else
             f"{UNPACED}; what sets these readings apart is not measured")
+    sums = ("" if short else " (its rate × the probe's time in the same turns, tokens per probe: "
+            + ", ".join(f"{v:,.0f}" for v in got.values()) + ")")  # `short`: the arithmetic left to the details
     return (f"08's step in the turns of {_and(list(got))}: {raw:.2f}× apart in rate, {r:.2f}× once each set's pace "
-            "probe is taken out (its rate × the probe's time in the same turns, tokens per probe: "
-            + ", ".join(f"{v:,.0f}" for v in got.values()) + f"): {said}")
+            f"probe is taken out{sums}: {said}")
 
 
 class Row(NamedTuple):
@@ -138,7 +139,7 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
     if cost is not None:  # the one comparison of the two notebooks' steps timed in the same turns: first
         short.append(f"timed in section 3's turns, 08's step (clipping, AdamW's two groups) over this notebook's eager "
                      f"written-out step, in speed: {cost.brief}{' to tell' if cost.grade == 'too wide' else ''}")
-    probed = paced(ran08, ran09, as_08, probe)  # the same step's readings with each set's pace taken out
+    probed = paced(ran08, ran09, as_08, probe, short=True)  # the same step's readings, each set's pace taken out
     if probed and UNPACED in probed:  # a gap the probe does not explain: set beside the swing one process shows
         probed += _swing(ran08, ran09, as_08, {"section 2": before, "section 3": eager, **(later or {})})
     moments = ("by the rule for two moments alone (2.5×, what a machine's pace can move), "
@@ -146,7 +147,7 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
                   "no reading of 08's (or 09's) is told apart from this notebook's"))
     up_front = bool(differ) or not probed  # the probe's line, where there is one, says more than the 2.5x rule can
     short += [probed, moments if up_front else ""]
-    details = [account, "" if up_front else moments,
+    details = [paced(ran08, ran09, as_08, probe), account, "" if up_front else moments,  # the probe's arithmetic first
                "here ÷ 08: the figure here over 08's (for a rate, the speed here over 08's), its range from the "
                f"two spreads; told apart only at {verdicts.APART:g}× or more (the rule for two moments, in the glossary)"
                if table else "", _table(table) if table else "",

@@ -60,8 +60,7 @@ def break_short(fix: Ratio, item_cost: Ratio | None = None) -> list[str]:
     timed. Compiling's gain timed again in these turns stands under 'details:' (:func:`compile_again`)."""
     said = [f"removing the graph break (a tensor instead of .item()): {fix.brief} against the .item() GPT"]
     if item_cost is not None:
-        said.append("the .item()'s cost (the break and what Dynamo did about it, not timed apart), the .item() GPT "
-                    "against the plain compiled GPT: " + (
+        said.append("the .item() GPT against the plain compiled GPT (the break's cost with Dynamo's giving up): " + (
             f"{item_cost.brief}: not resolved in these turns, so how much of the fix's gain is the break's is not "
             "established" if break_unbacked(fix, item_cost) else
             f"{item_cost.brief}, though the fix itself read no "
