@@ -13,8 +13,8 @@ from course_lib.lessons.nb10_beside08 import _and
 from course_lib.lessons.nb10_reference import reference_answer
 from course_lib.lessons.nb10_roofline import (FUSIBLE, at_least, bounded, fusible_share, gelu_compute_set, roof_share,
                                               unbounded)
-from course_lib.lessons.nb10_short import (break_control, break_cost_only, break_unbacked, compile_in_08, gain_unsettled,
-                                            is_gain, other_sets, points, unconfirmed)
+from course_lib.lessons.nb10_short import (break_control, break_cost_only, break_unbacked, compile_in_08, is_gain,
+                                            other_sets, points, unconfirmed)
 from course_lib.roofline import OpTime
 from course_lib.units import fmt_count
 

@@ -61,11 +61,10 @@ def paced(ran08: Mapping[str, dict] | None, ran09: Mapping[str, dict] | None, as
     got, rates = {}, []
     for who, rows, key in (("08's section 4 (2 micro-batches)", ran08, "eager, written-out attention"),
                            ("09's", ran09, WHOLE_STEP)):
-        rate, timed = (rows or {}).get(key), (rows or {}).get(PROBES[who[:2]])
-        scale = unit_scale(rate["unit"], "tok/s") if rate else None
-        if rate and timed and scale and timed["unit"] == "ms":
-            got[who] = rate["value"] * scale * timed["value"] / 1e3
-            rates.append(rate["value"] * scale)
+        rate, timed = _rate(rows, key), (rows or {}).get(PROBES[who[:2]])
+        if rate and timed and timed["unit"] == "ms":
+            got[who] = rate * timed["value"] / 1e3
+            rates.append(rate)
     if as_08 is not None and as_08.rate and probe is not None:
         got["this notebook's section 3"] = as_08.rate * probe.median_s
         rates.append(as_08.rate)
