@@ -1083,16 +1083,21 @@ def test_part_in_09_sets_09s_forward_and_backward_beside_the_whole_step():
                     "measurement: 09 times the part inside the whole in the same turns): the part read longer than the "
                     "whole in section 2; which reading is typical is not measured")  # 109.4 / 112 and 109.4 / 93.1
     from course_lib.lessons.nb09 import WHOLE_STEP
-    ran09[WHOLE_STEP] = {"value": 24.2, "unit": "ktok/s"}  # 09's reading of 08's step, 84.6 ms a step
+    ran09[WHOLE_STEP] = {"value": 24.2, "unit": "ktok/s",  # 09's reading of 08's step, 84.6 ms a step
+                         "setup": f"batch {c.batch}, micro-batch 16 × 2, written-out attention"}
     slow = _part_in_09(ran09, gpt, "cpu", c.batch, {"section 2": _t("a", 0.0931)},
                        _t("08's step", 0.0684, work=2048, unit="tok/s"))  # the same step here: 68.4 ms
     assert slow.endswith("; 09's reading of 08's step took 1.24× this notebook's time for that step too. What sets 09's "
                          "readings apart is not measured; candidates: the machine's pace in 09's turns, or which steps "
                          "shared each set of turns")
+    sdpa = {**ran09, WHOLE_STEP: {**ran09[WHOLE_STEP], "setup": f"batch {c.batch}, SDPA"}}  # 09 ran 08's SDPA step
+    assert "09's reading of 08's step" not in _part_in_09(sdpa, gpt, "cpu", c.batch, {"section 2": _t("a", 0.0931)},
+                                                          _t("08's step", 0.0684, work=2048, unit="tok/s"))
     assert _part_in_09(ran09, gpt, "cpu", c.batch + 1, {"section 2": _t("a", 0.0931)}) == ""  # another batch
     assert _part_in_09(ran09, dataclasses.replace(gpt, n_layer=gpt.n_layer + 1), "cpu", c.batch,
                        {"section 2": _t("a", 0.0931)}) == ""  # another GPT
     assert "longer" not in _part_in_09(ran09, gpt, "cpu", c.batch, {"section 3": _t("b", 0.112)})
+    assert "longer" not in _part_in_09(ran09, gpt, "cpu", c.batch, {"section 3": _t("b", 0.10938)})  # both print 109 ms
 
 
 def test_answer_says_compiling_and_the_written_out_attention_were_not_timed_together():
@@ -1250,7 +1255,8 @@ def test_paced_takes_each_sets_pace_out_of_08s_step():
     from course_lib.lessons import nb09, nb10_beside08
     ran08 = {"eager, written-out attention": {"value": 25.0, "unit": "ktok/s"},
              "pace probe, section 4's turns": {"value": 24.0, "unit": "ms"}}
-    ran09 = {nb09.WHOLE_STEP: {"value": 26.0, "unit": "ktok/s"}, "pace probe, beside 08's step": {"value": 23.0, "unit": "ms"}}
+    ran09 = {nb09.WHOLE_STEP: {"value": 26.0, "unit": "ktok/s", "setup": "batch 16, written-out attention"},
+             "pace probe, beside 08's step": {"value": 23.0, "unit": "ms"}}
     here = bench.timing_of([0.065, 0.066, 0.064], name="08's step", device="cpu", work=2048, unit="tok/s")
     probe = _t("pace probe, section 3's turns", 0.019)  # this set ran 1.25× faster, and so did its probe
     said = nb10_beside08.paced(ran08, ran09, here, probe)
@@ -1262,6 +1268,8 @@ def test_paced_takes_each_sets_pace_out_of_08s_step():
     assert apart.endswith("1.26× apart in rate, 1.32× once each set's pace probe is taken out (its rate × the probe's "
                           "time in the same turns, tokens per probe: 600, 598, 788): a gap the probe does not take away, "
                           "so not the machine's pace as the probe reads it; what sets these readings apart is not measured")
+    sdpa09 = {**ran09, nb09.WHOLE_STEP: {**ran09[nb09.WHOLE_STEP], "setup": "batch 16, SDPA"}}  # 08's long run's attention
+    assert "09's" not in nb10_beside08.paced(ran08, sdpa09, here, probe)  # another step: not set beside the written-out one
     assert nb10_beside08.paced(ran08, None, None, None) == ""  # one reading with its probe: nothing to set beside
     assert nb10_beside08.paced({"eager, written-out attention": ran08["eager, written-out attention"]}, ran09, here,
                                probe).startswith("08's step in the turns of 09's and this notebook's section 3: ")

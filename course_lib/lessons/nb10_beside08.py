@@ -47,10 +47,16 @@ def _swing(ran08: Mapping[str, dict] | None, ran09: Mapping[str, dict] | None, a
 
 
 def _rate(rows: Mapping[str, dict] | None, key: str) -> float | None:
-    """A recorded rate in tok/s (`rows[key]`), None where not recorded in a rate's unit."""
+    """A recorded rate in tok/s (`rows[key]`), None where not recorded in a rate's unit, or where it is 09's reading
+    of 08's step with the other attention (09 times 08's step as 08's long run ran it: SDPA, where 08 chose it)."""
     row = (rows or {}).get(key)
     scale = unit_scale(row["unit"], "tok/s") if row else None
-    return row["value"] * scale if row and scale else None
+    return row["value"] * scale if row and scale and (key != WHOLE_STEP or _written_out(row)) else None
+
+
+def _written_out(row: Mapping[str, str]) -> bool:
+    """Whether a recorded reading of 08's step ran the written-out attention, as its setup or note names it."""
+    return "written-out" in row.get("setup", "") + row.get("note", "")
 
 
 def paced(ran08: Mapping[str, dict] | None, ran09: Mapping[str, dict] | None, as_08: Timing | None,
@@ -174,7 +180,8 @@ def _part_in_09(ran09: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, 
         return ""
     part = row["value"] / 1e3
     lo = (row.get("spread") or [row["value"]])[0] / 1e3  # its lower quartile, printed beside its median
-    longer = [where for where, t in got.items() if part > t.median_s]  # by the medians, as the line prints them
+    longer = [where for where, t in got.items()  # by the medians as the line prints them: 95.1 ms is not longer than 95.1
+              if part > t.median_s and fmt_time(part) != fmt_time(t.median_s)]
     shares = [part / t.median_s for t in got.values()]  # the part over each whole-step reading, two moments each
     said = (f"09 timed a part of this step, the whole GPT's forward + backward (SDPA attention) without the optimizer: "
             f"{fmt_time(part)}" + (f" (quartiles {fmt_time(lo)}–{fmt_time(row['spread'][1] / 1e3)})"
@@ -185,7 +192,7 @@ def _part_in_09(ran09: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, 
             "measurement: 09 times the part inside the whole in the same turns)"
             + (f": the part read longer than the whole in {_and(longer)}" if longer else ""))
     whole09 = (ran09 or {}).get(WHOLE_STEP)
-    if whole09 and as_08 is not None and as_08.rate and whole09.get("unit") == "ktok/s":
+    if whole09 and _written_out(whole09) and as_08 is not None and as_08.rate and whole09.get("unit") == "ktok/s":
         lag = as_08.rate / (whole09["value"] * 1e3)  # 09's time for 08's step over this notebook's
         said += (f"; 09's reading of 08's step took {lag:.2f}× this notebook's time for that step too. What sets 09's "
                  "readings apart is not measured; candidates: the machine's pace in 09's turns, or which steps "
@@ -354,7 +361,7 @@ def _rates(ran08: Mapping[str, dict], batch: int, eager: Timing | None, written:
     rows_at += [("09, in its turns", row) for row in [(ran09 or {}).get(WHOLE_STEP)] if row]
     for which, row in rows_at + [("08: its long run", ran08.get("long run: tokens/s"))]:
         if row:  # 08's long run names its attention in its note, the others in their setup
-            mine = out if "written-out" in row.get("setup", "") + row.get("note", "") else eager
+            mine = out if _written_out(row) else eager
             pairs.append((label if mine is out else "eager SDPA", which, mine, row))
     rows = []
     for what, which, t, row in pairs:
