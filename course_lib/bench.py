@@ -107,6 +107,13 @@ class Timing:
         return None if self.work is None else self.work / max(self.lo_s, 1e-12)
 
     @property
+    def lopsided(self) -> bool:
+        """Whether one quartile lies :data:`LOPSIDED` times farther from the median than the other (distances under
+        0.5 % of the median count as 0.5 %)."""
+        below, above = self.median_s - self.lo_s, self.hi_s - self.median_s
+        return self.median_s > 0 and max(below, above) > LOPSIDED * max(min(below, above), 0.005 * self.median_s)
+
+    @property
     def spread_text(self) -> str:
         """The spread as a line shows it: '± 3%' (half the interquartile range over the median,
         one decimal below 1 %, '± <0.1%' below 0.05 %, '(every run 0)' where all are 0), or the quartiles themselves, '(261–304)' in the median's unit,
@@ -116,8 +123,7 @@ class Timing:
             return "(one run)"
         if self.hi_s == 0:  # nothing to spread: '± <0.1%' would suggest a measured spread
             return "(every run 0)"
-        below, above = self.median_s - self.lo_s, self.hi_s - self.median_s
-        if self.median_s > 0 and max(below, above) > LOPSIDED * max(min(below, above), 0.005 * self.median_s):
+        if self.lopsided:
             scale, _ = units.time_scale(self.median_s)
             fmt = lambda x: f"{x:.3g}" if x < 1000 else f"{x:,.0f}"  # noqa: E731  no 3.07e+03
             return f"({fmt(self.lo_s / scale)}–{fmt(self.hi_s / scale)})"

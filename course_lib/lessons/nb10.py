@@ -233,7 +233,7 @@ def payback(speed: Ratio, first_call_s: float, eager: Timing, compiled: Timing) 
     spread), or that there is no gain to pay it back."""
     if speed.clear and speed.value > 1:
         extra = first_call_s - compiled.median_s
-        steps, few, many = break_even(extra, eager, speed)  # extra ÷ the seconds each step saves
+        steps, few, many = _cold_even(speed, first_call_s, eager, compiled)  # extra ÷ the seconds each step saves
         size = f" of {eager.work:,.0f} tokens" if eager.work else ""
         return (f"  the compilation ({extra:.1f} s beyond one step) pays for itself after about "
                 f"{fmt_count(steps)} steps{size} ({fmt_count(few)} to {fmt_count(many)} over the spread of the speed-up), if "
@@ -252,7 +252,12 @@ def steps_to_pay(speed: Ratio | None, cold_s: float | None, eager: Timing | None
     the gain `speed` over `eager`, at the medians; None where there is no gain beyond the spread to pay it back."""
     if None in (speed, cold_s, eager, compiled) or not (speed.clear and speed.value > 1 and speed.lo > 1):
         return None
-    return break_even(cold_s - compiled.median_s, eager, speed)[0]
+    return _cold_even(speed, cold_s, eager, compiled)[0]
+
+
+def _cold_even(speed: Ratio, cold_s: float, eager: Timing, compiled: Timing) -> tuple[float, float, float]:
+    """:func:`course_lib.bench.break_even` of a cold compile: its first step (`cold_s`) less one `compiled` step."""
+    return break_even(cold_s - compiled.median_s, eager, speed)
 
 
 def gpus_measured(device_type: str, reduce_overhead: bool) -> str:
@@ -405,7 +410,7 @@ def break_details(timings: Sequence[Timing], r: Mapping[str, Ratio], first_step:
     again = r["again"]
     pays = ""
     if cold_s is not None and again.clear and again.value > 1:  # section 3's break-even, from these turns' own times
-        steps, few, many = break_even(cold_s - control.median_s, eager, again)
+        steps, few, many = _cold_even(again, cold_s, eager, control)
         pays = (f"  by these turns' paired gain and eager median, section 3's compilation pays for itself after about "
                 f"{fmt_count(steps)} steps ({fmt_count(few)} to {fmt_count(many)}); section 3 reckoned it from its own turns'")
     return [r["fix"].verdict("removing the graph break (a tensor instead of .item())", on=device),

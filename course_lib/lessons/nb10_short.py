@@ -9,7 +9,7 @@ import math
 from typing import Iterable, Mapping, Sequence
 
 from course_lib import report, verdicts
-from course_lib.bench import LOPSIDED, Ratio, Timing
+from course_lib.bench import Ratio, Timing
 from course_lib.units import fmt_time
 
 NB = "10_compile_and_profile"
@@ -243,8 +243,7 @@ def unsteady(timings: Iterable[Timing]) -> str:
     rest = [t for t in timings if t not in wide]
     def about(t: Timing) -> str:  # '±14%', or where the quartiles lie lopsided, each side's own distance
         below, above = 1 - t.lo_s / t.median_s, t.hi_s / t.median_s - 1
-        return (f"{below:.0%} below and {above:.0%} above" if max(below, above) > LOPSIDED * max(min(below, above), 0.005)
-                else f"±{t.spread:.0%} about")
+        return f"{below:.0%} below and {above:.0%} above" if t.lopsided else f"±{t.spread:.0%} about"
     return ("these turns ran unsteadily: " + ", ".join(f"{t.name}'s quartiles lie {about(t)} its median" for t in wide)
             + (f" (the others' within ±{max(t.spread for t in rest):.0%})" if rest else "")
             + "; a slow spell that hit one setting's turn and not its pair's moves that setting's median, so a paired "
