@@ -388,6 +388,12 @@ def test_paired_mfu_text_names_the_turns_and_the_moment():
     assert nb08.paired_mfu_text(mfu, "eager, SDPA", "cpu", 0.45, held, same).endswith(
         "the matmul within the spreads of its stored pace, and the step's rate within section 4's quartiles (two "
         "moments: no change shown): the MFU above is this run's reading")
+    other = nb08.paired_mfu_text(mfu, "eager, SDPA", "cpu", 0.45, held, None, own=faster)  # section 4's MFU: another's
+    assert "\n  the eager, SDPA step here: 1.40× (" in other and other.count("section 4's MFU is another version's") == 1
+    assert "step ran at" not in other and "the MFU above is this run's reading" in other  # it does not move that MFU
+    assert "within section 4's quartiles of it" in nb08.paired_mfu_text(mfu, "eager, SDPA", "cpu", 0.45, held, None,
+                                                                         own=same)
+    assert "the eager, SDPA step here" not in nb08.paired_mfu_text(mfu, "eager, SDPA", "cpu", 0.45, held, same, own=same)
     wide = bench.ratio_of("matmul", 1.37, 0.7, 1.9)
     assert "too wide to say whether it held" in nb08.paired_mfu_text(mfu, "eager, SDPA", "cpu", 0.45, wide)
     swung = bench.ratio_of("MFU, same turns", 0.746, 0.267, 2.148)  # the busy cpu run's: past 100 %, 8x wide

@@ -179,7 +179,7 @@ def mfu_answer(best: Timing | None, best_mfu: Sequence[float] | None, mfu: Ratio
 
 
 def paired_mfu_text(mfu: Ratio, what: str, device: str, stored: float, matmul: Ratio,
-                    step: Ratio | None = None, later: bool = False) -> str:
+                    step: Ratio | None = None, later: bool = False, own: Ratio | None = None) -> str:
     """The check of section 5's MFU at one moment, a few short lines: the `what` step and the peak's own
     matmul timed in the same turns. `mfu` is the paired ratio of the step's model FLOP/s to the matmul's,
     `stored` the same turns' step over the stored peak, `matmul` the matmul's FLOP/s in these turns over
@@ -187,10 +187,16 @@ def paired_mfu_text(mfu: Ratio, what: str, device: str, stored: float, matmul: R
     apart; None where section 4's MFU came from another version of the step). Where the matmul kept
     within the spreads of its stored pace and the step of section 4's, the MFU above is this run's
     reading; otherwise this step's MFU is the range of the readings, each one moment's (`later`: said once, by
-    section 6's long run, which adds its reading)."""
+    section 6's long run, which adds its reading). `own`, where section 4's MFU is another version's (`step` None):
+    this step's rate here over section 4's reading of the same version, said on a line of its own."""
     lines = [f"the same check at one moment: {mfu.rounds} turns of the {what} step and the peak's matmul | {device}",
              f"  over the same turns' matmul: {mfu.value:.1%} ({mfu.lo:.1%}–{mfu.hi:.1%}); over the stored peak: "
              f"{stored:.1%}"]
+    if step is None and own is not None:  # the step timed here is not the MFU's: its own pace, beside section 4's
+        lines.append(f"  the {what} step here: " + ("within section 4's quartiles of it" if own.within_noise and not
+                                                     _moved(own) else f"{own.value:.2f}× ({own.lo:.2f}–{own.hi:.2f}) "
+                                                     "section 4's rate of it (two moments apart; what moved it is not "
+                                                     "measured here)") + "; section 4's MFU is another version's")
     status, readings = _mfu_check(mfu, stored, matmul, step)
     if status == "too wide":
         return "\n".join(lines + [f"  the paired interval spans {mfu.hi / mfu.lo:.1f}× (the machine's pace moved within "

@@ -390,7 +390,7 @@ def step_in_08(row: dict | None, pair: Sequence[Timing], batch: int, gpt: GPTCon
     head = (f"notebook 08 recorded a whole training step of this GPT at this batch earlier in this run (forward, "
             f"backward, gradient clipping and AdamW's update): {report.fmt_row_value(row)} {row['unit']}")
     whole, part = pair
-    how = (f" ({row['setup']}, as 08 ran it; this notebook's own steps above run SDPA)" if row.get("setup") else "")
+    how = f" ({row['setup']}, as 08 ran it; this notebook's own steps above run SDPA)" if row.get("setup") else " (SDPA)"
     share = bench.speedup(part, whole, "forward and backward over the whole step, time", more="longer",
                           less="shorter")  # part's time ÷ whole's, turn by turn
     said = ("the part is shorter than the whole, as it must be" if share.clear and share.value < 1 else

@@ -20,7 +20,8 @@ from course_lib import check, published, report, verdicts
 from course_lib.bench import Ratio, Timing, break_even, name_width, speedup
 from course_lib.lessons.nb10_answer import COMPILING, FIX, _listed, answer, outside_model  # noqa: F401
 from course_lib.lessons.nb10_beside08 import NOT_IN_08, account_in_08, beside_08, same_as_08  # noqa: F401
-from course_lib.lessons.nb10_reference import (REGIONS, bound, graphs_bound, own_gpt, reference_fix,  # noqa: F401
+from course_lib.lessons.nb10_reference import (REGIONS, bound, graphs_bound, own_gpt, reference_compile,  # noqa: F401
+                                                reference_fix,
                                                 reference_gpt, reference_kinds, reference_sync, regime_label,
                                                 stale_fix_rows)
 from course_lib.lessons.nb10_roofline import (ROWS, above_roof, attention_alone, cache_roof_note,  # noqa: F401
@@ -191,7 +192,7 @@ def sync_verdict(gain: Ratio | None, waits: int, device: str, device_type: str, 
         lines.append("(on a CPU, ops run as they are called, so a value is ready when it is read)")
     blocks = [in_short(sync_short(gain, waits, device_type, reads), lines) if gain is not None else ""]
     if device_type != "cuda":  # what the reference GPU measured of the same two steps, a block of its own
-        blocks.append("\n".join(["On the reference GPU (not this machine):", *filter(None, reference_sync())]))
+        blocks.append("\n".join(filter(None, reference_sync())))
     return "\n\n".join(filter(None, blocks))
 
 
@@ -262,22 +263,16 @@ def _cold_even(speed: Ratio, cold_s: float, eager: Timing, compiled: Timing) -> 
 
 def gpus_measured(device_type: str, reduce_overhead: bool) -> str:
     """What GPUs measured of torch.compile, under one heading: on a GPU, the published figures (CUDA graphs' where
-    reduce-overhead ran); off it, the reference run's compiled rows, both modes', then the published figures (CUDA
-    graphs' other models only where the reference timed no reduce-overhead step), and what the reference's CUDA
-    graphs removed (mode='reduce-overhead' is not timed off a GPU)."""
+    reduce-overhead ran); off it, the reference run's compiled steps in two lines (:func:`reference_compile`; its rows
+    stand in the summary), then the published figures (CUDA graphs' other models only where the reference timed no
+    reduce-overhead step; what the reference's CUDA graphs removed is in the answer's details)."""
     if device_type == "cuda":
         return "\nBeside section 3's timings, what GPUs measured:\n" + published.elsewhere(
             "10_compile_and_profile", (), COMPILE_FIGURES + (GRAPH_FIGURES if reduce_overhead else []))
-    named = f" ({own_gpt()})" if own_gpt() else ""
     graphed = "compiled, reduce-overhead" in report.reference("10_compile_and_profile")[1]  # the reference timed them
-    return (f"\nWhat GPUs measured{named}; mode='reduce-overhead' (CUDA graphs) needs a GPU, so it is not timed here:\n"
-            + published.elsewhere("10_compile_and_profile", ("compile + first step, default", "compile + first step, reduce",
-                                                             "eager", "compiled, default", "compiled, reduce",
-                                                             "compiled (default", "compiled (reduce"),  # eager: what they divide
-                                  COMPILE_FIGURES + ([] if graphed else GRAPH_FIGURES))  # other models' graphs: where none
-            + "\n(the reference's default compile ran first, with cold caches, as here; its reduce-overhead compile "
-            "ran second, with the caches warm from the default one)"
-            + graphs_bound(report.reference("10_compile_and_profile")[1]))
+    return ("\nWhat GPUs measured, not on this machine (mode='reduce-overhead', CUDA graphs, needs a GPU, so it is not "
+            "timed here):\n" + "\n".join(filter(None, (reference_compile(), published.elsewhere(
+                "10_compile_and_profile", (), COMPILE_FIGURES + ([] if graphed else GRAPH_FIGURES))))))
 
 
 def intensity_line(what: str, intensity_: float, bound: str | None, device: str) -> str:

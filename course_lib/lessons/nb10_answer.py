@@ -89,15 +89,16 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
             f"    {_fix_status(name, r, sets=sets, unsettled=unsettled, unbacked=unbacked, cost_only=cost_only)}"
             + (f"; {SMALL}: {_break_words(*small[:2])}" if small and name == FIX else "")
             for name, r in fixes.items()]
-    both = " (compiling and the written-out attention each against the eager SDPA step; the two together are not timed " \
-        "here)" * (bool(compiled) and "the written-out attention" in paid)
+    both = " (each against the eager SDPA step; the two together: not timed)" * (
+        bool(compiled) and "the written-out attention" in paid)
     unresolved = [w for w, r in sets if not is_gain(r)]  # no difference, too wide or inconclusive
     steps = (pays_back or {}).get(gained[0][0]) if compiled else None  # the counted gain's break-even
     held = (f"; compiling, faster in {_and([w for w, _ in gained])} turns, read no measurable difference in "
             f"{_and(flat)}, so it is not counted here (details)" if gained and flat and not compiled else
-            f"; compiling was faster in {len(gained)} of {len(sets)} sets of turns ({_and([w for w, _ in gained])}), "
-            f"and {_and(unresolved)} could not tell" if compiled and unresolved else "")
-    held += (f"; compiling's cold compile pays for itself after about {fmt_count(steps)} steps (by {gained[0][0]} turns)"
+            f"; compiling in {len(gained)} of {len(sets)} sets of turns ({_and([w for w, _ in gained])}; "
+            + _and([f"{w} {'read no measurable difference' if r.grade == 'no difference' else 'could not tell'}"
+                    for w, r in sets if not is_gain(r)]) + ")" if compiled and unresolved else "")
+    held += (f"; its cold compile pays back after about {fmt_count(steps)} steps ({gained[0][0]} turns)"
              if steps else "")
     head.append(f"  so what paid: {paid} made the step measurably faster, in turns{both}{held}" if paid else
                 f"  so what paid: no change timed here made the step measurably faster{held}")

@@ -29,12 +29,15 @@ PAYBACK = "compile pays back after, tokens (each from its own turns; here sectio
 
 
 PROBES = {"08": "pace probe, section 4's turns", "09": "pace probe, beside 08's step"}  # each set's fixed matmul and copy
+SHORT_SETS = {"08's section 4 (2 micro-batches)": "08's section 4", "09's": "09's turns",
+              "this notebook's section 3": "section 3 here"}  # the sets of turns, named in an 'in short' line
 
 
 def _swing(ran08: Mapping[str, dict] | None, ran09: Mapping[str, dict] | None, as_08: Timing | None,
-           readings: Mapping[str, Timing | None]) -> str:
+           readings: Mapping[str, Timing | None], short: bool = False) -> str:
     """Beside the gap between the notebooks' rates of 08's step: how far this notebook's own eager step swung across
-    its sets of turns (`readings`, where: Timing), in one process; '' with fewer than two readings."""
+    its sets of turns (`readings`, where: Timing), in one process (`short`: one clause, the sets unnamed); '' with
+    fewer than two readings."""
     got = {w: t for w, t in readings.items() if t is not None}
     rates = [r for r in (_rate(ran08, "eager, written-out attention"), _rate(ran09, WHOLE_STEP),
                          as_08.rate if as_08 is not None else None) if r]
@@ -42,6 +45,9 @@ def _swing(ran08: Mapping[str, dict] | None, ran09: Mapping[str, dict] | None, a
         return ""
     swing = max(t.median_s for t in got.values()) / min(t.median_s for t in got.values())
     gap = max(rates) / min(rates)
+    if short:
+        return (f", {'within' if gap <= swing else 'beyond'} the {swing:.2f}× this notebook's own eager step swung in one "
+                "process; the cause is not measured")
     return (f"; this notebook's own eager step, in one process, read {swing:.2f}× apart across {_and(list(got))}: the "
             "notebooks' gap " + ("lies within" if gap <= swing else "exceeds") + " the swing one process shows")
 
@@ -77,12 +83,18 @@ def paced(ran08: Mapping[str, dict] | None, ran09: Mapping[str, dict] | None, as
     if len(got) < 2:
         return ""
     r, raw = max(got.values()) / min(got.values()), max(rates) / min(rates)
+    d = 2 if all((round(x, 2) < PACED) == (x < PACED) for x in (r, raw)) else 3  # 1.096x, not 1.10x, 'within 1.1x'
+    if short:  # one clause for the 'in short' line; the sets named, the arithmetic and the probe's words in the details
+        said = ("they agree" if raw < PACED else "the probe takes the gap away") if r < PACED else \
+            "not the machine's pace as the probe reads it"
+        return (f"08's step in {len(got)} sets of turns ({_and([SHORT_SETS.get(w, w) for w in got])}): {raw:.{d}f}× apart "
+                f"in rate, {r:.{d}f}× with each set's pace taken out: {said}")
     said = (("they agree, in rate and with the pace taken out" if raw < PACED else
              "the pace probe takes the gap away") + f" (within {PACED:g}×)" if r < PACED else
             f"{UNPACED}; what sets these readings apart is not measured")
-    sums = ("" if short else " (its rate × the probe's time in the same turns, tokens per probe: "
-            + ", ".join(f"{v:,.0f}" for v in got.values()) + ")")  # `short`: the arithmetic left to the details
-    return (f"08's step in the turns of {_and(list(got))}: {raw:.2f}× apart in rate, {r:.2f}× once each set's pace "
+    sums = (" (its rate × the probe's time in the same turns, tokens per probe: "
+            + ", ".join(f"{v:,.0f}" for v in got.values()) + ")")
+    return (f"08's step in the turns of {_and(list(got))}: {raw:.{d}f}× apart in rate, {r:.{d}f}× once each set's pace "
             f"probe is taken out{sums}: {said}")
 
 
@@ -145,14 +157,17 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
         short.append(f"timed in section 3's turns, 08's step (clipping, AdamW's two groups) over this notebook's eager "
                      f"written-out step, in speed: {cost.brief}{' to tell' if cost.grade == 'too wide' else ''}")
     probed = paced(ran08, ran09, as_08, probe, short=True)  # the same step's readings, each set's pace taken out
-    if probed and UNPACED in probed:  # a gap the probe does not explain: set beside the swing one process shows
-        probed += _swing(ran08, ran09, as_08, {"section 2": before, "section 3": eager, **(later or {})})
+    full = paced(ran08, ran09, as_08, probe)  # the same, with the sets named and the arithmetic, under details
+    if full and UNPACED in full:  # a gap the probe does not explain: set beside the swing one process shows
+        swung = {"section 2": before, "section 3": eager, **(later or {})}
+        probed += _swing(ran08, ran09, as_08, swung, short=True)
+        full += _swing(ran08, ran09, as_08, swung)
     moments = ("by the rule for two moments alone (2.5×, what a machine's pace can move), "
                + (f"the notebooks differ on: {'; '.join(differ)}" if differ else
                   "no reading of 08's (or 09's) is told apart from this notebook's"))
     up_front = bool(differ) or not probed  # the probe's line, where there is one, says more than the 2.5x rule can
     short += [probed, moments if up_front else ""]
-    details = [paced(ran08, ran09, as_08, probe), account, "" if up_front else moments,  # the probe's arithmetic first
+    details = [full, account, "" if up_front else moments,  # the probe's arithmetic first
                "here ÷ 08: the figure here over 08's (for a rate, the speed here over 08's), its range from the "
                f"two spreads; told apart only at {verdicts.APART:g}× or more (the rule for two moments, in the glossary)"
                if table else "", _table(table) if table else "",

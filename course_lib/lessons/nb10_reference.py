@@ -112,28 +112,43 @@ def regime_label(rows: Mapping[str, dict]) -> str:
 
 
 def reference_answer() -> list[str]:
-    """The reference GPU's bottom line, for notebook 10's answer off a GPU: its own GPT (named), its compiled
-    steps against eager and the share its GPU waited profiled; on a line of its own, an earlier session's
-    share without the profiler where this record has none. [] where it recorded none of them."""
+    """The reference GPU's bottom line, for notebook 10's answer details off a GPU: its own GPT (named) and the share
+    its GPU waited (without the profiler where recorded, else profiled), then what its CUDA graphs removed
+    (:func:`graphs_bound`; its compiled steps' rates and ratios stand in section 3). [] where it recorded neither."""
     device, rows = report.reference(NB)
     g = reference_sizes(device)
     waited = rows.get("plain step: waiting share")
     unprofiled = unprofiled_wait(rows, device)
-    said = [f"{name} vs eager {rows[key]['value']:.2f}×" + (f" ({rows[key]['spread'][0]:.2f}–{rows[key]['spread'][1]:.2f}"
-                                                          + (", the two timings' quartiles, not paired)"
-                                                             if rows[key].get("quartiles") else ")")
-                                                          if rows[key].get("spread") else "") for name, key in
-            (("compiled (default)", "compiled (default) vs eager"),
-             ("compiled (reduce-overhead)", "compiled (reduce-overhead) vs eager")) if key in rows]
-    if unprofiled:
-        said.insert(0, f"its GPU waited about {unprofiled[0]:.0%} of a step without the profiler")
-    elif waited:
-        said.insert(0, f"its GPU waited {waited['value']:.0f}% of its profiled step ({UPPER.split(':')[0]})")
-    if not said or g is None:
+    said = (f"its GPU waited about {unprofiled[0]:.0%} of a step without the profiler" if unprofiled else
+            f"its GPU waited {waited['value']:.0f}% of its profiled step ({UPPER.split(':')[0]})" if waited else "")
+    graphs = graphs_bound(rows).strip().split(": ", 1)[-1]  # 'compiled with reduce-overhead, its step ran …'
+    if not (said or graphs) or g is None:
         return []
-    lines = [f"  on the reference {device}, with its own GPT ({g.n_layer} layers, width {g.n_embd}, T = {g.block}, batch "
-             f"{g.batch}; another model than this run's): " + "; ".join(said)]
-    return lines
+    return [f"  on the reference {device}, with its own GPT ({g.n_layer} layers, width {g.n_embd}, T = {g.block}, batch "
+            f"{g.batch}; another model than this run's): " + "; ".join(filter(None, (said, graphs)))]
+
+
+def reference_compile() -> str:
+    """Off a GPU, the reference run's compiled steps in two lines: its GPT named, eager's rate, each mode's rate and
+    its ratio over eager (from the two timings' quartiles, not paired), then each mode's compile + first step; ''
+    without a reference record of its eager step."""
+    device, rows = report.reference(NB)
+    eager = rows.get("eager")
+    if not eager or not own_gpt():
+        return ""
+    parts = [f"eager {eager['value']:,.0f} {eager['unit']}"]
+    for mode in ("default", "reduce-overhead"):
+        rate, ratio = rows.get(f"compiled, {mode}"), rows.get(f"compiled ({mode}) vs eager")
+        if rate:
+            parts.append(f"compiled ({mode}) {rate['value']:,.0f} {rate['unit']}" + (
+                f", {ratio['value']:.2f}× ({ratio['spread'][0]:.2f}–{ratio['spread'][1]:.2f})"
+                if ratio and ratio.get("spread") else ""))
+    cold = [f"{mode} {rows[key]['value']:.1f} s" + (" (cold caches)" if mode == "default" else
+                                                    " (caches warm from the default one)")
+            for mode in ("default", "reduce-overhead") if (key := f"compile + first step, {mode}") in rows]
+    return (f"  the reference {device}, its own GPT ({own_gpt().split(': ', 1)[1]}): " + "; ".join(parts)
+            + " (each ratio over eager, its range from the two timings' quartiles, not paired)"
+            + (f"\n  its compile + first step: {', '.join(cold)}" if cold else ""))
 
 
 def graphs_bound(rows: Mapping[str, dict]) -> str:
@@ -158,34 +173,35 @@ def graphs_bound(rows: Mapping[str, dict]) -> str:
 
 
 def reference_sync() -> list[str]:
-    """Off a GPU, what the reference GPU measured of the logging steps: their rows, what its range allows,
-    the regime of its plain step (:func:`regime_label`'s reading), and what a read waits for there."""
-    lines = [f"The same two step functions on the reference GPU, where a read waits for the queue to drain"
-             f"{reference_reads()}:\n" + report.reference_text(NB, prefixes=("reading values", "keeping values",
-                                                                            "set_sync"))]
+    """Off a GPU, what the reference GPU measured of the logging steps, in a line or two (its timings stand in the
+    summary's reference rows): the GPT and the reads it made, its ratio and what its range allows, the regime of its
+    plain step where that bears on it; then what a read waits for there (notebook 01's record)."""
     device, ref = report.reference(NB)
     kept, waited = ref.get("keeping values vs reading values"), ref.get("plain step: waiting share")
-    if kept and kept.get("spread") and (said := report.recorded_ratio("", kept)).within_noise and waited:
-        unprofiled = unprofiled_wait(ref, device)
-        own = unprofiled is not None  # the reference's own reading without the profiler
-        share = unprofiled[0] if own else waited["value"] / 100
-        regime = bound(share)
+    lines = []
+    if kept and kept.get("spread"):
         lo, hi = kept["spread"]
-        lines.append(f"The reference could not tell ({lo:.2f}–{hi:.2f}×: too wide, a cost of up to {hi - 1:.0%} fits in it)."
-                     if said.too_wide else "No measurable cost there either.")
-        lines.append(f"  its plain step: {regime} (without the profiler it waited about {share:.0%})" if own else
-                     f"  its plain step's GPU waited {waited['value']:.0f}% of its profiled step, {UPPER.split(':')[0]} "
-                     "(without the profiler: not in this record)")
-        if regime != "GPU-bound":
-            lines.append("  if the logging step kept the GPU waiting as much, a read would find little work queued to wait for "
-                         "(reasoning, not measured; the logging step's own share was not profiled)")
+        said = report.recorded_ratio("", kept)
+        paired = "" if kept.get("rounds") else ", its two timings' quartiles, not paired"
+        grade = (f"too wide to tell, a cost of up to {hi - 1:.0%} fits in it" if said.too_wide else
+                 "no measurable cost" if said.within_noise else report.ratio_grade(kept))
+        line = (f"On the reference {device} (not this machine{reference_reads()}): keeping the values on the device "
+                f"instead of reading them, {kept['value']:.2f}× ({lo:.2f}–{hi:.2f}{paired}): {grade}")
+        if said.within_noise and waited:
+            unprofiled = unprofiled_wait(ref, device)
+            share = unprofiled[0] if unprofiled else waited["value"] / 100
+            how = "without the profiler" if unprofiled else "profiled, a reading that is probably high"
+            if bound(share) != "GPU-bound":
+                line += (f". Its plain step was {bound(share)} ({how}, section 1's line): if the logging step kept the "
+                         "GPU waiting as much, a read found little queued to wait for (reasoning, not measured)")
+        lines.append(line)
     lines.append(queue_drained())
     return lines
 
 
 def reference_reads() -> str:
-    """', with its own GPT (6 layers, width 768: 76 parameter tensors, so 77 reads a step with the loss; its
-    warnings count 78)': the reads the reference's logging step makes, and its warning count where it differs."""
+    """'; its own GPT, 6 layers, width 768: 77 reads a step, 78 warnings counted': the reads the reference's logging
+    step makes (its parameter tensors and the loss), and its warning count where it differs."""
     meta, rows = report.reference_meta(NB), report.reference(NB)[1]
     g = reference_sizes(meta.get("device"))
     if g is None:
@@ -193,11 +209,9 @@ def reference_reads() -> str:
     with torch.device("meta"):
         n = len(list(GPT(GPTConfig(block_size=g.block, n_layer=g.n_layer, n_head=g.n_head, n_embd=g.n_embd)).parameters()))
     warned = next((r["value"] for k, r in rows.items() if k.startswith("set_sync_debug_mode warnings")), None)
-    extra = round(warned) - (n + 1) if warned is not None else 0
-    return (f", with its own GPT ({g.n_layer} layers, width {g.n_embd}: {n} parameter tensors, so {n + 1} reads a step "
-            "with the loss)" + (f". It counted {warned:.0f} warnings, {abs(extra)} {'more' if extra > 0 else 'fewer'} "
-                                "than those reads; this record does not say where the difference came from" if extra
-                                else ""))
+    extra = warned is not None and round(warned) != n + 1
+    return (f"; its own GPT, {g.n_layer} layers, width {g.n_embd}: {n + 1} reads a step"
+            + (f", {warned:.0f} warnings counted, the difference not traced" if extra else ""))
 
 
 def queue_drained() -> str:

@@ -331,13 +331,14 @@ def gelu_compute_set(r: Ratio | None) -> bool:
     return r is not None and r.clear and r.lo >= 2
 
 
-def gelu_placed(r: Ratio | None) -> str:
-    """Under the verdict by share: where GELU's forward was counted on the compute side, why (its timing against a
-    copy of its bytes); '' where it was not measured so."""
+def gelu_placed(r: Ratio | None, share: float | None = None) -> str:
+    """Under the verdict by share: where GELU's forward (`share` of op time) was left out of both rows, why: its timing
+    against a copy of its bytes (`r`) says its bytes do not set its time; '' where it was not measured so."""
     if not gelu_compute_set(r):
         return ""
-    return (f"  GELU's forward, left of its ridge by its one-FLOP-per-element count, is counted on the compute side: "
-            f"its time is {r.value:.1f}× a copy's of its bytes (the cell above); GELU's backward, not timed so, stays "
+    return ("  GELU's forward" + (f", {share:.0%} of op time," if share is not None else "") + " stands in neither row: "
+            f"its time is {r.value:.1f}× a copy's of its bytes (the cell above), so memory traffic does not set it, and no "
+            "measured roof does (its arithmetic or its kernel: not measured apart); GELU's backward, not timed so, stays "
             "where its count puts it")
 
 
