@@ -137,7 +137,7 @@ class Ratio:
             return min(4, 1 + math.ceil(-math.log10(self.lo)))
         else:
             nearest = self.lo if self.value > 1 else self.hi
-            d = next((d for d in (2, 3) if f"{nearest:.{d}f}" != f"{1:.{d}f}"), 4)
+            d = next((d for d in (2, 3, 4) if f"{nearest:.{d}f}" != f"{1:.{d}f}"), 2)  # closer than 4 digits show: 1.00
         # and a median that prints as one of its range's ends would seem to lie outside the range, or the range to
         # reach 1 when it does not: 1.034× (1.026–1.051), not 1.03× (1.03–1.05); 0.986× (0.933–0.991), not 0.99× (0.93–0.99)
         return next((e for e in range(d, 5) if self._apart_from_ends(e)), d)

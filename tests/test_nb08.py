@@ -266,6 +266,9 @@ def test_variant_and_long_attention():
     assert "fit_compile" in nb08.long_attention(False, True)
     assert "did not find the written-out attention faster" in nb08.long_attention(True, False)
     assert "written out: section 4 found it faster" in nb08.long_attention(False, False)
+    assert nb08.long_attention(False, False, 240, 5400.0).endswith(
+        "(its fit_compile is off): its 240 steps are fewer than the 5,400 after which section 4's compile pays for itself")
+    assert nb08.long_attention(False, False, 240, 100.0).endswith("(its fit_compile is off)")  # it would pay: not said
 
 
 def _history(**kw):
@@ -298,6 +301,13 @@ def test_long_vs_section4_grades_the_difference(vs, long_s, says):
     sampled = nb08.long_vs_section4(vs, _history(), _timing("long", long_s, long_s, long_s), _timing("s4", 0.1, 0.1, 0.1),
                                     run, sampled=True).splitlines()
     assert "a sampler thread reads utilisation every 0.5 s" in sampled[1]
+    long_t = _timing("long", long_s, long_s * 0.98, long_s * 1.02, work=1000, unit="tok/s")
+    five = nb08.long_vs_section4(vs, _history(), long_t, _timing("s4", 0.1, 0.1, 0.1), run,
+                                 later=_timing("s5", long_s, long_s * 0.99, long_s * 1.01, work=1000, unit="tok/s"))
+    assert five.splitlines()[-1] == ("section 5 read the same step again (no sampler, another moment): the long run's rate "
+                                     "is 1.00× (0.97–1.03) of that reading, within their quartiles: the loop's extra work "
+                                     "shows no cost beside it" + ("" if vs.within_noise else
+                                                                  ", and section 4's reading is the one apart"))
 
 
 @pytest.mark.parametrize("final, says", [(1.5, "beats the unigram baseline by 0.500"), (2.005, "level with"),

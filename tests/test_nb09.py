@@ -179,13 +179,16 @@ def test_checkpointing_residual_is_paired_where_the_three_shared_turns():
     plain, fwd = timed("plain", [0.100, 0.104, 0.098, 0.101, 0.120]), timed("forward", [0.030, 0.031, 0.029, 0.030, 0.036])
     ck = timed("ck", [0.133, 0.138, 0.130, 0.134, 0.159])  # 3 ms more than plain + forward in every turn
     said = nb09.recompute_verdict(0.4, cost, plain, ck, fwd).splitlines()[2]
-    assert said.startswith("verdict: checkpointing costs +3.0 ms a step (+3.0 to +3.0 ms: median of 5 paired turns, 94% "
-                           "interval) beyond recomputing the forward")
+    assert said.startswith("verdict: checkpointing costs +3.0 ms a step (+3.0 to +3.0 ms: median of 5 paired turns' "
+                           "residuals, not the medians' difference above; 94% interval) beyond recomputing the forward")
     same = timed("ck", [0.131, 0.134, 0.128, 0.130, 0.156])  # -1 to +1 ms
     assert nb09.recompute_verdict(0.4, cost, plain, same, fwd).endswith("holds 0")
     tiny = timed("ck", [0.1315, 0.1355, 0.1275, 0.1315, 0.1565])  # +0.5 ms in every turn: measurable, under 2 %
-    assert nb09.recompute_verdict(0.4, cost, plain, tiny, fwd).endswith(
-        "beyond recomputing the forward: measurable, but small (under 2% of the prediction)")
+    small = nb09.recompute_verdict(0.4, cost, plain, tiny, fwd)
+    assert "beyond recomputing the forward: measurable, but small: 0.4% of the prediction (0." in small
+    assert small.endswith("), all of it under 2%")
+    reach = timed("ck", [0.1315, 0.1435, 0.1275, 0.1315, 0.1615])  # +1.5 ms at the median, its interval past 2 %
+    assert nb09.recompute_verdict(0.4, cost, plain, reach, fwd).endswith(": measurable: 1.1% of the prediction (0.4%–6.5%)")
 
 
 def test_set_to_none_and_empty_cache_notes():
@@ -336,3 +339,19 @@ def test_whole_and_part_times_08s_step_and_its_forward_and_backward_in_turns():
     whole, part = nb09.whole_and_part(model, lambda: model(x).float().pow(2).mean().backward(), torch.device("cpu"), 2)
     assert (whole.runs, part.runs) == (2, 2) and whole.turns_id == part.turns_id  # paired, round by round
     assert any(not torch.equal(a, p) for a, p in zip(before, model.parameters()))  # AdamW's update ran
+
+
+def test_answer_reads_each_line_from_its_section():
+    from course_lib.lessons import nb09_answer
+    rows = {"step peak, measured": {"value": 54.97, "unit": "MiB"}, "estimate vs measured peak": {"value": -1.373, "unit": "%"},
+            "largest batch in the budget": {"value": 69, "unit": "sequences", "note": "256.0 MiB, cpu"},
+            "checkpointing: peak memory saved": {"value": 63.12, "unit": "%"},
+            "time of forward + backward, checkpointed / not": {"value": 1.272, "unit": "×", "spread": [1.245, 1.314]}}
+    said = nb09_answer.answer(rows, {"activation": 41.3 * MiB, "gradient": 0, "parameter": 3.2 * MiB}, 16, "cpu").splitlines()
+    assert said[1] == "  how much: one training step of this GPT at batch 16 peaks at 55.0 MiB (section 2)"
+    assert said[2].startswith("  where it goes, live at the peak (section 7): activation 41.3 MiB, parameter 3.2 MiB; no "
+                              "gradient is live there")
+    assert said[3].startswith("  predicted before running: the estimate is -1.4 % off the measured peak")
+    assert said[4] == ("  when it does not fit: the largest batch within 256.0 MiB: 69 sequences (section 4); checkpointing "
+                       "every block: 63 % less peak memory for 1.27× (1.25–1.31) the forward + backward time (section 5)")
+    assert nb09_answer.answer({}, None, 16, "cpu") == "answer, from this run's numbers (cpu):"  # nothing ran: no lines

@@ -481,6 +481,10 @@ def test_placement_lists_far_above_and_unplaced():
     assert listed[1].startswith("  4 ops under 0.5% of op time each, 1.0% together: add ×2, mul, foreach_add (foreach_add: ")
     assert listed[2] == ("  the element-wise ones are counted at one FLOP per element, a lower bound: at their real count "
                          "they may sit on the compute side (the note under the op table)")
+    gelu = OpTime("aten::gelu", ((8,),), "element-wise", 1, 1e3, 1e3, 0.00001)
+    assert nb10.placement([MM, gelu], 0.004 + 0.00001, of_roof, gelu_apart=True).splitlines()[-2].endswith(
+        "; gelu's forward, timed against a copy of its bytes, is set by neither roof (the verdict above)")
+    assert "neither" not in nb10.placement([MM, *twins], 0.004 + 0.00004, of_roof, gelu_apart=True)  # no gelu listed
 
 
 def test_regime_follows_the_share_the_gpu_waited(tmp_path, monkeypatch):
@@ -939,10 +943,13 @@ def test_short_lines_say_what_each_section_found_and_where_two_sets_of_turns_dis
     assert backed[1] == f"the .item() GPT against the plain compiled GPT (the break's cost with Dynamo's giving up): {costly.brief}"
     again = Ratio("c3b", 1.08, 1.06, 1.10, rounds=9, coverage=0.96, drift=0.01)
     assert nb10.compile_again(again, faster, costly) == (  # log(1/0.95) / log(1.08) = 0.67
-        "  by the two paired ratios' medians (the break's cost, 0.95×, against the compile's gain, 1.08×, as printed, in logs) the "
+        "  by the two paired ratios' medians (the break's cost, 0.950×, against the compile's gain, 1.080×, in logs) the "
         "break took back about 67% of that gain; their intervals allow about 32% to more than all; the medians of the "
         "times above are each setting's own, not these ratios")  # log(1/0.97) / log(1.10) = 0.32; log(1/0.93) / log(1.06) = 1.25
     assert "took back more than all" in nb10.compile_again(faster, faster, costly)  # 0.95 against 1.05
+    near = Ratio(".item() vs plain", 0.9654, 0.948, 0.997, rounds=9, coverage=0.96, drift=0.01)  # run87's 3b: near 1
+    assert "(the break's cost, 0.965×, against the compile's gain, 1.047×, in logs) the break took back about 78%" in \
+        nb10.compile_again(Ratio("c3b", 1.047, 1.02, 1.06, rounds=9, coverage=0.96, drift=0.01), None, near)  # not 62 %
     fixes = {nb10.COMPILING: faster, nb10.FIX: gained}
     said = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", fixes, None, "", None, item_cost=level)
     assert "so what paid: compiling (default mode) at 1.05× made" in said and "instead of .item() at" not in said
@@ -1109,6 +1116,12 @@ def test_answer_says_compiling_and_the_written_out_attention_were_not_timed_toge
                        attention=attention)
     assert "made the step measurably faster, in turns (each against the eager SDPA step; the two together: not timed)" \
         "\n  details:" in said
+    ran08 = {"compiled vs eager, written-out attention": {"value": 1.154, "unit": "×", "spread": [1.146, 1.210], "rounds": 9,
+                                                          "coverage": 0.96, "drift": 0.01}}
+    cited = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {nb10.COMPILING: gain}, None, "", None, ran08,
+                        attention=attention)
+    assert "(each against the eager SDPA step; the two together: notebook 08 compiled the written-out GPT at 1.154× " \
+        "(1.146–1.210) faster over its eager step, in its own turns)" in cited
 
 
 def test_cache_roof_note_says_how_a_cache_roof_colours_the_memory_side():

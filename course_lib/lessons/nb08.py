@@ -15,7 +15,7 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from course_lib import check, datasheet, profiles, published, report, verdicts
-from course_lib.bench import Ratio, Timing, break_even, speedup
+from course_lib.bench import Ratio, Timing, break_even, rate_ratio, speedup
 from course_lib.lessons.nb08_mfu import (BUSY_NEGLIGIBLE, answer_with_long_run, busy_line, busy_parts,  # noqa: F401
                                         busy_ratio, busy_verdict, fastest_seen, mfu_answer, mfu_span, mfu_text,
                                         paired_mfu_text, usable)
@@ -280,7 +280,16 @@ def versions_elsewhere() -> str:
     return (f"The same versions on the reference GPU, with the gpu profile's GPT ({big.n_layer} layers, width "
             f"{big.n_embd}, T = {big.block}, {big.micro * big.accum * big.block:,} tokens per step), another model than "
             "this run's:\n" + report.reference_text("08_transformer", ("eager,", "compiled,", "compiled vs eager"))
-            + ratio + "\n" + reference_gpts())
+            + ratio + "\n" + reference_gpts() + (f"\n{two_h200()}" if two_h200() else ""))
+
+
+def two_h200(tail: str = "") -> str:
+    """Where 08's reference is an H200's: two H200 machines ran its eager SDPA step 1.73× apart (the second session of
+    results/nvidia-h200.test-gpu.md), said beside its step rows and (`tail`) its MFU rows; '' otherwise."""
+    if "H200" not in (report.reference("08_transformer")[0] or ""):
+        return ""
+    return ("(two H200 machines ran the eager SDPA step of this record's code at 799.6 and 462.9 ktok/s, 1.73× apart, "
+            f"cause not found{tail}; results/nvidia-h200.test-gpu.md)")
 
 
 def reference_gpts() -> str:
@@ -318,10 +327,9 @@ def reference_peak_text() -> str:
     if not (meas and sheet and dense):
         return ""
     derived = dense * sheet["value"] / meas["value"]  # the same tokens/s over each peak: MFUs scale as 1/peak
-    two = ("\n(two H200 machines ran the eager SDPA step of this record's code at 799.6 and 462.9 ktok/s, 1.73× apart, "
-           "cause not found: the MFU row (fastest step, measured peak) read 24.0 % on the faster machine and 13.4 % "
-           "on the slower, which this record comes from; results/nvidia-h200.test-gpu.md)"
-           if "H200" in ref_device else "")  # that file's second session
+    mfu_rows = (": the MFU row (fastest step, measured peak) read 24.0 % on the faster machine and 13.4 % on the slower, "
+                "which this record comes from")
+    two = f"\n{two_h200(mfu_rows)}" if two_h200() else ""
     _, rows10 = report.reference("10_compile_and_profile")
     peak10 = next((r for k, r in rows10.items() if k.startswith("peak: matmul") and "bfloat16" in k
                    and r.get("unit") == "TFLOP/s"), None)
@@ -354,11 +362,14 @@ def attention_setup(sdpa: bool) -> str:
     return "" if sdpa else "written-out attention"
 
 
-def long_attention(sdpa: bool, fit_compile: bool) -> str:
-    """Which attention the long run uses, and why."""
+def long_attention(sdpa: bool, fit_compile: bool, steps: int | None = None, pays_after: float | None = None) -> str:
+    """Which attention the long run uses, and why; where it runs eager and section 4 reckoned a break-even
+    (`pays_after` steps) beyond the run's `steps`, that a compile would not pay for itself in it."""
     if fit_compile:
         return "the long run's attention: SDPA (the compiled long run, fit_compile, always uses it)"
-    eager = "; eager: this profile's long run does not compile (its fit_compile is off)"
+    eager = "; eager: this profile's long run does not compile (its fit_compile is off)" + (
+        f": its {steps:,} steps are fewer than the {fmt_count(pays_after)} after which section 4's compile pays for itself"
+        if steps and pays_after and pays_after > steps else "")
     if sdpa:
         return ("the long run's attention: SDPA: section 4 did not find the written-out attention faster with a "
                 "clear verdict (beyond the spread and the machine's drift)" + eager)
@@ -382,10 +393,11 @@ def long_run_lines(hist: History, name: str, quartiles: Sequence[float], skip: i
 
 
 def long_vs_section4(vs: Ratio, hist: History, long_t: Timing, sec4: Timing, run: TrainConfig,
-                     sampled: bool = False) -> str:
+                     sampled: bool = False, later: Timing | None = None) -> str:
     """`vs`, section 4's time of a step over the long run's (`long_t`, timed by `train.fit` under `run`, which
     recorded `hist`; `sampled`: a utilisation sampler ran beside it); what differs between the two; and the
-    verdict: the data wait's share of a longer step."""
+    verdict: the data wait's share of a longer step. `later`: section 5's reading of the same step (no sampler, another
+    moment), set beside the long run's."""
     accum, log_every, checkpoints = run.accum_steps, run.log_every, bool(run.checkpoint_path)
     on_gpu = torch.device(run.device).type == "cuda" if run.device else torch.cuda.is_available()
     wait_ms = 1e3 * hist.data_wait_s / len(hist.step_time_s)  # fetching the batches, per step
@@ -414,6 +426,13 @@ def long_vs_section4(vs: Ratio, hist: History, long_t: Timing, sec4: Timing, run
                    f"verdict: the long run's steps ran {vs.phrase} by the medians"
                    + (" although its loop does more per step" if vs.value > 1 else ""))
         verdict += "; two moments apart, inconclusive: what moved them is not measured here"
+    if later is not None:  # another reading of the same step, at a third moment
+        r = rate_ratio(long_t, later, "")
+        verdict += (f"\nsection 5 read the same step again (no sampler, another moment): the long run's rate is "
+                    f"{r.numbers} of that reading" + ((", within their quartiles: the loop's extra work shows no cost "
+                                                      "beside it") + (", and section 4's reading is the one apart"
+                                                                      if not vs.within_noise else "")
+                                                     if r.within_noise else ""))
     return "\n".join([str(vs), what, verdict])
 
 

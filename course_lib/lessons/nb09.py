@@ -1,6 +1,5 @@
-"""Notebook 09 (memory): its largest moment, tried at a batch; the estimate held against what is live at
-the peak; the exercise checks; the words around its measurements (each function returns the text a
-cell prints)."""
+"""Notebook 09 (memory): its largest moment, tried at a batch; the estimate held against what is live at the peak;
+the exercise checks; the words around its measurements (each function returns the text a cell prints)."""
 
 from __future__ import annotations
 
@@ -17,6 +16,7 @@ from course_lib.attention import MultiHeadAttention
 from course_lib.bench import Ratio, Timing
 from course_lib.device import label, pick
 from course_lib.lessons import nb08
+from course_lib.lessons.nb09_answer import answer  # noqa: F401  the closing answer, re-exported
 from course_lib.memory import MemoryEstimate, activation_bytes
 from course_lib.models import GPT, GPTConfig
 from course_lib.units import fmt_bytes, rate_scale
@@ -438,17 +438,17 @@ def _residual_verdict(plain: Timing, checkpointed: Timing, forward: Timing, pred
     same turns): the residual's median and interval, and whether it is a cost beyond recomputing the forward."""
     res = [c - p - f for c, p, f in zip(checkpointed.samples, plain.samples, forward.samples)]  # seconds, per turn
     med, lo, hi, cov = verdicts.median_interval(res)
-    said = (f"{1e3 * med:+.1f} ms a step ({1e3 * lo:+.1f} to {1e3 * hi:+.1f} ms: median of {len(res)} paired turns, "
-            f"{cov:.0%} interval)")
-    small = abs(med) <= NEAR * predicted  # a residual too small to weigh against the step
+    said = (f"{1e3 * med:+.1f} ms a step ({1e3 * lo:+.1f} to {1e3 * hi:+.1f} ms: median of {len(res)} paired turns' "
+            f"residuals, not the medians' difference above; {cov:.0%} interval)")
+    share = f"{abs(med) / predicted:.1%} of the prediction ({abs(lo) / predicted:.1%}–{abs(hi) / predicted:.1%})"
+    small = (f": measurable, but small: {share}, all of it under {NEAR:.0%}" if max(abs(lo), abs(hi)) <= NEAR * predicted
+             else f": measurable: {share}" if abs(med) <= NEAR * predicted else "")  # a residual to weigh, or not
     if lo > 0:
-        return (f"verdict: checkpointing costs {said} beyond recomputing the forward"
-                + (f": measurable, but small (under {NEAR:.0%} of the prediction)" if small else
-                   ", not explained by this run. Candidates, not timed apart here: per block, the random-number state "
-                   "saved and restored, and a hook in Python for every tensor autograd saves"))
+        return (f"verdict: checkpointing costs {said} beyond recomputing the forward" + (small or (
+            ", not explained by this run. Candidates, not timed apart here: per block, the random-number state saved and "
+            "restored, and a hook in Python for every tensor autograd saves")))
     if hi < 0:
-        return (f"verdict: checkpointing costs {-1e3 * med:.1f} ms less than a plain step plus the blocks' forward ({said})"
-                + (f": measurable, but small (under {NEAR:.0%} of the prediction)" if small else ""))
+        return f"verdict: checkpointing costs {-1e3 * med:.1f} ms less than a plain step plus the blocks' forward ({said}){small}"
     return (f"verdict: the checkpointed step agrees with a plain step plus the recomputed forward: the residual, {said}, "
             "holds 0")
 

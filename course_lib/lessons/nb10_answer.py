@@ -89,8 +89,10 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
             f"    {_fix_status(name, r, sets=sets, unsettled=unsettled, unbacked=unbacked, cost_only=cost_only)}"
             + (f"; {SMALL}: {_break_words(*small[:2])}" if small and name == FIX else "")
             for name, r in fixes.items()]
-    both = " (each against the eager SDPA step; the two together: not timed)" * (
-        bool(compiled) and "the written-out attention" in paid)
+    together = (ran08 or {}).get("compiled vs eager, written-out attention")  # 08 compiled the written-out GPT
+    both = (" (each against the eager SDPA step; the two together: " + (
+        f"notebook 08 compiled the written-out GPT at {_recorded(together).brief} over its eager step, in its own turns)"
+        if together and together.get("spread") else "not timed)")) * (bool(compiled) and "the written-out attention" in paid)
     unresolved = [w for w, r in sets if not is_gain(r)]  # no difference, too wide or inconclusive
     steps = (pays_back or {}).get(gained[0][0]) if compiled else None  # the counted gain's break-even
     held = (f"; compiling, faster in {_and([w for w, _ in gained])} turns, read no measurable difference in "
@@ -214,7 +216,7 @@ def _room(kinds: Mapping[str, Mapping[str, float]], no_op: float, ops_unprofiled
                              ": generated code computes it faster" if compiled.clear and compiled.value > 1 else "")))
     written = (ran08 or {}).get("compiled vs eager, written-out attention")
     if written and written.get("spread"):  # attention as fusible ops: the room the bound above leaves out
-        r = dataclasses.replace(report.recorded_ratio("", written), more="faster", less="slower")
+        r = _recorded(written)
         lines.append(f"with attention written out, its ops are fusible too: notebook 08 compiled that GPT at {r.brief} "
                      "in its own turns")
     return lines
@@ -286,3 +288,8 @@ def _fix_status(name: str, r: Ratio | None, sets: Sequence[tuple[str, Ratio]], u
     if name == FIX and cost_only:
         return f"{name}: {r.brief}, though the .item() GPT ran measurably slower than the plain one (details)"
     return f"{name}: {r.brief}"
+
+
+def _recorded(row: dict) -> Ratio:
+    """A recorded speed-up row of 08's as a :class:`Ratio` worded faster / slower."""
+    return dataclasses.replace(report.recorded_ratio("", row), more="faster", less="slower")

@@ -450,9 +450,10 @@ def _counted(names: Iterable[str]) -> str:
     return ", ".join(n if c == 1 else f"{n} ×{c}" for n, c in Counter(names).items())
 
 
-def placement(ops: Sequence[OpTime], op_time: float, of_roof: OfRoof) -> str:
+def placement(ops: Sequence[OpTime], op_time: float, of_roof: OfRoof, gelu_apart: bool = False) -> str:
     """What the roofline figure leaves out or hides: the ops a decade or more below their roofline
-    (`of_roof`: each op's memory level's), those above it, and the op time of those it cannot place."""
+    (`of_roof`: each op's memory level's), those above it, and the op time of those it cannot place. `gelu_apart`:
+    GELU's forward was timed against a copy of its bytes and set by neither roof (:func:`gelu_placed`), said there."""
     placed = [o for o in ops if o.flops and o.bytes and o.seconds]  # the slowest first
     far = [o for o in placed if of_roof(o) < 0.1]  # a decade or more below its roof
     above = [o for o in placed if of_roof(o) > 1]
@@ -469,7 +470,9 @@ def placement(ops: Sequence[OpTime], op_time: float, of_roof: OfRoof) -> str:
                                                         *(f"  {ln}" for ln in listed)]
         if group is far and any(o.kind == "element-wise" for o in far):
             lines.append("  the element-wise ones are counted at one FLOP per element, a lower bound: at their real "
-                         "count they may sit on the compute side (the note under the op table)")
+                         "count they may sit on the compute side (the note under the op table)"
+                         + ("; gelu's forward, timed against a copy of its bytes, is set by neither roof (the verdict "
+                            "above)" if gelu_apart and any(o.short == "gelu" for o in far) else ""))
     if unplaced:
         lines.append("not placed (no FLOPs to place, or no time): " + ", ".join(
             f"{kind} ops, {s / op_time:.1%} of op time" for kind, s in sorted(unplaced.items(), key=lambda kv: -kv[1])))

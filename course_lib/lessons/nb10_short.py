@@ -74,12 +74,13 @@ def compile_again(again: Ratio, first: Ratio | None, item_cost: Ratio | None = N
     the .item() GPT ran measurably slower, and whether section 3's turns (`first`) agree; '' where neither applies."""
     said = []
     if item_cost is not None and item_cost.clear and item_cost.value < 1 and is_gain(again):
-        shown = lambda r, v: float(f"{v:.{r.decimals}f}")  # noqa: E731  as printed, so that the share follows from the page
+        d = lambda r: max(3, r.decimals)  # noqa: E731  three decimals at least: near 1, two would move the share by points
+        shown = lambda r, v: float(f"{v:.{d(r)}f}")  # noqa: E731  as printed, so that the share follows from the page
         share = lambda cost, gain: math.log(1 / cost) / math.log(gain)  # noqa: E731  the break's cost over the gain, in logs
         took, least, most = (share(shown(item_cost, c), shown(again, g)) for c, g in
                              ((item_cost.value, again.value), (item_cost.hi, again.hi), (item_cost.lo, again.lo)))
-        said.append(f"by the two paired ratios' medians (the break's cost, {item_cost.value:.{item_cost.decimals}f}×, "
-                    f"against the compile's gain, {again.value:.{again.decimals}f}×, as printed, in logs) the break took back "
+        said.append(f"by the two paired ratios' medians (the break's cost, {item_cost.value:.{d(item_cost)}f}×, "
+                    f"against the compile's gain, {again.value:.{d(again)}f}×, in logs) the break took back "
                     f"{_share(took)} of that gain; their intervals allow {_share(least)} to {_share(most)}; the medians "
                     "of the times above are each setting's own, not these ratios")
     if first is not None and gain_unsettled(first, again):

@@ -1,0 +1,42 @@
+"""Notebook 09's answer to its question (how much memory a step needs, where it goes, whether the estimate
+predicts it, what to do when it does not fit), in a few lines from this run's report rows and section 7's bytes
+live at the peak."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from course_lib.units import fmt_bytes
+
+MiB = 1 << 20
+
+
+def answer(rows: Mapping[str, dict], at_peak: Mapping[str, float] | None, batch: int, device: str) -> str:
+    """The answer's lines, each from a measurement of this run named by its section: the step's peak (section 2),
+    what was live at it by category (section 7, `at_peak`: bytes; None where not recorded), the estimate's error
+    (section 3), the largest batch in the budget (section 4) and checkpointing's trade (section 5); a line is left
+    out where its measurement did not run."""
+    lines = [f"answer, from this run's numbers ({device}):"]
+    if peak := rows.get("step peak, measured"):
+        lines.append(f"  how much: one training step of this GPT at batch {batch} peaks at {peak['value']:.1f} MiB "
+                     "(section 2)")
+    if at_peak:
+        live = sorted(((kind, b) for kind, b in at_peak.items() if b > 0), key=lambda kv: -kv[1])
+        lines.append("  where it goes, live at the peak (section 7): " + ", ".join(f"{kind} {fmt_bytes(b)}"
+                                                                              for kind, b in live)
+                     + ("; no gradient is live there (zero_grad(set_to_none=True): section 7)" if not at_peak.get("gradient")
+                        else ""))
+    if est := rows.get("estimate vs measured peak"):
+        lines.append(f"  predicted before running: the estimate is {est['value']:+.1f} % off the measured peak "
+                     "(section 3; section 7 shows which terms differ)")
+    fit = []
+    if big := rows.get("largest batch in the budget"):
+        fit.append(f"the largest batch within {big['note'].split(',')[0]}: {big['value']:.0f} sequences (section 4)")
+    saved, cost = rows.get("checkpointing: peak memory saved"), rows.get("time of forward + backward, checkpointed / not")
+    if saved and cost:
+        spread = f" ({cost['spread'][0]:.2f}–{cost['spread'][1]:.2f})" if cost.get("spread") else ""
+        fit.append(f"checkpointing every block: {saved['value']:.0f} % less peak memory for {cost['value']:.2f}×{spread} "
+                   "the forward + backward time (section 5)")
+    if fit:
+        lines.append("  when it does not fit: " + "; ".join(fit))
+    return "\n".join(lines)
