@@ -269,6 +269,8 @@ def test_variant_and_long_attention():
     assert nb08.long_attention(False, False, 240, 5400.0).endswith(
         "(its fit_compile is off): its 240 steps are fewer than the 5,400 after which section 4's compile pays for itself")
     assert nb08.long_attention(False, False, 240, 100.0).endswith("(its fit_compile is off)")  # it would pay: not said
+    assert nb08.long_attention(False, False, 240, float("inf")).endswith("section 4's compile showed no gain to pay for "
+                                                                         "itself")
 
 
 def _history(**kw):

@@ -1120,8 +1120,8 @@ def test_answer_says_compiling_and_the_written_out_attention_were_not_timed_toge
                                                           "coverage": 0.96, "drift": 0.01}}
     cited = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {nb10.COMPILING: gain}, None, "", None, ran08,
                         attention=attention)
-    assert "(each against the eager SDPA step; the two together: notebook 08 compiled the written-out GPT at 1.154× " \
-        "(1.146–1.210) faster over its eager step, in its own turns)" in cited
+    assert "(each against the eager SDPA step; the two together: notebook 08 timed the written-out GPT compiled against " \
+        "it eager, in its own turns: 1.154× (1.146–1.210) faster)" in cited
 
 
 def test_cache_roof_note_says_how_a_cache_roof_colours_the_memory_side():
@@ -1356,3 +1356,22 @@ def test_beside_08_says_when_the_probe_leaves_a_gap_the_two_moments_rule_allows(
 
     unprobed = nb10.beside_08(ran08, gpt, "cpu", 16, written=written, as_08=as_08).splitlines()  # no probe here
     assert unprobed[1].endswith("no reading of 08's (or 09's) is told apart from this notebook's")  # the rule, up front
+
+
+def test_fit_batch_holds_its_gpts_and_halves_where_they_do_not_fit():
+    made, stepped = [], []
+
+    def new_run(sdpa: bool = True):
+        made.append(sdpa)
+        return (lambda x: torch.zeros(*x.shape, 8, requires_grad=True), None, None)
+
+    def train_step(model, opt, scaler, x, y):
+        stepped.append(x.shape[0])
+        if x.shape[0] > 4:  # more than 4 sequences: out of memory, as a GPU would raise it
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return torch.zeros(())
+
+    tokens = torch.zeros(16, 9, dtype=torch.long)
+    assert nb10.fit_batch(new_run, train_step, tokens, 16, 3, False, torch.bfloat16) == 4  # 16, 8, then 4 fits
+    assert made[-3:] == [False, True, True]  # the first GPT written out, the others SDPA
+    assert stepped[-1] == 4 and stepped.count(4) == 2 * 3 + 1  # two steps each, then one more with activations kept

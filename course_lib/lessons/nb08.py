@@ -368,6 +368,7 @@ def long_attention(sdpa: bool, fit_compile: bool, steps: int | None = None, pays
     if fit_compile:
         return "the long run's attention: SDPA (the compiled long run, fit_compile, always uses it)"
     eager = "; eager: this profile's long run does not compile (its fit_compile is off)" + (
+        ": section 4's compile showed no gain to pay for itself" if pays_after == float("inf") else
         f": its {steps:,} steps are fewer than the {fmt_count(pays_after)} after which section 4's compile pays for itself"
         if steps and pays_after and pays_after > steps else "")
     if sdpa:
@@ -429,10 +430,11 @@ def long_vs_section4(vs: Ratio, hist: History, long_t: Timing, sec4: Timing, run
     if later is not None:  # another reading of the same step, at a third moment
         r = rate_ratio(long_t, later, "")
         verdict += (f"\nsection 5 read the same step again (no sampler, another moment): the long run's rate is "
-                    f"{r.numbers} of that reading" + ((", within their quartiles: the loop's extra work shows no cost "
-                                                      "beside it") + (", and section 4's reading is the one apart"
-                                                                      if not vs.within_noise else "")
-                                                     if r.within_noise else ""))
+                    f"{r.numbers} of that reading" + (
+                        ", a range too wide to tell" if r.too_wide else
+                        ", within their quartiles: the loop's extra work shows no cost beside it"
+                        + (", and section 4's reading is the one apart" if not vs.within_noise else "")
+                        if r.within_noise else ""))
     return "\n".join([str(vs), what, verdict])
 
 

@@ -16,7 +16,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 import torch
 from torch import nn
 
-from course_lib import check, published, report, verdicts
+from course_lib import check, oom, published, report, verdicts
 from course_lib.bench import Ratio, Timing, break_even, name_width, speedup
 from course_lib.lessons.nb10_answer import COMPILING, FIX, _listed, answer, outside_model  # noqa: F401
 from course_lib.lessons.nb10_beside08 import NOT_IN_08, account_in_08, beside_08, same_as_08  # noqa: F401
@@ -101,6 +101,29 @@ def precision_line(amp: str, amp_dtype: torch.dtype, device: str, work: Path) ->
             if amp == "fp16" else "")
     return (head + f"autocast: {amp_dtype if amp != 'off' else 'off (float32)'} | GradScaler: {amp == 'fp16'} "
             f"| files of this run: {work}")
+
+
+def fit_batch(new_run: Callable[..., tuple], train_step: Callable[..., torch.Tensor], tokens: torch.Tensor, batch: int,
+              held: int, autocast: bool, amp_dtype: torch.dtype) -> int:
+    """The batch, `batch` or the largest half of it that fits (:func:`course_lib.oom.fit_batch`), at which this
+    notebook's largest moment fits: `held` GPTs alive at once (`new_run`: the first with the written-out attention, the
+    others with SDPA), each with its AdamW state after two steps, and one step's activations kept (as a CUDA
+    graph pool keeps them) while another step runs. Its GPTs are freed before it returns."""
+    dev = tokens.device
+
+    def fits(b: int) -> None:
+        xb, yb = tokens[:b, :-1], tokens[:b, 1:]
+        runs = [new_run(sdpa=i > 0) for i in range(held)]
+        for _ in range(2):  # the first step creates AdamW's state
+            for run in runs:
+                train_step(*run, xb, yb)
+        with torch.autocast(dev.type, dtype=amp_dtype, enabled=autocast):
+            kept = torch.nn.functional.cross_entropy(runs[0][0](xb).flatten(0, 1), yb.flatten())  # noqa: F841  its graph
+        train_step(*runs[1], xb, yb)  # the first GPT's activations kept while another step runs
+
+    found = oom.fit_batch(fits, batch, dev)
+    oom.free()  # the probe's GPTs are gone: hand their cached memory back
+    return found
 
 
 def gpt_line(cfg: GPTConfig, batch: int) -> str:

@@ -91,7 +91,7 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
             for name, r in fixes.items()]
     together = (ran08 or {}).get("compiled vs eager, written-out attention")  # 08 compiled the written-out GPT
     both = (" (each against the eager SDPA step; the two together: " + (
-        f"notebook 08 compiled the written-out GPT at {_recorded(together).brief} over its eager step, in its own turns)"
+        f"notebook 08 timed the written-out GPT compiled against it eager, in its own turns: {_recorded(together).brief})"
         if together and together.get("spread") else "not timed)")) * (bool(compiled) and "the written-out attention" in paid)
     unresolved = [w for w, r in sets if not is_gain(r)]  # no difference, too wide or inconclusive
     steps = (pays_back or {}).get(gained[0][0]) if compiled else None  # the counted gain's break-even
