@@ -188,10 +188,9 @@ def test_fastest_line_names_the_ties():
                            "make up for the slower attention (two changes at once")
     assert "never pays back" not in said and "compiled" not in nb08.fastest_line([a, b])
     chained = nb08.fastest_line([c, b, a], {"a": 1.41, "b": 1.07, "c": 0.5}, "eager SDPA")  # b timed in other turns
-    assert chained == ("fastest median of this section so far: a. The paired ratios over eager SDPA, each in its own "
+    assert chained == ("fastest median of this section so far: a; the paired ratios over eager SDPA, each in its own "
                        "turns (1.41× and 1.07×), put a ahead of b by about 1.32× (an inference across two sets of turns, "
-                       "not a measurement); their medians alone, 1.01× apart at two moments, are under the 2.5× two "
-                       "moments can differ by")  # the paired inference first, the two-moments rule after it
+                       "not a measurement)")  # the paired inference, not the two-moments rule's weaker word
     reversed_ = nb08.fastest_line([c, b, a], {"a": 1.07, "b": 1.26, "c": 0.5}, "eager SDPA")  # b's paired gain is larger
     assert "put b ahead of a by about 1.18× (an inference across two sets of turns, not a measurement; the medians alone " \
         "put them the other way)" in reversed_ and "by about 0.85×" not in reversed_
@@ -546,3 +545,19 @@ def test_before_after_compile_reads_the_two_timings_by_the_two_moments_rule():
     assert said.startswith("eager, SDPA, timed again after the compile beside the compiled GPT: 120 ms, against 100 ms")
     assert "1.20× its time" in said and "inconclusive" in said
     assert "within their spreads" in nb08.before_after_compile(before, _timing("a", 0.1, 0.098, 0.102))
+
+
+def test_answer_reads_each_line_from_its_section():
+    rows = {"eager, written-out attention": {"value": 30.76, "unit": "ktok/s", "spread": [30.71, 30.96]},
+            "long run: tokens/s": {"value": 25.5, "unit": "ktok/s", "spread": [21.72, 26.37]},
+            "validation loss, end of run": {"value": 2.188, "unit": "nats/token"},
+            "unigram baseline, val": {"value": 3.166, "unit": "nats/token"}}
+    said = nb08.answer(rows, "eager, written-out attention", (0.298, 0.422), 418.7e9, (0.0, 0.0), "cpu").splitlines()
+    assert said[1] == ("  tokens per second: eager, written-out attention, the fastest version in section 4's turns, 30.8 "
+                       "(30.7–31.0) ktok/s; the long run through train.fit, 25.5 (21.7–26.4) ktok/s (section 6)")
+    assert said[2].startswith("  share of the peak: MFU 29.8%–42.2% of the measured peak (418.7 GFLOP/s)")
+    assert said[3].endswith("0.978 lower, so it uses the context, not only byte frequencies")
+    assert said[4].endswith("the weights equal the straight run's, bit for bit")
+    level = {**rows, "validation loss, end of run": {"value": 3.16, "unit": "nats/token"}}
+    assert "level with it" in nb08.answer(level, None, None, 1.0, None, "cpu")
+    assert nb08.answer({}, None, None, 1.0, None, "cpu") == "answer, from this run's numbers (cpu):"

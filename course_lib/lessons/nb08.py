@@ -216,11 +216,9 @@ def fastest_line(timings: Sequence[Timing], over_base: Mapping[str, float] | Non
     def chained(t: Timing) -> str:  # the paired inference first, then what the two medians alone could tell
         b, o = over_base[best.name], over_base[t.name]
         first, second = (best.name, t.name) if b >= o else (t.name, best.name)  # the paired ratios may reverse the medians
-        return (f". The paired ratios over {base}, each in its own turns ({b:.2f}× and {o:.2f}×), put {first} ahead "
+        return (f"; the paired ratios over {base}, each in its own turns ({b:.2f}× and {o:.2f}×), put {first} ahead "
                 f"of {second} by about {max(b, o) / min(b, o):.2f}× (an inference across two sets of turns, not a "
-                "measurement" + ("; the medians alone put them the other way" if b < o else "") + "); their "
-                f"medians alone, {speedup(t, best).value:.2f}× apart at two moments, are under the {verdicts.APART:g}× "
-                "two moments can differ by")
+                "measurement" + ("; the medians alone put them the other way" if b < o else "") + ")")
 
     others = [t for t in timings if t is not best and not speedup(t, best).clear]
     paired = [t for t in others if speedup(t, best).apart and best.name in over_base and t.name in over_base]
@@ -453,6 +451,40 @@ def val_vs_baseline(final: float, unigram: float, steps: int, tokens: int) -> st
                 "it has learnt byte frequencies, not yet how they depend on the context")
     return (f"{head}\nthe GPT is {-margin:.3f} nats/token above the unigram baseline: after {steps} steps it has "
             "not yet learnt even the byte frequencies")
+
+
+def answer(rows: Mapping[str, dict], fastest: str | None, mfu_range: Sequence[float] | None, peak: float,
+           resumed: tuple[float, float] | None, device: str) -> str:
+    """The question at the top answered from this run's report `rows`, one line each: the fastest version's rate in
+    section 4 (`fastest`, its row's name) and the long run's; the MFU of that step across every reading (`mfu_range`,
+    against `peak`, the stored peak in FLOP/s); the validation loss against the unigram baseline; the resumed
+    run against the straight one (`resumed`: its weight gap and two straight runs'). A line is left out where its
+    measurement did not run."""
+    def rate(row: dict) -> str:
+        spread = f" ({row['spread'][0]:.1f}–{row['spread'][1]:.1f})" if row.get("spread") else ""
+        return f"{row['value']:.1f}{spread} {row['unit']}"
+
+    lines = [f"answer, from this run's numbers ({device}):"]
+    if fastest and fastest in rows:
+        lines.append(f"  tokens per second: {fastest}, the fastest version in section 4's turns, {rate(rows[fastest])}"
+                     + (f"; the long run through train.fit, {rate(rows['long run: tokens/s'])} (section 6)"
+                        if "long run: tokens/s" in rows else ""))
+    if mfu_range:
+        lines.append(f"  share of the peak: MFU {mfu_range[0]:.1%}–{mfu_range[1]:.1%} of the measured peak "
+                     f"({fmt_rate(peak, 'FLOP/s')}) across this notebook's "
+                     "readings of that step (sections 5 and 6, each at one moment)")
+    final, unigram = rows.get("validation loss, end of run"), rows.get("unigram baseline, val")
+    if final and unigram:
+        margin = unigram["value"] - final["value"]
+        lines.append(f"  does it learn: validation loss {final['value']:.3f} nats/token at the end against the unigram "
+                     f"baseline's {unigram['value']:.3f}: " + (
+                         f"{margin:.3f} lower, so it uses the context, not only byte frequencies" if margin > 0.01 else
+                         "level with it: byte frequencies, not yet the context" if margin > -0.01 else
+                         "above it: not yet even the byte frequencies"))
+    if resumed:
+        lines.append("  stopped and resumed (section 7): the weights equal the straight run's"
+                     + (", bit for bit" if resumed[0] == 0 else ", within the run-to-run noise"))
+    return "\n".join(lines)
 
 
 def check_beats_baseline(final: float, unigram: float, by: float = 0.01) -> None:
