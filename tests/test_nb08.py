@@ -553,8 +553,15 @@ def test_answer_reads_each_line_from_its_section():
             "validation loss, end of run": {"value": 2.188, "unit": "nats/token"},
             "unigram baseline, val": {"value": 3.166, "unit": "nats/token"}}
     said = nb08.answer(rows, "eager, written-out attention", (0.298, 0.422), 418.7e9, (0.0, 0.0), "cpu").splitlines()
-    assert said[1] == ("  tokens per second: eager, written-out attention, the fastest version in section 4's turns, 30.8 "
-                       "(30.7–31.0) ktok/s; the long run through train.fit, 25.5 (21.7–26.4) ktok/s (section 6)")
+    assert said[1] == ("  tokens per second: eager, written-out attention, the fastest version in section 4's first turns, "
+                       "30.8 (30.7–31.0) ktok/s; the long run through train.fit, 25.5 (21.7–26.4) ktok/s (section 6)")
+    from course_lib import bench
+    later = bench.timing_of([0.145] * 3, name="compiled, written-out attention", device="cpu", work=4096, unit="tok/s")
+    gain = {"compiled vs eager, written-out attention": {"value": 1.188, "unit": "×", "spread": [0.997, 1.318]}}
+    assert nb08.answer({**rows, **gain}, "eager, written-out attention", None, 1.0, None, "cpu",
+                       faster=later).splitlines()[1].endswith(
+        "; compiled, written-out attention read 28.2 ktok/s in later turns (section 4: 1.188× (0.997–1.318) over eager there, "
+        "too wide to tell)")
     assert said[2].startswith("  share of the peak: MFU 29.8%–42.2% of the measured peak (418.7 GFLOP/s)")
     assert said[3].endswith("0.978 lower, so it uses the context, not only byte frequencies")
     assert said[4].endswith("the weights equal the straight run's, bit for bit")

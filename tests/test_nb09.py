@@ -352,6 +352,7 @@ def test_answer_reads_each_line_from_its_section():
     assert said[2].startswith("  where it goes, live at the peak (section 7): activation 41.3 MiB, parameter 3.2 MiB; no "
                               "gradient is live there")
     assert said[3].startswith("  predicted before running: the estimate is -1.4 % off the measured peak")
-    assert said[4] == ("  when it does not fit: the largest batch within 256.0 MiB: 69 sequences (section 4); checkpointing "
-                       "every block: 63 % less peak memory for 1.27× (1.25–1.31) the forward + backward time (section 5)")
+    assert said[4] == ("  when it does not fit: the largest batch whose forward + backward adds at most 256.0 MiB to what "
+                       "is in use: 69 sequences (section 4); checkpointing every block: 63 % less memory added by forward "
+                       "+ backward (the weights already in place, no optimizer), for 1.27× (1.25–1.31) its time (section 5)")
     assert nb09_answer.answer({}, None, 16, "cpu") == "answer, from this run's numbers (cpu):"  # nothing ran: no lines

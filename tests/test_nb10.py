@@ -201,7 +201,7 @@ def test_answer_sums_the_step_the_kinds_and_the_fixes(tmp_path, monkeypatch):
     attention = Ratio("a", 1.30, 1.25, 1.36, rounds=9, coverage=0.96, drift=0.01)
     ran08 = {"SDPA vs written-out attention, eager": {"value": 0.74, "spread": [0.73, 0.78]}}
     both = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {}, None, "", None, ran08, attention).splitlines()
-    assert both[1:3] == ["  so what paid: the written-out attention at 1.30× made the step measurably faster, in turns",
+    assert both[1:3] == ["  so what paid: the written-out attention at 1.30× (notebook 08's turns: 1.35×) made the step measurably faster, in turns",
                          "  details:"]
     assert not any("a change of kernel" in ln for ln in both)  # said once, in the line with 08's reading beside it
     alone = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {}, None, "", None, None, attention).splitlines()
@@ -1166,8 +1166,8 @@ def test_answer_adds_the_small_steps_fix_and_counts_it_paid_only_with_its_contro
     wide = Ratio("p1", 1.05, 0.90, 1.20, rounds=9, coverage=0.96, drift=0.01)  # the fixed GPT against the plain one
     noted = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {nb10.FIX: fix}, None, "", None,
                         small=(small, costly, wide))
-    assert f"; at one sequence of 32 tokens the fixed GPT against the plain one read {wide.brief}, so part of the " \
-        f"{small.value:.{small.decimals}f}× may be the monitoring's own cost, not the break's" in noted
+    assert "; whether the fixed GPT fully returns to the plain GPT's speed is not settled: at one sequence of 32 tokens " \
+        f"they read {wide.brief}" in noted  # the monitoring is in both GPTs of the fix's ratio: it cancels there
     level = Ratio("c1", 0.99, 0.96, 1.02, rounds=9, coverage=0.96, drift=0.01)  # the control shows no cost
     open_ = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {nb10.FIX: fix}, None, "", None, small=(small, level))
     assert "the break's own cost not resolved there" in open_ and "gave back" not in open_

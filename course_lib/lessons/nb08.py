@@ -454,25 +454,28 @@ def val_vs_baseline(final: float, unigram: float, steps: int, tokens: int) -> st
 
 
 def answer(rows: Mapping[str, dict], fastest: str | None, mfu_range: Sequence[float] | None, peak: float,
-           resumed: tuple[float, float] | None, device: str) -> str:
+           resumed: tuple[float, float] | None, device: str, faster: Timing | None = None) -> str:
     """The question at the top answered from this run's report `rows`, one line each: the fastest version's rate in
     section 4 (`fastest`, its row's name) and the long run's; the MFU of that step across every reading (`mfu_range`,
     against `peak`, the stored peak in FLOP/s); the validation loss against the unigram baseline; the resumed
-    run against the straight one (`resumed`: its weight gap and two straight runs'). A line is left out where its
-    measurement did not run."""
+    run against the straight one (`resumed`: its weight gap and two straight runs'). `faster`: a version timed after
+    section 4's first turns that read faster, named beside it. A line is left out where its measurement did not run."""
     def rate(row: dict) -> str:
         spread = f" ({row['spread'][0]:.1f}–{row['spread'][1]:.1f})" if row.get("spread") else ""
         return f"{row['value']:.1f}{spread} {row['unit']}"
 
     lines = [f"answer, from this run's numbers ({device}):"]
     if fastest and fastest in rows:
-        lines.append(f"  tokens per second: {fastest}, the fastest version in section 4's turns, {rate(rows[fastest])}"
+        lines.append(f"  tokens per second: {fastest}, the fastest version in section 4's first turns, {rate(rows[fastest])}"
                      + (f"; the long run through train.fit, {rate(rows['long run: tokens/s'])} (section 6)"
-                        if "long run: tokens/s" in rows else ""))
+                        if "long run: tokens/s" in rows else "")
+                     + (f"; {faster.name} read {fmt_rate(faster.rate, 'tok/s')} in later turns (section 4"
+                        + (f": {report.recorded_ratio('', gain).numbers} over eager there, {report.ratio_grade(gain)}" if (gain := rows.get(f"compiled vs eager, {faster.name.split(', ', 1)[-1]}"))
+                           and gain.get("spread") else "") + ")" if faster is not None and faster.rate else ""))
     if mfu_range:
         lines.append(f"  share of the peak: MFU {mfu_range[0]:.1%}–{mfu_range[1]:.1%} of the measured peak "
-                     f"({fmt_rate(peak, 'FLOP/s')}) across this notebook's "
-                     "readings of that step (sections 5 and 6, each at one moment)")
+                     f"({fmt_rate(peak, 'FLOP/s')}) across this notebook's readings of {fastest or 'that step'} "
+                     "(sections 4 to 6, each at one moment)")
     final, unigram = rows.get("validation loss, end of run"), rows.get("unigram baseline, val")
     if final and unigram:
         margin = unigram["value"] - final["value"]

@@ -31,12 +31,13 @@ def answer(rows: Mapping[str, dict], at_peak: Mapping[str, float] | None, batch:
                      "(section 3; section 7 shows which terms differ)")
     fit = []
     if big := rows.get("largest batch in the budget"):
-        fit.append(f"the largest batch within {big['note'].split(',')[0]}: {big['value']:.0f} sequences (section 4)")
+        fit.append(f"the largest batch whose forward + backward adds at most {big['note'].split(',')[0]} to what is in "
+                   f"use: {big['value']:.0f} sequences (section 4)")
     saved, cost = rows.get("checkpointing: peak memory saved"), rows.get("time of forward + backward, checkpointed / not")
     if saved and cost:
         spread = f" ({cost['spread'][0]:.2f}–{cost['spread'][1]:.2f})" if cost.get("spread") else ""
-        fit.append(f"checkpointing every block: {saved['value']:.0f} % less peak memory for {cost['value']:.2f}×{spread} "
-                   "the forward + backward time (section 5)")
+        fit.append(f"checkpointing every block: {saved['value']:.0f} % less memory added by forward + backward (the "
+                   f"weights already in place, no optimizer), for {cost['value']:.2f}×{spread} its time (section 5)")
     if fit:
         lines.append("  when it does not fit: " + "; ".join(fit))
     return "\n".join(lines)
