@@ -1375,3 +1375,11 @@ def test_fit_batch_holds_its_gpts_and_halves_where_they_do_not_fit():
     assert nb10.fit_batch(new_run, train_step, tokens, 16, 3, False, torch.bfloat16) == 4  # 16, 8, then 4 fits
     assert made[-3:] == [False, True, True]  # the first GPT written out, the others SDPA
     assert stepped[-1] == 4 and stepped.count(4) == 2 * 3 + 1  # two steps each, then one more with activations kept
+
+
+def test_answer_quotes_08s_attention_gain_with_its_verdict_where_08_could_not_tell():
+    attention = Ratio("a", 1.42, 1.35, 1.47, rounds=9, coverage=0.96, drift=0.01)
+    busy = {"SDPA vs written-out attention, eager": {"value": 0.11, "unit": "×", "spread": [0.05, 1.29], "rounds": 5,
+                                                      "coverage": 0.94, "drift": 0.62}}  # run91: a turn 10x slow
+    said = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {}, None, "", None, busy, attention=attention)
+    assert "the written-out attention at 1.42× (notebook 08's turns: 9.09× (0.78–20.00) too wide) made" in said
