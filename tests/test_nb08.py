@@ -205,6 +205,11 @@ def test_break_even_before_reads_the_eager_step_timed_before_the_compile():
     faster = _timing("compiled", 0.175, 0.17, 0.18)  # 1.06×: two moments cannot tell it from no change
     assert nb08.break_even_before(22.0, before, faster, 4096).endswith("no break-even can be reckoned from that reading")
     far = _timing("compiled", 0.05, 0.049, 0.051)  # 3.7×: told apart by the rule
+    slow_before = _timing("eager, SDPA", 1.45, 1.44, 2.39)  # run91: one set of turns read the step 7x slow
+    assert nb08.break_even_before(25.0, slow_before, _timing("compiled", 0.178, 0.177, 0.179), 4096,
+                                  again=_timing("eager", 0.188, 0.186, 0.19)).endswith(
+        "; but the eager step itself read 7.71× apart at those two moments, so that earlier reading is no base for a "
+        "break-even")
     assert nb08.break_even_before(22.0, before, far, 4096).endswith(
         "told apart by the rule: the compilation pays for itself after about 160 steps of 4,096 tokens")
 
@@ -549,12 +554,16 @@ def test_before_after_compile_reads_the_two_timings_by_the_two_moments_rule():
 
 def test_answer_reads_each_line_from_its_section():
     rows = {"eager, written-out attention": {"value": 30.76, "unit": "ktok/s", "spread": [30.71, 30.96]},
-            "long run: tokens/s": {"value": 25.5, "unit": "ktok/s", "spread": [21.72, 26.37]},
+            "long run: tokens/s": {"value": 25.5, "unit": "ktok/s", "spread": [21.72, 26.37],
+                                   "note": "eager, written-out attention, median after step 12, cpu"},
             "validation loss, end of run": {"value": 2.188, "unit": "nats/token"},
             "unigram baseline, val": {"value": 3.166, "unit": "nats/token"}}
     said = nb08.answer(rows, "eager, written-out attention", (0.298, 0.422), 418.7e9, (0.0, 0.0), "cpu").splitlines()
     assert said[1] == ("  tokens per second: eager, written-out attention, the fastest version in section 4's first turns, "
-                       "30.8 (30.7–31.0) ktok/s; the long run through train.fit, 25.5 (21.7–26.4) ktok/s (section 6)")
+                       "30.8 (30.7–31.0) ktok/s; the long run through train.fit (eager, written-out attention), 25.5 "
+                       "(21.7–26.4) ktok/s (section 6)")
+    assert "in section 4's one reading of eager, written-out attention (its quartiles)" in nb08.answer(
+        rows, "eager, written-out attention", (0.343, 0.374), 1e9, None, "cpu", lone=True)
     from course_lib import bench
     later = bench.timing_of([0.145] * 3, name="compiled, written-out attention", device="cpu", work=4096, unit="tok/s")
     gain = {"compiled vs eager, written-out attention": {"value": 1.188, "unit": "×", "spread": [0.997, 1.318]}}

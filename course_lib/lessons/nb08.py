@@ -180,14 +180,20 @@ def break_even_text(speed: Ratio, extra_s: float, eager: Timing, tokens_per_step
             "reading of the eager step, the one timed beside the compiled GPT")
 
 
-def break_even_before(extra_s: float, before: Timing, compiled: Timing, tokens_per_step: int) -> str:
+def break_even_before(extra_s: float, before: Timing, compiled: Timing, tokens_per_step: int,
+                      again: Timing | None = None) -> str:
     """The break-even reckoned instead from the eager step timed before the compile (`before`, another set of
     turns than `compiled`'s): two moments, so a saving between them is read by the rule for two moments, and a
-    break-even is stated only where the two are told apart (:data:`verdicts.APART`)."""
+    break-even is stated only where the two are told apart (:data:`verdicts.APART`) and the same eager step timed
+    again beside the compiled one (`again`) is not itself told apart from `before` (else that reading is no base)."""
     r = speedup(before, compiled)  # the compiled step's speed over the pre-compile eager step's, two moments
     near = min(max(r.lo, 1 / r.lo), max(r.hi, 1 / r.hi))
     head = (f"against {before.name} timed before the compile ({1e3 * before.median_s:.0f} ms), the compiled step "
             f"({1e3 * compiled.median_s:.0f} ms) ran at {r.value:.2f}× its speed, at two moments")
+    moved = speedup(again, before) if again is not None else None  # the eager step against itself, two moments
+    if moved is not None and min(max(moved.lo, 1 / moved.lo), max(moved.hi, 1 / moved.hi)) >= verdicts.APART:
+        return (f"{head}; but the eager step itself read {max(moved.value, 1 / moved.value):.2f}× apart at those two "
+                "moments, so that earlier reading is no base for a break-even")
     if r.lo > 1 and near >= verdicts.APART:  # told apart by the rule: a saving to reckon from
         saved = before.median_s - compiled.median_s
         return (f"{head}, told apart by the rule: the compilation pays for itself after about "
@@ -454,12 +460,13 @@ def val_vs_baseline(final: float, unigram: float, steps: int, tokens: int) -> st
 
 
 def answer(rows: Mapping[str, dict], fastest: str | None, mfu_range: Sequence[float] | None, peak: float,
-           resumed: tuple[float, float] | None, device: str, faster: Timing | None = None) -> str:
+           resumed: tuple[float, float] | None, device: str, faster: Timing | None = None, lone: bool = False) -> str:
     """The question at the top answered from this run's report `rows`, one line each: the fastest version's rate in
     section 4 (`fastest`, its row's name) and the long run's; the MFU of that step across every reading (`mfu_range`,
     against `peak`, the stored peak in FLOP/s); the validation loss against the unigram baseline; the resumed
     run against the straight one (`resumed`: its weight gap and two straight runs'). `faster`: a version timed after
-    section 4's first turns that read faster, named beside it. A line is left out where its measurement did not run."""
+    section 4's first turns that read faster, named beside it; `lone`: `mfu_range` is section 4's quartiles, that
+    step's one reading. A line is left out where its measurement did not run."""
     def rate(row: dict) -> str:
         spread = f" ({row['spread'][0]:.1f}–{row['spread'][1]:.1f})" if row.get("spread") else ""
         return f"{row['value']:.1f}{spread} {row['unit']}"
@@ -467,15 +474,16 @@ def answer(rows: Mapping[str, dict], fastest: str | None, mfu_range: Sequence[fl
     lines = [f"answer, from this run's numbers ({device}):"]
     if fastest and fastest in rows:
         lines.append(f"  tokens per second: {fastest}, the fastest version in section 4's first turns, {rate(rows[fastest])}"
-                     + (f"; the long run through train.fit, {rate(rows['long run: tokens/s'])} (section 6)"
-                        if "long run: tokens/s" in rows else "")
+                     + (f"; the long run through train.fit ({rows['long run: tokens/s'].get('note', '').split(', median')[0]}"
+                        f"), {rate(rows['long run: tokens/s'])} (section 6)" if "long run: tokens/s" in rows else "")
                      + (f"; {faster.name} read {fmt_rate(faster.rate, 'tok/s')} in later turns (section 4"
                         + (f": {report.recorded_ratio('', gain).numbers} over eager there, {report.ratio_grade(gain)}" if (gain := rows.get(f"compiled vs eager, {faster.name.split(', ', 1)[-1]}"))
                            and gain.get("spread") else "") + ")" if faster is not None and faster.rate else ""))
     if mfu_range:
         lines.append(f"  share of the peak: MFU {mfu_range[0]:.1%}–{mfu_range[1]:.1%} of the measured peak "
-                     f"({fmt_rate(peak, 'FLOP/s')}) across this notebook's readings of {fastest or 'that step'} "
-                     "(sections 4 to 6, each at one moment)")
+                     f"({fmt_rate(peak, 'FLOP/s')}) " + (f"in section 4's one reading of {fastest} (its quartiles)" if lone
+                                                          else f"across this notebook's readings of {fastest or 'that step'} "
+                                                          "(sections 4 to 6, each at one moment)"))
     final, unigram = rows.get("validation loss, end of run"), rows.get("unigram baseline, val")
     if final and unigram:
         margin = unigram["value"] - final["value"]
