@@ -71,8 +71,7 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
                     if r is not None and is_gain(r) and n not in (COMPILING, FIX)} | compiled)
     kernel = (ran08 or {}).get("SDPA vs written-out attention, eager")  # 08's step: the attention's gain again
     if kernel and kernel.get("spread") and attention is not None and is_gain(attention):
-        again08 = dataclasses.replace(report.recorded_ratio("", {**kernel, "value": 1 / kernel["value"], "spread": [
-            1 / kernel["spread"][1], 1 / kernel["spread"][0]]}), more="faster", less="slower")  # written out over SDPA
+        again08 = _recorded(kernel, inverse=True)  # written out over SDPA, as section 3's ratio reads
         paid = paid.replace(f"the written-out attention at {attention.value:.{attention.decimals}f}×",
                             f"the written-out attention at {attention.value:.{attention.decimals}f}× (notebook 08's "
                             "turns: " + (f"{again08.value:.2f}×" if is_gain(again08) else again08.brief) + ")", 1)
@@ -297,6 +296,9 @@ def _fix_status(name: str, r: Ratio | None, sets: Sequence[tuple[str, Ratio]], u
     return f"{name}: {r.brief}"
 
 
-def _recorded(row: dict) -> Ratio:
-    """A recorded speed-up row of 08's as a :class:`Ratio` worded faster / slower."""
+def _recorded(row: dict, inverse: bool = False) -> Ratio:
+    """A recorded speed-up row of 08's as a :class:`Ratio` worded faster / slower; `inverse`: 1 over it, its
+    interval's ends swapped."""
+    if inverse:
+        row = {**row, "value": 1 / row["value"], "spread": [1 / row["spread"][1], 1 / row["spread"][0]]}
     return dataclasses.replace(report.recorded_ratio("", row), more="faster", less="slower")

@@ -121,7 +121,7 @@ def reference_answer() -> list[str]:
     unprofiled = unprofiled_wait(rows, device)
     said = (f"its GPU waited about {unprofiled[0]:.0%} of a step without the profiler" if unprofiled else
             f"its GPU waited {waited['value']:.0f}% of its profiled step ({UPPER.split(':')[0]})" if waited else "")
-    graphs = graphs_bound(rows).strip().split(": ", 1)[-1]  # 'compiled with reduce-overhead, its step ran …'
+    graphs = graphs_bound(rows)  # 'compiled with reduce-overhead, its step ran …'
     if not (said or graphs) or g is None:
         return []
     return [f"  on the reference {device}, with its own GPT ({g.n_layer} layers, width {g.n_embd}, T = {g.block}, batch "
@@ -153,16 +153,15 @@ def reference_compile() -> str:
 
 def graphs_bound(rows: Mapping[str, dict]) -> str:
     """Without the profiler, from the reference's compiled steps: the same kernels launched one by one
-    (default) and replayed as CUDA graphs (reduce-overhead); the time graphs removed is CPU-side work that a
-    replay skips (launches, the dispatcher, Python)."""
+    (default) and replayed as CUDA graphs (reduce-overhead), one sentence for the answer's details (its subject,
+    the reference's step, named by the caller); '' where either is not recorded with its quartiles."""
     default, graphs = rows.get("compiled, default"), rows.get("compiled, reduce-overhead")
     if not (default and graphs and default.get("spread") and graphs.get("spread")):
         return ""
     lo = 1 - default["spread"][1] / graphs["spread"][0]  # the share saved, from the quartiles' ends (rates)
     hi = 1 - default["spread"][0] / graphs["spread"][1]
     mid = 1 - default["value"] / graphs["value"]
-    device = report.reference(NB)[0] or "the reference GPU"
-    return (f"\nthe reference run ({device}, its own GPT), in its section 3: compiled with reduce-overhead, its step ran "
+    return (f"compiled with reduce-overhead, its step ran "
             f"{graphs['value'] / default['value']:.2f}× as fast as compiled with the default mode (the ratio of the "
             f"medians of the same turns; {graphs['spread'][0] / default['spread'][1]:.2f}–"
             f"{graphs['spread'][1] / default['spread'][0]:.2f}× from the quartiles): the reduce-overhead step took "
