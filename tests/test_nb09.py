@@ -345,7 +345,7 @@ def test_answer_reads_each_line_from_its_section():
     from course_lib.lessons import nb09_answer
     rows = {"step peak, measured": {"value": 54.97, "unit": "MiB"}, "estimate vs measured peak": {"value": -1.373, "unit": "%"},
             "largest batch in the budget": {"value": 69, "unit": "sequences", "note": "256.0 MiB, cpu"},
-            "checkpointing: peak memory saved": {"value": 63.12, "unit": "%"},
+            "checkpointing: forward + backward's added memory saved": {"value": 63.12, "unit": "%"},
             "time of forward + backward, checkpointed / not": {"value": 1.272, "unit": "×", "spread": [1.245, 1.314]}}
     said = nb09_answer.answer(rows, {"activation": 41.3 * MiB, "gradient": 0, "parameter": 3.2 * MiB}, 16, "cpu").splitlines()
     assert said[1] == "  how much: one training step of this GPT at batch 16 peaks at 55.0 MiB (section 2)"

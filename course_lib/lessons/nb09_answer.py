@@ -33,7 +33,7 @@ def answer(rows: Mapping[str, dict], at_peak: Mapping[str, float] | None, batch:
     if big := rows.get("largest batch in the budget"):
         fit.append(f"the largest batch whose forward + backward adds at most {big['note'].split(',')[0]} to what is in "
                    f"use: {big['value']:.0f} sequences (section 4)")
-    saved, cost = rows.get("checkpointing: peak memory saved"), rows.get("time of forward + backward, checkpointed / not")
+    saved, cost = rows.get("checkpointing: forward + backward's added memory saved"), rows.get("time of forward + backward, checkpointed / not")
     if saved and cost:
         spread = f" ({cost['spread'][0]:.2f}–{cost['spread'][1]:.2f})" if cost.get("spread") else ""
         fit.append(f"checkpointing every block: {saved['value']:.0f} % less memory added by forward + backward (the "
