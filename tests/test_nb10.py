@@ -924,7 +924,8 @@ def test_short_lines_say_what_each_section_found_and_where_two_sets_of_turns_dis
     assert nb10.compile_again(near, faster) == (f"  section 3's turns read {faster.brief}: not confirmed here (the "
                                                 "answer weighs the sets of turns)")
     assert nb10.unconfirmed(faster, near) == ("the interval 0.98–1.04× holds 1, so it cannot confirm the gain read in "
-                                              "1.04–1.06×; every set is consistent with a gain of 1.04–1.04×: a gain "
+                                              "1.04–1.06×; a gain of 1.04–1.04× would fit every set, as would none "
+                                              "where an interval holds 1: a gain "
                                               "resolved in one set of turns, not replicated in the others")
     wide = Ratio("c3b", 1.03, 0.90, 1.17, rounds=9, coverage=0.96, drift=0.01)
     assert nb10.compile_again(wide, faster).endswith("these turns could not check it (too wide)")
@@ -1058,7 +1059,8 @@ def test_gelu_side_says_how_much_of_gelus_time_its_bytes_explain():
     assert "GELU compiled alone (Inductor's kernel) instead of eager: 2.0" in timed and "not measured here" not in timed
     assert "GELU ran 2.0" in timed and "generated code computes it faster" in timed
     flat = nb10.gelu_side(g(copy), gelu, copy, "cpu", compiled=bench.speedup(gelu, same, "compiled vs eager GELU"))
-    assert "generated code showed no faster computation here" in flat and "computes it faster," not in flat
+    assert "the compiled call (whichever kernel Inductor chose for it, not inspected here) was no faster" in flat and \
+        "computes it faster," not in flat
 
 
 def test_answer_carries_gelus_measured_share_into_fusions_room():

@@ -254,7 +254,8 @@ def _computed(compiled: Ratio | None) -> str:
                 "faster, by that much")
     if compiled.clear:
         return f"compiled alone, GELU ran {compiled.brief}: generated code does not compute it faster here"
-    return f"compiled alone, GELU read {compiled.brief}: generated code showed no faster computation here"
+    return (f"compiled alone, GELU read {compiled.brief}: the compiled call (whichever kernel Inductor chose for it, not "
+            "inspected here) was no faster")
 
 
 def _pct_range(lo: float, hi: float) -> tuple[str, int]:

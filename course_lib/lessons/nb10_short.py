@@ -137,8 +137,8 @@ def unconfirmed(first: Ratio, again: Ratio, *more: Ratio) -> str:
     lo, hi = max(r.lo for r in sets), min(r.hi for r in sets)
     held = (f"the interval {_range(nones[0])} holds 1" if len(nones) == 1 else
             f"the intervals {', '.join(_range(r) for r in nones)} hold 1")
-    fits = (f"; every set is consistent with a gain of {lo:.2f}–{hi:.2f}×" if lo <= hi else
-            "; no one gain fits every set")
+    fits = (f"; a gain of {lo:.2f}–{hi:.2f}× would fit every set, as would none where an interval holds 1" if lo <= hi
+            else "; no one gain fits every set")
     return (f"{held}, so {'it' if len(nones) == 1 else 'they'} cannot confirm the gain read in "
             f"{', '.join(_range(r) for r in gains)}{fits}: a gain resolved in "
             f"{'one set' if len(gains) == 1 else 'some sets'} of turns, not replicated in the others")
