@@ -156,10 +156,10 @@ def test_checkpointing_rows_and_verdicts():
     cost = Ratio("time", 1.3, 1.25, 1.35, more="longer", less="shorter")
     plain, fwd = _t("plain", 0.1, 0.01), _t("forward", 0.03, 0.002)  # the prediction: 129–141 ms
     beyond = nb09.recompute_verdict(0.4, cost, plain, _t("ck", 0.2, 0.01), fwd).splitlines()
-    assert beyond[0].startswith("Checkpointing every block: peak memory 40 % lower; ")
+    assert beyond[0].startswith("Checkpointing every block: peak added 40 % lower; ")
     assert beyond[2].startswith("verdict: checkpointing costs 70.0 ms beyond recomputing the forward")
     below = nb09.recompute_verdict(-0.1, cost, plain, _t("ck", 0.11, 0.002), fwd)
-    assert "peak memory 10 % higher" in below and "costs 10.0 ms here, less than the blocks' forward alone" in below
+    assert "peak added 10 % higher" in below and "costs 10.0 ms here, less than the blocks' forward alone" in below
     within = nb09.recompute_verdict(0.4, cost, plain, _t("ck", 0.13, 0.01), fwd)  # quartiles 125–135 hold 130
     assert within.endswith("verdict: the checkpointed step's quartiles hold what a plain step plus the recomputed "
                            "forward predicts (medians against quartiles, not paired turns)")

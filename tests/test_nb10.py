@@ -1061,6 +1061,10 @@ def test_gelu_side_says_how_much_of_gelus_time_its_bytes_explain():
     flat = nb10.gelu_side(g(copy), gelu, copy, "cpu", compiled=bench.speedup(gelu, same, "compiled vs eager GELU"))
     assert "the compiled call (whichever kernel Inductor chose for it, not inspected here) was no faster" in flat and \
         "computes it faster," not in flat
+    loose = bench.Ratio("compiled vs eager GELU", 0.97, 0.89, 1.03, rounds=9, coverage=0.96, drift=0.01)  # too wide
+    assert "whether the compiled call is faster, these rounds cannot tell" in nb10.gelu_side(
+        g(copy), gelu, copy, "cpu", compiled=loose) and "was no faster" not in nb10.gelu_side(g(copy), gelu, copy, "cpu",
+                                                                                             compiled=loose)
 
 
 def test_answer_carries_gelus_measured_share_into_fusions_room():

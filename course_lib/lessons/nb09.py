@@ -458,7 +458,7 @@ def recompute_verdict(saving: float, cost: Ratio, plain: Timing, checkpointed: T
     plain step plus the blocks' forward once more (the prediction) beside the checkpointed step:
     beyond the prediction's quartiles, below them, or within them."""
     lo, hi = plain.lo_s + forward.lo_s, plain.hi_s + forward.hi_s  # over the quartiles of both
-    lines = [f"Checkpointing every block: peak memory {100 * abs(saving):.0f} % {'lower' if saving > 0 else 'higher'}; "
+    lines = [f"Checkpointing every block: peak added {100 * abs(saving):.0f} % {'lower' if saving > 0 else 'higher'}; "
              f"{cost}",
              f"a plain step plus the blocks' forward: {1e3 * (plain.median_s + forward.median_s):.1f} ms "
              f"({1e3 * lo:.1f}–{1e3 * hi:.1f}); measured with checkpointing: {1e3 * checkpointed.median_s:.1f} ms "

@@ -254,6 +254,8 @@ def _computed(compiled: Ratio | None) -> str:
                 "faster, by that much")
     if compiled.clear:
         return f"compiled alone, GELU ran {compiled.brief}: generated code does not compute it faster here"
+    if compiled.too_wide:
+        return f"compiled alone, GELU read {compiled.brief}: whether the compiled call is faster, these rounds cannot tell"
     return (f"compiled alone, GELU read {compiled.brief}: the compiled call (whichever kernel Inductor chose for it, not "
             "inspected here) was no faster")
 
