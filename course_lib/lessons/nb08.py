@@ -442,18 +442,21 @@ def long_vs_section4(vs: Ratio, hist: History, long_t: Timing, sec4: Timing, run
     return "\n".join([str(vs), what, verdict])
 
 
+LEVEL = 0.01  # nats/token: a validation loss this close to the unigram baseline is level with it
+
+
 def val_vs_baseline(final: float, unigram: float, steps: int, tokens: int) -> str:
     """The validation loss after `steps` steps (`tokens` trained on) beside the unigram baseline, and what the
-    margin says: context used (more than 0.01 nats/token below), level with it, or above it."""
+    margin says: context used (more than :data:`LEVEL` nats/token below), level with it, or above it."""
     margin = unigram - final
     head = (f"validation loss after {steps} steps ({tokens:,} tokens trained on): {final:.3f} nats/token "
             f"({final / math.log(2):.2f} bits per byte) | unigram baseline {unigram:.3f} nats/token "
             f"({unigram / math.log(2):.2f} bits per byte)")
-    if margin > 0.01:
+    if margin > LEVEL:
         return (f"{head}\nthe GPT beats the unigram baseline by {margin:.3f} nats/token ({margin / unigram:.0%} "
                 "lower): it uses the context, not only byte frequencies")
-    if margin > -0.01:
-        return (f"{head}\nthe GPT is level with the unigram baseline (within 0.01 nats/token): after {steps} steps "
+    if margin > -LEVEL:
+        return (f"{head}\nthe GPT is level with the unigram baseline (within {LEVEL:g} nats/token): after {steps} steps "
                 "it has learnt byte frequencies, not yet how they depend on the context")
     return (f"{head}\nthe GPT is {-margin:.3f} nats/token above the unigram baseline: after {steps} steps it has "
             "not yet learnt even the byte frequencies")
@@ -493,8 +496,8 @@ def answer(rows: Mapping[str, dict], fastest: str | None, mfu_range: Sequence[fl
         margin = unigram["value"] - final["value"]
         lines.append(f"  does it learn: validation loss {final['value']:.3f} nats/token at the end against the unigram "
                      f"baseline's {unigram['value']:.3f}: " + (
-                         f"{margin:.3f} lower, so it uses the context, not only byte frequencies" if margin > 0.01 else
-                         "level with it: byte frequencies, not yet the context" if margin > -0.01 else
+                         f"{margin:.3f} lower, so it uses the context, not only byte frequencies" if margin > LEVEL else
+                         "level with it: byte frequencies, not yet the context" if margin > -LEVEL else
                          "above it: not yet even the byte frequencies"))
     if resumed:
         lines.append("  stopped and resumed (section 7): the weights equal the straight run's"
@@ -502,7 +505,7 @@ def answer(rows: Mapping[str, dict], fastest: str | None, mfu_range: Sequence[fl
     return "\n".join(lines)
 
 
-def check_beats_baseline(final: float, unigram: float, by: float = 0.01) -> None:
+def check_beats_baseline(final: float, unigram: float, by: float = LEVEL) -> None:
     """Assert that the validation loss `final` is more than `by` nats/token below the unigram baseline."""
     if not unigram - final > by:
         raise AssertionError(f"validation loss {final:.3f} is not {by} nats/token below the unigram baseline "

@@ -8,8 +8,6 @@ from typing import Mapping
 
 from course_lib.units import fmt_bytes
 
-MiB = 1 << 20
-
 
 def answer(rows: Mapping[str, dict], at_peak: Mapping[str, float] | None, batch: int, device: str) -> str:
     """The answer's lines, each from a measurement of this run named by its section: the step's peak (section 2),
@@ -33,7 +31,8 @@ def answer(rows: Mapping[str, dict], at_peak: Mapping[str, float] | None, batch:
     if big := rows.get("largest batch in the budget"):
         fit.append(f"the largest batch whose forward + backward adds at most {big['note'].split(',')[0]} to what is in "
                    f"use: {big['value']:.0f} sequences (section 4)")
-    saved, cost = rows.get("checkpointing: forward + backward's added memory saved"), rows.get("time of forward + backward, checkpointed / not")
+    saved = rows.get("checkpointing: forward + backward's added memory saved")
+    cost = rows.get("time of forward + backward, checkpointed / not")
     if saved and cost:
         spread = f" ({cost['spread'][0]:.2f}–{cost['spread'][1]:.2f})" if cost.get("spread") else ""
         fit.append(f"checkpointing every block: {saved['value']:.0f} % less memory added by forward + backward (the "
