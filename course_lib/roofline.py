@@ -105,6 +105,28 @@ def _kind(name: str, func: torch._ops.OpOverload) -> str:
     return "reduction & other"
 
 
+def kind_of(name: str) -> str | None:
+    """The kind (:data:`KINDS`) of an ATen op named as the profiler writes it ('aten::mm' -> 'matmul'); None
+    for a record that is not an ATen op (the profiler's step ranges, autograd's and the optimizer's own)."""
+    packet = getattr(torch.ops.aten, name.removeprefix("aten::"), None) if name.startswith("aten::") else None
+    overloads = packet.overloads() if packet is not None else []
+    if not overloads:
+        return None
+    return _kind(name, getattr(packet, "default" if "default" in overloads else overloads[0]))
+
+
+def profiled_kinds(averages: Sequence[Any], device_type: str) -> dict[str, float]:
+    """Seconds by kind (:func:`kind_of`) of the ATen ops in a profile (`averages`: ``prof.key_averages()``),
+    each op's own (self) time: on a CPU its CPU time, on a GPU that of the kernels it launched itself; the
+    costliest kind first."""
+    out: dict[str, float] = {}
+    for e in averages:
+        if (kind := kind_of(e.key)) is not None:
+            out[kind] = out.get(kind, 0.0) + (e.self_device_time_total if device_type == "cuda"
+                                              else e.self_cpu_time_total) / 1e6
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
 def _attention_flops(name: str, args: Sequence) -> float:
     """FLOPs of a fused attention call by PyTorch's own formulas, the full T×S square."""
     t = [a.shape for a in args if isinstance(a, torch.Tensor)]

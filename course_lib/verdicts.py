@@ -257,10 +257,21 @@ class Ratio:
     def brief(self) -> str:
         """The ratio, its range and the verdict in a few words, for a table's cell or a breakdown's line
         that says the statistic once beside it: '1.50× (1.40–1.60) faster', '0.69× (0.60–0.80): 1.45×
-        slower', '1.03× (0.80–1.30) too wide' (:attr:`grade`'s word where the repeats do not tell)."""
+        slower', '1.03× (0.80–1.30) too wide' (:attr:`grade`'s word where the repeats do not tell). Where the two
+        medians' ratio lies on the other side of 1 (the medians printed above would seem to point the other way),
+        it is given too: '1.04× (0.96–1.05) no measurable difference (paired; the medians' ratio: 0.96×)'."""
         if not self.clear:
-            return f"{self.numbers} {'no measurable difference' if self.grade == 'no difference' else self.grade}"
-        return f"{self.numbers} {self.more}" if self.value > 1 else f"{self.numbers}: {self.phrase}"
+            said = f"{self.numbers} {'no measurable difference' if self.grade == 'no difference' else self.grade}"
+        else:
+            said = f"{self.numbers} {self.more}" if self.value > 1 else f"{self.numbers}: {self.phrase}"
+        return said + (f" (paired; the medians' ratio: {self.medians:.{self.decimals}f}×)" if self.medians_across else "")
+
+    @property
+    def medians_across(self) -> bool:
+        """True when the two medians' ratio, unpaired, lies on the other side of 1 from the paired median (each by
+        0.5 % or more): read alone, the medians would put the two the other way round."""
+        return (self.medians is not None and (self.medians - 1) * (self.value - 1) < 0
+                and min(abs(math.log(self.medians)), abs(math.log(self.value))) > math.log(1.005))
 
     def verdict(self, what: str = "", on: str = "") -> str:
         """The one line that says what this comparison shows, graded by :attr:`grade` (``str()``

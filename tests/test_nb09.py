@@ -217,10 +217,14 @@ def test_allocator_settings_notes():
 
 def test_at_peak_report_and_the_profilers_cost():
     rows = [("parameters / parameter", MiB, MiB), ("(no term) / autograd detail", None, 2 * MiB)]
-    report = nb09.at_peak_report(rows, "At the peak: ...", 2 * MiB, 4, 1 * MiB).splitlines()
+    report = nb09.at_peak_report(rows, "At the peak: ...", 2 * MiB, 4, 1 * MiB, measured_at=(2, 4)).splitlines()
     assert report[2].split()[-3] == "-" and report[3] == "At the peak: ..."
-    assert report[4].startswith("autograd detail at the peak: 2.0 MiB at batch 4, 512.0 KiB per sequence, 50% of")
-    assert len(nb09.at_peak_report(rows, "v", 2 * MiB, 4, 0).splitlines()) == 4  # nothing added: no comparison
+    assert report[4].startswith("autograd detail at the peak: 2.0 MiB in one profiled step at batch 4, 512.0 KiB per "
+                                "sequence, 50% of the 1.0 MiB per sequence")
+    assert "section 4's peaks at batch 2 and 4" in report[4]  # a slope between two other steps: said as such
+    assert report[4].endswith("a consistency check between two different measurements, suggestive, not the same "
+                              "bytes measured twice")
+    assert len(nb09.at_peak_report(rows, "v", 2 * MiB, 4, 0, measured_at=(2, 4)).splitlines()) == 4  # no comparison
     plain = _t("plain", 0.1, 0.01)  # upper quartile 105 ms
     far = nb09.profiler_cost(300, plain)  # 300 ms against quartiles 95-105 ms: 2.86-3.16x, past what two moments make
     assert "3.00× as long (2.86–3.16× over section 5's quartiles), two moments: a difference (2.5× or more)" in far \

@@ -402,3 +402,21 @@ def test_vs_datasheet_says_why_there_is_nothing_to_compare_with():
     assert "not in the course's datasheet table" in vs_datasheet("Some Future GPU", "bf16", 1e12, 1e11)
     t4 = vs_datasheet("Tesla T4", "bf16", 1e12, 1e11)  # Turing: no bf16 tensor cores
     assert "no dense bf16 rate" in t4 and "%" not in t4
+
+
+def test_profiled_kinds_sums_each_aten_ops_own_time_by_kind():
+    from torch.profiler import profile, record_function
+
+    from course_lib.roofline import kind_of, profiled_kinds
+    assert [kind_of(n) for n in ("aten::mm", "aten::_scaled_dot_product_flash_attention_for_cpu_backward",
+                                 "aten::gelu", "aten::copy_", "ProfilerStep#1", "aten::no_such_op")] == [
+        "matmul", "attention", "element-wise", "copy", None, None]
+    a = torch.randn(64, 64)
+    with profile() as prof, record_function("a range of my own"):
+        F.gelu(a @ a)
+    kinds = profiled_kinds(prof.key_averages(), "cpu")
+    own = {e.key: e.self_cpu_time_total / 1e6 for e in prof.key_averages()}
+    assert kinds["matmul"] > 0 and kinds["matmul"] == pytest.approx(sum(v for k, v in own.items() if kind_of(k) == "matmul"))
+    assert kinds["element-wise"] > 0 and kinds["element-wise"] == pytest.approx(own["aten::gelu"])
+    assert "a range of my own" in own  # a record that is not an ATen op: left out
+    assert sum(kinds.values()) == pytest.approx(sum(v for k, v in own.items() if k.startswith("aten::")))

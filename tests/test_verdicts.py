@@ -179,3 +179,11 @@ def test_a_difference_that_prints_as_large_as_its_drift_gets_a_digit_more():
     edge = Ratio("c", 1.0391, 1.03, 1.21, rounds=5, coverage=0.94, drift=0.0388)  # both print 3.9 % at one decimal
     assert str(edge).endswith("this pair's drift 3.88%, the difference 3.91%)")
     assert "the difference" not in str(Ratio("c", 1.05, 1.03, 1.21, rounds=5, coverage=0.94, drift=0.0388))
+
+
+def test_brief_gives_the_medians_ratio_where_it_points_the_other_way():
+    across = Ratio("c", 1.04, 0.96, 1.05, rounds=9, coverage=0.96, drift=0.06, medians=0.96)
+    assert across.brief == "1.04× (0.96–1.05) no measurable difference (paired; the medians' ratio: 0.96×)"
+    near = Ratio("c", 1.04, 0.96, 1.05, rounds=9, coverage=0.96, drift=0.06, medians=1.01)  # same side of 1
+    assert near.brief == "1.04× (0.96–1.05) no measurable difference"
+    assert not Ratio("c", 1.003, 0.96, 1.05, rounds=9, coverage=0.96, drift=0.06, medians=0.99).medians_across

@@ -18,6 +18,9 @@ from course_lib.units import fmt_rate
 # A utilisation reading is a share of time the device was busy, read every 0.1 s: near 100 % it
 # saturates, and a change under 1 % of it says nothing about the work (its verdict says so).
 BUSY_NEGLIGIBLE = 1.01
+# both steps clip and step AdamW once per micro-batch: the larger one pays for that update over more tokens
+AMORTISED = ("one clip + AdamW step per micro-batch in both, so the ratio includes that update's cost spread over more "
+             "tokens, not only the matmuls' efficiency")
 
 
 def busy_ratio(busy: dict[str, list[float]], small: str, large: str) -> Ratio:
@@ -49,8 +52,8 @@ def busy_verdict(gain: Ratio, busy: Ratio, small: str, large: str, busy_pct: dic
                  f"stayed at about {busy_pct[large]:.0f} % (a change of {busy.value:.{d}f}×)" if steady else
                  f"fell, {busy.value:.{d}f}× ({busy.lo:.{d}f}–{busy.hi:.{d}f})" if busy.value < 1 else
                  f"rose {busy.value:.{d}f}× ({busy.lo:.{d}f}–{busy.hi:.{d}f}), less than MFU beyond both ranges")
-        return (f"verdict: MFU rose {gain.value:.2f}× ({gain.lo:.2f}–{gain.hi:.2f}) with the larger micro-batch while "
-                f"the utilisation reading {moved} ({seen}): a busy reading says the device was occupied, "
+        return (f"verdict: MFU rose {gain.value:.2f}× ({gain.lo:.2f}–{gain.hi:.2f}) with the larger micro-batch "
+                f"({AMORTISED}) while the utilisation reading {moved} ({seen}): a busy reading says the device was occupied, "
                 "not how much of its peak the work used" + (
                     " (on a CPU this reading stayed near 100 % in both steps here: a core running torch's ops counts as "
                     "busy whatever their size, so only MFU shows the contrast on this device; a GPU's GPU-Util is "

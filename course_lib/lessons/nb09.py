@@ -16,7 +16,7 @@ from course_lib.attention import MultiHeadAttention
 from course_lib.bench import Ratio, Timing
 from course_lib.device import label, pick
 from course_lib.lessons import nb08
-from course_lib.lessons.nb09_answer import answer  # noqa: F401  the closing answer, re-exported
+from course_lib.lessons.nb09_answer import answer, at_peak_report  # noqa: F401  re-exported
 from course_lib.memory import MemoryEstimate, activation_bytes
 from course_lib.models import GPT, GPTConfig
 from course_lib.units import fmt_bytes, rate_scale
@@ -560,22 +560,6 @@ def expandable_note(frag: Mapping[str, Mapping]) -> str:
         "both runs used the default allocator."]
     lines.append(f"expandable segments {'reserve less' if e < d else 'do not reserve less'} here: "
                  f"{fmt_bytes(e)} vs {fmt_bytes(d)}")
-    return "\n".join(lines)
-
-
-def at_peak_report(by_term: Sequence[tuple[str, int | None, int]], verdict: str, detail: int, batch: int,
-                   beyond_saved: float) -> str:
-    """The estimate's terms beside what is live at the peak (:func:`estimate_at_peak`'s rows and
-    sentence); then, where autograd detail is live there and section 4's steps added bytes beyond the
-    saved activations, the detail per sequence as a share of those."""
-    lines = [f"{'estimate term / category at the peak':<40} {'estimate':>10} {'live at the peak':>17}"]
-    lines += [f"{name:<40} {'-' if guess is None else fmt_bytes(guess):>10} {fmt_bytes(live):>17}"
-              for name, guess, live in by_term]
-    lines.append(verdict)
-    if detail and beyond_saved > 0:
-        lines.append(f"autograd detail at the peak: {fmt_bytes(detail)} at batch {batch}, {fmt_bytes(detail / batch)} "
-                     f"per sequence, {detail / batch / beyond_saved:.0%} of the {fmt_bytes(beyond_saved)} per sequence "
-                     "that section 4's steps added beyond the estimate's activations")
     return "\n".join(lines)
 
 

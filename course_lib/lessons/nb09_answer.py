@@ -1,10 +1,10 @@
 """Notebook 09's answer to its question (how much memory a step needs, where it goes, whether the estimate
 predicts it, what to do when it does not fit), in a few lines from this run's report rows and section 7's bytes
-live at the peak."""
+live at the peak; and section 7's table of those bytes beside the estimate's terms."""
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from course_lib.units import fmt_bytes
 
@@ -39,4 +39,23 @@ def answer(rows: Mapping[str, dict], at_peak: Mapping[str, float] | None, batch:
                    f"weights already in place, no optimizer), for {cost['value']:.2f}×{spread} its time (section 5)")
     if fit:
         lines.append("  when it does not fit: " + "; ".join(fit))
+    return "\n".join(lines)
+
+
+def at_peak_report(by_term: Sequence[tuple[str, int | None, int]], verdict: str, detail: int, batch: int,
+                   beyond_saved: float, measured_at: tuple[int, int]) -> str:
+    """The estimate's terms beside what is live at the peak (:func:`nb09.estimate_at_peak`'s rows and
+    sentence); then, where autograd detail is live there and section 4's steps (at the batches `measured_at`)
+    added bytes beyond the saved activations, the detail per sequence as a share of those: two measurements
+    of different things, set side by side as a consistency check."""
+    lines = [f"{'estimate term / category at the peak':<40} {'estimate':>10} {'live at the peak':>17}"]
+    lines += [f"{name:<40} {'-' if guess is None else fmt_bytes(guess):>10} {fmt_bytes(live):>17}"
+              for name, guess, live in by_term]
+    lines.append(verdict)
+    if detail and beyond_saved > 0:
+        lines.append(f"autograd detail at the peak: {fmt_bytes(detail)} in one profiled step at batch {batch}, "
+                     f"{fmt_bytes(detail / batch)} per sequence, {detail / batch / beyond_saved:.0%} of the "
+                     f"{fmt_bytes(beyond_saved)} per sequence beyond the estimate's activations in the slope between "
+                     f"section 4's peaks at batch {measured_at[0]} and {measured_at[1]}: a consistency check between two "
+                     "different measurements, suggestive, not the same bytes measured twice")
     return "\n".join(lines)

@@ -24,12 +24,12 @@ from course_lib.lessons.nb10_reference import (REGIONS, bound, own_gpt, referenc
                                                 reference_fix,
                                                 reference_gpt, reference_kinds, reference_sync, regime_label,
                                                 stale_fix_rows)
-from course_lib.lessons.nb10_roofline import (ROWS, above_roof, attention_alone, cache_roof_note,  # noqa: F401
+from course_lib.lessons.nb10_roofline import (ROWS, above_roof, attention_alone, attention_per_layer, cache_roof_note,  # noqa: F401
                                               gelu_compute_set, gelu_placed, gelu_side, kind_table, no_roofline, op_notes, op_table, placement, reference_ridge,
                                               step_readings,
                                               roof_short, roof_verdict, roofs_note)
 from course_lib.lessons.nb10_short import (break_short, compile_again, compile_short, eager_readings,  # noqa: F401
-                                            in_short, probe_clause, sync_short, unconfirmed, unsteady)
+                                            in_short, kept, probe_clause, sync_short, unconfirmed, unsteady)
 from course_lib.models import GPT, GPTConfig
 from course_lib.profiling import StepSyncs, SyncCounter
 from course_lib.roofline import count_ops
@@ -204,16 +204,18 @@ def counter_line(counter: SyncCounter, what: str) -> str:
 
 
 def sync_verdict(gain: Ratio | None, waits: int, device: str, device_type: str, also: Sequence[str] = (),
-                 reads: float | None = None) -> str:
+                 reads: float | None = None, keep: dict[str, list[str]] | None = None) -> str:
     """This run's block first: what section 2 found in one line (:func:`sync_short`), then under 'details:' the
     verdict on keeping the logged values on the device, the lines `also` gives (the cell's other verdicts and
     notes), on a CPU why the reads cost little (none of it when the steps were not timed; `reads`: their share of
-    the profiled step); then, off a GPU, the reference GPU's timings under a heading of their own."""
+    the profiled step); then, off a GPU, the reference GPU's timings under a heading of their own. `keep`: the
+    details go there, for the appendix (:func:`in_short`)."""
     lines = [gain.verdict(f"keeping the {waits} values per step on the device", on=device)] if gain is not None else []
     lines += also
     if gain is not None and device_type == "cpu":
         lines.append("(on a CPU, ops run as they are called, so a value is ready when it is read)")
-    blocks = [in_short(sync_short(gain, waits, device_type, reads), lines) if gain is not None else ""]
+    blocks = [in_short(sync_short(gain, waits, device_type, reads), lines, keep, "section 2")
+              if gain is not None else ""]
     if device_type != "cuda":  # what the reference GPU measured of the same two steps, a block of its own
         blocks.append("\n".join(filter(None, reference_sync())))
     return "\n\n".join(filter(None, blocks))

@@ -35,7 +35,7 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
            ops_unprofiled: float | None = None, outside: float = 0.0,
            again: Ratio | None = None, device: str = "", item_cost: Ratio | None = None,
            gelu: tuple | None = None, small: tuple[Ratio, ...] | None = None,
-           pays_back: Mapping[str, float | None] | None = None) -> str:
+           pays_back: Mapping[str, float | None] | None = None, profiled: Mapping[str, float] | None = None) -> str:
     """The notebook's question answered from this run's numbers, a few short lines first: where the op time
     went (`kinds`, as section 4 sums them; the costliest op with FLOPs, `slowest`, at `slowest_of_roof` of its
     roof), which timed change paid (`fixes`: a name -> its ratio, None where not timed; `attention`, the
@@ -48,7 +48,8 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     alone against eager; `small`: the graph-break fix
     and its control timed again in a small step (section 3b's one short sequence), and there the fixed GPT against
     the plain one, where timed (a third ratio); `pays_back`: the steps after which the cold compile pays for itself,
-    by the set of turns ('section 3's', 'section 3b's') whose gain it rests on."""
+    by the set of turns ('section 3's', 'section 3b's') whose gain it rests on; `profiled`: seconds by kind in
+    section 1's profile (each op's own time), whose shares stand beside section 4's."""
     total = sum(step.values())
     share = {cat: s / total for cat, s in step.items()}
     ops = share.get("compute", 0.0) + share.get("copies", 0.0)
@@ -81,9 +82,13 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     head = [f"answer, from this run's numbers{f' ({device})' if device else ''}:"]
     if kinds:
         op_time = sum(k["seconds"] for k in kinds.values())
-        head.append("  where the time went: " + ", ".join(f"{kind} {k['seconds'] / op_time:.0%}" for kind, k in
-                                                          list(kinds.items())[:3])
-                    + " of the op time (under the profiler, section 4)"
+        whole = sum(profiled.values()) if profiled else 0.0
+        head.append("  where the time went: " + ", ".join(
+            f"{kind} {k['seconds'] / op_time:.0%}" + (f" ({(profiled or {}).get(kind, 0.0) / whole:.0%})" if whole else "")
+            for kind, k in list(kinds.items())[:3])
+                    + (" of the op time (section 4's op timings; in brackets section 1's profile, each op's own time: "
+                       "two readings of the step, set side by side in section 4)" if whole
+                       else " of the op time (under the profiler, section 4)")
                     + (f"; the costliest op, {slowest}, at {roof_share(slowest_of_roof)} of its roof"
                        if slowest_of_roof is not None else "")
                     + (f"; outside any op, at least {at_least(1 - ops_unprofiled)} of the step without the profiler"

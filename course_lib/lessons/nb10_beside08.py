@@ -153,9 +153,6 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
     differ = [r.quantity for r in rows if r.verdict.startswith("a difference")]
     short = []
     cost = _cost(as_08, written)
-    if cost is not None:  # the one comparison of the two notebooks' steps timed in the same turns: first
-        short.append(f"timed in section 3's turns, 08's step (clipping, AdamW's two groups) over this notebook's eager "
-                     f"written-out step, in speed: {cost.brief}{' to tell' if cost.grade == 'too wide' else ''}")
     probed = paced(ran08, ran09, as_08, probe, short=True)  # the same step's readings, each set's pace taken out
     full = paced(ran08, ran09, as_08, probe)  # the same, with the sets named and the arithmetic, under details
     if full and UNPACED in full:  # a gap the probe does not explain: set beside the swing one process shows
@@ -166,7 +163,10 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
                + (f"the notebooks differ on: {'; '.join(differ)}" if differ else
                   "no reading of 08's (or 09's) is told apart from this notebook's"))
     up_front = bool(differ) or not probed  # the probe's line, where there is one, says more than the 2.5x rule can
-    short += [probed, moments if up_front else ""]
+    short += [probed, moments if up_front else ""]  # whether the notebooks agree first, then the steps' own difference
+    if cost is not None:  # the one comparison of the two notebooks' steps timed in the same turns
+        short.append(f"timed in section 3's turns, 08's step (clipping, AdamW's two groups) over this notebook's eager "
+                     f"written-out step, in speed: {cost.brief}{' to tell' if cost.grade == 'too wide' else ''}")
     details = [full, account, "" if up_front else moments,  # the probe's arithmetic first
                "here ÷ 08: the figure here over 08's (for a rate, the speed here over 08's), its range from the "
                f"two spreads; told apart only at {verdicts.APART:g}× or more (the rule for two moments, in the glossary)"

@@ -91,8 +91,9 @@ def bounded(ops_share: float) -> bool:
 
 def unbounded(ops_share: float) -> str:
     """Why the time outside any op has no lower bound here (:func:`bounded` false)."""
-    return (f"the profiled ops add up to {ops_share:.0%} of the unprofiled step (the profiler's cost lands inside its "
-            "records), so this run cannot bound from below the time outside any op")
+    return (f"the profiled ops add up to {ops_share:.0%} of the unprofiled step (part of the profiler's and the "
+            "counting's cost is expected inside the ops' records: not measured apart), so this run cannot bound from "
+            "below the time outside any op")
 
 
 def roof_share(v: float) -> str:
@@ -303,16 +304,24 @@ def no_roofline(roofs: bool) -> str:
             "(out of memory, said above).")
 
 
-def kind_table(kinds: Mapping[str, Mapping[str, float]], op_time: float, ridge_: float, device: str = "") -> str:
+def kind_table(kinds: Mapping[str, Mapping[str, float]], op_time: float, ridge_: float, device: str = "",
+               profiled: Mapping[str, float] | None = None) -> str:
     """Op time by kind (`kinds`: kind -> its seconds, FLOPs and bytes per step) on `device`: share of op
-    time, intensity, achieved rate and side of the ridge `ridge_` (main memory's)."""
-    lines = [f"{'kind':<18} {'share of op time':>16} {'FLOP/B':>8} {'achieved':>14}  vs main memory's ridge, "
-             f"{ridge_:.1f} FLOP/B" + (f" | {device}" if device else "")]
+    time, intensity, achieved rate and side of the ridge `ridge_` (main memory's); with `profiled` (seconds by
+    kind in section 1's profile, :func:`course_lib.roofline.profiled_kinds`), that profile's share beside it."""
+    whole = sum(profiled.values()) if profiled else 0.0
+    lines = [f"{'kind':<18} {'share of op time':>16}" + (f" {'(section 1)':>11}" if whole else "")
+             + f" {'FLOP/B':>8} {'achieved':>14}  vs main memory's ridge, {ridge_:.1f} FLOP/B" + (f" | {device}" if device else "")]
     for kind, k in kinds.items():
         i = intensity(k["flops"], k["bytes"])
         rate = fmt_rate(k["flops"] / k["seconds"], "FLOP/s") if k["seconds"] else "-"
         where = "moves data only" if not k["flops"] else ("below the ridge" if i < ridge_ else "above the ridge")
-        lines.append(f"{kind:<18} {k['seconds'] / op_time:>16.1%} {i:>8.2f} {rate:>14}  {where}")
+        beside = f" {(profiled or {}).get(kind, 0.0) / whole:>11.1%}" if whole else ""
+        lines.append(f"{kind:<18} {k['seconds'] / op_time:>16.1%}{beside} {i:>8.2f} {rate:>14}  {where}")
+    if whole:
+        lines.append("(section 1): the same step's profile, each ATen op's own time under the profiler alone; the first "
+                     "column times each op in a range of its own with its FLOPs counted (this section), which slows ops "
+                     "unevenly (how much each: not measured apart)")
     lines.append("(a kind mixes ops of every size, so each is set against main memory's ridge; the op table above "
                  "holds each op against the ridge of its own memory level)")
     if "copy" in kinds:  # another count than section 1's category of the same name
@@ -414,6 +423,20 @@ def attention_alone(ran08: Mapping[str, dict] | None, dtype: torch.dtype) -> str
                 "does not say whether the kernel itself is the slow part here")
     return ("notebook 08 (section 4) times attention alone in this precision, SDPA against the written-out "
             "version: run it in this profile to see whether the kernel itself is the slow part here")
+
+
+def attention_per_layer(profiled_s: float, timed_s: float, layers: int, ran08: Mapping[str, dict] | None,
+                        dtype: torch.dtype) -> str:
+    """Attention's forward + backward per layer in a step, three ways: section 1's profile (`profiled_s`, seconds a
+    step), section 4's op timings (`timed_s`) and, where it ran in this run, notebook 08's timing of attention alone
+    (SDPA, a call, `dtype`): which of the step's two readings agrees with the kernel timed alone."""
+    alone = (ran08 or {}).get(f"attention alone: SDPA, {dtype}")
+    said = (f"attention (SDPA), forward + backward, per layer a step: {profiled_s / layers * 1e3:.3g} ms in section 1's "
+            f"profile, {timed_s / layers * 1e3:.3g} ms in section 4's op timings ({timed_s / profiled_s:.2f}× it)")
+    if alone:
+        said += (f"; notebook 08 timed the same call alone at {alone['value']:.3g} ms ({dtype}, forward + backward, "
+                 "another moment)")
+    return said
 
 
 def _pct(v: float) -> str:
