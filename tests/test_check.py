@@ -84,6 +84,7 @@ def test_every_exercise_check_reports_a_stub(capsys):
               lambda: nb08.check_gpt_forward_flops_per_token(stub), lambda: nb08.check_accum_steps(stub),
               lambda: nb09.check_adamw_state_bytes(stub), lambda: nb09.check_saved_bytes_linear_gelu(stub),
               lambda: nb10.check_arithmetic_intensity(stub, stub), lambda: nb10.check_no_sync_loop(stub, lambda *a: [0.0] * 3),
+              lambda: nb10.check_no_graph_break(stub, lambda: torch.nn.Linear(4, 4)),
               lambda: nb03.check_loss_scale(stub), lambda: nb03.check_survivors(stub, [1.0]),
               lambda: nb04.check_accumulation(stub), lambda: nb07.check_flops(stub),
               lambda: nb07.check_cached_causal_mask(stub), lambda: nb06.check_epoch_orders(stub),

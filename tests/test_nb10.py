@@ -50,6 +50,34 @@ def test_no_sync_loop_exercise():
                                                              for xb, yb in b]), reference)
 
 
+class _Clipped(torch.nn.Module):
+    """Exercise 3's given module: clips its output to ±10 only where it ran past it (a read: a graph break)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(16, 16)
+
+    def forward(self, x):
+        x = self.linear(x)
+        return x.clamp(-10, 10) if x.abs().max() > 10 else x
+
+
+def test_no_graph_break_exercise():
+    class Fixed(_Clipped):
+        def forward(self, x):
+            return self.linear(x).clamp(-10, 10)
+
+    class Narrow(_Clipped):  # no break, but another output past ±1
+        def forward(self, x):
+            return self.linear(x).clamp(-1, 1)
+
+    nb10.check_no_graph_break(Fixed, _Clipped)
+    with pytest.raises(AssertionError, match="graph break"):  # the given module: its `if` reads a value
+        nb10.check_no_graph_break(_Clipped, _Clipped)
+    with pytest.raises(AssertionError):  # outputs that differ from the given module's
+        nb10.check_no_graph_break(Narrow, _Clipped)
+
+
 # ---- the words around the measurements ----
 
 CLEAR = Ratio("b vs a", 2.0, 1.8, 2.2, rounds=5, coverage=0.9, drift=0.01)  # beyond the spread
@@ -1426,3 +1454,17 @@ def test_answer_quotes_08s_attention_gain_with_its_verdict_where_08_could_not_te
                                                       "coverage": 0.94, "drift": 0.62}}  # run91: a turn 10x slow
     said = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {}, None, "", None, busy, attention=attention)
     assert "the written-out attention at 1.42× (notebook 08's turns: 9.09× (0.78–20.00) too wide) made" in said
+
+
+def test_beside_08_reads_08s_step_timed_here_as_mfu_beside_08s_own():
+    from course_lib.lessons.nb10_beside08 import _mfu
+    gpt = GPTConfig(vocab_size=256, block_size=128, n_layer=4, n_head=4, n_embd=128)  # 5,743,104 FLOPs a token
+    step = bench.timing_of([0.0700] * 5, name="08's step", device="cpu", work=2048, unit="tok/s")  # 29.26 ktok/s
+    ran08 = {"MFU vs measured matmul peak": {"value": 39.93, "note": "eager, written-out attention, cpu"},
+             "long run: MFU vs measured peak": {"value": 38.97, "note": "eager, written-out attention"},
+             "MFU vs the peak's matmul, same turns": {"value": 20.0, "note": "compiled, SDPA, cpu"}}  # another version
+    said = _mfu(ran08, step, gpt, 410e9)
+    assert "6N + 12·L·T·C = 5,743,104 FLOPs a token" in said and "here 41.0% (41.0%–41.0%)" in said  # 29.26e3 × 5.74e6 / 410e9
+    assert said.endswith("08's own readings of it: 39.9% (section 4), 39.0% (its long run): each at its moment, as the "
+                         "rates above")  # the row of another version left out
+    assert _mfu(ran08, step, gpt, None) == "" and _mfu(ran08, None, gpt, 410e9) == ""

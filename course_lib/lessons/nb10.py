@@ -31,7 +31,7 @@ from course_lib.lessons.nb10_roofline import (ROWS, above_roof, attention_alone,
 from course_lib.lessons.nb10_short import (break_short, compile_again, compile_short, eager_readings,  # noqa: F401
                                             in_short, kept, probe_clause, sync_short, unconfirmed, unsteady)
 from course_lib.models import GPT, GPTConfig
-from course_lib.profiling import StepSyncs, SyncCounter
+from course_lib.profiling import StepSyncs, SyncCounter, dynamo_log
 from course_lib.roofline import count_ops
 from course_lib.units import fmt_bytes, fmt_count, fmt_time
 
@@ -85,6 +85,30 @@ def check_no_sync_loop(fn: Callable, reference: Callable) -> None:
         raise AssertionError(f"return the losses as one tensor (torch.stack), got {type(got).__name__}")
     print("synchronising calls in 3 steps: 0 (SyncCounter) ✓")
     check.close(got.reshape(-1), want, what="losses of 3 steps, without syncs vs the given loop", atol=1e-6, rtol=1e-5)
+
+
+@check.exercise()
+def check_no_graph_break(fixed: Callable[[], nn.Module], given: Callable[[], nn.Module]) -> None:
+    """Exercise (graph breaks): the module `fixed()` builds must compute what `given()`'s does, with the same
+    weights, on inputs inside its clipping range and past it, and Dynamo must capture its forward with no graph
+    break (``torch._dynamo.explain``)."""
+    torch.manual_seed(0)
+    want = given()
+    mine = fixed()
+    mine.load_state_dict(want.state_dict())
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(8, next(want.parameters()).shape[-1], generator=g)
+    for scale in (0.01, 100.0):  # every output inside the range, then outputs well past it
+        check.close(mine(scale * x), want(scale * x), what=f"output on inputs × {scale:g}, fixed vs given",
+                    atol=1e-6, rtol=1e-6)
+    torch._dynamo.reset()
+    with dynamo_log(graph_breaks=False):  # Dynamo's own warnings, kept out of the way
+        out = torch._dynamo.explain(mine)(100.0 * x)
+    torch._dynamo.reset()
+    if out.graph_break_count:
+        raise AssertionError(f"{out.graph_break_count} graph break(s) left; the first: "
+                             f"{out.break_reasons[0].reason.splitlines()[0]}")
+    print("graph breaks in the fixed module's forward: 0 (torch._dynamo.explain) ✓")
 
 
 # ---- the words around the measurements: each function returns the text a cell prints ----

@@ -16,8 +16,8 @@ from course_lib import bench, profiles, report, verdicts
 from course_lib.lessons.nb09 import PACED, UNPACED, WHOLE_STEP  # 09's key for 08's step; the probe's rule and words
 from course_lib.lessons.nb10_short import in_short
 from course_lib.bench import Ratio, Timing, break_even
-from course_lib.models import GPTConfig
-from course_lib.units import fmt_count, fmt_time, unit_scale
+from course_lib.models import GPT, GPTConfig
+from course_lib.units import fmt_count, fmt_rate, fmt_time, unit_scale
 
 
 NOT_IN_08 = ("notebook 08 has not timed this GPT at this micro-batch earlier in this run (on this device, in this "
@@ -122,7 +122,8 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
               compile_gain: Ratio | None = None, attention_gain: Ratio | None = None, eager: Timing | None = None,
               written: Timing | None = None, compiled: Timing | None = None, before: Timing | None = None,
               as_08: Timing | None = None, ran09: Mapping[str, dict] | None = None, account: str = "",
-              later: Mapping[str, Timing | None] | None = None, probe: Timing | None = None) -> str:
+              later: Mapping[str, Timing | None] | None = None, probe: Timing | None = None,
+              peak: float | None = None) -> str:
     """Notebook 08's readings of this GPT at this micro-batch (`ran08`, its rows of this run) beside this
     section's: its cold compile (`cold_s`), paired speed-ups (`compile_gain`, `attention_gain`), break-even
     in tokens, and step rates (`eager`, `written`, `compiled`; `before`: the eager step timed before any
@@ -132,7 +133,8 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
     beside this notebook's step in the same turns, in the line that says what the table found ('in short:';
     the rest under 'details:', `account` first: :func:`account_in_08`'s line). `later`: the eager step's readings
     after section 3 (where: Timing), set with section 2's and 3's beside 09's part of the step.
-    `probe`: the pace probe timed in section 3's turns, which :func:`paced` sets beside 08's and 09's.
+    `probe`: the pace probe timed in section 3's turns, which :func:`paced` sets beside 08's and 09's. `peak`: the
+    stored compute peak (FLOP/s), by which 08's step timed here reads as MFU beside 08's own (:func:`_mfu`).
     """
     ran08 = ran08 or {}
     if before is not None and eager is not None and before.rate is None:  # section 2 timed it without its tokens
@@ -173,7 +175,7 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
                if table else "", _table(table) if table else "",
                _after_compile(ran08, eager, compiled),
                _part_in_09(ran09, gpt, profile, batch, {"section 2": before, "section 3": eager, **(later or {})}, as_08),
-               *_same_step(mine, as_08 is not None),
+               *_same_step(mine, as_08 is not None), _mfu(ran08, as_08, gpt, peak),
                cost.verdict("08's step over this notebook's eager written-out step, in speed, in section 3's turns")
                if cost is not None else "",
                "08's step: gradient clipping, AdamW's two parameter groups, its learning-rate schedule; one micro-batch a "
@@ -254,6 +256,27 @@ def _same_step(mine: list[Row], timed_here: bool) -> list[str]:
     lines += [f"08's long run, ktok/s (its training loop, train.fit: fresh batches, a progress bar; not the step timed "
               f"above): {r.then:.3g}, here ÷ it: {r.ratio}" for r in loop]
     return lines
+
+
+MFU_08 = {"MFU vs measured matmul peak": "section 4", "MFU vs the peak's matmul, same turns":
+          "section 5, beside the peak's matmul", "long run: MFU vs measured peak": "its long run"}  # 08's MFU rows
+
+
+def _mfu(ran08: Mapping[str, dict], as_08: Timing | None, gpt: GPTConfig, peak: float | None) -> str:
+    """08's step timed here (`as_08`) as MFU, by 08's count of FLOPs a token (6N + 12·L·T·C) over the stored peak
+    (`peak`, FLOP/s, the one 08 divides by), beside 08's MFU rows of its written-out step ('' where either is
+    missing)."""
+    if as_08 is None or as_08.rate is None or not peak:
+        return ""
+    with torch.device("meta"):  # the count needs the parameters' shapes, not their values
+        per_token = GPT(dataclasses.replace(gpt, sdpa=False)).flops_per_token()
+    mfu = lambda rate: f"{rate * per_token / peak:.1%}"  # noqa: E731
+    own = [f"{ran08[k]['value']:.1f}% ({where})" for k, where in MFU_08.items()
+           if k in ran08 and str(ran08[k].get("note", "")).startswith("eager, written-out attention")]
+    return (f"08's step as MFU (08's count, 6N + 12·L·T·C = {per_token:,} FLOPs a token, over the stored peak, "
+            f"{fmt_rate(peak, 'FLOP/s')}, that 08 divides by): here {mfu(as_08.rate)} ({mfu(as_08.rate_lo)}–"
+            f"{mfu(as_08.rate_hi)})" + (f"; 08's own readings of it: {', '.join(own)}: each at its moment, as the "
+                                          "rates above" if own else ""))
 
 
 def _groups(own: list[float]) -> str:
