@@ -18,6 +18,9 @@ Two training runs on the same batches are compared by the gap of their loss curv
 (:func:`tail_gap`) against **control runs**: the baseline again from starting weights nudged by
 a last bit (:func:`nudge`, :func:`control_runs`), which measure how far rounding alone moves
 the run (:func:`gap_verdict`).
+
+A section's findings print in short, one a line (:func:`in_short`); the verdicts in full, with their notes,
+can wait for the notebook's appendix (:func:`kept`).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterable, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, NamedTuple, Sequence
 
 import torch
 import torch.nn as nn
@@ -482,3 +485,23 @@ def gap_verdict(gap: float, controls: Iterable[float], base_name: str) -> str:
     return (f"{way} than {base_name}, beyond {runs} ({abs(gap) / largest:.1f}× the largest control's gap: "
             f"{abs(gap):#.3g} against {largest:#.3g}); a nudge alone would land beyond them 1 time in {k + 1}"
             + (", so read it as a hint, not a proof" if k + 1 < 10 else ""))
+
+
+def in_short(short: str | Sequence[str], details: Iterable[str], keep: dict[str, list[str]] | None = None,
+             under: str = "") -> str:
+    """'in short: `short`' (a sequence: one finding a line, aligned under the first), then every non-empty line
+    of `details` indented under 'details:'. With `keep`, the details are kept there under `under` (a section's
+    name) for the appendix (:func:`kept`), and one line says where they are."""
+    found = [short] if isinstance(short, str) else [s for s in short if s]
+    lines = [ln for d in details if d for ln in d.splitlines() if ln.strip()]
+    head = [f"in short: {found[0]}", *(f"{' ' * len('in short: ')}{s}" for s in found[1:])]
+    if keep is not None and lines:
+        keep[under] = lines
+        return "\n".join(head + [f"  (every verdict in full, with its notes: the appendix, {under})"])
+    return "\n".join(head + (["  details:", *(f"    {ln}" for ln in lines)] if lines else []))
+
+
+def kept(details: Mapping[str, Sequence[str]]) -> str:
+    """The details :func:`in_short` kept, section by section in the order they ran ('' where none were)."""
+    return "\n".join(ln for under, lines in details.items() if lines
+                     for ln in [f"{under}:", *(f"  {ln}" for ln in lines)])

@@ -22,6 +22,7 @@ from course_lib.lessons.nb08_mfu import (BUSY_NEGLIGIBLE, answer_with_long_run, 
 from course_lib.models import GPT, GPTConfig
 from course_lib.roofline import counted_flops
 from course_lib.units import fmt_bytes, fmt_count, fmt_rate
+from course_lib.verdicts import in_short, kept  # noqa: F401  re-exported: a section's findings, its verdicts kept
 
 if TYPE_CHECKING:
     from course_lib.textdata import Corpus
@@ -178,6 +179,12 @@ def break_even_text(speed: Ratio, extra_s: float, eager: Timing, tokens_per_step
             f"about {fmt_count(steps)} steps of {tokens_per_step:,} tokens "
             f"({fmt_count(few)} to {fmt_count(many)} over the spread of the speed-up); the saving is reckoned from that "
             "reading of the eager step, the one timed beside the compiled GPT")
+
+
+def pays_clause(steps: float, extra_s: float) -> str:
+    """The cold compile's break-even as a clause for a short line ('' where there is none, `steps` infinite)."""
+    return (f"; its cold compile ({extra_s:.1f} s beyond a step's work) pays for itself after about "
+            f"{fmt_count(steps)} steps" if math.isfinite(steps) else "")
 
 
 def break_even_before(extra_s: float, before: Timing, compiled: Timing, tokens_per_step: int,
@@ -398,11 +405,11 @@ def long_run_lines(hist: History, name: str, quartiles: Sequence[float], skip: i
 
 
 def long_vs_section4(vs: Ratio, hist: History, long_t: Timing, sec4: Timing, run: TrainConfig,
-                     sampled: bool = False, later: Timing | None = None) -> str:
+                     sampled: bool = False, later: Timing | None = None, split: bool = False) -> str | tuple[list, list]:
     """`vs`, section 4's time of a step over the long run's (`long_t`, timed by `train.fit` under `run`, which
     recorded `hist`; `sampled`: a utilisation sampler ran beside it); what differs between the two; and the
     verdict: the data wait's share of a longer step. `later`: section 5's reading of the same step (no sampler, another
-    moment), set beside the long run's."""
+    moment), set beside the long run's. `split`: (the verdict's lines, the ratio's and what differs) instead of text."""
     accum, log_every, checkpoints = run.accum_steps, run.log_every, bool(run.checkpoint_path)
     on_gpu = torch.device(run.device).type == "cuda" if run.device else torch.cuda.is_available()
     wait_ms = 1e3 * hist.data_wait_s / len(hist.step_time_s)  # fetching the batches, per step
@@ -436,10 +443,9 @@ def long_vs_section4(vs: Ratio, hist: History, long_t: Timing, sec4: Timing, run
         verdict += (f"\nsection 5 read the same step again (no sampler, another moment): the long run's rate is "
                     f"{r.numbers} of that reading" + (
                         ", a range too wide to tell" if r.too_wide else
-                        ", within their quartiles: the loop's extra work shows no cost beside it"
-                        + (", and section 4's reading is the one apart" if not vs.within_noise else "")
-                        if r.within_noise else ""))
-    return "\n".join([str(vs), what, verdict])
+                        ", within their quartiles, at two moments: what the loop's extra work costs is not measured "
+                        "apart (only timing the two steps in turns would)" if r.within_noise else ""))
+    return (verdict.splitlines(), [str(vs), what]) if split else "\n".join([str(vs), what, verdict])
 
 
 LEVEL = 0.01  # nats/token: a validation loss this close to the unigram baseline is level with it

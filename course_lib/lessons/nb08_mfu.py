@@ -111,7 +111,7 @@ def _mfu_check(mfu: Ratio, stored: float, matmul: Ratio, step: Ratio | None) -> 
         return "matmul too wide", []
     if matmul.within_noise and (step is None or (step.within_noise and not _moved(step))):
         return "stands", []
-    return "range", [mfu.value, stored] + ([stored / step.value] if step is not None else [])  # last: section 4's
+    return "range", [stored] + ([stored / step.value] if step is not None else [])  # over the stored peak; last: section 4's
 
 
 def _moved(step: Ratio) -> bool:
@@ -132,11 +132,11 @@ def mfu_span(best_mfu: Sequence[float], mfu: Ratio | None, stored: float, matmul
 
 
 def answer_with_long_run(section5: tuple[float, float], long_mfu: Sequence[float],
-                         more: Mapping[str, tuple[float, float]] | None = None) -> str:
-    """Section 5's answer (`section5`, its range) widened by the long run's reading of the same step
-    (`long_mfu`: median, then its quartiles' ends) and by `more` (a name -> another reading's range):
-    every reading of this step, each one moment's."""
-    parts = {"section 5": section5, **(more or {}), "the long run's quartiles": (long_mfu[1], long_mfu[2])}
+                         more: Mapping[str, tuple[float, float]] | None = None, first: str = "sections 4 and 5") -> str:
+    """Section 5's answer (`section5`, its range over the stored peak, named `first`) widened by the long run's
+    median (`long_mfu`: median, then its quartiles' ends) and by `more` (a name -> another reading's range, a
+    median as (m, m)): every reading of this step over one peak, each one moment's."""
+    parts = {first: section5, **(more or {}), "the long run's median": (long_mfu[0], long_mfu[0])}
     lo, hi = min(r[0] for r in parts.values()), max(r[1] for r in parts.values())
     def span(a: float, b: float) -> str:  # '34.1%', not '34.1%–34.1%', where the two ends round alike
         return f"{a:.1%}" if f"{a:.1%}" == f"{b:.1%}" else f"{a:.1%}–{b:.1%}"
@@ -164,14 +164,14 @@ def mfu_answer(best: Timing | None, best_mfu: Sequence[float] | None, mfu: Ratio
     if status == "range" and later:  # the readings so far, each one moment's; section 6 answers with their range
         return (f"MFU of {best.name} so far, each reading at one moment: {best_mfu[0]:.1%} in section 4's turns (the "
                 f"recorded row; quartiles {best_mfu[1]:.1%}–{best_mfu[2]:.1%}); in the later turns printed below, "
-                f"{readings[0]:.1%} over those turns' matmul and {readings[1]:.1%} over the stored peak. Section 6's long "
-                "run reads this step again and answers with the range of every reading")
+                f"{stored:.1%} over the stored peak ({mfu.value:.1%} over those turns' own matmul). Section 6's long "
+                "run reads this step again and answers with the range of every reading over the stored peak")
     if status == "range":
-        lo, hi = min(best_mfu[0], *readings), max(best_mfu[0], *readings)
+        lo, hi = min(best_mfu[0], *readings), max(best_mfu[0], *readings)  # each over the stored peak
         return (f"answer so far: {best.name}, {lo:.1%}–{hi:.1%} MFU of the measured peak across its readings, each at one "
                 f"moment: in section 4's turns (the recorded row) {best_mfu[0]:.1%} (quartiles {best_mfu[1]:.1%}–"
-                f"{best_mfu[2]:.1%}); in the later turns printed below, {readings[0]:.1%} over those turns' matmul and "
-                f"{readings[1]:.1%} over the stored peak{more}")
+                f"{best_mfu[2]:.1%}); in the later turns printed below, {stored:.1%} over the stored peak "
+                f"({mfu.value:.1%} over those turns' own matmul){more}")
     return (f"answer so far: {best.name} reaches {best_mfu[0]:.1%} MFU (quartiles {best_mfu[1]:.1%}–{best_mfu[2]:.1%}) "
             "of the measured peak; " + ("the same-turns check below agrees" if status == "stands" and step is not None
                                         else "the peak's matmul held its stored pace in the same-turns check below, which "
@@ -218,8 +218,10 @@ def paired_mfu_text(mfu: Ratio, what: str, device: str, stored: float, matmul: R
                                   "reading"])
     lines.append(f"  {'; '.join(said)}")
     if not later:  # else section 6's answer gives the range, with the long run's reading
-        lines.append(f"  so this step's MFU in this process: {min(readings):.1%}–{max(readings):.1%}, the range of these "
-                     "readings (each divides by one moment's timings)")
+        lines.append(f"  so this step's MFU in this process: {min(readings):.1%}–{max(readings):.1%} of the stored peak, "
+                     "these readings' range" if len(readings) > 1 else
+                     f"  so this step's MFU in this process: {readings[0]:.1%} of the stored peak in these turns, "
+                     "beside section 4's reading above")
     return "\n".join(lines)
 
 

@@ -91,7 +91,8 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
                        else " of the op time (under the profiler, section 4)")
                     + (f"; the costliest op, {slowest}, at {roof_share(slowest_of_roof)} of its roof"
                        if slowest_of_roof is not None else "")
-                    + (f"; outside any op, at least {at_least(1 - ops_unprofiled)} of the step without the profiler"
+                    + (f"; outside any op, at least {at_least(1 - ops_unprofiled)} of the step without the profiler "
+                       "(a lower bound, not an estimate)"
                        if device_type != "cuda" and ops_unprofiled and bounded(ops_unprofiled) else ""))
     if kinds and device_type != "cuda":
         head.append(_waste(kinds, outside, attention, gelu))
@@ -105,14 +106,16 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
         f"notebook 08 timed the written-out GPT compiled against it eager, in its own turns: {_recorded(together).brief})"
         if together and together.get("spread") else "not timed)")) * (bool(compiled) and "the written-out attention" in paid)
     unresolved = [w for w, r in sets if not is_gain(r)]  # no difference, too wide or inconclusive
-    steps = (pays_back or {}).get(gained[0][0]) if compiled else None  # the counted gain's break-even
+    steps = {w: (pays_back or {}).get(w) for w, _ in gained} if compiled else {}  # each set's break-even, where a gain
+    steps = {w: n for w, n in steps.items() if n}
     held = (f"; compiling, faster in {_and([w for w, _ in gained])} turns, read no measurable difference in "
             f"{_and(flat)}, so it is not counted here (details)" if gained and flat and not compiled else
             f"; compiling in {len(gained)} of {len(sets)} sets of turns ({_and([w for w, _ in gained])}; "
             + _and([f"{w} {'read no measurable difference' if r.grade == 'no difference' else 'could not tell'}"
                     for w, r in sets if not is_gain(r)]) + ")" if compiled and unresolved else "")
-    held += (f"; its cold compile pays back after about {fmt_count(steps)} steps ({gained[0][0]} turns)"
-             if steps else "")
+    held += (f"; its cold compile pays back after about {fmt_count(min(steps.values()))}"
+             + (f"–{fmt_count(max(steps.values()))}" if len(steps) > 1 else "")
+             + f" steps ({_and(list(steps))} turns)" if steps else "")
     head.append(f"  so what paid: {paid} made the step measurably faster, in turns{both}{held}" if paid else
                 f"  so what paid: no change timed here made the step measurably faster{held}")
     if restored:  # the fix removes a cost the monitoring added: it gives back speed, it does not add any

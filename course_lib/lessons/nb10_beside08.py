@@ -34,22 +34,27 @@ SHORT_SETS = {"08's section 4 (2 micro-batches)": "08's section 4", "09's": "09'
 
 
 def _swing(ran08: Mapping[str, dict] | None, ran09: Mapping[str, dict] | None, as_08: Timing | None,
-           readings: Mapping[str, Timing | None], short: bool = False) -> str:
-    """Beside the gap between the notebooks' rates of 08's step: how far this notebook's own eager step swung across
-    its sets of turns (`readings`, where: Timing), in one process (`short`: one clause, the sets unnamed); '' with
-    fewer than two readings."""
+           readings: Mapping[str, Timing | None], short: bool = False, own08: float = 1.0) -> str:
+    """Beside the gap between the notebooks' rates of 08's step: the widest swing one process showed, this notebook's
+    own eager step across its sets of turns (`readings`, where: Timing) or 08's own readings of its step (`own08`,
+    fastest over slowest) (`short`: one clause, the sets unnamed); '' where neither has two readings."""
     got = {w: t for w, t in readings.items() if t is not None}
     rates = [r for r in (_rate(ran08, "eager, written-out attention"), _rate(ran09, WHOLE_STEP),
                          as_08.rate if as_08 is not None else None) if r]
-    if len(got) < 2 or len(rates) < 2:
+    swings = {"08's own readings of this step": own08}
+    if len(got) >= 2:
+        swings["this notebook's own eager step"] = (max(t.median_s for t in got.values())
+                                                    / min(t.median_s for t in got.values()))
+    who, swing = max(swings.items(), key=lambda kv: kv[1])
+    if swing <= 1.0 or len(rates) < 2:
         return ""
-    swing = max(t.median_s for t in got.values()) / min(t.median_s for t in got.values())
     gap = max(rates) / min(rates)
     if short:
-        return (f", {'within' if gap <= swing else 'beyond'} the {swing:.2f}× this notebook's own eager step swung in one "
-                "process; the cause is not measured")
-    return (f"; this notebook's own eager step, in one process, read {swing:.2f}× apart across {_and(list(got))}: the "
-            "notebooks' gap " + ("lies within" if gap <= swing else "exceeds") + " the swing one process shows")
+        return (f", {'within' if gap <= swing else 'beyond'} the {swing:.2f}× {who} "
+                f"{'span' if who.startswith('08') else 'swung'} in one process; the cause is not measured")
+    where = f" across {_and(list(got))}" if who.startswith("this") else ""
+    return (f"; {who}, in one process, read {swing:.2f}× apart{where}: the notebooks' gap "
+            + ("lies within" if gap <= swing else "exceeds") + " the widest swing one process shows")
 
 
 def _rate(rows: Mapping[str, dict] | None, key: str) -> float | None:
@@ -159,8 +164,10 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
     full = paced(ran08, ran09, as_08, probe)  # the same, with the sets named and the arithmetic, under details
     if full and UNPACED in full:  # a gap the probe does not explain: set beside the swing one process shows
         swung = {"section 2": before, "section 3": eager, **(later or {})}
-        probed += _swing(ran08, ran09, as_08, swung, short=True)
-        full += _swing(ran08, ran09, as_08, swung)
+        own = [r.then for r in mine if "(08" in r.quantity and "long run" not in r.quantity]  # 08's own readings
+        span = max(own) / min(own) if len(own) > 1 else 1.0
+        probed += _swing(ran08, ran09, as_08, swung, short=True, own08=span)
+        full += _swing(ran08, ran09, as_08, swung, own08=span)
     moments = ("by the rule for two moments alone (2.5×, what a machine's pace can move), "
                + (f"the notebooks differ on: {'; '.join(differ)}" if differ else
                   "no reading of 08's (or 09's) is told apart from this notebook's"))
@@ -175,7 +182,8 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
                if table else "", _table(table) if table else "",
                _after_compile(ran08, eager, compiled),
                _part_in_09(ran09, gpt, profile, batch, {"section 2": before, "section 3": eager, **(later or {})}, as_08),
-               *_same_step(mine, as_08 is not None), _mfu(ran08, as_08, gpt, peak),
+               *_same_step(mine, as_08 is not None),
+               _mfu([r.then for r in mine if "(08" in r.quantity and "long run" not in r.quantity], as_08, gpt, peak),
                cost.verdict("08's step over this notebook's eager written-out step, in speed, in section 3's turns")
                if cost is not None else "",
                "08's step: gradient clipping, AdamW's two parameter groups, its learning-rate schedule; one micro-batch a "
@@ -258,25 +266,19 @@ def _same_step(mine: list[Row], timed_here: bool) -> list[str]:
     return lines
 
 
-MFU_08 = {"MFU vs measured matmul peak": "section 4", "MFU vs the peak's matmul, same turns":
-          "section 5, beside the peak's matmul", "long run: MFU vs measured peak": "its long run"}  # 08's MFU rows
-
-
-def _mfu(ran08: Mapping[str, dict], as_08: Timing | None, gpt: GPTConfig, peak: float | None) -> str:
+def _mfu(own: list[float], as_08: Timing | None, gpt: GPTConfig, peak: float | None) -> str:
     """08's step timed here (`as_08`) as MFU, by 08's count of FLOPs a token (6N + 12·L·T·C) over the stored peak
-    (`peak`, FLOP/s, the one 08 divides by), beside 08's MFU rows of its written-out step ('' where either is
-    missing)."""
+    (`peak`, FLOP/s, the one 08's MFU divides by), beside 08's own readings of that step (`own`, ktok/s) over the
+    same peak ('' where the step or the peak is missing)."""
     if as_08 is None or as_08.rate is None or not peak:
         return ""
     with torch.device("meta"):  # the count needs the parameters' shapes, not their values
-        per_token = GPT(dataclasses.replace(gpt, sdpa=False)).flops_per_token()
+        per_token = GPT(gpt).flops_per_token()
     mfu = lambda rate: f"{rate * per_token / peak:.1%}"  # noqa: E731
-    own = [f"{ran08[k]['value']:.1f}% ({where})" for k, where in MFU_08.items()
-           if k in ran08 and str(ran08[k].get("note", "")).startswith("eager, written-out attention")]
     return (f"08's step as MFU (08's count, 6N + 12·L·T·C = {per_token:,} FLOPs a token, over the stored peak, "
             f"{fmt_rate(peak, 'FLOP/s')}, that 08 divides by): here {mfu(as_08.rate)} ({mfu(as_08.rate_lo)}–"
-            f"{mfu(as_08.rate_hi)})" + (f"; 08's own readings of it: {', '.join(own)}: each at its moment, as the "
-                                          "rates above" if own else ""))
+            f"{mfu(as_08.rate_hi)})" + (f"; 08's own readings of it above, over the same peak: {mfu(1e3 * min(own))}–"
+                                          f"{mfu(1e3 * max(own))}, each at its moment" if own else ""))
 
 
 def _groups(own: list[float]) -> str:

@@ -11,29 +11,10 @@ from typing import Iterable, Mapping, Sequence
 from course_lib import report, verdicts
 from course_lib.bench import Ratio, Timing
 from course_lib.units import fmt_time
+from course_lib.verdicts import in_short, kept  # noqa: F401  re-exported: one home, shared with 08
 
 NB = "10_compile_and_profile"
 SWING = 1.1  # eager readings this far apart get a line saying which is typical is not measured
-
-
-def in_short(short: str | Sequence[str], details: Iterable[str], keep: dict[str, list[str]] | None = None,
-             under: str = "") -> str:
-    """'in short: `short`' (a sequence: one finding a line, aligned under the first), then every non-empty line
-    of `details` indented under 'details:'. With `keep`, the details are kept there under `under` (a section's
-    name) for the appendix (:func:`kept`), and one line says where they are."""
-    found = [short] if isinstance(short, str) else [s for s in short if s]
-    lines = [ln for d in details if d for ln in d.splitlines() if ln.strip()]
-    head = [f"in short: {found[0]}", *(f"{' ' * len('in short: ')}{s}" for s in found[1:])]
-    if keep is not None and lines:
-        keep[under] = lines
-        return "\n".join(head + [f"  (every verdict in full, with its notes: the appendix, {under})"])
-    return "\n".join(head + (["  details:", *(f"    {ln}" for ln in lines)] if lines else []))
-
-
-def kept(details: Mapping[str, Sequence[str]]) -> str:
-    """The details :func:`in_short` kept, section by section in the order they ran ('' where none were)."""
-    return "\n".join(ln for under, lines in details.items() if lines
-                     for ln in [f"{under}:", *(f"  {ln}" for ln in lines)])
 
 
 def sync_short(gain: Ratio | None, waits: int, device_type: str, reads: float | None = None) -> list[str]:
