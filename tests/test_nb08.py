@@ -540,6 +540,11 @@ def test_busy_parts_bounds_what_the_sampler_and_accumulation_change_and_names_th
     wide = bench.rate_ratio(_turns("sampled", [0.07, 0.13, 0.1, 0.08, 0.12]), plain, "the sampler")
     assert "too noisy to tell: the sampler or accumulating 2 micro-batches could change the rate by as much as" in (
         nb08.busy_parts(wide, accum, apart, 2))
+    mid = bench.rate_ratio(_turns("sampled", [0.088, 0.112, 0.1, 0.092, 0.108]), plain, "the sampler")  # up to ~15 %
+    far = bench.rate_ratio(two, _turns("section 4", [0.13, 0.131, 0.132], turns_id="s4", work=200))  # 0.66x its pace
+    assert nb08.busy_parts(mid, accum, far, 2).splitlines()[-1].endswith(
+        "ran at 0.66× the pace section 4 measured (two moments), a move larger than both could make: most of the gap "
+        "between these MFUs and section 4's goes with that move of the same step's pace, whose cause is not measured")
 
 
 def test_attention_sum_multiplies_one_layer_by_the_layers_and_micro_batches():

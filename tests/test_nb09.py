@@ -287,7 +287,8 @@ def test_step_in_08_sets_08s_whole_step_beside_this_part_of_it():
                            turns_id="t")
     assert nb09.step_in_08(None, (whole, part), c.batch, gpt) == ""
     first, second = nb09.step_in_08(row, (whole, part), c.batch, gpt).splitlines()
-    assert "the part is shorter than the whole, as it must be" in first and "alone took 88.2% of the whole step (which includes clipping and AdamW), its paired range 87.8%–88.6%" in first
+    assert "the part is shorter than the whole, as it must be" in first and "alone took 88.2% of the whole step (the median of the paired turns' ratios; the whole step includes " \
+        "clipping and AdamW), its paired range 87.8%–88.6%" in first
     # a digit more than whole percent, since at whole percent the median would print as an end (88%, 88%–89%)
     assert second.startswith("notebook 08 recorded a whole training step") and "the whole step here: 172.0 ms" in second
     assert "14.6 (14.05–14.7) ktok/s" in second and "the whole step here: 172.0 ms (170.0–175.0), 11.91 (11.7–12.05) ktok/s" in second

@@ -1052,6 +1052,11 @@ def test_short_lines_say_what_each_section_found_and_where_two_sets_of_turns_dis
     assert nb10.sync_short(same, 53, "cpu", reads=0.000163)[-1].endswith(
         "; the profiler puts the reads at 0.02% of the step, far less than turns can resolve")
     assert "profiler" not in nb10.sync_short(same, 53, "cuda", reads=0.3)[-1]
+    costs = Ratio("no logging vs keeping values", 1.02, 1.01, 1.03, rounds=9, coverage=0.96, drift=0.005)
+    assert nb10.sync_short(same, 53, "cpu", plain=costs)[-1] == (  # the norms' own cost, in short where it shows
+        f"the plain step without logging, against the one keeping its values: {costs.brief} (the norms computed each "
+        "step, read or not)")
+    assert len(nb10.sync_short(same, 53, "cpu", plain=same)) == len(nb10.sync_short(same, 53, "cpu"))  # none: no line
     from course_lib import report
     rep = report.Report("10_compile_and_profile", "gpu", "cpu")
     rep.meta.update(device="NVIDIA Test GPU", device_type="cuda")
@@ -1352,7 +1357,12 @@ def test_paced_takes_each_sets_pace_out_of_08s_step():
     # 25,000 tok/s × 24 ms = 600; 26,000 × 23 ms = 598; 2048 / 65 ms × 19 ms = 599
     assert said == ("08's step in the turns of 08's section 4 (2 micro-batches), 09's and this notebook's section 3: "
                     "1.26× apart in rate, 1.00× once each set's pace probe is taken out (its rate × the probe's time in "
-                    "the same turns, tokens per probe: 600, 598, 599): the pace probe takes the gap away (within 1.1×)")
+                    "the same turns, tokens per probe: 600, 598, 599): the pace probe takes the gap away (within 1.1×, "
+                    "the quartiles' far ends too)")
+    spread = {**ran08, "pace probe, section 4's turns": {"value": 24.0, "unit": "ms", "spread": [22.0, 27.0]}}
+    wide = nb10_beside08.paced(spread, ran09, here, probe, short=True)  # 08's probe read 22-27 ms: 550-675 tokens
+    assert wide.endswith("1.00× with each set's pace taken out: within 1.1× at the medians, up to 1.14× at the "
+                         "quartiles' far ends: not settled")  # 675 / (2048 / 66 ms × 19 ms = 590): 1.14x
     apart = nb10_beside08.paced(ran08, ran09, here, _t("p", 0.025))  # the probe held, the step did not
     assert apart.endswith("1.26× apart in rate, 1.32× once each set's pace probe is taken out (its rate × the probe's "
                           "time in the same turns, tokens per probe: 600, 598, 788): a gap the probe does not take away, "
@@ -1470,5 +1480,6 @@ def test_beside_08_reads_08s_step_timed_here_as_mfu_beside_08s_own():
     step = bench.timing_of([0.0700] * 5, name="08's step", device="cpu", work=2048, unit="tok/s")  # 29.26 ktok/s
     said = _mfu([28.5, 23.9, 25.8], step, gpt, 410e9)  # 08's readings, ktok/s: one peak for all
     assert "6N + 12·L·T·C = 5,743,104 FLOPs a token" in said and "here 41.0% (41.0%–41.0%)" in said  # 29.26e3 × 5.74e6 / 410e9
-    assert said.endswith("08's own readings of it above, over the same peak: 33.5%–39.9%, each at its moment")
+    assert said.endswith("08's answer's readings (its step of 2 micro-batches, the long run's included), over the same "
+                         "peak: 33.5%–39.9%, each at its moment")
     assert _mfu([], step, gpt, None) == "" and _mfu([28.5], None, gpt, 410e9) == ""

@@ -257,6 +257,12 @@ def busy_parts(sampler: Ratio, accum: Ratio | None, apart: Ratio | None, n_micro
         return "\n".join(lines + [f"verdict: {' and '.join(moved)} changed the step's rate here, beyond the spread"
                                   f"{rest}: so the gap between these MFUs and section 4's is not this part's alone"])
     bound = math.prod(max(r.hi, 1 / r.lo) for r, _ in named) - 1  # their intervals' far ends together, as a change
+    if bound > BOUND and apart is not None and not apart.within_noise and max(apart.value, 1 / apart.value) - 1 > bound:
+        return "\n".join(lines + [  # wide, but the same step's own move is wider still: that move carries the gap
+            f"verdict: {' and '.join(w for _, w in named)} could change the rate by up to {bound:.1%} (the far ends of "
+            f"their intervals, together); section 4's step itself, timed again in these turns, ran at {apart.value:.2f}× "
+            "the pace section 4 measured (two moments), a move larger than both could make: most of the gap between "
+            "these MFUs and section 4's goes with that move of the same step's pace, whose cause is not measured"])
     if bound > BOUND:
         return "\n".join(lines + [f"verdict: too noisy to tell: {' or '.join(w for _, w in named)} could change the "
                                   f"rate by as much as {bound:.{1 if f'{bound:.1%}' != f'{BOUND:.1%}' else 2}%} (both at the "

@@ -404,8 +404,8 @@ def step_in_08(row: dict | None, pair: Sequence[Timing], batch: int, gpt: GPTCon
     vs4 = report.rate_vs_row(as_rate, sec4) if sec4 else None
     return "\n".join([
         f"08's whole step{how}, timed here in turns with its forward and backward: {ms(whole)} and {ms(part)}; forward "
-        f"and backward alone took {share.value:.{pct}%} of the whole step (which includes clipping and AdamW), its paired "
-        f"range {share.lo:.{pct}%}–{share.hi:.{pct}%}"
+        f"and backward alone took {share.value:.{pct}%} of the whole step (the median of the paired turns' ratios; the "
+        f"whole step includes clipping and AdamW), its paired range {share.lo:.{pct}%}–{share.hi:.{pct}%}"
         + (f" (the two medians' ratio, unpaired: {share.medians:.{pct}%})" if share.medians_apart else "") + f": {said}",
         f"{head} (its section 5, {'no utilisation sampler' if row.get('sampler') is False else 'the utilisation sampler running'}); "
         f"the whole step here: {ms(whole)}, "

@@ -228,17 +228,19 @@ def counter_line(counter: SyncCounter, what: str) -> str:
 
 
 def sync_verdict(gain: Ratio | None, waits: int, device: str, device_type: str, also: Sequence[str] = (),
-                 reads: float | None = None, keep: dict[str, list[str]] | None = None) -> str:
+                 reads: float | None = None, keep: dict[str, list[str]] | None = None,
+                 plain: Ratio | None = None) -> str:
     """This run's block first: what section 2 found in one line (:func:`sync_short`), then under 'details:' the
     verdict on keeping the logged values on the device, the lines `also` gives (the cell's other verdicts and
     notes), on a CPU why the reads cost little (none of it when the steps were not timed; `reads`: their share of
     the profiled step); then, off a GPU, the reference GPU's timings under a heading of their own. `keep`: the
-    details go there, for the appendix (:func:`in_short`)."""
+    details go there, for the appendix (:func:`in_short`). `plain`: the plain step against the one keeping its
+    values, in the same turns: where clear, what the logging costs besides its reads, in short too."""
     lines = [gain.verdict(f"keeping the {waits} values per step on the device", on=device)] if gain is not None else []
     lines += also
     if gain is not None and device_type == "cpu":
         lines.append("(on a CPU, ops run as they are called, so a value is ready when it is read)")
-    blocks = [in_short(sync_short(gain, waits, device_type, reads), lines, keep, "section 2")
+    blocks = [in_short(sync_short(gain, waits, device_type, reads, plain), lines, keep, "section 2")
               if gain is not None else ""]
     if device_type != "cuda":  # what the reference GPU measured of the same two steps, a block of its own
         blocks.append("\n".join(filter(None, reference_sync())))

@@ -17,7 +17,8 @@ NB = "10_compile_and_profile"
 SWING = 1.1  # eager readings this far apart get a line saying which is typical is not measured
 
 
-def sync_short(gain: Ratio | None, waits: int, device_type: str, reads: float | None = None) -> list[str]:
+def sync_short(gain: Ratio | None, waits: int, device_type: str, reads: float | None = None,
+               plain: Ratio | None = None) -> list[str]:
     """Section 2's findings, one a line: the synchronising calls each logging step makes, what keeping the values
     on the device changed here (`gain`, None where not timed) and, off a GPU, whether any GPU run resolved what the
     reads cost (the reference's own figures stand below, under their heading). `reads`: off a GPU, the reads'
@@ -26,6 +27,9 @@ def sync_short(gain: Ratio | None, waits: int, device_type: str, reads: float | 
             "keeping them, timed in turns here: " + (gain.brief if gain is not None else "not timed")
             + (f"; the profiler puts the reads at {reads:.2%} of the step, far less than turns can resolve"
                if reads is not None and device_type != "cuda" and gain is not None and not gain.clear else "")]
+    if plain is not None and plain.clear:  # what the logging costs besides its reads: the norms themselves
+        said.append(f"the plain step without logging, against the one keeping its values: {plain.brief} (the norms "
+                    "computed each step, read or not)")
     ref = _recorded("keeping values vs reading values") if device_type != "cuda" else None
     if ref is not None and not ref.clear:
         said.append("no GPU run of this course has yet resolved what the reads cost a training step (the reference "
