@@ -44,6 +44,11 @@ logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
 with contextlib.redirect_stderr(io.StringIO()):
     from torch.utils import benchmark  # noqa: E402
 
+try:
+    import resource  # Unix: the process's page faults, counted around each timed block
+except ImportError:  # Windows
+    resource = None
+
 from course_lib import units
 from course_lib.verdicts import Ratio, median_interval, ratio_of  # noqa: F401  bench.Ratio and bench.ratio_of, as notebooks say
 from course_lib.device import cpu_name
@@ -74,6 +79,7 @@ class Timing:
     q3_s: float | None = None  # third quartile
     samples: tuple[float, ...] = ()  # seconds per call in each round, in round order
     turns_id: object = None  # the turn-taking run the samples come from: equal ids pair round by round
+    faults: float | None = None  # minor page faults per call, the median over the turns (None: not counted)
 
     @property
     def lo_s(self) -> float:
@@ -248,6 +254,12 @@ def timing_of(times: Sequence[float], *, name: str, device: torch.device | str,
                   tuple(float(t) for t in times), turns_id)
 
 
+def minor_faults() -> int | None:
+    """The process's minor page faults so far: pages the OS mapped in at their first touch, as when the memory
+    allocator takes memory fresh from the system (None where Python cannot read the count: Windows)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt if resource is not None else None
+
+
 def time_without_sync(fn: Callable[[], object], repeats: int = 10) -> float:
     """The classic mistake, kept for demonstration: wall clock around async work.
 
@@ -300,7 +312,8 @@ _TURNS = itertools.count(1)  # ids of time_in_rounds / time_in_turns runs (Timin
 def turns(fns: dict[str, Callable[[], object]], *, rounds: int, block_s: float | None = None,
           number: int | dict[str, int] | None = None, warmup: int = 2,
           device: torch.device | str | None = None, block_warmup: bool = True,
-          untimed: Mapping[str, int] | None = None) -> dict[str, list[float]]:
+          untimed: Mapping[str, int] | None = None,
+          faults: dict[str, list[float]] | None = None) -> dict[str, list[float]]:
     """Seconds per call of each function in each of `rounds` rounds; in every round each
     function runs one block of calls, so that a slow spell of the machine falls on all of them
     alike instead of on whichever ran during it. Round r starts at the r-th function (the order
@@ -318,7 +331,8 @@ def turns(fns: dict[str, Callable[[], object]], *, rounds: int, block_s: float |
 
     `untimed[name]`: calls of that function made, untimed, just before each of its blocks; for a
     function with work in the background between its turns (a DataLoader's workers prepare batches
-    while the others have theirs), enough calls to use up what that work left ready."""
+    while the others have theirs), enough calls to use up what that work left ready. `faults`: where given, the
+    minor page faults per call of each block (:func:`minor_faults`), by function, in round order."""
     untimed = dict(untimed or {})
     if set(untimed) - set(fns) or any(n < 0 for n in untimed.values()):
         raise ValueError(f"untimed calls need functions of this run and counts >= 0, got {untimed}.")
@@ -355,15 +369,18 @@ def turns(fns: dict[str, Callable[[], object]], *, rounds: int, block_s: float |
         for name, fn in order[r % len(order):] + order[:r % len(order)]:
             for _ in range(untimed.get(name, 0)):  # what its background work left ready, used up
                 fn()
+            before = minor_faults() if faults is not None else None
             if name in timers:
                 times[name].append(timers[name].timeit(number=numbers[name]).times[0])
-                continue
-            synchronize(device)
-            start = time.perf_counter()
-            for _ in range(numbers[name]):
-                fn()
-            synchronize(device)
-            times[name].append((time.perf_counter() - start) / numbers[name])
+            else:
+                synchronize(device)
+                start = time.perf_counter()
+                for _ in range(numbers[name]):
+                    fn()
+                synchronize(device)
+                times[name].append((time.perf_counter() - start) / numbers[name])
+            if before is not None:  # the Timer's own warm-up calls count in its block's faults
+                faults.setdefault(name, []).append((minor_faults() - before) / numbers[name])
     return times
 
 
@@ -413,9 +430,12 @@ def time_in_turns(fns: dict[str, Callable[[], object]], *, device: torch.device 
             synchronize(device)
             single = time.perf_counter() - start
         calls[name] = 1 if single is None or not min_turn_s else max(1, math.ceil(min_turn_s / max(single, 1e-9)))
-    times = turns(fns, rounds=repeats, number=calls, warmup=0, device=device, block_warmup=False, untimed=untimed)
+    faults: dict[str, list[float]] = {}
+    times = turns(fns, rounds=repeats, number=calls, warmup=0, device=device, block_warmup=False, untimed=untimed,
+                  faults=faults)
     run = next(_TURNS)
-    return [timing_of(ts, name=name, device=device, work=work, unit=unit, turns_id=run)
+    return [dataclasses.replace(timing_of(ts, name=name, device=device, work=work, unit=unit, turns_id=run),
+                                faults=statistics.median(faults[name]) if faults.get(name) else None)
             for name, ts in times.items()]
 
 

@@ -159,6 +159,8 @@ class Report:
                          spread=(item.lo_s * 1e3, item.hi_s * 1e3), setup=setup)
             else:
                 raise TypeError(f"record() takes bench.Timing and bench.Ratio, not {type(item).__name__}.")
+            if isinstance(item, bench.Timing) and item.faults is not None:  # page faults per call, where counted,
+                self.rows[item.name].update(faults=item.faults, work=item.work)  # and the work of a call beside them
             if show:
                 print(item.line(width) if isinstance(item, bench.Timing) else item)
 

@@ -581,3 +581,24 @@ def test_a_place_in_the_round_that_costs_time_widens_the_spread_instead_of_passi
                         block_warmup=False)
     a, b = (bench.timing_of(times[k], name=k, device="cpu", turns_id="aa") for k in "ab")
     assert not bench.speedup(a, b).clear  # fixed order: a always first, "2x slower" in every round
+
+
+@pytest.mark.skipif(bench.minor_faults() is None, reason="page faults are not counted on this OS")
+def test_time_in_turns_counts_each_calls_page_faults():
+    import numpy as np
+
+    kept = np.ones(1 << 21)  # 16 MiB, touched once: no new page per call
+
+    def fresh():  # 64 MiB, above glibc's largest threshold for reusing freed blocks: mapped fresh and touched every
+        a = np.empty(1 << 23)  # call, a page fault per 4 KiB page
+        a.fill(1.0)
+
+    touching, fresh_t = bench.time_in_turns({"touching kept memory": lambda: kept.fill(2.0), "fresh memory": fresh},
+                                            device="cpu", warmup=1, repeats=3)
+    assert fresh_t.faults >= 100 and touching.faults < fresh_t.faults / 10  # up to 16,384 pages (fewer where the
+    # system maps larger pages), against none new
+    from course_lib import report
+    rep = report.Report("00_setup_check", "smoke", "cpu")
+    rep.record(fresh_t)
+    assert rep.rows["fresh memory"]["faults"] == fresh_t.faults  # recorded beside the time, with the call's work
+    assert "faults" not in report.Report("00_setup_check", "smoke", "cpu").rows

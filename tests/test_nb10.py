@@ -1367,6 +1367,16 @@ def test_paced_takes_each_sets_pace_out_of_08s_step():
     assert apart.endswith("1.26× apart in rate, 1.32× once each set's pace probe is taken out (its rate × the probe's "
                           "time in the same turns, tokens per probe: 600, 598, 788): a gap the probe does not take away, "
                           "so not the machine's pace as the probe reads it; what sets these readings apart is not measured")
+    counted08 = {**ran08, "eager, written-out attention": {**ran08["eager, written-out attention"], "faults": 9600.0,
+                                                            "work": 4096}}  # 08's slower step: 2 micro-batches, faulting
+    fast = dataclasses.replace(here, faults=0.0)  # here, faster: none
+    counted = nb10_beside08.paced(counted08, ran09, fast, _t("p", 0.025))
+    assert counted.endswith("; page faults per 1,000 tokens (pages the system maps in at first touch): 08's section 4 "
+                            "2,344, section 3 here 0: the slowest reading faulted 2,344 more than the fastest: memory "
+                            "taken fresh from the system each step goes with the slower time here (a candidate cause, not "
+                            "tested)")  # 9,600 faults a step of 4,096 tokens
+    assert nb10_beside08.paced(counted08, ran09, fast, _t("p", 0.025), short=True).endswith(
+        "; the slower readings faulted more pages a step (details)")  # a gap the probe leaves: the candidate, in short
     sdpa09 = {**ran09, nb09.WHOLE_STEP: {**ran09[nb09.WHOLE_STEP], "setup": "batch 16, SDPA"}}  # 08's long run's attention
     assert "09's" not in nb10_beside08.paced(ran08, sdpa09, here, probe)  # another step: not set beside the written-out one
     assert nb10_beside08.paced(ran08, None, None, None) == ""  # one reading with its probe: nothing to set beside
@@ -1483,3 +1493,14 @@ def test_beside_08_reads_08s_step_timed_here_as_mfu_beside_08s_own():
     assert said.endswith("08's answer's readings (its step of 2 micro-batches, the long run's included), over the same "
                          "peak: 33.5%–39.9%, each at its moment")
     assert _mfu([], step, gpt, None) == "" and _mfu([28.5], None, gpt, 410e9) == ""
+
+
+def test_faults_words_set_each_readings_page_faults_beside_its_time():
+    said = nb10.faults_words({"section 2": (0.110, 9600.0), "section 3": (0.095, 0.0), "section 4": (0.097, None)})
+    assert said == ("page faults per step (pages the system maps in at first touch): section 2 9,600, section 3 0: the "
+                    "slowest reading faulted 9,600 more than the fastest: memory taken fresh from the system each step "
+                    "goes with the slower time here (a candidate cause, not tested)")
+    assert nb10.faults_words({"a": (0.1, 10.0), "b": (0.12, 20.0)}).endswith("too few to weigh in a step's time")
+    assert nb10.faults_words({"a": (0.1, 9000.0), "b": (0.12, 100.0)}).endswith(
+        "the slowest reading faulted no more than the fastest: the faults do not go with the step's move here")
+    assert nb10.faults_words({"a": (0.1, 9000.0), "b": (0.12, None)}) == ""  # one reading counted: nothing to set beside

@@ -28,7 +28,7 @@ from course_lib.lessons.nb10_roofline import (ROWS, above_roof, attention_alone,
                                               gelu_compute_set, gelu_placed, gelu_side, kind_table, no_roofline, op_notes, op_table, placement, reference_ridge,
                                               step_readings,
                                               roof_short, roof_verdict, roofs_note)
-from course_lib.lessons.nb10_short import (break_short, compile_again, compile_short, eager_readings,  # noqa: F401
+from course_lib.lessons.nb10_short import (break_short, compile_again, compile_short, eager_readings, faults_words,  # noqa: F401
                                             in_short, kept, probe_clause, sync_short, unconfirmed, unsteady)
 from course_lib.models import GPT, GPTConfig
 from course_lib.profiling import StepSyncs, SyncCounter, dynamo_log

@@ -14,7 +14,7 @@ import torch
 
 from course_lib import bench, profiles, report, verdicts
 from course_lib.lessons.nb09 import PACED, UNPACED, WHOLE_STEP  # 09's key for 08's step; the probe's rule and words
-from course_lib.lessons.nb10_short import in_short
+from course_lib.lessons.nb10_short import faults_words, in_short
 from course_lib.bench import Ratio, Timing, break_even
 from course_lib.models import GPT, GPTConfig
 from course_lib.units import fmt_count, fmt_rate, fmt_time, unit_scale
@@ -75,7 +75,7 @@ def paced(ran08: Mapping[str, dict] | None, ran09: Mapping[str, dict] | None, as
     """08's written-out step with each set of turns' pace taken out: its rate times the pace probe's time in the same
     turns (the tokens it trains in one probe's time), in 08's section 4 (two micro-batches), in 09's turns and here
     (`as_08` and `probe`, section 3's); '' where fewer than two readings have their probe."""
-    got, spans, rates = {}, {}, []  # tokens per probe: the medians', and the far ends the quartiles allow
+    got, spans, rates, faults = {}, {}, [], {}  # tokens per probe: the medians', and the far ends the quartiles allow
     for who, rows, key in (("08's section 4 (2 micro-batches)", ran08, "eager, written-out attention"),
                            ("09's", ran09, WHOLE_STEP)):
         rate, timed = _rate(rows, key), (rows or {}).get(PROBES[who[:2]])
@@ -85,22 +85,30 @@ def paced(ran08: Mapping[str, dict] | None, ran09: Mapping[str, dict] | None, as
             r_lo, r_hi = (rate * v / rows[key]["value"] for v in rows[key].get("spread") or [rows[key]["value"]] * 2)
             p_lo, p_hi = timed.get("spread") or [timed["value"]] * 2
             spans[who] = (r_lo * p_lo / 1e3, r_hi * p_hi / 1e3)
+            row = rows[key]  # page faults per 1,000 tokens, where counted: a step of 2 micro-batches has twice the work
+            faults[SHORT_SETS.get(who, who)] = (1 / rate, 1e3 * row["faults"] / row["work"]
+                                                if row.get("faults") is not None and row.get("work") else None)
     if as_08 is not None and as_08.rate and probe is not None:
         got["this notebook's section 3"] = as_08.rate * probe.median_s
         spans["this notebook's section 3"] = (as_08.rate_lo * probe.lo_s, as_08.rate_hi * probe.hi_s)
         rates.append(as_08.rate)
+        faults[SHORT_SETS.get("this notebook's section 3", "here")] = (
+            1 / as_08.rate, 1e3 * as_08.faults / as_08.work if as_08.faults is not None and as_08.work else None)
     if len(got) < 2:
         return ""
     r, raw = max(got.values()) / min(got.values()), max(rates) / min(rates)
     far = max(spans[a][1] / spans[b][0] for a in spans for b in spans if a != b)  # two readings' quartiles' far ends
     d = 2 if all((round(x, 2) < PACED) == (x < PACED) for x in (r, raw)) else 3  # 1.096x, not 1.10x, 'within 1.1x'
     open_ = r < PACED <= far  # within 1.1x at the medians, but the quartiles of the steps and probes reach past it
+    faulted = faults_words(faults, per="1,000 tokens")  # page faults beside each reading, where counted
     if short:  # one clause for the 'in short' line; the sets named, the arithmetic and the probe's words in the details
         said = (f"within {PACED:g}× at the medians, up to {far:.2f}× at the quartiles' far ends: not settled" if open_
                 else ("they agree" if raw < PACED else "the probe takes the gap away") if r < PACED else
                 "not the machine's pace as the probe reads it")
+        moved = "goes with the slower time" in faulted and (open_ or r >= PACED)  # a measured candidate, where open
         return (f"08's step in {len(got)} sets of turns ({_and([SHORT_SETS.get(w, w) for w in got])}): {raw:.{d}f}× apart "
-                f"in rate, {r:.{d}f}× with each set's pace taken out: {said}")
+                f"in rate, {r:.{d}f}× with each set's pace taken out: {said}"
+                + ("; the slower readings faulted more pages a step (details)" if moved else ""))
     said = (f"within {PACED:g}× at the medians, but the steps' and the probes' quartiles allow up to {far:.2f}×: whether "
             "the probe accounts for the gap is not settled" if open_ else
             ("they agree, in rate and with the pace taken out" if raw < PACED else
@@ -109,7 +117,7 @@ def paced(ran08: Mapping[str, dict] | None, ran09: Mapping[str, dict] | None, as
     sums = (" (its rate × the probe's time in the same turns, tokens per probe: "
             + ", ".join(f"{v:,.0f}" for v in got.values()) + ")")
     return (f"08's step in the turns of {_and(list(got))}: {raw:.{d}f}× apart in rate, {r:.{d}f}× once each set's pace "
-            f"probe is taken out{sums}: {said}")
+            f"probe is taken out{sums}: {said}" + (f"; {faulted}" if faulted else ""))
 
 
 class Row(NamedTuple):

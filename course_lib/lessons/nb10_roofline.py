@@ -17,7 +17,7 @@ import torch
 
 from course_lib import published, report, verdicts
 from course_lib.bench import Ratio, Timing, speedup
-from course_lib.lessons.nb10_short import eager_readings, probe_clause
+from course_lib.lessons.nb10_short import eager_readings, faults_words, probe_clause
 from course_lib.roofline import OpTime, StepOps, intensity, ridge, vs_datasheet
 from course_lib.units import fmt_rate, fmt_time
 
@@ -152,7 +152,8 @@ def step_readings(measured: StepOps, eager: Mapping[str, Timing | None],
     `measured`) where the readings moved."""
     readings = {**eager, "here": measured.step}
     clause = probe_clause(readings, {**(probes or {}), "here": measured.probe})
-    return eager_readings(readings) + (f"\n  {clause}" if clause else "")
+    faults = faults_words({w: (t.median_s, t.faults) for w, t in readings.items() if t is not None})
+    return eager_readings(readings) + "".join(f"\n  {c}" for c in (clause, faults) if c)
 
 
 def op_notes(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, peak_name: str, device_type: str,

@@ -200,6 +200,30 @@ def eager_readings(readings: Mapping[str, Timing | None]) -> str:
                if r >= SWING else ""))
 
 
+FAULTS = 1000  # minor page faults per step: a count below this, a millisecond or so of a step, weighs little
+
+
+def faults_words(named: Mapping[str, tuple[float, float | None]], per: str = "step") -> str:
+    """Where the same step's readings (where -> (its time, minor page faults per `per` or None)) were counted: the
+    faults beside each, and whether the slower readings are the ones that faulted ('' with fewer than two counted).
+    A fault maps in a page the allocator took fresh from the system: a candidate for a step's move, set beside its
+    time, not tested as its cause."""
+    got = {w: (s, f) for w, (s, f) in named.items() if f is not None}
+    if len(got) < 2:
+        return ""
+    (fast_s, fast_f), (slow_s, slow_f) = min(got.values()), max(got.values())
+    listed = ", ".join(f"{w} {f:,.0f}" for w, (_, f) in got.items())
+    least = FAULTS if per == "step" else FAULTS / 2  # per 1,000 tokens: a 2,048-token step's count, halved
+    if max(f for _, f in got.values()) < least:
+        said = f"under {least:,.0f} in every reading, too few to weigh in a step's time"
+    elif slow_f - fast_f >= least:
+        said = (f"the slowest reading faulted {slow_f - fast_f:,.0f} more than the fastest: memory taken fresh from the "
+                "system each step goes with the slower time here (a candidate cause, not tested)")
+    else:
+        said = "the slowest reading faulted no more than the fastest: the faults do not go with the step's move here"
+    return f"page faults per {per} (pages the system maps in at first touch): {listed}: {said}"
+
+
 def probe_clause(readings: Mapping[str, Timing | None], probes: Mapping[str, Timing | None]) -> str:
     """Where the step's readings (where: Timing) moved :data:`SWING` or more from one set of turns to another: the pace
     probe's readings in the same sets (`probes`, by the same names) and the step's time over the probe's, which
