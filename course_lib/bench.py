@@ -44,14 +44,9 @@ logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
 with contextlib.redirect_stderr(io.StringIO()):
     from torch.utils import benchmark  # noqa: E402
 
-try:
-    import resource  # Unix: the process's page faults, counted around each timed block
-except ImportError:  # Windows
-    resource = None
-
 from course_lib import units
 from course_lib.verdicts import Ratio, median_interval, ratio_of  # noqa: F401  bench.Ratio and bench.ratio_of, as notebooks say
-from course_lib.device import cpu_name
+from course_lib.device import cpu_name, minor_faults  # noqa: F401  bench.minor_faults, as tests say
 from course_lib.device import label as device_label
 from course_lib.device import sync as synchronize
 
@@ -252,12 +247,6 @@ def timing_of(times: Sequence[float], *, name: str, device: torch.device | str,
         torch.tensor([0.25, 0.5, 0.75], dtype=torch.float64)).tolist()
     return Timing(name, device_label(device), median, q3 - q1, len(times), work, unit, q1, q3,
                   tuple(float(t) for t in times), turns_id)
-
-
-def minor_faults() -> int | None:
-    """The process's minor page faults so far: pages the OS mapped in at their first touch, as when the memory
-    allocator takes memory fresh from the system (None where Python cannot read the count: Windows)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt if resource is not None else None
 
 
 def time_without_sync(fn: Callable[[], object], repeats: int = 10) -> float:

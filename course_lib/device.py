@@ -435,3 +435,13 @@ def amp_name(device: torch.device | str) -> str:
     """The 16-bit training precision for `device`: "bf16" where bf16 is native, else
     "fp16+GradScaler" (:func:`course_lib.device.bf16_supported`)."""
     return "bf16" if bf16_supported(device) else "fp16+GradScaler"
+
+
+def minor_faults() -> int | None:
+    """The process's minor page faults so far: pages the OS mapped in at their first touch, as when the memory
+    allocator takes memory fresh from the system (None where Python cannot read the count: Windows)."""
+    try:
+        import resource  # Unix only
+    except ImportError:
+        return None
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
