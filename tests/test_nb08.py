@@ -593,3 +593,7 @@ def test_answer_reads_each_line_from_its_section():
 def test_pays_clause_gives_the_break_even_only_where_there_is_a_gain():
     assert nb08.pays_clause(1300.4, 22.4) == "; its cold compile (22.4 s beyond a step's work) pays for itself after about 1,300 steps"
     assert nb08.pays_clause(float("inf"), 22.4) == ""
+    assert nb08.pays_clause(1000.0, 22.4, moved=1.26).endswith(
+        "after about 1,000 steps, by the eager step timed beside it, which read 1.26× its time before the compile: a "
+        "slowed eager step makes the saving look larger (the appendix gives both readings)")
+    assert nb08.pays_clause(1000.0, 22.4, moved=1.05).endswith("after about 1,000 steps")  # under 1.1x: nothing to add

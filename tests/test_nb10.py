@@ -971,10 +971,10 @@ def test_kind_table_sets_section_1s_shares_beside_section_4s():
              "matmul": {"seconds": 0.045, "flops": 1e10, "bytes": 1e8}}
     table = nb10.kind_table(kinds, 0.1, 12.6, "cpu", profiled={"attention": 0.45, "matmul": 0.40, "copy": 0.15})
     rows = table.splitlines()
-    assert "(section 1)" in rows[0] and rows[1].split()[:3] == ["attention", "55.0%", "45.0%"]
+    assert "section 1" in rows[0] and rows[1].split()[:3] == ["attention", "55.0%", "45.0%"]
     assert rows[2].split()[:3] == ["matmul", "45.0%", "40.0%"]
-    assert rows[3].startswith("(section 1): the same step's profile")
-    assert "(section 1)" not in nb10.kind_table(kinds, 0.1, 12.6, "cpu")  # no profile: one column
+    assert rows[3].startswith("share of op time: this section's op timings") and "section 1: the same step's" in rows[3]
+    assert "section 1" not in nb10.kind_table(kinds, 0.1, 12.6, "cpu")  # no profile: one column
 
 
 def test_short_lines_say_what_each_section_found_and_where_two_sets_of_turns_disagree(tmp_path, monkeypatch):
@@ -1437,21 +1437,21 @@ def test_beside_08_says_when_the_probe_leaves_a_gap_the_two_moments_rule_allows(
               "eager, written-out attention": {**ran08["eager, written-out attention"], "value": 36.0,
                                                "spread": [35.9, 36.1]}}
     spans = nb10.beside_08({**ran08, **slower}, gpt, "cpu", 16, written=written, as_08=as_08, probe=probe).splitlines()
-    assert spans[0].endswith(", within the 1.32× 08's own readings of this step span in one process; the cause is not "
-                             "measured")  # 36.0 / 27.3: 08's own readings swing wider than the notebooks' 1.23x gap
+    assert spans[0].endswith("; in rate, 1.23× lies within the 1.32× 08's own readings of this step span in one process; "
+                             "the cause is not measured")  # 36.0 / 27.3: 08's own readings swing wider than the notebooks' 1.23x gap
     gap = nb10.beside_08(slower, gpt, "cpu", 16, written=written, as_08=as_08, probe=probe).splitlines()
     assert gap[0].endswith("not the machine's pace as the probe reads it") and gap[2] == "  details:"  # 756/614: 1.23×
     assert any(ln.startswith("    08's step in the turns of") and "a gap the probe does not take away" in ln for ln in gap)
     assert "in one process" not in gap[0]  # no eager readings here to set the gap beside
     swung = nb10.beside_08(slower, gpt, "cpu", 16, written=written, as_08=as_08, probe=probe, eager=t("eager", 0.0900),
                            before=t("no logging", 0.1120)).splitlines()  # this notebook's eager step: 1.24x apart
-    assert swung[0].endswith(", within the 1.24× this notebook's own eager step swung in one process; the cause is not "
-                             "measured")  # 36.0 / 29.3: 1.23x
+    assert swung[0].endswith("; in rate, 1.23× lies within the 1.24× this notebook's own eager step swung in one process; "
+                             "the cause is not measured")  # 36.0 / 29.3: 1.23x
     assert any(ln.endswith("; this notebook's own eager step, in one process, read 1.24× apart across section 2 and "
                            "section 3: the notebooks' gap lies within the widest swing one process shows") for ln in swung)
     less = nb10.beside_08(slower, gpt, "cpu", 16, written=written, as_08=as_08, probe=probe, eager=t("eager", 0.0900),
                           before=t("no logging", 0.1000)).splitlines()  # 1.11x: less than the notebooks' 1.23x
-    assert ", beyond the 1.11× this notebook's own eager step swung" in less[0]
+    assert "; in rate, 1.23× lies beyond the 1.11× this notebook's own eager step swung" in less[0]
 
     unprobed = nb10.beside_08(ran08, gpt, "cpu", 16, written=written, as_08=as_08).splitlines()  # no probe here
     assert unprobed[0].endswith("no reading of 08's (or 09's) is told apart from this notebook's")  # the rule, up front
@@ -1504,3 +1504,12 @@ def test_faults_words_set_each_readings_page_faults_beside_its_time():
     assert nb10.faults_words({"a": (0.1, 9000.0), "b": (0.12, 100.0)}).endswith(
         "the slowest reading faulted no more than the fastest: the faults do not go with the step's move here")
     assert nb10.faults_words({"a": (0.1, 9000.0), "b": (0.12, None)}) == ""  # one reading counted: nothing to set beside
+
+
+def test_op_notes_bound_the_time_outside_ops_by_the_steps_fast_quartile():
+    slow_spell = StepOps(STEP.ops, _t("step", 0.0060, q1_s=0.0052, q3_s=0.0062), STEP.profiled)  # 5.1 ms of ops
+    said = nb10.op_notes(slow_spell, lambda o: 1.0, of_roof, "p", "cpu")  # 1 - 5.1 / 5.2, not 1 - 5.1 / 6.0 (15 %)
+    assert "at least 1.9% of the step runs outside any op, against the fast quartile" in said
+    fast = StepOps(STEP.ops, _t("step", 0.0060, q1_s=0.0050, q3_s=0.0062), STEP.profiled)  # the ops outlast its quartile
+    assert "so this run cannot bound from below the time outside any op" in nb10.op_notes(fast, lambda o: 1.0, of_roof,
+                                                                                          "p", "cpu")

@@ -50,7 +50,7 @@ def _swing(ran08: Mapping[str, dict] | None, ran09: Mapping[str, dict] | None, a
         return ""
     gap = max(rates) / min(rates)
     if short:
-        return (f", {'within' if gap <= swing else 'beyond'} the {swing:.2f}× {who} "
+        return (f"; in rate, {gap:.2f}× lies {'within' if gap <= swing else 'beyond'} the {swing:.2f}× {who} "
                 f"{'span' if who.startswith('08') else 'swung'} in one process; the cause is not measured")
     where = f" across {_and(list(got))}" if who.startswith("this") else ""
     return (f"; {who}, in one process, read {swing:.2f}× apart{where}: the notebooks' gap "
@@ -389,9 +389,11 @@ def _after_compile(ran08: Mapping[str, dict], eager: Timing | None, compiled: Ti
     vs = [report.rate_vs_row(t, row) for t, row in ((eager, after), (compiled, comp))]
     if not all(v and v[1] > 1 for v in vs):  # not both slower in 08 beyond their quartiles
         return ""
+    uneven = max(vs[0][0], vs[1][0]) / min(vs[0][0], vs[1][0])  # how unevenly the two were slowed, by these readings
     return (f"08's eager and compiled steps after its compile both read slower than here ({vs[0][0]:.2f}×, {vs[1][0]:.2f}× "
-            "as fast here): a slowdown that hit both of 08's steps cancels in 08's paired compile ratio, which compares "
-            "the two within its own turns")
+            "as fast here): the part of a slowdown that hit both alike cancels in 08's paired compile ratio, which compares "
+            "the two within its own turns" + (f"; these readings slowed them {uneven:.2f}× unevenly, a part that need not "
+                                               "cancel (two moments: not measured apart)" if uneven >= 1.02 else ""))
 
 
 def _rates(ran08: Mapping[str, dict], batch: int, eager: Timing | None, written: Timing | None,

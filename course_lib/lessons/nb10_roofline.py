@@ -164,6 +164,7 @@ def op_notes(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, peak_name: s
     per category), which adds up another quantity; and, on each side of the ridge, the groups that ran above their
     roof."""
     op_time, step, profiled = measured.op_seconds, measured.step.median_s, measured.profiled.median_s
+    fast = measured.step.lo_s  # the unprofiled step's fast quartile: a lower bound on time outside ops rests on it
     if device_type == "cuda":
         lines = [f"op times: the GPU kernels and copies each op launched; their sum is {op_time / step:.0%} of the "
                  "whole step without the profiler, the rest the GPU idle, waiting for the CPU to queue work. "
@@ -174,10 +175,11 @@ def op_notes(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, peak_name: s
                  f"{fmt_time(profiled - op_time)} a step outside any op (Python, autograd's bookkeeping, the profiler's and the "
                  "counting's own)",
                  f"  without the profiler, in the same turns: the profiled op time is {op_time / step:.0%} of the unprofiled "
-                 + (f"step ({fmt_time(op_time)} of ops under the profiler, a {fmt_time(step)} step without it): if these "
-                    f"records hold every op, at least {at_least(1 - op_time / step)} of the step runs outside any op (more, "
-                    "since the profiler's cost inside the records makes the ops read long)"
-                    if bounded(op_time / step) else f"step: {unbounded(op_time / step)}")]
+                 + (f"step ({fmt_time(op_time)} of ops under the profiler, a {fmt_time(step)} step without it, "
+                    f"{fmt_time(fast)} at its fast quartile): if these records hold every op, at least "
+                    f"{at_least(1 - op_time / fast)} of the step runs outside any op, against the fast quartile so that a "
+                    "slow spell does not make the bound (more, since the profiler's cost inside the records makes the ops "
+                    "read long)" if bounded(op_time / fast) else f"step: {unbounded(op_time / fast)}")]
         if section1:  # section 1's trace sums another quantity: said once, so that the two totals do not seem to clash
             ops1 = sum(v for k, v in section1.items() if k != "framework")
             lines.append(f"  section 1's trace read {fmt_time(ops1)} of ops a step, this table {fmt_time(op_time)}: section 1 "
@@ -258,6 +260,8 @@ def _computed(compiled: Ratio | None) -> str:
         return f"compiled alone, GELU ran {compiled.brief}: generated code does not compute it faster here"
     if compiled.too_wide:
         return f"compiled alone, GELU read {compiled.brief}: whether the compiled call is faster, these rounds cannot tell"
+    if compiled.grade == "inconclusive":
+        return f"compiled alone, GELU read {compiled.brief}: the turns' drift leaves it open whether the compiled call is faster"
     return (f"compiled alone, GELU read {compiled.brief}: the compiled call (whichever kernel Inductor chose for it, not "
             "inspected here) was no faster")
 
@@ -311,7 +315,7 @@ def kind_table(kinds: Mapping[str, Mapping[str, float]], op_time: float, ridge_:
     time, intensity, achieved rate and side of the ridge `ridge_` (main memory's); with `profiled` (seconds by
     kind in section 1's profile, :func:`course_lib.roofline.profiled_kinds`), that profile's share beside it."""
     whole = sum(profiled.values()) if profiled else 0.0
-    lines = [f"{'kind':<18} {'share of op time':>16}" + (f" {'(section 1)':>11}" if whole else "")
+    lines = [f"{'kind':<18} {'share of op time':>16}" + (f" {'section 1':>11}" if whole else "")
              + f" {'FLOP/B':>8} {'achieved':>14}  vs main memory's ridge, {ridge_:.1f} FLOP/B" + (f" | {device}" if device else "")]
     for kind, k in kinds.items():
         i = intensity(k["flops"], k["bytes"])
@@ -320,9 +324,10 @@ def kind_table(kinds: Mapping[str, Mapping[str, float]], op_time: float, ridge_:
         beside = f" {(profiled or {}).get(kind, 0.0) / whole:>11.1%}" if whole else ""
         lines.append(f"{kind:<18} {k['seconds'] / op_time:>16.1%}{beside} {i:>8.2f} {rate:>14}  {where}")
     if whole:
-        lines.append("(section 1): the same step's profile, each ATen op's own time under the profiler alone; the first "
-                     "column times each op in a range of its own with its FLOPs counted (this section), which slows ops "
-                     "unevenly (how much each: not measured apart)")
+        lines.append("share of op time: this section's op timings, each op in a range of its own with its FLOPs counted; "
+                     "section 1: the same step's profile, each ATen op's own time under the profiler alone. The counting "
+                     "slows ops unevenly (how much each: not measured apart), and the two group ops differently (here "
+                     "an op with what it calls, there each op's own time), so their shares can differ")
     lines.append("(a kind mixes ops of every size, so each is set against main memory's ridge; the op table above "
                  "holds each op against the ridge of its own memory level)")
     if "copy" in kinds:  # another count than section 1's category of the same name
