@@ -746,7 +746,9 @@ def test_the_reference_gpt_is_named_where_its_rows_first_appear(tmp_path, monkey
     said = nb10.reference_gpt()
     assert f"{g.n_layer} layers, width {g.n_embd}, T = {g.block}, batch {g.batch} ({g.batch * g.block:,} tokens" in said
     assert said.startswith("the reference (NVIDIA H100 80GB HBM3) profiled") and "not this run's" in said
-    assert said in nb10.regime({"compute": 0.9, "framework": 0.1}, "cpu")  # said before its first row
+    assert nb10.reference_gpt(short=True) in nb10.regime({"compute": 0.9, "framework": 0.1}, "cpu")  # before its rows
+    assert said.startswith(nb10.reference_gpt(short=True)) and "(the reference ran a different GPT" not in \
+        nb10.reference_gpt(short=True)  # section 1: without the note on the other notebooks' GPTs
 
 
 def test_regime_off_a_gpu_names_the_profilers_cost_and_the_graphs_evidence(tmp_path, monkeypatch):

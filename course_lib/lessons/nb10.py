@@ -195,7 +195,7 @@ def regime(plain: Mapping[str, float], device_type: str) -> str:
             f"bookkeeping, the profiler's own) {python:.1%}: "
             + ("the ops set its time" if ops >= 0.5 else "the time outside any op sets it"))
     label = regime_label(report.reference("10_compile_and_profile")[1])
-    named = f"\n{gpt}" if label and (gpt := reference_gpt()) else ""  # before the reference's first row
+    named = f"\n{gpt}" if label and (gpt := reference_gpt(short=True)) else ""  # before the reference's first row
     return (line + named + (f"\n{label}" if label else "") + "\n"  # the reading without the profiler first
             + published.elsewhere("10_compile_and_profile", ("plain step:",)))
 

@@ -31,16 +31,17 @@ def reference_sizes(device: str | None):
     return None if spec is None else profiles.sizes(NB, "gpu", memory_gib=spec.memory_gib)
 
 
-def reference_gpt() -> str:
+def reference_gpt(short: bool = False) -> str:
     """The GPT the reference run profiled, said once where its rows first appear: its `gpu` sizes for
-    the reference GPU's memory, which are not this run's ('' without a reference run)."""
+    the reference GPU's memory, which are not this run's ('' without a reference run); `short`: without the note
+    on the other notebooks' reference GPTs."""
     device = report.reference_meta(NB).get("device")
     g = reference_sizes(device)
     if g is None:
         return ""
     return (f"the reference ({device}) profiled the gpu profile's GPT: {g.n_layer} layers, width {g.n_embd}, "
             f"T = {g.block}, batch {g.batch} ({g.batch * g.block:,} tokens a step), not this run's; its rows below are "
-            f"that GPT's {reference_gpts()}")
+            f"that GPT's" + ("" if short else f" {reference_gpts()}"))
 
 
 def own_gpt() -> str:
