@@ -1515,3 +1515,17 @@ def test_op_notes_bound_the_time_outside_ops_by_the_steps_fast_quartile():
     fast = StepOps(STEP.ops, _t("step", 0.0060, q1_s=0.0050, q3_s=0.0062), STEP.profiled)  # the ops outlast its quartile
     assert "so this run cannot bound from below the time outside any op" in nb10.op_notes(fast, lambda o: 1.0, of_roof,
                                                                                           "p", "cpu")
+
+
+def test_beside_08_sets_08s_inferred_lead_beside_the_one_timed_here():
+    from course_lib.lessons.nb10_beside08 import INFERRED, _inferred
+    turns = object()
+    t = lambda name, s: bench.timing_of([s * f for f in (0.99, 1.0, 1.0, 1.01, 1.02)], name=name, device="cpu",  # noqa: E731
+                                        work=2048, unit="tok/s", turns_id=turns)
+    compiled, written = t("compiled, default", 0.0990), t("eager, written-out attention", 0.0700)  # 1.41x ahead here
+    row = _inferred({INFERRED: {"value": 1.19, "unit": "×", "spread": [1.19, 1.19]}}, compiled, written)
+    assert row.quantity == "written-out eager over compiled SDPA (08: inferred from two sets of turns; here: paired)"
+    assert row.in_08 == "1.19×" and row.here.startswith("1.41× (") and row.ratio.startswith("1.19×")  # 1.41 / 1.19
+    apart = bench.timing_of([0.07] * 5, name="w", device="cpu", work=2048, unit="tok/s", turns_id=object())
+    assert _inferred({INFERRED: {"value": 1.19}}, compiled, apart) is None  # not in the same turns: no paired lead here
+    assert _inferred({}, compiled, written) is None  # 08 inferred nothing

@@ -168,6 +168,7 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
                         _payback(ran08, cold_s, compile_gain, eager, compiled),
                         _paired("written-out over SDPA, eager", ran08.get("SDPA vs written-out attention, eager"),
                                 attention_gain, inverted=True),
+                        _inferred(ran08, compiled, written),
                         *_rates(ran08, batch, eager, written, compiled, before, as_08, ran09)) if r]
     if not rows:
         return NOT_IN_08
@@ -351,6 +352,21 @@ def _paired(quantity: str, row: dict | None, gain: Ratio | None, inverted: bool 
     theirs = report.recorded_ratio("", {**row, "value": value, "spread": (lo, hi)})  # its value kept inside its range
     return Row(f"{quantity} (paired{f'; 08: its step{micro}' if micro else ''})", theirs.numbers, gain.numbers,
                *_pair(gain.value / theirs.value, gain.lo / theirs.hi, gain.hi / theirs.lo))
+
+
+INFERRED = "written-out eager over compiled SDPA, inferred"  # 08's row: two paired ratios' quotient, two sets of turns
+
+
+def _inferred(ran08: Mapping[str, dict], compiled: Timing | None, written: Timing | None) -> Row | None:
+    """08's inference of the eager written-out step's lead over the compiled SDPA one (the quotient of its two paired
+    ratios over eager SDPA, each in its own turns) beside that lead measured here, the two timed in the same turns."""
+    row = ran08.get(INFERRED)
+    if not row or compiled is None or written is None or compiled.turns_id is None \
+            or compiled.turns_id != written.turns_id:
+        return None
+    here = bench.speedup(compiled, written, "")
+    return Row(f"{INFERRED.split(',')[0]} (08: inferred from two sets of turns; here: paired)", f"{row['value']:.2f}×",
+               here.numbers, *_pair(here.value / row["value"], here.lo / row["value"], here.hi / row["value"]))
 
 
 def _tokens_to_pay(extra_s: float, eager: Timing, gain: Ratio, tokens: float) -> tuple[float, float, float] | None:
