@@ -543,8 +543,8 @@ def test_busy_parts_bounds_what_the_sampler_and_accumulation_change_and_names_th
     mid = bench.rate_ratio(_turns("sampled", [0.088, 0.112, 0.1, 0.092, 0.108]), plain, "the sampler")  # up to ~15 %
     far = bench.rate_ratio(two, _turns("section 4", [0.13, 0.131, 0.132], turns_id="s4", work=200))  # 0.66x its pace
     assert nb08.busy_parts(mid, accum, far, 2).splitlines()[-1].endswith(
-        "ran at 0.66× the pace section 4 measured (two moments), a move larger than both could make: most of the gap "
-        "between these MFUs and section 4's goes with that move of the same step's pace, whose cause is not measured")
+        "read 0.66× the pace section 4 measured: two moments, so no verdict on that move, but a gap that size is more "
+        "than these two parts can explain; what sets these MFUs apart from section 4's is not measured")
 
 
 def test_attention_sum_multiplies_one_layer_by_the_layers_and_micro_batches():
@@ -597,3 +597,11 @@ def test_pays_clause_gives_the_break_even_only_where_there_is_a_gain():
         "after about 1,000 steps, by the eager step timed beside it, which read 1.26× its time before the compile: a "
         "slowed eager step makes the saving look larger (the appendix gives both readings)")
     assert nb08.pays_clause(1000.0, 22.4, moved=1.05).endswith("after about 1,000 steps")  # under 1.1x: nothing to add
+
+
+def test_busy_verdict_gives_the_medians_ratio_where_it_differs_from_the_paired_one():
+    gain = Ratio("g", 2.86, 2.36, 3.07, rounds=5, coverage=0.94, drift=0.03, medians=2.67)
+    busy = Ratio("b", 1.0, 0.999, 1.001, rounds=5, coverage=0.94, drift=0.001)
+    said = nb08.busy_verdict(gain, busy, "1 sequence", "16 sequences", BUSY, MFU)
+    assert said.startswith("verdict: MFU rose 2.86× (2.36–3.07; the median of the paired turns, the two medians' "
+                           "ratio 2.67×) with the larger micro-batch")

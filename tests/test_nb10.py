@@ -612,7 +612,8 @@ def test_beside_08_sets_08s_readings_of_this_gpt_in_one_table_read_by_the_two_mo
     row = {ln.split(" | ")[0].strip(): [c.strip() for c in ln.split(" | ")[1:]] for ln in lines if " | " in ln}
     # no row told apart: the two-moments column gives way to one line under the table
     assert row["cold compile + first step, s (one run)"] == ["24.0", "22.0", "0.92×"] and "two moments" not in table[0]
-    assert "    (two moments: every row under the 2.5× that would tell the notebooks apart)" in lines
+    assert "    (no row told apart: each reading under the 2.5× of two moments, each paired ratio's interval overlapping " \
+        "08's)" in lines
     assert row["compile's speed-up, SDPA (paired)"] == [
         "1.07× (1.04–1.08)", "1.05× (1.03–1.09)", f"{1.05 / 1.07:.2f}× ({1.03 / 1.08:.2f}–{1.09 / 1.04:.2f})"]
     assert row["written-out over SDPA, eager (paired)"][0] == "1.41× (1.35–1.47)"  # 1 / 08's
@@ -668,7 +669,8 @@ def test_beside_08_sets_08s_step_timed_here_beside_08s_and_09s_readings_and_this
                                              "setup": "batch 16, written-out attention"}}
     text = nb10.beside_08(_ran08(), gpt, "cpu", 16, written=written, as_08=as_08, ran09=ran09, account="08's account")
     lines = text.splitlines()
-    assert lines[0].startswith("in short: by the rule for two moments alone (2.5×, what a machine's pace can move), no "
+    assert lines[0].startswith("in short: by the rule for two moments (2.5×, what a machine's pace can move) for readings, "
+                               "and by whether their intervals overlap for paired ratios (the pace cancels within each), no "
                                "reading of 08's (or 09's) is told apart")  # whether the notebooks agree first
     assert lines[1].startswith("          timed in section 3's turns, 08's step (clipping, AdamW's two groups) over this "
                                "notebook's eager written-out step, in speed: 0.97× (")  # then the paired reading
@@ -1433,7 +1435,8 @@ def test_beside_08_says_when_the_probe_leaves_a_gap_the_two_moments_rule_allows(
     assert lines[2] == "  details:"  # the 2.5x rule, which says less than the probe, stands under details
     assert "tokens per probe" not in lines[1] and any(ln.startswith("    08's step in the turns of") and
                                                       "tokens per probe: 664, 614)" in ln for ln in lines)  # its sums
-    assert "    by the rule for two moments alone (2.5×, what a machine's pace can move), no reading of 08's (or 09's) is " \
+    assert "    by the rule for two moments (2.5×, what a machine's pace can move) for readings, and by whether their " \
+        "intervals overlap for paired ratios (the pace cancels within each), no reading of 08's (or 09's) is " \
         "told apart from this notebook's" in lines
     slower = {**{k: v for k, v in ran08.items() if not k.startswith("step, micro-batch")},  # 08's one reading
               "eager, written-out attention": {**ran08["eager, written-out attention"], "value": 36.0,
@@ -1529,3 +1532,27 @@ def test_beside_08_sets_08s_inferred_lead_beside_the_one_timed_here():
     apart = bench.timing_of([0.07] * 5, name="w", device="cpu", work=2048, unit="tok/s", turns_id=object())
     assert _inferred({INFERRED: {"value": 1.19}}, compiled, apart) is None  # not in the same turns: no paired lead here
     assert _inferred({}, compiled, written) is None  # 08 inferred nothing
+
+
+def test_answer_counts_a_compile_gain_under_ten_percent_only_where_a_second_set_confirms_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_RESULTS_DIR", str(tmp_path))  # no reference run
+    small = Ratio("c", 1.09, 1.04, 1.12, rounds=9, coverage=0.96, drift=0.01)  # one set: a gain that may be under 10 %
+    open_ = Ratio("c3b", 1.03, 0.90, 1.20, rounds=9, coverage=0.96, drift=0.05)  # the second set: too wide to tell
+    said = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {nb10.COMPILING: small}, None, "", None,
+                       again=open_, pays_back={"section 3's": 2500.0})
+    assert "so what paid: no change timed here made the step measurably faster; compiling, faster in section 3's turns " \
+        f"({small.brief}), is not counted: a gain under 10% counts once a second set of turns confirms it, and section " \
+        "3b's could not tell (details)" in said and "pays back" not in said.short
+    big = Ratio("c", 1.30, 1.20, 1.40, rounds=9, coverage=0.96, drift=0.01)  # its whole interval past 1.1x: it counts
+    assert "so what paid: compiling (default mode) at 1.30×" in nb10.answer(
+        {"compute": 0.9, "framework": 0.1}, "cpu", {nb10.COMPILING: big}, None, "", None, again=open_)
+
+
+def test_beside_08_reads_two_paired_ratios_by_whether_their_intervals_overlap():
+    from course_lib.lessons.nb10_beside08 import _paired
+    row = {"value": 1.43, "unit": "×", "spread": [1.38, 1.45], "rounds": 5, "coverage": 0.94, "drift": 0.02}
+    apart = _paired("written-out over SDPA, eager", row, Ratio("a", 1.35, 1.26, 1.37, rounds=9, coverage=0.96,
+                                                                drift=0.02))
+    assert apart.verdict == "a difference: the two paired intervals do not overlap (cause not measured)"
+    near = _paired("written-out over SDPA, eager", row, Ratio("a", 1.40, 1.30, 1.50, rounds=9, coverage=0.96, drift=0.02))
+    assert near.verdict == "not told apart: the two paired intervals overlap"

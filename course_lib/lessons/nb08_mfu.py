@@ -52,7 +52,9 @@ def busy_verdict(gain: Ratio, busy: Ratio, small: str, large: str, busy_pct: dic
                  f"stayed at about {busy_pct[large]:.0f} % (a change of {busy.value:.{d}f}×)" if steady else
                  f"fell, {busy.value:.{d}f}× ({busy.lo:.{d}f}–{busy.hi:.{d}f})" if busy.value < 1 else
                  f"rose {busy.value:.{d}f}× ({busy.lo:.{d}f}–{busy.hi:.{d}f}), less than MFU beyond both ranges")
-        return (f"verdict: MFU rose {gain.value:.2f}× ({gain.lo:.2f}–{gain.hi:.2f}) with the larger micro-batch "
+        return (f"verdict: MFU rose {gain.value:.2f}× ({gain.lo:.2f}–{gain.hi:.2f}"
+                + (f"; the median of the paired turns, the two medians' ratio {gain.medians:.2f}×" if gain.medians_apart
+                   else "") + ") with the larger micro-batch "
                 f"({AMORTISED}) while the utilisation reading {moved} ({seen}): a busy reading says the device was occupied, "
                 "not how much of its peak the work used" + (
                     " (on a CPU this reading stayed near 100 % in both steps here: a core running torch's ops counts as "
@@ -260,9 +262,9 @@ def busy_parts(sampler: Ratio, accum: Ratio | None, apart: Ratio | None, n_micro
     if bound > BOUND and apart is not None and not apart.within_noise and max(apart.value, 1 / apart.value) - 1 > bound:
         return "\n".join(lines + [  # wide, but the same step's own move is wider still: that move carries the gap
             f"verdict: {' and '.join(w for _, w in named)} could change the rate by up to {bound:.1%} (the far ends of "
-            f"their intervals, together); section 4's step itself, timed again in these turns, ran at {apart.value:.2f}× "
-            "the pace section 4 measured (two moments), a move larger than both could make: most of the gap between "
-            "these MFUs and section 4's goes with that move of the same step's pace, whose cause is not measured"])
+            f"their intervals, together); section 4's step itself, timed again in these turns, read {apart.value:.2f}× "
+            "the pace section 4 measured: two moments, so no verdict on that move, but a gap that size is more than "
+            "these two parts can explain; what sets these MFUs apart from section 4's is not measured"])
     if bound > BOUND:
         return "\n".join(lines + [f"verdict: too noisy to tell: {' or '.join(w for _, w in named)} could change the "
                                   f"rate by as much as {bound:.{1 if f'{bound:.1%}' != f'{BOUND:.1%}' else 2}%} (both at the "

@@ -63,8 +63,10 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     fits = bool(sets) and 1 < max(r.lo for _, r in sets) <= min(r.hi for _, r in sets)  # one gain fits every set
     replicated = len(gained) >= 2 and fits  # resolved in two sets of turns or more, and no set rules that gain out
     unsettled = again is not None and bool(gained) and bool(flat) and not replicated  # a gain some set did not see
+    alone = len(gained) == 1 < len(sets) and gained[0][1].lo < CONFIRM  # a gain maybe under 10 %, one set of several
     compiled = ({(COMPILING if gained[0][0] == sets[0][0] else f"{COMPILING[:-1]}, {gained[0][0]} turns)"): gained[0][1]}
-                if gained and (replicated or not flat) else {})  # counted where no set contradicts it
+                if gained and (replicated or not flat) and not alone else {})  # counted where no set contradicts it,
+    # and a gain under 10 % only where a second set of turns confirms it (08's 'On your own GPU' asks the same)
     restored = _listed({n: r for n, r in ({"the full batch": fixes.get(FIX)} if not unbacked else {}).items()
                         if r is not None and is_gain(r)}
                        | ({SMALL: small[0]} if small and is_gain(small[0]) and not break_unbacked(*small[:2]) else {}))
@@ -98,7 +100,7 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
         head.append(_waste(kinds, outside, attention, gelu))
     if fixes:
         head += ["  the fixes taught here, each timed in turns:"] + [
-            f"    {_fix_status(name, r, sets=sets, unsettled=unsettled, unbacked=unbacked, cost_only=cost_only)}"
+            f"    {_fix_status(name, r, sets=sets, unsettled=unsettled or alone, unbacked=unbacked, cost_only=cost_only)}"
             + (f"; {SMALL}: {_break_words(*small[:2])}" if small and name == FIX else "")
             for name, r in fixes.items()]
     together = (ran08 or {}).get("compiled vs eager, written-out attention")  # 08 compiled the written-out GPT
@@ -110,6 +112,10 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     steps = {w: n for w, n in steps.items() if n}
     held = (f"; compiling, faster in {_and([w for w, _ in gained])} turns, read no measurable difference in "
             f"{_and(flat)}, so it is not counted here (details)" if gained and flat and not compiled else
+            f"; compiling, faster in {_and([w for w, _ in gained])} turns ({gained[0][1].brief}), is not counted: a gain "
+            f"under {CONFIRM - 1:.0%} counts once a second set of turns confirms it, and "
+            + (_and([f"{w} {'could not tell' if r.grade != 'no difference' else 'read no measurable difference'}"
+                     for w, r in sets if not is_gain(r)])) + " (details)" if alone else
             f"; compiling in {len(gained)} of {len(sets)} sets of turns ({_and([w for w, _ in gained])}; "
             + _and([f"{w} {'read no measurable difference' if r.grade == 'no difference' else 'could not tell'}"
                     for w, r in sets if not is_gain(r)]) + ")" if compiled and unresolved else "")
@@ -285,6 +291,9 @@ def _break_words(fix: Ratio, cost: Ratio) -> str:
     return fix.brief + ("; the break's own cost not resolved there" if break_unbacked(fix, cost) else
                         ", though the .item() GPT ran measurably slower than the plain one there"
                         if break_cost_only(fix, cost) else "")
+
+
+CONFIRM = 1.1  # a compile gain whose interval reaches below this is counted only once two sets of turns resolve it
 
 
 def _fix_status(name: str, r: Ratio | None, sets: Sequence[tuple[str, Ratio]], unsettled: bool, unbacked: bool,

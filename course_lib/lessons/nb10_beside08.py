@@ -186,7 +186,8 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
         span = max(own) / min(own) if len(own) > 1 else 1.0
         probed += _swing(ran08, ran09, as_08, swung, short=True, own08=span)
         full += _swing(ran08, ran09, as_08, swung, own08=span)
-    moments = ("by the rule for two moments alone (2.5×, what a machine's pace can move), "
+    moments = ("by the rule for two moments (2.5×, what a machine's pace can move) for readings, and by whether their "
+               "intervals overlap for paired ratios (the pace cancels within each), "
                + (f"the notebooks differ on: {'; '.join(differ)}" if differ else
                   "no reading of 08's (or 09's) is told apart from this notebook's"))
     up_front = bool(differ) or not probed  # the probe's line, where there is one, says more than the 2.5x rule can
@@ -321,8 +322,8 @@ def _table(rows: list[Row]) -> str:
     widths = [max(len(r[i]) for r in [COLUMNS, *rows]) for i in range(n)]
     line = lambda cells: " | ".join(f"{c:<{w}}" for c, w in zip(cells[:n], widths)).rstrip()  # noqa: E731
     return "\n".join([line(COLUMNS), "-" * len(line(COLUMNS)), *map(line, rows)]
-                     + ([f"(two moments: every row under the {verdicts.APART:g}× that would tell the notebooks apart)"]
-                        if alike else []))
+                     + ([f"(no row told apart: each reading under the {verdicts.APART:g}× of two moments, each paired "
+                         "ratio's interval overlapping 08's)"] if alike else []))
 
 
 def _pair(value: float, lo: float, hi: float) -> tuple[str, str]:
@@ -350,8 +351,11 @@ def _paired(quantity: str, row: dict | None, gain: Ratio | None, inverted: bool 
         value, lo, hi = 1 / value, 1 / hi, 1 / lo
     micro = _micro(row)  # 08's step, where it ran more than one micro-batch: another step than this one
     theirs = report.recorded_ratio("", {**row, "value": value, "spread": (lo, hi)})  # its value kept inside its range
-    return Row(f"{quantity} (paired{f'; 08: its step{micro}' if micro else ''})", theirs.numbers, gain.numbers,
-               *_pair(gain.value / theirs.value, gain.lo / theirs.hi, gain.hi / theirs.lo))
+    ratio, _ = _pair(gain.value / theirs.value, gain.lo / theirs.hi, gain.hi / theirs.lo)
+    overlap = gain.lo <= theirs.hi and theirs.lo <= gain.hi  # each paired in its own turns: pace cancels within each
+    return Row(f"{quantity} (paired{f'; 08: its step{micro}' if micro else ''})", theirs.numbers, gain.numbers, ratio,
+               "not told apart: the two paired intervals overlap" if overlap else
+               "a difference: the two paired intervals do not overlap (cause not measured)")
 
 
 INFERRED = "written-out eager over compiled SDPA, inferred"  # 08's row: two paired ratios' quotient, two sets of turns
