@@ -421,17 +421,17 @@ def test_paired_mfu_text_names_the_turns_and_the_moment():
     said = nb08.paired_mfu_text(swung, "eager, SDPA", "cpu", 0.40, slow)
     assert not nb08.usable(swung) and nb08.usable(mfu) and "too wide to check the MFU above" in said
     assert "reads" not in said  # no MFU range concluded from it
-    # the answer, printed first, follows the same check
+    # the answer, printed after the figures, follows the same check
     best = dataclasses.replace(step, name="compiled, SDPA")
     assert nb08.mfu_answer(best, [0.377, 0.369, 0.382], mfu, 0.45, held) == (
         "answer so far: compiled, SDPA reaches 37.7% MFU (quartiles 36.9%–38.2%) of the measured peak; the peak's "
-        "matmul held its stored pace in the same-turns check below, which timed another version of the step")
+        "matmul held its stored pace in the same-turns check above, which timed another version of the step")
     same_step = bench.ratio_of("step", 1.0, 0.98, 1.02)  # the check timed this very step, which kept its pace
     assert nb08.mfu_answer(best, [0.377, 0.369, 0.382], mfu, 0.45, held, same_step).endswith(
-        "; the same-turns check below agrees")
+        "; the same-turns check above agrees")
     assert nb08.mfu_answer(best, [0.377, 0.369, 0.382], mfu, 0.45, slow).startswith(
         "answer so far: compiled, SDPA, 37.7%–45.0% MFU of the measured peak across its readings, each at one moment: in "
-        f"section 4's turns (the recorded row) 37.7% (quartiles 36.9%–38.2%); in the later turns printed below, "
+        f"section 4's turns (the recorded row) 37.7% (quartiles 36.9%–38.2%); in the later turns printed above, "
         f"45.0% over the stored peak ({mfu.value:.1%} over those turns' own matmul)")  # one peak for the range
     assert nb08.mfu_answer(best, [0.377, 0.369, 0.382], mfu, 0.45, held, later=True).endswith(
         "; section 6's long run reads this step again, and its answer includes that reading")

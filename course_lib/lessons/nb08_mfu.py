@@ -156,7 +156,7 @@ def fastest_seen(t: Timing, mfu: Sequence[float]) -> str:
 
 def mfu_answer(best: Timing | None, best_mfu: Sequence[float] | None, mfu: Ratio, stored: float, matmul: Ratio,
                step: Ratio | None = None, later: bool = False) -> str:
-    """Section 5's answer in one line, before the figures it rests on: the fastest step's MFU against the
+    """Section 5's answer in one line, after the figures it rests on: the fastest step's MFU against the
     measured peak where the same-turns check lets it stand, else the range of the readings; '' without
     a step (`best` None). `later`: the long run (section 6) times the same step and gives the final answer."""
     if best is None or best_mfu is None:
@@ -165,22 +165,22 @@ def mfu_answer(best: Timing | None, best_mfu: Sequence[float] | None, mfu: Ratio
     more = "; section 6's long run reads this step again, and its answer includes that reading" if later else ""
     if status == "range" and later:  # the readings so far, each one moment's; section 6 answers with their range
         return (f"MFU of {best.name} so far, each reading at one moment: {best_mfu[0]:.1%} in section 4's turns (the "
-                f"recorded row; quartiles {best_mfu[1]:.1%}–{best_mfu[2]:.1%}); in the later turns printed below, "
+                f"recorded row; quartiles {best_mfu[1]:.1%}–{best_mfu[2]:.1%}); in the later turns printed above, "
                 f"{stored:.1%} over the stored peak ({mfu.value:.1%} over those turns' own matmul). Section 6's long "
                 "run reads this step again and answers with the range of every reading over the stored peak")
     if status == "range":
         lo, hi = min(best_mfu[0], *readings), max(best_mfu[0], *readings)  # each over the stored peak
         return (f"answer so far: {best.name}, {lo:.1%}–{hi:.1%} MFU of the measured peak across its readings, each at one "
                 f"moment: in section 4's turns (the recorded row) {best_mfu[0]:.1%} (quartiles {best_mfu[1]:.1%}–"
-                f"{best_mfu[2]:.1%}); in the later turns printed below, {stored:.1%} over the stored peak "
+                f"{best_mfu[2]:.1%}); in the later turns printed above, {stored:.1%} over the stored peak "
                 f"({mfu.value:.1%} over those turns' own matmul){more}")
     return (f"answer so far: {best.name} reaches {best_mfu[0]:.1%} MFU (quartiles {best_mfu[1]:.1%}–{best_mfu[2]:.1%}) "
-            "of the measured peak; " + ("the same-turns check below agrees" if status == "stands" and step is not None
-                                        else "the peak's matmul held its stored pace in the same-turns check below, which "
+            "of the measured peak; " + ("the same-turns check above agrees" if status == "stands" and step is not None
+                                        else "the peak's matmul held its stored pace in the same-turns check above, which "
                                         "timed another version of the step" if status == "stands" else
-                                        "the same-turns check below could not check it: the matmul's pace in its turns was too "
+                                        "the same-turns check above could not check it: the matmul's pace in its turns was too "
                                         "wide to tell" if status == "matmul too wide" else
-                                        "the same-turns check below was too wide to check it") + more)
+                                        "the same-turns check above was too wide to check it") + more)
 
 
 def paired_mfu_text(mfu: Ratio, what: str, device: str, stored: float, matmul: Ratio,
