@@ -214,8 +214,7 @@ class Ratio:
         table), so that medians printed above a verdict do not seem to contradict it."""
         if self.medians is None:
             return False
-        across = (self.medians - 1) * (self.value - 1) < 0 and abs(math.log(self.medians)) > math.log(1.005)
-        return across or abs(math.log(self.medians / self.value)) > math.log(1.02)  # or 2 % or more apart
+        return self._medians_other_side or abs(math.log(self.medians / self.value)) > math.log(1.02)  # or 2 % or more apart
 
     @property
     def statistic(self) -> str:
@@ -273,8 +272,13 @@ class Ratio:
     def medians_across(self) -> bool:
         """True when the two medians' ratio, unpaired, lies on the other side of 1 from the paired median (each by
         0.5 % or more): read alone, the medians would put the two the other way round."""
-        return (self.medians is not None and (self.medians - 1) * (self.value - 1) < 0
-                and min(abs(math.log(self.medians)), abs(math.log(self.value))) > math.log(1.005))
+        return self.medians is not None and self._medians_other_side and abs(math.log(self.value)) > math.log(1.005)
+
+    @property
+    def _medians_other_side(self) -> bool:
+        """The two medians' ratio lies on the other side of 1 from the paired median, 0.5 % or more from 1 (with
+        :attr:`medians` set): the one test behind :attr:`medians_apart` and :attr:`medians_across`."""
+        return (self.medians - 1) * (self.value - 1) < 0 and abs(math.log(self.medians)) > math.log(1.005)
 
     def verdict(self, what: str = "", on: str = "") -> str:
         """The one line that says what this comparison shows, graded by :attr:`grade` (``str()``

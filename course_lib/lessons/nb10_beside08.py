@@ -174,6 +174,7 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
         return NOT_IN_08
     c08 = profiles.sizes("08_transformer", profile)
     mine = [r for r in rows if r.quantity.startswith(STEP_08)]  # 08's step: one line, not one row per reading
+    in_08 = [r for r in mine if "(08" in r.quantity]  # 08's own readings of it, its long run's included
     table = [r for r in rows if r not in mine]
     differ = [r.quantity for r in rows if r.verdict.startswith("a difference")]
     short = []
@@ -182,7 +183,7 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
     full = paced(ran08, ran09, as_08, probe)  # the same, with the sets named and the arithmetic, under details
     if full and UNPACED in full:  # a gap the probe does not explain: set beside the swing one process shows
         swung = {"section 2": before, "section 3": eager, **(later or {})}
-        own = [r.then for r in mine if "(08" in r.quantity and "long run" not in r.quantity]  # 08's own readings
+        own = [r.then for r in in_08 if "long run" not in r.quantity]  # 08's own readings of the bench step
         span = max(own) / min(own) if len(own) > 1 else 1.0
         probed += _swing(ran08, ran09, as_08, swung, short=True, own08=span)
         full += _swing(ran08, ran09, as_08, swung, own08=span)
@@ -202,8 +203,8 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
                _after_compile(ran08, eager, compiled),
                _part_in_09(ran09, gpt, profile, batch, {"section 2": before, "section 3": eager, **(later or {})}, as_08),
                *_same_step(mine, as_08 is not None),
-               _mfu([r.then for r in mine if "(08" in r.quantity and ("2 micro-batches" in r.quantity  # 08's answer's
-                                                                      or "long run" in r.quantity)], as_08, gpt, peak),
+               _mfu([r.then for r in in_08 if "2 micro-batches" in r.quantity or "long run" in r.quantity],  # 08's answer's
+                    as_08, gpt, peak),
                cost.verdict("08's step over this notebook's eager written-out step, in speed, in section 3's turns")
                if cost is not None else "",
                "08's step: gradient clipping, AdamW's two parameter groups, its learning-rate schedule; one micro-batch a "
