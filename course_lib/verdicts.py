@@ -505,6 +505,20 @@ def in_short(short: str | Sequence[str], details: Iterable[str], keep: dict[str,
     return "\n".join(head + (["  details:", *(f"    {ln}" for ln in lines)] if lines else []))
 
 
+ELSEWHERE = "What GPUs measured"  # a notebook's section holding every reference GPU's and published block, apart
+
+
+def aside(text: str, keep: dict[str, list[str]], under: str) -> str:
+    """A reference GPU's or published block (`text`: another machine's figures, often another model's) kept in `keep`
+    under `under` (a section's name) for a section of their own (:data:`ELSEWHERE`, printed with :func:`kept`), so
+    that the lesson's own lines read without them; one line says where it went ('' where `text` has none)."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        return ""
+    keep[under] = [*keep.get(under, []), *lines]
+    return f"(on GPUs, for {under}: the reference run's and published figures, apart, in '{ELSEWHERE}' after the answer)"
+
+
 def kept(details: Mapping[str, Sequence[str]]) -> str:
     """The details :func:`in_short` kept, section by section in the order they ran ('' where none were)."""
     return "\n".join(ln for under, lines in details.items() if lines

@@ -593,6 +593,8 @@ def test_answer_reads_each_line_from_its_section():
 def test_pays_clause_gives_the_break_even_only_where_there_is_a_gain():
     assert nb08.pays_clause(1300.4, 22.4) == "; its cold compile (22.4 s beyond a step's work) pays for itself after about 1,300 steps"
     assert nb08.pays_clause(float("inf"), 22.4) == ""
+    assert nb08.pays_clause(310, 4.0, cold=False) == ("; its compile (4.0 s beyond a step's work, the caches warm from "
+                                                      "section 4's) pays for itself after about 310 steps")
     assert nb08.pays_clause(1000.0, 22.4, moved=1.26).endswith(
         "after about 1,000 steps, by the eager step timed beside it, which read 1.26× its time before the compile: a "
         "slowed eager step makes the saving look larger (the appendix gives both readings)")
@@ -605,3 +607,15 @@ def test_busy_verdict_gives_the_medians_ratio_where_it_differs_from_the_paired_o
     said = nb08.busy_verdict(gain, busy, "1 sequence", "16 sequences", BUSY, MFU)
     assert said.startswith("verdict: MFU rose 2.86× (2.36–3.07; the median of the paired turns, the two medians' "
                            "ratio 2.67×) with the larger micro-batch")
+
+
+def test_run_order_lists_the_same_steps_readings_as_they_ran_and_how_they_moved():
+    from course_lib.bench import timing_of
+    def t(ms):
+        return timing_of([ms / 1e3] * 3, name="step", device="cpu")
+    slowed = nb08.run_order({"section 4": t(132), "section 4, again": t(138), "section 5": None, "the long run": t(194)})
+    assert slowed.startswith("the same step, in the order it ran: 132 ms (section 4) → 138 ms (section 4, again) → "
+                             "194 ms (the long run); the step read slower the later it ran, 1.47× from the first")
+    assert "within 1.05× of each other: the readings agree" in nb08.run_order({"a": t(100), "b": t(105)})
+    assert "slower and faster by turns" in nb08.run_order({"a": t(100), "b": t(130), "c": t(101)})
+    assert nb08.run_order({"a": t(100), "b": None}) == ""  # one reading: nothing to order

@@ -304,6 +304,10 @@ def test_step_in_08_sets_08s_whole_step_beside_this_part_of_it():
     assert both[2].startswith("08's section 4 read the same GPT's step with two micro-batches at 11.9 (11.8–12) ktok/s: from "
                          "that reading, this one is not told apart: ") and both[2].endswith(
         "×, their quartile ranges overlapping, within the 2.5× that two moments can differ by")
+    assert both[3] == ("08's own two readings of this step, its section 4 and its section 5, are 1.23× apart: a reading "
+                       "here can sit near one and far from the other; notebook 10 sets every reading of it side by side")
+    near = {**sec4, "value": 14.0}  # 08's two readings within 1.1× of each other: no such line
+    assert len(nb09.step_in_08(written, (whole, part), c.batch, gpt, near).splitlines()) == 3
     probe = bench.timing_of([0.020] * 5, name="pace probe, beside 08's step", device="cpu", turns_id="t")
     paced = nb09.step_in_08(written, (whole, part), c.batch, gpt, sec4,
                             probes=({"value": 20.0, "unit": "ms"}, probe)).splitlines()[2]

@@ -392,7 +392,9 @@ def test_roofs_note_with_one_memory_roof_off_a_gpu():
     note = nb10.roofs_note(peak, bw, bw, "timed here", "main memory", "fp32", None, "cpu").splitlines()
     assert note[0] == "compute peak: timed here; copies: main memory"
     assert note[1] == "ridge (main memory): 10.0 FLOP/B | no smaller copy ran faster: one memory roof | cpu"
-    assert note[2].startswith("A CPU has no entry") and note[3].startswith("A GPU's roofs, measured with this cell:")
+    assert note[2].startswith("A CPU has no entry") and len(note) == 3  # a GPU's roofs stand apart
+    assert nb10.roofs_elsewhere(None).startswith("A GPU's roofs, measured with this cell:")
+    assert nb10.roofs_elsewhere("NVIDIA H100") == ""  # a GPU measured its own
 
 
 def test_op_table_rows_footer_and_section_3():
@@ -537,12 +539,14 @@ def test_regime_follows_the_share_the_gpu_waited(tmp_path, monkeypatch):
     rep.meta.update(device="NVIDIA Test GPU", device_type="cuda")
     rep.add("plain step: waiting share", 30.0, "%")
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
-    said = nb10.regime({"compute": 0.9, "framework": 0.1}, "cpu")
+    assert "the reference" not in nb10.regime({"compute": 0.9, "framework": 0.1}, "cpu")  # it stands apart
+    assert nb10.regime_elsewhere("cuda") == ""
+    said = nb10.regime_elsewhere("cpu")
     assert "the reference's GPU waited 30% of its profiled step, probably high" in said and "By the glossary's rule the " \
         "profiled step reads partly launch-bound" in said and "the unprofiled step's waiting share is not known here" in said
 
 
-def test_sync_verdict_says_when_the_reference_gpu_showed_no_cost_and_its_regime(tmp_path, monkeypatch):
+def test_sync_elsewhere_says_when_the_reference_gpu_showed_no_cost_and_its_regime(tmp_path, monkeypatch):
     monkeypatch.setenv("COURSE_RESULTS_DIR", str(tmp_path))
     from course_lib import report
     rep = report.Report("10_compile_and_profile", "gpu", "cpu")
@@ -550,7 +554,8 @@ def test_sync_verdict_says_when_the_reference_gpu_showed_no_cost_and_its_regime(
     rep.add("keeping values vs reading values", 1.041, "×", spread=(0.842, 1.203))
     rep.add("plain step: waiting share", 78.0, "%")
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
-    text = nb10.sync_verdict(None, 53, "cpu", "cpu")
+    assert nb10.sync_verdict(None, 53, "cpu", "cpu") == "" and nb10.sync_elsewhere("cuda") == ""  # apart; a GPU's own
+    text = nb10.sync_elsewhere("cpu")
     assert text.startswith("On the reference NVIDIA Test GPU (not this machine): keeping the values on the device instead "
                            "of reading them, 1.04× (0.84–1.20, its two timings' quartiles, not paired): too wide to tell, a "
                            "cost of up to 20% fits in it. Its plain step was launch-bound (profiled, a reading that is "
@@ -559,19 +564,19 @@ def test_sync_verdict_says_when_the_reference_gpu_showed_no_cost_and_its_regime(
     assert len(text.splitlines()) == 1  # the timings themselves stand in the summary's reference rows
     rep.add("plain step: waiting share", 5.0, "%")  # a GPU-bound reference: no launch-bound reasoning
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
-    gpu_bound = nb10.sync_verdict(None, 53, "cpu", "cpu")
+    gpu_bound = nb10.sync_elsewhere("cpu")
     assert "too wide to tell" in gpu_bound and "reasoning" not in gpu_bound and "bound" not in gpu_bound
     rep.add("plain step: waiting share", 78.0, "%")
     rep.add("keeping values vs reading values", 1.3, "×", spread=(1.2, 1.4))  # a cost the reference did show
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
-    assert "No measurable cost" not in nb10.sync_verdict(None, 53, "cpu", "cpu")
-    assert "What a read waits for" not in nb10.sync_verdict(None, 53, "cpu", "cpu")  # 01 has no record here
+    assert "No measurable cost" not in nb10.sync_elsewhere("cpu")
+    assert "What a read waits for" not in nb10.sync_elsewhere("cpu")  # 01 has no record here
     ran01 = report.Report("01_gpu_vs_cpu", "gpu", "cpu")
     ran01.meta.update(device="NVIDIA Test GPU", device_type="cuda")
     ran01.add("async: 10 queued matmuls, then .item()", 30.0, "ms")
     ran01.add("async: matmul 4096×4096 synchronized", 3.0, "ms")
     report.record_reference({"01_gpu_vs_cpu": ran01.to_dict()})
-    assert nb10.sync_verdict(None, 53, "cpu", "cpu").splitlines()[-1] == (
+    assert nb10.sync_elsewhere("cpu").splitlines()[-1] == (
         "What a read waits for, measured by notebook 01 (section 2) on the reference NVIDIA Test GPU: after 10 queued "
         "4096² float32 matmuls, .item() returned after 30.00 ms, 10.0× one synchronised matmul's 3.00 ms: it waited for the "
         "whole queue")
@@ -748,7 +753,7 @@ def test_the_reference_gpt_is_named_where_its_rows_first_appear(tmp_path, monkey
     said = nb10.reference_gpt()
     assert f"{g.n_layer} layers, width {g.n_embd}, T = {g.block}, batch {g.batch} ({g.batch * g.block:,} tokens" in said
     assert said.startswith("the reference (NVIDIA H100 80GB HBM3) profiled") and "not this run's" in said
-    assert nb10.reference_gpt(short=True) in nb10.regime({"compute": 0.9, "framework": 0.1}, "cpu")  # before its rows
+    assert nb10.regime_elsewhere("cpu").startswith(nb10.reference_gpt(short=True))  # before its rows
     assert said.startswith(nb10.reference_gpt(short=True)) and "(the reference ran a different GPT" not in \
         nb10.reference_gpt(short=True)  # section 1: without the note on the other notebooks' GPTs
 
@@ -761,19 +766,19 @@ def test_regime_off_a_gpu_names_the_profilers_cost_and_the_graphs_evidence(tmp_p
     rep.add("plain step: waiting share", 78.0, "%")
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
     cats = {"compute": 0.9, "copies": 0.02, "waiting": 0.0, "framework": 0.08}
-    text = nb10.regime(cats, "cpu")
+    text = nb10.regime_elsewhere("cpu")
     assert "waited 78% of its profiled step, probably high" in text and "profiler's CPU time per op" in text
     assert "CUDA graphs" not in text and "recorded no share without the profiler" in text  # no unprofiled share for this GPU
     rep.add("GPU busy share of the step, no profiler", 40.0, "%")
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
-    said = nb10.regime(cats, "cpu")
+    said = nb10.regime_elsewhere("cpu")
     assert "the reference's GPU, without the profiler, waited about 60% of a step (section 4's kernel times over its " \
         "step timed without the profiler): launch-bound by the glossary's rule\nprofiled (its section 1): 78% waiting, " \
         "probably high" in said
     rep.meta.update(device="NVIDIA H200")
     rep.rows.pop("GPU busy share of the step, no profiler")
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
-    said = nb10.regime(cats, "cpu")  # an H200 record without the unprofiled row: no regime of the plain step
+    said = nb10.regime_elsewhere("cpu")  # an H200 record without the unprofiled row: no regime of the plain step
     assert "the reference's GPU waited 78% of its profiled step, probably high" in said and "56%" not in said
     assert "; the reference recorded no share without the profiler, so the unprofiled step's waiting share is not known " \
         "here" in said
@@ -961,6 +966,16 @@ def test_in_short_puts_one_line_first_and_every_other_line_under_details():
     assert nb10.kept({}) == ""
 
 
+def test_aside_keeps_another_machines_block_for_its_own_section_and_says_where():
+    apart = {}
+    said = nb10.aside("\nOn the reference GPU: 1.04×\n  its GPT: 6 layers\n", apart, "section 2")
+    assert said == f"(on GPUs, for section 2: the reference run's and published figures, apart, in '{nb10.ELSEWHERE}' after the answer)"
+    assert nb10.aside("", apart, "section 3") == "" and "section 3" not in apart  # nothing to set apart: no line
+    nb10.aside("published: 2.27×", apart, "section 2")  # a second block of the same section joins the first
+    assert nb10.kept(apart).splitlines() == ["section 2:", "  On the reference GPU: 1.04×", "    its GPT: 6 layers",
+                                            "  published: 2.27×"]
+
+
 def test_attention_per_layer_sets_the_two_readings_of_the_step_beside_08s_kernel_alone():
     ran08 = {f"attention alone: SDPA, {torch.bfloat16}": {"value": 11.4, "unit": "ms"}}
     said = nb10.attention_per_layer(0.0448, 0.0676, 4, ran08, torch.bfloat16)  # 11.2 and 16.9 ms a layer
@@ -1068,12 +1083,12 @@ def test_short_lines_say_what_each_section_found_and_where_two_sets_of_turns_dis
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
     cpu = nb10.sync_short(same, 53, "cpu")
     assert cpu[-1] == ("no GPU run of this course has yet resolved what the reads cost a training step (the "
-                       "reference GPU's reading, below, with its own GPT: too wide to tell)")
+                       "reference GPU's reading, with its own GPT, apart: too wide to tell)")
     assert "1.04" not in "".join(cpu)  # the reference's figure stands under its own heading, not on this run's line
     assert "reference" not in "".join(nb10.sync_short(same, 53, "cuda"))
     rep.add("keeping values vs reading values", 1.3, "×", spread=(1.2, 1.4))
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
-    assert nb10.sync_short(same, 53, "cpu")[-1] == "the reference GPU, with its own GPT, measured a difference: below"
+    assert nb10.sync_short(same, 53, "cpu")[-1] == "the reference GPU, with its own GPT, measured a difference (its reading stands apart)"
 
 
 def test_reference_fix_says_a_record_without_region_counts_does_not_measure_the_fix(tmp_path, monkeypatch):

@@ -16,7 +16,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from course_lib import check, datasheet, profiles, published, report, verdicts
 from course_lib.bench import Ratio, Timing, break_even, rate_ratio, speedup
-from course_lib.lessons.nb08_mfu import (BUSY_NEGLIGIBLE, answer_with_long_run, busy_line, busy_parts,  # noqa: F401
+from course_lib.lessons.nb08_mfu import (AGREE, BUSY_NEGLIGIBLE, answer_with_long_run, run_order, busy_line, busy_parts,  # noqa: F401
                                         busy_ratio, busy_verdict, fastest_seen, mfu_answer, mfu_span, mfu_text,
                                         paired_mfu_text, usable)
 from course_lib.models import GPT, GPTConfig
@@ -181,13 +181,16 @@ def break_even_text(speed: Ratio, extra_s: float, eager: Timing, tokens_per_step
             "reading of the eager step, the one timed beside the compiled GPT")
 
 
-def pays_clause(steps: float, extra_s: float, moved: float = 1.0) -> str:
-    """The cold compile's break-even as a clause for a short line ('' where there is none, `steps` infinite);
+def pays_clause(steps: float, extra_s: float, moved: float = 1.0, cold: bool = True) -> str:
+    """The compile's break-even as a clause for a short line ('' where there is none, `steps` infinite);
     `moved`: the eager step it is reckoned from, over the same step's time before the compile: where 1.1× or more
-    apart, the clause says so (a slowed eager step makes the saving look larger)."""
+    apart, the clause says so (a slowed eager step makes the saving look larger). `cold`: False for a compile
+    after another had filled the caches."""
     if not math.isfinite(steps):
         return ""
-    said = f"; its cold compile ({extra_s:.1f} s beyond a step's work) pays for itself after about {fmt_count(steps)} steps"
+    which, warm = ("cold compile", "") if cold else ("compile", ", the caches warm from section 4's")
+    said = (f"; its {which} ({extra_s:.1f} s beyond a step's work{warm}) pays for itself after about "
+            f"{fmt_count(steps)} steps")
     if abs(math.log(moved)) >= math.log(1.1):
         said += (f", by the eager step timed beside it, which read {moved:.2f}× its time before the compile"
                  + (": a slowed eager step makes the saving look larger (the appendix gives both readings)"

@@ -147,6 +147,31 @@ def answer_with_long_run(section5: tuple[float, float], long_mfu: Sequence[float
             "each reading taken at one moment")
 
 
+AGREE = 1.1  # the same step's readings within this of each other agree; beyond it the run-order line says how they moved
+
+
+def run_order(readings: Mapping[str, Timing | None]) -> str:
+    """The same step's readings (a name -> its Timing, None where it did not run), in the order they ran, as ms
+    per step, and how they moved: within :data:`AGREE` of each other they agree; else whether the step only read
+    slower the later it ran, or moved both ways. Each reading is one moment's; what moved them is not measured."""
+    items = [(name, 1e3 * t.median_s) for name, t in readings.items() if t is not None]
+    if len(items) < 2:
+        return ""
+    ms = [m for _, m in items]
+    span = max(ms) / min(ms)
+    if span < AGREE:
+        how = f"within {span:.2f}× of each other: the readings agree"
+    elif all(later >= 0.98 * earlier for earlier, later in zip(ms, ms[1:])):  # never faster by more than 2 %
+        how = (f"the step read slower the later it ran, {ms[-1] / ms[0]:.2f}× from the first reading to the last. What "
+               "slowed it is not measured here; each comparison above ran its versions in turns, where such a move "
+               "falls on both alike")
+    else:
+        how = (f"{span:.2f}× apart, slower and faster by turns: the pace of each moment, not measured apart; each "
+               "comparison above ran its versions in turns, where such a move falls on both alike")
+    return ("the same step, in the order it ran: " + " → ".join(f"{m:.0f} ms ({name})" for name, m in items)
+            + f"; {how}")
+
+
 def fastest_seen(t: Timing, mfu: Sequence[float]) -> str:
     """A version timed outside section 4's turns that ran faster than the answer's step (`t`, its MFU: median,
     then its quartiles' ends): said beside the answer, as another version's."""

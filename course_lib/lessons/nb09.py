@@ -413,7 +413,16 @@ def step_in_08(row: dict | None, pair: Sequence[Timing], batch: int, gpt: GPTCon
         f"{report.apart_words(report.rate_vs_row(as_rate, row))}"
         + (f"\n08's section 4 read the same GPT's step with two micro-batches at {report.fmt_row_value(sec4)} "
            f"{sec4['unit']}: from that reading, this one is {report.apart_words(vs4)}" + _paced(vs4[0], *probes)
-           if vs4 else "")])
+           + _own_span(row, sec4) if vs4 else "")])
+
+
+def _own_span(row: dict, sec4: dict) -> str:
+    """Where 08's own two readings of its step (its section 5 `row` and its section 4 `sec4`, rates) lie 1.1× or more
+    apart, one sentence: a reading here can then sit near one and far from the other; '' otherwise."""
+    span = max(row["value"], sec4["value"]) / min(row["value"], sec4["value"])
+    return (f"\n08's own two readings of this step, its section 4 and its section 5, are {span:.2f}× apart: a reading "
+            "here can sit near one and far from the other; notebook 10 sets every reading of it side by side"
+            if span >= PACED else "")
 
 
 UNPACED = "a gap the probe does not take away, so not the machine's pace as the probe reads it"  # 09's and 10's words

@@ -27,9 +27,10 @@ from course_lib.lessons.nb10_reference import (REGIONS, bound, own_gpt, referenc
 from course_lib.lessons.nb10_roofline import (ROWS, above_roof, attention_alone, attention_per_layer, cache_roof_note,  # noqa: F401
                                               gelu_compute_set, gelu_placed, gelu_side, kind_table, no_roofline, op_notes, op_table, placement, reference_ridge,
                                               step_readings,
-                                              roof_short, roof_verdict, roofs_note)
+                                              roof_short, roof_verdict, roofs_elsewhere, roofs_note)
 from course_lib.lessons.nb10_short import (break_short, compile_again, compile_short, eager_readings, faults_words,  # noqa: F401
-                                            in_short, kept, probe_clause, sync_short, unconfirmed, unsteady)
+                                            ELSEWHERE, aside, in_short, kept, probe_clause, sync_short,
+                                            unconfirmed, unsteady)
 from course_lib.models import GPT, GPTConfig
 from course_lib.profiling import StepSyncs, SyncCounter, dynamo_log
 from course_lib.roofline import count_ops
@@ -174,8 +175,7 @@ def profiled_total(plain: Mapping[str, float]) -> str:
 def regime(plain: Mapping[str, float], device_type: str) -> str:
     """The plain step's regime, from its categories' seconds (`plain`): on a GPU, launch-bound
     where the GPU waited for the CPU half the step or more, partly so from a fifth, else bound by
-    its kernels; on a CPU, the ops' share against Python's; then, off a GPU, the reference run's
-    shares (another model and size: its own block)."""
+    its kernels; on a CPU, the ops' share against Python's (the reference run's shares: :func:`regime_elsewhere`)."""
     total = sum(plain.values())
     share = {cat: seconds / total for cat, seconds in plain.items()}
     if device_type == "cuda":
@@ -191,13 +191,19 @@ def regime(plain: Mapping[str, float], device_type: str) -> str:
         return (f"GPU-bound: kernels and copies filled {busy:.0%} of the step, waits {waited:.0%}: faster kernels "
                 "shorten it (section 4 says which ops are far from their roof)")
     ops, python = share.get("compute", 0.0) + share.get("copies", 0.0), share.get("framework", 0.0)
-    line = (f"on this CPU the ops (compute + copies) ran {ops:.1%} of the profiled step and the time outside any op (Python, autograd's "
+    return (f"on this CPU the ops (compute + copies) ran {ops:.1%} of the profiled step and the time outside any op (Python, autograd's "
             f"bookkeeping, the profiler's own) {python:.1%}: "
             + ("the ops set its time" if ops >= 0.5 else "the time outside any op sets it"))
+
+
+def regime_elsewhere(device_type: str) -> str:
+    """Off a GPU, the reference run's profiled shares, its GPT named first (another model and size: a block of its
+    own, for :func:`aside`); '' on a GPU, which measured its own."""
+    if device_type == "cuda":
+        return ""
     label = regime_label(report.reference("10_compile_and_profile")[1])
-    named = f"\n{gpt}" if label and (gpt := reference_gpt(short=True)) else ""  # before the reference's first row
-    return (line + named + (f"\n{label}" if label else "") + "\n"  # the reading without the profiler first
-            + published.elsewhere("10_compile_and_profile", ("plain step:",)))
+    named = f"{gpt}\n" if label and (gpt := reference_gpt(short=True)) else ""  # before the reference's first row
+    return named + (f"{label}\n" if label else "") + published.elsewhere("10_compile_and_profile", ("plain step:",))
 
 
 def shares(timings: Iterable[Timing]) -> str:
@@ -233,18 +239,20 @@ def sync_verdict(gain: Ratio | None, waits: int, device: str, device_type: str, 
     """This run's block first: what section 2 found in one line (:func:`sync_short`), then under 'details:' the
     verdict on keeping the logged values on the device, the lines `also` gives (the cell's other verdicts and
     notes), on a CPU why the reads cost little (none of it when the steps were not timed; `reads`: their share of
-    the profiled step); then, off a GPU, the reference GPU's timings under a heading of their own. `keep`: the
+    the profiled step); the reference GPU's timings: :func:`sync_elsewhere`. `keep`: the
     details go there, for the appendix (:func:`in_short`). `plain`: the plain step against the one keeping its
     values, in the same turns: where clear, what the logging costs besides its reads, in short too."""
     lines = [gain.verdict(f"keeping the {waits} values per step on the device", on=device)] if gain is not None else []
     lines += also
     if gain is not None and device_type == "cpu":
         lines.append("(on a CPU, ops run as they are called, so a value is ready when it is read)")
-    blocks = [in_short(sync_short(gain, waits, device_type, reads, plain), lines, keep, "section 2")
-              if gain is not None else ""]
-    if device_type != "cuda":  # what the reference GPU measured of the same two steps, a block of its own
-        blocks.append("\n".join(filter(None, reference_sync())))
-    return "\n\n".join(filter(None, blocks))
+    return in_short(sync_short(gain, waits, device_type, reads, plain), lines, keep, "section 2") if gain is not None else ""
+
+
+def sync_elsewhere(device_type: str) -> str:
+    """Off a GPU, what the reference GPU measured of the same two steps (:func:`reference_sync`), a block for
+    :func:`aside`; '' on a GPU."""
+    return "" if device_type == "cuda" else "\n".join(filter(None, reference_sync()))
 
 
 def profiled_note(categories: Mapping[str, Mapping[str, float]], gain: Ratio | None, device_type: str) -> str:

@@ -29,17 +29,23 @@ FUSIBLE = ("element-wise", "reduction & other", "copy")  # the op kinds Inductor
 def roofs_note(peak: Timing, main_bw: Timing, fast_bw: Timing, peak_note: str, bw_note: str, precision: str,
                gpu_name: str | None, device: str) -> str:
     """Where the two roofs come from, the ridge of each memory roof, the datasheet's figures beside
-    them (`gpu_name`: None off a GPU, which instead gets the reference GPU run's roofs)."""
+    them (`gpu_name`: None off a GPU; the reference GPU run's roofs: :func:`roofs_elsewhere`)."""
     fast = (f"ridge ({fast_bw.name}): {ridge(peak.rate, fast_bw.rate):.1f} FLOP/B"
             if fast_bw is not main_bw else "no smaller copy ran faster: one memory roof")
     lines = [f"compute peak: {peak_note}; copies: {bw_note}",
              f"ridge (main memory): {ridge(peak.rate, main_bw.rate):.1f} FLOP/B | {fast} | {device}",
              vs_datasheet(gpu_name, precision, peak.rate, main_bw.rate)]
-    if gpu_name is None:
-        lines.append("A GPU's roofs, measured with this cell: "
-                     + published.elsewhere("10_compile_and_profile", ("peak:", "copy")))
-        lines.append(small_copy_note(report.reference("10_compile_and_profile")[1]))
     return "\n".join(filter(None, lines))
+
+
+def roofs_elsewhere(gpu_name: str | None) -> str:
+    """Off a GPU (`gpu_name` None), a GPU's roofs measured with the same cell: the reference run's, and what its
+    smallest copy says (:func:`small_copy_note`), a block for :func:`course_lib.verdicts.aside`; '' on a GPU."""
+    if gpu_name is not None:
+        return ""
+    return "\n".join(filter(None, ["A GPU's roofs, measured with this cell: "
+                                    + published.elsewhere("10_compile_and_profile", ("peak:", "copy")),
+                                    small_copy_note(report.reference("10_compile_and_profile")[1])]))
 
 
 def small_copy_note(rows: Mapping[str, dict]) -> str:

@@ -11,7 +11,7 @@ from typing import Iterable, Mapping, Sequence
 from course_lib import report, verdicts
 from course_lib.bench import Ratio, Timing
 from course_lib.units import fmt_time
-from course_lib.verdicts import in_short, kept  # noqa: F401  re-exported: one home, shared with 08
+from course_lib.verdicts import ELSEWHERE, aside, in_short, kept  # noqa: F401  re-exported: one home, shared with 08
 
 NB = "10_compile_and_profile"
 SWING = 1.1  # eager readings this far apart get a line saying which is typical is not measured
@@ -21,7 +21,7 @@ def sync_short(gain: Ratio | None, waits: int, device_type: str, reads: float | 
                plain: Ratio | None = None) -> list[str]:
     """Section 2's findings, one a line: the synchronising calls each logging step makes, what keeping the values
     on the device changed here (`gain`, None where not timed) and, off a GPU, whether any GPU run resolved what the
-    reads cost (the reference's own figures stand below, under their heading). `reads`: off a GPU, the reads'
+    reads cost (the reference's own figures stand apart, :func:`course_lib.verdicts.aside`). `reads`: off a GPU, the reads'
     share of the profiled step, said where the turns told no difference: more turns would not resolve it."""
     said = [f"a step reading its logged values makes {waits} synchronising calls, a step keeping them on the device none",
             "keeping them, timed in turns here: " + (gain.brief if gain is not None else "not timed")
@@ -33,9 +33,9 @@ def sync_short(gain: Ratio | None, waits: int, device_type: str, reads: float | 
     ref = _recorded("keeping values vs reading values") if device_type != "cuda" else None
     if ref is not None and not ref.clear:
         said.append("no GPU run of this course has yet resolved what the reads cost a training step (the reference "
-                    "GPU's reading, below, with its own GPT: " + ("too wide to tell)" if ref.too_wide else "no cost shown)"))
+                    "GPU's reading, with its own GPT, apart: " + ("too wide to tell)" if ref.too_wide else "no cost shown)"))
     elif ref is not None:
-        said.append("the reference GPU, with its own GPT, measured a difference: below")
+        said.append("the reference GPU, with its own GPT, measured a difference (its reading stands apart)")
     return said
 
 
