@@ -86,6 +86,23 @@ def test_busy_verdict_follows_the_two_paired_ratios(gain, busy, says):
     assert ("one clip + AdamW step per micro-batch" in text) == contrast  # the MFU ratio names the optimizer's share
 
 
+@pytest.mark.parametrize("gain, busy, short", [
+    (_in_turns(12.0, 10.0, 14.0), _in_turns(1.02, 0.98, 1.05), True),  # MFU moved, the reading did not: one line
+    (_in_turns(12.0, 10.0, 14.0), _in_turns(1.5, 1.3, 1.7), True),  # the reading moved, less than MFU
+    (_in_turns(1.4, 1.3, 1.5), _in_turns(1.4, 1.2, 1.6), False),  # as much as MFU: the verdict's own words
+    (_in_turns(1.02, 0.95, 1.1), _in_turns(1.0, 0.9, 1.1), False),
+])
+def test_busy_short_gives_the_two_mfus_and_readings_where_mfu_moved_more(gain, busy, short):
+    said = nb08.busy_short(gain, busy, "1 sequence", "16 sequences", BUSY, MFU)
+    full = nb08.busy_verdict(gain, busy, "1 sequence", "16 sequences", BUSY, MFU)
+    if short:
+        assert said.startswith("with 16 sequences a micro-batch instead of 1 sequence, MFU 0.4% → 5.0% (the medians; "
+                               f"paired in turns, {gain.numbers} higher) while the utilisation reading ")
+        assert said.endswith("(95 % → 97 %): busy is not efficient") and len(said) < len(full)
+    else:
+        assert said == full.removeprefix("verdict: ")
+
+
 def test_busy_verdict_calls_a_change_under_a_point_steady():
     text = nb08.busy_verdict(_in_turns(4.0, 3.5, 4.3), _in_turns(0.9995, 0.999, 0.9998), "1 sequence",
                              "16 sequences", {"1 sequence": 99.2, "16 sequences": 99.1}, MFU)
@@ -619,3 +636,7 @@ def test_run_order_lists_the_same_steps_readings_as_they_ran_and_how_they_moved(
     assert "within 1.05× of each other: the readings agree" in nb08.run_order({"a": t(100), "b": t(105)})
     assert "slower and faster by turns" in nb08.run_order({"a": t(100), "b": t(130), "c": t(101)})
     assert nb08.run_order({"a": t(100), "b": None}) == ""  # one reading: nothing to order
+    import dataclasses
+    counted = nb08.run_order({"section 4": dataclasses.replace(t(132), faults=6000.0), "the long run": t(194)})
+    assert counted.startswith("the same step, in the order it ran: 132 ms (section 4; 6,000 page faults a step) → 194 ms "
+                              "(the long run);")  # the long run's loop counts none

@@ -16,13 +16,14 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from course_lib import check, datasheet, profiles, published, report, verdicts
 from course_lib.bench import Ratio, Timing, break_even, rate_ratio, speedup
-from course_lib.lessons.nb08_mfu import (AGREE, BUSY_NEGLIGIBLE, answer_with_long_run, run_order, busy_line, busy_parts,  # noqa: F401
+from course_lib.lessons.nb08_mfu import (AGREE, BUSY_NEGLIGIBLE, answer_with_long_run, busy_short, run_order, busy_line, busy_parts,  # noqa: F401
                                         busy_ratio, busy_verdict, fastest_seen, mfu_answer, mfu_span, mfu_text,
                                         paired_mfu_text, usable)
 from course_lib.models import GPT, GPTConfig
 from course_lib.roofline import counted_flops
 from course_lib.units import fmt_bytes, fmt_count, fmt_rate
-from course_lib.verdicts import in_short, kept  # noqa: F401  re-exported: a section's findings, its verdicts kept
+from course_lib.verdicts import ELSEWHERE, aside, in_short, kept  # noqa: F401  re-exported: a section's findings,
+# its verdicts kept, another machine's figures set apart
 
 if TYPE_CHECKING:
     from course_lib.textdata import Corpus
@@ -302,7 +303,7 @@ def versions_elsewhere() -> str:
     return (f"The same versions on the reference GPU, with the gpu profile's GPT ({big.n_layer} layers, width "
             f"{big.n_embd}, T = {big.block}, {big.micro * big.accum * big.block:,} tokens per step), another model than "
             "this run's:\n" + report.reference_text("08_transformer", ("eager,", "compiled,", "compiled vs eager"))
-            + ratio + "\n" + reference_gpts() + (f"\n{two_h200()}" if two_h200() else ""))
+            + ratio + "\n" + reference_gpts())  # the two H200s' note stands once, with the MFU rows (:func:`published_mfu`)
 
 
 def two_h200(tail: str = "") -> str:

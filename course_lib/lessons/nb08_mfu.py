@@ -65,6 +65,19 @@ def busy_verdict(gain: Ratio, busy: Ratio, small: str, large: str, busy_pct: dic
             f"{gain.value:.2f}×, ranges overlapping: {seen}); in this run it did tell the two apart")
 
 
+def busy_short(gain: Ratio, busy: Ratio, small: str, large: str, busy_pct: dict[str, float],
+               mfu: dict[str, float]) -> str:
+    """Section 5's finding in one line, for 'in short:': where MFU moved beyond the spread and the utilisation reading
+    did not move as much, the two MFUs (medians), the paired ratio and the two readings; otherwise
+    :func:`busy_verdict`'s line (which, with the reasons, stands in full in the appendix either way)."""
+    if not (gain.clear and gain.value > 1 and (busy.within_noise or busy.hi < gain.lo)):
+        return busy_verdict(gain, busy, small, large, busy_pct, mfu).removeprefix("verdict: ")
+    moved = "did not move beyond its spread" if busy.within_noise else "moved less, beyond both ranges"
+    return (f"with {large} a micro-batch instead of {small}, MFU {mfu[small]:.1%} → {mfu[large]:.1%} (the medians; "
+            f"paired in turns, {gain.numbers} higher) while the utilisation reading {moved} ({busy_pct[small]:.0f} % → "
+            f"{busy_pct[large]:.0f} %): busy is not efficient")
+
+
 def mfu_text(peak: Timing, peak_note: object, best: Timing | None, flops_per_token: int,
              best_mfu: Sequence[float] | None, spec: Spec | None, sheet_tflops: float | None,
              sheet_mfu: float | None, precision: str, dev: torch.device, device_label: str) -> str:
@@ -152,9 +165,10 @@ AGREE = 1.1  # the same step's readings within this of each other agree; beyond 
 
 def run_order(readings: Mapping[str, Timing | None]) -> str:
     """The same step's readings (a name -> its Timing, None where it did not run), in the order they ran, as ms
-    per step, and how they moved: within :data:`AGREE` of each other they agree; else whether the step only read
+    per step (with the minor page faults a step, where its set of turns counted them), and how they moved: within :data:`AGREE` of each other they agree; else whether the step only read
     slower the later it ran, or moved both ways. Each reading is one moment's; what moved them is not measured."""
-    items = [(name, 1e3 * t.median_s) for name, t in readings.items() if t is not None]
+    items = [(name + (f"; {t.faults:,.0f} page faults a step" if t.faults is not None else ""), 1e3 * t.median_s)
+             for name, t in readings.items() if t is not None]  # each set's faults beside it, where counted
     if len(items) < 2:
         return ""
     ms = [m for _, m in items]

@@ -582,9 +582,10 @@ def profiler_cost(profiled_ms: float, plain: Timing) -> str:
             "another moment, not in turns: ")
     lo, hi = profiled_ms / hi_ms, profiled_ms / lo_ms  # the profiled time over the ends of section 5's quartiles
     if lo <= 1 <= hi:
-        return head + (f"within section 5's quartiles: two moments cannot show a cost under {verdicts.APART:g}× "
-                       "(notebook 10 times a step with the profiler recording and counting every op in turns with a plain "
-                       "one)")
+        return head + (f"within section 5's quartiles: two moments cannot show a cost under {verdicts.APART:g}×, so this "
+                       "pair does not measure what this profiler (every allocation, with shapes and stacks) costs; notebook "
+                       "10 times a step with the profiler recording and counting every op in turns with a plain one, "
+                       "where a cost shows")
     said = (f"{profiled_ms / plain_ms:.2f}× as long ({lo:.2f}–{hi:.2f}× over section 5's quartiles), two moments: "
             f"{verdicts.moments_words(lo, hi, short=True)}")
     if lo > verdicts.APART:

@@ -34,27 +34,38 @@ SHORT_SETS = {"08's section 4 (2 micro-batches)": "08's section 4", "09's": "09'
 
 
 def _swing(ran08: Mapping[str, dict] | None, ran09: Mapping[str, dict] | None, as_08: Timing | None,
-           readings: Mapping[str, Timing | None], short: bool = False, own08: float = 1.0) -> str:
-    """Beside the gap between the notebooks' rates of 08's step: the widest swing one process showed, this notebook's
-    own eager step across its sets of turns (`readings`, where: Timing) or 08's own readings of its step (`own08`,
-    fastest over slowest) (`short`: one clause, the sets unnamed); '' where neither has two readings."""
+           readings: Mapping[str, Timing | None], short: bool = False, own08: Sequence[float] = ()) -> str:
+    """Beside a gap between the notebooks' rates of 08's step that the probe does not explain: where 08 read its step
+    two or more times (`own08`, rates), how far apart those readings lie in one process and where 09's and this
+    notebook's readings fall against them (within their range, or how far beyond its nearest end); else the swing of
+    this notebook's own eager step across its sets of turns (`readings`, where: Timing) beside the notebooks' gap.
+    `short`: one clause, the sets unnamed. '' where neither has two readings."""
+    others = {w: r for w, r in (("09's", _rate(ran09, WHOLE_STEP)),
+                                ("this notebook's", as_08.rate if as_08 is not None else None)) if r}
+    if len(own08) >= 2 and others:
+        lo, hi = min(own08), max(own08)
+
+        def where(rate: float) -> str:  # against 08's own range: inside it, or beyond its nearest end
+            if lo <= rate <= hi:
+                return "within their range"
+            off = rate / hi if rate > hi else lo / rate
+            return f"{off:.2f}× {'faster than the fastest' if rate > hi else 'slower than the slowest'}"
+        placed = ", ".join(f"{w} {where(r)}" for w, r in others.items())
+        return (f"; 08's own readings of this step lie {hi / lo:.2f}× apart in one process; against them, {placed}"
+                + ("; the cause of these moves is not measured" if short else
+                   f" (a reading within {PACED:g}× of their nearest end falls within the moves one process shows); what "
+                   "moves the same step between sets of turns is not measured"))
     got = {w: t for w, t in readings.items() if t is not None}
-    rates = [r for r in (_rate(ran08, "eager, written-out attention"), _rate(ran09, WHOLE_STEP),
-                         as_08.rate if as_08 is not None else None) if r]
-    swings = {"08's own readings of this step": own08}
-    if len(got) >= 2:
-        swings["this notebook's own eager step"] = (max(t.median_s for t in got.values())
-                                                    / min(t.median_s for t in got.values()))
-    who, swing = max(swings.items(), key=lambda kv: kv[1])
-    if swing <= 1.0 or len(rates) < 2:
+    rates = [r for r in (_rate(ran08, "eager, written-out attention"), *others.values()) if r]
+    if len(got) < 2 or len(rates) < 2:
         return ""
+    swing = max(t.median_s for t in got.values()) / min(t.median_s for t in got.values())
     gap = max(rates) / min(rates)
     if short:
-        return (f"; in rate, {gap:.2f}× lies {'within' if gap <= swing else 'beyond'} the {swing:.2f}× {who} "
-                f"{'span' if who.startswith('08') else 'swung'} in one process; the cause is not measured")
-    where = f" across {_and(list(got))}" if who.startswith("this") else ""
-    return (f"; {who}, in one process, read {swing:.2f}× apart{where}: the notebooks' gap "
-            + ("lies within" if gap <= swing else "exceeds") + " the widest swing one process shows")
+        return (f"; in rate, {gap:.2f}× lies {'within' if gap <= swing else 'beyond'} the {swing:.2f}× this notebook's own "
+                "eager step swung in one process; the cause is not measured")
+    return (f"; this notebook's own eager step, in one process, read {swing:.2f}× apart across {_and(list(got))}: the "
+            "notebooks' gap " + ("lies within" if gap <= swing else "exceeds") + " the widest swing one process shows")
 
 
 def _rate(rows: Mapping[str, dict] | None, key: str) -> float | None:
@@ -183,10 +194,9 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
     full = paced(ran08, ran09, as_08, probe)  # the same, with the sets named and the arithmetic, under details
     if full and UNPACED in full:  # a gap the probe does not explain: set beside the swing one process shows
         swung = {"section 2": before, "section 3": eager, **(later or {})}
-        own = [r.then for r in in_08 if "long run" not in r.quantity]  # 08's own readings of the bench step
-        span = max(own) / min(own) if len(own) > 1 else 1.0
-        probed += _swing(ran08, ran09, as_08, swung, short=True, own08=span)
-        full += _swing(ran08, ran09, as_08, swung, own08=span)
+        own = [1e3 * r.then for r in in_08 if "long run" not in r.quantity and r.then]  # 08's readings, ktok/s -> tok/s
+        probed += _swing(ran08, ran09, as_08, swung, short=True, own08=own)
+        full += _swing(ran08, ran09, as_08, swung, own08=own)
     moments = ("by the rule for two moments (2.5×, what a machine's pace can move) for readings, and by whether their "
                "intervals overlap for paired ratios (the pace cancels within each), "
                + (f"the notebooks differ on: {'; '.join(differ)}" if differ else
@@ -200,6 +210,7 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
                "here ÷ 08: the figure here over 08's (for a rate, the speed here over 08's), its range from the "
                f"two spreads; told apart only at {verdicts.APART:g}× or more (the rule for two moments, in the glossary)"
                if table else "", _table(table) if table else "",
+               _attention_split(ran08, eager, written) if any(q.startswith("written-out over SDPA") for q in differ) else "",
                _after_compile(ran08, eager, compiled),
                _part_in_09(ran09, gpt, profile, batch, {"section 2": before, "section 3": eager, **(later or {})}, as_08),
                *_same_step(mine, as_08 is not None),
@@ -240,9 +251,9 @@ def _part_in_09(ran09: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, 
     whole09 = (ran09 or {}).get(WHOLE_STEP)
     if whole09 and _written_out(whole09) and as_08 is not None and as_08.rate and whole09.get("unit") == "ktok/s":
         lag = as_08.rate / (whole09["value"] * 1e3)  # 09's time for 08's step over this notebook's
-        said += (f"; 09's reading of 08's step took {lag:.2f}× this notebook's time for that step too. What sets 09's "
-                 "readings apart is not measured; candidates: the machine's pace in 09's turns, or which steps "
-                 "shared each set of turns"
+        said += (f"; 09's reading of 08's step took {lag:.2f}× this notebook's time for that step too: both of 09's "
+                 "readings ran slower than this notebook's, by a cause not measured (the pace probe's line above says "
+                 "whether the machine's pace, as a fixed matmul and copy read it, accounts for it)"
                  if lag >= 1.1 and longer else "; which reading is typical is not measured")
     else:
         said += "; which reading is typical is not measured"
@@ -357,6 +368,31 @@ def _paired(quantity: str, row: dict | None, gain: Ratio | None, inverted: bool 
     return Row(f"{quantity} (paired{f'; 08: its step{micro}' if micro else ''})", theirs.numbers, gain.numbers, ratio,
                "not told apart: the two paired intervals overlap" if overlap else
                "a difference: the two paired intervals do not overlap (cause not measured)")
+
+
+def _attention_split(ran08: Mapping[str, dict], eager: Timing | None, written: Timing | None) -> str:
+    """Where the written-out attention's lead over SDPA differs between 08 and here: each notebook's step split, per
+    micro-batch, into the written-out step and SDPA's extra time over it (the two medians of each notebook's turns), so
+    that the line says which part differs; '' without both notebooks' two readings."""
+    w08, s08 = ran08.get("eager, written-out attention"), ran08.get("eager, SDPA")
+    if not (w08 and s08 and eager is not None and written is not None) or w08.get("unit") != s08.get("unit"):
+        return ""
+    try:
+        tokens = _tokens_per_step(w08)
+    except ValueError:
+        return ""
+    micro = int(m[1]) if (m := re.search(r"micro-batch \d+ × (\d+)", w08.get("setup", ""))) else 1
+    base08, base = _step_s(w08, tokens) / micro, written.median_s  # the written-out step, per micro-batch
+    extra08, extra = _step_s(s08, tokens) / micro - base08, eager.median_s - base  # SDPA's extra time over it
+    if extra08 <= 0 or extra <= 0:
+        return ""
+    return (f"that ratio, split per micro-batch (each notebook's two medians, its own turns): SDPA's extra time over the "
+            f"written-out step {fmt_time(extra08)} in 08, {fmt_time(extra)} here ({extra / extra08:.2f}×); the written-out "
+            f"step itself {fmt_time(base08)} in 08{f' (one optimizer step per {micro} micro-batches)' if micro > 1 else ''}, "
+            f"{fmt_time(base)} here ({base / base08:.2f}×): "
+            + ("the attention's extra time agrees within 1.1×, so the ratios differ by the rest of the step, the same "
+               "step's move between sets of turns"
+               if max(extra / extra08, extra08 / extra) < PACED else "both parts differ"))
 
 
 INFERRED = "written-out eager over compiled SDPA, inferred"  # 08's row: two paired ratios' quotient, two sets of turns
@@ -504,15 +540,18 @@ def _same_gpt(profile: str, gpt: GPTConfig) -> bool:
 
 
 def account_in_08(ran08: Mapping[str, dict] | None, sdpa: Timing, written: Timing, dtype: torch.dtype, batch: int,
-                  gpt: GPTConfig, profile: str) -> str:
+                  gpt: GPTConfig, profile: str, paired: Ratio | None = None) -> str:
     """Notebook 08's attention alone (forward + backward of one layer at this micro-batch, earlier in this run):
     SDPA's extra time per call times the layers, beside the gap between this notebook's two eager steps
-    (`sdpa`, `written`, section 3's turns): an account from two sets of turns, not a measurement of the step."""
+    (`sdpa`, `written`, section 3's turns): by their paired ratio where given (`paired`, SDPA's time over the
+    written-out step's, turn by turn, at the written-out step's median: the comparison the turns make), else by
+    their medians. An account from two sets of turns, not a measurement of the step."""
     rows = {k: (ran08 or {}).get(f"attention alone: {k}, {dtype}") for k in ("SDPA", "written out")}
     if not all(rows.values()) or not same_as_08(gpt, profile, batch):
         return ""
     per_call = (rows["SDPA"]["value"] - rows["written out"]["value"]) / 1e3
-    summed, gap = per_call * gpt.n_layer, sdpa.median_s - written.median_s
+    summed = per_call * gpt.n_layer
+    gap = written.median_s * (paired.value - 1) if paired is not None else sdpa.median_s - written.median_s
     share = f": the account is {summed / gap:.2f}× that gap" if gap > 0 and summed > 0 else ""
     more = (f". The {summed * 1e3:+.1f} ms summed from attention timed alone exceeds the step's {gap * 1e3:+.1f} ms gap: "
             "the two come from different sets of turns, and attention alone runs without its neighbouring ops; what sets "
@@ -520,5 +559,8 @@ def account_in_08(ran08: Mapping[str, dict] | None, sdpa: Timing, written: Timin
             if share and summed > 1.1 * gap else "")  # beyond a tenth: a part clearly larger than the whole
     return (f"notebook 08 timed attention alone at this shape earlier in this run ({dtype}, forward + backward): SDPA's "
             f"extra {per_call * 1e3:+.2f} ms per layer × {gpt.n_layer} layers = {summed * 1e3:+.1f} ms per step; here the "
-            f"two eager steps' medians differ by {gap * 1e3:+.1f} ms (SDPA minus written out){share}. Two sets of turns: "
+            + (f"paired ratio, {paired.value:.2f}×, puts the two eager steps {gap * 1e3:+.1f} ms apart (SDPA minus written "
+               "out, at the written-out step's median)" if paired is not None else
+               f"two eager steps' medians differ by {gap * 1e3:+.1f} ms (SDPA minus written out)")
+            + f"{share}. Two sets of turns: "
             f"an account, not a measurement of the step{more}")

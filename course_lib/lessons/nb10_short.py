@@ -205,22 +205,29 @@ FAULTS = 1000  # minor page faults per step: a count below this, a millisecond o
 
 def faults_words(named: Mapping[str, tuple[float, float | None]], per: str = "step") -> str:
     """Where the same step's readings (where -> (its time, minor page faults per `per` or None)) were counted: the
-    faults beside each, and whether the slower readings are the ones that faulted ('' with fewer than two counted).
-    A fault maps in a page the allocator took fresh from the system: a candidate for a step's move, set beside its
-    time, not tested as its cause."""
+    faults beside each, and whether the slower readings (:data:`SWING` or more the fastest's time) are the ones that
+    faulted, every one of them ('' with fewer than two counted). A fault maps in a page the allocator took fresh from
+    the system: a candidate for a step's move, set beside its time, not tested as its cause."""
     got = {w: (s, f) for w, (s, f) in named.items() if f is not None}
     if len(got) < 2:
         return ""
-    (fast_s, fast_f), (slow_s, slow_f) = min(got.values()), max(got.values())
+    fastest = min(s for s, _ in got.values())
+    slow = {w: f for w, (s, f) in got.items() if s >= SWING * fastest}
+    fast = [f for s, f in got.values() if s < SWING * fastest]
     listed = ", ".join(f"{w} {f:,.0f}" for w, (_, f) in got.items())
     least = FAULTS if per == "step" else FAULTS / 2  # per 1,000 tokens: a 2,048-token step's count, halved
     if max(f for _, f in got.values()) < least:
         said = f"under {least:,.0f} in every reading, too few to weigh in a step's time"
-    elif slow_f - fast_f >= least:
-        said = (f"the slowest reading faulted {slow_f - fast_f:,.0f} more than the fastest: memory taken fresh from the "
-                "system each step goes with the slower time here (a candidate cause, not tested)")
+    elif not slow:
+        said = f"the readings lie within {SWING:g}× of each other: no slower reading to set the faults beside"
+    elif min(slow.values()) - max(fast) >= least:
+        said = (f"every slower reading ({SWING:g}× or more the fastest's time) faulted at least "
+                f"{min(slow.values()) - max(fast):,.0f} more than the faster ones: memory taken fresh from the system "
+                "each step goes with the slower time here (a candidate cause, not tested)")
     else:
-        said = "the slowest reading faulted no more than the fastest: the faults do not go with the step's move here"
+        clean = [w for w, f in slow.items() if f - max(fast) < least]
+        said = (f"{', '.join(clean)} ran {SWING:g}× or more slower than the fastest without faulting more: the faults "
+                "do not go with the step's move here")
     return f"page faults per {per} (pages the system maps in at first touch): {listed}: {said}"
 
 
