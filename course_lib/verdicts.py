@@ -516,7 +516,7 @@ def aside(text: str, keep: dict[str, list[str]], under: str) -> str:
     if not lines:
         return ""
     keep[under] = [*keep.get(under, []), *lines]
-    return f"(on GPUs, for {under}: the reference run's and published figures, apart, in '{ELSEWHERE}' after the answer)"
+    return f"(what GPUs measured here: under '{ELSEWHERE}', after the answer)"
 
 
 def kept(details: Mapping[str, Sequence[str]]) -> str:

@@ -103,6 +103,12 @@ def test_busy_short_gives_the_two_mfus_and_readings_where_mfu_moved_more(gain, b
         assert said == full.removeprefix("verdict: ")
 
 
+def test_busy_short_calls_a_reading_moved_under_a_point_steady():
+    steady = nb08.busy_short(_in_turns(12.0, 10.0, 14.0), _in_turns(1.003, 1.001, 1.005), "1 sequence", "16 sequences",
+                             {"1 sequence": 99.6, "16 sequences": 99.9}, MFU)
+    assert "the utilisation reading stayed within a point (100 % → 100 %)" in steady  # beyond its spread, not to the eye
+
+
 def test_busy_verdict_calls_a_change_under_a_point_steady():
     text = nb08.busy_verdict(_in_turns(4.0, 3.5, 4.3), _in_turns(0.9995, 0.999, 0.9998), "1 sequence",
                              "16 sequences", {"1 sequence": 99.2, "16 sequences": 99.1}, MFU)

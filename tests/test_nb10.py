@@ -147,7 +147,7 @@ def test_sync_verdict_adds_the_cpu_note_and_the_reference_off_a_gpu():
     head, second, details, verdict = gpu.splitlines()
     assert head == "in short: a step reading its logged values makes 7 synchronising calls, a step keeping them on the " \
         "device none"
-    assert second == f"          keeping them, timed in turns here: {CLEAR.brief}" and details == "  details:"
+    assert second == f"          keeping them instead of reading them, in speed, timed in turns here: {CLEAR.brief}" and details == "  details:"
     assert verdict.startswith("    verdict on H100: keeping the 7 values per step on the device: 2.00×")
     cpu = nb10.sync_verdict(CLEAR, 7, "EPYC", "cpu")
     assert "(on a CPU, ops run as they are called" in cpu
@@ -674,8 +674,8 @@ def test_beside_08_sets_08s_step_timed_here_beside_08s_and_09s_readings_and_this
                                              "setup": "batch 16, written-out attention"}}
     text = nb10.beside_08(_ran08(), gpt, "cpu", 16, written=written, as_08=as_08, ran09=ran09, account="08's account")
     lines = text.splitlines()
-    assert lines[0].startswith("in short: by the rule for two moments (2.5×, what a machine's pace can move) for readings, "
-                               "and by whether their intervals overlap for paired ratios (the pace cancels within each), no "
+    assert lines[0].startswith("in short: by the rule for two moments (2.5×, what a machine's pace can move), for readings "
+                               "and for paired ratios from separate sets of turns alike, no "
                                "reading of 08's (or 09's) is told apart")  # whether the notebooks agree first
     assert lines[1].startswith("          timed in section 3's turns, 08's step (clipping, AdamW's two groups) over this "
                                "notebook's eager written-out step, in speed: 0.97× (")  # then the paired reading
@@ -973,7 +973,7 @@ def test_in_short_puts_one_line_first_and_every_other_line_under_details():
 def test_aside_keeps_another_machines_block_for_its_own_section_and_says_where():
     apart = {}
     said = nb10.aside("\nOn the reference GPU: 1.04×\n  its GPT: 6 layers\n", apart, "section 2")
-    assert said == f"(on GPUs, for section 2: the reference run's and published figures, apart, in '{nb10.ELSEWHERE}' after the answer)"
+    assert said == f"(what GPUs measured here: under '{nb10.ELSEWHERE}', after the answer)"
     assert nb10.aside("", apart, "section 3") == "" and "section 3" not in apart  # nothing to set apart: no line
     nb10.aside("published: 2.27×", apart, "section 2")  # a second block of the same section joins the first
     assert nb10.kept(apart).splitlines() == ["section 2:", "  On the reference GPU: 1.04×", "    its GPT: 6 layers",
@@ -1011,6 +1011,10 @@ def test_short_lines_say_what_each_section_found_and_where_two_sets_of_turns_dis
         "device: not a verdict on SDPA elsewhere)"]
     slower = Ratio("written-out attention vs SDPA, eager", 0.8, 0.78, 0.82, rounds=9, coverage=0.96, drift=0.01)
     assert "elsewhere" not in nb10.compile_short(faster, slower)[1]  # SDPA won: nothing to qualify
+    assert nb10.compile_short(faster, slower, moved=1.17)[-1] == (
+        "the eager SDPA step read 1.17× its section-2 time in these turns (the pace probe's readings beside it: appendix): "
+        "a move that slows the versions unevenly stays in these ratios")
+    assert len(nb10.compile_short(faster, slower, moved=1.05)) == 2  # within 1.1x: no line
     near = Ratio("compiled vs eager, section 3b's turns", 1.01, 0.98, 1.045, rounds=9, coverage=0.96, drift=0.02)
     assert nb10.compile_again(near, faster) == (f"  section 3's turns read {faster.brief}: not confirmed here (the "
                                                 "answer weighs the sets of turns)")
@@ -1071,7 +1075,7 @@ def test_short_lines_say_what_each_section_found_and_where_two_sets_of_turns_dis
     backed = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", fixes, None, "", None, item_cost=costly)
     assert f"removing the graph break sped the .item() GPT back up: the full batch at " \
         f"{gained.value:.{gained.decimals}f}×" in backed and "not established" not in backed
-    assert nb10.sync_short(same, 53, "cpu")[-1] == f"keeping them, timed in turns here: {same.brief}"  # no reference recorded
+    assert nb10.sync_short(same, 53, "cpu")[-1] == f"keeping them instead of reading them, in speed, timed in turns here: {same.brief}"  # no reference recorded
     assert nb10.sync_short(same, 53, "cpu", reads=0.000163)[-1].endswith(
         "; the profiler puts the reads at 0.02% of the step, far less than turns can resolve")
     assert "profiler" not in nb10.sync_short(same, 53, "cuda", reads=0.3)[-1]
@@ -1454,9 +1458,8 @@ def test_beside_08_says_when_the_probe_leaves_a_gap_the_two_moments_rule_allows(
     assert lines[2] == "  details:"  # the 2.5x rule, which says less than the probe, stands under details
     assert "tokens per probe" not in lines[1] and any(ln.startswith("    08's step in the turns of") and
                                                       "tokens per probe: 664, 614)" in ln for ln in lines)  # its sums
-    assert "    by the rule for two moments (2.5×, what a machine's pace can move) for readings, and by whether their " \
-        "intervals overlap for paired ratios (the pace cancels within each), no reading of 08's (or 09's) is " \
-        "told apart from this notebook's" in lines
+    assert "    by the rule for two moments (2.5×, what a machine's pace can move), for readings and for paired ratios " \
+        "from separate sets of turns alike, no reading of 08's (or 09's) is told apart from this notebook's" in lines
     slower = {**{k: v for k, v in ran08.items() if not k.startswith("step, micro-batch")},  # 08's one reading
               "eager, written-out attention": {**ran08["eager, written-out attention"], "value": 36.0,
                                                "spread": [35.9, 36.1]}}
@@ -1576,12 +1579,15 @@ def test_answer_counts_a_compile_gain_under_ten_percent_only_where_a_second_set_
         {"compute": 0.9, "framework": 0.1}, "cpu", {nb10.COMPILING: big}, None, "", None, again=open_)
 
 
-def test_beside_08_reads_two_paired_ratios_by_whether_their_intervals_overlap():
+def test_beside_08_reads_two_paired_ratios_from_two_sets_of_turns_by_the_rule_for_two_moments():
     from course_lib.lessons.nb10_beside08 import _paired
     row = {"value": 1.43, "unit": "×", "spread": [1.38, 1.45], "rounds": 5, "coverage": 0.94, "drift": 0.02}
     apart = _paired("written-out over SDPA, eager", row, Ratio("a", 1.35, 1.26, 1.37, rounds=9, coverage=0.96,
                                                                 drift=0.02))
-    assert apart.verdict == "a difference: the two paired intervals do not overlap (cause not measured)"
+    assert apart.verdict.startswith("inconclusive: the two paired intervals do not overlap, but two sets of turns can "
+                                    "move a paired ratio by up to 2.5×")  # as the glossary's 'inconclusive' says
+    far = _paired("written-out over SDPA, eager", row, Ratio("a", 4.0, 3.8, 4.2, rounds=9, coverage=0.96, drift=0.02))
+    assert far.verdict == "a difference: 2.5× or more apart beyond both intervals (cause not measured)"  # 3.8/1.45
     near = _paired("written-out over SDPA, eager", row, Ratio("a", 1.40, 1.30, 1.50, rounds=9, coverage=0.96, drift=0.02))
     assert near.verdict == "not told apart: the two paired intervals overlap"
 

@@ -72,7 +72,9 @@ def busy_short(gain: Ratio, busy: Ratio, small: str, large: str, busy_pct: dict[
     :func:`busy_verdict`'s line (which, with the reasons, stands in full in the appendix either way)."""
     if not (gain.clear and gain.value > 1 and (busy.within_noise or busy.hi < gain.lo)):
         return busy_verdict(gain, busy, small, large, busy_pct, mfu).removeprefix("verdict: ")
-    moved = "did not move beyond its spread" if busy.within_noise else "moved less, beyond both ranges"
+    steady = abs(busy_pct[large] - busy_pct[small]) < 1  # under a percentage point: unchanged to the eye
+    moved = ("did not move beyond its spread" if busy.within_noise else
+             "stayed within a point" if steady else "moved less than MFU, beyond both ranges")
     return (f"with {large} a micro-batch instead of {small}, MFU {mfu[small]:.1%} → {mfu[large]:.1%} (the medians; "
             f"paired in turns, {gain.numbers} higher) while the utilisation reading {moved} ({busy_pct[small]:.0f} % → "
             f"{busy_pct[large]:.0f} %): busy is not efficient")

@@ -197,8 +197,8 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
         own = [1e3 * r.then for r in in_08 if "long run" not in r.quantity and r.then]  # 08's readings, ktok/s -> tok/s
         probed += _swing(ran08, ran09, as_08, swung, short=True, own08=own)
         full += _swing(ran08, ran09, as_08, swung, own08=own)
-    moments = ("by the rule for two moments (2.5×, what a machine's pace can move) for readings, and by whether their "
-               "intervals overlap for paired ratios (the pace cancels within each), "
+    moments = ("by the rule for two moments (2.5×, what a machine's pace can move), for readings and for paired ratios "
+               "from separate sets of turns alike, "
                + (f"the notebooks differ on: {'; '.join(differ)}" if differ else
                   "no reading of 08's (or 09's) is told apart from this notebook's"))
     up_front = bool(differ) or not probed  # the probe's line, where there is one, says more than the 2.5x rule can
@@ -210,7 +210,9 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
                "here ÷ 08: the figure here over 08's (for a rate, the speed here over 08's), its range from the "
                f"two spreads; told apart only at {verdicts.APART:g}× or more (the rule for two moments, in the glossary)"
                if table else "", _table(table) if table else "",
-               _attention_split(ran08, eager, written) if any(q.startswith("written-out over SDPA") for q in differ) else "",
+               _attention_split(ran08, eager, written) if any(r.quantity.startswith("written-out over SDPA") and
+                                                               not r.verdict.startswith("not told apart") for r in table)
+               else "",
                _after_compile(ran08, eager, compiled),
                _part_in_09(ran09, gpt, profile, batch, {"section 2": before, "section 3": eager, **(later or {})}, as_08),
                *_same_step(mine, as_08 is not None),
@@ -363,11 +365,16 @@ def _paired(quantity: str, row: dict | None, gain: Ratio | None, inverted: bool 
         value, lo, hi = 1 / value, 1 / hi, 1 / lo
     micro = _micro(row)  # 08's step, where it ran more than one micro-batch: another step than this one
     theirs = report.recorded_ratio("", {**row, "value": value, "spread": (lo, hi)})  # its value kept inside its range
-    ratio, _ = _pair(gain.value / theirs.value, gain.lo / theirs.hi, gain.hi / theirs.lo)
-    overlap = gain.lo <= theirs.hi and theirs.lo <= gain.hi  # each paired in its own turns: pace cancels within each
+    lo, hi = gain.lo / theirs.hi, gain.hi / theirs.lo  # here over 08, the far ends of the two intervals
+    ratio, _ = _pair(gain.value / theirs.value, lo, hi)
+    overlap = gain.lo <= theirs.hi and theirs.lo <= gain.hi
+    near = lo if lo > 1 else 1 / hi  # the end of the range nearest 1, as a factor
     return Row(f"{quantity} (paired{f'; 08: its step{micro}' if micro else ''})", theirs.numbers, gain.numbers, ratio,
                "not told apart: the two paired intervals overlap" if overlap else
-               "a difference: the two paired intervals do not overlap (cause not measured)")
+               f"inconclusive: the two paired intervals do not overlap, but two sets of turns can move a paired ratio by "
+               f"up to {verdicts.APART:g}× (the rule for two moments: a pace that slows its two versions unevenly)"
+               if near < verdicts.APART else
+               f"a difference: {verdicts.APART:g}× or more apart beyond both intervals (cause not measured)")
 
 
 def _attention_split(ran08: Mapping[str, dict], eager: Timing | None, written: Timing | None) -> str:

@@ -24,7 +24,8 @@ def sync_short(gain: Ratio | None, waits: int, device_type: str, reads: float | 
     reads cost (the reference's own figures stand apart, :func:`course_lib.verdicts.aside`). `reads`: off a GPU, the reads'
     share of the profiled step, said where the turns told no difference: more turns would not resolve it."""
     said = [f"a step reading its logged values makes {waits} synchronising calls, a step keeping them on the device none",
-            "keeping them, timed in turns here: " + (gain.brief if gain is not None else "not timed")
+            "keeping them instead of reading them, in speed, timed in turns here: " + (gain.brief if gain is not None
+                                                                                      else "not timed")
             + (f"; the profiler puts the reads at {reads:.2%} of the step, far less than turns can resolve"
                if reads is not None and device_type != "cuda" and gain is not None and not gain.clear else "")]
     if plain is not None and plain.clear:  # what the logging costs besides its reads: the norms themselves
@@ -39,14 +40,19 @@ def sync_short(gain: Ratio | None, waits: int, device_type: str, reads: float | 
     return said
 
 
-def compile_short(gain: Ratio | None, attention: Ratio | None) -> list[str]:
-    """Section 3's findings, one a line: compiling's speed-up in these turns, and the written-out attention's."""
+def compile_short(gain: Ratio | None, attention: Ratio | None, moved: float | None = None) -> list[str]:
+    """Section 3's findings, one a line: compiling's speed-up in these turns, and the written-out attention's; where
+    the eager SDPA step read :data:`SWING` or more apart from its section-2 time (`moved`, here over there), a line
+    that says so, since a move that hits the versions unevenly stays in these turns' ratios."""
     said = [f"compiling (default mode) against eager, timed in turns: {gain.brief} (section 3b times the gain again)"
             if gain is not None else "compiling: not timed here"]
     if attention is not None:
         said.append(f"the written-out attention instead of SDPA, eager: {attention.brief}"
                     + (" (SDPA's kernel in this format on this device: not a verdict on SDPA elsewhere)"
                        if attention.clear and attention.value > 1 else ""))
+    if moved is not None and max(moved, 1 / moved) >= SWING:
+        said.append(f"the eager SDPA step read {moved:.2f}× its section-2 time in these turns (the pace probe's readings "
+                    "beside it: appendix): a move that slows the versions unevenly stays in these ratios")
     return said
 
 
