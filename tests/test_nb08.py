@@ -471,11 +471,15 @@ def test_paired_mfu_text_names_the_turns_and_the_moment():
     assert nb08.mfu_span([0.377, 0.369, 0.382], mfu, 0.45, held) == (0.369, 0.382)  # stands: the quartiles
     assert nb08.mfu_span([0.377, 0.369, 0.382], None, 0.45, None) == (0.369, 0.382)  # no check ran
     widened = nb08.answer_with_long_run((0.30, 0.34), [0.385, 0.321, 0.3905])
-    assert widened.startswith("answer, with the long run: this step's MFU in this notebook's process is 30.0%–38.5% of the measured")
+    assert widened.startswith("answer, with the long run: this step's MFU reaches 38.5% of the measured peak at its "
+                              "fastest reading here (the long run's median); across this notebook's readings it spans "
+                              "30.0%–38.5%")
+    assert widened.endswith("; the slower readings are the same step at other moments of this process (the run-order "
+                            "line above), moved by a cause not measured")  # 1.28x apart
     assert "(sections 4 and 5: 30.0%–34.0%; the long run's median: 38.5%)" in widened  # medians, not a quartile's end
     more = nb08.answer_with_long_run((0.30, 0.34), [0.385, 0.321, 0.3905], {"section 4's second turns": (0.41, 0.41)},
                                      first="section 4 (its quartiles)")
-    assert "is 30.0%–41.0% of the measured" in more and "(section 4 (its quartiles): 30.0%–34.0%; section 4's second " \
+    assert "reaches 41.0% of the measured peak at its fastest reading here (section 4's second turns)" in more and "(section 4 (its quartiles): 30.0%–34.0%; section 4's second " \
         "turns: 41.0%; the long run's median: 38.5%)" in more
     same = nb08.answer_with_long_run((0.30, 0.34), [0.385, 0.321, 0.3905], {"section 4's second turns": (0.3411, 0.3414)})
     assert "section 4's second turns: 34.1%;" in same  # one value where both ends round alike

@@ -741,6 +741,14 @@ def test_account_in_08_sums_attention_alone_over_the_layers_beside_this_gap():
     by_pairs = nb10.account_in_08(ran08, sdpa, written, torch.bfloat16, 16, gpt, "cpu", paired=paired)
     assert "here the paired ratio, 1.25×, puts the two eager steps +17.4 ms apart (SDPA minus written out, at the " \
         "written-out step's median): the account is 2.05× that gap" in by_pairs  # 69.4 ms × 0.25, not the medians' 27.5
+    ran08["attention alone: SDPA, torch.bfloat16"].update(value=11.4, spread=[10.4, 13.9])  # 08's quartiles
+    ran08["attention alone: written out, torch.bfloat16"].update(spread=[4.5, 4.9])
+    wide = nb10.account_in_08(ran08, sdpa, written, torch.bfloat16, 16, gpt, "cpu", paired=paired)
+    assert "exceeds the step's" in wide  # +22.0 ms at its least against +20.8 at the gap's most: apart (reader FF)
+    ran08["attention alone: SDPA, torch.bfloat16"].update(spread=[9.0, 13.9])  # quartiles reaching down into the gap
+    fits = nb10.account_in_08(ran08, sdpa, written, torch.bfloat16, 16, gpt, "cpu", paired=paired)
+    assert "exceeds" not in fits and "Their ranges overlap (the sum by 08's quartiles +16.4 to +37.6 ms, the gap by " \
+        "the paired interval +13.9 to +20.8 ms): the account fits the gap" in fits
     assert nb10.account_in_08(ran08, sdpa, written, torch.float32, 16, gpt, "cpu") == ""  # another format
     assert nb10.account_in_08(ran08, sdpa, written, torch.bfloat16, 8, gpt, "cpu") == ""  # another micro-batch
 
@@ -1220,14 +1228,14 @@ def test_answer_says_compiling_and_the_written_out_attention_were_not_timed_toge
     attention = Ratio("a", 1.38, 1.35, 1.47, rounds=9, coverage=0.96, drift=0.01)
     said = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {nb10.COMPILING: gain}, None, "", None,
                        attention=attention)
-    assert "made the step measurably faster, in turns (each against the eager SDPA step; the two together: not timed)" \
+    assert "made the step measurably faster, in turns (each against the eager SDPA step; compiling on top of the written-out attention: not timed)" \
         "\n  details:" in said
     ran08 = {"compiled vs eager, written-out attention": {"value": 1.154, "unit": "×", "spread": [1.146, 1.210], "rounds": 9,
                                                           "coverage": 0.96, "drift": 0.01}}
     cited = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {nb10.COMPILING: gain}, None, "", None, ran08,
                         attention=attention)
-    assert "(each against the eager SDPA step; the two together: notebook 08 timed the written-out GPT compiled against " \
-        "it eager, in its own turns: 1.154× (1.146–1.210) faster)" in cited
+    assert "(each against the eager SDPA step; compiling on top of the written-out attention: notebook 08 timed the written-out GPT compiled against " \
+        "it eager, in its own turns: 1.154× (1.146–1.210) faster; the two changes at once against eager SDPA: not timed)" in cited
 
 
 def test_cache_roof_note_says_how_a_cache_roof_colours_the_memory_side():

@@ -157,9 +157,12 @@ def answer_with_long_run(section5: tuple[float, float], long_mfu: Sequence[float
     lo, hi = min(r[0] for r in parts.values()), max(r[1] for r in parts.values())
     def span(a: float, b: float) -> str:  # '34.1%', not '34.1%–34.1%', where the two ends round alike
         return f"{a:.1%}" if f"{a:.1%}" == f"{b:.1%}" else f"{a:.1%}–{b:.1%}"
-    return (f"answer, with the long run: this step's MFU in this notebook's process is {span(lo, hi)} of the measured peak "
-            f"across this notebook's readings ({'; '.join(f'{k}: {span(a, b)}' for k, (a, b) in parts.items())}), "
-            "each reading taken at one moment")
+    top = next(k for k, (_, b) in parts.items() if b == hi)  # where the fastest reading was taken
+    return (f"answer, with the long run: this step's MFU reaches {hi:.1%} of the measured peak at its fastest reading "
+            f"here ({top}); across this notebook's readings it spans {span(lo, hi)} "
+            f"({'; '.join(f'{k}: {span(a, b)}' for k, (a, b) in parts.items())}), each reading taken at one moment"
+            + ("; the slower readings are the same step at other moments of this process (the run-order line above), "
+               "moved by a cause not measured" if hi / lo >= AGREE else ""))
 
 
 AGREE = 1.1  # the same step's readings within this of each other agree; beyond it the run-order line says how they moved
@@ -180,10 +183,11 @@ def run_order(readings: Mapping[str, Timing | None]) -> str:
     elif all(later >= 0.98 * earlier for earlier, later in zip(ms, ms[1:])):  # never faster by more than 2 %
         how = (f"the step read slower the later it ran, {ms[-1] / ms[0]:.2f}× from the first reading to the last. What "
                "slowed it is not measured here; each comparison above ran its versions in turns, where such a move "
-               "falls on both alike")
+               "cancels if it slows both alike")
     else:
-        how = (f"{span:.2f}× apart, slower and faster by turns: the pace of each moment, not measured apart; each "
-               "comparison above ran its versions in turns, where such a move falls on both alike")
+        how = (f"{span:.2f}× apart, slower and faster by turns. What moved it is not measured here (section 5's check "
+               "times the peak's matmul beside one of these readings: whether the machine's matmul pace moved too); each "
+               "comparison above ran its versions in turns, where such a move cancels if it slows both alike")
     return ("the same step, in the order it ran: " + " → ".join(f"{m:.0f} ms ({name})" for name, m in items)
             + f"; {how}")
 

@@ -104,8 +104,9 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
             + (f"; {SMALL}: {_break_words(*small[:2])}" if small and name == FIX else "")
             for name, r in fixes.items()]
     together = (ran08 or {}).get("compiled vs eager, written-out attention")  # 08 compiled the written-out GPT
-    both = (" (each against the eager SDPA step; the two together: " + (
-        f"notebook 08 timed the written-out GPT compiled against it eager, in its own turns: {_recorded(together).brief})"
+    both = (" (each against the eager SDPA step; compiling on top of the written-out attention: " + (
+        f"notebook 08 timed the written-out GPT compiled against it eager, in its own turns: {_recorded(together).brief}; "
+        "the two changes at once against eager SDPA: not timed)"
         if together and together.get("spread") else "not timed)")) * (bool(compiled) and "the written-out attention" in paid)
     unresolved = [w for w, r in sets if not is_gain(r)]  # no difference, too wide or inconclusive
     steps = {w: (pays_back or {}).get(w) for w, _ in gained} if compiled else {}  # each set's break-even, where a gain
