@@ -167,8 +167,8 @@ def test_answer_sums_the_step_the_kinds_and_the_fixes(tmp_path, monkeypatch):
     assert whole.short.splitlines() == said[:cut] and whole.details.splitlines()[0] == "details behind the answer:"
     both = nb10.answer(cpu_step, "cpu", fixes, kinds, "sdpa bwd", 0.04,  # section 1's profile beside section 4's shares
                        profiled={"attention": 0.45, "matmul": 0.35, "element-wise": 0.1, "copy": 0.1}).splitlines()
-    assert both[1].startswith("  where the time went: attention 50% (45%), matmul 30% (35%), element-wise 10% (10%) of "
-                              "the op time (section 4's op timings; in brackets section 1's profile")
+    assert both[1].startswith("  where the time went: attention 45% (50%), matmul 35% (30%), element-wise 10% (10%) of "
+                              "the op time (section 1's profile, each op's own time; in brackets section 4's op timings")
     assert whole.details.splitlines()[1:] == [ln[2:] for ln in said[cut + 1:]] and len(said[cut + 1:]) > 3
     assert said[:8] == [  # the short lines first
         "answer, from this run's numbers:",
@@ -209,7 +209,7 @@ def test_answer_sums_the_step_the_kinds_and_the_fixes(tmp_path, monkeypatch):
                           "lower still: the profiler books part of its own cost inside the ops' records")
     over = nb10.answer(cpu_step, "cpu", fixes, kinds, "sdpa bwd", 0.04, ops_unprofiled=1.01).splitlines()
     assert over[2].startswith("  what this run can name as possibly avoidable (each in details): the model's fusible ops")  # no 'at least 0.0%' as a finding
-    assert over[12].endswith("section 4 sets no lower bound on it: the profiled ops add up to 101% of the unprofiled step "
+    assert over[12].endswith("section 4 sets no lower bound on it: the profiled ops add up to 101% of the unprofiled step's fast quartile "
                             "(part of the profiler's and the counting's cost is expected inside the ops' records: not "
                             "measured apart), so this run cannot bound from below the time "
                             "outside any op; section 1's profiled step reads 6.0%, which holds part of the profiler's own time")
@@ -427,7 +427,7 @@ def test_op_notes_read_the_op_times():
         "each other as a ratio" in beside  # 90 + 1 ms of ops; the framework's 9 ms is not op time
     assert lines[3].startswith("1 group below its ridge ran above its roof (up to 120%, add 64 · 64)")
     fast = StepOps(STEP.ops, _t("step", 0.99 * STEP.op_seconds), STEP.profiled)  # the ops outlast the unprofiled step
-    assert "step: the profiled ops add up to 101% of the unprofiled step (part of the profiler's and the counting's " \
+    assert "step: the profiled ops add up to 101% of the unprofiled step's fast quartile (part of the profiler's and the counting's " \
         "cost is expected inside the ops' records: not measured apart), " \
         "so this run cannot bound from below the time outside any op" in nb10.op_notes(fast, ridge_of, of_roof, "p", "cpu")
     gelu = OpTime("aten::gelu", ((16, 128, 512),), "element-wise", 4, 1e6, 8e6, 0.002)  # 1 FLOP per 8 bytes
@@ -1397,7 +1397,7 @@ def test_paced_takes_each_sets_pace_out_of_08s_step():
     spread = {**ran08, "pace probe, section 4's turns": {"value": 24.0, "unit": "ms", "spread": [22.0, 27.0]}}
     wide = nb10_beside08.paced(spread, ran09, here, probe, short=True)  # 08's probe read 22-27 ms: 550-675 tokens
     assert wide.endswith("1.00× with each set's pace taken out: within 1.1× at the medians, up to 1.14× at the "
-                         "quartiles' far ends: not settled")  # 675 / (2048 / 66 ms × 19 ms = 590): 1.14x
+                         "quartiles' far ends: inconclusive")  # 675 / (2048 / 66 ms × 19 ms = 590): 1.14x
     apart = nb10_beside08.paced(ran08, ran09, here, _t("p", 0.025))  # the probe held, the step did not
     assert apart.endswith("1.26× apart in rate, 1.32× once each set's pace probe is taken out (its rate × the probe's "
                           "time in the same turns, tokens per probe: 600, 598, 788): a gap the probe does not take away, "

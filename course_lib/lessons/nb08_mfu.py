@@ -12,7 +12,7 @@ import torch
 
 from course_lib.bench import Ratio, Timing, median_interval
 from course_lib.datasheet import Spec
-from course_lib.units import fmt_rate
+from course_lib.units import fmt_rate, fmt_time
 
 
 # A utilisation reading is a share of time the device was busy, read every 0.1 s: near 100 % it
@@ -168,28 +168,42 @@ def answer_with_long_run(section5: tuple[float, float], long_mfu: Sequence[float
 AGREE = 1.1  # the same step's readings within this of each other agree; beyond it the run-order line says how they moved
 
 
-def run_order(readings: Mapping[str, Timing | None]) -> str:
+def run_order(readings: Mapping[str, Timing | None], probes: Mapping[str, Timing | None] | None = None) -> str:
     """The same step's readings (a name -> its Timing, None where it did not run), in the order they ran, as ms
-    per step (with the minor page faults a step, where its set of turns counted them), and how they moved: within :data:`AGREE` of each other they agree; else whether the step only read
-    slower the later it ran, or moved both ways. Each reading is one moment's; what moved them is not measured."""
-    items = [(name + (f"; {t.faults:,.0f} page faults a step" if t.faults is not None else ""), 1e3 * t.median_s)
-             for name, t in readings.items() if t is not None]  # each set's faults beside it, where counted
-    if len(items) < 2:
+    per step (with the minor page faults a step, where its set of turns counted them, and the pace probe's time where
+    `probes`, by the same names, timed one in the same turns), and how they moved: within :data:`AGREE` of each other
+    they agree; else whether the step only read slower the later it ran, or moved both ways, and, where two or more
+    sets timed the probe, whether the probe moved with it. Each reading is one moment's."""
+    probes = probes or {}
+    got = {name: t for name, t in readings.items() if t is not None}
+    if len(got) < 2:
         return ""
-    ms = [m for _, m in items]
+
+    def label(name: str, t: Timing) -> str:
+        extra = [f"probe {fmt_time(probes[name].median_s)}" if probes.get(name) is not None else "",
+                 f"{t.faults:,.0f} page faults a step" if t.faults is not None else ""]
+        return "; ".join([name, *filter(None, extra)])
+    ms = [1e3 * t.median_s for t in got.values()]
     span = max(ms) / min(ms)
+    paced = {n: (t.median_s, probes[n].median_s) for n, t in got.items() if probes.get(n) is not None}
+    if len(paced) >= 2:  # the fixed matmul and copy beside two or more of the readings
+        step_span = max(s for s, _ in paced.values()) / min(s for s, _ in paced.values())
+        probe_span = max(p for _, p in paced.values()) / min(p for _, p in paced.values())
+        why = (f"the pace probe, timed in {len(paced)} of these sets, held within {probe_span:.2f}× while the step moved "
+               f"{step_span:.2f}× in them: the machine's pace, as that fixed matmul and copy read it, does not account for "
+               "the move; what does is not measured" if probe_span < AGREE <= step_span else
+               f"the pace probe, timed in {len(paced)} of these sets, moved {probe_span:.2f}× while the step moved "
+               f"{step_span:.2f}× in them")
+    else:
+        why = "what moved it is not measured here"
     if span < AGREE:
         how = f"within {span:.2f}× of each other: the readings agree"
     elif all(later >= 0.98 * earlier for earlier, later in zip(ms, ms[1:])):  # never faster by more than 2 %
-        how = (f"the step read slower the later it ran, {ms[-1] / ms[0]:.2f}× from the first reading to the last. What "
-               "slowed it is not measured here; each comparison above ran its versions in turns, where such a move "
-               "cancels if it slows both alike")
+        how = f"the step read slower the later it ran, {ms[-1] / ms[0]:.2f}× from the first reading to the last; {why}"
     else:
-        how = (f"{span:.2f}× apart, slower and faster by turns. What moved it is not measured here (section 5's check "
-               "times the peak's matmul beside one of these readings: whether the machine's matmul pace moved too); each "
-               "comparison above ran its versions in turns, where such a move cancels if it slows both alike")
-    return ("the same step, in the order it ran: " + " → ".join(f"{m:.0f} ms ({name})" for name, m in items)
-            + f"; {how}")
+        how = f"{span:.2f}× apart, slower and faster by turns; {why}"
+    return ("the same step, in the order it ran: " + " → ".join(f"{m:.0f} ms ({label(n, t)})" for (n, t), m in
+                                                              zip(got.items(), ms)) + f"; {how}")
 
 
 def fastest_seen(t: Timing, mfu: Sequence[float]) -> str:

@@ -85,11 +85,13 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     if kinds:
         op_time = sum(k["seconds"] for k in kinds.values())
         whole = sum(profiled.values()) if profiled else 0.0
-        head.append("  where the time went: " + ", ".join(
-            f"{kind} {k['seconds'] / op_time:.0%}" + (f" ({(profiled or {}).get(kind, 0.0) / whole:.0%})" if whole else "")
-            for kind, k in list(kinds.items())[:3])
-                    + (" of the op time (section 4's op timings; in brackets section 1's profile, each op's own time: "
-                       "two readings of the step, set side by side in section 4)" if whole
+        shares = ([(kind, (profiled or {})[kind] / whole, kinds[kind]["seconds"] / op_time if kind in kinds else None)
+                   for kind in sorted(profiled or {}, key=lambda k: -(profiled or {})[k])[:3]] if whole else
+                  [(kind, k["seconds"] / op_time, None) for kind, k in list(kinds.items())[:3]])
+        head.append("  where the time went: " + ", ".join(  # section 1's profile first: the lighter instrument
+            f"{kind} {first:.0%}" + (f" ({then:.0%})" if then is not None else "") for kind, first, then in shares)
+                    + (" of the op time (section 1's profile, each op's own time; in brackets section 4's op timings, "
+                       "with each op's FLOPs counted: two readings of the step, set side by side in section 4)" if whole
                        else " of the op time (under the profiler, section 4)")
                     + (f"; the costliest op, {slowest}, at {roof_share(slowest_of_roof)} of its roof"
                        if slowest_of_roof is not None else "")

@@ -113,7 +113,7 @@ def paced(ran08: Mapping[str, dict] | None, ran09: Mapping[str, dict] | None, as
     open_ = r < PACED <= far  # within 1.1x at the medians, but the quartiles of the steps and probes reach past it
     faulted = faults_words(faults, per="1,000 tokens")  # page faults beside each reading, where counted
     if short:  # one clause for the 'in short' line; the sets named, the arithmetic and the probe's words in the details
-        said = (f"within {PACED:g}× at the medians, up to {far:.2f}× at the quartiles' far ends: not settled" if open_
+        said = (f"within {PACED:g}× at the medians, up to {far:.2f}× at the quartiles' far ends: inconclusive" if open_
                 else ("they agree" if raw < PACED else "the probe takes the gap away") if r < PACED else
                 "not the machine's pace as the probe reads it")
         moved = "goes with the slower time" in faulted and (open_ or r >= PACED)  # a measured candidate, where open

@@ -96,8 +96,9 @@ def bounded(ops_share: float) -> bool:
 
 
 def unbounded(ops_share: float) -> str:
-    """Why the time outside any op has no lower bound here (:func:`bounded` false)."""
-    return (f"the profiled ops add up to {ops_share:.0%} of the unprofiled step (part of the profiler's and the "
+    """Why the time outside any op has no lower bound here (:func:`bounded` false; `ops_share`: the profiled ops over
+    the unprofiled step's fast quartile, the bound's base)."""
+    return (f"the profiled ops add up to {ops_share:.0%} of the unprofiled step's fast quartile (part of the profiler's and the "
             "counting's cost is expected inside the ops' records: not measured apart), so this run cannot bound from "
             "below the time outside any op")
 
