@@ -475,7 +475,7 @@ def test_paired_mfu_text_names_the_turns_and_the_moment():
                               "fastest reading here (the long run's median); across this notebook's readings it spans "
                               "30.0%–38.5%")
     assert widened.endswith("; the slower readings are the same step at other moments of this process (the run-order "
-                            "line above), moved by a cause not measured")  # 1.28x apart
+                            "line above says whether the pace probe moved with them)")  # 1.28x apart
     assert "(sections 4 and 5: 30.0%–34.0%; the long run's median: 38.5%)" in widened  # medians, not a quartile's end
     more = nb08.answer_with_long_run((0.30, 0.34), [0.385, 0.321, 0.3905], {"section 4's second turns": (0.41, 0.41)},
                                      first="section 4 (its quartiles)")
@@ -660,5 +660,10 @@ def test_run_order_lists_the_same_steps_readings_as_they_ran_and_how_they_moved(
                          "them: the machine's pace, as that fixed matmul and copy read it, does not account for the move; "
                          "what does is not measured")
     moved = nb08.run_order({"a": t(143), "b": t(173)}, {"a": t(12.0), "b": t(14.5)})
-    assert moved.endswith("the pace probe, timed in 2 of these sets, moved 1.21× while the step moved 1.21× in them")
+    assert moved.endswith("the pace probe, timed in 2 of these sets, moved 1.21× while the step moved 1.21× in them; "
+                          "with each set's probe taken out they lie within 1.00×: the machine's pace, as that fixed work "
+                          "reads it, accounts for the move")
+    part = nb08.run_order({"a": t(143), "b": t(186)}, {"a": t(12.0), "b": t(13.32)})  # the probe 1.11x, the step 1.30x
+    assert part.endswith("with each set's probe taken out they lie within 1.17×: the probe accounts for part of the move; "
+                         "the rest is not measured")
 

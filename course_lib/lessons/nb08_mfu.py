@@ -161,8 +161,8 @@ def answer_with_long_run(section5: tuple[float, float], long_mfu: Sequence[float
     return (f"answer, with the long run: this step's MFU reaches {hi:.1%} of the measured peak at its fastest reading "
             f"here ({top}); across this notebook's readings it spans {span(lo, hi)} "
             f"({'; '.join(f'{k}: {span(a, b)}' for k, (a, b) in parts.items())}), each reading taken at one moment"
-            + ("; the slower readings are the same step at other moments of this process (the run-order line above), "
-               "moved by a cause not measured" if hi / lo >= AGREE else ""))
+            + ("; the slower readings are the same step at other moments of this process (the run-order line above "
+               "says whether the pace probe moved with them)" if hi / lo >= AGREE else ""))
 
 
 AGREE = 1.1  # the same step's readings within this of each other agree; beyond it the run-order line says how they moved
@@ -189,11 +189,15 @@ def run_order(readings: Mapping[str, Timing | None], probes: Mapping[str, Timing
     if len(paced) >= 2:  # the fixed matmul and copy beside two or more of the readings
         step_span = max(s for s, _ in paced.values()) / min(s for s, _ in paced.values())
         probe_span = max(p for _, p in paced.values()) / min(p for _, p in paced.values())
+        over = [st / pr for st, pr in paced.values()]  # the step's time over the probe's: the pace taken out
+        left = max(over) / min(over)
         why = (f"the pace probe, timed in {len(paced)} of these sets, held within {probe_span:.2f}× while the step moved "
                f"{step_span:.2f}× in them: the machine's pace, as that fixed matmul and copy read it, does not account for "
                "the move; what does is not measured" if probe_span < AGREE <= step_span else
                f"the pace probe, timed in {len(paced)} of these sets, moved {probe_span:.2f}× while the step moved "
-               f"{step_span:.2f}× in them")
+               f"{step_span:.2f}× in them; with each set's probe taken out they lie within {left:.2f}×"
+               + (": the machine's pace, as that fixed work reads it, accounts for the move" if left < AGREE else
+                  ": the probe accounts for part of the move; the rest is not measured"))
     else:
         why = "what moved it is not measured here"
     if span < AGREE:
