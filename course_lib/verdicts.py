@@ -505,6 +505,9 @@ def in_short(short: str | Sequence[str], details: Iterable[str], keep: dict[str,
     return "\n".join(head + (["  details:", *(f"    {ln}" for ln in lines)] if lines else []))
 
 
+AGREE = 1.1  # readings of the same step (or with each set's pace taken out) this close agree: 08's, 09's and 10's rule
+
+
 ELSEWHERE = "What GPUs measured"  # a notebook's section holding every reference GPU's and published block, apart
 
 

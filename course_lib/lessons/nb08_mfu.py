@@ -13,6 +13,7 @@ import torch
 from course_lib.bench import Ratio, Timing, median_interval
 from course_lib.datasheet import Spec
 from course_lib.units import fmt_rate, fmt_time
+from course_lib.verdicts import AGREE  # the same step's readings this close agree (one home)
 
 
 # A utilisation reading is a share of time the device was busy, read every 0.1 s: near 100 % it
@@ -163,9 +164,6 @@ def answer_with_long_run(section5: tuple[float, float], long_mfu: Sequence[float
             f"({'; '.join(f'{k}: {span(a, b)}' for k, (a, b) in parts.items())}), each reading taken at one moment"
             + ("; the slower readings are the same step at other moments of this process (the run-order line above "
                "says whether the pace probe moved with them)" if hi / lo >= AGREE else ""))
-
-
-AGREE = 1.1  # the same step's readings within this of each other agree; beyond it the run-order line says how they moved
 
 
 def run_order(readings: Mapping[str, Timing | None], probes: Mapping[str, Timing | None] | None = None) -> str:

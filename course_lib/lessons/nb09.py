@@ -426,7 +426,7 @@ def _own_span(row: dict, sec4: dict) -> str:
 
 
 UNPACED = "a gap the probe does not take away, so not the machine's pace as the probe reads it"  # 09's and 10's words
-PACED = 1.1  # readings within this factor of each other once each set's pace is taken out agree (09's and 10's rule)
+PACED = verdicts.AGREE  # readings within this factor of each other once each set's pace is taken out agree
 
 
 def _paced(ratio: float, probe08: dict | None, probe: Timing | None) -> str:

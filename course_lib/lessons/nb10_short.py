@@ -14,7 +14,7 @@ from course_lib.units import fmt_time
 from course_lib.verdicts import ELSEWHERE, aside, in_short, kept  # noqa: F401  re-exported: one home, shared with 08
 
 NB = "10_compile_and_profile"
-SWING = 1.1  # eager readings this far apart get a line saying which is typical is not measured
+SWING = verdicts.AGREE  # eager readings this far apart (they do not agree) get a line saying which is typical is not measured
 
 
 def sync_short(gain: Ratio | None, waits: int, device_type: str, reads: float | None = None,
