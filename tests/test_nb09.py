@@ -318,6 +318,10 @@ def test_step_in_08_sets_08s_whole_step_beside_this_part_of_it():
     slow = nb09.step_in_08(written, (whole, part), c.batch, gpt, sec4,
                            probes=({"value": 25.0, "unit": "ms"}, probe)).splitlines()[2]  # 08's set ran slower
     assert "this one is 0.80× 08's (its rate alone: 1.00×), a gap the probe does not take away" in slow
+    spread = nb09.step_in_08(written, (whole, part), c.batch, gpt, sec4,  # 08's probe ran 19-23 ms: the far ends
+                             probes=({"value": 20.0, "unit": "ms", "spread": [19.0, 23.0]}, probe)).splitlines()[2]
+    assert spread.endswith("this one is 1.00× 08's (its rate alone: 1.00×), within 1.1× of 08's at the medians, up to "
+                           "1.18× at the quartiles' far ends: inconclusive")  # as 10 reads it (reader FK)
     assert nb09.step_in_08(written, (whole, part), c.batch, gpt, sec4, probes=(None, probe)) == "\n".join(both)
     longer = bench.timing_of([0.180, 0.182, 0.185, 0.179, 0.190], name="part", device="cpu", turns_id="t")
     assert "the part took longer than the whole in the same turns" in nb09.step_in_08(row, (whole, longer), c.batch,

@@ -208,11 +208,14 @@ def run_order(readings: Mapping[str, Timing | None], probes: Mapping[str, Timing
                                                               zip(got.items(), ms)) + f"; {how}")
 
 
-def fastest_seen(t: Timing, mfu: Sequence[float]) -> str:
-    """A version timed outside section 4's turns that ran faster than the answer's step (`t`, its MFU: median,
-    then its quartiles' ends): said beside the answer, as another version's."""
-    return (f"the fastest version timed in this notebook: {t.name} (section 4's second turns), {fmt_rate(t.rate, 'tok/s')}"
-            f" -> MFU {mfu[0]:.1%} (quartiles {mfu[1]:.1%}–{mfu[2]:.1%}): another version than the answer's step")
+def fastest_seen(t: Timing, mfu: Sequence[float], vs: Ratio | None = None) -> str:
+    """A version timed outside section 4's turns whose median rate is above the answer's step's (`t`, its MFU: median,
+    then its quartiles' ends): said beside the answer, as another version's, with `vs`, its paired ratio over its own
+    eager step in the same turns, where given (a higher median is not a verdict: the ratio says whether it was told
+    apart)."""
+    return (f"the highest median rate timed in this notebook: {t.name} (section 4's second turns), "
+            f"{fmt_rate(t.rate, 'tok/s')} -> MFU {mfu[0]:.1%} (quartiles {mfu[1]:.1%}–{mfu[2]:.1%}): another version than "
+            "the answer's step" + (f"; against its eager step in the same turns, {vs.brief}" if vs is not None else ""))
 
 
 def mfu_answer(best: Timing | None, best_mfu: Sequence[float] | None, mfu: Ratio, stored: float, matmul: Ratio,

@@ -412,7 +412,7 @@ def step_in_08(row: dict | None, pair: Sequence[Timing], batch: int, gpt: GPTCon
         f"{as_rate.rate / k:.4g} ({as_rate.rate_lo / k:.4g}–{as_rate.rate_hi / k:.4g}) {unit}, "
         f"{report.apart_words(report.rate_vs_row(as_rate, row))}"
         + (f"\n08's section 4 read the same GPT's step with two micro-batches at {report.fmt_row_value(sec4)} "
-           f"{sec4['unit']}: from that reading, this one is {report.apart_words(vs4)}" + _paced(vs4[0], *probes)
+           f"{sec4['unit']}: from that reading, this one is {report.apart_words(vs4)}" + _paced(vs4[0], *probes, ends=vs4[1:])
            + _own_span(row, sec4) if vs4 else "")])
 
 
@@ -429,13 +429,18 @@ UNPACED = "a gap the probe does not take away, so not the machine's pace as the 
 PACED = verdicts.AGREE  # readings within this factor of each other once each set's pace is taken out agree
 
 
-def _paced(ratio: float, probe08: dict | None, probe: Timing | None) -> str:
+def _paced(ratio: float, probe08: dict | None, probe: Timing | None, ends: tuple[float, float] | None = None) -> str:
     """`ratio` (this step's rate over 08's section 4 reading) with each set's pace taken out: times this set's pace
-    probe over 08's (the same fixed work); '' without both probes."""
+    probe over 08's (the same fixed work); `ends`: the range the readings' (and probes') quartiles allow, so that
+    medians within 1.1× whose far ends reach past it read inconclusive, as in 10. '' without both probes."""
     if not probe08 or probe is None or probe08.get("unit") != "ms":
         return ""
-    paced = ratio * probe.median_s * 1e3 / probe08["value"]
-    said = (f"within {PACED:g}× of 08's" if max(paced, 1 / paced) < PACED else
+    paced, (lo08, hi08) = ratio * probe.median_s * 1e3 / probe08["value"], probe08.get("spread") or [probe08["value"]] * 2
+    far = (max(ends[1] * 1e3 * probe.hi_s / lo08, hi08 / (1e3 * probe.lo_s) / ends[0] if ends[0] else 0.0)
+           if ends else max(paced, 1 / paced))  # the readings' and the probes' quartiles at their farthest
+    said = (f"within {PACED:g}× of 08's" if max(paced, 1 / paced) < PACED and far < PACED else
+            f"within {PACED:g}× of 08's at the medians, up to {far:.2f}× at the quartiles' far ends: inconclusive"
+            if max(paced, 1 / paced) < PACED else
             f"{UNPACED}; what else differs (the step's code, the process) is not measured")
     return (f"; the pace probe (a fixed matmul and copy) read {probe08['value']:.1f} ms in 08's section 4 turns and "
             f"{1e3 * probe.median_s:.1f} ms here: with each set's pace taken out, this one is {paced:.2f}× 08's (its rate "
