@@ -388,7 +388,7 @@ def _attention_split(ran08: Mapping[str, dict], eager: Timing | None, written: T
         tokens = _tokens_per_step(w08)
     except ValueError:
         return ""
-    micro = int(m[1]) if (m := re.search(r"micro-batch \d+ × (\d+)", w08.get("setup", ""))) else 1
+    micro = _micro_count(w08)
     base08, base = _step_s(w08, tokens) / micro, written.median_s  # the written-out step, per micro-batch
     extra08, extra = _step_s(s08, tokens) / micro - base08, eager.median_s - base  # SDPA's extra time over it
     if extra08 <= 0 or extra <= 0:
@@ -397,7 +397,7 @@ def _attention_split(ran08: Mapping[str, dict], eager: Timing | None, written: T
             f"written-out step {fmt_time(extra08)} in 08, {fmt_time(extra)} here ({extra / extra08:.2f}×); the written-out "
             f"step itself {fmt_time(base08)} in 08{f' (one optimizer step per {micro} micro-batches)' if micro > 1 else ''}, "
             f"{fmt_time(base)} here ({base / base08:.2f}×): "
-            + ("the attention's extra time agrees within 1.1×, so the ratios differ by the rest of the step, the same "
+            + (f"the attention's extra time agrees within {PACED:g}×, so the ratios differ by the rest of the step, the same "
                "step's move between sets of turns"
                if max(extra / extra08, extra08 / extra) < PACED else "both parts differ"))
 
@@ -504,10 +504,16 @@ def _rates(ran08: Mapping[str, dict], batch: int, eager: Timing | None, written:
     return rows
 
 
-def _micro(row: dict | None) -> str:
-    """', 2 micro-batches': the micro-batches of 08's step, from its row's setup ('micro-batch 16 × 2, …'); '' for one."""
+def _micro_count(row: dict | None) -> int:
+    """The micro-batches of 08's step, from its row's setup ('micro-batch 16 × 2, …'); 1 where it names none."""
     found = re.search(r"micro-batch \d+ × (\d+)", (row or {}).get("setup", ""))
-    return f", {found[1]} micro-batches" if found and int(found[1]) > 1 else ""
+    return int(found[1]) if found else 1
+
+
+def _micro(row: dict | None) -> str:
+    """', 2 micro-batches': the micro-batches of 08's step (:func:`_micro_count`); '' for one."""
+    n = _micro_count(row)
+    return f", {n} micro-batches" if n > 1 else ""
 
 
 def _tokens_per_step(row: dict) -> int:
