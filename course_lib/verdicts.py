@@ -269,6 +269,14 @@ class Ratio:
         return said + (f" (paired; the medians' ratio: {self.medians:.{self.decimals}f}×)" if self.medians_across else "")
 
     @property
+    def fits(self) -> str:
+        """Beside 'no measurable difference', what its interval still holds, so that it does not read as 'no effect':
+        ' (anything from -1% to +9% fits)'; '' for another verdict, or where both ends lie within 2 % of 1."""
+        if self.grade != "no difference" or max(self.hi - 1, 1 - self.lo) < 0.02:
+            return ""
+        return f" (anything from {self.lo - 1:+.0%} to {self.hi - 1:+.0%} fits)"
+
+    @property
     def medians_across(self) -> bool:
         """True when the two medians' ratio, unpaired, lies on the other side of 1 from the paired median (each by
         0.5 % or more): read alone, the medians would put the two the other way round."""

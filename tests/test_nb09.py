@@ -323,6 +323,13 @@ def test_step_in_08_sets_08s_whole_step_beside_this_part_of_it():
     assert spread.endswith("this one is 1.00× 08's (its rate alone: 1.00×), within 1.1× of 08's at the medians, up to "
                            "1.18× at the quartiles' far ends: inconclusive")  # as 10 reads it (reader FK)
     assert nb09.step_in_08(written, (whole, part), c.batch, gpt, sec4, probes=(None, probe)) == "\n".join(both)
+    quiet = {**written, "sampler": False}  # 08's section 5 without the sampler, its probe timed in the same turns
+    five = nb09.step_in_08(quiet, (whole, part), c.batch, gpt, sec4, probes=({"value": 25.0, "unit": "ms"}, probe),
+                           probe5={"value": 20.0, "unit": "ms"}).splitlines()
+    assert "the pace probe (a fixed matmul and copy) read 20.0 ms in 08's section 5 turns and 20.0 ms here" in five[1]
+    assert "pace probe" not in five[2]  # section 4's step (2 micro-batches) is not the one the pace is taken out of
+    assert "pace probe" not in nb09.step_in_08(written, (whole, part), c.batch, gpt, sec4,  # sampler on: not the same
+                                               probe5={"value": 20.0, "unit": "ms"}, probes=(None, probe))
     longer = bench.timing_of([0.180, 0.182, 0.185, 0.179, 0.190], name="part", device="cpu", turns_id="t")
     assert "the part took longer than the whole in the same turns" in nb09.step_in_08(row, (whole, longer), c.batch,
                                                                                      gpt)

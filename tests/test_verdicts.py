@@ -187,3 +187,11 @@ def test_brief_gives_the_medians_ratio_where_it_points_the_other_way():
     near = Ratio("c", 1.04, 0.96, 1.05, rounds=9, coverage=0.96, drift=0.06, medians=1.01)  # same side of 1
     assert near.brief == "1.04× (0.96–1.05) no measurable difference"
     assert not Ratio("c", 1.003, 0.96, 1.05, rounds=9, coverage=0.96, drift=0.06, medians=0.99).medians_across
+
+
+def test_fits_says_what_no_measurable_difference_still_holds():
+    flat = Ratio("c", 1.06, 0.99, 1.09, rounds=9, coverage=0.96, drift=0.01)  # reader FK: 'compiling does nothing'?
+    assert flat.grade == "no difference" and flat.fits == " (anything from -1% to +9% fits)"
+    assert Ratio("c", 1.0, 0.99, 1.01, rounds=9, coverage=0.96, drift=0.01).fits == ""  # within 2 %: nothing to add
+    assert Ratio("c", 1.3, 1.2, 1.4, rounds=9, coverage=0.96, drift=0.01).fits == ""  # a difference: its own words
+    assert Ratio("c", 1.05, 0.85, 1.3, rounds=9, coverage=0.96, drift=0.01).fits == ""  # too wide says so itself

@@ -494,16 +494,16 @@ def answer(rows: Mapping[str, dict], fastest: str | None, mfu_range: Sequence[fl
 
     lines = [f"answer, from this run's numbers ({device}):"]
     if fastest and fastest in rows:
-        said = [f"{fastest}, the fastest version in section 4's first turns, {rate(rows[fastest])}"]
+        said = [f"{fastest} (the fastest version in section 4's first turns): {rate(rows[fastest])}"]
         if long := rows.get("long run: tokens/s"):  # its note: "<version>, median after step …"
-            said.append(f"the long run through train.fit ({long.get('note', '').split(', median')[0]}), {rate(long)} "
-                        "(section 6)")
+            said.append(f"the long run through train.fit ({long.get('note', '').split(', median')[0]}, section 6): "
+                        f"{rate(long)}")
         if faster is not None and faster.rate:  # a version timed later that read faster, with its own verdict
             gain = rows.get(f"compiled vs eager, {faster.name.split(', ', 1)[-1]}")
-            said.append(f"{faster.name} read {fmt_rate(faster.rate, 'tok/s')} in later turns (section 4"
+            said.append(f"{faster.name}, in later turns: {fmt_rate(faster.rate, 'tok/s')} (section 4"
                         + (f": {report.recorded_ratio('', gain).numbers} over eager there, {report.ratio_grade(gain)}"
                            if gain and gain.get("spread") else "") + ")")
-        lines.append("  tokens per second: " + "; ".join(said))
+        lines += ["  tokens per second:", *(f"    {s}" for s in said)]
     if mfu_range:
         lines.append(f"  share of the peak: MFU {mfu_range[0]:.1%}–{mfu_range[1]:.1%} of the measured peak "
                      f"({fmt_rate(peak, 'FLOP/s')}) " + (f"in section 4's one reading of {fastest} (its quartiles)" if lone

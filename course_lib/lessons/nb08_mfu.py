@@ -160,9 +160,9 @@ def answer_with_long_run(section5: tuple[float, float], long_mfu: Sequence[float
         return f"{a:.1%}" if f"{a:.1%}" == f"{b:.1%}" else f"{a:.1%}–{b:.1%}"
     top = next(k for k, (_, b) in parts.items() if b == hi)  # where the fastest reading was taken
     return (f"answer, with the long run: this step's MFU reaches {hi:.1%} of the measured peak at its fastest reading "
-            f"here ({top}); across this notebook's readings it spans {span(lo, hi)} "
-            f"({'; '.join(f'{k}: {span(a, b)}' for k, (a, b) in parts.items())}), each reading taken at one moment"
-            + ("; the slower readings are the same step at other moments of this process (the run-order line above "
+            f"here ({top}); across this notebook's readings, each at one moment, it spans {span(lo, hi)}:\n  "
+            + "; ".join(f"{k}: {span(a, b)}" for k, (a, b) in parts.items())
+            + ("\n  the slower readings are the same step at other moments of this process (the run-order line above "
                "says whether the pace probe moved with them)" if hi / lo >= AGREE else ""))
 
 
@@ -205,7 +205,7 @@ def run_order(readings: Mapping[str, Timing | None], probes: Mapping[str, Timing
     else:
         how = f"{span:.2f}× apart, slower and faster by turns; {why}"
     return ("the same step, in the order it ran: " + " → ".join(f"{m:.0f} ms ({label(n, t)})" for (n, t), m in
-                                                              zip(got.items(), ms)) + f"; {how}")
+                                                              zip(got.items(), ms)) + f"\n  {how}")
 
 
 def fastest_seen(t: Timing, mfu: Sequence[float], vs: Ratio | None = None) -> str:
@@ -228,10 +228,8 @@ def mfu_answer(best: Timing | None, best_mfu: Sequence[float] | None, mfu: Ratio
     status, readings = _mfu_check(mfu, stored, matmul, step)
     more = "; section 6's long run reads this step again, and its answer includes that reading" if later else ""
     if status == "range" and later:  # the readings so far, each one moment's; section 6 answers with their range
-        return (f"MFU of {best.name} so far, each reading at one moment: {best_mfu[0]:.1%} in section 4's turns (the "
-                f"recorded row; quartiles {best_mfu[1]:.1%}–{best_mfu[2]:.1%}); in the later turns printed above, "
-                f"{stored:.1%} over the stored peak ({mfu.value:.1%} over those turns' own matmul). Section 6's long "
-                "run reads this step again and answers with the range of every reading over the stored peak")
+        return (f"MFU of {best.name} so far: {best_mfu[0]:.1%} (section 4), {stored:.1%} (these turns); section 6 "
+                "sets every reading of this step side by side")
     if status == "range":
         lo, hi = min(best_mfu[0], *readings), max(best_mfu[0], *readings)  # each over the stored peak
         return (f"answer so far: {best.name}, {lo:.1%}–{hi:.1%} MFU of the measured peak across its readings, each at one "

@@ -304,8 +304,8 @@ def beyond_saved_note(beyond_saved: float, from_estimate: int, found: int) -> st
     if beyond_saved <= 0:
         return "The measured steps add no more per sequence than the saved activations the estimate counts."
     return (f"A step adds {fmt_bytes(beyond_saved)} per sequence more than the saved activations the estimate counts: "
-            "what the step allocates besides them, such as what backward makes on its way (section 7 shows that at "
-            f"the peak as 'autograd detail'), which the estimate has no term for; so the estimate's {from_estimate} is "
+            "what the step allocates besides them, such as the buffers backward makes on its way (section 7 finds them "
+            f"at the peak, where the profiler names them 'autograd detail'), which the estimate has no term for; so the estimate's {from_estimate} is "
             f"{'above' if from_estimate > found else 'not above'} the {found} found by trying.")
 
 
@@ -375,15 +375,14 @@ def whole_and_part(model: GPT, step: Callable[[], None], device: torch.device, r
     return bench.time_in_turns(fns, device=device, repeats=repeats, work=tokens, unit="tok/s" if tokens else "")
 
 
-def step_in_08(row: dict | None, pair: Sequence[Timing], batch: int, gpt: GPTConfig,
-               sec4: dict | None = None, probes: tuple[dict | None, Timing | None] = (None, None)) -> str:
-    """Notebook 08's whole training step of this GPT at this batch (`row`: :func:`row_of_08`) beside
-    this notebook's forward and backward of it, timed here in turns with that whole step (`pair`:
-    :func:`whole_and_part`): the part's share of the whole, paired; then 08's record against the
-    whole step timed here, two moments apart, and 08's section 4 reading of the same step (`sec4`, its
-    rate for two micro-batches a step) beside it too, with each set's pace taken out where `probes` (08's pace-probe
-    row from its section 4 turns, and this notebook's probe Timing from the turns of `pair`) are both given. '' without
-    `row`."""
+def step_in_08(row: dict | None, pair: Sequence[Timing], batch: int, gpt: GPTConfig, sec4: dict | None = None,
+               probes: tuple[dict | None, Timing | None] = (None, None), probe5: dict | None = None) -> str:
+    """Notebook 08's whole training step of this GPT at this batch (`row`: :func:`row_of_08`) beside this notebook's
+    forward and backward of it, timed here in turns with that whole step (`pair`: :func:`whole_and_part`): the part's
+    share of the whole, paired; then 08's record against the whole step timed here, two moments apart, and 08's section
+    4 reading (`sec4`, two micro-batches a step) beside it too. Each set's pace is taken out of `row` where 08's section 5
+    timed the probe (`probe5`), else out of `sec4` where `probes` (08's section-4 probe row, this notebook's probe Timing
+    from the turns of `pair`) are given. '' without `row`."""
     if row is None:
         return ""
     ms = lambda t: f"{1e3 * t.median_s:.1f} ms ({1e3 * t.lo_s:.1f}–{1e3 * t.hi_s:.1f})"  # noqa: E731
@@ -401,7 +400,8 @@ def step_in_08(row: dict | None, pair: Sequence[Timing], batch: int, gpt: GPTCon
     pct = max(0, share.decimals - 2)  # the ratio's digits, as a share: 97.6% (94.3%–98.1%), not 98% (94%–98%)
     as_rate = dataclasses.replace(whole, work=batch * gpt.block_size, unit="tok/s")
     k, unit = rate_scale(as_rate.rate, "tok/s")  # in 08's unit where it reads so: '24.5 (24.3–25.1) ktok/s'
-    vs4 = report.rate_vs_row(as_rate, sec4) if sec4 else None
+    vs4, vs5 = report.rate_vs_row(as_rate, sec4) if sec4 else None, report.rate_vs_row(as_rate, row)
+    on5 = bool(probe5) and row.get("sampler") is False and vs5 is not None  # like with like: one micro-batch each
     return "\n".join([
         f"08's whole step{how}, timed here in turns with its forward and backward: {ms(whole)} and {ms(part)}; forward "
         f"and backward alone took {share.value:.{pct}%} of the whole step (the median of the paired turns' ratios; the "
@@ -410,10 +410,10 @@ def step_in_08(row: dict | None, pair: Sequence[Timing], batch: int, gpt: GPTCon
         f"{head} (its section 5, {'no utilisation sampler' if row.get('sampler') is False else 'the utilisation sampler running'}); "
         f"the whole step here: {ms(whole)}, "
         f"{as_rate.rate / k:.4g} ({as_rate.rate_lo / k:.4g}–{as_rate.rate_hi / k:.4g}) {unit}, "
-        f"{report.apart_words(report.rate_vs_row(as_rate, row))}"
+        f"{report.apart_words(vs5)}" + (_paced(vs5[0], probe5, probes[1], ends=vs5[1:], where="section 5") if on5 else "")
         + (f"\n08's section 4 read the same GPT's step with two micro-batches at {report.fmt_row_value(sec4)} "
-           f"{sec4['unit']}: from that reading, this one is {report.apart_words(vs4)}" + _paced(vs4[0], *probes, ends=vs4[1:])
-           + _own_span(row, sec4) if vs4 else "")])
+           f"{sec4['unit']}: from that reading, this one is {report.apart_words(vs4)}"
+           + ("" if on5 else _paced(vs4[0], *probes, ends=vs4[1:])) + _own_span(row, sec4) if vs4 else "")])
 
 
 def _own_span(row: dict, sec4: dict) -> str:
@@ -429,8 +429,8 @@ UNPACED = "a gap the probe does not take away, so not the machine's pace as the 
 PACED = verdicts.AGREE  # readings within this factor of each other once each set's pace is taken out agree
 
 
-def _paced(ratio: float, probe08: dict | None, probe: Timing | None, ends: tuple[float, float] | None = None) -> str:
-    """`ratio` (this step's rate over 08's section 4 reading) with each set's pace taken out: times this set's pace
+def _paced(ratio: float, probe08: dict | None, probe: Timing | None, ends: tuple[float, float] | None = None, where: str = "section 4") -> str:
+    """`ratio` (this step's rate over 08's reading in its `where`) with each set's pace taken out: times this set's pace
     probe over 08's (the same fixed work); `ends`: the range the readings' (and probes') quartiles allow, so that
     medians within 1.1× whose far ends reach past it read inconclusive, as in 10. '' without both probes."""
     if not probe08 or probe is None or probe08.get("unit") != "ms":
@@ -442,7 +442,7 @@ def _paced(ratio: float, probe08: dict | None, probe: Timing | None, ends: tuple
             f"within {PACED:g}× of 08's at the medians, up to {far:.2f}× at the quartiles' far ends: inconclusive"
             if max(paced, 1 / paced) < PACED else
             f"{UNPACED}; what else differs (the step's code, the process) is not measured")
-    return (f"; the pace probe (a fixed matmul and copy) read {probe08['value']:.1f} ms in 08's section 4 turns and "
+    return (f"; the pace probe (a fixed matmul and copy) read {probe08['value']:.1f} ms in 08's {where} turns and "
             f"{1e3 * probe.median_s:.1f} ms here: with each set's pace taken out, this one is {paced:.2f}× 08's (its rate "
             f"alone: {ratio:.2f}×), {said}")
 

@@ -167,9 +167,8 @@ def trace_note(path: Path, steps: int) -> str:
 def profiled_total(plain: Mapping[str, float]) -> str:
     """The profiled step's length by its categories (`plain`, seconds each), and why it is not set beside
     section 3's timing of the same step."""
-    return (f"the profiled steps: {fmt_time(sum(plain.values()))} each (the median over the trace's steps; the table "
-            "above gives their mean). This length holds the profiler's cost: it is not set beside section 3's "
-            "unprofiled times; only its shares are read here")
+    return (f"the profiled steps: {fmt_time(sum(plain.values()))} each (the median; the table above gives the mean). "
+            "That holds the profiler's own cost, so only the shares are read here, not the length")
 
 
 def regime(plain: Mapping[str, float], device_type: str) -> str:
@@ -368,11 +367,10 @@ def compiled_share(item_graphs: Sequence[Sequence[int]], tensor_graphs: Sequence
     broken = sum(o * c for o, c in item_graphs)
     if gave_up(item_graphs, n_layer) and plain and block:
         own, eager = n_layer * block, plain - n_layer * block
-        return (f"with the .item(): only the {n_layer} blocks run compiled, one graph of the block's code called once per "
-                f"block: {broken} op calls, the blocks' own {own} of the plain GPT's {plain} ({own / plain:.0%}) and the "
-                f"monitoring's {broken - own}. Dynamo gave up on the GPT's forward, so its other {eager} ops (the embeddings, "
-                f"final norm and head) run eagerly. With the tensor: one graph of all {whole} op calls, the monitoring's "
-                "included")
+        return (f"with the .item(): Dynamo gave up on the GPT's forward, so its other {eager} ops (embeddings, final norm, "
+                f"head) run eagerly; only the {n_layer} blocks run compiled, one graph called once per block: {broken} op "
+                f"calls, the blocks' own {own} of the plain GPT's {plain} and the monitoring's {broken - own}\n"
+                f"with the tensor: one graph of all {whole} op calls, the monitoring's included")
     if gave_up(item_graphs, n_layer):
         return (f"with the .item(): only the {n_layer} blocks run compiled ({broken} op calls, one graph of the block's "
                 "code called once per block); Dynamo gave up on the GPT's forward, so the embeddings, final norm and head "

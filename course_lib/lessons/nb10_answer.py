@@ -90,14 +90,15 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
                   [(kind, k["seconds"] / op_time, None) for kind, k in list(kinds.items())[:3]])
         head.append("  where the time went: " + ", ".join(  # section 1's profile first: the lighter instrument
             f"{kind} {first:.0%}" + (f" ({then:.0%})" if then is not None else "") for kind, first, then in shares)
-                    + (" of the op time (section 1's profile, each op's own time; in brackets section 4's op timings, "
-                       "with each op's FLOPs counted: two readings of the step, set side by side in section 4)" if whole
-                       else " of the op time (under the profiler, section 4)")
-                    + (f"; the costliest op, {slowest}, at {roof_share(slowest_of_roof)} of its roof"
-                       if slowest_of_roof is not None else "")
-                    + (f"; outside any op, at least {at_least(1 - ops_unprofiled)} of the step without the profiler "
-                       "(a lower bound, not an estimate)"
-                       if device_type != "cuda" and ops_unprofiled and bounded(ops_unprofiled) else ""))
+                    + (" of the op time (section 1's profile; in brackets section 4's op timings)" if whole
+                       else " of the op time (under the profiler, section 4)"))
+        also = ([f"the costliest op, {slowest}, at {roof_share(slowest_of_roof)} of its roof"]
+                if slowest_of_roof is not None else []) + (
+            [f"outside any op, at least {at_least(1 - ops_unprofiled)} of the step without the profiler (a lower bound, "
+             "if the op records hold every op)"]
+            if device_type != "cuda" and ops_unprofiled and bounded(ops_unprofiled) else [])
+        if also:
+            head.append("  " + "; ".join(also))
     if kinds and device_type != "cuda":
         head.append(_waste(kinds, outside, attention, gelu))
     if fixes:
@@ -128,8 +129,8 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     head.append(f"  so what paid: {paid} made the step measurably faster, in turns{both}{held}" if paid else
                 f"  so what paid: no change timed here made the step measurably faster{held}")
     if restored:  # the fix removes a cost the monitoring added: it gives back speed, it does not add any
-        head.append(f"  removing the graph break sped the .item() GPT back up: {restored} (the fixed GPT against the "
-                    ".item() one; the break was added on purpose, and section 3b times its cost against the plain GPT)"
+        head.append(f"  removing the graph break sped the .item() GPT back up: {restored} (the break was added on "
+                    "purpose; section 3b times its cost against the plain GPT)"
                     + (f"; whether the fixed GPT fully returns to the plain GPT's speed is not settled: at {SMALL} "
                        f"they read {small[2].brief}" if SMALL in restored and len(small) > 2
                        and small[2].grade != "no difference" else ""))
@@ -184,10 +185,10 @@ def _waste(kinds: Mapping[str, Mapping[str, float]], outside: float,
     time went: nothing here shows how much of it a change could remove)."""
     fusible = fusible_share(kinds, outside)
     said = [f"the model's fusible ops (element-wise, reduction, copy), {fusible:.1%} of the op time"
-            + (" (most of GELU's time in them is not memory traffic: details)" if _compute_set(gelu) else "")]
+            + (" (most of GELU's time in them is not memory traffic)" if _compute_set(gelu) else "")]
     if attention is not None and is_gain(attention):
         said.append(f"SDPA's kernel in this format (the written-out attention ran the step {attention.value:.2f}× as fast)")
-    return "  what this run can name as possibly avoidable (each in details): " + "; ".join(said)
+    return "  possibly avoidable (details in the appendix): " + "; ".join(said)
 
 
 def _listed(paid: Mapping[str, Ratio]) -> str:
@@ -306,8 +307,8 @@ def _fix_status(name: str, r: Ratio | None, sets: Sequence[tuple[str, Ratio]], u
     if r is None:
         return f"{name}: not timed here"
     if name == COMPILING and len(sets) > 1:
-        return f"{name}: " + "; ".join(f"{s.brief} in {w} turns" + (" (its step: 2 micro-batches, clipping)" * (
-            w == "notebook 08's")) for w, s in sets) + (
+        where = {w: w.removesuffix("'s") + " (2 micro-batches)" * (w == "notebook 08's") for w, _ in sets}
+        return f"{name}: " + "; ".join(f"{where[w]}: {s.brief}" for w, s in sets) + (
             " (not replicated: details)" if unsettled else "")
     if name == FIX and unbacked:
         return f"{name}: {r.brief} against the .item() GPT; the break's own cost not resolved (details)"

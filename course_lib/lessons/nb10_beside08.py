@@ -28,8 +28,10 @@ PART_09 = "forward + backward, no checkpointing"  # 09's forward + backward of t
 PAYBACK = "compile pays back after, tokens (each from its own turns; here section 3's)"  # section 3b times the compile again
 
 
-PROBES = {"08": "pace probe, section 4's turns", "09": "pace probe, beside 08's step"}  # each set's fixed matmul and copy
+PROBES = {"08": "pace probe, section 4's turns", "09": "pace probe, beside 08's step",
+          "08's section 5": "pace probe, section 5's turns"}  # each set's fixed matmul and copy
 SHORT_SETS = {"08's section 4 (2 micro-batches)": "08's section 4", "09's": "09's turns",
+              "08's section 5 (1 micro-batch)": "08's section 5",
               "this notebook's section 3": "section 3 here"}  # the sets of turns, named in an 'in short' line
 
 
@@ -82,14 +84,19 @@ def _written_out(row: Mapping[str, str]) -> bool:
 
 
 def paced(ran08: Mapping[str, dict] | None, ran09: Mapping[str, dict] | None, as_08: Timing | None,
-          probe: Timing | None, short: bool = False) -> str:
+          probe: Timing | None, short: bool = False, batch: int | None = None) -> str:
     """08's written-out step with each set of turns' pace taken out: its rate times the pace probe's time in the same
-    turns (the tokens it trains in one probe's time), in 08's section 4 (two micro-batches), in 09's turns and here
-    (`as_08` and `probe`, section 3's); '' where fewer than two readings have their probe."""
+    turns (the tokens it trains in one probe's time), in 08's section 5 (one micro-batch of `batch`, as 09 and this
+    notebook time it; else section 4's, two micro-batches), in 09's turns and here (`as_08` and `probe`, section 3's);
+    '' where fewer than two readings have their probe."""
     got, spans, rates, faults = {}, {}, [], {}  # tokens per probe: the medians', and the far ends the quartiles allow
-    for who, rows, key in (("08's section 4 (2 micro-batches)", ran08, "eager, written-out attention"),
-                           ("09's", ran09, WHOLE_STEP)):
-        rate, timed = _rate(rows, key), (rows or {}).get(PROBES[who[:2]])
+    one = f"step, micro-batch of {batch} sequences, no sampler"  # 08's section 5: the step as 09 and 10 time it
+    like = batch and _written_out((ran08 or {}).get(one, {})) and (ran08 or {}).get(PROBES["08's section 5"])
+    sets = ((("08's section 5 (1 micro-batch)", ran08, one, PROBES["08's section 5"]) if like else
+             ("08's section 4 (2 micro-batches)", ran08, "eager, written-out attention", PROBES["08"])),
+            ("09's", ran09, WHOLE_STEP, PROBES["09"]))
+    for who, rows, key, probe_key in sets:
+        rate, timed = _rate(rows, key), (rows or {}).get(probe_key)
         if rate and timed and timed["unit"] == "ms":
             got[who] = rate * timed["value"] / 1e3
             rates.append(rate)
@@ -190,8 +197,8 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
     differ = [r.quantity for r in rows if r.verdict.startswith("a difference")]
     short = []
     cost = _cost(as_08, written)
-    probed = paced(ran08, ran09, as_08, probe, short=True)  # the same step's readings, each set's pace taken out
-    full = paced(ran08, ran09, as_08, probe)  # the same, with the sets named and the arithmetic, under details
+    probed = paced(ran08, ran09, as_08, probe, short=True, batch=batch)  # the same step's readings, each set's pace out
+    full = paced(ran08, ran09, as_08, probe, batch=batch)  # the same, with the sets named and the arithmetic, in details
     if full and UNPACED in full:  # a gap the probe does not explain: set beside the swing one process shows
         swung = {"section 2": before, "section 3": eager, **(later or {})}
         own = [1e3 * r.then for r in in_08 if "long run" not in r.quantity and r.then]  # 08's readings, ktok/s -> tok/s
@@ -438,8 +445,9 @@ def _payback(ran08: Mapping[str, dict], cold_s: float | None, gain: Ratio | None
                          report.recorded_ratio("compiled vs eager, SDPA", ratio08), per_step)
     here = _tokens_to_pay(cold_s - compiled.median_s, eager, gain, eager.work)
     if t08 is None or here is None:
-        return Row(PAYBACK, _millions(t08) if t08 else "no gain established",
-                   _millions(here) if here else "no gain established", "-", "-")
+        return Row(PAYBACK, _millions(t08) if t08 else "no gain established",  # one notebook's gain, not the other's:
+                   (_millions(here) + (", this gain not replicated in 08" if t08 is None else "")) if here
+                   else "no gain established", "-", "-")  # the answer does not count it (nb10_answer, CONFIRM)
     return Row(PAYBACK, _millions(t08), _millions(here),
                *_pair(here[0] / t08[0], here[1] / t08[2], here[2] / t08[1]))
 
@@ -553,12 +561,12 @@ def _same_gpt(profile: str, gpt: GPTConfig) -> bool:
 
 
 def account_in_08(ran08: Mapping[str, dict] | None, sdpa: Timing, written: Timing, dtype: torch.dtype, batch: int,
-                  gpt: GPTConfig, profile: str, paired: Ratio | None = None) -> str:
-    """Notebook 08's attention alone (forward + backward of one layer at this micro-batch, earlier in this run):
-    SDPA's extra time per call times the layers, beside the gap between this notebook's two eager steps
-    (`sdpa`, `written`, section 3's turns): by their paired ratio where given (`paired`, SDPA's time over the
-    written-out step's, turn by turn, at the written-out step's median: the comparison the turns make), else by
-    their medians. An account from two sets of turns, not a measurement of the step."""
+                  gpt: GPTConfig, profile: str, paired: Ratio | None = None, in_step: float | None = None) -> str:
+    """Notebook 08's attention alone (forward + backward of one layer at this micro-batch, earlier in this run): SDPA's
+    extra time per call times the layers, beside the gap between this notebook's two eager steps (`sdpa`, `written`,
+    section 3's turns): by their paired ratio where given (`paired`, SDPA's time over the written-out step's, turn by
+    turn, at the written-out step's median), else by their medians; an account from two sets of turns, not a
+    measurement of the step. `in_step`: SDPA per layer inside the profiled step (section 1, s), beside 08's alone."""
     rows = {k: (ran08 or {}).get(f"attention alone: {k}, {dtype}") for k in ("SDPA", "written out")}
     if not all(rows.values()) or not same_as_08(gpt, profile, batch):
         return ""
@@ -573,9 +581,13 @@ def account_in_08(ran08: Mapping[str, dict] | None, sdpa: Timing, written: Timin
         ranges = ((s_lo - w_hi) / 1e3 * gpt.n_layer, (s_hi - w_lo) / 1e3 * gpt.n_layer,
                   written.median_s * (paired.lo - 1), written.median_s * (paired.hi - 1))
     exceeds = ranges[0] > ranges[3] if ranges else summed > 1.1 * gap  # the ranges apart; else beyond a tenth
+    alone = rows["SDPA"]["value"] / 1e3 / in_step if in_step else None  # SDPA alone over SDPA inside the step
     more = (f". The {summed * 1e3:+.1f} ms summed from attention timed alone exceeds the step's {gap * 1e3:+.1f} ms gap: "
-            "the two come from different sets of turns, and attention alone runs without its neighbouring ops; what sets "
-            "them apart is not measured" if share and exceeds else
+            "the two come from different sets of turns, and attention alone runs without its neighbouring ops"
+            + (f"; 08's SDPA alone took {rows['SDPA']['value']:.3g} ms a layer, {alone:.2f}× the {in_step * 1e3:.3g} ms "
+               f"section 1's profile gives it inside this step: were the written-out attention alone as much slower, "
+               f"the sum would read {summed / alone * 1e3:+.1f} ms (an assumption, not measured)" if alone else
+               "; what sets them apart is not measured") if share and exceeds else
             f". Their ranges overlap (the sum by 08's quartiles {ranges[0] * 1e3:+.1f} to {ranges[1] * 1e3:+.1f} ms, the "
             f"gap by the paired interval {ranges[2] * 1e3:+.1f} to {ranges[3] * 1e3:+.1f} ms): the account fits the gap"
             if share and ranges and ranges[1] >= ranges[2] else "")

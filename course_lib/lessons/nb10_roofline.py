@@ -134,10 +134,9 @@ def op_table(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, device: str,
                      + (f"{roof_share(of_roof(o)):>7}  {'below' if o.intensity < ridge_of(o) else 'above'} its ridge" if o.flops
                         else f"{'-':>7}  moves data"))
     n, steps = len(measured.ops), len(measured.step.samples)
-    lines.append(f"... {n} (op, shapes) group{'s' if n != 1 else ''}: {fmt_time(op_time)} per step in ops (time: the "
-                 f"median of {steps} steps, ms; least–most: its fastest and slowest step, ms; % roof: its rate as a share "
-                 "of its roof, below 20 % with one decimal, rounded down; the compute roof is the stored peak, timed at "
-                 "another moment)\nthe whole step, in the same turns: "
+    lines.append(f"... {n} (op, shapes) group{'s' if n != 1 else ''}: {fmt_time(op_time)} per step in ops\n"
+                 f"(time: the median of {steps} steps, ms; least–most: its fastest and slowest step; % roof: its rate "
+                 "over its roof, rounded down, the compute roof being the stored peak)\nthe whole step, in the same turns: "
                  f"{fmt_time(measured.step.median_s)} {measured.step.spread_text} without the profiler, "
                  f"{fmt_time(measured.profiled.median_s)} {measured.profiled.spread_text} with every op counted and "
                  f"recorded | {device}")
@@ -240,9 +239,9 @@ def gelu_side(r: Ratio, gelu: Timing, copy: Timing, device: str, in_step: OpTime
                     "save most of it")
     elif r.lo >= 2:
         said.append(f"  GELU took {r.value:.1f}× a copy's time: moving its bytes accounts for about {part} of it ({share}), "
-                    "so memory traffic does not set its time; what does (its arithmetic, its kernel) is not measured "
-                    "apart. Fusing GELU into a neighbour removes its memory round trip, about a copy's time "
-                    f"({fmt_time(copy.median_s)} of its {fmt_time(gelu.median_s)}; reasoning, not measured); "
+                    "so memory traffic does not set its time (what does is not measured apart)\n"
+                    "  fusing GELU into a neighbour removes its memory round trip, about a copy's time "
+                    f"({fmt_time(copy.median_s)} of its {fmt_time(gelu.median_s)}; reasoning, not measured)\n  "
                     + _computed(compiled))
     else:
         said.append(f"  GELU took {r.value:.2f}× a copy's time: moving its bytes accounts for about {part} of it "
@@ -271,8 +270,7 @@ def _computed(compiled: Ratio | None) -> str:
         return f"compiled alone, GELU read {compiled.brief}: whether the compiled call is faster, these rounds cannot tell"
     if compiled.grade == "inconclusive":
         return f"compiled alone, GELU read {compiled.brief}: the turns' drift leaves it open whether the compiled call is faster"
-    return (f"compiled alone, GELU read {compiled.brief}: the compiled call (whichever kernel Inductor chose for it, not "
-            "inspected here) was no faster")
+    return f"compiled alone, GELU read {compiled.brief}: the compiled call was no faster"
 
 
 def _pct_range(lo: float, hi: float) -> tuple[str, int]:
@@ -306,10 +304,8 @@ def above_roof(rate: float, roof: float, peak: Timing) -> str:
     measured rates can be passed; '' at or below it."""
     if rate <= roof:
         return ""
-    return (f"above its roof: the compute roof P is the median rate of {peak.name.split(': ')[-1]}, timed as whole calls "
-            f"at another moment, and the memory roof a copy's: measured rates, not bounds, so another shape, or the same "
-            f"one at another moment, can pass them ({rate / roof:.2f}× here; two moments can differ by up to "
-            f"{verdicts.APART:g}×)")
+    return (f"above its roof ({rate / roof:.2f}×): both roofs are rates measured at another moment ({peak.name.split(': ')[-1]}"
+            "; a copy), not bounds, so another shape, or the same one at another moment, can pass them")
 
 
 def no_roofline(roofs: bool) -> str:
@@ -333,16 +329,14 @@ def kind_table(kinds: Mapping[str, Mapping[str, float]], op_time: float, ridge_:
         beside = f" {(profiled or {}).get(kind, 0.0) / whole:>11.1%}" if whole else ""
         lines.append(f"{kind:<18} {k['seconds'] / op_time:>16.1%}{beside} {i:>8.2f} {rate:>14}  {where}")
     if whole:
-        lines.append("share of op time: this section's op timings, each op in a range of its own with its FLOPs counted; "
-                     "section 1: the same step's profile, each ATen op's own time under the profiler alone. The counting "
-                     "slows ops unevenly (how much each: not measured apart), and the two group ops differently (here "
-                     "an op with what it calls, there each op's own time), so their shares can differ")
+        lines.append("share of op time: this section's op timings (each op with what it calls, its FLOPs counted); "
+                     "section 1: the profile (each op's own time). The two group and slow ops differently, so their "
+                     "shares can differ")
     lines.append("(a kind mixes ops of every size, so each is set against main memory's ridge; the op table above "
                  "holds each op against the ridge of its own memory level)")
     if "copy" in kinds:  # another count than section 1's category of the same name
-        lines.append("copy: ops the step calls that only move data (the embeddings' gathers among them), each with what "
-                     "it calls. Section 1's 'copies' is another count: each copy op's own time wherever it runs, inside "
-                     "other ops too (on a GPU, the memory copies and fills).")
+        lines.append("copy: ops the step calls that only move data (the embeddings' gathers among them); section 1's "
+                     "'copies' counts another way: each copy op's own time, inside other ops too.")
     return "\n".join(lines)
 
 
@@ -504,16 +498,15 @@ def placement(ops: Sequence[OpTime], op_time: float, of_roof: OfRoof, gelu_apart
             unplaced[o.kind] = unplaced.get(o.kind, 0.0) + o.seconds
     lines = []
     for head, group, note in (("10× or more below their roofline", far,
-                               "each against the memory roof of a copy its size: a cache's for a small op, if its data "
-                               "sits there (assumed, not measured)"), ("above it", above, "")):
+                               "each against the memory roof of a copy its size, assumed to find its data in the "
+                               "cache that copy ran from"), ("above it", above, "")):
         listed = _listed(group, op_time, of_roof)
         lines += [f"{head}: none"] if not listed else [f"{head}{f' ({note})' if note else ''}:",
                                                         *(f"  {ln}" for ln in listed)]
         if group is far and any(o.kind == "element-wise" for o in far):
-            lines.append("  the element-wise ones are counted at one FLOP per element, a lower bound: at their real "
-                         "count they may sit on the compute side (the note under the op table)"
-                         + ("; gelu's forward, timed against a copy of its bytes, is set by neither roof (the verdict "
-                            "above)" if gelu_apart and any(o.short == "gelu" for o in far) else ""))
+            lines.append("  the element-wise ones are counted at one FLOP per element, a lower bound (the note under the "
+                         "op table)" + ("; gelu's forward, timed against a copy of its bytes, is set by neither roof (the "
+                                        "verdict above)" if gelu_apart and any(o.short == "gelu" for o in far) else ""))
     if unplaced:
         lines.append("not placed (no FLOPs to place, or no time): " + ", ".join(
             f"{kind} ops, {s / op_time:.1%} of op time" for kind, s in sorted(unplaced.items(), key=lambda kv: -kv[1])))

@@ -10,6 +10,7 @@ from typing import Iterable, Mapping, Sequence
 
 from course_lib import report, verdicts
 from course_lib.bench import Ratio, Timing
+from course_lib.lessons.nb10_reference import queue_drained
 from course_lib.units import fmt_time
 from course_lib.verdicts import ELSEWHERE, aside, in_short, kept  # noqa: F401  re-exported: one home, shared with 08
 
@@ -34,7 +35,9 @@ def sync_short(gain: Ratio | None, waits: int, device_type: str, reads: float | 
     ref = _recorded("keeping values vs reading values") if device_type != "cuda" else None
     if ref is not None and not ref.clear:
         said.append("no GPU run of this course has yet resolved what the reads cost a training step (the reference "
-                    "GPU's reading, with its own GPT, apart: " + ("too wide to tell)" if ref.too_wide else "no cost shown)"))
+                    "GPU's reading, with its own GPT, apart: " + ("too wide to tell)" if ref.too_wide else "no cost shown)")
+                    + ("; what one read waits for on a GPU, a queue of matmuls (notebook 01), stands there too"
+                       if queue_drained() else ""))
     elif ref is not None:
         said.append("the reference GPU, with its own GPT, measured a difference (its reading stands apart)")
     return said
