@@ -671,4 +671,7 @@ def test_run_order_lists_the_same_steps_readings_as_they_ran_and_how_they_moved(
     part = nb08.run_order({"a": t(143), "b": t(186)}, {"a": t(12.0), "b": t(13.32)})  # the probe 1.11x, the step 1.30x
     assert part.endswith("with each set's probe taken out they lie within 1.17×: the probe accounts for part of the move; "
                          "the rest is not measured")
+    against = nb08.run_order({"a": t(153), "b": t(150), "c": t(184)}, {"a": t(12.9), "b": t(18.2), "c": t(13.0)})
+    assert against.endswith("with each set's probe taken out they lie 1.72× apart, wider than the step alone: the probe "
+                            "did not move with the step; what moved the step is not measured")  # run106's 08
 

@@ -193,9 +193,13 @@ def run_order(readings: Mapping[str, Timing | None], probes: Mapping[str, Timing
                f"{step_span:.2f}× in them: the machine's pace, as that fixed matmul and copy read it, does not account for "
                "the move; what does is not measured" if probe_span < AGREE <= step_span else
                f"the pace probe, timed in {len(paced)} of these sets, moved {probe_span:.2f}× while the step moved "
-               f"{step_span:.2f}× in them; with each set's probe taken out they lie within {left:.2f}×"
-               + (": the machine's pace, as that fixed work reads it, accounts for the move" if left < AGREE else
-                  ": the probe accounts for part of the move; the rest is not measured"))
+               f"{step_span:.2f}× in them; with each set's probe taken out they lie " + (
+                   f"within {left:.2f}×: the machine's pace, as that fixed work reads it, accounts for the move"
+                   if left < AGREE else
+                   f"within {left:.2f}×: the probe accounts for part of the move; the rest is not measured"
+                   if left < step_span else
+                   f"{left:.2f}× apart, wider than the step alone: the probe did not move with the step; what moved "
+                   "the step is not measured"))
     else:
         why = "what moved it is not measured here"
     if span < AGREE:
