@@ -573,8 +573,9 @@ def test_busy_parts_bounds_what_the_sampler_and_accumulation_change_and_names_th
     mid = bench.rate_ratio(_turns("sampled", [0.088, 0.112, 0.1, 0.092, 0.108]), plain, "the sampler")  # up to ~15 %
     far = bench.rate_ratio(two, _turns("section 4", [0.13, 0.131, 0.132], turns_id="s4", work=200))  # 0.66x its pace
     assert nb08.busy_parts(mid, accum, far, 2).splitlines()[-1].endswith(
-        "read 0.66× the pace section 4 measured: two moments, so no verdict on that move, but a gap that size is more "
-        "than these two parts can explain; what sets these MFUs apart from section 4's is not measured")
+        "read 0.66× the pace section 4 measured (two moments, so no verdict on that move): the same step running at "
+        "another pace here sets these MFUs apart from section 4's more than the two parts can; what moved its pace is "
+        "not measured")  # reader FM: the parts and the move multiply to the gap; only the move's cause is unmeasured
 
 
 def test_attention_sum_multiplies_one_layer_by_the_layers_and_micro_batches():
@@ -582,7 +583,12 @@ def test_attention_sum_multiplies_one_layer_by_the_layers_and_micro_batches():
     text = nb08.attention_sum(written, sdpa, 4, 2, _timing("step w", 0.147, 0.147, 0.147),
                               _timing("step s", 0.198, 0.198, 0.198))
     assert "SDPA's extra +7.00 ms per layer and micro-batch (w) × 4 layers × 2 micro-batches = +56.0 ms per step" in text
-    assert "against the whole step's +51.0 ms" in text and "the account is 1.10× that gap" in text
+    assert "the whole step's +51.0 ms between section 4's two medians" in text and "the account is 1.10× that gap" in text
+    paired = Ratio("SDPA vs written-out attention, eager", 0.75, 0.7, 0.8, rounds=5, coverage=0.94, drift=0.01)
+    by_pairs = nb08.attention_sum(written, sdpa, 4, 2, _timing("step w", 0.147, 0.147, 0.147),
+                                  _timing("step s", 0.198, 0.198, 0.198), paired=paired)  # as notebook 10 reckons it
+    assert "section 4's paired ratio, 0.75×, puts the two steps +49.0 ms apart (at the written-out step's median); the " \
+        "account is 1.14× that gap" in by_pairs  # 147 ms × (1 / 0.75 - 1)
 
 
 def test_before_after_compile_reads_the_two_timings_by_the_two_moments_rule():
@@ -629,7 +635,9 @@ def test_pays_clause_gives_the_break_even_only_where_there_is_a_gain():
                                                       "section 4's) pays for itself after about 310 steps")
     assert nb08.pays_clause(1000.0, 22.4, moved=1.26).endswith(
         "after about 1,000 steps, by the eager step timed beside it, which read 1.26× its time before the compile: a "
-        "slowed eager step makes the saving look larger (the appendix gives both readings)")
+        "slowed eager step makes the saving look larger (the appendix gives both eager readings)")
+    assert "which read 1.45× its time before the compile (the pace probe: 1.02×): a slowed" in nb08.pays_clause(
+        1400.0, 29.7, moved=1.45, probe=1.02)  # reader FM: whether the machine's pace moved with it
     assert nb08.pays_clause(1000.0, 22.4, moved=1.05).endswith("after about 1,000 steps")  # under 1.1x: nothing to add
 
 

@@ -754,8 +754,14 @@ def test_account_in_08_sums_attention_alone_over_the_layers_beside_this_gap():
     assert "exceeds the step's" in wide  # +22.0 ms at its least against +20.8 at the gap's most: apart (reader FF)
     ran08["attention alone: SDPA, torch.bfloat16"].update(spread=[9.0, 13.9])  # quartiles reaching down into the gap
     fits = nb10.account_in_08(ran08, sdpa, written, torch.bfloat16, 16, gpt, "cpu", paired=paired)
-    assert "exceeds" not in fits and "Their ranges overlap (the sum by 08's quartiles +16.4 to +37.6 ms, the gap by " \
+    assert "exceeds" not in fits and "Their ranges overlap (the sum by the attention timings' quartiles +16.4 to +37.6 ms, the gap by " \
         "the paired interval +13.9 to +20.8 ms): the account fits the gap" in fits
+    own = {**ran08, "SDPA vs written-out attention, eager": {"value": 0.8, "unit": "×"},  # 08's section 4, 2 micro-batches
+           "eager, written-out attention": {"value": 25.0, "unit": "ktok/s", "setup": "micro-batch 16 × 2, 4,096 tokens/step"}}
+    both = nb10.account_in_08(own, sdpa, written, torch.bfloat16, 16, gpt, "cpu", paired=paired)  # reader FL: 1.58 vs 0.93
+    assert both.endswith(". Notebook 08's own account, the same sum over its section 4 steps (2 micro-batches a step, its "
+                         "paired ratio 0.80× putting them +41.0 ms apart): 1.31× its gap, beside 1.54× here; the two "
+                         "steps' gaps were timed at different moments, so the two accounts can differ that much")
     assert nb10.account_in_08(ran08, sdpa, written, torch.float32, 16, gpt, "cpu") == ""  # another format
     assert nb10.account_in_08(ran08, sdpa, written, torch.bfloat16, 8, gpt, "cpu") == ""  # another micro-batch
 
@@ -1195,7 +1201,7 @@ def test_answer_carries_gelus_measured_share_into_fusions_room():
     copy = _paired("copy", [0.25e-3, 0.26e-3, 0.25e-3, 0.25e-3, 0.24e-3])
     said = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {}, kinds, "sdpa bwd", 0.04,
                        gelu=(bench.speedup(gelu, copy), 0.05))
-    assert "20.0% of the op time (most of GELU's time in them is not memory traffic)" in said
+    assert "20.0% of the op time (15.0% without GELU's forward, whose time is mostly not memory traffic)" in said
     assert "      of those, GELU's forward takes 5% of the op time, and a copy of its bytes took 25.0% of its time" in said
     assert said.count("unless the fused code also computes GELU faster (reasoning, not measured)") == 1
     quick = _paired("compiled", [0.5e-3, 0.51e-3, 0.5e-3, 0.49e-3, 0.5e-3])
@@ -1555,6 +1561,10 @@ def test_beside_08_reads_08s_step_timed_here_as_mfu_beside_08s_own():
     assert "6N + 12·L·T·C = 5,743,104 FLOPs a token" in said and "here 41.0% (41.0%–41.0%)" in said  # 29.26e3 × 5.74e6 / 410e9
     assert said.endswith("08's answer's readings (its step of 2 micro-batches, the long run's included), over the same "
                          "peak: 33.5%–39.9%, each at its moment")
+    like = _mfu([28.5, 23.9, 25.8], step, gpt, 410e9, like=[21.4, 20.9])  # 08's section 5: one micro-batch, as here
+    assert "here 41.0% (41.0%–41.0%); 08's readings of the same step, one micro-batch (its section 5): 29.3%–30.0%; " \
+        "08's answer's readings" in like  # reader FL: the like reading first
+    assert "(its section 5): 30.0%;" in _mfu([28.5], step, gpt, 410e9, like=[21.4])  # one reading: one figure
     assert _mfu([], step, gpt, None) == "" and _mfu([28.5], None, gpt, 410e9) == ""
 
 

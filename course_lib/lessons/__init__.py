@@ -13,25 +13,27 @@ nb06  DDP and FSDP2: the single-process reference, collectives checked, bytes pe
 nb07  attention: SDPA's kernels named and timed, the sweep over lengths (from lessons/nb07_seqlen.py), the toy
       task, the snippet, the words around each measurement
 nb08  Transformer training: the words around each measurement (the long run, the reference's versions; MFU
-      and utilisation from lessons/nb08_mfu.py), the checks of its claims (weight-decay groups, beating the
+      and utilisation from lessons/nb08_mfu.py, SDPA's account from lessons/nb08_attention.py), the checks of its claims (weight-decay groups, beating the
       unigram baseline, resume) and exercises
 nb09  memory: the exercise checks (AdamW's state, bytes saved for backward), the closing answer from
       lessons/nb09_answer.py
 nb10  compile and profile: the exercise checks (arithmetic intensity, a loop without syncs), the words
       around each measurement (section 4's from lessons/nb10_roofline.py, the reference GPU's from
-      lessons/nb10_reference.py, 08's readings beside 10's from lessons/nb10_beside08.py, each timed
+      lessons/nb10_reference.py, 08's readings beside 10's from lessons/nb10_beside08.py and nb10_account.py, each timed
       section's short summary from lessons/nb10_short.py, the closing answer from lessons/nb10_answer.py)
 nb11  model parallelism: the model every script splits, pipeline schedules and their bubble (section 5's
       memory from lessons/nb11_memory.py)
 nb12  inside the kernel: the online softmax and FlashAttention's tiles in plain PyTorch, Triton
 
-Nine lesson modules serve one notebook without being its module, so that the notebook's own stays
+Twelve lesson modules serve one notebook without being its module, so that the notebook's own stays
 its scaffolding (the notebook calls them through it):
 
 nb03_formats    for nb03: what each 16-bit format keeps and loses, real casts, did a format run in a layer
 nb07_seqlen     for nb07: attention's time and memory against sequence length, the growth exponents
+nb08_attention  for nb08: whether one attention kernel explains the step's gap, attention alone summed over the step
 nb08_mfu        for nb08: MFU and its same-turns check, utilisation against MFU, what sets two readings apart
 nb09_answer     for nb09: the answer to its question, each line from the section that measured it
+nb10_account    for nb10: 08's attention alone, summed over the layers, beside the gap between 10's two steps and 08's
 nb10_answer     for nb10: the answer to its question, a few short lines first, then the details behind each
 nb10_beside08   for nb10: notebook 08's readings of the same GPT beside 10's, by the rule for two moments
 nb10_reference  for nb10: the reference GPU's GPT, its waiting share without and with the profiler, its steps

@@ -16,6 +16,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from course_lib import check, datasheet, profiles, published, report, verdicts
 from course_lib.bench import Ratio, Timing, break_even, rate_ratio, speedup
+from course_lib.lessons.nb08_attention import attention_sum, kernel_verdict  # noqa: F401  re-exported
 from course_lib.lessons.nb08_mfu import (AGREE, BUSY_NEGLIGIBLE, answer_with_long_run, busy_short, run_order, busy_line, busy_parts,  # noqa: F401
                                         busy_ratio, busy_verdict, fastest_seen, mfu_answer, mfu_span, mfu_text,
                                         paired_mfu_text, usable)
@@ -182,11 +183,12 @@ def break_even_text(speed: Ratio, extra_s: float, eager: Timing, tokens_per_step
             "reading of the eager step, the one timed beside the compiled GPT")
 
 
-def pays_clause(steps: float, extra_s: float, moved: float = 1.0, cold: bool = True) -> str:
+def pays_clause(steps: float, extra_s: float, moved: float = 1.0, cold: bool = True, probe: float | None = None) -> str:
     """The compile's break-even as a clause for a short line ('' where there is none, `steps` infinite);
     `moved`: the eager step it is reckoned from, over the same step's time before the compile: where 1.1× or more
-    apart, the clause says so (a slowed eager step makes the saving look larger). `cold`: False for a compile
-    after another had filled the caches."""
+    apart, the clause says so (a slowed eager step makes the saving look larger), and how far the pace probe moved
+    between the same two sets of turns (`probe`, its time after over before), where both timed it. `cold`: False for
+    a compile after another had filled the caches."""
     if not math.isfinite(steps):
         return ""
     which, warm = ("cold compile", "") if cold else ("compile", ", the caches warm from section 4's")
@@ -194,8 +196,9 @@ def pays_clause(steps: float, extra_s: float, moved: float = 1.0, cold: bool = T
             f"{fmt_count(steps)} steps")
     if abs(math.log(moved)) >= math.log(1.1):
         said += (f", by the eager step timed beside it, which read {moved:.2f}× its time before the compile"
-                 + (": a slowed eager step makes the saving look larger (the appendix gives both readings)"
-                    if moved > 1 else " (the appendix gives both readings)"))
+                 + (f" (the pace probe: {probe:.2f}×)" if probe else "")
+                 + (": a slowed eager step makes the saving look larger (the appendix gives both eager readings)"
+                    if moved > 1 else " (the appendix gives both eager readings)"))
     return said
 
 
@@ -256,31 +259,6 @@ def fastest_line(timings: Sequence[Timing], over_base: Mapping[str, float] | Non
             + (f" (not told apart from {'; '.join(tied)})" if tied else "") + "".join(map(chained, paired))
             + (f". {', '.join(beaten)} ran slower than {best.name}, beyond the spread: compiling did not make up for "
                "the slower attention (two changes at once: the compiler and the attention)" if beaten else ""))
-
-
-def attention_sum(written: Timing, sdpa: Timing, n_layer: int, accum: int, step_written: Timing,
-                  step_sdpa: Timing) -> str:
-    """Whether attention alone accounts for the whole step's gap: SDPA's extra time over the written-out
-    attention, forward + backward of one layer's micro-batch (`written`, `sdpa`), times the layers and the
-    micro-batches per step, beside the gap between section 4's two steps' medians."""
-    per_call = sdpa.median_s - written.median_s
-    summed, gap = per_call * n_layer * accum, step_sdpa.median_s - step_written.median_s
-    share = f"; the account is {summed / gap:.2f}× that gap" if gap > 0 and summed > 0 else ""
-    return (f"attention alone, summed over the step: SDPA's extra {per_call * 1e3:+.2f} ms per layer and micro-batch "
-            f"({written.name.split(', ')[-1]}) × {n_layer} layers × {accum} micro-batches = {summed * 1e3:+.1f} ms per step, "
-            f"against the whole step's {gap * 1e3:+.1f} ms between section 4's two medians (SDPA minus written out){share}: "
-            "two sets of turns, so an account, not a measurement of the step")
-
-
-def kernel_verdict(low: Ratio, fp32: Ratio, low_dtype: torch.dtype | None, device_label: str) -> str:
-    """Whether SDPA's attention alone loses in the 16-bit format only (`low`, SDPA vs written out in
-    `low_dtype`; None: no autocast) while not in float32 (`fp32`): then its 16-bit kernel explains the step's
-    loss; otherwise one kernel does not."""
-    if low_dtype is not None and low.clear and low.value < 1 and not (fp32.clear and fp32.value < 1):
-        return (f"verdict: attention alone, SDPA's {low_dtype} kernel is the slower one on {device_label}; in float32 SDPA is "
-                + (fp32.phrase if fp32.clear else "not slower") + " than the written-out attention")
-    return (f"verdict: on {device_label} SDPA's attention alone is not slower in one format only: "
-            "the step's difference is not explained by one kernel here")
 
 
 def versions_elsewhere() -> str:

@@ -329,8 +329,9 @@ def busy_parts(sampler: Ratio, accum: Ratio | None, apart: Ratio | None, n_micro
         return "\n".join(lines + [  # wide, but the same step's own move is wider still: that move carries the gap
             f"verdict: {' and '.join(w for _, w in named)} could change the rate by up to {bound:.1%} (the far ends of "
             f"their intervals, together); section 4's step itself, timed again in these turns, read {apart.value:.2f}× "
-            "the pace section 4 measured: two moments, so no verdict on that move, but a gap that size is more than "
-            "these two parts can explain; what sets these MFUs apart from section 4's is not measured"])
+            "the pace section 4 measured (two moments, so no verdict on that move): the same step running at another "
+            "pace here sets these MFUs apart from section 4's more than the two parts can; what moved its pace is not "
+            "measured"])
     if bound > BOUND:
         return "\n".join(lines + [f"verdict: too noisy to tell: {' or '.join(w for _, w in named)} could change the "
                                   f"rate by as much as {bound:.{1 if f'{bound:.1%}' != f'{BOUND:.1%}' else 2}%} (both at the "

@@ -19,7 +19,8 @@ from torch import nn
 from course_lib import check, oom, published, report, verdicts
 from course_lib.bench import Ratio, Timing, break_even, name_width, speedup
 from course_lib.lessons.nb10_answer import COMPILING, FIX, _listed, answer, outside_model  # noqa: F401
-from course_lib.lessons.nb10_beside08 import NOT_IN_08, account_in_08, beside_08, same_as_08  # noqa: F401
+from course_lib.lessons.nb10_account import account_in_08  # noqa: F401
+from course_lib.lessons.nb10_beside08 import NOT_IN_08, beside_08, same_as_08  # noqa: F401
 from course_lib.lessons.nb10_reference import (REGIONS, bound, own_gpt, reference_compile,  # noqa: F401
                                                 reference_fix,
                                                 reference_gpt, reference_kinds, reference_sync, regime_label,

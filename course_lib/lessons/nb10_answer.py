@@ -185,7 +185,8 @@ def _waste(kinds: Mapping[str, Mapping[str, float]], outside: float,
     time went: nothing here shows how much of it a change could remove)."""
     fusible = fusible_share(kinds, outside)
     said = [f"the model's fusible ops (element-wise, reduction, copy), {fusible:.1%} of the op time"
-            + (" (most of GELU's time in them is not memory traffic)" if _compute_set(gelu) else "")]
+            + (f" ({fusible - gelu[1]:.1%} without GELU's forward, whose time is mostly not memory traffic)"
+               if _compute_set(gelu) else "")]
     if attention is not None and is_gain(attention):
         said.append(f"SDPA's kernel in this format (the written-out attention ran the step {attention.value:.2f}× as fast)")
     return "  possibly avoidable (details in the appendix): " + "; ".join(said)

@@ -1,14 +1,13 @@
 """Notebook 10's steps beside notebook 08's readings of the same GPT earlier in the run (its cold compile,
 its compile and attention speed-ups, its break-even, its section 4's and 5's steps), as one table read by the
-course's rule for two moments, with what the table cannot say in the lines below it; the attention account
-(08's attention alone, summed over the layers, beside the gap between this notebook's two eager steps).
-Each function returns the text a cell prints. :mod:`course_lib.lessons.nb10` re-exports them."""
+course's rule for two moments, with what the table cannot say in the lines below it (the attention account:
+:mod:`course_lib.lessons.nb10_account`). Each function returns the text a cell prints. :mod:`course_lib.lessons.nb10` re-exports them."""
 
 from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Mapping, NamedTuple
+from typing import Mapping, NamedTuple, Sequence
 
 import torch
 
@@ -224,7 +223,8 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
                _part_in_09(ran09, gpt, profile, batch, {"section 2": before, "section 3": eager, **(later or {})}, as_08),
                *_same_step(mine, as_08 is not None),
                _mfu([r.then for r in in_08 if "2 micro-batches" in r.quantity or "long run" in r.quantity],  # 08's answer's
-                    as_08, gpt, peak),
+                    as_08, gpt, peak, like=[r.then for r in in_08 if "section 5" in r.quantity and "micro-batches" not in
+                                            r.quantity]),  # and its one-micro-batch readings: the step timed here
                cost.verdict("08's step over this notebook's eager written-out step, in speed, in section 3's turns")
                if cost is not None else "",
                "08's step: gradient clipping, AdamW's two parameter groups, its learning-rate schedule; one micro-batch a "
@@ -307,10 +307,11 @@ def _same_step(mine: list[Row], timed_here: bool) -> list[str]:
     return lines
 
 
-def _mfu(own: list[float], as_08: Timing | None, gpt: GPTConfig, peak: float | None) -> str:
+def _mfu(own: list[float], as_08: Timing | None, gpt: GPTConfig, peak: float | None, like: Sequence[float] = ()) -> str:
     """08's step timed here (`as_08`) as MFU, by 08's count of FLOPs a token (6N + 12·L·T·C) over the stored peak
-    (`peak`, FLOP/s, the one 08's MFU divides by), beside 08's own readings of that step (`own`, ktok/s) over the
-    same peak ('' where the step or the peak is missing)."""
+    (`peak`, FLOP/s, the one 08's MFU divides by), beside 08's readings of the same one-micro-batch step (`like`,
+    ktok/s: its section 5) and its answer's readings (`own`, 2 micro-batches) over the same peak ('' where the step or
+    the peak is missing)."""
     if as_08 is None or as_08.rate is None or not peak:
         return ""
     with torch.device("meta"):  # the count needs the parameters' shapes, not their values
@@ -318,7 +319,10 @@ def _mfu(own: list[float], as_08: Timing | None, gpt: GPTConfig, peak: float | N
     mfu = lambda rate: f"{rate * per_token / peak:.1%}"  # noqa: E731
     return (f"08's step as MFU (08's count, 6N + 12·L·T·C = {per_token:,} FLOPs a token, over the stored peak, "
             f"{fmt_rate(peak, 'FLOP/s')}, that 08 divides by): here {mfu(as_08.rate)} ({mfu(as_08.rate_lo)}–"
-            f"{mfu(as_08.rate_hi)})" + (f"; 08's answer's readings (its step of 2 micro-batches, the long run's "
+            f"{mfu(as_08.rate_hi)})" + (f"; 08's readings of the same step, one micro-batch (its section 5): "
+                                          + "–".join(dict.fromkeys([mfu(1e3 * min(like)), mfu(1e3 * max(like))]))
+                                          if like else "")
+            + (f"; 08's answer's readings (its step of 2 micro-batches, the long run's "
                                           f"included), over the same peak: {mfu(1e3 * min(own))}–{mfu(1e3 * max(own))}, "
                                           "each at its moment" if own else ""))
 
@@ -558,43 +562,3 @@ def _same_gpt(profile: str, gpt: GPTConfig) -> bool:
     """Whether notebook 08 trains `gpt` under `profile`."""
     c08 = profiles.sizes("08_transformer", profile)
     return (c08.block, c08.n_layer, c08.n_head, c08.n_embd) == (gpt.block_size, gpt.n_layer, gpt.n_head, gpt.n_embd)
-
-
-def account_in_08(ran08: Mapping[str, dict] | None, sdpa: Timing, written: Timing, dtype: torch.dtype, batch: int,
-                  gpt: GPTConfig, profile: str, paired: Ratio | None = None, in_step: float | None = None) -> str:
-    """Notebook 08's attention alone (forward + backward of one layer at this micro-batch, earlier in this run): SDPA's
-    extra time per call times the layers, beside the gap between this notebook's two eager steps (`sdpa`, `written`,
-    section 3's turns): by their paired ratio where given (`paired`, SDPA's time over the written-out step's, turn by
-    turn, at the written-out step's median), else by their medians; an account from two sets of turns, not a
-    measurement of the step. `in_step`: SDPA per layer inside the profiled step (section 1, s), beside 08's alone."""
-    rows = {k: (ran08 or {}).get(f"attention alone: {k}, {dtype}") for k in ("SDPA", "written out")}
-    if not all(rows.values()) or not same_as_08(gpt, profile, batch):
-        return ""
-    per_call = (rows["SDPA"]["value"] - rows["written out"]["value"]) / 1e3
-    summed = per_call * gpt.n_layer
-    gap = written.median_s * (paired.value - 1) if paired is not None else sdpa.median_s - written.median_s
-    share = f": the account is {summed / gap:.2f}× that gap" if gap > 0 and summed > 0 else ""
-    spreads = [r.get("spread") for r in (rows["SDPA"], rows["written out"])]
-    ranges = None  # the sum by 08's quartiles, and the gap by the paired interval, where both are known
-    if paired is not None and all(spreads):
-        (s_lo, s_hi), (w_lo, w_hi) = spreads
-        ranges = ((s_lo - w_hi) / 1e3 * gpt.n_layer, (s_hi - w_lo) / 1e3 * gpt.n_layer,
-                  written.median_s * (paired.lo - 1), written.median_s * (paired.hi - 1))
-    exceeds = ranges[0] > ranges[3] if ranges else summed > 1.1 * gap  # the ranges apart; else beyond a tenth
-    alone = rows["SDPA"]["value"] / 1e3 / in_step if in_step else None  # SDPA alone over SDPA inside the step
-    more = (f". The {summed * 1e3:+.1f} ms summed from attention timed alone exceeds the step's {gap * 1e3:+.1f} ms gap: "
-            "the two come from different sets of turns, and attention alone runs without its neighbouring ops"
-            + (f"; 08's SDPA alone took {rows['SDPA']['value']:.3g} ms a layer, {alone:.2f}× the {in_step * 1e3:.3g} ms "
-               f"section 1's profile gives it inside this step: were the written-out attention alone as much slower, "
-               f"the sum would read {summed / alone * 1e3:+.1f} ms (an assumption, not measured)" if alone else
-               "; what sets them apart is not measured") if share and exceeds else
-            f". Their ranges overlap (the sum by 08's quartiles {ranges[0] * 1e3:+.1f} to {ranges[1] * 1e3:+.1f} ms, the "
-            f"gap by the paired interval {ranges[2] * 1e3:+.1f} to {ranges[3] * 1e3:+.1f} ms): the account fits the gap"
-            if share and ranges and ranges[1] >= ranges[2] else "")
-    return (f"notebook 08 timed attention alone at this shape earlier in this run ({dtype}, forward + backward): SDPA's "
-            f"extra {per_call * 1e3:+.2f} ms per layer × {gpt.n_layer} layers = {summed * 1e3:+.1f} ms per step; here the "
-            + (f"paired ratio, {paired.value:.2f}×, puts the two eager steps {gap * 1e3:+.1f} ms apart (SDPA minus written "
-               "out, at the written-out step's median)" if paired is not None else
-               f"two eager steps' medians differ by {gap * 1e3:+.1f} ms (SDPA minus written out)")
-            + f"{share}. Two sets of turns: "
-            f"an account, not a measurement of the step{more}")
