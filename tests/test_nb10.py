@@ -268,6 +268,13 @@ def test_profiled_note_sets_no_two_traces_side_by_side():
     thin = nb10.profiled_note(cats, None, "cpu")
     assert "no timed comparison" in thin and "(0.11% of it), 0 ns in the step keeping them (medians over the profiled steps; the mean above can differ): too " \
         "thin to draw" in thin and "on a CPU" in thin
+    cats["plain step"] = {"compute": 0.1, "framework": 0.006}  # section 1's profiled step: 106 ms
+    slower = _t("no logging", 0.118)  # the same step unprofiled, in section 2's turns (reader FL)
+    assert nb10.profiled_note(cats, None, "cpu", plain=slower).endswith(
+        "section 1's profiled step, 106 ms, read shorter than the same step without the profiler here (118 ms, quartiles "
+        "118 ms–118 ms), though the profiler adds its own cost: there the steps ran back to back on one GPT, here in "
+        "turns beside two other GPTs; which of the two costs the time is not measured")
+    assert "read shorter" not in nb10.profiled_note(cats, None, "cpu", plain=_t("no logging", 0.100))
 
 
 def test_first_call_line_says_whether_the_caches_were_cold():

@@ -255,11 +255,13 @@ def sync_elsewhere(device_type: str) -> str:
     return "" if device_type == "cuda" else "\n".join(filter(None, reference_sync()))
 
 
-def profiled_note(categories: Mapping[str, Mapping[str, float]], gain: Ratio | None, device_type: str) -> str:
+def profiled_note(categories: Mapping[str, Mapping[str, float]], gain: Ratio | None, device_type: str,
+                  plain: Timing | None = None) -> str:
     """What the profiled steps say beside the timed verdict (`gain`, None where the steps were not timed), in
     two lines: why their two times are not set side by side (two traces of a few steps, one after the other),
     and the time in the 'waiting' category, which holds the reads (and, where its bar is too thin, that no
-    figure follows)."""
+    figure follows); where section 1's profiled plain step read shorter than the same step unprofiled in these
+    turns (`plain`, below its quartiles), a line that says so."""
     reading, keeping = categories["reading values"], categories["keeping values"]
     waited = reading["waiting"] / sum(reading.values())
     thin = waited < VISIBLE
@@ -272,7 +274,19 @@ def profiled_note(categories: Mapping[str, Mapping[str, float]], gain: Ratio | N
             "can differ)"
             + (": too thin to draw as a bar, so no figure is drawn" if thin else "")
             + ("; on a CPU a read costs only itself" if thin and device_type == "cpu" else "")
-            + ".\n(the profiler counts here only each value's copy to Python; the timed turns count the whole step)")
+            + ".\n(the profiler counts here only each value's copy to Python; the timed turns count the whole step)"
+            + _profiled_shorter(sum(categories.get("plain step", {}).values()), plain))
+
+
+def _profiled_shorter(profiled_s: float, plain: Timing | None) -> str:
+    """Where the profiled step (`profiled_s`, section 1's median) read shorter than the same step unprofiled (`plain`,
+    section 2's turns) below its quartiles: the two ran differently, and which setting costs the time is not measured."""
+    if plain is None or not profiled_s or profiled_s >= plain.lo_s:
+        return ""
+    return (f"\nsection 1's profiled step, {fmt_time(profiled_s)}, read shorter than the same step without the profiler "
+            f"here ({fmt_time(plain.median_s)}, quartiles {fmt_time(plain.lo_s)}–{fmt_time(plain.hi_s)}), though the "
+            "profiler adds its own cost: there the steps ran back to back on one GPT, here in turns beside two other "
+            "GPTs; which of the two costs the time is not measured")
 
 
 def first_call_line(mode: str, seconds: float, cold: bool, device: str) -> str:
