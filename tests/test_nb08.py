@@ -99,6 +99,9 @@ def test_busy_short_gives_the_two_mfus_and_readings_where_mfu_moved_more(gain, b
         assert said.startswith("with 16 sequences a micro-batch instead of 1 sequence, MFU 0.4% → 5.0% (the medians; "
                                f"paired in turns, {gain.numbers} higher) while the utilisation reading ")
         assert said.endswith("(95 % → 97 %): busy is not efficient") and len(said) < len(full)
+        assert nb08.busy_short(gain, busy, "1 sequence", "16 sequences", BUSY, MFU, cpu=True).endswith(
+            "(95 % → 97 %): on a CPU that reading sits near 100 % by construction, so only MFU could move here (a GPU's "
+            "contrast: under 'What GPUs measured')")  # reader FO: not the GPU lesson stated as found
     else:
         assert said == full.removeprefix("verdict: ")
 
@@ -679,6 +682,14 @@ def test_run_order_lists_the_same_steps_readings_as_they_ran_and_how_they_moved(
     part = nb08.run_order({"a": t(143), "b": t(186)}, {"a": t(12.0), "b": t(13.32)})  # the probe 1.11x, the step 1.30x
     assert part.endswith("with each set's probe taken out they lie within 1.17×: the probe accounts for part of the move; "
                          "the rest is not measured")
+    little = nb08.run_order({"a": t(143), "b": t(198)}, {"a": t(12.0), "b": t(13.3)})  # reader FO: little taken away
+    assert little.endswith("they lie 1.25× apart, little closer than the step alone: the probe accounts for little of "
+                           "the move; what moved the step is not measured")
+    looped = nb08.run_order({"section 4": t(143), "beside the matmul": t(145), "no sampler": t(198), "the long run": t(180)},
+                            looped=("no sampler", "the long run"))  # reader FN: the slow ones ran back to back
+    assert looped.endswith("\n  the readings timed back to back (no sampler, the long run) ran 1.24× or more slower than "
+                           "every reading timed one call a turn: how the step is timed is a candidate, not tested")
+    assert "back to back" not in nb08.run_order({"a": t(143), "b": t(198), "c": t(150)}, looped=("b", "c"))  # mixed
     against = nb08.run_order({"a": t(153), "b": t(150), "c": t(184)}, {"a": t(12.9), "b": t(18.2), "c": t(13.0)})
     assert against.endswith("with each set's probe taken out they lie 1.72× apart, wider than the step alone: the probe "
                             "did not move with the step; what moved the step is not measured")  # run106's 08

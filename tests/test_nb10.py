@@ -761,8 +761,14 @@ def test_account_in_08_sums_attention_alone_over_the_layers_beside_this_gap():
     assert "exceeds the step's" in wide  # +22.0 ms at its least against +20.8 at the gap's most: apart (reader FF)
     ran08["attention alone: SDPA, torch.bfloat16"].update(spread=[9.0, 13.9])  # quartiles reaching down into the gap
     fits = nb10.account_in_08(ran08, sdpa, written, torch.bfloat16, 16, gpt, "cpu", paired=paired)
-    assert "exceeds" not in fits and "Their ranges overlap (the sum by the attention timings' quartiles +16.4 to +37.6 ms, the gap by " \
-        "the paired interval +13.9 to +20.8 ms): the account fits the gap" in fits
+    assert "exceeds" not in fits and "Their ranges overlap only toward their ends (the sum by the attention timings' " \
+        "quartiles +16.4 to +37.6 ms, the gap by the paired interval +13.9 to +20.8 ms), the medians 1.54× apart: whether " \
+        "attention alone accounts for the gap is left open" in fits  # reader FO: 1.7x called 'fits' on a 0.9 ms overlap
+    near = Ratio("written-out attention vs SDPA, eager", 1.386, 1.3, 1.45, rounds=9, coverage=0.96, drift=0.01)
+    assert "the account is 1.00× that gap" in (close := nb10.account_in_08(ran08, sdpa, written, torch.bfloat16, 16, gpt,
+                                                                          "cpu", paired=near))
+    assert "Their ranges overlap (the sum by the attention timings' quartiles +16.4 to +37.6 ms, the gap by the paired " \
+        "interval +20.8 to +31.2 ms): the account fits the gap" in close
     own = {**ran08, "SDPA vs written-out attention, eager": {"value": 0.8, "unit": "×"},  # 08's section 4, 2 micro-batches
            "eager, written-out attention": {"value": 25.0, "unit": "ktok/s", "setup": "micro-batch 16 × 2, 4,096 tokens/step"}}
     both = nb10.account_in_08(own, sdpa, written, torch.bfloat16, 16, gpt, "cpu", paired=paired)  # reader FL: 1.58 vs 0.93
@@ -1516,7 +1522,8 @@ def test_beside_08_says_when_the_probe_leaves_a_gap_the_two_moments_rule_allows(
     beyond = nb10.beside_08({**ran08, **slower}, gpt, "cpu", 16, written=written, as_08=fast_here, probe=probe)
     assert "against them, this notebook's 1.14× faster than the fastest; the cause" in beyond.splitlines()[0]
     gap = nb10.beside_08(slower, gpt, "cpu", 16, written=written, as_08=as_08, probe=probe).splitlines()
-    assert gap[0].endswith("not the machine's pace as the probe reads it") and gap[2] == "  details:"  # 756/614: 1.23×
+    assert gap[0].endswith("they disagree beyond 1.1×, and the machine's pace as the probe reads it does not explain it") \
+        and gap[2] == "  details:"  # 756/614: 1.23×
     assert any(ln.startswith("    08's step in the turns of") and "a gap the probe does not take away" in ln for ln in gap)
     assert "in one process" not in gap[0]  # no eager readings here to set the gap beside
     swung = nb10.beside_08(slower, gpt, "cpu", 16, written=written, as_08=as_08, probe=probe, eager=t("eager", 0.0900),

@@ -10,15 +10,22 @@ import torch
 from course_lib.bench import Ratio, Timing
 
 
-def fits_words(ranges: tuple[float, float, float, float]) -> str:
+NEAR = 1.25  # an account within this factor of its gap, at the medians, fits it where the ranges overlap
+
+
+def fits_words(ranges: tuple[float, float, float, float], ratio: float) -> str:
     """An account against its gap by their ranges (seconds: the sum's least and most by the attention timings'
-    quartiles, the gap's by the paired interval): where they overlap, the account fits the gap; else which is
-    larger, its cause not measured."""
+    quartiles, the gap's by the paired interval) and their medians' `ratio`: where the ranges overlap and the
+    medians lie within :data:`NEAR`, the account fits the gap; where the ranges overlap only with the medians
+    further apart, it is left open; else which is larger, its cause not measured."""
     s_lo, s_hi, g_lo, g_hi = ranges
     span = (f"the sum by the attention timings' quartiles {s_lo * 1e3:+.1f} to {s_hi * 1e3:+.1f} ms, the gap by the "
             f"paired interval {g_lo * 1e3:+.1f} to {g_hi * 1e3:+.1f} ms")
-    if s_lo <= g_hi and s_hi >= g_lo:
+    if s_lo <= g_hi and s_hi >= g_lo and 1 / NEAR <= ratio <= NEAR:
         return f"their ranges overlap ({span}): the account fits the gap"
+    if s_lo <= g_hi and s_hi >= g_lo:
+        return (f"their ranges overlap only toward their ends ({span}), the medians {ratio:.2f}× apart: whether "
+                "attention alone accounts for the gap is left open")
     return (f"their ranges lie apart ({span}): attention timed alone adds {'more' if s_lo > g_hi else 'less'} than "
             "the gap between the two steps; attention alone runs without its neighbouring ops, at another moment")
 
@@ -44,7 +51,7 @@ def attention_sum(written: Timing, sdpa: Timing, n_layer: int, accum: int, step_
     return (f"attention alone, summed over the step: SDPA's extra {per_call * 1e3:+.2f} ms per layer and micro-batch "
             f"({written.name.split(', ')[-1]}) × {n_layer} layers × {accum} micro-batches = {summed * 1e3:+.1f} ms per step; "
             f"{how}{share}: two sets of turns, so an account, not a measurement of the step"
-            + (f"; {fits_words(ranges)}" if ranges else ""))
+            + (f"; {fits_words(ranges, summed / gap)}" if ranges else ""))
 
 
 def kernel_verdict(low: Ratio, fp32: Ratio, low_dtype: torch.dtype | None, device_label: str) -> str:

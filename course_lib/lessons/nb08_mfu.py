@@ -67,10 +67,11 @@ def busy_verdict(gain: Ratio, busy: Ratio, small: str, large: str, busy_pct: dic
 
 
 def busy_short(gain: Ratio, busy: Ratio, small: str, large: str, busy_pct: dict[str, float],
-               mfu: dict[str, float]) -> str:
+               mfu: dict[str, float], cpu: bool = False) -> str:
     """Section 5's finding in one line, for 'in short:': where MFU moved beyond the spread and the utilisation reading
     did not move as much, the two MFUs (medians), the paired ratio and the two readings; otherwise
-    :func:`busy_verdict`'s line (which, with the reasons, stands in full in the appendix either way)."""
+    :func:`busy_verdict`'s line (which, with the reasons, stands in full in the appendix either way). `cpu`: the
+    reading sits near 100 % by construction there, so the line says that only MFU could move."""
     if not (gain.clear and gain.value > 1 and (busy.within_noise or busy.hi < gain.lo)):
         return busy_verdict(gain, busy, small, large, busy_pct, mfu).removeprefix("verdict: ")
     steady = abs(busy_pct[large] - busy_pct[small]) < 1  # under a percentage point: unchanged to the eye
@@ -78,7 +79,9 @@ def busy_short(gain: Ratio, busy: Ratio, small: str, large: str, busy_pct: dict[
              "stayed within a point" if steady else "moved less than MFU, beyond both ranges")
     return (f"with {large} a micro-batch instead of {small}, MFU {mfu[small]:.1%} → {mfu[large]:.1%} (the medians; "
             f"paired in turns, {gain.numbers} higher) while the utilisation reading {moved} ({busy_pct[small]:.0f} % → "
-            f"{busy_pct[large]:.0f} %): busy is not efficient")
+            f"{busy_pct[large]:.0f} %)" + (": on a CPU that reading sits near 100 % by construction, so only MFU could "
+                                           "move here (a GPU's contrast: under 'What GPUs measured')" if cpu else
+                                           ": busy is not efficient"))
 
 
 def mfu_text(peak: Timing, peak_note: object, best: Timing | None, flops_per_token: int,
@@ -166,12 +169,15 @@ def answer_with_long_run(section5: tuple[float, float], long_mfu: Sequence[float
                "says whether the pace probe moved with them)" if hi / lo >= AGREE else ""))
 
 
-def run_order(readings: Mapping[str, Timing | None], probes: Mapping[str, Timing | None] | None = None) -> str:
+def run_order(readings: Mapping[str, Timing | None], probes: Mapping[str, Timing | None] | None = None,
+              looped: Sequence[str] = ()) -> str:
     """The same step's readings (a name -> its Timing, None where it did not run), in the order they ran, as ms
     per step (with the minor page faults a step, where its set of turns counted them, and the pace probe's time where
     `probes`, by the same names, timed one in the same turns), and how they moved: within :data:`AGREE` of each other
     they agree; else whether the step only read slower the later it ran, or moved both ways, and, where two or more
-    sets timed the probe, whether the probe moved with it. Each reading is one moment's."""
+    sets timed the probe, whether the probe moved with it. `looped`: the readings timed back to back for a while
+    (the others one call a turn); where every one of them ran 1.1× or more slower than every other, a line says so,
+    a candidate. Each reading is one moment's."""
     probes = probes or {}
     got = {name: t for name, t in readings.items() if t is not None}
     if len(got) < 2:
@@ -197,7 +203,9 @@ def run_order(readings: Mapping[str, Timing | None], probes: Mapping[str, Timing
                    f"within {left:.2f}×: the machine's pace, as that fixed work reads it, accounts for the move"
                    if left < AGREE else
                    f"within {left:.2f}×: the probe accounts for part of the move; the rest is not measured"
-                   if left < step_span else
+                   if left <= step_span ** (2 / 3) else  # a third of the move or more taken away, on a log scale
+                   f"{left:.2f}× apart, little closer than the step alone: the probe accounts for little of the move; "
+                   "what moved the step is not measured" if left < step_span else
                    f"{left:.2f}× apart, wider than the step alone: the probe did not move with the step; what moved "
                    "the step is not measured"))
     else:
@@ -208,6 +216,11 @@ def run_order(readings: Mapping[str, Timing | None], probes: Mapping[str, Timing
         how = f"the step read slower the later it ran, {ms[-1] / ms[0]:.2f}× from the first reading to the last; {why}"
     else:
         how = f"{span:.2f}× apart, slower and faster by turns; {why}"
+    back = {n: m for n, m in zip(got, ms) if n in looped}
+    single = [m for n, m in zip(got, ms) if n not in looped]
+    if back and single and min(back.values()) >= AGREE * max(single):  # every looped reading the slower
+        how += (f"\n  the readings timed back to back ({', '.join(back)}) ran {min(back.values()) / max(single):.2f}× or "
+                "more slower than every reading timed one call a turn: how the step is timed is a candidate, not tested")
     return ("the same step, in the order it ran: " + " → ".join(f"{m:.0f} ms ({label(n, t)})" for (n, t), m in
                                                               zip(got.items(), ms)) + f"\n  {how}")
 

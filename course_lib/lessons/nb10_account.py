@@ -43,7 +43,7 @@ def account_in_08(ran08: Mapping[str, dict] | None, sdpa: Timing, written: Timin
                f"section 1's profile gives it inside this step: were the written-out attention alone as much slower, "
                f"the sum would read {summed / alone * 1e3:+.1f} ms (an assumption, not measured)" if alone else
                "; what sets them apart is not measured") if share and exceeds else
-            ". T" + fits_words(ranges)[1:] if share and ranges else "")  # overlapping, or the sum the smaller
+            ". T" + fits_words(ranges, summed / gap)[1:] if share and ranges else "")  # overlapping, or the sum smaller
     return (f"notebook 08 timed attention alone at this shape earlier in this run ({dtype}, forward + backward): SDPA's "
             f"extra {per_call * 1e3:+.2f} ms per layer × {gpt.n_layer} layers = {summed * 1e3:+.1f} ms per step; here the "
             + (f"paired ratio, {paired.value:.2f}×, puts the two eager steps {gap * 1e3:+.1f} ms apart (SDPA minus written "

@@ -121,7 +121,7 @@ def paced(ran08: Mapping[str, dict] | None, ran09: Mapping[str, dict] | None, as
     if short:  # one clause for the 'in short' line; the sets named, the arithmetic and the probe's words in the details
         said = (f"within {PACED:g}× at the medians, up to {far:.2f}× at the quartiles' far ends: inconclusive" if open_
                 else ("they agree" if raw < PACED else "the probe takes the gap away") if r < PACED else
-                "not the machine's pace as the probe reads it")
+                f"they disagree beyond {PACED:g}×, and the machine's pace as the probe reads it does not explain it")
         moved = "goes with the slower time" in faulted and (open_ or r >= PACED)  # a measured candidate, where open
         return (f"08's step in {len(got)} sets of turns ({_and([SHORT_SETS.get(w, w) for w in got])}): {raw:.{d}f}× apart "
                 f"in rate, {r:.{d}f}× with each set's pace taken out: {said}"
