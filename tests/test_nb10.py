@@ -758,7 +758,12 @@ def test_account_in_08_sums_attention_alone_over_the_layers_beside_this_gap():
     ran08["attention alone: SDPA, torch.bfloat16"].update(value=11.4, spread=[10.4, 13.9])  # 08's quartiles
     ran08["attention alone: written out, torch.bfloat16"].update(spread=[4.5, 4.9])
     wide = nb10.account_in_08(ran08, sdpa, written, torch.bfloat16, 16, gpt, "cpu", paired=paired)
-    assert "exceeds the step's" in wide  # +22.0 ms at its least against +20.8 at the gap's most: apart (reader FF)
+    assert wide.endswith("attention timed alone adding more, but by 1.06×, under the 2.5× two moments can make: "
+                         "inconclusive")  # +22.0 ms at its least against +20.8 at the gap's most: apart, at two moments
+    far = nb10.account_in_08({**ran08, "attention alone: SDPA, torch.bfloat16": {"value": 30.0, "unit": "ms",
+                                                                                 "spread": [29.0, 31.0]}},
+                             sdpa, written, torch.bfloat16, 16, gpt, "cpu", paired=paired)
+    assert "Their ranges lie 4." in far and "× apart (" in far and "attention timed alone adds more than the gap" in far
     ran08["attention alone: SDPA, torch.bfloat16"].update(spread=[9.0, 13.9])  # quartiles reaching down into the gap
     fits = nb10.account_in_08(ran08, sdpa, written, torch.bfloat16, 16, gpt, "cpu", paired=paired)
     assert "exceeds" not in fits and "Their ranges overlap only toward their ends (the sum by the attention timings' " \
@@ -1434,6 +1439,12 @@ def test_paced_takes_each_sets_pace_out_of_08s_step():
     assert apart.endswith("1.26× apart in rate, 1.32× once each set's pace probe is taken out (its rate × the probe's "
                           "time in the same turns, tokens per probe: 600, 598, 788): a gap the probe does not take away, "
                           "so not the machine's pace as the probe reads it; what sets these readings apart is not measured")
+    loose09 = {**ran09, "pace probe, beside 08's step": {"value": 23.0, "unit": "ms", "spread": [23.0, 30.0]}}
+    near = nb10_beside08.paced(ran08, loose09, here, _t("p", 0.025), short=True)  # 09's probe reached 30 ms: 780 tokens
+    assert near.endswith("1.32× with each set's pace taken out: within 1.1× at the quartiles' near ends: inconclusive")
+    assert "beyond 1.1× at the medians, but the steps' and the probes' quartiles allow as little as 1.00×: whether the " \
+        "gap outlasts the " \
+        "pace is not settled" in nb10_beside08.paced(ran08, loose09, here, _t("p", 0.025))  # reader FQ: not medians alone
     counted08 = {**ran08, "eager, written-out attention": {**ran08["eager, written-out attention"], "faults": 9600.0,
                                                             "work": 4096}}  # 08's slower step: 2 micro-batches, faulting
     fast = dataclasses.replace(here, faults=0.0)  # here, faster: none
@@ -1660,3 +1671,9 @@ def test_attention_split_says_which_part_of_the_step_sets_the_two_notebooks_rati
                            "attention's extra time agrees within 1.1×")
     assert _attention_split(ran08, _t("eager", 0.1200), _t("w", 0.0668)).endswith("both parts differ")  # 53 ms here
     assert _attention_split({}, _t("eager", 0.0929), _t("w", 0.0668)) == ""  # 08 did not time both
+
+
+def test_groups_of_08s_readings_only_where_they_lie_further_apart_than_within():
+    from course_lib.lessons.nb10_beside08 import _groups
+    assert _groups([31.6, 27.4, 27.3]) == ", in two groups 1.15× apart: 1 reading at 31.6, 2 readings at 27.3–27.4"
+    assert _groups([32.0, 30.1, 28.3, 25.7]) == ""  # reader FP: a group spanning 1.13x is no group beside a 1.10x gap

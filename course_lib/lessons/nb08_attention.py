@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 
+from course_lib import verdicts
 from course_lib.bench import Ratio, Timing
 
 
@@ -26,8 +27,11 @@ def fits_words(ranges: tuple[float, float, float, float], ratio: float) -> str:
     if s_lo <= g_hi and s_hi >= g_lo:
         return (f"their ranges overlap only toward their ends ({span}), the medians {ratio:.2f}× apart: whether "
                 "attention alone accounts for the gap is left open")
-    return (f"their ranges lie apart ({span}): attention timed alone adds {'more' if s_lo > g_hi else 'less'} than "
-            "the gap between the two steps; attention alone runs without its neighbouring ops, at another moment")
+    by = s_lo / g_hi if s_lo > g_hi else g_lo / s_hi  # how far apart their nearest ends lie
+    return (f"their ranges lie apart ({span}), attention timed alone adding {'more' if s_lo > g_hi else 'less'}, but "
+            f"by {by:.2f}×, under the {verdicts.APART:g}× two moments can make: inconclusive" if by < verdicts.APART else
+            f"their ranges lie {by:.2f}× apart ({span}): attention timed alone adds {'more' if s_lo > g_hi else 'less'} "
+            "than the gap between the two steps; attention alone runs without its neighbouring ops, at another moment")
 
 
 def attention_sum(written: Timing, sdpa: Timing, n_layer: int, accum: int, step_written: Timing,

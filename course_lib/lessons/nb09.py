@@ -304,8 +304,8 @@ def beyond_saved_note(beyond_saved: float, from_estimate: int, found: int) -> st
     if beyond_saved <= 0:
         return "The measured steps add no more per sequence than the saved activations the estimate counts."
     return (f"A step adds {fmt_bytes(beyond_saved)} per sequence more than the saved activations the estimate counts: "
-            "what the step allocates besides them, such as the buffers backward makes on its way (section 7 finds them "
-            f"at the peak, where the profiler names them 'autograd detail'), which the estimate has no term for; so the estimate's {from_estimate} is "
+            "what the step allocates besides them, such as the buffers backward makes on its way (section 7 looks for "
+            f"them at the peak, where the profiler names them 'autograd detail'), which the estimate has no term for; so the estimate's {from_estimate} is "
             f"{'above' if from_estimate > found else 'not above'} the {found} found by trying.")
 
 
@@ -436,12 +436,12 @@ def _paced(ratio: float, probe08: dict | None, probe: Timing | None, ends: tuple
     if not probe08 or probe is None or probe08.get("unit") != "ms":
         return ""
     paced, (lo08, hi08) = ratio * probe.median_s * 1e3 / probe08["value"], probe08.get("spread") or [probe08["value"]] * 2
-    far = (max(ends[1] * 1e3 * probe.hi_s / lo08, hi08 / (1e3 * probe.lo_s) / ends[0] if ends[0] else 0.0)
-           if ends else max(paced, 1 / paced))  # the readings' and the probes' quartiles at their farthest
+    lo, hi = (ends[0] * 1e3 * probe.lo_s / hi08, ends[1] * 1e3 * probe.hi_s / lo08) if ends else (paced, paced)
+    far, near = max(hi, 1 / lo), (1.0 if lo <= 1 <= hi else lo if lo > 1 else 1 / hi)  # the quartiles' far, near ends
     said = (f"within {PACED:g}× of 08's" if max(paced, 1 / paced) < PACED and far < PACED else
             f"within {PACED:g}× of 08's at the medians, up to {far:.2f}× at the quartiles' far ends: inconclusive"
-            if max(paced, 1 / paced) < PACED else
-            f"{UNPACED}; what else differs (the step's code, the process) is not measured")
+            if max(paced, 1 / paced) < PACED else f"beyond {PACED:g}× of 08's at the medians, within it at the quartiles' "
+            "near ends: inconclusive" if near < PACED else f"{UNPACED}; what else differs (the step's code, the process) is not measured")
     return (f"; the pace probe (a fixed matmul and copy) read {probe08['value']:.1f} ms in 08's {where} turns and "
             f"{1e3 * probe.median_s:.1f} ms here: with each set's pace taken out, this one is {paced:.2f}× 08's (its rate "
             f"alone: {ratio:.2f}×), {said}")

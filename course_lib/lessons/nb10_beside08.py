@@ -116,10 +116,13 @@ def paced(ran08: Mapping[str, dict] | None, ran09: Mapping[str, dict] | None, as
     r, raw = max(got.values()) / min(got.values()), max(rates) / min(rates)
     far = max(spans[a][1] / spans[b][0] for a in spans for b in spans if a != b)  # two readings' quartiles' far ends
     d = 2 if all((round(x, 2) < PACED) == (x < PACED) for x in (r, raw)) else 3  # 1.096x, not 1.10x, 'within 1.1x'
-    open_ = r < PACED <= far  # within 1.1x at the medians, but the quartiles of the steps and probes reach past it
+    top, low = max(got, key=got.get), min(got, key=got.get)  # the two readings furthest apart, by their medians
+    near = max(1.0, spans[top][0] / spans[low][1])  # ... and by their quartiles' nearest ends
+    open_ = r < PACED <= far or near < PACED <= r  # the medians on one side of 1.1x, the quartiles' ends on the other
     faulted = faults_words(faults, per="1,000 tokens")  # page faults beside each reading, where counted
     if short:  # one clause for the 'in short' line; the sets named, the arithmetic and the probe's words in the details
-        said = (f"within {PACED:g}× at the medians, up to {far:.2f}× at the quartiles' far ends: inconclusive" if open_
+        said = (f"within {PACED:g}× at the medians, up to {far:.2f}× at the quartiles' far ends: inconclusive"
+                if open_ and r < PACED else f"within {PACED:g}× at the quartiles' near ends: inconclusive" if open_
                 else ("they agree" if raw < PACED else "the probe takes the gap away") if r < PACED else
                 f"they disagree beyond {PACED:g}×, and the machine's pace as the probe reads it does not explain it")
         moved = "goes with the slower time" in faulted and (open_ or r >= PACED)  # a measured candidate, where open
@@ -127,7 +130,9 @@ def paced(ran08: Mapping[str, dict] | None, ran09: Mapping[str, dict] | None, as
                 f"in rate, {r:.{d}f}× with each set's pace taken out: {said}"
                 + ("; the slower readings faulted more pages a step (details)" if moved else ""))
     said = (f"within {PACED:g}× at the medians, but the steps' and the probes' quartiles allow up to {far:.2f}×: whether "
-            "the probe accounts for the gap is not settled" if open_ else
+            "the probe accounts for the gap is not settled" if open_ and r < PACED else
+            f"beyond {PACED:g}× at the medians, but the steps' and the probes' quartiles allow as little as {near:.2f}×: "
+            "whether the gap outlasts the pace is not settled" if open_ else
             ("they agree, in rate and with the pace taken out" if raw < PACED else
              "the pace probe takes the gap away") + f" (within {PACED:g}×, the quartiles' far ends too)" if r < PACED else
             f"{UNPACED}; what sets these readings apart is not measured")
@@ -332,7 +337,7 @@ def _groups(own: list[float]) -> str:
     fast and the fastest of the slow: ', in two groups 1.19× apart: 5 readings at 26.9–30, 1 at 22.6' ('' else)."""
     ranked = sorted(own, reverse=True)
     gap, at = max(((a / b, i + 1) for i, (a, b) in enumerate(zip(ranked, ranked[1:]))), default=(1.0, 0))
-    if gap < 1.1:
+    if gap < 1.1 or any(max(g) / min(g) >= gap for g in (ranked[:at], ranked[at:])):  # apart more than within
         return ""
     said = [f"{len(g)} reading{'s' * (len(g) > 1)} at " + (f"{min(g):.3g}–{max(g):.3g}" if len(g) > 1 else f"{g[0]:.3g}")
             for g in (ranked[:at], ranked[at:])]
