@@ -169,6 +169,37 @@ def answer_with_long_run(section5: tuple[float, float], long_mfu: Sequence[float
                "says whether the pace probe moved with them)" if hi / lo >= AGREE else ""))
 
 
+FAULTS = 1000  # minor page faults per step: a count below this, a millisecond or so of a step, weighs little
+
+
+def faults_words(named: Mapping[str, tuple[float, float | None]], per: str = "step") -> str:
+    """Where the same step's readings (where -> (its time, minor page faults per `per` or None)) were counted: the
+    faults beside each, and whether the slower readings (:data:`AGREE` or more the fastest's time) are the ones that
+    faulted, every one of them ('' with fewer than two counted). A fault maps in a page the allocator took fresh from
+    the system: a candidate for a step's move, set beside its time, not tested as its cause."""
+    got = {w: (s, f) for w, (s, f) in named.items() if f is not None}
+    if len(got) < 2:
+        return ""
+    fastest = min(s for s, _ in got.values())
+    slow = {w: f for w, (s, f) in got.items() if s >= AGREE * fastest}
+    fast = [f for s, f in got.values() if s < AGREE * fastest]
+    listed = ", ".join(f"{w} {f:,.0f}" for w, (_, f) in got.items())
+    least = FAULTS if per == "step" else FAULTS / 2  # per 1,000 tokens: a 2,048-token step's count, halved
+    if max(f for _, f in got.values()) < least:
+        said = f"under {least:,.0f} in every reading, too few to weigh in a step's time"
+    elif not slow:
+        said = f"the readings lie within {AGREE:g}× of each other: no slower reading to set the faults beside"
+    elif min(slow.values()) - max(fast) >= least:
+        said = (f"every slower reading ({AGREE:g}× or more the fastest's time) faulted at least "
+                f"{min(slow.values()) - max(fast):,.0f} more than the faster ones: memory taken fresh from the system "
+                "each step goes with the slower time here (a candidate cause, not tested)")
+    else:
+        clean = [w for w, f in slow.items() if f - max(fast) < least]
+        said = (f"{', '.join(clean)} ran {AGREE:g}× or more slower than the fastest without faulting more: the faults "
+                "do not go with the step's move here")
+    return f"page faults per {per} (pages the system maps in at first touch): {listed}: {said}"
+
+
 def run_order(readings: Mapping[str, Timing | None], probes: Mapping[str, Timing | None] | None = None,
               looped: Sequence[str] = ()) -> str:
     """The same step's readings (a name -> its Timing, None where it did not run), in the order they ran, as ms
@@ -216,6 +247,9 @@ def run_order(readings: Mapping[str, Timing | None], probes: Mapping[str, Timing
         how = f"the step read slower the later it ran, {ms[-1] / ms[0]:.2f}× from the first reading to the last; {why}"
     else:
         how = f"{span:.2f}× apart, slower and faster by turns; {why}"
+    faulted = faults_words({n: (t.median_s, t.faults) for n, t in got.items()})  # beside each reading, where counted
+    if faulted:
+        how += f"\n  {faulted}"
     back = {n: m for n, m in zip(got, ms) if n in looped}
     single = [m for n, m in zip(got, ms) if n not in looped]
     if back and single and min(back.values()) >= AGREE * max(single):  # every looped reading the slower

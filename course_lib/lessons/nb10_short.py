@@ -10,6 +10,7 @@ from typing import Iterable, Mapping, Sequence
 
 from course_lib import report, verdicts
 from course_lib.bench import Ratio, Timing
+from course_lib.lessons.nb08_mfu import FAULTS, faults_words  # noqa: F401  re-exported: one home, 08's run order too
 from course_lib.lessons.nb10_reference import queue_drained
 from course_lib.units import fmt_time
 from course_lib.verdicts import ELSEWHERE, aside, in_short, kept  # noqa: F401  re-exported: one home, shared with 08
@@ -207,37 +208,6 @@ def eager_readings(readings: Mapping[str, Timing | None]) -> str:
             + f": {r:.2f}× from the fastest to the slowest, two moments each: " + verdicts.moments_words(r, r, short=True)
             + ("; which reading is typical is not measured, and each section's ratios are paired within its own turns"
                if r >= SWING else ""))
-
-
-FAULTS = 1000  # minor page faults per step: a count below this, a millisecond or so of a step, weighs little
-
-
-def faults_words(named: Mapping[str, tuple[float, float | None]], per: str = "step") -> str:
-    """Where the same step's readings (where -> (its time, minor page faults per `per` or None)) were counted: the
-    faults beside each, and whether the slower readings (:data:`SWING` or more the fastest's time) are the ones that
-    faulted, every one of them ('' with fewer than two counted). A fault maps in a page the allocator took fresh from
-    the system: a candidate for a step's move, set beside its time, not tested as its cause."""
-    got = {w: (s, f) for w, (s, f) in named.items() if f is not None}
-    if len(got) < 2:
-        return ""
-    fastest = min(s for s, _ in got.values())
-    slow = {w: f for w, (s, f) in got.items() if s >= SWING * fastest}
-    fast = [f for s, f in got.values() if s < SWING * fastest]
-    listed = ", ".join(f"{w} {f:,.0f}" for w, (_, f) in got.items())
-    least = FAULTS if per == "step" else FAULTS / 2  # per 1,000 tokens: a 2,048-token step's count, halved
-    if max(f for _, f in got.values()) < least:
-        said = f"under {least:,.0f} in every reading, too few to weigh in a step's time"
-    elif not slow:
-        said = f"the readings lie within {SWING:g}× of each other: no slower reading to set the faults beside"
-    elif min(slow.values()) - max(fast) >= least:
-        said = (f"every slower reading ({SWING:g}× or more the fastest's time) faulted at least "
-                f"{min(slow.values()) - max(fast):,.0f} more than the faster ones: memory taken fresh from the system "
-                "each step goes with the slower time here (a candidate cause, not tested)")
-    else:
-        clean = [w for w, f in slow.items() if f - max(fast) < least]
-        said = (f"{', '.join(clean)} ran {SWING:g}× or more slower than the fastest without faulting more: the faults "
-                "do not go with the step's move here")
-    return f"page faults per {per} (pages the system maps in at first touch): {listed}: {said}"
 
 
 def probe_clause(readings: Mapping[str, Timing | None], probes: Mapping[str, Timing | None]) -> str:
