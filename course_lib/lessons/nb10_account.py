@@ -35,7 +35,7 @@ def account_in_08(ran08: Mapping[str, dict] | None, sdpa: Timing, written: Timin
         (s_lo, s_hi), (w_lo, w_hi) = spreads
         ranges = ((s_lo - w_hi) / 1e3 * gpt.n_layer, (s_hi - w_lo) / 1e3 * gpt.n_layer,
                   written.median_s * (paired.lo - 1), written.median_s * (paired.hi - 1))
-    exceeds = ranges[0] > ranges[3] if ranges else summed > 1.1 * gap  # the ranges apart; else beyond a tenth
+    over = summed > 1.1 * gap  # the account beyond the gap by a tenth, at the medians
     alone = rows["SDPA"]["value"] / 1e3 / in_step if in_step else None  # SDPA alone over SDPA inside the step
     more = ((". T" + fits_words(ranges, summed / gap)[1:] if ranges else
              f". The {summed * 1e3:+.1f} ms summed from attention timed alone exceeds the step's {gap * 1e3:+.1f} ms gap: "
@@ -43,8 +43,8 @@ def account_in_08(ran08: Mapping[str, dict] | None, sdpa: Timing, written: Timin
             + (f"; 08's SDPA alone took {rows['SDPA']['value']:.3g} ms a layer, {alone:.2f}× the {in_step * 1e3:.3g} ms "
                f"section 1's profile gives it inside this step: were the written-out attention alone as much slower, "
                f"the sum would read {summed / alone * 1e3:+.1f} ms (an assumption, not measured)"
-               if alone and summed > 1.1 * gap else "" if ranges else "; what sets them apart is not measured")
-            if share and (ranges or exceeds) else "")
+               if alone and over else "" if ranges else "; what sets them apart is not measured")
+            if share and (ranges or over) else "")
     return (f"notebook 08 timed attention alone at this shape earlier in this run ({dtype}, forward + backward): SDPA's "
             f"extra {per_call * 1e3:+.2f} ms per layer × {gpt.n_layer} layers = {summed * 1e3:+.1f} ms per step; here the "
             + (f"paired ratio, {paired.value:.2f}×, puts the two eager steps {gap * 1e3:+.1f} ms apart (SDPA minus written "

@@ -454,9 +454,9 @@ def _payback(ran08: Mapping[str, dict], cold_s: float | None, gain: Ratio | None
                          report.recorded_ratio("compiled vs eager, SDPA", ratio08), per_step)
     here = _tokens_to_pay(cold_s - compiled.median_s, eager, gain, eager.work)
     if t08 is None or here is None:
-        return Row(PAYBACK, _millions(t08) if t08 else "no gain established",  # one notebook's gain, not the other's:
-                   (_millions(here) + (", this gain not replicated in 08" if t08 is None else "")) if here
-                   else "no gain established", "-", "-")  # the answer does not count it (nb10_answer, CONFIRM)
+        return Row(PAYBACK, _millions(t08) if t08 else "no gain established",  # where 08 showed no gain, the gain
+                   (_millions(here) + (", this gain not replicated in 08" if t08 is None else "")) if here  # here is
+                   else "no gain established", "-", "-")  # one set's (the answer counts one two sets resolve)
     return Row(PAYBACK, _millions(t08), _millions(here),
                *_pair(here[0] / t08[0], here[1] / t08[2], here[2] / t08[1]))
 
