@@ -472,7 +472,7 @@ def answer(rows: Mapping[str, dict], fastest: str | None, mfu_range: Sequence[fl
 
     lines = [f"answer, from this run's numbers ({device}):"]
     if fastest and fastest in rows:
-        said = [f"{fastest} (the fastest version in section 4's first turns): {rate(rows[fastest])}"]
+        said = [f"{fastest} (the highest median in section 4's first turns): {rate(rows[fastest])}"]
         if long := rows.get("long run: tokens/s"):  # its note: "<version>, median after step …"
             said.append(f"the long run through train.fit ({long.get('note', '').split(', median')[0]}, section 6): "
                         f"{rate(long)}")

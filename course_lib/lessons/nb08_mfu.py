@@ -130,9 +130,11 @@ def _mfu_check(mfu: Ratio, stored: float, matmul: Ratio, step: Ratio | None) -> 
         return "too wide", []
     if matmul.too_wide:
         return "matmul too wide", []
-    if matmul.within_noise and (step is None or (step.within_noise and not _moved(step))):
+    if step is None:  # the check timed another version than the MFU's step: its reading is not that step's
+        return ("stands" if matmul.within_noise else "other"), []
+    if matmul.within_noise and step.within_noise and not _moved(step):
         return "stands", []
-    return "range", [stored] + ([stored / step.value] if step is not None else [])  # over the stored peak; last: section 4's
+    return "range", [stored, stored / step.value]  # over the stored peak; last: section 4's
 
 
 def _moved(step: Ratio) -> bool:
@@ -289,6 +291,8 @@ def mfu_answer(best: Timing | None, best_mfu: Sequence[float] | None, mfu: Ratio
                 f"({mfu.value:.1%} over those turns' own matmul){more}")
     return (f"answer so far: {best.name} reaches {best_mfu[0]:.1%} MFU (quartiles {best_mfu[1]:.1%}–{best_mfu[2]:.1%}) "
             "of the measured peak; " + ("the same-turns check above agrees" if status == "stands" and step is not None
+                                        else "the same-turns check above timed another version of the step, so it does "
+                                        "not check this one" if status == "other"
                                         else "the peak's matmul held its stored pace in the same-turns check above, which "
                                         "timed another version of the step" if status == "stands" else
                                         "the same-turns check above could not check it: the matmul's pace in its turns was too "
@@ -332,6 +336,8 @@ def paired_mfu_text(mfu: Ratio, what: str, device: str, stored: float, matmul: R
         return "\n".join(lines + [f"  {', and '.join(said)} (two moments: no change shown): the MFU above is this run's "
                                   "reading"])
     lines.append(f"  {'; '.join(said)}")
+    if status == "other":  # section 4's MFU is another version's: these turns leave it as it was
+        return "\n".join(lines + ["  the MFU above is another version's: these turns do not revise it"])
     if not later:  # else section 6's answer gives the range, with the long run's reading
         lines.append(f"  so this step's MFU in this process: {min(readings):.1%}–{max(readings):.1%} of the stored peak, "
                      "these readings' range" if len(readings) > 1 else
