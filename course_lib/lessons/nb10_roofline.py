@@ -136,7 +136,8 @@ def op_table(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, device: str,
     n, steps = len(measured.ops), len(measured.step.samples)
     lines.append(f"... {n} (op, shapes) group{'s' if n != 1 else ''}: {fmt_time(op_time)} per step in ops\n"
                  f"(time: the median of {steps} steps, ms; least–most: its fastest and slowest step; % roof: its rate "
-                 "over its roof, rounded down, the compute roof being the stored peak)\nthe whole step, in the same turns: "
+                 "over its roof, below 20 % to one decimal rounded down, above it in whole percent; the compute roof is "
+                 "the stored peak)\nthe whole step, in the same turns: "
                  f"{fmt_time(measured.step.median_s)} {measured.step.spread_text} without the profiler, "
                  f"{fmt_time(measured.profiled.median_s)} {measured.profiled.spread_text} with every op counted and "
                  f"recorded | {device}")
