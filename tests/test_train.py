@@ -452,7 +452,9 @@ def test_a_monitor_puts_utilisation_and_memory_beside_the_throughput_on_the_bar(
     monkeypatch.setattr(train, "show", lambda bar, h, monitor=None: (real_show(bar, h, monitor),
                                                                      shown.append(str(bar.postfix))))
     with utilisation.Sampler("cpu", interval_s=0.01) as watch:
-        time.sleep(0.05)  # a reading or more before the first log
+        deadline = time.monotonic() + 30  # a reading before the first log, however busy the machine
+        while not watch.samples and time.monotonic() < deadline:  # (CI once took no reading in 50 ms)
+            time.sleep(0.01)
         history = train.fit(mlp(), make_loader(separable(), 8), cpu(epochs=1, log_every=2, progress=True),
                             monitor=watch)
     assert history.step and shown and watch.samples

@@ -43,7 +43,9 @@ def test_stop_is_safe_twice_and_before_start():
     s = utilisation.Sampler("cpu", interval_s=0.05)
     assert s.stop() == [] and s.latest() is None
     s.start()
-    time.sleep(0.12)
+    deadline = time.monotonic() + 30  # one reading by the thread, however busy the machine
+    while not s.samples and time.monotonic() < deadline:
+        time.sleep(0.01)
     n = len(s.stop())
     assert n >= 2 and len(s.stop()) == n and s.latest() is s.samples[-1]
 
