@@ -90,8 +90,16 @@ class Ratio:
     @property
     def too_wide(self) -> bool:
         """True when the range holds 1 but its ends are more than :data:`WIDE` apart, or one end lies
-        more than :data:`REACH` from 1: these repeats cannot tell a difference of that size from none."""
-        return self.within_noise and _wide(self.lo, self.hi)
+        more than :data:`REACH` from 1: these repeats cannot tell a difference of that size from none.
+        A machine that drifted more than REACH makes it :attr:`inconclusive` instead, whatever the width
+        (the drift is the reason the repeats cannot tell, and the glossary's rule reads it first)."""
+        return self.within_noise and _wide(self.lo, self.hi) and not self._drifted
+
+    @property
+    def _drifted(self) -> bool:
+        """True when the pair was timed in turns and the machine's speed changed from one turn to the next
+        by more than a verdict of no difference allows (:data:`REACH`, 10 %)."""
+        return self.drift is not None and self.drift > REACH - 1
 
     @property
     def near(self) -> float:
@@ -107,7 +115,7 @@ class Ratio:
         apart, when the interval's end nearest 1 is under :data:`APART`: a change of the machine's
         pace between the two moments can make such a gap, and their quartiles do not hold it."""
         if self.within_noise:  # "no difference" allows up to REACH: a machine drifting more cannot claim it
-            return not self.too_wide and self.drift is not None and self.drift > REACH - 1
+            return self._drifted
         drifted = self.drift is not None and self.drift > max(self.value, 1 / self.value) - 1
         return drifted or (self.apart and not self.single and self.near < APART)
 
@@ -131,7 +139,7 @@ class Ratio:
             return 2
         if self.within_noise:  # enough digits that the printed ends show the WIDE rule as applied (0.905–1.087), and
             # that a median inside its range does not print as one of its ends (1.006× (1.004–1.012), not 1.01× (1.00–1.01))
-            shows = [d for d in (2, 3, 4) if _wide(round(self.lo, d), round(self.hi, d)) == self.too_wide
+            shows = [d for d in (2, 3, 4) if _wide(round(self.lo, d), round(self.hi, d)) == _wide(self.lo, self.hi)
                      and self._off_one(d)]  # and an end off 1 does not print as 1.00 (0.996–1.06, not 1.00–1.06)
             return next((d for d in shows if self._apart_from_ends(d)), shows[0] if shows else 4)
         if self.inconclusive and abs(self.value - 1) < 0.01:  # 1.006× (1.006–1.024), not 1.01× (1.01–1.02)

@@ -295,6 +295,14 @@ def test_step_in_08_sets_08s_whole_step_beside_this_part_of_it():
     tokens = c.batch * c.block
     lo, hi = (tokens / whole.hi_s) / 14.7e3, (tokens / whole.lo_s) / 14.05e3  # rate here over 08's fastest, slowest
     assert f"its range, {lo:.2f}–{hi:.2f}×" in second and "inconclusive" in second  # 0.79–0.86×: under 2.5×
+    assert nb09.part_share((whole, part)).value == pytest.approx(0.882, abs=0.001)  # what 10 reads, recorded
+    five = bench.timing_of([0.125, 0.126, 0.124, 0.127, 0.125], name="section 5's", device="cpu")  # reader FS
+    moved = nb09.step_in_08(row, (whole, part), c.batch, gpt, part5=five).splitlines()
+    assert moved[1] == ("the forward and backward read 151 ms here and 125 ms in section 5 (1.21× apart; two moments: "
+                        "its range, 1.19–1.24×, is within 2.5× of 1, a gap the pace of two moments can make: "
+                        "inconclusive): the share above is paired, part and "
+                        "whole in the same turns, so it does not depend on which is typical")
+    assert len(nb09.step_in_08(row, (whole, part), c.batch, gpt, part5=part).splitlines()) == 2  # no move: no line
     written = {**row, "setup": "written-out attention"}  # 08 ran the written-out attention: the pair names it
     assert "08's whole step (written-out attention, as 08 ran it; this notebook's own steps above run SDPA), timed " in \
         nb09.step_in_08(written, (whole, part), c.batch, gpt)

@@ -41,7 +41,10 @@ def test_no_difference_needs_a_drift_under_what_it_allows():
     assert tight.grade == "no difference"
     assert "no measurable difference" not in str(busy) and busy.brief.endswith("inconclusive")
     wide = Ratio("x", 1.01, 0.85, 1.19, rounds=9, coverage=0.96, drift=0.3)
-    assert wide.grade == "too wide"  # too wide to tell whatever the drift: it claims nothing
+    assert wide.grade == "inconclusive" and not wide.too_wide  # the drift is read first, as the glossary says
+    assert "30.0%" in str(wide) and "too wide" not in str(wide) and wide.decimals == 2
+    steady = Ratio("x", 1.01, 0.85, 1.19, rounds=9, coverage=0.96, drift=0.05)
+    assert steady.grade == "too wide" and "too wide" in str(steady)
 
 
 def test_a_change_smaller_than_the_quantity_can_show_is_negligible_not_beyond_the_spread():

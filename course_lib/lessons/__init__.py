@@ -16,7 +16,7 @@ nb08  Transformer training: the words around each measurement (the long run, the
       and utilisation from lessons/nb08_mfu.py, SDPA's account from lessons/nb08_attention.py), the checks of its claims (weight-decay groups, beating the
       unigram baseline, resume) and exercises
 nb09  memory: the exercise checks (AdamW's state, bytes saved for backward), the closing answer from
-      lessons/nb09_answer.py
+      lessons/nb09_answer.py, the appendix's 08 step from lessons/nb09_beside08.py
 nb10  compile and profile: the exercise checks (arithmetic intensity, a loop without syncs), the words
       around each measurement (section 4's from lessons/nb10_roofline.py, the reference GPU's from
       lessons/nb10_reference.py, 08's readings beside 10's from lessons/nb10_beside08.py and nb10_account.py, each timed
@@ -25,7 +25,7 @@ nb11  model parallelism: the model every script splits, pipeline schedules and t
       memory from lessons/nb11_memory.py)
 nb12  inside the kernel: the online softmax and FlashAttention's tiles in plain PyTorch, Triton
 
-Twelve lesson modules serve one notebook without being its module, so that the notebook's own stays
+Thirteen lesson modules serve one notebook without being its module, so that the notebook's own stays
 its scaffolding (the notebook calls them through it):
 
 nb03_formats    for nb03: what each 16-bit format keeps and loses, real casts, did a format run in a layer
@@ -33,6 +33,7 @@ nb07_seqlen     for nb07: attention's time and memory against sequence length, t
 nb08_attention  for nb08: whether one attention kernel explains the step's gap, attention alone summed over the step
 nb08_mfu        for nb08: MFU and its same-turns check, utilisation against MFU, what sets two readings apart
 nb09_answer     for nb09: the answer to its question, each line from the section that measured it
+nb09_beside08   for nb09: 08's whole step timed beside its forward and backward, and beside 08's readings of it
 nb10_account    for nb10: 08's attention alone, summed over the layers, beside the gap between 10's two steps and 08's
 nb10_answer     for nb10: the answer to its question, a few short lines first, then the details behind each
 nb10_beside08   for nb10: notebook 08's readings of the same GPT beside 10's, by the rule for two moments

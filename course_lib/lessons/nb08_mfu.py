@@ -312,8 +312,8 @@ def paired_mfu_text(mfu: Ratio, what: str, device: str, stored: float, matmul: R
     section 6's long run, which adds its reading). `own`, where section 4's MFU is another version's (`step` None):
     this step's rate here over section 4's reading of the same version, said on a line of its own."""
     lines = [f"the same check at one moment: {mfu.rounds} turns of the {what} step and the peak's matmul | {device}",
-             f"  over the same turns' matmul: {mfu.value:.1%} ({mfu.lo:.1%}–{mfu.hi:.1%}); over the stored peak: "
-             f"{stored:.1%}"]
+             f"  over the same turns' matmul: {mfu.value:.1%} ({mfu.lo:.1%}–{mfu.hi:.1%}), the median of the turns' "
+             f"ratios; over the stored peak: {stored:.1%}, the step's median rate (the two medians need not divide)"]
     if step is None and own is not None:  # the step timed here is not the MFU's: its own pace, beside section 4's
         lines.append(f"  the {what} step here: " + ("within section 4's quartiles of it" if own.within_noise and not
                                                      _moved(own) else f"{own.value:.2f}× ({own.lo:.2f}–{own.hi:.2f}) "
@@ -327,7 +327,7 @@ def paired_mfu_text(mfu: Ratio, what: str, device: str, stored: float, matmul: R
         return "\n".join(lines + [f"  the matmul's spreads ({matmul.lo:.2f}–{matmul.hi:.2f}×) are too wide to say "
                                   "whether it held its stored pace"])
     said = ["the matmul within the spreads of its stored pace" if matmul.within_noise else
-            f"the matmul ran at {matmul.value:.2f}× its stored pace"]
+            f"the matmul's median ran at {matmul.value:.2f}× its stored pace"]
     if step is not None:
         said.append("the step's rate within section 4's quartiles" if step.within_noise and not _moved(step) else
                     f"the step ran at {step.value:.2f}× ({step.lo:.2f}–{step.hi:.2f}) section 4's pace\n"

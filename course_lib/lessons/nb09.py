@@ -3,8 +3,6 @@ the exercise checks; the words around its measurements (each function returns th
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 from typing import Callable, Mapping, Sequence
 
 import torch
@@ -12,14 +10,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_lib import bench, check, memory, oom, profiles, published, report, verdicts
-from course_lib.attention import MultiHeadAttention
 from course_lib.bench import Ratio, Timing
 from course_lib.device import label, pick
 from course_lib.lessons import nb08
 from course_lib.lessons.nb09_answer import answer, at_peak_report  # noqa: F401  re-exported
+from course_lib.lessons.nb09_beside08 import (PACED, UNPACED, WHOLE_STEP, as_in_08, part_share,  # noqa: F401
+                                              row_of_08, step_in_08, whole_and_part)  # re-exported: the appendix's
 from course_lib.memory import MemoryEstimate, activation_bytes
 from course_lib.models import GPT, GPTConfig
-from course_lib.units import fmt_bytes, rate_scale
+from course_lib.units import fmt_bytes
 
 # Each term of memory.MemoryEstimate and the profiler's category that holds those bytes
 # (course_lib.timeline names them as torch.profiler does)
@@ -318,133 +317,6 @@ def checkpoint_rows(times: Sequence[Timing], peaks: Mapping[str, int]) -> str:
         rows.append(f"{t.name:<26} {peak} | {1e3 * t.median_s:6.1f} ms (quartiles {1e3 * t.lo_s:.1f}–"
                     f"{1e3 * t.hi_s:.1f}), {t.runs} runs")
     return "\n".join(rows)
-
-
-def row_of_08(ran08: Mapping[str, dict] | None, batch: int, gpt: GPTConfig, profile: str) -> dict | None:
-    """Notebook 08's recorded whole training step of this GPT at this batch earlier in this run
-    (:func:`course_lib.report.this_run`): its reading without the utilisation sampler where it recorded one
-    (marked `sampler` False), else the one with it; None where 08 did not run so (another profile or device,
-    or not yet) or its GPT (`profile`'s sizes) is not `gpt`."""
-    c08 = profiles.sizes("08_transformer", profile)
-    same_gpt = (c08.block, c08.n_layer, c08.n_head, c08.n_embd) == (gpt.block_size, gpt.n_layer, gpt.n_head,
-                                                                     gpt.n_embd)
-    key = f"step, micro-batch of {batch} sequences"
-    quiet, row = ((ran08 or {}).get(k) for k in (f"{key}, no sampler", key))
-    if not same_gpt:
-        return None
-    if quiet and quiet.get("spread"):
-        return {**quiet, "sampler": False}
-    return row if row and row.get("spread") else None
-
-
-def as_in_08(model: GPT, row: dict) -> GPT:
-    """The GPT whose step 08's `row` timed: `model` itself where 08 ran SDPA, as this notebook does;
-    where 08 ran the written-out attention (its row's setup, :func:`nb08.attention_setup`: faster
-    than SDPA on that machine), a copy of `model`, the same weights, that runs it."""
-    if row.get("setup", "") != nb08.attention_setup(False):
-        return model
-    twin = copy.deepcopy(model)
-    for m in twin.modules():
-        if isinstance(m, MultiHeadAttention):
-            m.sdpa = False
-    return twin
-
-
-WHOLE_STEP = "08's whole step, timed in 09"  # the key notebook 10 reads (nb10_beside08)
-
-
-def whole_and_part(model: GPT, step: Callable[[], None], device: torch.device, repeats: int,
-                   tokens: int | None = None, probe: Callable[[], object] | None = None) -> list[Timing]:
-    """08's whole training step of `model` (`step`, its forward and backward, then gradient clipping
-    and fused AdamW's update, as 08 trains) and `step` alone, timed in turns: (whole, part); with
-    `tokens` (the tokens of a step), as rates in tok/s; with `probe` (:func:`course_lib.bench.pace_probe`), the
-    probe too, in the same turns, last (:func:`course_lib.bench.split_probe` takes it out)."""
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device.type in ("cuda", "cpu"))
-
-    def whole() -> None:
-        step()
-        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-
-    def part() -> None:
-        model.zero_grad(set_to_none=True)  # as 08's step starts: no gradients to add to
-        step()
-
-    fns = {WHOLE_STEP: whole, "its forward and backward, timed in 09": part} | ({bench.PROBE: probe} if probe else {})
-    return bench.time_in_turns(fns, device=device, repeats=repeats, work=tokens, unit="tok/s" if tokens else "")
-
-
-def step_in_08(row: dict | None, pair: Sequence[Timing], batch: int, gpt: GPTConfig, sec4: dict | None = None,
-               probes: tuple[dict | None, Timing | None] = (None, None), probe5: dict | None = None) -> str:
-    """Notebook 08's whole training step of this GPT at this batch (`row`: :func:`row_of_08`) beside this notebook's
-    forward and backward of it, timed here in turns with that whole step (`pair`: :func:`whole_and_part`): the part's
-    share of the whole, paired; then 08's record against the whole step timed here, two moments apart, and 08's section
-    4 reading (`sec4`, two micro-batches a step) beside it too. Each set's pace is taken out of `row` where 08's section 5
-    timed the probe (`probe5`), else out of `sec4` where `probes` (08's section-4 probe row, this notebook's probe Timing
-    from the turns of `pair`) are given. '' without `row`."""
-    if row is None:
-        return ""
-    ms = lambda t: f"{1e3 * t.median_s:.1f} ms ({1e3 * t.lo_s:.1f}–{1e3 * t.hi_s:.1f})"  # noqa: E731
-    head = (f"notebook 08 recorded a whole training step of this GPT at this batch earlier in this run (forward, "
-            f"backward, gradient clipping and AdamW's update): {report.fmt_row_value(row)} {row['unit']}")
-    whole, part = pair
-    how = f" ({row['setup']}, as 08 ran it; this notebook's own steps above run SDPA)" if row.get("setup") else " (SDPA)"
-    share = bench.speedup(part, whole, "forward and backward over the whole step, time", more="longer",
-                          less="shorter")  # part's time ÷ whole's, turn by turn
-    said = ("the part is shorter than the whole, as it must be" if share.clear and share.value < 1 else
-            "the part took longer than the whole in the same turns: the two steps' code differs by more than "
-            "clipping and AdamW, not measured here" if share.clear else
-            "no measurable difference: clipping and AdamW's update take less than these turns resolve"
-            if share.grade == "no difference" else f"the turns cannot tell ({share.grade}: {share.doubt})")
-    pct = max(0, share.decimals - 2)  # the ratio's digits, as a share: 97.6% (94.3%–98.1%), not 98% (94%–98%)
-    as_rate = dataclasses.replace(whole, work=batch * gpt.block_size, unit="tok/s")
-    k, unit = rate_scale(as_rate.rate, "tok/s")  # in 08's unit where it reads so: '24.5 (24.3–25.1) ktok/s'
-    vs4, vs5 = report.rate_vs_row(as_rate, sec4) if sec4 else None, report.rate_vs_row(as_rate, row)
-    on5 = bool(probe5) and row.get("sampler") is False and vs5 is not None  # like with like: one micro-batch each
-    return "\n".join([
-        f"08's whole step{how}, timed here in turns with its forward and backward: {ms(whole)} and {ms(part)}; forward "
-        f"and backward alone took {share.value:.{pct}%} of the whole step (the median of the paired turns' ratios; the "
-        f"whole step includes clipping and AdamW), its paired range {share.lo:.{pct}%}–{share.hi:.{pct}%}"
-        + (f" (the two medians' ratio, unpaired: {share.medians:.{pct}%})" if share.medians_apart else "") + f": {said}",
-        f"{head} (its section 5, {'no utilisation sampler' if row.get('sampler') is False else 'the utilisation sampler running'}); "
-        f"the whole step here: {ms(whole)}, "
-        f"{as_rate.rate / k:.4g} ({as_rate.rate_lo / k:.4g}–{as_rate.rate_hi / k:.4g}) {unit}, "
-        f"{report.apart_words(vs5)}" + (_paced(vs5[0], probe5, probes[1], ends=vs5[1:], where="section 5") if on5 else "")
-        + (f"\n08's section 4 read the same GPT's step with two micro-batches at {report.fmt_row_value(sec4)} "
-           f"{sec4['unit']}: from that reading, this one is {report.apart_words(vs4)}"
-           + ("" if on5 else _paced(vs4[0], *probes, ends=vs4[1:])) + _own_span(row, sec4) if vs4 else "")])
-
-
-def _own_span(row: dict, sec4: dict) -> str:
-    """Where 08's own two readings of its step (its section 5 `row` and its section 4 `sec4`, rates) lie 1.1× or more
-    apart, one sentence: a reading here can then sit near one and far from the other; '' otherwise."""
-    span = max(row["value"], sec4["value"]) / min(row["value"], sec4["value"])
-    return (f"\n08's own two readings of this step, its section 4 and its section 5, are {span:.2f}× apart: a reading "
-            "here can sit near one and far from the other; notebook 10 sets every reading of it side by side"
-            if span >= PACED else "")
-
-
-UNPACED = "a gap the probe does not take away, so not the machine's pace as the probe reads it"  # 09's and 10's words
-PACED = verdicts.AGREE  # readings within this factor of each other once each set's pace is taken out agree
-
-
-def _paced(ratio: float, probe08: dict | None, probe: Timing | None, ends: tuple[float, float] | None = None, where: str = "section 4") -> str:
-    """`ratio` (this step's rate over 08's reading in its `where`) with each set's pace taken out: times this set's pace
-    probe over 08's (the same fixed work); `ends`: the range the readings' (and probes') quartiles allow, so that
-    medians within 1.1× whose far ends reach past it read inconclusive, as in 10. '' without both probes."""
-    if not probe08 or probe is None or probe08.get("unit") != "ms":
-        return ""
-    paced, (lo08, hi08) = ratio * probe.median_s * 1e3 / probe08["value"], probe08.get("spread") or [probe08["value"]] * 2
-    lo, hi = (ends[0] * 1e3 * probe.lo_s / hi08, ends[1] * 1e3 * probe.hi_s / lo08) if ends else (paced, paced)
-    far, near = max(hi, 1 / lo), (1.0 if lo <= 1 <= hi else lo if lo > 1 else 1 / hi)  # the quartiles' far, near ends
-    said = (f"within {PACED:g}× of 08's" if max(paced, 1 / paced) < PACED and far < PACED else
-            f"within {PACED:g}× of 08's at the medians, up to {far:.2f}× at the quartiles' far ends: inconclusive"
-            if max(paced, 1 / paced) < PACED else f"beyond {PACED:g}× of 08's at the medians, within it at the quartiles' "
-            "near ends: inconclusive" if near < PACED else f"{UNPACED}; what else differs (the step's code, the process) is not measured")
-    return (f"; the pace probe (a fixed matmul and copy) read {probe08['value']:.1f} ms in 08's {where} turns and "
-            f"{1e3 * probe.median_s:.1f} ms here: with each set's pace taken out, this one is {paced:.2f}× 08's (its rate "
-            f"alone: {ratio:.2f}×), {said}")
 
 
 def _residual_verdict(plain: Timing, checkpointed: Timing, forward: Timing, predicted: float) -> str:

@@ -12,7 +12,7 @@ from typing import Mapping, NamedTuple, Sequence
 import torch
 
 from course_lib import bench, profiles, report, verdicts
-from course_lib.lessons.nb09 import PACED, UNPACED, WHOLE_STEP  # 09's key for 08's step; the probe's rule and words
+from course_lib.lessons.nb09_beside08 import PACED, SHARE_09, UNPACED, WHOLE_STEP  # 09's keys; the probe's rule, words
 from course_lib.lessons.nb10_short import faults_words, in_short
 from course_lib.bench import Ratio, Timing, break_even
 from course_lib.models import GPT, GPTConfig
@@ -159,7 +159,9 @@ def same_as_08(gpt: GPTConfig, profile: str, batch: int) -> bool:
     """Whether notebook 08 trains `gpt` under `profile` at micro-batches of `batch` sequences: where its
     readings and this notebook's can share a table (the `cpu` and `smoke` profiles; on a GPU 08 trains a
     larger GPT)."""
-    return _same_gpt(profile, gpt) and profiles.sizes("08_transformer", profile).micro == batch
+    c08 = profiles.sizes("08_transformer", profile)
+    return (c08.block, c08.n_layer, c08.n_head, c08.n_embd, c08.micro) == (gpt.block_size, gpt.n_layer, gpt.n_head,
+                                                                          gpt.n_embd, batch)
 
 
 def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, batch: int, *, cold_s: float | None = None,
@@ -194,17 +196,18 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
                         *_rates(ran08, batch, eager, written, compiled, before, as_08, ran09)) if r]
     if not rows:
         return NOT_IN_08
-    c08 = profiles.sizes("08_transformer", profile)
     mine = [r for r in rows if r.quantity.startswith(STEP_08)]  # 08's step: one line, not one row per reading
     in_08 = [r for r in mine if "(08" in r.quantity]  # 08's own readings of it, its long run's included
     table = [r for r in rows if r not in mine]
     differ = [r.quantity for r in rows if r.verdict.startswith("a difference")]
+    swung = {"section 2": before, "section 3": eager, **(later or {})}  # this notebook's plain eager SDPA step
+    others, told = _elsewhere(ran08, ran09, batch, swung, batch * gpt.block_size)
+    differ += ["08's step with SDPA at another moment"] * told
     short = []
     cost = _cost(as_08, written)
     probed = paced(ran08, ran09, as_08, probe, short=True, batch=batch)  # the same step's readings, each set's pace out
     full = paced(ran08, ran09, as_08, probe, batch=batch)  # the same, with the sets named and the arithmetic, in details
     if full and UNPACED in full:  # a gap the probe does not explain: set beside the swing one process shows
-        swung = {"section 2": before, "section 3": eager, **(later or {})}
         own = [1e3 * r.then for r in in_08 if "long run" not in r.quantity and r.then]  # 08's readings, ktok/s -> tok/s
         probed += _swing(ran08, ran09, as_08, swung, short=True, own08=own)
         full += _swing(ran08, ran09, as_08, swung, own08=own)
@@ -220,12 +223,12 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
     details = [full, account, "" if up_front else moments,  # the probe's arithmetic first
                "here ÷ 08: the figure here over 08's (for a rate, the speed here over 08's), its range from the "
                f"two spreads; told apart only at {verdicts.APART:g}× or more (the rule for two moments, in the glossary)"
-               if table else "", _table(table) if table else "",
+               if table else "", _table(table) if table else "", others,
                _attention_split(ran08, eager, written) if any(r.quantity.startswith("written-out over SDPA") and
                                                                not r.verdict.startswith("not told apart") for r in table)
                else "",
                _after_compile(ran08, eager, compiled),
-               _part_in_09(ran09, gpt, profile, batch, {"section 2": before, "section 3": eager, **(later or {})}, as_08),
+               _part_in_09(ran09, gpt, profile, batch, swung, as_08),
                *_same_step(mine, as_08 is not None),
                _mfu([r.then for r in in_08 if "2 micro-batches" in r.quantity or "long run" in r.quantity],  # 08's answer's
                     as_08, gpt, peak, like=[r.then for r in in_08 if "section 5" in r.quantity and "micro-batches" not in
@@ -241,15 +244,19 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
 
 def _part_in_09(ran09: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, batch: int,
                 readings: Mapping[str, Timing | None], as_08: Timing | None = None) -> str:
-    """09's timing of a part of this notebook's eager SDPA step (its forward and backward, no optimizer: 09's
-    'forward + backward, no checkpointing'), where 09 ran this GPT at this batch, beside this notebook's whole-step readings
-    (where: Timing), as its share of each (two moments: a share, not a measurement); and, where 09 also timed 08's step and this notebook did
-    (`as_08`), how 09's reading of that step compares: a pace both of 09's readings share. '' where 09 did not."""
+    """Where 09 ran this GPT at this batch: its forward and backward's share of 08's whole step, paired (:data:`SHARE_09`);
+    else 09's section-5 reading of it beside this notebook's whole-step readings (where: Timing; two moments), and how
+    09's reading of 08's step compares with this notebook's (`as_08`). '' where 09 did not."""
     row, c09 = (ran09 or {}).get(PART_09), profiles.sizes("09_memory", profile)
     got = {where: t for where, t in readings.items() if t is not None}
     if not (row and got and row.get("unit") == "ms" and row.get("setup") == f"batch {batch}" and
             (c09.block, c09.n_layer, c09.n_head, c09.n_embd) == (gpt.block_size, gpt.n_layer, gpt.n_head, gpt.n_embd)):
         return ""
+    if (paired := (ran09 or {}).get(SHARE_09)) and paired.get("unit") == "×":  # the part inside the whole, same turns
+        share = report.recorded_ratio(SHARE_09, paired)
+        return (f"09 timed the whole GPT's forward + backward inside 08's whole step, in the same turns: {share.value:.0%} "
+                f"({share.lo:.0%}–{share.hi:.0%}) of the step's time, paired; clipping and AdamW's update the rest"
+                + ("" if share.clear else f" (that the part is shorter: {share.grade})"))
     part = row["value"] / 1e3
     lo = (row.get("spread") or [row["value"]])[0] / 1e3  # its lower quartile, printed beside its median
     longer = [where for where, t in got.items()  # by the medians as the line prints them: 95.1 ms is not longer than 95.1
@@ -324,14 +331,13 @@ def _mfu(own: list[float], as_08: Timing | None, gpt: GPTConfig, peak: float | N
     with torch.device("meta"):  # the count needs the parameters' shapes, not their values
         per_token = GPT(gpt).flops_per_token()
     mfu = lambda rate: f"{rate * per_token / peak:.1%}"  # noqa: E731
+    span = lambda ktok: "–".join(dict.fromkeys([mfu(1e3 * min(ktok)), mfu(1e3 * max(ktok))]))  # noqa: E731  one or a range
     return (f"08's step as MFU (08's count, 6N + 12·L·T·C = {per_token:,} FLOPs a token, over the stored peak, "
             f"{fmt_rate(peak, 'FLOP/s')}, that 08 divides by): here {mfu(as_08.rate)} ({mfu(as_08.rate_lo)}–"
-            f"{mfu(as_08.rate_hi)})" + (f"; 08's readings of the same step, one micro-batch (its section 5): "
-                                          + "–".join(dict.fromkeys([mfu(1e3 * min(like)), mfu(1e3 * max(like))]))
+            f"{mfu(as_08.rate_hi)})" + (f"; 08's readings of the same step, one micro-batch (its section 5): {span(like)}"
                                           if like else "")
             + (f"; 08's answer's readings (its step of 2 micro-batches{', the long run' * long}), over the same "
-               f"peak: " + "–".join(dict.fromkeys([mfu(1e3 * min(own)), mfu(1e3 * max(own))])) + ", each at its moment"
-               if own else ""))
+               f"peak: {span(own)}, each at its moment" if own else ""))
 
 
 def _groups(own: list[float]) -> str:
@@ -482,12 +488,9 @@ def _after_compile(ran08: Mapping[str, dict], eager: Timing | None, compiled: Ti
 def _rates(ran08: Mapping[str, dict], batch: int, eager: Timing | None, written: Timing | None,
            compiled: Timing | None, before: Timing | None = None, as_08: Timing | None = None,
            ran09: Mapping[str, dict] | None = None) -> list[Row]:
-    """08's step rates beside this section's, each moment beside the same moment: eager SDPA before its compile
-    beside this notebook's before any compile (`before`, section 2's plain step), after it beside this
-    section's (`eager`), compiled, and the written-out step of its section 4 and 5 and of 09's turns (each
-    runs whichever attention its row names) beside 08's own step timed here (`as_08`; else this notebook's)."""
-    sec5 = {"no sampler": ran08.get(f"step, micro-batch of {batch} sequences, no sampler"),
-            "sampler on": ran08.get(f"step, micro-batch of {batch} sequences")}
+    """08's step rates beside this section's, moment beside like moment: eager SDPA before its compile beside section 2's
+    plain step (`before`), after it beside this section's (`eager`), compiled, and 08's written-out step (section 4, 5,
+    09's turns) beside 08's step timed here (`as_08`; else `written`); its SDPA readings elsewhere: :func:`_elsewhere`."""
     out = as_08 or written  # the written-out step that 08's rows are set beside
     label = f"{STEP_08}, written-out" if as_08 else "written-out"
     pairs = [("eager SDPA", "each before its compile; here section 2's plain step", before, ran08.get("eager, SDPA")),
@@ -495,18 +498,9 @@ def _rates(ran08: Mapping[str, dict], batch: int, eager: Timing | None, written:
              ("compiled SDPA", "", compiled, ran08.get("compiled, SDPA")),
              (label, f"08: section 4{_micro(ran08.get('eager, written-out attention'))}", out,
               ran08.get("eager, written-out attention"))]
-    rows_at = [(f"08: section 5, {how}", row) for how, row in sec5.items() if row]
-    rows_at += [(f"08: section 5, {m[1]} micro-batches, no sampler", row) for key, row in ran08.items()
-                if (m := re.match(r"section 4's step, (\d+) micro-batches of", key))]  # section 4's step, re-timed there
-    rows_at += [(f"08: section 4, again{_micro(row)}", row) for key, row in ran08.items()
-                if re.fullmatch(r"written-out step, \S+ autocast", key)]  # section 4's step, timed beside float32
-    rows_at += [(f"08: section 5, beside the peak's matmul{_micro(row)}", row) for key, row in ran08.items()
-                if key.endswith(", in turns with the peak's matmul")]  # section 4's step, in turns with a matmul
-    rows_at += [("09, in its turns", row) for row in [(ran09 or {}).get(WHOLE_STEP)] if row]
-    for which, row in rows_at + [("08: its long run", ran08.get("long run: tokens/s"))]:
-        if row:  # 08's long run names its attention in its note, the others in their setup
-            mine = out if _written_out(row) else eager
-            pairs.append((label if mine is out else "eager SDPA", which, mine, row))
+    for which, row in _moments(ran08, ran09, batch):
+        if _written_out(row):  # 08's own step, timed here too; its SDPA readings: :func:`_elsewhere`
+            pairs.append((label, which, out, row))
     rows = []
     for what, which, t, row in pairs:
         vs = report.rate_vs_row(t, row) if t is not None and row else None
@@ -521,6 +515,47 @@ def _rates(ran08: Mapping[str, dict], batch: int, eager: Timing | None, written:
                         f"{t.rate / scale:.3g} ({t.rate_lo / scale:.3g}–{t.rate_hi / scale:.3g})", *_pair(*vs), vs[0],
                         row["value"]))
     return rows
+
+
+def _moments(ran08: Mapping[str, dict], ran09: Mapping[str, dict] | None, batch: int) -> list[tuple[str, dict]]:
+    """08's readings of its step at moments this notebook has no like of, (where, row): its section 5's, its section
+    4's step re-timed, 09's turns', its long run's (each runs whichever attention its row names)."""
+    sec5 = {"no sampler": ran08.get(f"step, micro-batch of {batch} sequences, no sampler"),
+            "sampler on": ran08.get(f"step, micro-batch of {batch} sequences")}
+    at = [(f"08: section 5, {how}", row) for how, row in sec5.items() if row]
+    at += [(f"08: section 5, {m[1]} micro-batches, no sampler", row) for key, row in ran08.items()
+           if (m := re.match(r"section 4's step, (\d+) micro-batches of", key))]  # section 4's step, re-timed there
+    at += [(f"08: section 4, again{_micro(row)}", row) for key, row in ran08.items()
+           if re.fullmatch(r"written-out step, \S+ autocast", key)]  # section 4's step, timed beside float32
+    at += [(f"08: section 5, beside the peak's matmul{_micro(row)}", row) for key, row in ran08.items()
+           if key.endswith(", in turns with the peak's matmul")]  # section 4's step, in turns with a matmul
+    at += [("09, in its turns", row) for row in [(ran09 or {}).get(WHOLE_STEP)] if row]
+    return [(w, row) for w, row in at + [("08: its long run", ran08.get("long run: tokens/s"))] if row]
+
+
+def _elsewhere(ran08: Mapping[str, dict], ran09: Mapping[str, dict] | None, batch: int,
+               readings: Mapping[str, Timing | None], tokens: int) -> tuple[str, bool]:
+    """08's (and 09's) readings of 08's eager SDPA step at other moments (:func:`_moments`) against the range of this
+    notebook's plain eager SDPA step in its sets of turns (`readings`, where: Timing; `tokens` a step): within it, or
+    how far beyond its nearest end (told apart at :data:`verdicts.APART`). One line, and whether any is told apart."""
+    at = [(w.removeprefix("08: "), row["value"] * unit_scale(row["unit"], "tok/s"))
+          for w, row in _moments(ran08, ran09, batch) if not _written_out(row) and unit_scale(row["unit"], "tok/s")]
+    here = {w: tokens / t.median_s for w, t in readings.items() if t is not None}
+    if not at or not here:
+        return "", False
+    lo, hi = min(here.values()), max(here.values())
+    off = {w: max(lo / r, r / hi, 1.0) for w, r in at}  # 1: within this notebook's range
+    told = any(f >= verdicts.APART for f in off.values())
+
+    where = lambda w, r: ("within" if off[w] == 1 else  # noqa: E731
+                          f"{off[w]:.2f}× {'faster than its fastest' if r > hi else 'slower than its slowest'}")
+    return (f"08's step with SDPA at other moments, ktok/s (it adds clipping and AdamW's two groups to this notebook's "
+            "plain step): " + ", ".join(f"{w} {r / 1e3:.3g} ({where(w, r)})" for w, r in at)
+            + "; against this notebook's plain eager SDPA step in its sets of turns: "
+            + ", ".join(f"{w} {r / 1e3:.3g}" for w, r in here.items())
+            + (f"; by the rule for two moments ({verdicts.APART:g}×), told apart: "
+               + _and([w for w, _ in at if off[w] >= verdicts.APART]) if told else
+               f"; none {verdicts.APART:g}× beyond: not told apart (the rule for two moments)")), told
 
 
 def _micro_count(row: dict | None) -> int:
@@ -563,9 +598,3 @@ def _millions(tokens: tuple[float, float, float]) -> str:
 def _m(x: float) -> str:
     """A count to two significant digits without an exponent: 7.5, 37, 700, 1,200."""
     return f"{x:.2g}" if x < 10 else fmt_count(x)
-
-
-def _same_gpt(profile: str, gpt: GPTConfig) -> bool:
-    """Whether notebook 08 trains `gpt` under `profile`."""
-    c08 = profiles.sizes("08_transformer", profile)
-    return (c08.block, c08.n_layer, c08.n_head, c08.n_embd) == (gpt.block_size, gpt.n_layer, gpt.n_head, gpt.n_embd)

@@ -213,7 +213,10 @@ def eager_readings(readings: Mapping[str, Timing | None]) -> str:
 def probe_clause(readings: Mapping[str, Timing | None], probes: Mapping[str, Timing | None]) -> str:
     """Where the step's readings (where: Timing) moved :data:`SWING` or more from one set of turns to another: the pace
     probe's readings in the same sets (`probes`, by the same names) and the step's time over the probe's, which
-    takes the machine's pace, as the probe reads it, out of the step's move; '' where fewer than two sets have both."""
+    takes the machine's pace, as the probe reads it, out of the step's move; '' where fewer than two sets have both.
+    What the probe explains is its move, signed, from the step's fastest set to its slowest, as a share of the step's:
+    held (a quarter or less, or the other way), a part, about all of it, or more than all (4/3 or more: the probe
+    moved more than the step, so the step's time over the probe's moves the other way)."""
     both = {w: (t, probes[w]) for w, t in readings.items() if t is not None and probes.get(w) is not None}
     if len(both) < 2:
         return ""
@@ -223,14 +226,18 @@ def probe_clause(readings: Mapping[str, Timing | None], probes: Mapping[str, Tim
     r_step, r_probe, r_over = (max(v) / min(v) for v in (step, probe, over))
     if r_step < SWING:
         return ""
-    left = math.log(r_over) / math.log(r_step)  # the share of the step's move left once the probe's is taken out
-    said = ("the probe moved with the step: what moved it (the machine's pace, or other work in this process or its "
-            "turns; not told apart) slowed a fixed matmul and copy about as much" if left <= 0.25 else
-            f"dividing by the probe narrows the step's spread from {r_step:.2f}× to {r_over:.2f}×: about {1 - left:.0%} "
-            "of the step's move (in logs) goes with a fixed matmul and copy's pace; the rest is not measured"
-            if left < 0.75 else
-            "the probe held while the step moved: whatever moved the step did not slow a fixed matmul and copy (what "
-            "it is, is not measured)")
+    fast, slow = step.index(min(step)), step.index(max(step))
+    share = math.log(probe[slow] / probe[fast]) / math.log(r_step)  # the probe's move, signed, as a share of the step's
+    said = ("the probe held while the step moved: whatever moved the step did not slow a fixed matmul and copy (what "
+            "it is, is not measured)" if share <= 0.25 else
+            f"the step's spread is {r_step:.2f}× alone, {r_over:.2f}× over the probe: about {share:.0%} of the step's "
+            "move (in logs, its fastest set to its slowest) goes with a fixed matmul and copy's pace; the rest is not "
+            "measured" if share < 0.75 else
+            "the probe moved with the step: what moved it (the machine's pace, or other work in this process or its "
+            "turns; not told apart) slowed a fixed matmul and copy about as much" if share <= 1.33 else
+            f"the probe moved more than the step from the step's fastest set to its slowest "
+            f"({probe[slow] / probe[fast]:.2f}× against {r_step:.2f}×): the machine's pace moved, and the step "
+            "followed it only in part (why, is not measured)")
     return (f"the pace probe (a fixed matmul and copy) in the same sets of turns: "
             + ", ".join(f"{fmt_time(p.median_s)}" for _, p in both.values())
             + f" ({r_probe:.2f}× from fastest to slowest); the step's time over the probe's: "
