@@ -1726,7 +1726,7 @@ def test_part_in_09_quotes_09s_paired_share_where_09_timed_the_part_inside_the_w
              SHARE_09: {"value": 0.962, "unit": "×", "spread": [0.94, 0.99], "rounds": 9, "coverage": 0.96, "drift": 0.01}}
     said = _part_in_09(ran09, gpt, "cpu", c.batch, {"section 2": _t("a", 0.0931)})
     assert said == ("09 timed the whole GPT's forward + backward inside 08's whole step, in the same turns: 96% (94%–99%) "
-                    "of the step's time, paired; clipping and AdamW's update the rest")
+                    "of the step's time, paired: clipping and AdamW's update take the rest")
     busy = {**ran09, SHARE_09: {**ran09[SHARE_09], "drift": 0.05}}  # the machine moved more than the 3.8 % gap
     assert _part_in_09(busy, gpt, "cpu", c.batch, {"section 2": _t("a", 0.0931)}).endswith(
-        "the rest (that the part is shorter: inconclusive)")
+        "paired: the part not told from the whole (inconclusive): clipping and AdamW take less than these turns resolve")

@@ -255,8 +255,9 @@ def _part_in_09(ran09: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, 
     if (paired := (ran09 or {}).get(SHARE_09)) and paired.get("unit") == "×":  # the part inside the whole, same turns
         share = report.recorded_ratio(SHARE_09, paired)
         return (f"09 timed the whole GPT's forward + backward inside 08's whole step, in the same turns: {share.value:.0%} "
-                f"({share.lo:.0%}–{share.hi:.0%}) of the step's time, paired; clipping and AdamW's update the rest"
-                + ("" if share.clear else f" (that the part is shorter: {share.grade})"))
+                f"({share.lo:.0%}–{share.hi:.0%}) of the step's time, paired: " + (
+                    "clipping and AdamW's update take the rest" if share.clear and share.value < 1 else
+                    f"the part not told from the whole ({share.grade}): clipping and AdamW take less than these turns resolve"))
     part = row["value"] / 1e3
     lo = (row.get("spread") or [row["value"]])[0] / 1e3  # its lower quartile, printed beside its median
     longer = [where for where, t in got.items()  # by the medians as the line prints them: 95.1 ms is not longer than 95.1
@@ -473,10 +474,8 @@ def _after_compile(ran08: Mapping[str, dict], eager: Timing | None, compiled: Ti
     """Where both of 08's readings after its compile sit below this section's beyond their quartiles: a pace
     that hit 08's eager and compiled steps alike cancels in 08's paired compile ratio; '' otherwise."""
     after, comp = ran08.get("eager, SDPA (beside the compiled)"), ran08.get("compiled, SDPA")
-    if not (after and comp and eager and compiled):
-        return ""
-    vs = [report.rate_vs_row(t, row) for t, row in ((eager, after), (compiled, comp))]
-    if not all(v and v[1] > 1 for v in vs):  # not both slower in 08 beyond their quartiles
+    vs = [report.rate_vs_row(t, row) for t, row in ((eager, after), (compiled, comp))] if after and comp and eager and compiled else []
+    if not vs or not all(v and v[1] > 1 for v in vs):  # not both slower in 08 beyond their quartiles
         return ""
     uneven = max(vs[0][0], vs[1][0]) / min(vs[0][0], vs[1][0])  # how unevenly the two were slowed, by these readings
     return (f"08's eager and compiled steps after its compile both read slower than here ({vs[0][0]:.2f}×, {vs[1][0]:.2f}× "
@@ -547,10 +546,10 @@ def _elsewhere(ran08: Mapping[str, dict], ran09: Mapping[str, dict] | None, batc
     off = {w: max(lo / r, r / hi, 1.0) for w, r in at}  # 1: within this notebook's range
     told = any(f >= verdicts.APART for f in off.values())
 
-    where = lambda w, r: ("within" if off[w] == 1 else  # noqa: E731
-                          f"{off[w]:.2f}× {'faster than its fastest' if r > hi else 'slower than its slowest'}")
+    side = {w: "within" if off[w] == 1 else  # or how far beyond this notebook's nearest end
+            f"{off[w]:.2f}× " + ("faster than its fastest" if r > hi else "slower than its slowest") for w, r in at}
     return (f"08's step with SDPA at other moments, ktok/s (it adds clipping and AdamW's two groups to this notebook's "
-            "plain step): " + ", ".join(f"{w} {r / 1e3:.3g} ({where(w, r)})" for w, r in at)
+            "plain step): " + ", ".join(f"{w} {r / 1e3:.3g} ({side[w]})" for w, r in at)
             + "; against this notebook's plain eager SDPA step in its sets of turns: "
             + ", ".join(f"{w} {r / 1e3:.3g}" for w, r in here.items())
             + (f"; by the rule for two moments ({verdicts.APART:g}×), told apart: "
