@@ -413,7 +413,7 @@ def test_paired_mfu_text_names_the_turns_and_the_moment():
     assert text.startswith("the same check at one moment: 5 turns of the eager, SDPA step and the peak's matmul | cpu")
     assert "over the same turns' matmul: 50.0% (" in text and "over the stored peak: 45.0%" in text
     assert text.endswith("the matmul within the spreads of its stored pace (two moments: no change shown): the MFU above is "
-                         "this run's reading") and len(text.splitlines()) == 3
+                         "this run's reading") and len(text.splitlines()) == 4
     assert all(len(line) < 120 for line in text.splitlines())
     slow = bench.rate_ratio(dataclasses.replace(mm, work=2e8, unit="FLOP/s"),
                             bench.timing_of([0.008] * 3, name="peak", device="cpu", work=2e8, unit="FLOP/s"))

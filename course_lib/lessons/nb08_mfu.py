@@ -312,8 +312,9 @@ def paired_mfu_text(mfu: Ratio, what: str, device: str, stored: float, matmul: R
     section 6's long run, which adds its reading). `own`, where section 4's MFU is another version's (`step` None):
     this step's rate here over section 4's reading of the same version, said on a line of its own."""
     lines = [f"the same check at one moment: {mfu.rounds} turns of the {what} step and the peak's matmul | {device}",
-             f"  over the same turns' matmul: {mfu.value:.1%} ({mfu.lo:.1%}–{mfu.hi:.1%}), the median of the turns' "
-             f"ratios; over the stored peak: {stored:.1%}, the step's median rate (the two medians need not divide)"]
+             f"  over the same turns' matmul: {mfu.value:.1%} ({mfu.lo:.1%}–{mfu.hi:.1%}), the median of the turns' ratios",
+             f"  over the stored peak: {stored:.1%}, from the step's median rate (a ratio of medians: it need not equal "
+             "the median ratio)"]
     if step is None and own is not None:  # the step timed here is not the MFU's: its own pace, beside section 4's
         lines.append(f"  the {what} step here: " + ("within section 4's quartiles of it" if own.within_noise and not
                                                      _moved(own) else f"{own.value:.2f}× ({own.lo:.2f}–{own.hi:.2f}) "
