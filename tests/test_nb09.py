@@ -388,3 +388,13 @@ def test_answer_reads_each_line_from_its_section():
                        "is in use: 69 sequences (section 4); checkpointing every block: 63 % less memory added by forward "
                        "+ backward (the weights already in place, no optimizer), for 1.27× (1.25–1.31) its time (section 5)")
     assert nb09_answer.answer({}, None, 16, "cpu") == "answer, from this run's numbers (cpu):"  # nothing ran: no lines
+
+
+def test_pace_rule_reads_medians_and_quartile_ends_one_way_for_09_and_10():
+    """One home for the rule 09's appendix and 10's beside-08 line both word: medians and the quartiles' ends."""
+    from course_lib.lessons.nb09_beside08 import PACED, pace_rule
+    assert PACED == pytest.approx(1.1)
+    assert pace_rule(1.05, 1.0, 1.08) == "agree"
+    assert pace_rule(1.05, 1.0, 1.19) == "far ends"  # the medians within 1.1x, the far ends past it
+    assert pace_rule(1.15, 1.04, 1.3) == "near ends"  # past it at the medians, within it at the near ends
+    assert pace_rule(1.32, 1.2, 1.5) == "apart"

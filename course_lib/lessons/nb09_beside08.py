@@ -138,6 +138,16 @@ UNPACED = "a gap the probe does not take away, so not the machine's pace as the 
 PACED = verdicts.AGREE  # readings within this factor of each other once each set's pace is taken out agree
 
 
+def pace_rule(ratio: float, near: float, far: float) -> str:
+    """How two readings of one step compare with each set's pace taken out, read by their medians (`ratio`, as a
+    factor of 1 or more) and their quartiles' near and far ends (as factors): 'agree' (all within :data:`PACED`),
+    'far ends' (the medians within it, the far ends past it), 'near ends' (the medians past it, the near ends within)
+    or 'apart' (past it at the near ends too). Both open cases are inconclusive; 09 and 10 word them alike."""
+    if ratio < PACED:
+        return "agree" if far < PACED else "far ends"
+    return "near ends" if near < PACED else "apart"
+
+
 def _paced(ratio: float, probe08: dict | None, probe: Timing | None, ends: tuple[float, float] | None = None, where: str = "section 4") -> str:
     """`ratio` (this step's rate over 08's reading in its `where`) with each set's pace taken out: times this set's pace
     probe over 08's (the same fixed work); `ends`: the range the readings' (and probes') quartiles allow, so that
@@ -147,10 +157,11 @@ def _paced(ratio: float, probe08: dict | None, probe: Timing | None, ends: tuple
     paced, (lo08, hi08) = ratio * probe.median_s * 1e3 / probe08["value"], probe08.get("spread") or [probe08["value"]] * 2
     lo, hi = (ends[0] * 1e3 * probe.lo_s / hi08, ends[1] * 1e3 * probe.hi_s / lo08) if ends else (paced, paced)
     far, near = max(hi, 1 / lo), (1.0 if lo <= 1 <= hi else lo if lo > 1 else 1 / hi)  # the quartiles' far, near ends
-    said = (f"within {PACED:g}× of 08's" if max(paced, 1 / paced) < PACED and far < PACED else
-            f"within {PACED:g}× of 08's at the medians, up to {far:.2f}× at the quartiles' far ends: inconclusive"
-            if max(paced, 1 / paced) < PACED else f"beyond {PACED:g}× of 08's at the medians, within it at the quartiles' "
-            "near ends: inconclusive" if near < PACED else f"{UNPACED}; what else differs (the step's code, the process) is not measured")
+    said = {"agree": f"within {PACED:g}× of 08's",
+            "far ends": f"within {PACED:g}× of 08's at the medians, up to {far:.2f}× at the quartiles' far ends: inconclusive",
+            "near ends": f"beyond {PACED:g}× of 08's at the medians, within it at the quartiles' near ends: inconclusive",
+            "apart": f"{UNPACED}; what else differs (the step's code, the process) is not measured"}[
+        pace_rule(max(paced, 1 / paced), near, far)]
     return (f"; the pace probe (a fixed matmul and copy) read {probe08['value']:.1f} ms in 08's {where} turns and "
             f"{1e3 * probe.median_s:.1f} ms here: with each set's pace taken out, this one is {paced:.2f}× 08's (its rate "
             f"alone: {ratio:.2f}×), {said}")

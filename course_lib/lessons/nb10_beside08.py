@@ -12,7 +12,7 @@ from typing import Mapping, NamedTuple, Sequence
 import torch
 
 from course_lib import bench, profiles, report, verdicts
-from course_lib.lessons.nb09_beside08 import PACED, SHARE_09, UNPACED, WHOLE_STEP  # 09's keys; the probe's rule, words
+from course_lib.lessons.nb09_beside08 import PACED, SHARE_09, UNPACED, WHOLE_STEP, pace_rule  # 09's keys, rule, words
 from course_lib.lessons.nb10_short import faults_words, in_short
 from course_lib.bench import Ratio, Timing, break_even
 from course_lib.models import GPT, GPTConfig
@@ -118,24 +118,25 @@ def paced(ran08: Mapping[str, dict] | None, ran09: Mapping[str, dict] | None, as
     d = 2 if all((round(x, 2) < PACED) == (x < PACED) for x in (r, raw)) else 3  # 1.096x, not 1.10x, 'within 1.1x'
     top, low = max(got, key=got.get), min(got, key=got.get)  # the two readings furthest apart, by their medians
     near = max(1.0, spans[top][0] / spans[low][1])  # ... and by their quartiles' nearest ends
-    open_ = r < PACED <= far or near < PACED <= r  # the medians on one side of 1.1x, the quartiles' ends on the other
+    rule = pace_rule(r, near, far)  # 09's rule: the medians on one side of 1.1x, the quartiles' ends on the other: open
     faulted = faults_words(faults, per="1,000 tokens")  # page faults beside each reading, where counted
     if short:  # one clause for the 'in short' line; the sets named, the arithmetic and the probe's words in the details
-        said = (f"within {PACED:g}× at the medians, up to {far:.2f}× at the quartiles' far ends: inconclusive"
-                if open_ and r < PACED else f"within {PACED:g}× at the quartiles' near ends: inconclusive" if open_
-                else ("they agree" if raw < PACED else "the probe takes the gap away") if r < PACED else
-                f"they disagree beyond {PACED:g}×, and the machine's pace as the probe reads it does not explain it")
-        moved = "goes with the slower time" in faulted and (open_ or r >= PACED)  # a measured candidate, where open
+        said = {"far ends": f"within {PACED:g}× at the medians, up to {far:.2f}× at the quartiles' far ends: inconclusive",
+                "near ends": f"within {PACED:g}× at the quartiles' near ends: inconclusive",
+                "agree": "they agree" if raw < PACED else "the probe takes the gap away",
+                "apart": f"they disagree beyond {PACED:g}×, and the machine's pace as the probe reads it does not explain it"
+                }[rule]
+        moved = "goes with the slower time" in faulted and rule != "agree"  # a measured candidate, where open or apart
         return (f"08's step in {len(got)} sets of turns ({_and([SHORT_SETS.get(w, w) for w in got])}): {raw:.{d}f}× apart "
                 f"in rate, {r:.{d}f}× with each set's pace taken out: {said}"
                 + ("; the slower readings faulted more pages a step (details)" if moved else ""))
-    said = (f"within {PACED:g}× at the medians, but the steps' and the probes' quartiles allow up to {far:.2f}×: whether "
-            "the probe accounts for the gap is not settled" if open_ and r < PACED else
-            f"beyond {PACED:g}× at the medians, but the steps' and the probes' quartiles allow as little as {near:.2f}×: "
-            "whether the gap outlasts the pace is not settled" if open_ else
-            ("they agree, in rate and with the pace taken out" if raw < PACED else
-             "the pace probe takes the gap away") + f" (within {PACED:g}×, the quartiles' far ends too)" if r < PACED else
-            f"{UNPACED}; what sets these readings apart is not measured")
+    said = {"far ends": f"within {PACED:g}× at the medians, but the steps' and the probes' quartiles allow up to "
+                        f"{far:.2f}×: whether the probe accounts for the gap is not settled",
+            "near ends": f"beyond {PACED:g}× at the medians, but the steps' and the probes' quartiles allow as little as "
+                         f"{near:.2f}×: whether the gap outlasts the pace is not settled",
+            "agree": ("they agree, in rate and with the pace taken out" if raw < PACED else
+                      "the pace probe takes the gap away") + f" (within {PACED:g}×, the quartiles' far ends too)",
+            "apart": f"{UNPACED}; what sets these readings apart is not measured"}[rule]
     sums = (" (its rate × the probe's time in the same turns, tokens per probe: "
             + ", ".join(f"{v:,.0f}" for v in got.values()) + ")")
     return (f"08's step in the turns of {_and(list(got))}: {raw:.{d}f}× apart in rate, {r:.{d}f}× once each set's pace "
