@@ -477,15 +477,15 @@ def test_paired_mfu_text_names_the_turns_and_the_moment():
     assert nb08.mfu_span([0.377, 0.369, 0.382], mfu, 0.45, held) == (0.369, 0.382)  # stands: the quartiles
     assert nb08.mfu_span([0.377, 0.369, 0.382], None, 0.45, None) == (0.369, 0.382)  # no check ran
     widened = nb08.answer_with_long_run((0.30, 0.34), [0.385, 0.321, 0.3905])
-    assert widened.startswith("answer, with the long run: this step's MFU reaches 38.5% of the measured peak at its "
-                              "fastest reading here (the long run's median); across this notebook's readings, each at one "
-                              "moment, it spans 30.0%–38.5%:\n")
+    assert widened.startswith("answer, with the long run: this step's MFU across this notebook's readings, each at one "
+                              "moment: median 34.0% of the measured peak, spanning 30.0%–38.5% (the fastest reading, "
+                              "38.5%: the long run's median):\n")  # reader FU: the median first, not the fastest
     assert widened.endswith("\n  the slower readings are the same step at other moments of this process (the run-order "
                             "line above says whether the pace probe moved with them)")  # 1.28x apart
     assert "\n  sections 4 and 5: 30.0%–34.0%; the long run's median: 38.5%\n" in widened  # medians, not a quartile's end
     more = nb08.answer_with_long_run((0.30, 0.34), [0.385, 0.321, 0.3905], {"section 4's second turns": (0.41, 0.41)},
                                      first="section 4 (its quartiles)")
-    assert "reaches 41.0% of the measured peak at its fastest reading here (section 4's second turns)" in more and "section 4 (its quartiles): 30.0%–34.0%; section 4's second " \
+    assert "(the fastest reading, 41.0%: section 4's second turns)" in more and "median 36.3%" in more and "section 4 (its quartiles): 30.0%–34.0%; section 4's second " \
         "turns: 41.0%; the long run's median: 38.5%" in more
     same = nb08.answer_with_long_run((0.30, 0.34), [0.385, 0.321, 0.3905], {"section 4's second turns": (0.3411, 0.3414)})
     assert "section 4's second turns: 34.1%;" in same  # one value where both ends round alike
@@ -666,7 +666,7 @@ def test_run_order_lists_the_same_steps_readings_as_they_ran_and_how_they_moved(
                       "long run)\n  the step read slower the later it ran, 1.47× from the first reading to the last; what "
                       "moved it is not measured here")
     assert "within 1.05× of each other: the readings agree" in nb08.run_order({"a": t(100), "b": t(105)})
-    assert "slower and faster by turns" in nb08.run_order({"a": t(100), "b": t(130), "c": t(101)})
+    assert "now slower, now faster, in no order" in nb08.run_order({"a": t(100), "b": t(130), "c": t(101)})
     assert nb08.run_order({"a": t(100), "b": None}) == ""  # one reading: nothing to order
     counted = nb08.run_order({"section 4": dataclasses.replace(t(132), faults=6000.0), "the long run": t(194)})
     assert counted.startswith("the same step, in the order it ran: 132 ms (section 4; 6,000 page faults a step) → 194 ms "

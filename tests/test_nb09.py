@@ -303,6 +303,8 @@ def test_step_in_08_sets_08s_whole_step_beside_this_part_of_it():
                         "inconclusive): the share above is paired, part and "
                         "whole in the same turns, so it does not depend on which is typical")
     assert len(nb09.step_in_08(row, (whole, part), c.batch, gpt, part5=part).splitlines()) == 2  # no move: no line
+    twin = {**row, "setup": "written-out attention"}  # reader FU: 08's written-out twin is not section 5's SDPA GPT
+    assert "in section 5 (" not in nb09.step_in_08(twin, (whole, part), c.batch, gpt, part5=five)
     written = {**row, "setup": "written-out attention"}  # 08 ran the written-out attention: the pair names it
     assert "08's whole step (written-out attention, as 08 ran it; this notebook's own steps above run SDPA), timed " in \
         nb09.step_in_08(written, (whole, part), c.batch, gpt)

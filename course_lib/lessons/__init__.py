@@ -19,13 +19,13 @@ nb09  memory: the exercise checks (AdamW's state, bytes saved for backward), the
       lessons/nb09_answer.py, the appendix's 08 step from lessons/nb09_beside08.py
 nb10  compile and profile: the exercise checks (arithmetic intensity, a loop without syncs), the words
       around each measurement (section 4's from lessons/nb10_roofline.py, the reference GPU's from
-      lessons/nb10_reference.py, 08's readings beside 10's from lessons/nb10_beside08.py and nb10_account.py, each timed
+      lessons/nb10_reference.py, 08's readings beside 10's from lessons/nb10_beside08.py, nb10_paced.py and nb10_account.py, each timed
       section's short summary from lessons/nb10_short.py, the closing answer from lessons/nb10_answer.py)
 nb11  model parallelism: the model every script splits, pipeline schedules and their bubble (section 5's
       memory from lessons/nb11_memory.py)
 nb12  inside the kernel: the online softmax and FlashAttention's tiles in plain PyTorch, Triton
 
-Thirteen lesson modules serve one notebook without being its module, so that the notebook's own stays
+Fourteen lesson modules serve one notebook without being its module, so that the notebook's own stays
 its scaffolding (the notebook calls them through it):
 
 nb03_formats    for nb03: what each 16-bit format keeps and loses, real casts, did a format run in a layer
@@ -37,6 +37,7 @@ nb09_beside08   for nb09: 08's whole step timed beside its forward and backward,
 nb10_account    for nb10: 08's attention alone, summed over the layers, beside the gap between 10's two steps and 08's
 nb10_answer     for nb10: the answer to its question, a few short lines first, then the details behind each
 nb10_beside08   for nb10: notebook 08's readings of the same GPT beside 10's, by the rule for two moments
+nb10_paced      for nb10: 08's step read in several sets of turns, each set's pace probe taken out
 nb10_reference  for nb10: the reference GPU's GPT, its waiting share without and with the profiler, its steps
 nb10_roofline   for nb10: the roofline's numbers in words, each op against the roof of its memory level
 nb10_short      for nb10: each timed section's 'in short:' lines, its other lines under 'details:'

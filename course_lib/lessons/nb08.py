@@ -434,7 +434,8 @@ def long_vs_section4(vs: Ratio, hist: History, long_t: Timing, sec4: Timing, run
                     f"{r.numbers} of that reading" + (
                         ", a range too wide to tell" if r.too_wide else
                         ", within their quartiles, at two moments: what the loop's extra work costs is not measured "
-                        "apart (only timing the two steps in turns would)" if r.within_noise else ""))
+                        "apart (only timing the two steps in turns would)" if r.within_noise else
+                        f", two moments: {verdicts.moments_words(r.lo, r.hi, short=True)}"))
     return (verdict.splitlines(), [str(vs), what]) if split else "\n".join([str(vs), what, verdict])
 
 

@@ -5,6 +5,7 @@ what sets section 5's steps apart from section 4's, measured in the same turns."
 from __future__ import annotations
 
 import math
+import statistics
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -100,8 +101,8 @@ def mfu_text(peak: Timing, peak_note: object, best: Timing | None, flops_per_tok
                   f"-> {fmt_rate(flops_per_token * best.rate, 'FLOP/s')} of model FLOPs",
                   f"MFU: {best_mfu[0]:.1%} of the measured peak (the step's quartiles: {best_mfu[1]:.1%}–"
                   f"{best_mfu[2]:.1%}; with the peak's too, {best_mfu[1] * peak.rate / peak.rate_hi:.1%}–"
-                  f"{best_mfu[2] * peak.rate / peak.rate_lo:.1%}). This is the course's MFU; notebook 10's roofline "
-                  "divides by the same stored peak"]
+                  f"{best_mfu[2] * peak.rate / peak.rate_lo:.1%}): one reading, section 4's; section 6's answer sets "
+                  "it among this step's other readings (notebook 10's roofline divides by the same stored peak)"]
     if spec and sheet_tflops and sheet_mfu is not None:
         lines.append(f"MFU against NVIDIA's datasheet ({spec.name}, dense {precision}: {sheet_tflops:g} TFLOP/s, "
                      f"not a measurement): {sheet_mfu:.1%}")
@@ -164,8 +165,9 @@ def answer_with_long_run(section5: tuple[float, float], long_mfu: Sequence[float
     def span(a: float, b: float) -> str:  # '34.1%', not '34.1%–34.1%', where the two ends round alike
         return f"{a:.1%}" if f"{a:.1%}" == f"{b:.1%}" else f"{a:.1%}–{b:.1%}"
     top = next(k for k, (_, b) in parts.items() if b == hi)  # where the fastest reading was taken
-    return (f"answer, with the long run: this step's MFU reaches {hi:.1%} of the measured peak at its fastest reading "
-            f"here ({top}); across this notebook's readings, each at one moment, it spans {span(lo, hi)}:\n  "
+    mid = statistics.median([x for a, b in parts.values() for x in dict.fromkeys((a, b))])  # each reading once
+    return (f"answer, with the long run: this step's MFU across this notebook's readings, each at one moment: median "
+            f"{mid:.1%} of the measured peak, spanning {span(lo, hi)} (the fastest reading, {hi:.1%}: {top}):\n  "
             + "; ".join(f"{k}: {span(a, b)}" for k, (a, b) in parts.items())
             + ("\n  the slower readings are the same step at other moments of this process (the run-order line above "
                "says whether the pace probe moved with them)" if hi / lo >= AGREE else ""))
@@ -174,11 +176,12 @@ def answer_with_long_run(section5: tuple[float, float], long_mfu: Sequence[float
 FAULTS = 1000  # minor page faults per step: a count below this, a millisecond or so of a step, weighs little
 
 
-def faults_words(named: Mapping[str, tuple[float, float | None]], per: str = "step") -> str:
+def faults_words(named: Mapping[str, tuple[float, float | None]], per: str = "step", of: str = "") -> str:
     """Where the same step's readings (where -> (its time, minor page faults per `per` or None)) were counted: the
     faults beside each, and whether the slower readings (:data:`AGREE` or more the fastest's time) are the ones that
     faulted, every one of them ('' with fewer than two counted). A fault maps in a page the allocator took fresh from
-    the system: a candidate for a step's move, set beside its time, not tested as its cause."""
+    the system: a candidate for a step's move, set beside its time, not tested as its cause. `of`: whose faults, where
+    a cell counts two steps' ("08's step's ")."""
     got = {w: (s, f) for w, (s, f) in named.items() if f is not None}
     if len(got) < 2:
         return ""
@@ -199,7 +202,7 @@ def faults_words(named: Mapping[str, tuple[float, float | None]], per: str = "st
         clean = [w for w, f in slow.items() if f - max(fast) < least]
         said = (f"{', '.join(clean)} ran {AGREE:g}× or more slower than the fastest without faulting more: the faults "
                 "do not go with the step's move here")
-    return f"page faults per {per} (pages the system maps in at first touch): {listed}: {said}"
+    return f"{of}page faults per {per} (pages the system maps in at first touch): {listed}: {said}"
 
 
 def run_order(readings: Mapping[str, Timing | None], probes: Mapping[str, Timing | None] | None = None,
@@ -248,7 +251,7 @@ def run_order(readings: Mapping[str, Timing | None], probes: Mapping[str, Timing
     elif all(later >= 0.98 * earlier for earlier, later in zip(ms, ms[1:])):  # never faster by more than 2 %
         how = f"the step read slower the later it ran, {ms[-1] / ms[0]:.2f}× from the first reading to the last; {why}"
     else:
-        how = f"{span:.2f}× apart, slower and faster by turns; {why}"
+        how = f"{span:.2f}× apart, now slower, now faster, in no order; {why}"
     faulted = faults_words({n: (t.median_s, t.faults) for n, t in got.items()})  # beside each reading, where counted
     if faulted:
         how += f"\n  {faulted}"

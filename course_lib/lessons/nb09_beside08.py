@@ -91,8 +91,8 @@ def step_in_08(row: dict | None, pair: Sequence[Timing], batch: int, gpt: GPTCon
     share of the whole, paired; then 08's record against the whole step timed here, two moments apart, and 08's section
     4 reading (`sec4`, two micro-batches a step) beside it too. Each set's pace is taken out of `row` where 08's section 5
     timed the probe (`probe5`), else out of `sec4` where `probes` (08's section-4 probe row, this notebook's probe Timing
-    from the turns of `pair`) are given. `part5`: section 5's reading of the same forward and backward, set beside the
-    part timed here (two moments). '' without `row`."""
+    from the turns of `pair`) are given. `part5`: section 5's reading of the same forward and backward (SDPA), set beside
+    the part timed here (two moments) where 08's step ran SDPA too (not the written-out twin). '' without `row`."""
     if row is None:
         return ""
     ms = lambda t: f"{1e3 * t.median_s:.1f} ms ({1e3 * t.lo_s:.1f}–{1e3 * t.hi_s:.1f})"  # noqa: E731
@@ -115,7 +115,7 @@ def step_in_08(row: dict | None, pair: Sequence[Timing], batch: int, gpt: GPTCon
         f"08's whole step{how}, timed here in turns with its forward and backward: {ms(whole)} and {ms(part)}; forward "
         f"and backward alone took {share.value:.{pct}%} of the whole step (the median of the paired turns' ratios; the "
         f"whole step includes clipping and AdamW), its paired range {share.lo:.{pct}%}–{share.hi:.{pct}%}"
-        + (f" (the two medians' ratio, unpaired: {share.medians:.{pct}%})" if share.medians_apart else "") + f": {said}" + _part_moved(part, part5),
+        + (f" (the two medians' ratio, unpaired: {share.medians:.{pct}%})" if share.medians_apart else "") + f": {said}" + _part_moved(part, None if row.get("setup") else part5),
         f"{head} (its section 5, {'no utilisation sampler' if row.get('sampler') is False else 'the utilisation sampler running'}); "
         f"the whole step here: {ms(whole)}, "
         f"{as_rate.rate / k:.4g} ({as_rate.rate_lo / k:.4g}–{as_rate.rate_hi / k:.4g}) {unit}, "

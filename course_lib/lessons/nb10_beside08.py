@@ -12,8 +12,10 @@ from typing import Mapping, NamedTuple, Sequence
 import torch
 
 from course_lib import bench, profiles, report, verdicts
-from course_lib.lessons.nb09_beside08 import PACED, SHARE_09, UNPACED, WHOLE_STEP, pace_rule  # 09's keys, rule, words
-from course_lib.lessons.nb10_short import faults_words, in_short
+from course_lib.lessons.nb09_beside08 import SHARE_09, WHOLE_STEP  # 09's keys
+from course_lib.lessons.nb10_paced import (PACED, PROBES, UNPACED, _and, _rate, _swing, _written_out,  # noqa: F401
+                                           paced, paced_rows, paced_vs_row)  # re-exported: 08's step, paced
+from course_lib.lessons.nb10_short import in_short
 from course_lib.bench import Ratio, Timing, break_even
 from course_lib.models import GPT, GPTConfig
 from course_lib.units import fmt_count, fmt_rate, fmt_time, unit_scale
@@ -27,122 +29,6 @@ PART_09 = "forward + backward, no checkpointing"  # 09's forward + backward of t
 PAYBACK = "compile pays back after, tokens (each from its own turns; here section 3's)"  # section 3b times the compile again
 
 
-PROBES = {"08": "pace probe, section 4's turns", "09": "pace probe, beside 08's step",
-          "08's section 5": "pace probe, section 5's turns"}  # each set's fixed matmul and copy
-SHORT_SETS = {"08's section 4 (2 micro-batches)": "08's section 4", "09's": "09's turns",
-              "08's section 5 (1 micro-batch)": "08's section 5",
-              "this notebook's section 3": "section 3 here"}  # the sets of turns, named in an 'in short' line
-
-
-def _swing(ran08: Mapping[str, dict] | None, ran09: Mapping[str, dict] | None, as_08: Timing | None,
-           readings: Mapping[str, Timing | None], short: bool = False, own08: Sequence[float] = ()) -> str:
-    """Beside a gap between the notebooks' rates of 08's step that the probe does not explain: where 08 read its step
-    two or more times (`own08`, rates), how far apart those readings lie in one process and where 09's and this
-    notebook's readings fall against them (within their range, or how far beyond its nearest end); else the swing of
-    this notebook's own eager step across its sets of turns (`readings`, where: Timing) beside the notebooks' gap.
-    `short`: one clause, the sets unnamed. '' where neither has two readings."""
-    others = {w: r for w, r in (("09's", _rate(ran09, WHOLE_STEP)),
-                                ("this notebook's", as_08.rate if as_08 is not None else None)) if r}
-    if len(own08) >= 2 and others:
-        lo, hi = min(own08), max(own08)
-
-        def where(rate: float) -> str:  # against 08's own range: inside it, or beyond its nearest end
-            if lo <= rate <= hi:
-                return "within their range"
-            off = rate / hi if rate > hi else lo / rate
-            return f"{off:.2f}× {'faster than the fastest' if rate > hi else 'slower than the slowest'}"
-        placed = ", ".join(f"{w} {where(r)}" for w, r in others.items())
-        return (f"; 08's own readings of this step lie {hi / lo:.2f}× apart in one process; against them, {placed}"
-                + ("; the cause of these moves is not measured" if short else
-                   f" (a reading within {PACED:g}× of their nearest end falls within the moves one process shows); what "
-                   "moves the same step between sets of turns is not measured"))
-    got = {w: t for w, t in readings.items() if t is not None}
-    rates = [r for r in (_rate(ran08, "eager, written-out attention"), *others.values()) if r]
-    if len(got) < 2 or len(rates) < 2:
-        return ""
-    swing = max(t.median_s for t in got.values()) / min(t.median_s for t in got.values())
-    gap = max(rates) / min(rates)
-    if short:
-        return (f"; in rate, {gap:.2f}× lies {'within' if gap <= swing else 'beyond'} the {swing:.2f}× this notebook's own "
-                "eager step swung in one process; the cause is not measured")
-    return (f"; this notebook's own eager step, in one process, read {swing:.2f}× apart across {_and(list(got))}: the "
-            "notebooks' gap " + ("lies within" if gap <= swing else "exceeds") + " the widest swing one process shows")
-
-
-def _rate(rows: Mapping[str, dict] | None, key: str) -> float | None:
-    """A recorded rate in tok/s (`rows[key]`), None where not recorded in a rate's unit, or where it is 09's reading
-    of 08's step with the other attention (09 times 08's step as 08's long run ran it: SDPA, where 08 chose it)."""
-    row = (rows or {}).get(key)
-    scale = unit_scale(row["unit"], "tok/s") if row else None
-    return row["value"] * scale if row and scale and (key != WHOLE_STEP or _written_out(row)) else None
-
-
-def _written_out(row: Mapping[str, str]) -> bool:
-    """Whether a recorded reading of 08's step ran the written-out attention, as its setup or note names it."""
-    return "written-out" in row.get("setup", "") + row.get("note", "")
-
-
-def paced(ran08: Mapping[str, dict] | None, ran09: Mapping[str, dict] | None, as_08: Timing | None,
-          probe: Timing | None, short: bool = False, batch: int | None = None) -> str:
-    """08's written-out step with each set of turns' pace taken out: its rate times the pace probe's time in the same
-    turns (the tokens it trains in one probe's time), in 08's section 5 (one micro-batch of `batch`, as 09 and this
-    notebook time it; else section 4's, two micro-batches), in 09's turns and here (`as_08` and `probe`, section 3's);
-    '' where fewer than two readings have their probe."""
-    got, spans, rates, faults = {}, {}, [], {}  # tokens per probe: the medians', and the far ends the quartiles allow
-    one = f"step, micro-batch of {batch} sequences, no sampler"  # 08's section 5: the step as 09 and 10 time it
-    like = batch and _written_out((ran08 or {}).get(one, {})) and (ran08 or {}).get(PROBES["08's section 5"])
-    sets = ((("08's section 5 (1 micro-batch)", ran08, one, PROBES["08's section 5"]) if like else
-             ("08's section 4 (2 micro-batches)", ran08, "eager, written-out attention", PROBES["08"])),
-            ("09's", ran09, WHOLE_STEP, PROBES["09"]))
-    for who, rows, key, probe_key in sets:
-        rate, timed = _rate(rows, key), (rows or {}).get(probe_key)
-        if rate and timed and timed["unit"] == "ms":
-            got[who] = rate * timed["value"] / 1e3
-            rates.append(rate)
-            r_lo, r_hi = (rate * v / rows[key]["value"] for v in rows[key].get("spread") or [rows[key]["value"]] * 2)
-            p_lo, p_hi = timed.get("spread") or [timed["value"]] * 2
-            spans[who] = (r_lo * p_lo / 1e3, r_hi * p_hi / 1e3)
-            row = rows[key]  # page faults per 1,000 tokens, where counted: a step of 2 micro-batches has twice the work
-            faults[SHORT_SETS.get(who, who)] = (1 / rate, 1e3 * row["faults"] / row["work"]
-                                                if row.get("faults") is not None and row.get("work") else None)
-    if as_08 is not None and as_08.rate and probe is not None:
-        got["this notebook's section 3"] = as_08.rate * probe.median_s
-        spans["this notebook's section 3"] = (as_08.rate_lo * probe.lo_s, as_08.rate_hi * probe.hi_s)
-        rates.append(as_08.rate)
-        faults[SHORT_SETS.get("this notebook's section 3", "here")] = (
-            1 / as_08.rate, 1e3 * as_08.faults / as_08.work if as_08.faults is not None and as_08.work else None)
-    if len(got) < 2:
-        return ""
-    r, raw = max(got.values()) / min(got.values()), max(rates) / min(rates)
-    far = max(spans[a][1] / spans[b][0] for a in spans for b in spans if a != b)  # two readings' quartiles' far ends
-    d = 2 if all((round(x, 2) < PACED) == (x < PACED) for x in (r, raw)) else 3  # 1.096x, not 1.10x, 'within 1.1x'
-    top, low = max(got, key=got.get), min(got, key=got.get)  # the two readings furthest apart, by their medians
-    near = max(1.0, spans[top][0] / spans[low][1])  # ... and by their quartiles' nearest ends
-    rule = pace_rule(r, near, far)  # 09's rule: the medians on one side of 1.1x, the quartiles' ends on the other: open
-    faulted = faults_words(faults, per="1,000 tokens")  # page faults beside each reading, where counted
-    if short:  # one clause for the 'in short' line; the sets named, the arithmetic and the probe's words in the details
-        said = {"far ends": f"within {PACED:g}× at the medians, up to {far:.2f}× at the quartiles' far ends: inconclusive",
-                "near ends": f"within {PACED:g}× at the quartiles' near ends: inconclusive",
-                "agree": "they agree" if raw < PACED else "the probe takes the gap away",
-                "apart": f"they disagree beyond {PACED:g}×, and the machine's pace as the probe reads it does not explain it"
-                }[rule]
-        moved = "goes with the slower time" in faulted and rule != "agree"  # a measured candidate, where open or apart
-        return (f"08's step in {len(got)} sets of turns ({_and([SHORT_SETS.get(w, w) for w in got])}): {raw:.{d}f}× apart "
-                f"in rate, {r:.{d}f}× with each set's pace taken out: {said}"
-                + ("; the slower readings faulted more pages a step (details)" if moved else ""))
-    said = {"far ends": f"within {PACED:g}× at the medians, but the steps' and the probes' quartiles allow up to "
-                        f"{far:.2f}×: whether the probe accounts for the gap is not settled",
-            "near ends": f"beyond {PACED:g}× at the medians, but the steps' and the probes' quartiles allow as little as "
-                         f"{near:.2f}×: whether the gap outlasts the pace is not settled",
-            "agree": ("they agree, in rate and with the pace taken out" if raw < PACED else
-                      "the pace probe takes the gap away") + f" (within {PACED:g}×, the quartiles' far ends too)",
-            "apart": f"{UNPACED}; what sets these readings apart is not measured"}[rule]
-    sums = (" (its rate × the probe's time in the same turns, tokens per probe: "
-            + ", ".join(f"{v:,.0f}" for v in got.values()) + ")")
-    return (f"08's step in the turns of {_and(list(got))}: {raw:.{d}f}× apart in rate, {r:.{d}f}× once each set's pace "
-            f"probe is taken out{sums}: {said}" + (f"; {faulted}" if faulted else ""))
-
-
 class Row(NamedTuple):
     """One line of the table: what was measured, 08's reading, this notebook's, their ratio (with the range
     the two spreads allow) and what the rule for two moments makes of it."""
@@ -154,6 +40,8 @@ class Row(NamedTuple):
     verdict: str
     value: float | None = None  # here ÷ 08 at the medians, where a number (not printed: the table shows `ratio`)
     then: float | None = None  # the earlier reading's median, where a rate (not printed: the table shows `in_08`)
+    paced: tuple[float, float, float] | None = None  # here ÷ 08 with each set's pace out (:func:`paced_vs_row`)
+    short: str = ""  # the row's name in the paced line ('before its compile')
 
 
 def same_as_08(gpt: GPTConfig, profile: str, batch: int) -> bool:
@@ -170,7 +58,7 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
               written: Timing | None = None, compiled: Timing | None = None, before: Timing | None = None,
               as_08: Timing | None = None, ran09: Mapping[str, dict] | None = None, account: str = "",
               later: Mapping[str, Timing | None] | None = None, probe: Timing | None = None,
-              peak: float | None = None) -> str:
+              peak: float | None = None, before_probe: Timing | None = None) -> str:
     """Notebook 08's readings of this GPT at this micro-batch (`ran08`, its rows of this run) beside this
     section's: its cold compile (`cold_s`), paired speed-ups (`compile_gain`, `attention_gain`), break-even
     in tokens, and step rates (`eager`, `written`, `compiled`; `before`: the eager step timed before any
@@ -180,8 +68,9 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
     beside this notebook's step in the same turns, in the line that says what the table found ('in short:';
     the rest under 'details:', `account` first: :func:`account_in_08`'s line). `later`: the eager step's readings
     after section 3 (where: Timing), set with section 2's and 3's beside 09's part of the step.
-    `probe`: the pace probe timed in section 3's turns, which :func:`paced` sets beside 08's and 09's. `peak`: the
-    stored compute peak (FLOP/s), by which 08's step timed here reads as MFU beside 08's own (:func:`_mfu`).
+    `probe`: the pace probe timed in section 3's turns, which :func:`paced` sets beside 08's and 09's (`before_probe`:
+    section 2's; with them each SDPA rate row is also read paced, :func:`paced_rows`). `peak`: the stored compute
+    peak (FLOP/s), by which 08's step timed here reads as MFU beside 08's own (:func:`_mfu`).
     """
     ran08 = ran08 or {}
     if before is not None and eager is not None and before.rate is None:  # section 2 timed it without its tokens
@@ -194,7 +83,7 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
                         _paired("written-out over SDPA, eager", ran08.get("SDPA vs written-out attention, eager"),
                                 attention_gain, inverted=True),
                         _inferred(ran08, compiled, written),
-                        *_rates(ran08, batch, eager, written, compiled, before, as_08, ran09)) if r]
+                        *_rates(ran08, batch, eager, written, compiled, before, as_08, ran09, (before_probe, probe))) if r]
     if not rows:
         return NOT_IN_08
     mine = [r for r in rows if r.quantity.startswith(STEP_08)]  # 08's step: one line, not one row per reading
@@ -216,8 +105,9 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
                "from separate sets of turns alike, "
                + (f"the notebooks differ on: {'; '.join(differ)}" if differ else
                   "no reading of 08's (or 09's) is told apart from this notebook's"))
-    up_front = bool(differ) or not probed  # the probe's line, where there is one, says more than the 2.5x rule can
-    short += [probed, moments if up_front else ""]  # whether the notebooks agree first, then the steps' own difference
+    rates = paced_rows({r.short: r.paced for r in table if r.paced})  # the table's rates, each set's pace out
+    up_front = bool(differ) or not (probed or rates)  # the probe's lines, where there are, say more than the 2.5x rule
+    short += [probed, rates, moments if up_front else ""]  # whether the notebooks agree first, then the steps' own gap
     if cost is not None:  # the one comparison of the two notebooks' steps timed in the same turns
         short.append(f"timed in section 3's turns, 08's step (clipping, AdamW's two groups) over this notebook's eager "
                      f"written-out step, in speed: {cost.brief}{' to tell' if cost.grade == 'too wide' else ''}")
@@ -282,11 +172,6 @@ def _part_in_09(ran09: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, 
     else:
         said += "; which reading is typical is not measured"
     return said
-
-
-def _and(items: list[str]) -> str:
-    """'a', 'a and b', 'a, b and c'."""
-    return ", ".join(items[:-1]) + f" and {items[-1]}" if len(items) > 1 else "".join(items)
 
 
 def _cost(as_08: Timing | None, written: Timing | None) -> Ratio | None:
@@ -487,22 +372,27 @@ def _after_compile(ran08: Mapping[str, dict], eager: Timing | None, compiled: Ti
 
 def _rates(ran08: Mapping[str, dict], batch: int, eager: Timing | None, written: Timing | None,
            compiled: Timing | None, before: Timing | None = None, as_08: Timing | None = None,
-           ran09: Mapping[str, dict] | None = None) -> list[Row]:
+           ran09: Mapping[str, dict] | None = None, probes: tuple[Timing | None, Timing | None] = (None, None)
+           ) -> list[Row]:
     """08's step rates beside this section's, moment beside like moment: eager SDPA before its compile beside section 2's
     plain step (`before`), after it beside this section's (`eager`), compiled, and 08's written-out step (section 4, 5,
-    09's turns) beside 08's step timed here (`as_08`; else `written`); its SDPA readings elsewhere: :func:`_elsewhere`."""
+    09's turns) beside 08's step timed here (`as_08`; else `written`); its SDPA readings elsewhere: :func:`_elsewhere`.
+    `probes`: the pace probe in section 2's and 3's turns, by which each SDPA row's ratio is also read paced."""
     out = as_08 or written  # the written-out step that 08's rows are set beside
     label = f"{STEP_08}, written-out" if as_08 else "written-out"
-    pairs = [("eager SDPA", "each before its compile; here section 2's plain step", before, ran08.get("eager, SDPA")),
-             ("eager SDPA", "each after its compile", eager, ran08.get("eager, SDPA (beside the compiled)")),
-             ("compiled SDPA", "", compiled, ran08.get("compiled, SDPA")),
+    first, after = ran08.get(PROBES["08"]), ran08.get(PROBES["08"] + " after the compile")  # 08's paces
+    pairs = [("eager SDPA", "each before its compile; here section 2's plain step", before, ran08.get("eager, SDPA"),
+              (probes[0], first, "eager SDPA before its compile")),
+             ("eager SDPA", "each after its compile", eager, ran08.get("eager, SDPA (beside the compiled)"),
+              (probes[1], after, "after it")),
+             ("compiled SDPA", "", compiled, ran08.get("compiled, SDPA"), (probes[1], after, "compiled SDPA")),
              (label, f"08: section 4{_micro(ran08.get('eager, written-out attention'))}", out,
-              ran08.get("eager, written-out attention"))]
+              ran08.get("eager, written-out attention"), (None, None, ""))]
     for which, row in _moments(ran08, ran09, batch):
         if _written_out(row):  # 08's own step, timed here too; its SDPA readings: :func:`_elsewhere`
-            pairs.append((label, which, out, row))
+            pairs.append((label, which, out, row, (None, None, "")))
     rows = []
-    for what, which, t, row in pairs:
+    for what, which, t, row, (probe, probe08, short) in pairs:
         vs = report.rate_vs_row(t, row) if t is not None and row else None
         if vs is None:
             continue
@@ -510,10 +400,12 @@ def _rates(ran08: Mapping[str, dict], batch: int, eager: Timing | None, written:
         lo, hi = row["spread"]
         micro = _micro(row) if which.startswith("each") or not which else ""  # 08's step of more micro-batches
         which = "; ".join(filter(None, [which, f"08: its step{micro}" if micro else ""]))
+        ratio, verdict = _pair(*vs)
+        paced = paced_vs_row(t, probe, row, probe08)
         rows.append(Row(f"{what}, {row['unit']}" + (f" ({which})" if which else ""),
                         f"{row['value']:.3g} ({lo:.3g}–{hi:.3g})",
-                        f"{t.rate / scale:.3g} ({t.rate_lo / scale:.3g}–{t.rate_hi / scale:.3g})", *_pair(*vs), vs[0],
-                        row["value"]))
+                        f"{t.rate / scale:.3g} ({t.rate_lo / scale:.3g}–{t.rate_hi / scale:.3g})",
+                        ratio + (f"; paced {paced[0]:.2f}×" if paced else ""), verdict, vs[0], row["value"], paced, short))
     return rows
 
 

@@ -161,7 +161,8 @@ def step_readings(measured: StepOps, eager: Mapping[str, Timing | None],
     clause = probe_clause(readings, {**(probes or {}), "here": measured.probe})
     tokens = next((t.work for t in readings.values() if t is not None and t.work), None)  # the same step in every set
     faults = faults_words({w: (t.median_s, 1e3 * t.faults / tokens if t.faults is not None and tokens else None)
-                           for w, t in readings.items() if t is not None}, per="1,000 tokens")  # as beside 08
+                           for w, t in readings.items() if t is not None}, per="1,000 tokens",
+                         of="the plain eager step's ")  # as beside 08, which counts 08's step's
     return eager_readings(readings) + "".join(f"\n  {c}" for c in (clause, faults) if c)
 
 
