@@ -237,7 +237,7 @@ def memory_timeline(ax: Axes, tl: Timeline, marks: Sequence[tuple[str, float, fl
 
 
 _KIND_COLOURS = {"matmul": "tab:blue", "attention": "tab:purple", "element-wise": "tab:orange",
-                 "reduction & other": "tab:green", "copy": "tab:gray"}
+                 "reduction & other": "tab:green", "copy": "tab:gray", "dispatch & views": "tab:olive"}
 
 
 def roofline(ax: Axes, ops: Sequence, peak_flops: float, roofs: Mapping[str, float],

@@ -39,7 +39,7 @@ from course_lib.device import sync
 from course_lib.memory import quiet_stderr
 from course_lib.profiling import COPY_OPS, gpu_work, load_trace
 
-KINDS = ("matmul", "attention", "element-wise", "reduction & other", "copy")
+KINDS = ("matmul", "attention", "element-wise", "reduction & other", "copy", "dispatch & views")
 _COPIES = COPY_OPS | {"aten::embedding", "aten::embedding_dense_backward"}  # gathers move data too
 _NO_TRAFFIC = {"aten::empty", "aten::empty_strided", "aten::empty_like", "aten::detach",
                "aten::lift_fresh", "aten::_unsafe_view", "aten::resize_"}
@@ -102,7 +102,18 @@ def _kind(name: str, func: torch._ops.OpOverload) -> str:
         return "copy"
     if torch.Tag.pointwise in func.tags or name.startswith("aten::_foreach_") or "adam" in name:
         return "element-wise"
+    if func.is_view or _composite(func):  # a profiler's self time of aten::linear or aten::view: routing, no arithmetic
+        return "dispatch & views"
     return "reduction & other"
+
+
+def _composite(func: torch._ops.OpOverload) -> bool:
+    """Whether `func` is written in other ATen ops (CompositeImplicitAutograd: aten::linear calls addmm), so that its
+    own time under a profiler is its dispatch, its arithmetic counted in the ops it calls."""
+    try:
+        return func.has_kernel_for_dispatch_key(torch._C.DispatchKey.CompositeImplicitAutograd)
+    except RuntimeError:  # an overload the dispatcher does not list under this name
+        return False
 
 
 def kind_of(name: str) -> str | None:
@@ -112,7 +123,9 @@ def kind_of(name: str) -> str | None:
     overloads = packet.overloads() if packet is not None else []
     if not overloads:
         return None
-    return _kind(name, getattr(packet, "default" if "default" in overloads else overloads[0]))
+    pointwise = next((f for f in map(lambda o: getattr(packet, o), overloads) if torch.Tag.pointwise in f.tags), None)
+    return _kind(name, pointwise or getattr(packet, "default" if "default" in overloads else overloads[0]))  # the
+    # profiler names no overload: aten::add is add.Tensor (pointwise) as often as the scalar add.default (untagged)
 
 
 def profiled_kinds(averages: Sequence[Any], device_type: str) -> dict[str, float]:

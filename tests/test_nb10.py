@@ -465,6 +465,9 @@ def test_kind_table_and_the_verdicts():
     assert table[3].startswith("(a kind mixes ops of every size") and table[0].endswith("ridge, 10.0 FLOP/B")
     assert table[4].startswith("copy: ops the step calls that only move data") and "section 1's 'copies'" in table[4]
     assert len(nb10.kind_table({"matmul": kinds["matmul"]}, 0.004, 10.0).splitlines()) == 3  # no copy: no note
+    both = nb10.kind_table(kinds, 0.005, 10.0, profiled={"matmul": 0.006, "copy": 0.001, "dispatch & views": 0.001})
+    row = next(ln for ln in both.splitlines() if ln.startswith("dispatch & views"))  # reader FT: section 1's 9 % 'other'
+    assert " 12.5% " in row and "dispatch, no arithmetic" in row  # 1 of section 1's 8 ms; not in this section's kinds
     def near(o):  # the notebook's rule: an op at half its roof or more (a copy: of the memory bandwidth)
         return (of_roof(o) if o.flops else o.bandwidth / BW) >= 0.5
 
@@ -1041,7 +1044,8 @@ def test_kind_table_sets_section_1s_shares_beside_section_4s():
     rows = table.splitlines()
     assert "section 1" in rows[0] and rows[1].split()[:3] == ["attention", "55.0%", "45.0%"]
     assert rows[2].split()[:3] == ["matmul", "45.0%", "40.0%"]
-    assert rows[3].startswith("share of op time: this section's op timings") and "section 1: the profile" in rows[3]
+    assert rows[3].split()[:3] == ["copy", "-", "15.0%"]  # a kind only the profile shows keeps its row
+    assert rows[4].startswith("share of op time: this section's op timings") and "section 1: the profile" in rows[4]
     assert "section 1" not in nb10.kind_table(kinds, 0.1, 12.6, "cpu")  # no profile: one column
 
 

@@ -411,6 +411,10 @@ def test_profiled_kinds_sums_each_aten_ops_own_time_by_kind():
     assert [kind_of(n) for n in ("aten::mm", "aten::_scaled_dot_product_flash_attention_for_cpu_backward",
                                  "aten::gelu", "aten::copy_", "ProfilerStep#1", "aten::no_such_op")] == [
         "matmul", "attention", "element-wise", "copy", None, None]
+    # reader FT: a profiler's self time of a composite op (linear routes to addmm) or a view is no reduction
+    assert [kind_of(n) for n in ("aten::linear", "aten::matmul", "aten::view", "aten::t", "aten::sum",
+                                 "aten::_log_softmax")] == ["dispatch & views"] * 4 + ["reduction & other"] * 2
+    assert kind_of("aten::add") == kind_of("aten::mul") == "element-wise"  # not add.default, the untagged int add
     a = torch.randn(64, 64)
     with profile() as prof, record_function("a range of my own"):
         F.gelu(a @ a)

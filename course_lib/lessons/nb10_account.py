@@ -15,13 +15,15 @@ from course_lib.models import GPTConfig
 
 
 def account_in_08(ran08: Mapping[str, dict] | None, sdpa: Timing, written: Timing, dtype: torch.dtype, batch: int,
-                  gpt: GPTConfig, profile: str, paired: Ratio | None = None, in_step: float | None = None) -> str:
+                  gpt: GPTConfig, profile: str, paired: Ratio | None = None, in_step: float | None = None,
+                  where: str = "section 1's profile") -> str:
     """Notebook 08's attention alone (forward + backward of one layer at this micro-batch, earlier in this run): SDPA's
     extra time per call times the layers, beside the gap between this notebook's two eager steps (`sdpa`, `written`,
     section 3's turns): by their paired ratio where given (`paired`, SDPA's time over the written-out step's, turn by
     turn, at the written-out step's median), else by their medians; an account from two sets of turns, not a
     measurement of the step. Beside it, 08's own account by the same method (:func:`_in_08`). `in_step`: SDPA per
-    layer inside the profiled step (section 1, s), set beside 08's attention alone where the sum exceeds the gap."""
+    layer inside the profiled step (s; `where`: which profile), set beside 08's attention alone where the sum exceeds
+    the gap."""
     rows = {k: (ran08 or {}).get(f"attention alone: {k}, {dtype}") for k in ("SDPA", "written out")}
     if not all(rows.values()) or not same_as_08(gpt, profile, batch):
         return ""
@@ -41,7 +43,7 @@ def account_in_08(ran08: Mapping[str, dict] | None, sdpa: Timing, written: Timin
              f". The {summed * 1e3:+.1f} ms summed from attention timed alone exceeds the step's {gap * 1e3:+.1f} ms gap: "
              "the two come from different sets of turns, and attention alone runs without its neighbouring ops")
             + (f"; 08's SDPA alone took {rows['SDPA']['value']:.3g} ms a layer, {alone:.2f}× the {in_step * 1e3:.3g} ms "
-               f"section 1's profile gives it inside this step: were the written-out attention alone as much slower, "
+               f"{where} gives it inside this step: were the written-out attention alone as much slower, "
                f"the sum would read {summed / alone * 1e3:+.1f} ms (an assumption, not measured)"
                if alone and over else "" if ranges else "; what sets them apart is not measured")
             if share and (ranges or over) else "")

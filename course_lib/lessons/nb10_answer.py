@@ -85,8 +85,9 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     if kinds:
         op_time = sum(k["seconds"] for k in kinds.values())
         whole = sum(profiled.values()) if profiled else 0.0
+        larger = lambda k: max((profiled or {}).get(k, 0.0) / whole, kinds[k]["seconds"] / op_time if k in kinds else 0.0)  # noqa: E731
         shares = ([(kind, (profiled or {})[kind] / whole, kinds[kind]["seconds"] / op_time if kind in kinds else None)
-                   for kind in sorted(profiled or {}, key=lambda k: -(profiled or {})[k])[:3]] if whole else
+                   for kind in sorted(profiled or {}, key=lambda k: -larger(k))[:3]] if whole else  # by the larger of the two
                   [(kind, k["seconds"] / op_time, None) for kind, k in list(kinds.items())[:3]])
         head.append("  where the time went: " + ", ".join(  # section 1's profile first: the lighter instrument
             f"{kind} {first:.0%}" + (f" ({then:.0%})" if then is not None else "") for kind, first, then in shares)

@@ -330,6 +330,10 @@ def kind_table(kinds: Mapping[str, Mapping[str, float]], op_time: float, ridge_:
         where = "moves data only" if not k["flops"] else ("below the ridge" if i < ridge_ else "above the ridge")
         beside = f" {(profiled or {}).get(kind, 0.0) / whole:>11.1%}" if whole else ""
         lines.append(f"{kind:<18} {k['seconds'] / op_time:>16.1%}{beside} {i:>8.2f} {rate:>14}  {where}")
+    for kind in [k for k in (profiled or {}) if k not in kinds and whole]:  # a kind only a profile shows
+        lines.append(f"{kind:<18} {'-':>16} {profiled[kind] / whole:>11.1%} {'-':>8} {'-':>14}  " + (
+            "a profile's own time of composite ops (aten::linear, which calls addmm) and views: dispatch, no "
+            "arithmetic; this section counts each op with what it calls" if kind == "dispatch & views" else "").rstrip())
     if whole:
         lines.append("share of op time: this section's op timings (each op with what it calls, its FLOPs counted); "
                      "section 1: the profile (each op's own time). The two group and slow ops differently, so their "
