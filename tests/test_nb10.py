@@ -760,6 +760,14 @@ def test_account_in_08_sums_attention_alone_over_the_layers_beside_this_gap():
     assert inside.endswith("; 08's SDPA alone took 13.6 ms a layer, 1.28× the 10.6 ms section 1's profile gives it inside "
                            "this step: were the written-out attention alone as much slower, the sum would read +27.7 ms "
                            "(an assumption, not measured)")  # 35.6 ms / (13.6 / 10.6), 10.6 rounded from 0.0106 s
+    two = nb10.account_in_08(ran08, sdpa, written, torch.bfloat16, 16, gpt, "cpu", in_step=0.0112,  # readers FV, FW
+                             where="section 4's op timings", also={"section 1's profile": 0.0191})
+    assert two.endswith("; 08's SDPA alone took 13.6 ms a layer; inside this step SDPA took 11.2 ms (section 4's op "
+                        "timings), 19.1 ms (section 1's profile), 1.71× apart at two moments: which one the step's gap "
+                        "goes with is not measured, so the sum is not scaled to the step")
+    near = nb10.account_in_08(ran08, sdpa, written, torch.bfloat16, 16, gpt, "cpu", in_step=0.0106,
+                              where="section 4's op timings", also={"section 1's profile": 0.0110})  # within 1.1x
+    assert "the 10.6 ms section 4's op timings gives it inside this step" in near and "+27.7 ms" in near
     paired = Ratio("written-out attention vs SDPA, eager", 1.25, 1.2, 1.3, rounds=9, coverage=0.96, drift=0.01)
     by_pairs = nb10.account_in_08(ran08, sdpa, written, torch.bfloat16, 16, gpt, "cpu", paired=paired)
     assert "here the paired ratio, 1.25×, puts the two eager steps +17.4 ms apart (SDPA minus written out, at the " \
@@ -1627,6 +1635,8 @@ def test_faults_words_set_each_readings_page_faults_beside_its_time():
     assert nb10.faults_words({"08": (0.174, 6000.0), "09": (0.170, 0.0), "here": (0.134, 0.0)}).endswith(
         "09 ran 1.1× or more slower than the fastest without faulting more: the faults do not go with the step's move here")
     assert nb10.faults_words({"a": (0.1, 9000.0), "b": (0.105, 0.0)}).endswith("no slower reading to set the faults beside")
+    assert "lie within 1.1× of each other (the others were not counted): no slower" in nb10.faults_words(
+        {"a": (0.1, 9000.0), "b": (0.105, 0.0), "c": (0.15, None)})  # reader FV: the 1.48x reading had no count
     assert nb10.faults_words({"a": (0.1, 9000.0), "b": (0.12, None)}) == ""  # one reading counted: nothing to set beside
 
 
@@ -1647,7 +1657,10 @@ def test_beside_08_sets_08s_inferred_lead_beside_the_one_timed_here():
     compiled, written = t("compiled, default", 0.0990), t("eager, written-out attention", 0.0700)  # 1.41x ahead here
     row = _inferred({INFERRED: {"value": 1.19, "unit": "×", "spread": [1.19, 1.19]}}, compiled, written)
     assert row.quantity == "written-out eager over compiled SDPA (08: inferred from two sets of turns; here: paired)"
-    assert row.in_08 == "1.19×" and row.here.startswith("1.41× (") and row.ratio.startswith("1.19×")  # 1.41 / 1.19
+    assert row.in_08 == "1.19× (1.19–1.19)" and row.here.startswith("1.41× (") and row.ratio.startswith("1.19×")  # 1.41 / 1.19
+    wide = _inferred({INFERRED: {"value": 1.34, "unit": "×", "spread": [0.88, 1.62]}}, compiled, written)  # reader FV
+    here = bench.speedup(compiled, written, "")
+    assert wide.in_08 == "1.34× (0.88–1.62)" and f"({here.lo / 1.62:.2f}–{here.hi / 0.88:.2f})" in wide.ratio  # both spreads
     apart = bench.timing_of([0.07] * 5, name="w", device="cpu", work=2048, unit="tok/s", turns_id=object())
     assert _inferred({INFERRED: {"value": 1.19}}, compiled, apart) is None  # not in the same turns: no paired lead here
     assert _inferred({}, compiled, written) is None  # 08 inferred nothing

@@ -193,7 +193,8 @@ def faults_words(named: Mapping[str, tuple[float, float | None]], per: str = "st
     if max(f for _, f in got.values()) < least:
         said = f"under {least:,.0f} in every reading, too few to weigh in a step's time"
     elif not slow:
-        said = f"the readings lie within {AGREE:g}× of each other: no slower reading to set the faults beside"
+        said = (f"the readings with a count lie within {AGREE:g}× of each other"
+                + " (the others were not counted)" * (len(got) < len(named)) + ": no slower reading to set the faults beside")
     elif min(slow.values()) - max(fast) >= least:
         said = (f"every slower reading ({AGREE:g}× or more the fastest's time) faulted at least "
                 f"{min(slow.values()) - max(fast):,.0f} more than the faster ones: memory taken fresh from the system "

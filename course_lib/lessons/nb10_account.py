@@ -10,20 +10,20 @@ import torch
 
 from course_lib.bench import Ratio, Timing
 from course_lib.lessons.nb08_attention import fits_words
-from course_lib.lessons.nb10_beside08 import _step_s, _tokens_per_step, same_as_08
+from course_lib.lessons.nb10_beside08 import PACED, _step_s, _tokens_per_step, same_as_08
 from course_lib.models import GPTConfig
 
 
 def account_in_08(ran08: Mapping[str, dict] | None, sdpa: Timing, written: Timing, dtype: torch.dtype, batch: int,
                   gpt: GPTConfig, profile: str, paired: Ratio | None = None, in_step: float | None = None,
-                  where: str = "section 1's profile") -> str:
+                  where: str = "section 1's profile", also: Mapping[str, float] | None = None) -> str:
     """Notebook 08's attention alone (forward + backward of one layer at this micro-batch, earlier in this run): SDPA's
     extra time per call times the layers, beside the gap between this notebook's two eager steps (`sdpa`, `written`,
     section 3's turns): by their paired ratio where given (`paired`, SDPA's time over the written-out step's, turn by
     turn, at the written-out step's median), else by their medians; an account from two sets of turns, not a
     measurement of the step. Beside it, 08's own account by the same method (:func:`_in_08`). `in_step`: SDPA per
     layer inside the profiled step (s; `where`: which profile), set beside 08's attention alone where the sum exceeds
-    the gap."""
+    the gap; `also`: the same from another profile (where: s), which, 1.1× or more apart, leaves the scale open."""
     rows = {k: (ran08 or {}).get(f"attention alone: {k}, {dtype}") for k in ("SDPA", "written out")}
     if not all(rows.values()) or not same_as_08(gpt, profile, batch):
         return ""
@@ -42,9 +42,7 @@ def account_in_08(ran08: Mapping[str, dict] | None, sdpa: Timing, written: Timin
     more = ((". T" + fits_words(ranges, summed / gap)[1:] if ranges else
              f". The {summed * 1e3:+.1f} ms summed from attention timed alone exceeds the step's {gap * 1e3:+.1f} ms gap: "
              "the two come from different sets of turns, and attention alone runs without its neighbouring ops")
-            + (f"; 08's SDPA alone took {rows['SDPA']['value']:.3g} ms a layer, {alone:.2f}× the {in_step * 1e3:.3g} ms "
-               f"{where} gives it inside this step: were the written-out attention alone as much slower, "
-               f"the sum would read {summed / alone * 1e3:+.1f} ms (an assumption, not measured)"
+            + (_scaled(rows["SDPA"]["value"] / 1e3, summed, {where: in_step, **(also or {})})
                if alone and over else "" if ranges else "; what sets them apart is not measured")
             if share and (ranges or over) else "")
     return (f"notebook 08 timed attention alone at this shape earlier in this run ({dtype}, forward + backward): SDPA's "
@@ -54,6 +52,22 @@ def account_in_08(ran08: Mapping[str, dict] | None, sdpa: Timing, written: Timin
                f"two eager steps' medians differ by {gap * 1e3:+.1f} ms (SDPA minus written out)")
             + f"{share}. Two sets of turns: an account, not a measurement of the step{more}"
             + _in_08(ran08 or {}, per_call, gpt, batch, summed / gap if share else None))
+
+
+def _scaled(alone: float, summed: float, inside: Mapping[str, float]) -> str:
+    """08's SDPA alone (s a layer) beside SDPA inside this step (`inside`, where: s a layer, the first the one scaled
+    by): the sum as it would read were the written-out attention alone as much slower (an assumption); where two
+    readings inside the step lie 1.1× or more apart, both, and no scaled sum (which of them holds is not measured)."""
+    (where, first), *rest = inside.items()
+    far = [w for w, v in rest if max(v, first) / min(v, first) >= PACED]
+    if far:
+        return (f"; 08's SDPA alone took {alone * 1e3:.3g} ms a layer; inside this step SDPA took "
+                + ", ".join(f"{v * 1e3:.3g} ms ({w})" for w, v in inside.items())
+                + f", {max(inside.values()) / min(inside.values()):.2f}× apart at two moments: which one the step's gap "
+                "goes with is not measured, so the sum is not scaled to the step")
+    return (f"; 08's SDPA alone took {alone * 1e3:.3g} ms a layer, {alone / first:.2f}× the {first * 1e3:.3g} ms {where} "
+            f"gives it inside this step: were the written-out attention alone as much slower, the sum would read "
+            f"{summed * first / alone * 1e3:+.1f} ms (an assumption, not measured)")
 
 
 def _in_08(ran08: Mapping[str, dict], per_call: float, gpt: GPTConfig, batch: int, here: float | None) -> str:

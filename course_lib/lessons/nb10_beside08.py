@@ -324,8 +324,10 @@ def _inferred(ran08: Mapping[str, dict], compiled: Timing | None, written: Timin
             or compiled.turns_id != written.turns_id:
         return None
     here = bench.speedup(compiled, written, "")
-    return Row(f"{INFERRED.split(',')[0]} (08: inferred from two sets of turns; here: paired)", f"{row['value']:.2f}×",
-               here.numbers, *_pair(here.value / row["value"], here.lo / row["value"], here.hi / row["value"]))
+    lo, hi = row.get("spread") or [row["value"]] * 2  # 08's range, from its two intervals' ends: both spreads, as the rows
+    return Row(f"{INFERRED.split(',')[0]} (08: inferred from two sets of turns; here: paired)",
+               f"{row['value']:.2f}×" + (f" ({lo:.2f}–{hi:.2f})" if row.get("spread") else ""),
+               here.numbers, *_pair(here.value / row["value"], here.lo / hi, here.hi / lo))
 
 
 def _tokens_to_pay(extra_s: float, eager: Timing, gain: Ratio, tokens: float) -> tuple[float, float, float] | None:
