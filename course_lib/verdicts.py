@@ -530,12 +530,15 @@ ELSEWHERE = "What GPUs measured"  # a notebook's section holding every reference
 def aside(text: str, keep: dict[str, list[str]], under: str) -> str:
     """A reference GPU's or published block (`text`: another machine's figures, often another model's) kept in `keep`
     under `under` (a section's name) for a section of their own (:data:`ELSEWHERE`, printed with :func:`kept`), so
-    that the lesson's own lines read without them; one line says where it went ('' where `text` has none)."""
+    that the lesson's own lines read without them; one line says where it went, in full the first time, then short
+    ('' where `text` has none)."""
     lines = [ln for ln in text.splitlines() if ln.strip()]
     if not lines:
         return ""
+    first = not keep
     keep[under] = [*keep.get(under, []), *lines]
-    return f"(what GPUs measured here: under '{ELSEWHERE}', after the answer)"
+    return (f"(what GPUs measured here: under '{ELSEWHERE}', after the answer)" if first else
+            f"(GPUs: under '{ELSEWHERE}')")
 
 
 def kept(details: Mapping[str, Sequence[str]]) -> str:

@@ -645,6 +645,9 @@ def test_pays_clause_gives_the_break_even_only_where_there_is_a_gain():
     assert "which read 1.45× its time before the compile (the pace probe: 1.02×): a slowed" in nb08.pays_clause(
         1400.0, 29.7, moved=1.45, probe=1.02)  # reader FM: whether the machine's pace moved with it
     assert nb08.pays_clause(1000.0, 22.4, moved=1.05).endswith("after about 1,000 steps")  # under 1.1x: nothing to add
+    assert nb08.pays_clause(1100.0, 30.2, moved=1.15, gain=1.10).endswith(  # readers FV, FW: run112's slowed control
+        "a slowed eager step makes the saving look larger; against its time before the compile, the compiled step ran "
+        "at 0.96× (two moments)")  # 1.10 / 1.15
 
 
 def test_busy_verdict_gives_the_medians_ratio_where_it_differs_from_the_paired_one():

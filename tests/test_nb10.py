@@ -1031,7 +1031,7 @@ def test_aside_keeps_another_machines_block_for_its_own_section_and_says_where()
     said = nb10.aside("\nOn the reference GPU: 1.04×\n  its GPT: 6 layers\n", apart, "section 2")
     assert said == f"(what GPUs measured here: under '{nb10.ELSEWHERE}', after the answer)"
     assert nb10.aside("", apart, "section 3") == "" and "section 3" not in apart  # nothing to set apart: no line
-    nb10.aside("published: 2.27×", apart, "section 2")  # a second block of the same section joins the first
+    assert nb10.aside("published: 2.27×", apart, "section 2") == f"(GPUs: under '{nb10.ELSEWHERE}')"  # said once in full
     assert nb10.kept(apart).splitlines() == ["section 2:", "  On the reference GPU: 1.04×", "    its GPT: 6 layers",
                                             "  published: 2.27×"]
 

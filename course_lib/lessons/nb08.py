@@ -183,12 +183,14 @@ def break_even_text(speed: Ratio, extra_s: float, eager: Timing, tokens_per_step
             "reading of the eager step, the one timed beside the compiled GPT")
 
 
-def pays_clause(steps: float, extra_s: float, moved: float = 1.0, cold: bool = True, probe: float | None = None) -> str:
+def pays_clause(steps: float, extra_s: float, moved: float = 1.0, cold: bool = True, probe: float | None = None,
+                gain: float | None = None) -> str:
     """The compile's break-even as a clause for a short line ('' where there is none, `steps` infinite);
     `moved`: the eager step it is reckoned from, over the same step's time before the compile: where 1.1× or more
     apart, the clause says so (a slowed eager step makes the saving look larger), and how far the pace probe moved
-    between the same two sets of turns (`probe`, its time after over before), where both timed it. `cold`: False for
-    a compile after another had filled the caches."""
+    between the same two sets of turns (`probe`, its time after over before), where both timed it, and, with `gain`
+    (the paired speed-up), the compiled step against the eager one's earlier time. `cold`: False for a compile after
+    another had filled the caches."""
     if not math.isfinite(steps):
         return ""
     which, warm = ("cold compile", "") if cold else ("compile", ", the caches warm from section 4's")
@@ -197,8 +199,9 @@ def pays_clause(steps: float, extra_s: float, moved: float = 1.0, cold: bool = T
     if abs(math.log(moved)) >= math.log(1.1):
         said += (f", by the eager step timed beside it, which read {moved:.2f}× its time before the compile"
                  + (f" (the pace probe: {probe:.2f}×)" if probe else "")
-                 + (": a slowed eager step makes the saving look larger (the appendix gives both eager readings)"
-                    if moved > 1 else " (the appendix gives both eager readings)"))
+                 + (": a slowed eager step makes the saving look larger" if moved > 1 else "")
+                 + (f"; against its time before the compile, the compiled step ran at {gain / moved:.2f}× (two moments)"
+                    if gain else " (the appendix gives both eager readings)"))
     return said
 
 
