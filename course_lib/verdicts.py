@@ -524,6 +524,7 @@ def in_short(short: str | Sequence[str], details: Iterable[str], keep: dict[str,
 AGREE = 1.1  # readings of the same step (or with each set's pace taken out) this close agree: 08's, 09's and 10's rule
 
 
+CONFIRM = 1.1  # a gain whose interval reaches below this, from one set of turns, wants a second set to confirm it
 ELSEWHERE = "What GPUs measured"  # a notebook's section holding every reference GPU's and published block, apart
 
 

@@ -542,6 +542,10 @@ def test_versions_elsewhere_names_the_reference_gpt_and_stands_apart(tmp_path, m
     rep.add("eager, SDPA", 450.0, "ktok/s", spread=(440.0, 460.0))
     report.record_reference({"08_transformer": rep.to_dict()})
     assert "1.50× (the ratio of the medians; 1.42–1.59× from the quartiles)" in nb08.versions_elsewhere()
+    assert "two H200 machines" not in nb08.versions_elsewhere()  # a Test GPU's record: no H200 note
+    rep.meta.update(device="NVIDIA H200")  # reader FY: the note stands beside the step rows, not only the MFU rows
+    report.record_reference({"08_transformer": rep.to_dict()})
+    assert "\n  (two H200 machines ran the eager SDPA step" in nb08.versions_elsewhere()
 
 
 def _turns(name, seconds, turns_id="busy", work=100):
@@ -626,6 +630,10 @@ def test_answer_reads_each_line_from_its_section():
                        faster=later).splitlines()[4] == (
         "    compiled, written-out attention, in later turns: 28.2 ktok/s (section 4: 1.188× (0.997–1.318) over eager there, "
         "too wide to tell)")
+    clear = {"compiled vs eager, written-out attention": {"value": 1.12, "unit": "×", "spread": [1.05, 1.33]}}
+    assert nb08.answer({**rows, **clear}, "eager, written-out attention", None, 1.0, None, "cpu",  # readers FX, FY
+                       faster=later).splitlines()[4].endswith(
+        "); one set of turns, its interval reaching below 1.1×: unconfirmed, as notebook 10 counts such a gain")
     assert said[2].startswith("  share of the peak: MFU 29.8%–42.2% of the measured peak (418.7 GFLOP/s)")
     assert said[3].endswith("0.978 lower, so it uses the context, not only byte frequencies")
     assert said[4].endswith("the weights equal the straight run's, bit for bit")
@@ -683,8 +691,8 @@ def test_run_order_lists_the_same_steps_readings_as_they_ran_and_how_they_moved(
                          "what does is not measured")
     moved = nb08.run_order({"a": t(143), "b": t(173)}, {"a": t(12.0), "b": t(14.5)})
     assert moved.endswith("the pace probe, timed in 2 of these sets, moved 1.21× while the step moved 1.21× in them; "
-                          "with each set's probe taken out they lie within 1.00×: the machine's pace, as that fixed work "
-                          "reads it, accounts for the move")
+                          "with each set's probe taken out they lie within 1.00×: the probe moved with the step (what "
+                          "moved both, the machine's pace or other work in this process, is not told apart)")  # reader FY
     part = nb08.run_order({"a": t(143), "b": t(186)}, {"a": t(12.0), "b": t(13.32)})  # the probe 1.11x, the step 1.30x
     assert part.endswith("with each set's probe taken out they lie within 1.17×: the probe accounts for part of the move; "
                          "the rest is not measured")

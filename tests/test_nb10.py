@@ -1673,7 +1673,7 @@ def test_answer_counts_a_compile_gain_under_ten_percent_only_where_a_second_set_
     said = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {nb10.COMPILING: small}, None, "", None,
                        again=open_, pays_back={"section 3's": 2500.0})
     assert "so what paid: no change timed here made the step measurably faster; compiling, faster in section 3's turns " \
-        f"({small.brief}), is not counted: a gain under 10% counts once a second set of turns confirms it, and section " \
+        f"({small.brief}), is not counted: a gain whose interval reaches below 1.1× counts once a second set of turns confirms it, and section " \
         "3b's could not tell (details)" in said and "pays back" not in said.short
     big = Ratio("c", 1.30, 1.20, 1.40, rounds=9, coverage=0.96, drift=0.01)  # its whole interval past 1.1x: it counts
     assert "so what paid: compiling (default mode) at 1.30×" in nb10.answer(

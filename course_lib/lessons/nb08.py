@@ -284,7 +284,8 @@ def versions_elsewhere() -> str:
     return (f"The same versions on the reference GPU, with the gpu profile's GPT ({big.n_layer} layers, width "
             f"{big.n_embd}, T = {big.block}, {big.micro * big.accum * big.block:,} tokens per step), another model than "
             "this run's:\n" + report.reference_text("08_transformer", ("eager,", "compiled,", "compiled vs eager"))
-            + ratio + "\n" + reference_gpts())  # the two H200s' note stands once, with the MFU rows (:func:`published_mfu`)
+            + ratio + (f"\n  {two_h200()}" if two_h200() else "")  # beside the step rows (reader FY), and the MFU rows
+            + "\n" + reference_gpts())  # (:func:`published_mfu`)
 
 
 def two_h200(tail: str = "") -> str:
@@ -482,9 +483,11 @@ def answer(rows: Mapping[str, dict], fastest: str | None, mfu_range: Sequence[fl
                         f"{rate(long)}")
         if faster is not None and faster.rate:  # a version timed later that read faster, with its own verdict
             gain = rows.get(f"compiled vs eager, {faster.name.split(', ', 1)[-1]}")
+            one = report.recorded_ratio('', gain) if gain and gain.get("spread") else None
             said.append(f"{faster.name}, in later turns: {fmt_rate(faster.rate, 'tok/s')} (section 4"
-                        + (f": {report.recorded_ratio('', gain).numbers} over eager there, {report.ratio_grade(gain)}"
-                           if gain and gain.get("spread") else "") + ")")
+                        + (f": {one.numbers} over eager there, {report.ratio_grade(gain)}" if one else "") + ")"
+                        + (f"; one set of turns, its interval reaching below {verdicts.CONFIRM:g}×: unconfirmed, as "
+                           "notebook 10 counts such a gain" if one and one.clear and one.lo < verdicts.CONFIRM else ""))
         lines += ["  tokens per second:", *(f"    {s}" for s in said)]
     if mfu_range:
         lines.append(f"  share of the peak: MFU {mfu_range[0]:.1%}–{mfu_range[1]:.1%} of the measured peak "

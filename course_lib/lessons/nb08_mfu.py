@@ -237,7 +237,8 @@ def run_order(readings: Mapping[str, Timing | None], probes: Mapping[str, Timing
                "the move; what does is not measured" if probe_span < AGREE <= step_span else
                f"the pace probe, timed in {len(paced)} of these sets, moved {probe_span:.2f}× while the step moved "
                f"{step_span:.2f}× in them; with each set's probe taken out they lie " + (
-                   f"within {left:.2f}×: the machine's pace, as that fixed work reads it, accounts for the move"
+                   f"within {left:.2f}×: the probe moved with the step (what moved both, the machine's pace or other "
+                   "work in this process, is not told apart)"
                    if left < AGREE else
                    f"within {left:.2f}×: the probe accounts for part of the move; the rest is not measured"
                    if left <= step_span ** (2 / 3) else  # a third of the move or more taken away, on a log scale

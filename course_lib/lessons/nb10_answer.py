@@ -17,6 +17,7 @@ from course_lib.lessons.nb10_short import (break_control, break_cost_only, break
                                             other_sets, points, unconfirmed)
 from course_lib.roofline import OpTime
 from course_lib.units import fmt_count
+from course_lib.verdicts import CONFIRM
 
 COMPILING = "compiling (default mode)"  # the answer's name for section 3's compile, in `fixes`
 FIX = "a tensor instead of .item()"  # the answer's name for section 3b's graph-break fix, in `fixes`
@@ -118,7 +119,7 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     held = (f"; compiling, faster in {_and([w for w, _ in gained])} turns, read no measurable difference in "
             f"{_and(flat)}, so it is not counted here (details)" if gained and flat and not compiled else
             f"; compiling, faster in {_and([w for w, _ in gained])} turns ({gained[0][1].brief}), is not counted: a gain "
-            f"under {CONFIRM - 1:.0%} counts once a second set of turns confirms it, and "
+            f"whose interval reaches below {CONFIRM:g}× counts once a second set of turns confirms it, and "
             + (_and([f"{w} {'could not tell' if r.grade != 'no difference' else 'read no measurable difference'}"
                      for w, r in sets if not is_gain(r)])) + " (details)" if alone else
             f"; compiling in {len(gained)} of {len(sets)} sets of turns ({_and([w for w, _ in gained])}; "
@@ -299,7 +300,6 @@ def _break_words(fix: Ratio, cost: Ratio) -> str:
                         if break_cost_only(fix, cost) else "")
 
 
-CONFIRM = 1.1  # a compile gain whose interval reaches below this is counted only once two sets of turns resolve it
 
 
 def _fix_status(name: str, r: Ratio | None, sets: Sequence[tuple[str, Ratio]], unsettled: bool, unbacked: bool,
