@@ -400,3 +400,6 @@ def test_pace_rule_reads_medians_and_quartile_ends_one_way_for_09_and_10():
     assert pace_rule(1.05, 1.0, 1.19) == "far ends"  # the medians within 1.1x, the far ends past it
     assert pace_rule(1.15, 1.04, 1.3) == "near ends"  # past it at the medians, within it at the near ends
     assert pace_rule(1.32, 1.2, 1.5) == "apart"
+    from course_lib.lessons.nb09_beside08 import near_far
+    assert near_far(0.95, 1.2) == (1.0, 1.2) and near_far(1.2, 1.5) == (1.2, 1.5)
+    assert near_far(0.5, 0.8) == pytest.approx((1.25, 2.0))  # below 1: each end as its inverse

@@ -138,6 +138,11 @@ UNPACED = "a gap the probe does not take away, so not the machine's pace as the 
 PACED = verdicts.AGREE  # readings within this factor of each other once each set's pace is taken out agree
 
 
+def near_far(lo: float, hi: float) -> tuple[float, float]:
+    """A range of ratios' near and far ends from 1, each as a factor of 1 or more (near 1.0 where it holds 1)."""
+    return (1.0 if lo <= 1 <= hi else lo if lo > 1 else 1 / hi), max(hi, 1 / lo)
+
+
 def pace_rule(ratio: float, near: float, far: float) -> str:
     """How two readings of one step compare with each set's pace taken out, read by their medians (`ratio`, as a
     factor of 1 or more) and their quartiles' near and far ends (as factors): 'agree' (all within :data:`PACED`),
@@ -156,7 +161,7 @@ def _paced(ratio: float, probe08: dict | None, probe: Timing | None, ends: tuple
         return ""
     paced, (lo08, hi08) = ratio * probe.median_s * 1e3 / probe08["value"], probe08.get("spread") or [probe08["value"]] * 2
     lo, hi = (ends[0] * 1e3 * probe.lo_s / hi08, ends[1] * 1e3 * probe.hi_s / lo08) if ends else (paced, paced)
-    far, near = max(hi, 1 / lo), (1.0 if lo <= 1 <= hi else lo if lo > 1 else 1 / hi)  # the quartiles' far, near ends
+    near, far = near_far(lo, hi)  # the quartiles' near and far ends
     said = {"agree": f"within {PACED:g}× of 08's",
             "far ends": f"within {PACED:g}× of 08's at the medians, up to {far:.2f}× at the quartiles' far ends: inconclusive",
             "near ends": f"beyond {PACED:g}× of 08's at the medians, within it at the quartiles' near ends: inconclusive",

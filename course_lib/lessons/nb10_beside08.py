@@ -14,7 +14,7 @@ import torch
 from course_lib import bench, profiles, report, verdicts
 from course_lib.lessons.nb09_beside08 import SHARE_09, WHOLE_STEP  # 09's keys
 from course_lib.lessons.nb10_paced import (PACED, PROBES, UNPACED, _and, _rate, _swing, _written_out,  # noqa: F401
-                                           paced, paced_rows, paced_vs_row)  # re-exported: 08's step, paced
+                                           paced, paced_rows, paced_vs_row, placed_in)  # re-exported: 08's step, paced
 from course_lib.lessons.nb10_short import in_short
 from course_lib.bench import Ratio, Timing, break_even
 from course_lib.models import GPT, GPTConfig
@@ -441,10 +441,8 @@ def _elsewhere(ran08: Mapping[str, dict], ran09: Mapping[str, dict] | None, batc
     off = {w: max(lo / r, r / hi, 1.0) for w, r in at}  # 1: within this notebook's range
     told = any(f >= verdicts.APART for f in off.values())
 
-    side = {w: "within" if off[w] == 1 else  # or how far beyond this notebook's nearest end
-            f"{off[w]:.2f}× " + ("faster than its fastest" if r > hi else "slower than its slowest") for w, r in at}
     return (f"08's step with SDPA at other moments, ktok/s (it adds clipping and AdamW's two groups to this notebook's "
-            "plain step): " + ", ".join(f"{w} {r / 1e3:.3g} ({side[w]})" for w, r in at)
+            "plain step): " + ", ".join(f"{w} {r / 1e3:.3g} ({placed_in(r, lo, hi)})" for w, r in at)
             + "; against this notebook's plain eager SDPA step in its sets of turns: "
             + ", ".join(f"{w} {r / 1e3:.3g}" for w, r in here.items())
             + (f"; by the rule for two moments ({verdicts.APART:g}×), told apart: "

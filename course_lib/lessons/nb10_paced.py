@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 from course_lib.bench import Timing
-from course_lib.lessons.nb09_beside08 import PACED, UNPACED, WHOLE_STEP, pace_rule  # 09's key, the rule, its words
+from course_lib.lessons.nb09_beside08 import PACED, UNPACED, WHOLE_STEP, near_far, pace_rule  # 09's key, rule, words
 from course_lib.lessons.nb10_short import faults_words
 from course_lib.units import unit_scale
 
@@ -18,6 +18,14 @@ PROBES = {"08": "pace probe, section 4's turns", "09": "pace probe, beside 08's 
 SHORT_SETS = {"08's section 4 (2 micro-batches)": "08's section 4", "09's": "09's turns",
               "08's section 5 (1 micro-batch)": "08's section 5",
               "this notebook's section 3": "section 3 here"}  # the sets of turns, named in an 'in short' line
+
+
+def placed_in(rate: float, lo: float, hi: float, within: str = "", whose: str = "its") -> str:
+    """A rate against a range of rates `lo`..`hi`: 'within' (`within`: of what), or how far beyond its nearest end,
+    '1.26× faster than its fastest'."""
+    if lo <= rate <= hi:
+        return f"within {within}".rstrip()
+    return (f"{rate / hi:.2f}× faster than {whose} fastest" if rate > hi else f"{lo / rate:.2f}× slower than {whose} slowest")
 
 
 def _swing(ran08: Mapping[str, dict] | None, ran09: Mapping[str, dict] | None, as_08: Timing | None,
@@ -32,12 +40,7 @@ def _swing(ran08: Mapping[str, dict] | None, ran09: Mapping[str, dict] | None, a
     if len(own08) >= 2 and others:
         lo, hi = min(own08), max(own08)
 
-        def where(rate: float) -> str:  # against 08's own range: inside it, or beyond its nearest end
-            if lo <= rate <= hi:
-                return "within their range"
-            off = rate / hi if rate > hi else lo / rate
-            return f"{off:.2f}× {'faster than the fastest' if rate > hi else 'slower than the slowest'}"
-        placed = ", ".join(f"{w} {where(r)}" for w, r in others.items())
+        placed = ", ".join(f"{w} {placed_in(r, lo, hi, 'their range', 'the')}" for w, r in others.items())
         return (f"; 08's own readings of this step lie {hi / lo:.2f}× apart in one process; against them, {placed}"
                 + ("; the cause of these moves is not measured" if short else
                    f" (a reading within {PACED:g}× of their nearest end falls within the moves one process shows); what "
@@ -155,8 +158,7 @@ def paced_rows(got: Mapping[str, tuple[float, float, float]]) -> str:
     their readings (a test that can fail, where the rule for two moments cannot at these sizes). '' without any."""
     if not got:
         return ""
-    rules = {w: pace_rule(max(v, 1 / v), 1.0 if lo <= 1 <= hi else min(max(lo, 1 / lo), max(hi, 1 / hi)),
-                          max(hi, 1 / lo)) for w, (v, lo, hi) in got.items()}
+    rules = {w: pace_rule(max(v, 1 / v), *near_far(lo, hi)) for w, (v, lo, hi) in got.items()}
     apart = [w for w, r in rules.items() if r == "apart"]
     said = (f"beyond {PACED:g}× for {_and(apart)}: {UNPACED}" if apart else
             f"within {PACED:g}× at the medians and the quartiles' far ends: the notebooks agree once the pace is out"
