@@ -509,10 +509,10 @@ def gap_verdict(gap: float, controls: Iterable[float], base_name: str) -> str:
 
 def in_short(short: str | Sequence[str], details: Iterable[str], keep: dict[str, list[str]] | None = None,
              under: str = "") -> str:
-    """'in short: `short`' (a sequence: one finding a line, aligned under the first), then every non-empty line
-    of `details` indented under 'details:'. With `keep`, the details are kept there under `under` (a section's
-    name) for the appendix (:func:`kept`), and one line says where they are."""
-    found = [short] if isinstance(short, str) else [s for s in short if s]
+    """'in short: `short`' (a sequence: one finding a line, aligned under the first; a finding of several lines, each
+    aligned so), then every non-empty line of `details` indented under 'details:'. With `keep`, the details are kept
+    there under `under` (a section's name) for the appendix (:func:`kept`), and one line says where they are."""
+    found = [ln for s in ([short] if isinstance(short, str) else short) if s for ln in s.splitlines() if ln.strip()]
     lines = [ln for d in details if d for ln in d.splitlines() if ln.strip()]
     head = [f"in short: {found[0]}", *(f"{' ' * len('in short: ')}{s}" for s in found[1:])]
     if keep is not None and lines:

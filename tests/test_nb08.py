@@ -97,10 +97,10 @@ def test_busy_short_gives_the_two_mfus_and_readings_where_mfu_moved_more(gain, b
     full = nb08.busy_verdict(gain, busy, "1 sequence", "16 sequences", BUSY, MFU)
     if short:
         assert said.startswith("with 16 sequences a micro-batch instead of 1 sequence, MFU 0.4% → 5.0% (the medians; "
-                               f"paired in turns, {gain.numbers} higher) while the utilisation reading ")
+                               f"paired in turns, {gain.numbers} higher)\nwhile the utilisation reading ")
         assert said.endswith("(95 % → 97 %): busy is not efficient") and len(said) < len(full)
         assert nb08.busy_short(gain, busy, "1 sequence", "16 sequences", BUSY, MFU, cpu=True).endswith(
-            "(95 % → 97 %): on a CPU that reading sits near 100 % by construction, so only MFU could move here (a GPU's "
+            "(95 % → 97 %): on a CPU it sits near 100 % by construction, so only MFU could move here (a GPU's "
             "contrast: under 'What GPUs measured')")  # reader FO: not the GPU lesson stated as found
     else:
         assert said == full.removeprefix("verdict: ")
@@ -633,7 +633,8 @@ def test_answer_reads_each_line_from_its_section():
     clear = {"compiled vs eager, written-out attention": {"value": 1.12, "unit": "×", "spread": [1.05, 1.33]}}
     assert nb08.answer({**rows, **clear}, "eager, written-out attention", None, 1.0, None, "cpu",  # readers FX, FY
                        faster=later).splitlines()[4].endswith(
-        "); one set of turns, its interval reaching below 1.1×: unconfirmed, as notebook 10 counts such a gain")
+        "(section 4: 1.12× (1.05–1.33) over eager there, unconfirmed: one set of turns, its interval reaching below "
+        "1.1× (notebook 10 counts such a gain once a second set confirms it))")
     assert said[2].startswith("  share of the peak: MFU 29.8%–42.2% of the measured peak (418.7 GFLOP/s)")
     assert said[3].endswith("0.978 lower, so it uses the context, not only byte frequencies")
     assert said[4].endswith("the weights equal the straight run's, bit for bit")
@@ -643,14 +644,15 @@ def test_answer_reads_each_line_from_its_section():
 
 
 def test_pays_clause_gives_the_break_even_only_where_there_is_a_gain():
-    assert nb08.pays_clause(1300.4, 22.4) == "; its cold compile (22.4 s beyond a step's work) pays for itself after about 1,300 steps"
+    assert nb08.pays_clause(1300.4, 22.4) == "\nits cold compile (22.4 s beyond a step's work) pays for itself after about 1,300 steps"
     assert nb08.pays_clause(float("inf"), 22.4) == ""
-    assert nb08.pays_clause(310, 4.0, cold=False) == ("; its compile (4.0 s beyond a step's work, the caches warm from "
+    assert nb08.pays_clause(310, 4.0, cold=False) == ("\nits compile (4.0 s beyond a step's work, the caches warm from "
                                                       "section 4's) pays for itself after about 310 steps")
+    assert nb08.pays_clause(310, 4.0, unconfirmed=True).endswith("after about 310 steps, if the gain holds")
     assert nb08.pays_clause(1000.0, 22.4, moved=1.26).endswith(
-        "after about 1,000 steps, by the eager step timed beside it, which read 1.26× its time before the compile: a "
+        "after about 1,000 steps\nthe eager step timed beside it read 1.26× its time before the compile: a "
         "slowed eager step makes the saving look larger (the appendix gives both eager readings)")
-    assert "which read 1.45× its time before the compile (the pace probe: 1.02×): a slowed" in nb08.pays_clause(
+    assert "read 1.45× its time before the compile (the pace probe: 1.02×): a slowed" in nb08.pays_clause(
         1400.0, 29.7, moved=1.45, probe=1.02)  # reader FM: whether the machine's pace moved with it
     assert nb08.pays_clause(1000.0, 22.4, moved=1.05).endswith("after about 1,000 steps")  # under 1.1x: nothing to add
     assert nb08.pays_clause(1100.0, 30.2, moved=1.15, gain=1.10).endswith(  # readers FV, FW: run112's slowed control
@@ -673,44 +675,50 @@ def test_run_order_lists_the_same_steps_readings_as_they_ran_and_how_they_moved(
     def t(ms):
         return timing_of([ms / 1e3] * 3, name="step", device="cpu")
     slowed = nb08.run_order({"section 4": t(132), "section 4, again": t(138), "section 5": None, "the long run": t(194)})
-    assert slowed == ("the same step, in the order it ran: 132 ms (section 4) → 138 ms (section 4, again) → 194 ms (the "
-                      "long run)\n  the step read slower the later it ran, 1.47× from the first reading to the last; what "
-                      "moved it is not measured here")
+    assert slowed.splitlines() == ["the same step, in the order it ran:",  # a table, then one finding a line
+                                   "  reading           ms a step",
+                                   "  section 4               132",
+                                   "  section 4, again        138",
+                                   "  the long run            194",
+                                   "  the step read slower the later it ran, 1.47× from the first reading to the last",
+                                   "  what moved it is not measured here"]
     assert "within 1.05× of each other: the readings agree" in nb08.run_order({"a": t(100), "b": t(105)})
     assert "now slower, now faster, in no order" in nb08.run_order({"a": t(100), "b": t(130), "c": t(101)})
     assert nb08.run_order({"a": t(100), "b": None}) == ""  # one reading: nothing to order
     counted = nb08.run_order({"section 4": dataclasses.replace(t(132), faults=6000.0), "the long run": t(194)})
-    assert counted.startswith("the same step, in the order it ran: 132 ms (section 4; 6,000 page faults a step) → 194 ms "
-                              "(the long run)\n")  # the long run's loop counts none
+    assert counted.splitlines()[1:4] == ["  reading       ms a step  page faults a step",
+                                         "  section 4           132               6,000",
+                                         "  the long run        194                   -"]  # the long run's loop counts none
     probes = {"section 4": t(12.3), "section 4, again": t(12.5)}  # the probe held while the step moved (reader FI)
     held = nb08.run_order({"section 4": t(143), "section 4, again": t(173), "the long run": t(179)}, probes)
-    assert held.startswith("the same step, in the order it ran: 143 ms (section 4; probe 12.3 ms) → 173 ms (section 4, "
-                           "again; probe 12.5 ms) → 179 ms (the long run)")
-    assert held.endswith("; the pace probe, timed in 2 of these sets, held within 1.02× while the step moved 1.21× in "
-                         "them: the machine's pace, as that fixed matmul and copy read it, does not account for the move; "
+    assert held.splitlines()[:5] == [
+        "the same step, in the order it ran (the pace probe: a fixed matmul and copy timed in the same turns):",
+        "  reading           ms a step  probe, ms", "  section 4               143       12.3",
+        "  section 4, again        173       12.5", "  the long run            179          -"]
+    assert held.endswith("\n  the pace probe held within 1.02× where the step moved 1.21× (the 2 sets that timed both): "
+                         "the machine's pace, as that fixed matmul and copy read it, does not account for the move; "
                          "what does is not measured")
     moved = nb08.run_order({"a": t(143), "b": t(173)}, {"a": t(12.0), "b": t(14.5)})
-    assert moved.endswith("the pace probe, timed in 2 of these sets, moved 1.21× while the step moved 1.21× in them; "
-                          "with each set's probe taken out they lie within 1.00×: the probe moved with the step (what "
-                          "moved both, the machine's pace or other work in this process, is not told apart)")  # reader FY
+    assert moved.endswith("the pace probe moved 1.21× where the step moved 1.21× (the 2 sets that timed both); with "
+                          "each set's probe taken out, within 1.00×: the probe moved with the step (what moved both, the "
+                          "machine's pace or other work in this process, is not told apart)")  # reader FY
     part = nb08.run_order({"a": t(143), "b": t(186)}, {"a": t(12.0), "b": t(13.32)})  # the probe 1.11x, the step 1.30x
-    assert part.endswith("with each set's probe taken out they lie within 1.17×: the probe accounts for part of the move; "
+    assert part.endswith("with each set's probe taken out, within 1.17×: the probe accounts for part of the move; "
                          "the rest is not measured")
     faulted = nb08.run_order({"a": dataclasses.replace(t(137), faults=0.0), "b": dataclasses.replace(t(171), faults=5377.0),
                               "c": dataclasses.replace(t(145), faults=3712.0)})  # reader FQ: printed, now read
-    assert faulted.endswith("\n  page faults per step (pages the system maps in at first touch): a 0, b 5,377, c 3,712: "
-                            "every slower reading (1.1× or more the fastest's time) faulted at least 1,665 more than the "
-                            "faster ones: memory taken fresh from the system each step goes with the slower time here (a "
-                            "candidate cause, not tested)")
+    assert faulted.endswith("\n  page faults (pages the system maps in at first touch): every slower reading (1.1× or "
+                            "more the fastest's time) faulted at least 1,665 more than the faster ones: memory taken "
+                            "fresh from the system each step goes with the slower time here (a candidate cause, not "
+                            "tested)")
     little = nb08.run_order({"a": t(143), "b": t(198)}, {"a": t(12.0), "b": t(13.3)})  # reader FO: little taken away
-    assert little.endswith("they lie 1.25× apart, little closer than the step alone: the probe accounts for little of "
-                           "the move; what moved the step is not measured")
+    assert little.endswith("with each set's probe taken out, 1.25× apart, little closer than the step alone: the probe "
+                           "accounts for little of the move; what moved the step is not measured")
     looped = nb08.run_order({"section 4": t(143), "beside the matmul": t(145), "no sampler": t(198), "the long run": t(180)},
                             looped=("no sampler", "the long run"))  # reader FN: the slow ones ran back to back
     assert looped.endswith("\n  the readings timed back to back (no sampler, the long run) ran 1.24× or more slower than "
                            "every reading timed one call a turn: how the step is timed is a candidate, not tested")
     assert "back to back" not in nb08.run_order({"a": t(143), "b": t(198), "c": t(150)}, looped=("b", "c"))  # mixed
     against = nb08.run_order({"a": t(153), "b": t(150), "c": t(184)}, {"a": t(12.9), "b": t(18.2), "c": t(13.0)})
-    assert against.endswith("with each set's probe taken out they lie 1.72× apart, wider than the step alone: the probe "
-                            "did not move with the step; what moved the step is not measured")  # run106's 08
-
+    assert against.endswith("with each set's probe taken out, 1.72× apart, wider than the step alone: the probe did "
+                            "not move with the step; what moved the step is not measured")  # run106's 08

@@ -1014,6 +1014,8 @@ def test_in_short_puts_one_line_first_and_every_other_line_under_details():
     assert nb10.in_short("nothing more", []) == "in short: nothing more"
     assert nb10.in_short(["one finding", "", "another"], ["a detail"]).splitlines() == [
         "in short: one finding", "          another", "  details:", "    a detail"]  # one finding a line, aligned
+    assert nb10.in_short(["a finding\nits second line", "another"], []).splitlines() == [
+        "in short: a finding", "          its second line", "          another"]  # a finding's lines aligned too
     kept = {}
     short = nb10.in_short("compiling: 1.05×", ["verdict one", "  a note"], keep=kept, under="section 3")
     assert short.splitlines() == ["in short: compiling: 1.05×",  # the details wait for the appendix, which says so

@@ -183,21 +183,33 @@ def break_even_text(speed: Ratio, extra_s: float, eager: Timing, tokens_per_step
             "reading of the eager step, the one timed beside the compiled GPT")
 
 
+UNCONFIRMED = (f"unconfirmed: one set of turns, its interval reaching below {verdicts.CONFIRM:g}× (notebook 10 counts "
+               "such a gain once a second set confirms it)")
+
+
+def unconfirmed(r: Ratio) -> bool:
+    """Whether `r` is a gain beyond its interval from one set of turns that reaches below :data:`verdicts.CONFIRM`:
+    counted once a second set of turns confirms it, as notebook 10 counts (:data:`UNCONFIRMED` says so)."""
+    return r.clear and r.value > 1 and r.lo < verdicts.CONFIRM
+
+
 def pays_clause(steps: float, extra_s: float, moved: float = 1.0, cold: bool = True, probe: float | None = None,
-                gain: float | None = None) -> str:
-    """The compile's break-even as a clause for a short line ('' where there is none, `steps` infinite);
-    `moved`: the eager step it is reckoned from, over the same step's time before the compile: where 1.1× or more
-    apart, the clause says so (a slowed eager step makes the saving look larger), and how far the pace probe moved
-    between the same two sets of turns (`probe`, its time after over before), where both timed it, and, with `gain`
-    (the paired speed-up), the compiled step against the eager one's earlier time. `cold`: False for a compile after
-    another had filled the caches."""
+                gain: float | None = None, unconfirmed: bool = False) -> str:
+    """The compile's break-even for a short finding ('' where there is none, `steps` infinite): a line of its own
+    (it starts with a newline), and where the eager step it is reckoned from (`moved`: its time over the same step's
+    before the compile) lies 1.1× or more from that earlier time, one more line saying so (a slowed eager step makes
+    the saving look larger), with how far the pace probe moved between the same two sets of turns (`probe`, its time
+    after over before, where both timed it) and, with `gain` (the paired speed-up), the compiled step against the
+    eager one's earlier time. `cold`: False for a compile after another had filled the caches. `unconfirmed`: the
+    gain comes from one set of turns whose interval reaches below :data:`verdicts.CONFIRM`, so the break-even holds
+    only if the gain does."""
     if not math.isfinite(steps):
         return ""
     which, warm = ("cold compile", "") if cold else ("compile", ", the caches warm from section 4's")
-    said = (f"; its {which} ({extra_s:.1f} s beyond a step's work{warm}) pays for itself after about "
-            f"{fmt_count(steps)} steps")
+    said = (f"\nits {which} ({extra_s:.1f} s beyond a step's work{warm}) pays for itself after about "
+            f"{fmt_count(steps)} steps" + (", if the gain holds" if unconfirmed else ""))
     if abs(math.log(moved)) >= math.log(1.1):
-        said += (f", by the eager step timed beside it, which read {moved:.2f}× its time before the compile"
+        said += (f"\nthe eager step timed beside it read {moved:.2f}× its time before the compile"
                  + (f" (the pace probe: {probe:.2f}×)" if probe else "")
                  + (": a slowed eager step makes the saving look larger" if moved > 1 else "")
                  + (f"; against its time before the compile, the compiled step ran at {gain / moved:.2f}× (two moments)"
@@ -485,9 +497,8 @@ def answer(rows: Mapping[str, dict], fastest: str | None, mfu_range: Sequence[fl
             gain = rows.get(f"compiled vs eager, {faster.name.split(', ', 1)[-1]}")
             one = report.recorded_ratio('', gain) if gain and gain.get("spread") else None
             said.append(f"{faster.name}, in later turns: {fmt_rate(faster.rate, 'tok/s')} (section 4"
-                        + (f": {one.numbers} over eager there, {report.ratio_grade(gain)}" if one else "") + ")"
-                        + (f"; one set of turns, its interval reaching below {verdicts.CONFIRM:g}×: unconfirmed, as "
-                           "notebook 10 counts such a gain" if one and one.clear and one.lo < verdicts.CONFIRM else ""))
+                        + (f": {one.numbers} over eager there, "
+                           + (UNCONFIRMED if unconfirmed(one) else report.ratio_grade(gain)) if one else "") + ")")
         lines += ["  tokens per second:", *(f"    {s}" for s in said)]
     if mfu_range:
         lines.append(f"  share of the peak: MFU {mfu_range[0]:.1%}–{mfu_range[1]:.1%} of the measured peak "

@@ -79,9 +79,9 @@ def busy_short(gain: Ratio, busy: Ratio, small: str, large: str, busy_pct: dict[
     moved = ("did not move beyond its spread" if busy.within_noise else
              "stayed within a point" if steady else "moved less than MFU, beyond both ranges")
     return (f"with {large} a micro-batch instead of {small}, MFU {mfu[small]:.1%} → {mfu[large]:.1%} (the medians; "
-            f"paired in turns, {gain.numbers} higher) while the utilisation reading {moved} ({busy_pct[small]:.0f} % → "
-            f"{busy_pct[large]:.0f} %)" + (": on a CPU that reading sits near 100 % by construction, so only MFU could "
-                                           "move here (a GPU's contrast: under 'What GPUs measured')" if cpu else
+            f"paired in turns, {gain.numbers} higher)\nwhile the utilisation reading {moved} ({busy_pct[small]:.0f} % → "
+            f"{busy_pct[large]:.0f} %)" + (": on a CPU it sits near 100 % by construction, so only MFU could move here "
+                                           "(a GPU's contrast: under 'What GPUs measured')" if cpu else
                                            ": busy is not efficient"))
 
 
@@ -101,8 +101,8 @@ def mfu_text(peak: Timing, peak_note: object, best: Timing | None, flops_per_tok
                   f"-> {fmt_rate(flops_per_token * best.rate, 'FLOP/s')} of model FLOPs",
                   f"MFU: {best_mfu[0]:.1%} of the measured peak (the step's quartiles: {best_mfu[1]:.1%}–"
                   f"{best_mfu[2]:.1%}; with the peak's too, {best_mfu[1] * peak.rate / peak.rate_hi:.1%}–"
-                  f"{best_mfu[2] * peak.rate / peak.rate_lo:.1%}): one reading, section 4's; section 6's answer sets "
-                  "it among this step's other readings (notebook 10's roofline divides by the same stored peak)"]
+                  f"{best_mfu[2] * peak.rate / peak.rate_lo:.1%}): section 4's reading (section 6 sets it beside the "
+                  "others; notebook 10 divides by the same peak)"]
     if spec and sheet_tflops and sheet_mfu is not None:
         lines.append(f"MFU against NVIDIA's datasheet ({spec.name}, dense {precision}: {sheet_tflops:g} TFLOP/s, "
                      f"not a measurement): {sheet_mfu:.1%}")
@@ -176,19 +176,20 @@ def answer_with_long_run(section5: tuple[float, float], long_mfu: Sequence[float
 FAULTS = 1000  # minor page faults per step: a count below this, a millisecond or so of a step, weighs little
 
 
-def faults_words(named: Mapping[str, tuple[float, float | None]], per: str = "step", of: str = "") -> str:
+def faults_words(named: Mapping[str, tuple[float, float | None]], per: str = "step", of: str = "",
+                 listed: bool = True) -> str:
     """Where the same step's readings (where -> (its time, minor page faults per `per` or None)) were counted: the
     faults beside each, and whether the slower readings (:data:`AGREE` or more the fastest's time) are the ones that
     faulted, every one of them ('' with fewer than two counted). A fault maps in a page the allocator took fresh from
     the system: a candidate for a step's move, set beside its time, not tested as its cause. `of`: whose faults, where
-    a cell counts two steps' ("08's step's ")."""
+    a cell counts two steps' ("08's step's "). `listed`: False where a table above shows each count already."""
     got = {w: (s, f) for w, (s, f) in named.items() if f is not None}
     if len(got) < 2:
         return ""
     fastest = min(s for s, _ in got.values())
     slow = {w: f for w, (s, f) in got.items() if s >= AGREE * fastest}
     fast = [f for s, f in got.values() if s < AGREE * fastest]
-    listed = ", ".join(f"{w} {f:,.0f}" for w, (_, f) in got.items())
+    counts = ", ".join(f"{w} {f:,.0f}" for w, (_, f) in got.items())
     least = FAULTS if per == "step" else FAULTS / 2  # per 1,000 tokens: a 2,048-token step's count, halved
     if max(f for _, f in got.values()) < least:
         said = f"under {least:,.0f} in every reading, too few to weigh in a step's time"
@@ -203,67 +204,77 @@ def faults_words(named: Mapping[str, tuple[float, float | None]], per: str = "st
         clean = [w for w, f in slow.items() if f - max(fast) < least]
         said = (f"{', '.join(clean)} ran {AGREE:g}× or more slower than the fastest without faulting more: the faults "
                 "do not go with the step's move here")
-    return f"{of}page faults per {per} (pages the system maps in at first touch): {listed}: {said}"
+    if not listed:
+        return f"{of}page faults (pages the system maps in at first touch): {said}"
+    return f"{of}page faults per {per} (pages the system maps in at first touch): {counts}: {said}"
+
+
+def _cell(x: float | None, fmt: str, width: int) -> str:
+    """`x` formatted right-aligned in `width`, or '-' where it was not measured."""
+    return f"{'-' if x is None else format(x, fmt):>{width}}"
 
 
 def run_order(readings: Mapping[str, Timing | None], probes: Mapping[str, Timing | None] | None = None,
               looped: Sequence[str] = ()) -> str:
-    """The same step's readings (a name -> its Timing, None where it did not run), in the order they ran, as ms
-    per step (with the minor page faults a step, where its set of turns counted them, and the pace probe's time where
-    `probes`, by the same names, timed one in the same turns), and how they moved: within :data:`AGREE` of each other
-    they agree; else whether the step only read slower the later it ran, or moved both ways, and, where two or more
-    sets timed the probe, whether the probe moved with it. `looped`: the readings timed back to back for a while
+    """The same step's readings (a name -> its Timing, None where it did not run), in the order they ran, as a table
+    (ms per step; the pace probe's ms where `probes`, by the same names, timed one in the same turns; the minor page
+    faults a step where its set of turns counted them), then how they moved, one finding a line: within
+    :data:`AGREE` of each other they agree; else whether the step only read slower the later it ran, or moved both
+    ways; where two or more sets timed the probe, whether the probe moved with it; where faults were counted,
+    whether the slower readings are the ones that faulted. `looped`: the readings timed back to back for a while
     (the others one call a turn); where every one of them ran 1.1× or more slower than every other, a line says so,
     a candidate. Each reading is one moment's."""
     probes = probes or {}
     got = {name: t for name, t in readings.items() if t is not None}
     if len(got) < 2:
         return ""
-
-    def label(name: str, t: Timing) -> str:
-        extra = [f"probe {fmt_time(probes[name].median_s)}" if probes.get(name) is not None else "",
-                 f"{t.faults:,.0f} page faults a step" if t.faults is not None else ""]
-        return "; ".join([name, *filter(None, extra)])
     ms = [1e3 * t.median_s for t in got.values()]
     span = max(ms) / min(ms)
+    probe_ms = {n: 1e3 * probes[n].median_s if probes.get(n) is not None else None for n in got}
+    probed, counted = any(probe_ms.values()), any(t.faults is not None for t in got.values())
+    w = max(len(n) for n in got)
+    table = [f"  {'reading':<{w}}  ms a step" + "  probe, ms" * probed + "  page faults a step" * counted]
+    table += [f"  {n:<{w}}  {m:>9.0f}" + f"  {_cell(probe_ms[n], '.1f', 9)}" * probed
+              + f"  {_cell(t.faults, ',.0f', 18)}" * counted for (n, t), m in zip(got.items(), ms)]
+    if span < AGREE:
+        found = [f"within {span:.2f}× of each other: the readings agree"]
+    elif all(later >= 0.98 * earlier for earlier, later in zip(ms, ms[1:])):  # never faster by more than 2 %
+        found = [f"the step read slower the later it ran, {ms[-1] / ms[0]:.2f}× from the first reading to the last"]
+    else:
+        found = [f"{span:.2f}× apart, now slower, now faster, in no order"]
     paced = {n: (t.median_s, probes[n].median_s) for n, t in got.items() if probes.get(n) is not None}
-    if len(paced) >= 2:  # the fixed matmul and copy beside two or more of the readings
+    if len(paced) >= 2 and span >= AGREE:  # the fixed matmul and copy beside two or more of the readings
         step_span = max(s for s, _ in paced.values()) / min(s for s, _ in paced.values())
         probe_span = max(p for _, p in paced.values()) / min(p for _, p in paced.values())
         over = [st / pr for st, pr in paced.values()]  # the step's time over the probe's: the pace taken out
         left = max(over) / min(over)
-        why = (f"the pace probe, timed in {len(paced)} of these sets, held within {probe_span:.2f}× while the step moved "
-               f"{step_span:.2f}× in them: the machine's pace, as that fixed matmul and copy read it, does not account for "
-               "the move; what does is not measured" if probe_span < AGREE <= step_span else
-               f"the pace probe, timed in {len(paced)} of these sets, moved {probe_span:.2f}× while the step moved "
-               f"{step_span:.2f}× in them; with each set's probe taken out they lie " + (
-                   f"within {left:.2f}×: the probe moved with the step (what moved both, the machine's pace or other "
-                   "work in this process, is not told apart)"
-                   if left < AGREE else
-                   f"within {left:.2f}×: the probe accounts for part of the move; the rest is not measured"
-                   if left <= step_span ** (2 / 3) else  # a third of the move or more taken away, on a log scale
-                   f"{left:.2f}× apart, little closer than the step alone: the probe accounts for little of the move; "
-                   "what moved the step is not measured" if left < step_span else
-                   f"{left:.2f}× apart, wider than the step alone: the probe did not move with the step; what moved "
-                   "the step is not measured"))
-    else:
-        why = "what moved it is not measured here"
-    if span < AGREE:
-        how = f"within {span:.2f}× of each other: the readings agree"
-    elif all(later >= 0.98 * earlier for earlier, later in zip(ms, ms[1:])):  # never faster by more than 2 %
-        how = f"the step read slower the later it ran, {ms[-1] / ms[0]:.2f}× from the first reading to the last; {why}"
-    else:
-        how = f"{span:.2f}× apart, now slower, now faster, in no order; {why}"
-    faulted = faults_words({n: (t.median_s, t.faults) for n, t in got.items()})  # beside each reading, where counted
+        moved = f"the pace probe moved {probe_span:.2f}× where the step moved {step_span:.2f}× (the {len(paced)} sets that timed both)"
+        found.append(
+            f"the pace probe held within {probe_span:.2f}× where the step moved {step_span:.2f}× (the {len(paced)} sets "
+            "that timed both): the machine's pace, as that fixed matmul and copy read it, does not account for the "
+            "move; what does is not measured" if probe_span < AGREE <= step_span else
+            f"{moved}; with each set's probe taken out, within {left:.2f}×: the probe moved with the step (what "
+            "moved both, the machine's pace or other work in this process, is not told apart)" if left < AGREE else
+            f"{moved}; with each set's probe taken out, within {left:.2f}×: the probe accounts for part of the move; "
+            "the rest is not measured" if left <= step_span ** (2 / 3) else  # a third of the move or more, on a log scale
+            f"{moved}; with each set's probe taken out, {left:.2f}× apart, little closer than the step alone: the "
+            "probe accounts for little of the move; what moved the step is not measured" if left < step_span else
+            f"{moved}; with each set's probe taken out, {left:.2f}× apart, wider than the step alone: the probe did "
+            "not move with the step; what moved the step is not measured")
+    elif span >= AGREE:
+        found.append("what moved it is not measured here")
+    faulted = faults_words({n: (t.median_s, t.faults) for n, t in got.items()}, listed=False)  # the table lists them
     if faulted:
-        how += f"\n  {faulted}"
+        found.append(faulted)
     back = {n: m for n, m in zip(got, ms) if n in looped}
     single = [m for n, m in zip(got, ms) if n not in looped]
     if back and single and min(back.values()) >= AGREE * max(single):  # every looped reading the slower
-        how += (f"\n  the readings timed back to back ({', '.join(back)}) ran {min(back.values()) / max(single):.2f}× or "
-                "more slower than every reading timed one call a turn: how the step is timed is a candidate, not tested")
-    return ("the same step, in the order it ran: " + " → ".join(f"{m:.0f} ms ({label(n, t)})" for (n, t), m in
-                                                              zip(got.items(), ms)) + f"\n  {how}")
+        found.append(f"the readings timed back to back ({', '.join(back)}) ran {min(back.values()) / max(single):.2f}× "
+                     "or more slower than every reading timed one call a turn: how the step is timed is a candidate, "
+                     "not tested")
+    head = "the same step, in the order it ran" + (" (the pace probe: a fixed matmul and copy timed in the same turns)"
+                                                   if probed else "")
+    return "\n".join([f"{head}:", *table, *(f"  {ln}" for ln in found)])
 
 
 def fastest_seen(t: Timing, mfu: Sequence[float], vs: Ratio | None = None) -> str:
