@@ -330,12 +330,12 @@ def test_step_in_08_sets_08s_whole_step_beside_this_part_of_it():
     assert "this one is 0.80× 08's (its rate alone: 1.00×), a gap the probe does not take away" in slow
     reach = nb09.step_in_08(written, (whole, part), c.batch, gpt, sec4,  # 08's probe quartiles reach down to 21 ms
                             probes=({"value": 25.0, "unit": "ms", "spread": [21.0, 26.0]}, probe)).splitlines()[2]
-    assert reach.endswith("this one is 0.80× 08's (its rate alone: 1.00×), beyond 1.1× of 08's at the medians, within it "
-                          "at the quartiles' near ends: inconclusive")  # reader FQ: not a gap on medians alone
+    assert reach.endswith("this one is 0.80× 08's (its rate alone: 1.00×), beyond 1.1× of 08's at the medians, "
+                          "1.03× where the two spreads come closest: inconclusive")  # reader FQ: not a gap on medians alone
     spread = nb09.step_in_08(written, (whole, part), c.batch, gpt, sec4,  # 08's probe ran 19-23 ms: the far ends
                              probes=({"value": 20.0, "unit": "ms", "spread": [19.0, 23.0]}, probe)).splitlines()[2]
     assert spread.endswith("this one is 1.00× 08's (its rate alone: 1.00×), within 1.1× of 08's at the medians, up to "
-                           "1.18× at the quartiles' far ends: inconclusive")  # as 10 reads it (reader FK)
+                           "1.18× where the two spreads lie furthest apart: inconclusive")  # as 10 reads it (reader FK)
     assert nb09.step_in_08(written, (whole, part), c.batch, gpt, sec4, probes=(None, probe)) == "\n".join(both)
     quiet = {**written, "sampler": False}  # 08's section 5 without the sampler, its probe timed in the same turns
     five = nb09.step_in_08(quiet, (whole, part), c.batch, gpt, sec4, probes=({"value": 25.0, "unit": "ms"}, probe),

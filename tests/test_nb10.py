@@ -570,10 +570,10 @@ def test_sync_elsewhere_says_when_the_reference_gpu_showed_no_cost_and_its_regim
     text = nb10.sync_elsewhere("cpu")
     assert text.startswith("On the reference NVIDIA Test GPU (not this machine): keeping the values on the device instead "
                            "of reading them, 1.04× (0.84–1.20, its two timings' quartiles, not paired): too wide to tell, a "
-                           "cost of up to 20% fits in it. Its plain step was launch-bound (profiled, a reading that is "
+                           "cost of up to 20% fits in it\n  its plain step was launch-bound (profiled, a reading that is "
                            "probably high, section 1's line): if the logging step kept the GPU waiting as much, a read "
                            "found little queued to wait for (reasoning, not measured)")
-    assert len(text.splitlines()) == 1  # the timings themselves stand in the summary's reference rows
+    assert len(text.splitlines()) == 2  # the timings themselves stand in the summary's reference rows
     rep.add("plain step: waiting share", 5.0, "%")  # a GPU-bound reference: no launch-bound reasoning
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
     gpu_bound = nb10.sync_elsewhere("cpu")
@@ -919,8 +919,8 @@ def test_reference_ridge_places_the_exercise_shapes_on_the_reference_gpus_roofs(
     report.record_reference({"10_compile_and_profile": rep.to_dict()})
     said = nb10.reference_ridge({"a + b": 0.08, "matmul": 366.8, "thin": 150.0})
     assert said == ("on the reference NVIDIA Test GPU, by its recorded roofs (matmul 8192×8192 bfloat16: 700.0 TFLOP/s; a "
-                    "copy of 2 GiB: 4.00 TB/s): ridge 175 FLOP/B; by the roofline model, not measured there: a + b: memory-bound; matmul: compute-bound; thin: "
-                    "memory-bound")
+                    "copy of 2 GiB: 4.00 TB/s): ridge 175 FLOP/B; by the roofline model, not measured there, one op a line:\n  a + b: "
+                    "memory-bound\n  matmul: compute-bound\n  thin: memory-bound")
 
 
 def test_what_paid_says_when_a_gain_only_just_clears_its_drift():
@@ -943,8 +943,8 @@ def test_answer_quotes_the_compile_gain_of_section_3b_beside_section_3s():
     gain = Ratio("c", 1.09, 1.06, 1.12, rounds=9, coverage=0.96, drift=0.01)
     flat = Ratio("c3b", 1.00, 0.97, 1.03, rounds=9, coverage=0.96, drift=0.01)
     text = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {nb10.COMPILING: gain}, None, "", None, again=flat)
-    assert "    compiling (default mode): section 3: 1.09× (1.06–1.12) faster; section 3b: 1.00× (0.97–1.03) no measurable " \
-        "difference (not replicated: details)" in text
+    assert "    compiling (default mode), in each set of turns (not replicated: details):\n      section 3: 1.09× " \
+        "(1.06–1.12) faster\n      section 3b: 1.00× (0.97–1.03) no measurable difference" in text  # a set a line
     assert "so what paid: no change timed here" in text and "    not replicated: compiling (default mode), 1.09× " \
         "(1.06–1.12) faster in section 3's turns, 1.00× (0.97–1.03) no measurable difference in section 3b's: the " \
         "interval 0.97–1.03× holds 1, so it cannot confirm the gain read in 1.06–1.12×; no one gain fits every set: a gain " \
@@ -956,11 +956,11 @@ def test_answer_quotes_the_compile_gain_of_section_3b_beside_section_3s():
                         again=near)
     # resolved in two sets of turns (section 3's, 08's), and a gain of 1.06-1.07x fits 3b's: replicated, counted
     assert "not replicated" not in three and "so what paid: compiling (default mode) at 1.09×" in three
-    assert "; compiling in 2 of 3 sets of turns (section 3's and notebook 08's; section 3b's read no measurable " \
+    assert "\n    compiling in 2 of 3 sets of turns (section 3's and notebook 08's; section 3b's read no measurable " \
         "difference)" in three  # the set that did not resolve it, named beside the count
     paid = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {nb10.COMPILING: gain}, None, "", None, ran08,
                        again=near, pays_back={"section 3's": 5321.7, "section 3b's": None})
-    assert "difference); its cold compile pays back after about 5,300 steps (section 3's turns)" in paid
+    assert "difference)\n    its cold compile pays back after about 5,300 steps (section 3's turns)" in paid
     both = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {nb10.COMPILING: gain}, None, "", None, ran08,
                        again=Ratio("c3b", 1.07, 1.06, 1.08, rounds=9, coverage=0.96, drift=0.01),
                        pays_back={"section 3's": 3470.0, "section 3b's": 7830.0})  # two sets, two break-evens
@@ -1459,18 +1459,19 @@ def test_paced_takes_each_sets_pace_out_of_08s_step():
     assert said == ("08's step in the turns of 08's section 4 (2 micro-batches), 09's and this notebook's section 3: "
                     "1.26× apart in rate, 1.00× once each set's pace probe is taken out (its rate × the probe's time in "
                     "the same turns, tokens per probe: 600, 598, 599): the pace probe takes the gap away (within 1.1×, "
-                    "the quartiles' far ends too)")
+                    "where the spreads lie furthest apart too)")
     spread = {**ran08, "pace probe, section 4's turns": {"value": 24.0, "unit": "ms", "spread": [22.0, 27.0]}}
     wide = nb10_beside08.paced(spread, ran09, here, probe, short=True)  # 08's probe read 22-27 ms: 550-675 tokens
-    assert wide.endswith("1.00× with each set's pace taken out: within 1.1× at the medians, up to 1.14× at the "
-                         "quartiles' far ends: inconclusive")  # 675 / (2048 / 66 ms × 19 ms = 590): 1.14x
+    assert wide.endswith("1.00× with each set's pace taken out: within 1.1× at the medians, up to 1.14× where the "
+                         "two spreads lie furthest apart: inconclusive")  # 675 / (2048 / 66 ms × 19 ms = 590): 1.14x
     apart = nb10_beside08.paced(ran08, ran09, here, _t("p", 0.025))  # the probe held, the step did not
     assert apart.endswith("1.26× apart in rate, 1.32× once each set's pace probe is taken out (its rate × the probe's "
                           "time in the same turns, tokens per probe: 600, 598, 788): a gap the probe does not take away, "
                           "so not the machine's pace as the probe reads it; what sets these readings apart is not measured")
     loose09 = {**ran09, "pace probe, beside 08's step": {"value": 23.0, "unit": "ms", "spread": [23.0, 30.0]}}
     near = nb10_beside08.paced(ran08, loose09, here, _t("p", 0.025), short=True)  # 09's probe reached 30 ms: 780 tokens
-    assert near.endswith("1.32× with each set's pace taken out: within 1.1× at the quartiles' near ends: inconclusive")
+    assert near.endswith("1.32× with each set's pace taken out: beyond 1.1× at the medians, 1.00× where the two spreads "
+                         "come closest: inconclusive")
     assert "beyond 1.1× at the medians, but the steps' and the probes' quartiles allow as little as 1.00×: whether the " \
         "gap outlasts the " \
         "pace is not settled" in nb10_beside08.paced(ran08, loose09, here, _t("p", 0.025))  # reader FQ: not medians alone
@@ -1521,7 +1522,7 @@ def test_so_what_paid_says_why_compiling_is_not_counted():
                                          "drift": 0.01}}  # no measurable difference in 08's turns, and no gain fits all
     said = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {nb10.COMPILING: faster}, None, "", None, ran08,
                        again=again)
-    assert ("  so what paid: no change timed here made the step measurably faster; compiling, faster in section 3's and "
+    assert ("  so what paid: no change timed here made the step measurably faster\n    compiling, faster in section 3's and "
             "section 3b's turns, read no measurable difference in notebook 08's, so it is not counted here (details)") in said
     counted = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {nb10.COMPILING: faster}, None, "", None, None,
                           again=again)  # no set reads no difference: counted, and nothing to explain
@@ -1674,9 +1675,9 @@ def test_answer_counts_a_compile_gain_under_ten_percent_only_where_a_second_set_
     open_ = Ratio("c3b", 1.03, 0.90, 1.20, rounds=9, coverage=0.96, drift=0.05)  # the second set: too wide to tell
     said = nb10.answer({"compute": 0.9, "framework": 0.1}, "cpu", {nb10.COMPILING: small}, None, "", None,
                        again=open_, pays_back={"section 3's": 2500.0})
-    assert "so what paid: no change timed here made the step measurably faster; compiling, faster in section 3's turns " \
-        f"({small.brief}), is not counted: a gain whose interval reaches below 1.1× counts once a second set of turns confirms it, and section " \
-        "3b's could not tell (details)" in said and "pays back" not in said.short
+    assert "so what paid: no change timed here made the step measurably faster\n    compiling is not counted: " \
+        f"{small.brief} in section 3's turns, its interval reaching below 1.1× (such a gain counts once a second set of " \
+        "turns confirms it); section 3b's could not tell (details)" in said and "pays back" not in said.short
     big = Ratio("c", 1.30, 1.20, 1.40, rounds=9, coverage=0.96, drift=0.01)  # its whole interval past 1.1x: it counts
     assert "so what paid: compiling (default mode) at 1.30×" in nb10.answer(
         {"compute": 0.9, "framework": 0.1}, "cpu", {nb10.COMPILING: big}, None, "", None, again=open_)
@@ -1770,8 +1771,8 @@ def test_each_sdpa_row_beside_08_is_also_read_with_each_sets_pace_taken_out():
     assert paced_vs_row(here, probe, row, None) is None  # none in 08's turns
     agree = paced_rows({"before its compile": (0.99, 0.95, 1.04), "after it": (0.94, 0.93, 0.96)})
     assert agree == ("08's rates beside this notebook's, each set's pace probe taken out (rate × the probe's time, here "
-                     "over 08's): before its compile 0.99×, after it 0.94×: within 1.1× at the medians and the "
-                     "quartiles' far ends: the notebooks agree once the pace is out")
+                     "over 08's): before its compile 0.99×, after it 0.94×: within 1.1× at the medians and where "
+                     "the spreads lie furthest apart: the notebooks agree once the pace is out")
     apart = paced_rows({"before its compile": (0.99, 0.95, 1.04), "compiled SDPA": (0.78, 0.74, 0.82)})
     assert apart.endswith("beyond 1.1× for compiled SDPA: a gap the probe does not take away, so not the machine's "
                           "pace as the probe reads it")

@@ -153,6 +153,15 @@ def pace_rule(ratio: float, near: float, far: float) -> str:
     return "near ends" if near < PACED else "apart"
 
 
+def open_words(rule: str, near: float, far: float, of: str = "") -> str:
+    """The words for :func:`pace_rule`'s two open cases ('far ends', 'near ends'), one home for 09 and 10: where the
+    medians and the spreads (the quartiles, probes' and steps' together) fall on the two sides of :data:`PACED`."""
+    if rule == "far ends":
+        return (f"within {PACED:g}×{of} at the medians, up to {far:.2f}× where the two spreads lie furthest apart: "
+                "inconclusive")
+    return (f"beyond {PACED:g}×{of} at the medians, {near:.2f}× where the two spreads come closest: inconclusive")
+
+
 def _paced(ratio: float, probe08: dict | None, probe: Timing | None, ends: tuple[float, float] | None = None, where: str = "section 4") -> str:
     """`ratio` (this step's rate over 08's reading in its `where`) with each set's pace taken out: times this set's pace
     probe over 08's (the same fixed work); `ends`: the range the readings' (and probes') quartiles allow, so that
@@ -162,11 +171,9 @@ def _paced(ratio: float, probe08: dict | None, probe: Timing | None, ends: tuple
     paced, (lo08, hi08) = ratio * probe.median_s * 1e3 / probe08["value"], probe08.get("spread") or [probe08["value"]] * 2
     lo, hi = (ends[0] * 1e3 * probe.lo_s / hi08, ends[1] * 1e3 * probe.hi_s / lo08) if ends else (paced, paced)
     near, far = near_far(lo, hi)  # the quartiles' near and far ends
-    said = {"agree": f"within {PACED:g}× of 08's",
-            "far ends": f"within {PACED:g}× of 08's at the medians, up to {far:.2f}× at the quartiles' far ends: inconclusive",
-            "near ends": f"beyond {PACED:g}× of 08's at the medians, within it at the quartiles' near ends: inconclusive",
-            "apart": f"{UNPACED}; what else differs (the step's code, the process) is not measured"}[
-        pace_rule(max(paced, 1 / paced), near, far)]
+    rule = pace_rule(max(paced, 1 / paced), near, far)
+    said = (f"within {PACED:g}× of 08's" if rule == "agree" else open_words(rule, near, far, " of 08's") if rule != "apart"
+            else f"{UNPACED}; what else differs (the step's code, the process) is not measured")
     return (f"; the pace probe (a fixed matmul and copy) read {probe08['value']:.1f} ms in 08's {where} turns and "
             f"{1e3 * probe.median_s:.1f} ms here: with each set's pace taken out, this one is {paced:.2f}× 08's (its rate "
             f"alone: {ratio:.2f}×), {said}")

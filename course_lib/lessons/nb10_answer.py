@@ -116,16 +116,16 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     unresolved = [w for w, r in sets if not is_gain(r)]  # no difference, too wide or inconclusive
     steps = {w: (pays_back or {}).get(w) for w, _ in gained} if compiled else {}  # each set's break-even, where a gain
     steps = {w: n for w, n in steps.items() if n}
-    held = (f"; compiling, faster in {_and([w for w, _ in gained])} turns, read no measurable difference in "
+    held = (f"\n    compiling, faster in {_and([w for w, _ in gained])} turns, read no measurable difference in "
             f"{_and(flat)}, so it is not counted here (details)" if gained and flat and not compiled else
-            f"; compiling, faster in {_and([w for w, _ in gained])} turns ({gained[0][1].brief}), is not counted: a gain "
-            f"whose interval reaches below {CONFIRM:g}× counts once a second set of turns confirms it, and "
+            f"\n    compiling is not counted: {gained[0][1].brief} in {_and([w for w, _ in gained])} turns, its interval "
+            f"reaching below {CONFIRM:g}× (such a gain counts once a second set of turns confirms it); "
             + (_and([f"{w} {'could not tell' if r.grade != 'no difference' else 'read no measurable difference'}"
                      for w, r in sets if not is_gain(r)])) + " (details)" if alone else
-            f"; compiling in {len(gained)} of {len(sets)} sets of turns ({_and([w for w, _ in gained])}; "
+            f"\n    compiling in {len(gained)} of {len(sets)} sets of turns ({_and([w for w, _ in gained])}; "
             + _and([f"{w} {'read no measurable difference' if r.grade == 'no difference' else 'could not tell'}"
                     for w, r in sets if not is_gain(r)]) + ")" if compiled and unresolved else "")
-    held += (f"; its cold compile pays back after about {fmt_count(min(steps.values()))}"
+    held += (f"\n    its cold compile pays back after about {fmt_count(min(steps.values()))}"
              + (f"–{fmt_count(max(steps.values()))}" if len(steps) > 1 else "")
              + f" steps ({_and(list(steps))} turns)" if steps else "")
     head.append(f"  so what paid: {paid} made the step measurably faster, in turns{both}{held}" if paid else
@@ -310,8 +310,8 @@ def _fix_status(name: str, r: Ratio | None, sets: Sequence[tuple[str, Ratio]], u
         return f"{name}: not timed here"
     if name == COMPILING and len(sets) > 1:
         where = {w: w.removesuffix("'s") + " (2 micro-batches)" * (w == "notebook 08's") for w, _ in sets}
-        return f"{name}: " + "; ".join(f"{where[w]}: {s.brief}" for w, s in sets) + (
-            " (not replicated: details)" if unsettled else "")
+        return f"{name}, in each set of turns" + (" (not replicated: details)" if unsettled else "") + ":" + "".join(
+            f"\n      {where[w]}: {s.brief}" for w, s in sets)
     if name == FIX and unbacked:
         return f"{name}: {r.brief} against the .item() GPT; the break's own cost not resolved (details)"
     if name == FIX and cost_only:

@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 from course_lib.bench import Timing
-from course_lib.lessons.nb09_beside08 import PACED, UNPACED, WHOLE_STEP, near_far, pace_rule  # 09's key, rule, words
+from course_lib.lessons.nb09_beside08 import (PACED, UNPACED, WHOLE_STEP, near_far, open_words,  # 09's key, rule, words
+                                              pace_rule)
 from course_lib.lessons.nb10_short import faults_words
 from course_lib.units import unit_scale
 
@@ -110,11 +111,9 @@ def paced(ran08: Mapping[str, dict] | None, ran09: Mapping[str, dict] | None, as
     rule = pace_rule(r, near, far)  # 09's rule: the medians on one side of 1.1x, the quartiles' ends on the other: open
     faulted = faults_words(faults, per="1,000 tokens", of="08's step's ")  # beside each reading, where counted
     if short:  # one clause for the 'in short' line; the sets named, the arithmetic and the probe's words in the details
-        said = {"far ends": f"within {PACED:g}× at the medians, up to {far:.2f}× at the quartiles' far ends: inconclusive",
-                "near ends": f"within {PACED:g}× at the quartiles' near ends: inconclusive",
-                "agree": "they agree" if raw < PACED else "the probe takes the gap away",
-                "apart": f"they disagree beyond {PACED:g}×, and the machine's pace as the probe reads it does not explain it"
-                }[rule]
+        said = ("they agree" if raw < PACED else "the probe takes the gap away") if rule == "agree" else (
+            f"they disagree beyond {PACED:g}×, and the machine's pace as the probe reads it does not explain it"
+            if rule == "apart" else open_words(rule, near, far))
         moved = "goes with the slower time" in faulted and rule != "agree"  # a measured candidate, where open or apart
         return (f"08's step in {len(got)} sets of turns ({_and([SHORT_SETS.get(w, w) for w in got])}): {raw:.{d}f}× apart "
                 f"in rate, {r:.{d}f}× with each set's pace taken out: {said}"
@@ -124,7 +123,7 @@ def paced(ran08: Mapping[str, dict] | None, ran09: Mapping[str, dict] | None, as
             "near ends": f"beyond {PACED:g}× at the medians, but the steps' and the probes' quartiles allow as little as "
                          f"{near:.2f}×: whether the gap outlasts the pace is not settled",
             "agree": ("they agree, in rate and with the pace taken out" if raw < PACED else
-                      "the pace probe takes the gap away") + f" (within {PACED:g}×, the quartiles' far ends too)",
+                      "the pace probe takes the gap away") + f" (within {PACED:g}×, where the spreads lie furthest apart too)",
             "apart": f"{UNPACED}; what sets these readings apart is not measured"}[rule]
     sums = (" (its rate × the probe's time in the same turns, tokens per probe: "
             + ", ".join(f"{v:,.0f}" for v in got.values()) + ")")
@@ -161,8 +160,9 @@ def paced_rows(got: Mapping[str, tuple[float, float, float]]) -> str:
     rules = {w: pace_rule(max(v, 1 / v), *near_far(lo, hi)) for w, (v, lo, hi) in got.items()}
     apart = [w for w, r in rules.items() if r == "apart"]
     said = (f"beyond {PACED:g}× for {_and(apart)}: {UNPACED}" if apart else
-            f"within {PACED:g}× at the medians and the quartiles' far ends: the notebooks agree once the pace is out"
+            f"within {PACED:g}× at the medians and where the spreads lie furthest apart: the notebooks agree once the "
+            "pace is out"
             if all(r == "agree" for r in rules.values()) else
-            f"near {PACED:g}× (the medians and the quartiles' ends on its two sides): inconclusive")
+            f"near {PACED:g}× (the medians and the spreads' ends fall on its two sides): inconclusive")
     return ("08's rates beside this notebook's, each set's pace probe taken out (rate × the probe's time, here over 08's): "
             + ", ".join(f"{w} {v:.2f}×" for w, (v, _, _) in got.items()) + f": {said}")

@@ -192,7 +192,7 @@ def reference_sync() -> list[str]:
             share = unprofiled[0] if unprofiled else waited["value"] / 100
             how = "without the profiler" if unprofiled else "profiled, a reading that is probably high"
             if bound(share) != "GPU-bound":
-                line += (f". Its plain step was {bound(share)} ({how}, section 1's line): if the logging step kept the "
+                line += (f"\n  its plain step was {bound(share)} ({how}, section 1's line): if the logging step kept the "
                          "GPU waiting as much, a read found little queued to wait for (reasoning, not measured)")
         lines.append(line)
     lines.append(queue_drained())

@@ -66,7 +66,7 @@ def small_copy_note(rows: Mapping[str, dict]) -> str:
 
 def reference_ridge(intensities: Mapping[str, float]) -> str:
     """Off a GPU: the reference GPU's ridge from its recorded roofs (its matmul peak over its largest copy)
-    and which side of it each op of `intensities` (name: FLOP/B) falls; '' without those rows."""
+    and which side of it each op of `intensities` (name: FLOP/B) falls, one a line; '' without those rows."""
     device, rows = report.reference("10_compile_and_profile")
     name, peak = next(((k, r) for k, r in rows.items() if k.startswith("peak: matmul") and r.get("unit") == "TFLOP/s"),
                       ("", None))
@@ -76,11 +76,11 @@ def reference_ridge(intensities: Mapping[str, float]) -> str:
         return ""
     mib, main = max(copies, key=lambda c: c[0])
     ridge_ = ridge(peak["value"] * 1e12, main["value"] * 1e12)
-    sides = "; ".join(f"{name}: {'memory' if i < ridge_ else 'compute'}-bound" for name, i in intensities.items())
+    sides = "".join(f"\n  {name}: {'memory' if i < ridge_ else 'compute'}-bound" for name, i in intensities.items())
     size = f"{mib / 1024:g} GiB" if mib >= 1024 else f"{mib:g} MiB"
     return (f"on the reference {device}, by its recorded roofs ({name.removeprefix('peak: ')}: {peak['value']:.1f} TFLOP/s; "
             f"a copy of {size}: {main['value']:.2f} TB/s): ridge {ridge_:.0f} FLOP/B; by the roofline model, not measured "
-            f"there: {sides}")
+            f"there, one op a line:{sides}")
 
 
 def at_least(v: float) -> str:
