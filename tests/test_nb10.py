@@ -1778,3 +1778,14 @@ def test_each_sdpa_row_beside_08_is_also_read_with_each_sets_pace_taken_out():
                           "pace as the probe reads it")
     assert paced_rows({"after it": (0.94, 0.85, 1.02)}).endswith("inconclusive")  # a far end past 1.1x
     assert paced_rows({}) == ""
+
+
+def test_the_sets_that_did_not_resolve_a_gain_are_grouped_by_what_they_read():
+    from course_lib.lessons.nb10_answer import _unresolved
+    gain = Ratio("c", 1.11, 1.03, 1.17, rounds=5, coverage=0.94, drift=0.01)
+    wide = Ratio("w", 1.04, 0.97, 1.21, rounds=9, coverage=0.96, drift=0.05)
+    flat = Ratio("f", 1.00, 0.98, 1.02, rounds=9, coverage=0.96, drift=0.01)
+    assert _unresolved([("section 3's", wide), ("section 3b's", wide), ("notebook 08's", gain)]) == (
+        "section 3's and section 3b's could not tell")  # run115: not 'could not tell and … could not tell'
+    assert _unresolved([("section 3's", wide), ("section 3b's", flat)]) == (
+        "section 3's could not tell; section 3b's read no measurable difference")

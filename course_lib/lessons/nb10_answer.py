@@ -120,11 +120,9 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
             f"{_and(flat)}, so it is not counted here (details)" if gained and flat and not compiled else
             f"\n    compiling is not counted: {gained[0][1].brief} in {_and([w for w, _ in gained])} turns, its interval "
             f"reaching below {CONFIRM:g}× (such a gain counts once a second set of turns confirms it); "
-            + (_and([f"{w} {'could not tell' if r.grade != 'no difference' else 'read no measurable difference'}"
-                     for w, r in sets if not is_gain(r)])) + " (details)" if alone else
+            + _unresolved(sets) + " (details)" if alone else
             f"\n    compiling in {len(gained)} of {len(sets)} sets of turns ({_and([w for w, _ in gained])}; "
-            + _and([f"{w} {'read no measurable difference' if r.grade == 'no difference' else 'could not tell'}"
-                    for w, r in sets if not is_gain(r)]) + ")" if compiled and unresolved else "")
+            + _unresolved(sets) + ")" if compiled and unresolved else "")
     held += (f"\n    its cold compile pays back after about {fmt_count(min(steps.values()))}"
              + (f"–{fmt_count(max(steps.values()))}" if len(steps) > 1 else "")
              + f" steps ({_and(list(steps))} turns)" if steps else "")
@@ -192,6 +190,15 @@ def _waste(kinds: Mapping[str, Mapping[str, float]], outside: float,
     if attention is not None and is_gain(attention):
         said.append(f"SDPA's kernel in this format (the written-out attention ran the step {attention.value:.2f}× as fast)")
     return "  possibly avoidable (details in the appendix): " + "; ".join(said)
+
+
+def _unresolved(sets: Sequence[tuple[str, Ratio]]) -> str:
+    """The sets of turns that did not resolve a gain, grouped by what they read: "section 3's and section 3b's could
+    not tell; notebook 08's read no measurable difference"."""
+    flat = [w for w, r in sets if not is_gain(r) and r.grade == "no difference"]
+    open_ = [w for w, r in sets if not is_gain(r) and r.grade != "no difference"]
+    return "; ".join(filter(None, [f"{_and(open_)} could not tell" if open_ else "",
+                                   f"{_and(flat)} read no measurable difference" if flat else ""]))
 
 
 def _listed(paid: Mapping[str, Ratio]) -> str:
