@@ -182,7 +182,10 @@ def test_checkpointing_residual_is_paired_where_the_three_shared_turns():
     assert said.startswith("verdict: checkpointing costs +3.0 ms a step (+3.0 to +3.0 ms: median of 5 paired turns' "
                            "residuals, not the medians' difference above; 94% interval) beyond recomputing the forward")
     same = timed("ck", [0.131, 0.134, 0.128, 0.130, 0.156])  # -1 to +1 ms
-    assert nb09.recompute_verdict(0.4, cost, plain, same, fwd).endswith("holds 0")
+    assert nb09.recompute_verdict(0.4, cost, plain, same, fwd).endswith("holds 0, its ends within 0.8% of the prediction")
+    loose = timed("ck", [0.131, 0.150, 0.112, 0.130, 0.156])  # -15 to +15 ms: holds 0, but reaches past 10 %
+    assert "verdict: too wide to tell whether checkpointing costs more" in nb09.recompute_verdict(  # reader GA
+        0.4, cost, plain, loose, fwd) and "agrees" not in nb09.recompute_verdict(0.4, cost, plain, loose, fwd)
     tiny = timed("ck", [0.1315, 0.1355, 0.1275, 0.1315, 0.1565])  # +0.5 ms in every turn: measurable, under 2 %
     small = nb09.recompute_verdict(0.4, cost, plain, tiny, fwd)
     assert "beyond recomputing the forward: measurable, but small: 0.4% of the prediction (0." in small

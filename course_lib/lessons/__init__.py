@@ -13,8 +13,9 @@ nb06  DDP and FSDP2: the single-process reference, collectives checked, bytes pe
 nb07  attention: SDPA's kernels named and timed, the sweep over lengths (from lessons/nb07_seqlen.py), the toy
       task, the snippet, the words around each measurement
 nb08  Transformer training: the words around each measurement (the long run, the reference's versions; MFU
-      and utilisation from lessons/nb08_mfu.py, SDPA's account from lessons/nb08_attention.py), the checks of its claims (weight-decay groups, beating the
-      unigram baseline, resume) and exercises
+      and utilisation from lessons/nb08_mfu.py, SDPA's account from lessons/nb08_attention.py, the compile's from
+      lessons/nb08_compile.py), the checks of its claims (weight-decay groups, beating the unigram baseline, resume)
+      and exercises
 nb09  memory: the exercise checks (AdamW's state, bytes saved for backward), the closing answer from
       lessons/nb09_answer.py, the appendix's 08 step from lessons/nb09_beside08.py
 nb10  compile and profile: the exercise checks (arithmetic intensity, a loop without syncs), the words
@@ -25,12 +26,13 @@ nb11  model parallelism: the model every script splits, pipeline schedules and t
       memory from lessons/nb11_memory.py)
 nb12  inside the kernel: the online softmax and FlashAttention's tiles in plain PyTorch, Triton
 
-Fourteen lesson modules serve one notebook without being its module, so that the notebook's own stays
+Fifteen lesson modules serve one notebook without being its module, so that the notebook's own stays
 its scaffolding (the notebook calls them through it):
 
 nb03_formats    for nb03: what each 16-bit format keeps and loses, real casts, did a format run in a layer
 nb07_seqlen     for nb07: attention's time and memory against sequence length, the growth exponents
 nb08_attention  for nb08: whether one attention kernel explains the step's gap, attention alone summed over the step
+nb08_compile    for nb08: a compile's break-even, and what its paired gain leaves open (a moved control, one set of turns)
 nb08_mfu        for nb08: MFU and its same-turns check, utilisation against MFU, what sets two readings apart
 nb09_answer     for nb09: the answer to its question, each line from the section that measured it
 nb09_beside08   for nb09: 08's whole step timed beside its forward and backward, and beside 08's readings of it

@@ -78,11 +78,12 @@ def busy_short(gain: Ratio, busy: Ratio, small: str, large: str, busy_pct: dict[
     steady = abs(busy_pct[large] - busy_pct[small]) < 1  # under a percentage point: unchanged to the eye
     moved = ("did not move beyond its spread" if busy.within_noise else
              "stayed within a point" if steady else "moved less than MFU, beyond both ranges")
+    d = 1 if cpu else 0  # on a CPU the reading sits near 100 %: its decimal shows what was read
     return (f"with {large} a micro-batch instead of {small}, MFU {mfu[small]:.1%} → {mfu[large]:.1%} (the medians; "
-            f"paired in turns, {gain.numbers} higher)\nwhile the utilisation reading {moved} ({busy_pct[small]:.0f} % → "
-            f"{busy_pct[large]:.0f} %)" + (": on a CPU it sits near 100 % by construction, so only MFU could move here "
-                                           "(a GPU's contrast: under 'What GPUs measured')" if cpu else
-                                           ": busy is not efficient"))
+            f"paired in turns, {gain.numbers} higher)\nwhile the utilisation reading {moved} ({busy_pct[small]:.{d}f} % → "
+            f"{busy_pct[large]:.{d}f} %)" + (": on a CPU a core running torch's ops counts as busy whatever their size, so "
+                                             "only MFU could move here (a GPU's contrast: under 'What GPUs measured')" if cpu
+                                             else ": busy is not efficient"))
 
 
 def mfu_text(peak: Timing, peak_note: object, best: Timing | None, flops_per_token: int,
@@ -218,8 +219,8 @@ def run_order(readings: Mapping[str, Timing | None], probes: Mapping[str, Timing
               looped: Sequence[str] = ()) -> str:
     """The same step's readings (a name -> its Timing, None where it did not run), in the order they ran, as a table
     (ms per step; the pace probe's ms where `probes`, by the same names, timed one in the same turns; the minor page
-    faults a step where its set of turns counted them), then how they moved, one finding a line: within
-    :data:`AGREE` of each other they agree; else whether the step only read slower the later it ran, or moved both
+    faults per 1,000 tokens, as notebook 10 counts them, where its set of turns counted them and the timing has its
+    tokens), then how they moved, one finding a line: within :data:`AGREE` of each other they agree; else whether the step only read slower the later it ran, or moved both
     ways; where two or more sets timed the probe, whether the probe moved with it; where faults were counted,
     whether the slower readings are the ones that faulted. `looped`: the readings timed back to back for a while
     (the others one call a turn); where every one of them ran 1.1× or more slower than every other, a line says so,
@@ -231,11 +232,12 @@ def run_order(readings: Mapping[str, Timing | None], probes: Mapping[str, Timing
     ms = [1e3 * t.median_s for t in got.values()]
     span = max(ms) / min(ms)
     probe_ms = {n: 1e3 * probes[n].median_s if probes.get(n) is not None else None for n in got}
-    probed, counted = any(probe_ms.values()), any(t.faults is not None for t in got.values())
+    per_k = {n: 1e3 * t.faults / t.work if t.faults is not None and t.work else None for n, t in got.items()}
+    probed, counted = any(probe_ms.values()), any(f is not None for f in per_k.values())
     w = max(len(n) for n in got)
-    table = [f"  {'reading':<{w}}  ms a step" + "  probe, ms" * probed + "  page faults a step" * counted]
+    table = [f"  {'reading':<{w}}  ms a step" + "  probe, ms" * probed + "  page faults per 1,000 tokens" * counted]
     table += [f"  {n:<{w}}  {m:>9.0f}" + f"  {_cell(probe_ms[n], '.1f', 9)}" * probed
-              + f"  {_cell(t.faults, ',.0f', 18)}" * counted for (n, t), m in zip(got.items(), ms)]
+              + f"  {_cell(per_k[n], ',.0f', 28)}" * counted for (n, t), m in zip(got.items(), ms)]
     if span < AGREE:
         found = [f"within {span:.2f}× of each other: the readings agree"]
     elif all(later >= 0.98 * earlier for earlier, later in zip(ms, ms[1:])):  # never faster by more than 2 %
@@ -263,7 +265,8 @@ def run_order(readings: Mapping[str, Timing | None], probes: Mapping[str, Timing
             "not move with the step; what moved the step is not measured")
     elif span >= AGREE:
         found.append("what moved it is not measured here")
-    faulted = faults_words({n: (t.median_s, t.faults) for n, t in got.items()}, listed=False)  # the table lists them
+    faulted = faults_words({n: (t.median_s, per_k[n]) for n, t in got.items()}, per="1,000 tokens",
+                           listed=False)  # the table lists them; one unit and one threshold with notebook 10's
     if faulted:
         found.append(faulted)
     back = {n: m for n, m in zip(got, ms) if n in looped}

@@ -13,7 +13,8 @@ from course_lib.lessons.nb10_beside08 import _and
 from course_lib.lessons.nb10_reference import reference_answer
 from course_lib.lessons.nb10_roofline import (FUSIBLE, at_least, bounded, fusible_share, gelu_compute_set, roof_share,
                                               unbounded)
-from course_lib.lessons.nb10_short import (break_control, break_cost_only, break_unbacked, compile_in_08, is_gain,
+from course_lib.lessons.nb10_short import (break_control, break_cost_only, break_unbacked, compile_in_08, control_in_08,
+                                           is_gain,
                                             other_sets, points, unconfirmed)
 from course_lib.roofline import OpTime
 from course_lib.units import fmt_count
@@ -36,7 +37,8 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
            ops_unprofiled: float | None = None, outside: float = 0.0,
            again: Ratio | None = None, device: str = "", item_cost: Ratio | None = None,
            gelu: tuple | None = None, small: tuple[Ratio, ...] | None = None,
-           pays_back: Mapping[str, float | None] | None = None, profiled: Mapping[str, float] | None = None) -> str:
+           pays_back: Mapping[str, float | None] | None = None, profiled: Mapping[str, float] | None = None,
+           eager_ms: Sequence[float] = ()) -> str:
     """The notebook's question answered from this run's numbers, a few short lines first: where the op time
     went (`kinds`, as section 4 sums them; the costliest op with FLOPs, `slowest`, at `slowest_of_roof` of its
     roof), which timed change paid (`fixes`: a name -> its ratio, None where not timed; `attention`, the
@@ -50,16 +52,19 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     and its control timed again in a small step (section 3b's one short sequence), and there the fixed GPT against
     the plain one, where timed (a third ratio); `pays_back`: the steps after which the cold compile pays for itself,
     by the set of turns ('section 3's', 'section 3b's') whose gain it rests on; `profiled`: seconds by kind in
-    section 1's profile (each op's own time), whose shares stand beside section 4's."""
+    section 1's profile (each op's own time), whose shares stand beside section 4's; `eager_ms`: the plain eager
+    step's medians in this notebook's sets of turns, whose span is said under the fixes where it reaches 1.1×."""
     total = sum(step.values())
     share = {cat: s / total for cat, s in step.items()}
     ops = share.get("compute", 0.0) + share.get("copies", 0.0)
     unbacked = (fix := fixes.get(FIX)) is not None and break_unbacked(fix, item_cost)
     cost_only = fix is not None and break_cost_only(fix, item_cost)
     in_08 = [r for r in [compile_in_08(ran08)] if r is not None]  # 08's compile of the same GPT, its own turns
+    slowed = control_in_08(ran08) if in_08 else None  # 08's eager control moved after its compile: its own caveat
     sets = [(w, r) for w, r in (("section 3's", fixes.get(COMPILING)), ("section 3b's", again),
                                 *(("notebook 08's", r) for r in in_08)) if r is not None]  # compiling, each set of turns
-    gained = [(w, r) for w, r in sets if is_gain(r)] if fixes.get(COMPILING) is not None else []
+    refuted = {"notebook 08's"} if slowed and slowed[0] > 1 and slowed[1] < CONFIRM else set()  # 08: not established
+    gained = [(w, r) for w, r in sets if is_gain(r) and w not in refuted] if fixes.get(COMPILING) is not None else []
     flat = [w for w, r in sets if r.grade == "no difference"]  # where compiling read no difference, beside its gains
     fits = bool(sets) and 1 < max(r.lo for _, r in sets) <= min(r.hi for _, r in sets)  # one gain fits every set
     replicated = len(gained) >= 2 and fits  # resolved in two sets of turns or more, and no set rules that gain out
@@ -105,24 +110,28 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
         head.append(_waste(kinds, outside, attention, gelu))
     if fixes:
         head += ["  the fixes taught here, each timed in turns:"] + [
-            f"    {_fix_status(name, r, sets=sets, unsettled=unsettled or alone, unbacked=unbacked, cost_only=cost_only)}"
+            f"    {_fix_status(name, r, sets=sets, unsettled=unsettled or alone, unbacked=unbacked, cost_only=cost_only, slowed=slowed)}"
             + (f"; {SMALL}: {_break_words(*small[:2])}" if small and name == FIX else "")
             for name, r in fixes.items()]
+    if len(eager_ms) >= 2 and max(eager_ms) / min(eager_ms) >= CONFIRM:  # the control itself moved between sets
+        head.append(f"    (the plain eager step itself read {min(eager_ms):.0f}–{max(eager_ms):.0f} ms across this "
+                    f"notebook's sets of turns, {max(eager_ms) / min(eager_ms):.2f}× apart: each fix is judged by its "
+                    "paired ratio, in its own turns; the appendix sets the pace probe beside each reading)")
     together = (ran08 or {}).get("compiled vs eager, written-out attention")  # 08 compiled the written-out GPT
     both = (" (each against the eager SDPA step; compiling on top of the written-out attention: " + (
         f"notebook 08 timed the written-out GPT compiled against it eager, in its own turns: {_recorded(together).brief}; "
         "the two changes at once against eager SDPA: not timed)"
         if together and together.get("spread") else "not timed)")) * (bool(compiled) and "the written-out attention" in paid)
-    unresolved = [w for w, r in sets if not is_gain(r)]  # no difference, too wide or inconclusive
+    unresolved = [w for w, r in sets if not is_gain(r) or w in refuted]  # no difference, too wide, inconclusive
     steps = {w: (pays_back or {}).get(w) for w, _ in gained} if compiled else {}  # each set's break-even, where a gain
     steps = {w: n for w, n in steps.items() if n}
     held = (f"\n    compiling, faster in {_and([w for w, _ in gained])} turns, read no measurable difference in "
             f"{_and(flat)}, so it is not counted here (details)" if gained and flat and not compiled else
             f"\n    compiling is not counted: {gained[0][1].brief} in {_and([w for w, _ in gained])} turns, its interval "
             f"reaching below {CONFIRM:g}× (such a gain counts once a second set of turns confirms it); "
-            + _unresolved(sets) + " (details)" if alone else
+            + _unresolved(sets, refuted) + " (details)" if alone else
             f"\n    compiling in {len(gained)} of {len(sets)} sets of turns ({_and([w for w, _ in gained])}; "
-            + _unresolved(sets) + ")" if compiled and unresolved else "")
+            + _unresolved(sets, refuted) + ")" if compiled and unresolved else "")
     held += (f"\n    its cold compile pays back after about {fmt_count(min(steps.values()))}"
              + (f"–{fmt_count(max(steps.values()))}" if len(steps) > 1 else "")
              + f" steps ({_and(list(steps))} turns)" if steps else "")
@@ -192,13 +201,17 @@ def _waste(kinds: Mapping[str, Mapping[str, float]], outside: float,
     return "  possibly avoidable (details in the appendix): " + "; ".join(said)
 
 
-def _unresolved(sets: Sequence[tuple[str, Ratio]]) -> str:
+def _unresolved(sets: Sequence[tuple[str, Ratio]], refuted: Iterable[str] = ()) -> str:
     """The sets of turns that did not resolve a gain, grouped by what they read: "section 3's and section 3b's could
-    not tell; notebook 08's read no measurable difference"."""
+    not tell; notebook 08's read no measurable difference". `refuted`: sets whose gain their own notebook calls not
+    established (08's, where its eager control slowed as much as the gain)."""
     flat = [w for w, r in sets if not is_gain(r) and r.grade == "no difference"]
     open_ = [w for w, r in sets if not is_gain(r) and r.grade != "no difference"]
+    moved = [w for w, r in sets if is_gain(r) and w in refuted]
     return "; ".join(filter(None, [f"{_and(open_)} could not tell" if open_ else "",
-                                   f"{_and(flat)} read no measurable difference" if flat else ""]))
+                                   f"{_and(flat)} read no measurable difference" if flat else "",
+                                   f"{_and(moved)} gain is not established (its eager control slowed as much)"
+                                   if moved else ""]))
 
 
 def _listed(paid: Mapping[str, Ratio]) -> str:
@@ -310,15 +323,19 @@ def _break_words(fix: Ratio, cost: Ratio) -> str:
 
 
 def _fix_status(name: str, r: Ratio | None, sets: Sequence[tuple[str, Ratio]], unsettled: bool, unbacked: bool,
-                cost_only: bool) -> str:
+                cost_only: bool, slowed: tuple[float, float] | None = None) -> str:
     """One taught fix in the answer's short lines: its ratio (compiling: in each set of turns that timed it, `sets`),
-    and where the sets or its control leave it open, that in a few words (the whole stands under 'details:')."""
+    and where the sets or its control leave it open, that in a few words (the whole stands under 'details:').
+    `slowed`: 08's eager control's move after its compile and the compiled step over its earlier reading
+    (:func:`control_in_08`), said beside 08's reading, as 08 says it."""
     if r is None:
         return f"{name}: not timed here"
     if name == COMPILING and len(sets) > 1:
         where = {w: w.removesuffix("'s") + " (2 micro-batches)" * (w == "notebook 08's") for w, _ in sets}
+        caveat = (f"; its eager control read {slowed[0]:.2f}× its time before the compile, and against that earlier "
+                  f"reading the compiled step ran at {slowed[1]:.2f}× its speed (two moments)" if slowed else "")
         return f"{name}, in each set of turns" + (" (not replicated: details)" if unsettled else "") + ":" + "".join(
-            f"\n      {where[w]}: {s.brief}" for w, s in sets)
+            f"\n      {where[w]}: {s.brief}" + (caveat if w == "notebook 08's" else "") for w, s in sets)
     if name == FIX and unbacked:
         return f"{name}: {r.brief} against the .item() GPT; the break's own cost not resolved (details)"
     if name == FIX and cost_only:

@@ -194,6 +194,19 @@ def compile_in_08(ran08: Mapping[str, dict] | None) -> Ratio | None:
     return dataclasses.replace(report.recorded_ratio("compiled vs eager, SDPA", row), more="faster", less="slower")
 
 
+def control_in_08(ran08: Mapping[str, dict] | None) -> tuple[float, float] | None:
+    """Where notebook 08's eager SDPA step, timed again beside its compiled GPT, read 1.1× or more from its reading
+    before the compile: (that move, as the later time over the earlier; the compiled step's speed over the earlier
+    eager reading, two moments), so that a quote of 08's compile gain carries 08's own caveat; else None."""
+    rows = ran08 or {}
+    before, beside, compiled = (rows.get(k) for k in ("eager, SDPA", "eager, SDPA (beside the compiled)",
+                                                      "compiled, SDPA"))
+    if not (before and beside and compiled) or len({r.get("unit") for r in (before, beside, compiled)}) != 1:
+        return None
+    moved = before["value"] / beside["value"]  # rates: the later time over the earlier
+    return (moved, compiled["value"] / before["value"]) if abs(math.log(moved)) >= math.log(1.1) else None
+
+
 def eager_readings(readings: Mapping[str, Timing | None]) -> str:
     """The plain eager step's readings in this notebook's sets of turns (where: Timing), one line, with the
     fastest-to-slowest ratio read by the rule for two moments ('' with fewer than two): which reading is typical
