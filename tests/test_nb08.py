@@ -480,8 +480,8 @@ def test_paired_mfu_text_names_the_turns_and_the_moment():
     assert widened.startswith("answer, with the long run: this step's MFU across this notebook's readings, each at one "
                               "moment: median 34.0% of the measured peak, spanning 30.0%–38.5% (the fastest reading, "
                               "38.5%: the long run's median):\n")  # reader FU: the median first, not the fastest
-    assert widened.endswith("\n  the slower readings are the same step at other moments of this process (the run-order "
-                            "table above says whether the pace probe moved with them)")  # 1.28x apart
+    assert widened.endswith("\n  the slower readings are the same step at other moments of this process (the appendix's "
+                            "run-order table says whether the pace probe moved with them)")  # 1.28x apart
     assert "\n  sections 4 and 5: 30.0%–34.0%; the long run's median: 38.5%\n" in widened  # medians, not a quartile's end
     more = nb08.answer_with_long_run((0.30, 0.34), [0.385, 0.321, 0.3905], {"section 4's second turns": (0.41, 0.41)},
                                      first="section 4 (its quartiles)")

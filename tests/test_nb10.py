@@ -675,8 +675,9 @@ def test_beside_08_sets_08s_readings_of_this_gpt_in_one_table_read_by_the_two_mo
     probed08 = {**_ran08(), "pace probe, section 4's turns": {"value": 14.0, "unit": "ms", "spread": [13.8, 14.2]},
                 "pace probe, section 4's turns after the compile": {"value": 14.0, "unit": "ms", "spread": [13.8, 14.2]}}
     paced = nb10.beside_08(probed08, gpt, "cpu", 16, **kw, probe=_t(bench.PROBE, 0.014), before_probe=_t(bench.PROBE, 0.014))
-    assert "; paced " in paced and paced.splitlines()[0].startswith("in short: 08's rates beside this notebook's, each "
-                                                                     "set's pace probe taken out")
+    assert "; paced " in paced and paced.splitlines()[0].startswith("in short: the notebooks side by side (paced: each "
+                                                                     "rate times its own set's pace-probe time")
+    assert "  eager SDPA after its compile, here ÷ 08 " in paced and "the SDPA rows, paced: " in paced  # a row each
     only = nb10.beside_08({"compile + first step (cold)": {"value": 24.0, "unit": "s"}}, gpt, "cpu", 16, cold_s=60.0)
     assert [c.strip() for c in only.splitlines()[-1].split(" | ")[2:]] == ["60.0", "2.50×", "a difference (2.5× or more)"]
 
@@ -1544,11 +1545,13 @@ def test_beside_08_says_when_the_probe_leaves_a_gap_the_two_moments_rule_allows(
     ran08 = {**_ran08(), "pace probe, section 4's turns": {"value": 21.0, "unit": "ms"}}  # 31.6 ktok/s × 21 ms = 664
     probe = _t("pace probe, section 3's turns", 0.021)  # the same pace here: 2048 / 70 ms × 21 ms = 614
     lines = nb10.beside_08(ran08, gpt, "cpu", 16, written=written, as_08=as_08, probe=probe).splitlines()
-    assert lines[0] == ("in short: 08's step in 2 sets of turns (08's section 4 and section 3 here): 1.08× apart in "
-                        "rate, 1.08× with each set's pace taken out: they agree")  # the notebooks agree: first
-    assert lines[1].startswith("          timed in section 3's turns, 08's step")
-    assert lines[2] == "  details:"  # the 2.5x rule, which says less than the probe, stands under details
-    assert "tokens per probe" not in lines[1] and any(ln.startswith("    08's step in the turns of") and
+    assert lines[0] == ("in short: the notebooks side by side (paced: each rate times its own set's pace-probe time, "
+                        "the machine's pace taken out):")  # the notebooks agree: first, as a table (readers FX, FZ)
+    assert lines[2:4] == ["            08's step (08's section 4 and section 3 here)  1.08× apart  1.08× apart",
+                          "            08's step: they agree"]
+    assert lines[4].startswith("          timed in section 3's turns, 08's step")
+    assert lines[5] == "  details:"  # the 2.5x rule, which says less than the probe, stands under details
+    assert "tokens per probe" not in "".join(lines[:5]) and any(ln.startswith("    08's step in the turns of") and
                                                       "tokens per probe: 664, 614)" in ln for ln in lines)  # its sums
     assert "    by the rule for two moments (2.5×, what a machine's pace can move), for readings and for paired ratios " \
         "from separate sets of turns alike, no reading of 08's (or 09's) is told apart from this notebook's" in lines
@@ -1556,26 +1559,26 @@ def test_beside_08_says_when_the_probe_leaves_a_gap_the_two_moments_rule_allows(
               "eager, written-out attention": {**ran08["eager, written-out attention"], "value": 36.0,
                                                "spread": [35.9, 36.1]}}
     spans = nb10.beside_08({**ran08, **slower}, gpt, "cpu", 16, written=written, as_08=as_08, probe=probe).splitlines()
-    assert spans[0].endswith("; 08's own readings of this step lie 1.32× apart in one process; against them, this "
+    assert spans[3].endswith("; 08's own readings of this step lie 1.32× apart in one process; against them, this "
                              "notebook's within their range; the cause of these moves is not measured")  # 36.0 / 27.3
     # a reading outside 08's own range: how far beyond its nearest end (reader FB: not a gap that holds 08's span)
     fast_here = t("08's step, written-out attention", 0.0500)  # 41 ktok/s, past 08's fastest 36.0
     beyond = nb10.beside_08({**ran08, **slower}, gpt, "cpu", 16, written=written, as_08=fast_here, probe=probe)
-    assert "against them, this notebook's 1.14× faster than the fastest; the cause" in beyond.splitlines()[0]
+    assert "against them, this notebook's 1.14× faster than the fastest; the cause" in beyond.splitlines()[3]
     gap = nb10.beside_08(slower, gpt, "cpu", 16, written=written, as_08=as_08, probe=probe).splitlines()
-    assert gap[0].endswith("they disagree beyond 1.1×, and the machine's pace as the probe reads it does not explain it") \
-        and gap[2] == "  details:"  # 756/614: 1.23×
+    assert gap[3].endswith("they disagree beyond 1.1×, and the machine's pace as the probe reads it does not explain it") \
+        and gap[5] == "  details:"  # 756/614: 1.23×
     assert any(ln.startswith("    08's step in the turns of") and "a gap the probe does not take away" in ln for ln in gap)
-    assert "in one process" not in gap[0]  # no eager readings here to set the gap beside
+    assert "in one process" not in gap[3]  # no eager readings here to set the gap beside
     swung = nb10.beside_08(slower, gpt, "cpu", 16, written=written, as_08=as_08, probe=probe, eager=t("eager", 0.0900),
                            before=t("no logging", 0.1120)).splitlines()  # this notebook's eager step: 1.24x apart
-    assert swung[0].endswith("; in rate, 1.23× lies within the 1.24× this notebook's own eager step swung in one process; "
+    assert swung[3].endswith("; in rate, 1.23× lies within the 1.24× this notebook's own eager step swung in one process; "
                              "the cause is not measured")  # 36.0 / 29.3: 1.23x
     assert any(ln.endswith("; this notebook's own eager step, in one process, read 1.24× apart across section 2 and "
                            "section 3: the notebooks' gap lies within the widest swing one process shows") for ln in swung)
     less = nb10.beside_08(slower, gpt, "cpu", 16, written=written, as_08=as_08, probe=probe, eager=t("eager", 0.0900),
                           before=t("no logging", 0.1000)).splitlines()  # 1.11x: less than the notebooks' 1.23x
-    assert "; in rate, 1.23× lies beyond the 1.11× this notebook's own eager step swung" in less[0]
+    assert "; in rate, 1.23× lies beyond the 1.11× this notebook's own eager step swung" in less[3]
 
     unprobed = nb10.beside_08(ran08, gpt, "cpu", 16, written=written, as_08=as_08).splitlines()  # no probe here
     assert unprobed[0].endswith("no reading of 08's (or 09's) is told apart from this notebook's")  # the rule, up front
@@ -1823,3 +1826,16 @@ def test_unresolved_sets_name_a_gain_its_own_notebook_calls_not_established():
     wide = Ratio("w", 1.04, 0.97, 1.21, rounds=9, coverage=0.96, drift=0.05)
     assert _unresolved([("section 3's", wide), ("notebook 08's", gain)], refuted={"notebook 08's"}) == (
         "section 3's could not tell; notebook 08's gain is not established (its eager control slowed as much)")
+
+
+def test_paced_table_sets_raw_and_paced_ratios_side_by_side_with_one_verdict_a_group():
+    from course_lib.lessons.nb10_paced import paced_table
+    assert paced_table(None, {}) == ""
+    said = paced_table(("08's step (08's section 5, 09's turns and section 3 here)", 1.22, 1.22, "inconclusive"),
+                       {"eager SDPA before its compile": (0.77, (0.86, 0.80, 0.93)),
+                        "compiled SDPA": (1.17, (0.98, 0.90, 1.05))}).splitlines()
+    assert said[2].split() == ["08's", "step", "(08's", "section", "5,", "09's", "turns", "and", "section", "3", "here)",
+                               "1.22×", "apart", "1.22×", "apart"]
+    assert said[3].split()[-2:] == ["0.77×", "0.86×"] and said[4].split()[-2:] == ["1.17×", "0.98×"]  # raw, then paced
+    assert said[5] == "  08's step: inconclusive"
+    assert said[6].startswith("  the SDPA rows, paced: ")

@@ -170,7 +170,7 @@ def answer_with_long_run(section5: tuple[float, float], long_mfu: Sequence[float
     return (f"answer, with the long run: this step's MFU across this notebook's readings, each at one moment: median "
             f"{mid:.1%} of the measured peak, spanning {span(lo, hi)} (the fastest reading, {hi:.1%}: {top}):\n  "
             + "; ".join(f"{k}: {span(a, b)}" for k, (a, b) in parts.items())
-            + ("\n  the slower readings are the same step at other moments of this process (the run-order table above "
+            + ("\n  the slower readings are the same step at other moments of this process (the appendix's run-order table "
                "says whether the pace probe moved with them)" if hi / lo >= AGREE else ""))
 
 

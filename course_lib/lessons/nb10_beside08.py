@@ -14,7 +14,7 @@ import torch
 from course_lib import bench, profiles, report, verdicts
 from course_lib.lessons.nb09_beside08 import SHARE_09, WHOLE_STEP  # 09's keys
 from course_lib.lessons.nb10_paced import (PACED, PROBES, UNPACED, _and, _rate, _swing, _written_out,  # noqa: F401
-                                           paced, paced_rows, paced_vs_row, placed_in)  # re-exported: 08's step, paced
+                                           paced, paced_rows, paced_table, paced_vs_row, placed_in)  # re-exported: 08's step, paced
 from course_lib.lessons.nb10_short import in_short
 from course_lib.bench import Ratio, Timing, break_even
 from course_lib.models import GPT, GPTConfig
@@ -95,19 +95,19 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
     differ += ["08's step with SDPA at another moment"] * told
     short = []
     cost = _cost(as_08, written)
-    probed = paced(ran08, ran09, as_08, probe, short=True, batch=batch)  # the same step's readings, each set's pace out
+    step = paced(ran08, ran09, as_08, probe, batch=batch, as_row=True)  # the same step's readings, each set's pace out
     full = paced(ran08, ran09, as_08, probe, batch=batch)  # the same, with the sets named and the arithmetic, in details
     if full and UNPACED in full:  # a gap the probe does not explain: set beside the swing one process shows
         own = [1e3 * r.then for r in in_08 if "long run" not in r.quantity and r.then]  # 08's readings, ktok/s -> tok/s
-        probed += _swing(ran08, ran09, as_08, swung, short=True, own08=own)
+        step = (*step[:3], step[3] + _swing(ran08, ran09, as_08, swung, short=True, own08=own))
         full += _swing(ran08, ran09, as_08, swung, own08=own)
     moments = ("by the rule for two moments (2.5×, what a machine's pace can move), for readings and for paired ratios "
                "from separate sets of turns alike, "
                + (f"the notebooks differ on: {'; '.join(differ)}" if differ else
                   "no reading of 08's (or 09's) is told apart from this notebook's"))
-    rates = paced_rows({r.short: r.paced for r in table if r.paced})  # the table's rates, each set's pace out
-    up_front = bool(differ) or not (probed or rates)  # the probe's lines, where there are, say more than the 2.5x rule
-    short += [probed, rates, moments if up_front else ""]  # whether the notebooks agree first, then the steps' own gap
+    side = paced_table(step, {r.short: (r.value, r.paced) for r in table if r.paced})  # raw and paced, a row each
+    up_front = bool(differ) or not side  # the probe's lines, where there are, say more than the 2.5x rule
+    short += [side, moments if up_front else ""]  # whether the notebooks agree first, then the steps' own gap
     if cost is not None:  # the one comparison of the two notebooks' steps timed in the same turns
         short.append(f"timed in section 3's turns, 08's step (clipping, AdamW's two groups) over this notebook's eager "
                      f"written-out step, in speed: {cost.brief}{' to tell' if cost.grade == 'too wide' else ''}")
@@ -386,7 +386,7 @@ def _rates(ran08: Mapping[str, dict], batch: int, eager: Timing | None, written:
     pairs = [("eager SDPA", "each before its compile; here section 2's plain step", before, ran08.get("eager, SDPA"),
               (probes[0], first, "eager SDPA before its compile")),
              ("eager SDPA", "each after its compile", eager, ran08.get("eager, SDPA (beside the compiled)"),
-              (probes[1], after, "after it")),
+              (probes[1], after, "eager SDPA after its compile")),
              ("compiled SDPA", "", compiled, ran08.get("compiled, SDPA"), (probes[1], after, "compiled SDPA")),
              (label, f"08: section 4{_micro(ran08.get('eager, written-out attention'))}", out,
               ran08.get("eager, written-out attention"), (None, None, ""))]

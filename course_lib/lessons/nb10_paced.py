@@ -73,11 +73,13 @@ def _written_out(row: Mapping[str, str]) -> bool:
 
 
 def paced(ran08: Mapping[str, dict] | None, ran09: Mapping[str, dict] | None, as_08: Timing | None,
-          probe: Timing | None, short: bool = False, batch: int | None = None) -> str:
+          probe: Timing | None, short: bool = False, batch: int | None = None, as_row: bool = False
+          ) -> str | tuple[str, float, float, str] | None:
     """08's written-out step with each set of turns' pace taken out: its rate times the pace probe's time in the same
     turns (the tokens it trains in one probe's time), in 08's section 5 (one micro-batch of `batch`, as 09 and this
     notebook time it; else section 4's, two micro-batches), in 09's turns and here (`as_08` and `probe`, section 3's);
-    '' where fewer than two readings have their probe."""
+    '' where fewer than two readings have their probe. `as_row`: the same, short, as a row of :func:`paced_table`
+    (the sets, the rates' spread, the spread with each set's pace taken out, the words), None in place of ''."""
     got, spans, rates, faults = {}, {}, [], {}  # tokens per probe: the medians', and the far ends the quartiles allow
     one = f"step, micro-batch of {batch} sequences, no sampler"  # 08's section 5: the step as 09 and 10 time it
     like = batch and _written_out((ran08 or {}).get(one, {})) and (ran08 or {}).get(PROBES["08's section 5"])
@@ -102,7 +104,7 @@ def paced(ran08: Mapping[str, dict] | None, ran09: Mapping[str, dict] | None, as
         faults[SHORT_SETS.get("this notebook's section 3", "here")] = (
             1 / as_08.rate, 1e3 * as_08.faults / as_08.work if as_08.faults is not None and as_08.work else None)
     if len(got) < 2:
-        return ""
+        return None if as_row else ""
     r, raw = max(got.values()) / min(got.values()), max(rates) / min(rates)
     far = max(spans[a][1] / spans[b][0] for a in spans for b in spans if a != b)  # two readings' quartiles' far ends
     d = 2 if all((round(x, 2) < PACED) == (x < PACED) for x in (r, raw)) else 3  # 1.096x, not 1.10x, 'within 1.1x'
@@ -110,11 +112,14 @@ def paced(ran08: Mapping[str, dict] | None, ran09: Mapping[str, dict] | None, as
     near = max(1.0, spans[top][0] / spans[low][1])  # ... and by their quartiles' nearest ends
     rule = pace_rule(r, near, far)  # 09's rule: the medians on one side of 1.1x, the quartiles' ends on the other: open
     faulted = faults_words(faults, per="1,000 tokens", of="08's step's ")  # beside each reading, where counted
-    if short:  # one clause for the 'in short' line; the sets named, the arithmetic and the probe's words in the details
+    if short or as_row:  # one clause for 'in short'; the sets named, the arithmetic and the probe's words in the details
         said = ("they agree" if raw < PACED else "the probe takes the gap away") if rule == "agree" else (
             f"they disagree beyond {PACED:g}×, and the machine's pace as the probe reads it does not explain it"
             if rule == "apart" else open_words(rule, near, far))
         moved = "goes with the slower time" in faulted and rule != "agree"  # a measured candidate, where open or apart
+        if as_row:
+            return (f"08's step ({_and([SHORT_SETS.get(w, w) for w in got])})", raw, r,
+                    said + ("; the slower readings faulted more pages a step (details)" if moved else ""))
         return (f"08's step in {len(got)} sets of turns ({_and([SHORT_SETS.get(w, w) for w in got])}): {raw:.{d}f}× apart "
                 f"in rate, {r:.{d}f}× with each set's pace taken out: {said}"
                 + ("; the slower readings faulted more pages a step (details)" if moved else ""))
@@ -151,10 +156,11 @@ def paced_vs_row(here: Timing, probe: Timing | None, row: Mapping, probe08: Mapp
             here.rate_lo * probe.lo_s / per(r_hi, p_hi), here.rate_hi * probe.hi_s / per(r_lo, p_lo))
 
 
-def paced_rows(got: Mapping[str, tuple[float, float, float]]) -> str:
+def paced_rows(got: Mapping[str, tuple[float, float, float]], words_only: bool = False) -> str:
     """One line for the table's rates with each set's pace taken out (`got`, row: :func:`paced_vs_row`'s triple), read
     by :func:`pace_rule`: whether the two notebooks agree once the machine's pace, as the probe reads it, is out of
-    their readings (a test that can fail, where the rule for two moments cannot at these sizes). '' without any."""
+    their readings (a test that can fail, where the rule for two moments cannot at these sizes). '' without any.
+    `words_only`: the verdict alone, for :func:`paced_table`."""
     if not got:
         return ""
     rules = {w: pace_rule(max(v, 1 / v), *near_far(lo, hi)) for w, (v, lo, hi) in got.items()}
@@ -164,5 +170,24 @@ def paced_rows(got: Mapping[str, tuple[float, float, float]]) -> str:
             "pace is out"
             if all(r == "agree" for r in rules.values()) else
             f"near {PACED:g}× (the medians and the spreads' ends fall on its two sides): inconclusive")
+    if words_only:
+        return said
     return ("08's rates beside this notebook's, each set's pace probe taken out (rate × the probe's time, here over 08's): "
             + ", ".join(f"{w} {v:.2f}×" for w, (v, _, _) in got.items()) + f": {said}")
+
+
+def paced_table(step: tuple[str, float, float, str] | None,
+                rows: Mapping[str, tuple[float, tuple[float, float, float]]]) -> str:
+    """The notebooks side by side, for 'in short:' (readers FX, FZ: two lines of rules read as details): 08's step
+    across its sets of turns (`step`, :func:`paced`'s row: its sets, the rates' spread, the spread with each set's pace
+    taken out, the words), then each SDPA rate row of the table (`rows`: its short name -> (here over 08 in rate,
+    :func:`paced_vs_row`'s triple)), raw and paced, and one verdict for each group. '' with neither."""
+    if step is None and not rows:
+        return ""
+    lines = [("", "rates", "paced")] + ([(step[0], f"{step[1]:.2f}× apart", f"{step[2]:.2f}× apart")] if step else [])
+    lines += [(f"{name}, here ÷ 08", f"{raw:.2f}×", f"{p[0]:.2f}×") for name, (raw, p) in rows.items()]
+    w = max(len(a) for a, _, _ in lines)
+    said = ([f"  08's step: {step[3]}"] if step else []) + (
+        [f"  the SDPA rows, paced: {paced_rows({n: p for n, (_, p) in rows.items()}, words_only=True)}"] if rows else [])
+    return "\n".join(["the notebooks side by side (paced: each rate times its own set's pace-probe time, the machine's "
+                      "pace taken out):", *(f"  {a:<{w}}  {b:>11}  {c:>11}" for a, b, c in lines), *said])
