@@ -236,7 +236,9 @@ class Ratio:
         if self.drift is not None and self.rounds > 1:
             base = 1 if self.drift < 0.1 else 0
             gap, d = self._gap_digits(base)  # a difference that prints as large as the drift: one more digit
-            drift = f", this pair's drift {self.drift:.{d}%}" + (f", the difference {gap:.{d}%}" if d > base else "")
+            near = self.clear and not self.within_noise and gap < 2 * self.drift  # a difference the drift nearly covers:
+            drift = f", this pair's drift {self.drift:.{d}%}" + (  # both printed, so the rule can be checked (reader GB)
+                f", the difference {gap:.{d}%}" if d > base or near else "")
         return (f"median of {self.rounds} paired turns, {self.coverage:.0%} interval{drift}"
                 + (f"; the two medians' ratio, unpaired, is {self.medians:.{self.decimals}f}×" if apart else ""))
 

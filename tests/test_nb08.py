@@ -714,10 +714,10 @@ def test_run_order_lists_the_same_steps_readings_as_they_ran_and_how_they_moved(
     faulted = nb08.run_order({"a": dataclasses.replace(t(137), faults=0.0, work=1000.0),  # reader FQ: printed, now read
                               "b": dataclasses.replace(t(171), faults=5377.0, work=1000.0),
                               "c": dataclasses.replace(t(145), faults=3712.0, work=1000.0)})
-    assert faulted.endswith("\n  page faults (pages the system maps in at first touch): every slower reading (1.1× or "
-                            "more the fastest's time) faulted at least 1,665 more than the faster ones: memory taken "
-                            "fresh from the system each step goes with the slower time here (a candidate cause, not "
-                            "tested)")
+    assert faulted.endswith("\n  page faults (pages the system maps in at first touch): the one slower reading with a count "
+                            "(1.1× or more the fastest's time) faulted at least 1,665 more than the faster ones: memory taken "
+                            "fresh from the system each step goes with the slower time here, in one reading (a "
+                            "candidate cause, not tested)")
     little = nb08.run_order({"a": t(143), "b": t(198)}, {"a": t(12.0), "b": t(13.3)})  # reader FO: little taken away
     assert little.endswith("with each set's probe taken out, 1.25× apart, little closer than the step alone: the probe "
                            "accounts for little of the move; what moved the step is not measured")

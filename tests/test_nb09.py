@@ -183,6 +183,12 @@ def test_checkpointing_residual_is_paired_where_the_three_shared_turns():
                            "residuals, not the medians' difference above; 94% interval) beyond recomputing the forward")
     same = timed("ck", [0.131, 0.134, 0.128, 0.130, 0.156])  # -1 to +1 ms
     assert nb09.recompute_verdict(0.4, cost, plain, same, fwd).endswith("holds 0, its ends within 0.8% of the prediction")
+    crossed = timed("plain", [0.10, 0.20, 0.20, 0.10, 0.10]), timed("forward", [0.10, 0.01, 0.01, 0.01, 0.10])
+    summed = timed("ck", [0.20, 0.21, 0.21, 0.11, 0.20])  # each turn's sum exactly: the medians' sum is 110 ms, not 200
+    said = nb09.recompute_verdict(0.4, cost, crossed[0], summed, crossed[1]).splitlines()
+    assert said[1].endswith(": the medians differ by +90.0 ms, but a sum of two medians need not be the median of the "
+                            "turns' sums; the paired residual below compares the three turn by turn")  # readers GB, GC
+    assert "agrees" in said[2] and "medians differ" not in nb09.recompute_verdict(0.4, cost, plain, same, fwd)
     loose = timed("ck", [0.131, 0.150, 0.112, 0.130, 0.156])  # -15 to +15 ms: holds 0, but reaches past 10 %
     assert "verdict: too wide to tell whether checkpointing costs more" in nb09.recompute_verdict(  # reader GA
         0.4, cost, plain, loose, fwd) and "agrees" not in nb09.recompute_verdict(0.4, cost, plain, loose, fwd)
@@ -317,8 +323,9 @@ def test_step_in_08_sets_08s_whole_step_beside_this_part_of_it():
     assert both[2].startswith("08's section 4 read the same GPT's step with two micro-batches at 11.9 (11.8–12) ktok/s: from "
                          "that reading, this one is not told apart: ") and both[2].endswith(
         "×, their quartile ranges overlapping, within the 2.5× that two moments can differ by")
-    assert both[3] == ("08's own two readings of this step, its section 4 and its section 5, are 1.23× apart: a reading "
-                       "here can sit near one and far from the other; notebook 10 sets every reading of it side by side")
+    assert both[3] == ("08's own two readings of this GPT's step, its section 4 (two micro-batches a step) and its "
+                       "section 5 (one), are 1.23× apart in rate: a reading here can sit near one and far from the other; "
+                       "notebook 10 sets every reading of it side by side")  # readers GB, GC: two variants, named
     near = {**sec4, "value": 14.0}  # 08's two readings within 1.1× of each other: no such line
     assert len(nb09.step_in_08(written, (whole, part), c.batch, gpt, near).splitlines()) == 3
     probe = bench.timing_of([0.020] * 5, name="pace probe, beside 08's step", device="cpu", turns_id="t")

@@ -181,7 +181,9 @@ def test_a_difference_that_prints_as_large_as_its_drift_gets_a_digit_more():
     from course_lib.bench import Ratio
     edge = Ratio("c", 1.0391, 1.03, 1.21, rounds=5, coverage=0.94, drift=0.0388)  # both print 3.9 % at one decimal
     assert str(edge).endswith("this pair's drift 3.88%, the difference 3.91%)")
-    assert "the difference" not in str(Ratio("c", 1.05, 1.03, 1.21, rounds=5, coverage=0.94, drift=0.0388))
+    assert "the difference" not in str(Ratio("c", 1.09, 1.03, 1.21, rounds=5, coverage=0.94, drift=0.0388))  # twice it
+    near = Ratio("c", 1 / 1.0347, 0.91, 0.98, rounds=9, coverage=0.96, drift=0.032)  # reader GB: 10's GELU, 1.03x
+    assert str(near).endswith("this pair's drift 3.2%, the difference 3.5%)")  # slower beyond a 3.2 % drift: shown
 
 
 def test_brief_gives_the_medians_ratio_where_it_points_the_other_way():

@@ -198,9 +198,13 @@ def faults_words(named: Mapping[str, tuple[float, float | None]], per: str = "st
         said = (f"the readings with a count lie within {AGREE:g}× of each other"
                 + " (the others were not counted)" * (len(got) < len(named)) + ": no slower reading to set the faults beside")
     elif min(slow.values()) - max(fast) >= least:
-        said = (f"every slower reading ({AGREE:g}× or more the fastest's time) faulted at least "
-                f"{min(slow.values()) - max(fast):,.0f} more than the faster ones: memory taken fresh from the system "
-                "each step goes with the slower time here (a candidate cause, not tested)")
+        which = (f"every slower reading ({AGREE:g}× or more the fastest's time)" if len(slow) > 1 else
+                 f"the one slower reading with a count ({AGREE:g}× or more the fastest's time)")  # readers GB, GC
+        said = (f"{which} faulted at least {min(slow.values()) - max(fast):,.0f} more than the faster ones: memory taken "
+                "fresh from the system each step goes with the slower time here" + (" (a candidate cause, not tested)"
+                                                                                    if len(slow) > 1 else
+                                                                                    ", in one reading (a candidate cause, "
+                                                                                    "not tested)"))
     else:
         clean = [w for w, f in slow.items() if f - max(fast) < least]
         said = (f"{', '.join(clean)} ran {AGREE:g}× or more slower than the fastest without faulting more: the faults "

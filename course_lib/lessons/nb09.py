@@ -356,6 +356,10 @@ def recompute_verdict(saving: float, cost: Ratio, plain: Timing, checkpointed: T
              f"({1e3 * checkpointed.lo_s:.1f}–{1e3 * checkpointed.hi_s:.1f})"]
     predicted = plain.median_s + forward.median_s
     if bench._paired(plain, checkpointed) and bench._paired(plain, forward):  # timed in the same turns: a paired residual
+        gap = checkpointed.median_s - predicted  # the medians' difference, which slow turns can move (readers GB, GC)
+        if abs(gap) > 0.1 * predicted:
+            lines[-1] += (f": the medians differ by {1e3 * gap:+.1f} ms, but a sum of two medians need not be the median "
+                          "of the turns' sums; the paired residual below compares the three turn by turn")
         lines.append(_residual_verdict(plain, checkpointed, forward, predicted))
     elif abs(checkpointed.median_s - predicted) <= NEAR * predicted and not checkpointed.lo_s <= predicted <= checkpointed.hi_s:
         lines.append(f"verdict: the checkpointed step's median lies within {NEAR:.0%} of the prediction "

@@ -129,9 +129,9 @@ def _own_span(row: dict, sec4: dict) -> str:
     """Where 08's own two readings of its step (its section 5 `row` and its section 4 `sec4`, rates) lie 1.1× or more
     apart, one sentence: a reading here can then sit near one and far from the other; '' otherwise."""
     span = max(row["value"], sec4["value"]) / min(row["value"], sec4["value"])
-    return (f"\n08's own two readings of this step, its section 4 and its section 5, are {span:.2f}× apart: a reading "
-            "here can sit near one and far from the other; notebook 10 sets every reading of it side by side"
-            if span >= PACED else "")
+    return (f"\n08's own two readings of this GPT's step, its section 4 (two micro-batches a step) and its section 5 (one), "
+            f"are {span:.2f}× apart in rate: a reading here can sit near one and far from the other; notebook 10 sets "
+            "every reading of it side by side" if span >= PACED else "")
 
 
 UNPACED = "a gap the probe does not take away, so not the machine's pace as the probe reads it"  # 09's and 10's words

@@ -168,7 +168,8 @@ def trace_note(path: Path, steps: int) -> str:
 def profiled_total(plain: Mapping[str, float]) -> str:
     """The profiled step's length by its categories (`plain`, seconds each), and why it is not set beside
     section 3's timing of the same step."""
-    return (f"the profiled steps: {fmt_time(sum(plain.values()))} each (the median; the table above gives the mean). "
+    return (f"the profiled steps: {fmt_time(sum(plain.values()))} each (the sum of each category's median over the "
+            "profiled steps; the table above gives the mean). "
             "That holds the profiler's own cost, so only the shares are read here, not the length")
 
 
