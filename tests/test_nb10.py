@@ -761,6 +761,10 @@ def test_account_in_08_sums_attention_alone_over_the_layers_beside_this_gap():
     assert inside.endswith("; 08's SDPA alone took 13.6 ms a layer, 1.28× the 10.6 ms section 1's profile gives it inside "
                            "this step: were the written-out attention alone as much slower, the sum would read +27.7 ms "
                            "(an assumption, not measured)")  # 35.6 ms / (13.6 / 10.6), 10.6 rounded from 0.0106 s
+    short_of = {**ran08, "attention alone: SDPA, torch.bfloat16": {"value": 9.7, "unit": "ms"}}  # +20.0 ms: 0.73x
+    under = nb10.account_in_08(short_of, sdpa, written, torch.bfloat16, 16, gpt, "cpu", in_step=0.0146)  # reader GB
+    assert "The +20.0 ms summed from attention timed alone falls short of the step's +27.5 ms gap" in under
+    assert under.endswith("the sum would read +30.1 ms (an assumption, not measured)")  # scaled up too: 20.0 × 14.6 / 9.7
     two = nb10.account_in_08(ran08, sdpa, written, torch.bfloat16, 16, gpt, "cpu", in_step=0.0112,  # readers FV, FW
                              where="section 4's op timings", also={"section 1's profile": 0.0191})
     assert two.endswith("; 08's SDPA alone took 13.6 ms a layer; inside this step SDPA took 11.2 ms (section 4's op "

@@ -22,8 +22,8 @@ def account_in_08(ran08: Mapping[str, dict] | None, sdpa: Timing, written: Timin
     section 3's turns): by their paired ratio where given (`paired`, SDPA's time over the written-out step's, turn by
     turn, at the written-out step's median), else by their medians; an account from two sets of turns, not a
     measurement of the step. Beside it, 08's own account by the same method (:func:`_in_08`). `in_step`: SDPA per
-    layer inside the profiled step (s; `where`: which profile), set beside 08's attention alone where the sum exceeds
-    the gap; `also`: the same from another profile (where: s), which, 1.1× or more apart, leaves the scale open."""
+    layer inside the profiled step (s; `where`: which profile), set beside 08's attention alone where the sum lies
+    1.1× or more from the gap, either way; `also`: the same from another profile (where: s), which, 1.1× or more apart, leaves the scale open."""
     rows = {k: (ran08 or {}).get(f"attention alone: {k}, {dtype}") for k in ("SDPA", "written out")}
     if not all(rows.values()) or not same_as_08(gpt, profile, batch):
         return ""
@@ -38,13 +38,15 @@ def account_in_08(ran08: Mapping[str, dict] | None, sdpa: Timing, written: Timin
         ranges = ((s_lo - w_hi) / 1e3 * gpt.n_layer, (s_hi - w_lo) / 1e3 * gpt.n_layer,
                   written.median_s * (paired.lo - 1), written.median_s * (paired.hi - 1))
     over = summed > 1.1 * gap  # the account beyond the gap by a tenth, at the medians
+    off = over or 1.1 * summed < gap  # ... or short of it by as much: scaled either way (reader GB)
     alone = rows["SDPA"]["value"] / 1e3 / in_step if in_step else None  # SDPA alone over SDPA inside the step
     more = ((". T" + fits_words(ranges, summed / gap)[1:] if ranges else
-             f". The {summed * 1e3:+.1f} ms summed from attention timed alone exceeds the step's {gap * 1e3:+.1f} ms gap: "
+             f". The {summed * 1e3:+.1f} ms summed from attention timed alone "
+             + ("exceeds" if over else "falls short of") + f" the step's {gap * 1e3:+.1f} ms gap: "
              "the two come from different sets of turns, and attention alone runs without its neighbouring ops")
             + (_scaled(rows["SDPA"]["value"] / 1e3, summed, {where: in_step, **(also or {})})
-               if alone and over else "" if ranges else "; what sets them apart is not measured")
-            if share and (ranges or over) else "")
+               if alone and off else "" if ranges else "; what sets them apart is not measured")
+            if share and (ranges or off) else "")
     return (f"notebook 08 timed attention alone at this shape earlier in this run ({dtype}, forward + backward): SDPA's "
             f"extra {per_call * 1e3:+.2f} ms per layer × {gpt.n_layer} layers = {summed * 1e3:+.1f} ms per step; here the "
             + (f"paired ratio, {paired.value:.2f}×, puts the two eager steps {gap * 1e3:+.1f} ms apart (SDPA minus written "
