@@ -256,7 +256,8 @@ def test_recompute_elsewhere_reads_the_reference_by_the_same_rule(tmp_path, monk
     report.record_reference({"09_memory": rep.to_dict()})
     text = nb09.recompute_elsewhere()
     assert "a plain step plus the blocks' forward 71.9 ms (70.4–73.4), measured with checkpointing 90.3 ms" in text
-    assert "18.4 ms beyond recomputing the forward" in text and "not measured" in text
+    assert "18.4 ms beyond recomputing the forward, a difference of medians (the reference timed the three apart: no " \
+        "paired residual, no interval)" in text and "not measured" in text  # reader GE: not worded as a paired residual
     rep.add("forward + backward, checkpointed", 72.0, "ms", spread=(71.0, 73.0))
     report.record_reference({"09_memory": rep.to_dict()})
     assert nb09.recompute_elsewhere().endswith("the recomputed forward there too")

@@ -1466,17 +1466,17 @@ def test_paced_takes_each_sets_pace_out_of_08s_step():
                     "the same turns, tokens per probe: 600, 598, 599): the pace probe takes the gap away (within 1.1×, "
                     "where the spreads lie furthest apart too)")
     spread = {**ran08, "pace probe, section 4's turns": {"value": 24.0, "unit": "ms", "spread": [22.0, 27.0]}}
-    wide = nb10_beside08.paced(spread, ran09, here, probe, short=True)  # 08's probe read 22-27 ms: 550-675 tokens
-    assert wide.endswith("1.00× with each set's pace taken out: within 1.1× at the medians, up to 1.14× where the "
-                         "two spreads lie furthest apart: inconclusive")  # 675 / (2048 / 66 ms × 19 ms = 590): 1.14x
+    wide = nb10_beside08.paced(spread, ran09, here, probe, as_row=True)  # 08's probe read 22-27 ms: 550-675 tokens
+    assert wide[2] == pytest.approx(1.0033, abs=1e-3) and wide[3] == (
+        "within 1.1× at the medians, up to 1.14× where the two spreads lie furthest apart: inconclusive")  # 675/590
     apart = nb10_beside08.paced(ran08, ran09, here, _t("p", 0.025))  # the probe held, the step did not
     assert apart.endswith("1.26× apart in rate, 1.32× once each set's pace probe is taken out (its rate × the probe's "
                           "time in the same turns, tokens per probe: 600, 598, 788): a gap the probe does not take away, "
                           "so not the machine's pace as the probe reads it; what sets these readings apart is not measured")
     loose09 = {**ran09, "pace probe, beside 08's step": {"value": 23.0, "unit": "ms", "spread": [23.0, 30.0]}}
-    near = nb10_beside08.paced(ran08, loose09, here, _t("p", 0.025), short=True)  # 09's probe reached 30 ms: 780 tokens
-    assert near.endswith("1.32× with each set's pace taken out: beyond 1.1× at the medians, 1.00× where the two spreads "
-                         "come closest: inconclusive")
+    near = nb10_beside08.paced(ran08, loose09, here, _t("p", 0.025), as_row=True)  # 09's probe reached 30 ms: 780 tokens
+    assert f"{near[2]:.2f}" == "1.32" and near[3] == ("beyond 1.1× at the medians, 1.00× where the two spreads come "
+                                                       "closest: inconclusive")
     assert "beyond 1.1× at the medians, but the steps' and the probes' quartiles allow as little as 1.00×: whether the " \
         "gap outlasts the " \
         "pace is not settled" in nb10_beside08.paced(ran08, loose09, here, _t("p", 0.025))  # reader FQ: not medians alone
@@ -1488,7 +1488,7 @@ def test_paced_takes_each_sets_pace_out_of_08s_step():
                             "2,344, section 3 here 0: the one slower reading with a count (1.1× or more the fastest's time) faulted at "
                             "least 2,344 more than the faster ones: memory taken fresh from the system each step goes with "
                             "the slower time here, in one reading (a candidate cause, not tested)")  # 9,600 faults a step of 4,096 tokens
-    assert nb10_beside08.paced(counted08, ran09, fast, _t("p", 0.025), short=True).endswith(
+    assert nb10_beside08.paced(counted08, ran09, fast, _t("p", 0.025), as_row=True)[3].endswith(
         "; the slower readings faulted more pages a step (details)")  # a gap the probe leaves: the candidate, in short
     sdpa09 = {**ran09, nb09.WHOLE_STEP: {**ran09[nb09.WHOLE_STEP], "setup": "batch 16, SDPA"}}  # 08's long run's attention
     assert "09's" not in nb10_beside08.paced(ran08, sdpa09, here, probe)  # another step: not set beside the written-out one
@@ -1647,7 +1647,7 @@ def test_faults_words_set_each_readings_page_faults_beside_its_time():
     assert nb10.faults_words({"08": (0.174, 6000.0), "09": (0.170, 0.0), "here": (0.134, 0.0)}).endswith(
         "09 ran 1.1× or more slower than the fastest without faulting more: the faults do not go with the step's move here")
     assert nb10.faults_words({"a": (0.1, 9000.0), "b": (0.105, 0.0)}).endswith("no slower reading to set the faults beside")
-    assert "lie within 1.1× of each other (the others were not counted): no slower" in nb10.faults_words(
+    assert "ran within 1.1× of each other's time (the others were not counted): no slower" in nb10.faults_words(
         {"a": (0.1, 9000.0), "b": (0.105, 0.0), "c": (0.15, None)})  # reader FV: the 1.48x reading had no count
     assert nb10.faults_words({"a": (0.1, 9000.0), "b": (0.12, None)}) == ""  # one reading counted: nothing to set beside
 
@@ -1779,12 +1779,11 @@ def test_each_sdpa_row_beside_08_is_also_read_with_each_sets_pace_taken_out():
     assert paced_vs_row(here, None, row, {"value": 14.41, "unit": "ms"}) is None  # no probe here
     assert paced_vs_row(here, probe, row, None) is None  # none in 08's turns
     agree = paced_rows({"before its compile": (0.99, 0.95, 1.04), "after it": (0.94, 0.93, 0.96)})
-    assert agree == ("08's rates beside this notebook's, each set's pace probe taken out (rate × the probe's time, here "
-                     "over 08's): before its compile 0.99×, after it 0.94×: within 1.1× at the medians and where "
-                     "the spreads lie furthest apart: the notebooks agree once the pace is out")
+    assert agree == ("within 1.1× at the medians and where the spreads lie furthest apart: the notebooks agree once "
+                     "the pace is out")
     apart = paced_rows({"before its compile": (0.99, 0.95, 1.04), "compiled SDPA": (0.78, 0.74, 0.82)})
-    assert apart.endswith("beyond 1.1× for compiled SDPA: a gap the probe does not take away, so not the machine's "
-                          "pace as the probe reads it")
+    assert apart == ("beyond 1.1× for compiled SDPA: a gap the probe does not take away, so not the machine's "
+                     "pace as the probe reads it")
     assert paced_rows({"after it": (0.94, 0.85, 1.02)}).endswith("inconclusive")  # a far end past 1.1x
     assert paced_rows({}) == ""
 

@@ -47,6 +47,13 @@ def pays_clause(steps: float, extra_s: float, cold: bool = True, unconfirmed: bo
             f"{fmt_count(steps)} steps" + (", if the gain holds" if unconfirmed else ""))
 
 
+def control_explains(moved: float, earlier: float | None) -> bool:
+    """Whether a compile's paired gain may be its eager control's own move: the control, timed beside the compiled
+    step, read 1.1× or more its time before the compile (`moved`), and against that earlier reading the compiled step
+    is not :data:`verdicts.CONFIRM` faster (`earlier`, its speed over it). One rule for 08 and for 10's quote of 08."""
+    return earlier is not None and moved >= 1.1 and earlier < verdicts.CONFIRM
+
+
 def compile_caveat(speed: Ratio, moved: float = 1.0, earlier: float | None = None,
                    probe: float | None = None) -> tuple[str, bool]:
     """What a compile's paired gain (`speed`) leaves open, as lines for a short finding (each starts with a newline),
@@ -60,7 +67,7 @@ def compile_caveat(speed: Ratio, moved: float = 1.0, earlier: float | None = Non
     if abs(math.log(moved)) >= math.log(1.1):
         control = (f"its eager control read {moved:.2f}× its time before the compile"
                    + (f" (the pace probe: {probe:.2f}×)" if probe else ""))
-        if earlier is not None and speed.clear and speed.value > 1 and moved > 1 and earlier < verdicts.CONFIRM:
+        if speed.clear and speed.value > 1 and control_explains(moved, earlier):
             established = False
             lines += (f"\nnot established: {control}, and against that earlier reading the compiled step ran at "
                       f"{earlier:.2f}× its speed (two moments): the gain may be the control's own slowing")

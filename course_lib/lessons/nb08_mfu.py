@@ -195,7 +195,7 @@ def faults_words(named: Mapping[str, tuple[float, float | None]], per: str = "st
     if max(f for _, f in got.values()) < least:
         said = f"under {least:,.0f} in every reading, too few to weigh in a step's time"
     elif not slow:
-        said = (f"the readings with a count lie within {AGREE:g}× of each other"
+        said = (f"the readings with a count ran within {AGREE:g}× of each other's time"
                 + " (the others were not counted)" * (len(got) < len(named)) + ": no slower reading to set the faults beside")
     elif min(slow.values()) - max(fast) >= least:
         which = (f"every slower reading ({AGREE:g}× or more the fastest's time)" if len(slow) > 1 else

@@ -401,8 +401,9 @@ def recompute_elsewhere() -> str:
             f"the blocks' forward {predicted:.1f} ms ({lo:.1f}–{hi:.1f}), measured with checkpointing "
             f"{checked['value']:.1f} ms ({checked['spread'][0]:.1f}–{checked['spread'][1]:.1f})")
     if checked["spread"][0] > hi:
-        return text + (f": {checked['value'] - predicted:.1f} ms beyond recomputing the forward, which the reference "
-                       "did not time apart (checkpoint's own work per block is one candidate, not measured)")
+        return text + (f": {checked['value'] - predicted:.1f} ms beyond recomputing the forward, a difference of medians "
+                       "(the reference timed the three apart: no paired residual, no interval); what makes it up the "
+                       "reference did not time apart (checkpoint's own work per block is one candidate, not measured)")
     if checked["spread"][1] < lo:
         return text + ": less than the prediction there"
     return text + ": the recomputed forward there too"

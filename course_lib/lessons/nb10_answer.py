@@ -9,13 +9,13 @@ from typing import Iterable, Mapping, Sequence
 
 from course_lib import datasheet, profiles, report
 from course_lib.bench import Ratio
+from course_lib.lessons.nb08_compile import control_explains
 from course_lib.lessons.nb10_beside08 import _and
 from course_lib.lessons.nb10_reference import reference_answer
 from course_lib.lessons.nb10_roofline import (FUSIBLE, at_least, bounded, fusible_share, gelu_compute_set, roof_share,
                                               unbounded)
 from course_lib.lessons.nb10_short import (break_control, break_cost_only, break_unbacked, compile_in_08, control_in_08,
-                                           is_gain,
-                                            other_sets, points, unconfirmed)
+                                           is_gain, other_sets, points, unconfirmed)
 from course_lib.roofline import OpTime
 from course_lib.units import fmt_count
 from course_lib.verdicts import CONFIRM
@@ -63,7 +63,7 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     slowed = control_in_08(ran08) if in_08 else None  # 08's eager control moved after its compile: its own caveat
     sets = [(w, r) for w, r in (("section 3's", fixes.get(COMPILING)), ("section 3b's", again),
                                 *(("notebook 08's", r) for r in in_08)) if r is not None]  # compiling, each set of turns
-    refuted = {"notebook 08's"} if slowed and slowed[0] > 1 and slowed[1] < CONFIRM else set()  # 08: not established
+    refuted = {"notebook 08's"} if slowed and control_explains(*slowed) else set()  # 08 calls it not established
     gained = [(w, r) for w, r in sets if is_gain(r) and w not in refuted] if fixes.get(COMPILING) is not None else []
     flat = [w for w, r in sets if r.grade == "no difference"]  # where compiling read no difference, beside its gains
     fits = bool(sets) and 1 < max(r.lo for _, r in sets) <= min(r.hi for _, r in sets)  # one gain fits every set

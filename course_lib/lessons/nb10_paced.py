@@ -73,7 +73,7 @@ def _written_out(row: Mapping[str, str]) -> bool:
 
 
 def paced(ran08: Mapping[str, dict] | None, ran09: Mapping[str, dict] | None, as_08: Timing | None,
-          probe: Timing | None, short: bool = False, batch: int | None = None, as_row: bool = False
+          probe: Timing | None, batch: int | None = None, as_row: bool = False
           ) -> str | tuple[str, float, float, str] | None:
     """08's written-out step with each set of turns' pace taken out: its rate times the pace probe's time in the same
     turns (the tokens it trains in one probe's time), in 08's section 5 (one micro-batch of `batch`, as 09 and this
@@ -112,17 +112,13 @@ def paced(ran08: Mapping[str, dict] | None, ran09: Mapping[str, dict] | None, as
     near = max(1.0, spans[top][0] / spans[low][1])  # ... and by their quartiles' nearest ends
     rule = pace_rule(r, near, far)  # 09's rule: the medians on one side of 1.1x, the quartiles' ends on the other: open
     faulted = faults_words(faults, per="1,000 tokens", of="08's step's ")  # beside each reading, where counted
-    if short or as_row:  # one clause for 'in short'; the sets named, the arithmetic and the probe's words in the details
+    if as_row:  # a row for 'in short': the sets named; the arithmetic and the probe's words stand in the details
         said = ("they agree" if raw < PACED else "the probe takes the gap away") if rule == "agree" else (
             f"they disagree beyond {PACED:g}×, and the machine's pace as the probe reads it does not explain it"
             if rule == "apart" else open_words(rule, near, far))
         moved = "goes with the slower time" in faulted and rule != "agree"  # a measured candidate, where open or apart
-        if as_row:
-            return (f"08's step ({_and([SHORT_SETS.get(w, w) for w in got])})", raw, r,
-                    said + ("; the slower readings faulted more pages a step (details)" if moved else ""))
-        return (f"08's step in {len(got)} sets of turns ({_and([SHORT_SETS.get(w, w) for w in got])}): {raw:.{d}f}× apart "
-                f"in rate, {r:.{d}f}× with each set's pace taken out: {said}"
-                + ("; the slower readings faulted more pages a step (details)" if moved else ""))
+        return (f"08's step ({_and([SHORT_SETS.get(w, w) for w in got])})", raw, r,
+                said + ("; the slower readings faulted more pages a step (details)" if moved else ""))
     said = {"far ends": f"within {PACED:g}× at the medians, but the steps' and the probes' quartiles allow up to "
                         f"{far:.2f}×: whether the probe accounts for the gap is not settled",
             "near ends": f"beyond {PACED:g}× at the medians, but the steps' and the probes' quartiles allow as little as "
@@ -156,24 +152,20 @@ def paced_vs_row(here: Timing, probe: Timing | None, row: Mapping, probe08: Mapp
             here.rate_lo * probe.lo_s / per(r_hi, p_hi), here.rate_hi * probe.hi_s / per(r_lo, p_lo))
 
 
-def paced_rows(got: Mapping[str, tuple[float, float, float]], words_only: bool = False) -> str:
-    """One line for the table's rates with each set's pace taken out (`got`, row: :func:`paced_vs_row`'s triple), read
+def paced_rows(got: Mapping[str, tuple[float, float, float]]) -> str:
+    """The verdict on the table's rates with each set's pace taken out (`got`, row: :func:`paced_vs_row`'s triple), read
     by :func:`pace_rule`: whether the two notebooks agree once the machine's pace, as the probe reads it, is out of
-    their readings (a test that can fail, where the rule for two moments cannot at these sizes). '' without any.
-    `words_only`: the verdict alone, for :func:`paced_table`."""
+    their readings (a test that can fail, where the rule for two moments cannot at these sizes): the verdict's words,
+    for :func:`paced_table`. '' without any."""
     if not got:
         return ""
     rules = {w: pace_rule(max(v, 1 / v), *near_far(lo, hi)) for w, (v, lo, hi) in got.items()}
     apart = [w for w, r in rules.items() if r == "apart"]
-    said = (f"beyond {PACED:g}× for {_and(apart)}: {UNPACED}" if apart else
+    return (f"beyond {PACED:g}× for {_and(apart)}: {UNPACED}" if apart else
             f"within {PACED:g}× at the medians and where the spreads lie furthest apart: the notebooks agree once the "
             "pace is out"
             if all(r == "agree" for r in rules.values()) else
             f"near {PACED:g}× (the medians and the spreads' ends fall on its two sides): inconclusive")
-    if words_only:
-        return said
-    return ("08's rates beside this notebook's, each set's pace probe taken out (rate × the probe's time, here over 08's): "
-            + ", ".join(f"{w} {v:.2f}×" for w, (v, _, _) in got.items()) + f": {said}")
 
 
 def paced_table(step: tuple[str, float, float, str] | None,
@@ -188,6 +180,6 @@ def paced_table(step: tuple[str, float, float, str] | None,
     lines += [(f"{name}, here ÷ 08", f"{raw:.2f}×", f"{p[0]:.2f}×") for name, (raw, p) in rows.items()]
     w = max(len(a) for a, _, _ in lines)
     said = ([f"  08's step: {step[3]}"] if step else []) + (
-        [f"  the SDPA rows, paced: {paced_rows({n: p for n, (_, p) in rows.items()}, words_only=True)}"] if rows else [])
+        [f"  the SDPA rows, paced: {paced_rows({n: p for n, (_, p) in rows.items()})}"] if rows else [])
     return "\n".join(["the notebooks side by side (paced: each rate times its own set's pace-probe time, the machine's "
                       "pace taken out):", *(f"  {a:<{w}}  {b:>11}  {c:>11}" for a, b, c in lines), *said])
