@@ -9,7 +9,7 @@ from typing import Iterable, Mapping, Sequence
 
 from course_lib import datasheet, profiles, report
 from course_lib.bench import Ratio
-from course_lib.lessons.nb08_compile import control_explains
+from course_lib.lessons.nb08_compile import control_explains, unconfirmed as wants_confirming  # 08's rules, one home
 from course_lib.lessons.nb10_beside08 import _and
 from course_lib.lessons.nb10_reference import reference_answer
 from course_lib.lessons.nb10_roofline import (FUSIBLE, at_least, bounded, fusible_share, gelu_compute_set, roof_share,
@@ -69,7 +69,7 @@ def answer(step: Mapping[str, float], device_type: str, fixes: Mapping[str, Rati
     fits = bool(sets) and 1 < max(r.lo for _, r in sets) <= min(r.hi for _, r in sets)  # one gain fits every set
     replicated = len(gained) >= 2 and fits  # resolved in two sets of turns or more, and no set rules that gain out
     unsettled = again is not None and bool(gained) and bool(flat) and not replicated  # a gain some set did not see
-    alone = len(gained) == 1 < len(sets) and gained[0][1].lo < CONFIRM  # a gain maybe under 10 %, one set of several
+    alone = len(gained) == 1 < len(sets) and wants_confirming(gained[0][1])  # one set's gain, its interval below 1.1x
     compiled = ({(COMPILING if gained[0][0] == sets[0][0] else f"{COMPILING[:-1]}, {gained[0][0]} turns)"): gained[0][1]}
                 if gained and (replicated or not flat) and not alone else {})  # counted where no set contradicts it,
     # and a gain under 10 % only where a second set of turns confirms it (08's 'On your own GPU' asks the same)
