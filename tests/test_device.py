@@ -342,3 +342,45 @@ def test_cpu_cache_bytes_reads_the_last_level_or_says_none(tmp_path, monkeypatch
     assert device.cpu_cache_bytes() == 32 * 2**20
     monkeypatch.setattr(device, "Path", lambda p: tmp_path / "missing")
     assert device.cpu_cache_bytes() is None
+
+
+_STEP_FAULTS = """
+import statistics, sys, torch, torch.nn.functional as F
+from course_lib import device, models
+print(device.keep_freed_memory() is not None)  # what device.pick sets; False: not set (opted out, not glibc)
+torch.manual_seed(0)
+m = models.GPT(models.GPTConfig(vocab_size=256, block_size=128, n_layer=2, n_head=4, n_embd=128, dropout=0.0))
+opt, x, faults = torch.optim.AdamW(m.parameters()), torch.randint(0, 256, (16, 128)), []
+for _ in range(9):  # a training step's activations: blocks of many sizes, all freed by its end
+    before = device.minor_faults()
+    F.cross_entropy(m(x).flatten(0, 1), x.flatten()).backward()
+    opt.step()
+    opt.zero_grad()
+    faults.append(device.minor_faults() - before)
+print(statistics.median(faults[3:]))  # after the first steps' growth
+"""
+
+
+def _step_faults(keep: bool) -> tuple[bool, float]:
+    import os
+    import subprocess
+    import sys
+    env = {**os.environ, device.KEEP_FREED_ENV: "1" if keep else "0", "OMP_NUM_THREADS": "1"}
+    out = subprocess.run([sys.executable, "-c", _STEP_FAULTS], env=env, capture_output=True, text=True, check=True)
+    kept, faults = out.stdout.split()
+    return kept == "True", float(faults)
+
+
+@pytest.mark.skipif(device.minor_faults() is None or __import__("platform").libc_ver()[0] != "glibc",
+                    reason="glibc's malloc on Linux only")
+def test_kept_freed_memory_spares_a_training_step_its_page_faults():
+    kept, with_policy = _step_faults(keep=True)
+    not_kept, without = _step_faults(keep=False)
+    assert kept and not not_kept  # the variable switches the policy off
+    assert without > 200  # glibc's defaults hand a step's freed blocks back: the next step faults them in again
+    assert with_policy < without / 4  # kept for reuse: the steps after the first few fault (almost) nothing
+
+
+def test_opting_out_of_kept_freed_memory_sets_nothing(monkeypatch):
+    monkeypatch.setenv(device.KEEP_FREED_ENV, "0")
+    assert device.keep_freed_memory() is None

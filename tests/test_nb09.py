@@ -414,3 +414,12 @@ def test_pace_rule_reads_medians_and_quartile_ends_one_way_for_09_and_10():
     from course_lib.lessons.nb09_beside08 import near_far
     assert near_far(0.95, 1.2) == (1.0, 1.2) and near_far(1.2, 1.5) == (1.2, 1.5)
     assert near_far(0.5, 0.8) == pytest.approx((1.25, 2.0))  # below 1: each end as its inverse
+
+
+def test_malloc_line_and_note_say_what_was_counted_and_why_not():
+    back = Timing("handed back", "cpu", 0.17, 0.01, 9, faults=17_349.0)
+    kept = Timing("kept", "cpu", 0.14, 0.01, 9, faults=86.0)
+    line = nb09.malloc_line(back, kept)
+    assert "handed back: 17,349 (67.8 MiB" in line and "kept: 86 (344.0 KiB" in line  # 4 KiB pages
+    assert "does not count" in nb09.malloc_line(back, Timing("kept", "cpu", 0.14, 0.01, 9))
+    assert "caching allocator" in nb09.malloc_note("cuda") and "glibc" in nb09.malloc_note("cpu")

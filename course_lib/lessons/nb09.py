@@ -3,6 +3,7 @@ the exercise checks; the words around its measurements (each function returns th
 
 from __future__ import annotations
 
+import mmap
 from typing import Callable, Mapping, Sequence
 
 import torch
@@ -238,7 +239,8 @@ def cpu_note(section: str) -> str:
     reference run's rows, or published figures. `section`: 'allocator', 'settings' or 'snapshot'."""
     if section == "allocator":
         return ("On a CPU, PyTorch keeps no cache of its own: a freed tensor goes back to the C library's "
-                "malloc, so there is no 'reserved' counter; this section needs a CUDA GPU.\n"
+                "malloc, so there is no 'reserved' counter; this section needs a CUDA GPU (section 6 times what "
+                "malloc keeping freed memory, or handing it back, does to a CPU step).\n"
                 + report.reference_text("09_memory", prefixes=("allocate",)))
     if section == "settings":
         return ("empty_cache and expandable segments act on the CUDA caching allocator: they need a CUDA GPU. "
@@ -249,6 +251,26 @@ def cpu_note(section: str) -> str:
         return ("Allocator snapshots record CUDA memory: they need a CUDA GPU; the profiler's timeline above is "
                 "the CPU's equivalent.\n" + report.reference_text("09_memory", prefixes=("snapshot",)))
     raise ValueError(f"Unknown section {section!r}: 'allocator', 'settings' or 'snapshot'.")
+
+
+def malloc_line(back: Timing, kept: Timing) -> str:
+    """The page faults per step of the same step with freed memory handed back first and kept (each Timing's
+    median per call over its turns), as pages and the memory they map afresh."""
+    if back.faults is None or kept.faults is None:
+        return "page faults: this system does not count them"
+    return ("page faults per step (pages mapped in at their first touch; the turns' median): "
+            + "; ".join(f"{t.name}: {t.faults:,.0f} ({fmt_bytes(t.faults * mmap.PAGESIZE)} mapped afresh)"
+                        for t in (back, kept)))
+
+
+def malloc_note(device_type: str) -> str:
+    """Why the malloc comparison did not run here: a GPU's step (its tensors come from the caching allocator), or a
+    C library other than glibc (no ``malloc_trim``)."""
+    if device_type != "cpu":
+        return ("This comparison times a CPU step's host memory: a GPU step takes its tensors from the caching "
+                "allocator, which section 1 timed.")
+    return ("malloc_trim and mallopt are glibc's (Linux): this system's C library is another (macOS, Windows), with "
+            "its own policy, and the cell measures nothing here.")
 
 
 def counter_table(rows: Sequence[tuple[str, int, int]]) -> str:
