@@ -102,7 +102,7 @@ def keep_freed_memory() -> str | None:
     except (OSError, AttributeError):
         return None
     global _kept
-    _kept = "freed host memory kept for reuse (glibc malloc, mallopt)" if ok else None
+    _kept = "freed host memory kept for reuse (glibc malloc; the glossary, page fault)" if ok else None
     return _kept
 
 

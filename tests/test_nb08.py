@@ -195,6 +195,11 @@ def test_break_even_text_only_for_a_clear_gain():
     assert nb08.break_even_text(_in_turns(1.02, 0.95, 1.1), 30.0, eager, 4096).startswith("no gain")
     text = nb08.break_even_text(_in_turns(2.0, 1.8, 2.2), 30.0, eager, 4096)
     assert "30.0 s" in text and "600 steps of 4,096 tokens" in text  # 30 s / (0.1 s × (1 − 1/2))
+    assert "if the gain holds" not in text
+    withdrawn = nb08.break_even_text(_in_turns(2.0, 1.8, 2.2), 30.0, eager, 4096, established=False)
+    assert "no break-even to state" in withdrawn and "steps of" not in withdrawn  # reader GG: the appendix kept it
+    assert withdrawn.startswith(f"the gain is {nb08.NOT_ESTABLISHED}")
+    assert "if the gain holds (unconfirmed" in nb08.break_even_text(_in_turns(1.15, 1.05, 1.2), 30.0, eager, 4096)
 
 
 def test_fastest_line_names_the_ties():

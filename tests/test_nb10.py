@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from course_lib.bench import Ratio, Timing
 from course_lib import bench, roofline
 from course_lib.lessons import nb10
+from course_lib.lessons.nb08_compile import NOT_ESTABLISHED
 from course_lib.models import GPT, GPTConfig
 from course_lib.lessons.nb09_beside08 import WHOLE_STEP as WHOLE_STEP_09
 from course_lib.profiling import StepSyncs, SyncCounter
@@ -219,6 +220,10 @@ def test_answer_sums_the_step_the_kinds_and_the_fixes(tmp_path, monkeypatch):
     written = {"compiled vs eager, written-out attention": {"value": 1.24, "spread": [1.07, 1.37]}}
     assert "    with attention written out, its ops are fusible too: notebook 08 compiled that GPT at 1.24× " \
         "(1.07–1.37) faster in its own turns" in nb10.answer(cpu_step, "cpu", fixes, kinds, "sdpa bwd", 0.04, written)
+    assert "not established" not in nb10.answer(cpu_step, "cpu", fixes, kinds, "sdpa bwd", 0.04, written)
+    doubted = {k: {**v, "note": NOT_ESTABLISHED} for k, v in written.items()}  # 08 withdrew it (reader GG, GF)
+    assert "faster in its own turns, a gain 08 calls not established (its eager control moved as much)" in \
+        nb10.answer(cpu_step, "cpu", fixes, kinds, "sdpa bwd", 0.04, doubted)
     broken = {"a tensor instead of .item()": Ratio("t", 1.08, 0.94, 1.20, rounds=9, coverage=0.96, drift=0.01),
               "compiling (default mode)": Ratio("c", 1.03, 0.97, 1.07, rounds=9, coverage=0.96, drift=0.01)}
     ran08 = {"compiled vs eager, SDPA": {"value": 1.06, "spread": [1.02, 1.08]}}
@@ -730,8 +735,8 @@ def test_beside_08_sets_08s_step_timed_here_beside_08s_and_09s_readings_and_this
         "setup": "micro-batch 16 × 2, 4,096 tokens/step, written-out attention"}
     listed = nb10.beside_08(again, gpt, "cpu", 16, written=written, as_08=as_08)
     assert "08, section 5, beside the peak's matmul, 2 micro-batches |  29.6 | here ÷ it" in listed
-    assert "08, section 4, again, 2 micro-batches " in listed and "|    36 | here ÷ it" in listed and "span 27.3–36 (1.32×) within one " \
-        "process" in listed
+    assert "08, section 4, again, 2 micro-batches " in listed and "|    36 | here ÷ it" in listed and "08's readings of its step of several " \
+        "micro-batches span 29.6–36 (1.22×) within one process" in listed  # like with like: not 27.3 (one micro-batch)
     part = {**ran09, "forward + backward, no checkpointing": {"value": 116.7, "unit": "ms", "spread": [114.9, 144.1]}}
     assert "09 timed" not in nb10.beside_08(_ran08(), gpt, "cpu", 16, written=written, as_08=as_08, ran09=part)  # a part
     alike = {k: {**v, "value": as_08.rate / 1e3, "spread": [as_08.rate_lo / 1e3, as_08.rate_hi / 1e3]}
@@ -1214,6 +1219,10 @@ def test_gelu_side_says_how_much_of_gelus_time_its_bytes_explain():
     slower = dataclasses.replace(step, seconds=8.0e-3)  # 2 ms a call in the step
     assert "2.0× its time alone here; what makes up the difference" in nb10.gelu_side(g(copy), gelu, copy, "cpu", slower)
     tiny = _paired("copy", [2.65e-5, 2.66e-5, 2.65e-5, 2.64e-5, 2.65e-5])
+    cached = nb10.gelu_side(g(tiny), gelu, tiny, "cpu", main_s=1.2e-4)  # main memory moves them 4.5x slower
+    assert "at main memory's copy rate they take 120 µs, 12% of GELU's time, still under half" in cached
+    assert "its bytes could set" in nb10.gelu_side(g(tiny), gelu, tiny, "cpu", main_s=6e-4)
+    assert "main memory" not in nb10.gelu_side(g(tiny), gelu, tiny, "cpu", main_s=2.7e-5)  # the copy ran at its rate
     narrow = nb10.gelu_side(g(tiny), gelu, tiny, "cpu")
     assert "accounts for about 2.6% of it (2.6%–2.7%)" in narrow or "accounts for about 2.7% of it (2.6%–2.7%)" in narrow
     from course_lib.lessons.nb10_roofline import _pct_range
@@ -1703,6 +1712,10 @@ def test_beside_08_reads_two_paired_ratios_from_two_sets_of_turns_by_the_rule_fo
     assert far.verdict == "a difference: 2.5× or more apart beyond both intervals (cause not measured)"  # 3.8/1.45
     near = _paired("written-out over SDPA, eager", row, Ratio("a", 1.40, 1.30, 1.50, rounds=9, coverage=0.96, drift=0.02))
     assert near.verdict == "not told apart: the two paired intervals overlap"
+    slower = {"value": 0.7042, "unit": "×", "spread": [0.59, 0.73]}  # 08 printed '0.70× (0.59–0.73): 1.43× slower'
+    quoted = _paired("written-out over SDPA, eager", slower, Ratio("a", 1.40, 1.30, 1.50, rounds=9, coverage=0.96,
+                                                                  drift=0.02), inverted=True)
+    assert quoted.in_08.startswith("1.43× (") and "1.42×" not in quoted.in_08  # as 08 printed it (readers GD, GG)
 
 
 def test_attention_split_says_which_part_of_the_step_sets_the_two_notebooks_ratios_apart():

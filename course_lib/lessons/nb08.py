@@ -18,7 +18,7 @@ from course_lib import check, datasheet, profiles, published, report, verdicts
 from course_lib.bench import Ratio, Timing, rate_ratio, speedup
 from course_lib.lessons.nb08_attention import attention_sum, kernel_verdict  # noqa: F401  re-exported
 from course_lib.lessons.nb08_compile import (UNCONFIRMED, before_after_compile, break_even_before,  # noqa: F401
-                                           break_even_text, compile_caveat, pays_clause, unconfirmed)
+                                           break_even_text, compile_caveat, pays_clause, unconfirmed, NOT_ESTABLISHED)
 from course_lib.lessons.nb08_mfu import (AGREE, BUSY_NEGLIGIBLE, answer_with_long_run, busy_short, run_order, busy_line, busy_parts,  # noqa: F401
                                         busy_ratio, busy_verdict, fastest_seen, mfu_answer, mfu_span, mfu_text,
                                         paired_mfu_text, usable)

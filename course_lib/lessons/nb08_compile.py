@@ -11,18 +11,25 @@ from course_lib.bench import Ratio, Timing, break_even, speedup
 from course_lib.units import fmt_count
 
 
-def break_even_text(speed: Ratio, extra_s: float, eager: Timing, tokens_per_step: int) -> str:
+NOT_ESTABLISHED = "not established: its eager control moved as much between two sets of turns"  # a recorded row's note
+
+
+def break_even_text(speed: Ratio, extra_s: float, eager: Timing, tokens_per_step: int, established: bool = True) -> str:
     """After how many steps compiling pays for itself: `extra_s`, the cold first call's seconds beyond one
     step's work, over what each compiled step saves against `eager` (:func:`bench.break_even`), with the range
-    the speed-up's spread gives; one sentence saying there is none where `speed` is no clear gain."""
+    the speed-up's spread gives; one sentence saying there is none where `speed` is no clear gain, or where the gain
+    is not `established` (:func:`compile_caveat`). A gain to confirm (:func:`unconfirmed`) gives it 'if the gain holds'."""
     if not (speed.clear and speed.value > 1):
         return ("no gain these repeats can establish: no break-even to state" if speed.value > 1 or speed.within_noise
                 else "compiling made the step slower here: no break-even to state")
+    if not established:
+        return f"the gain is {NOT_ESTABLISHED} (the short line above): no break-even to state"
     steps, few, many = break_even(extra_s, eager, speed)
     return (f"the compilation ({extra_s:.1f} s beyond that step's work) pays for itself against {eager.name} after "
             f"about {fmt_count(steps)} steps of {tokens_per_step:,} tokens "
-            f"({fmt_count(few)} to {fmt_count(many)} over the spread of the speed-up); the saving is reckoned from that "
-            "reading of the eager step, the one timed beside the compiled GPT")
+            f"({fmt_count(few)} to {fmt_count(many)} over the spread of the speed-up)"
+            + (", if the gain holds (unconfirmed: one set of turns)" if unconfirmed(speed) else "")
+            + "; the saving is reckoned from that reading of the eager step, the one timed beside the compiled GPT")
 
 
 UNCONFIRMED = (f"unconfirmed: one set of turns, its interval reaching below {verdicts.CONFIRM:g}× (notebook 10 counts "

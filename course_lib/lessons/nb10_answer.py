@@ -9,7 +9,7 @@ from typing import Iterable, Mapping, Sequence
 
 from course_lib import datasheet, profiles, report
 from course_lib.bench import Ratio
-from course_lib.lessons.nb08_compile import control_explains, unconfirmed as wants_confirming  # 08's rules, one home
+from course_lib.lessons.nb08_compile import NOT_ESTABLISHED, control_explains, unconfirmed as wants_confirming  # 08's rules, one home
 from course_lib.lessons.nb10_beside08 import _and
 from course_lib.lessons.nb10_reference import reference_answer
 from course_lib.lessons.nb10_roofline import (FUSIBLE, at_least, bounded, fusible_share, gelu_compute_set, roof_share,
@@ -265,7 +265,8 @@ def _room(kinds: Mapping[str, Mapping[str, float]], no_op: float, ops_unprofiled
     if written and written.get("spread"):  # attention as fusible ops: the room the bound above leaves out
         r = _recorded(written)
         lines.append(f"with attention written out, its ops are fusible too: notebook 08 compiled that GPT at {r.brief} "
-                     "in its own turns")
+                     "in its own turns" + (", a gain 08 calls not established (its eager control moved as much)"
+                                           if str(written.get("note", "")).startswith(NOT_ESTABLISHED) else ""))
     return lines
 
 

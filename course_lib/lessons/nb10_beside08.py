@@ -198,8 +198,10 @@ def _same_step(mine: list[Row], timed_here: bool) -> list[str]:
             f"each under the {verdicts.APART:g}× that two moments can differ by: not told apart")
     if len(steps) > 1 and (hi < 0.995 or lo > 1.005):  # every earlier reading on one side of this one: a pattern
         told += f"; every earlier reading is {'faster' if hi < 1 else 'slower'} than the one here"
-    own = [r.then for r in steps if label(r).startswith("08")]
-    spread = (f"; 08's own readings span {min(own):.3g}–{max(own):.3g} ({max(own) / min(own):.2f}×) within one "
+    whole = [r.then for r in steps if label(r).startswith("08") and "micro-batches" in label(r)]  # 08's own step
+    own = whole if len(whole) > 1 else [r.then for r in steps if label(r).startswith("08")]  # like with like first
+    which = "08's readings of its step of several micro-batches" if own is whole else "08's own readings"
+    spread = (f"; {which} span {min(own):.3g}–{max(own):.3g} ({max(own) / min(own):.2f}×) within one "
               f"process{_groups(own)}" if len(own) > 1 and max(own) / min(own) > 1.1 else "")
     lines.append(f"  {told}{spread}: readings at different moments; what sets them apart is not measured")
     lines += [f"08's long run, ktok/s (its training loop, train.fit: fresh batches, a progress bar; not the step timed "
@@ -272,8 +274,8 @@ def _paired(quantity: str, row: dict | None, gain: Ratio | None, inverted: bool 
     if not row or not row.get("spread") or gain is None:
         return None
     value, (lo, hi) = row["value"], row["spread"]
-    if inverted:
-        value, lo, hi = 1 / value, 1 / hi, 1 / lo
+    if inverted:  # the inverse as 08 printed it ('0.71×: 1.41× slower'), from its ratio as printed
+        value, lo, hi = verdicts.Ratio("", value, lo, hi).inverse, 1 / hi, 1 / lo
     micro = _micro(row)  # 08's step, where it ran more than one micro-batch: another step than this one
     theirs = report.recorded_ratio("", {**row, "value": value, "spread": (lo, hi)})  # its value kept inside its range
     lo, hi = gain.lo / theirs.hi, gain.hi / theirs.lo  # here over 08, the far ends of the two intervals

@@ -223,12 +223,13 @@ def op_notes(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, peak_name: s
 
 
 def gelu_side(r: Ratio, gelu: Timing, copy: Timing, device: str, in_step: OpTime | None = None,
-              compiled: Ratio | None = None) -> str:
+              compiled: Ratio | None = None, main_s: float | None = None) -> str:
     """GELU alone against a copy of the same tensor (`copy`: as many bytes read and written, no arithmetic), timed
     in turns (`r`: GELU's time over the copy's): the share of GELU's time its bytes explain, and what fusing it
     could save (its memory round trip); beside it the op table's GELU (`in_step`, per call), which ran under the
     profiler among the step's ops. Where timed in the same rounds, GELU compiled alone against eager (`compiled`:
-    its speed-up) says whether generated code computes it faster."""
+    its speed-up) says whether generated code computes it faster. `main_s`: GELU's bytes moved at main memory's copy
+    rate, seconds (the copy timed here may have run from a cache, which a step's GELU need not find its input in)."""
     said = [r.verdict("GELU's time ÷ a copy's time, the same bytes", on=device)]
     if compiled is not None:
         said.append(compiled.verdict("GELU compiled alone (Inductor's kernel) instead of eager", on=device))
@@ -245,6 +246,11 @@ def gelu_side(r: Ratio, gelu: Timing, copy: Timing, device: str, in_step: OpTime
                     "  fusing GELU into a neighbour removes its memory round trip, about a copy's time "
                     f"({fmt_time(copy.median_s)} of its {fmt_time(gelu.median_s)}; reasoning, not measured)\n  "
                     + _computed(compiled))
+        if main_s is not None and main_s > copy.median_s * 1.1:  # the copy ran faster than main memory moves them
+            said.append(f"  the copy may have found its bytes in a cache: at main memory's copy rate they take "
+                        f"{fmt_time(main_s)}, {main_s / gelu.median_s:.0%} of GELU's time"
+                        + (", still under half" if main_s < gelu.median_s / 2 else
+                           ": from main memory, its bytes could set much of its time"))
     else:
         said.append(f"  GELU took {r.value:.2f}× a copy's time: moving its bytes accounts for about {part} of it "
                     f"({share}), the rest its arithmetic or its kernel (not measured apart)")
