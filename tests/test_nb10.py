@@ -1145,8 +1145,8 @@ def test_short_lines_say_what_each_section_found_and_where_two_sets_of_turns_dis
     assert f"removing the graph break sped the .item() GPT back up: the full batch at " \
         f"{gained.value:.{gained.decimals}f}×" in backed and "not established" not in backed
     assert nb10.sync_short(same, 53, "cpu")[-1] == f"keeping them instead of reading them, in speed, timed in turns here: {same.brief}"  # no reference recorded
-    assert nb10.sync_short(same, 53, "cpu", reads=0.000163)[-1].endswith(
-        "; the profiler puts the reads at 0.02% of the step, far less than turns can resolve")
+    assert nb10.sync_short(same, 53, "cpu", reads=0.000163)[-1].endswith(  # two figures: GH read 0.01% for 0.017%
+        "; the profiler puts the reads at 0.016% of the step, far less than turns can resolve")
     assert "profiler" not in nb10.sync_short(same, 53, "cuda", reads=0.3)[-1]
     costs = Ratio("no logging vs keeping values", 1.02, 1.01, 1.03, rounds=9, coverage=0.96, drift=0.005)
     assert nb10.sync_short(same, 53, "cpu", plain=costs)[-1] == (  # the norms' own cost, in short where it shows
@@ -1583,6 +1583,10 @@ def test_beside_08_says_when_the_probe_leaves_a_gap_the_two_moments_rule_allows(
         and gap[5] == "  details:"  # 756/614: 1.23×
     assert any(ln.startswith("    08's step in the turns of") and "a gap the probe does not take away" in ln for ln in gap)
     assert "in one process" not in gap[3]  # no eager readings here to set the gap beside
+    assert any(ln.endswith("no reading of 08's (or 09's) is told apart from this notebook's by that rule alone; with "
+                           "each set's pace taken out, 08's step disagrees (above), a gap that rule is too loose to see")
+               for ln in gap)  # one verdict, not two opposite ones (reader GH)
+    assert "by that rule alone" not in "\n".join(lines)  # where they agree paced, the rule's line stands alone
     swung = nb10.beside_08(slower, gpt, "cpu", 16, written=written, as_08=as_08, probe=probe, eager=t("eager", 0.0900),
                            before=t("no logging", 0.1120)).splitlines()  # this notebook's eager step: 1.24x apart
     assert swung[3].endswith("; in rate, 1.23× lies within the 1.24× this notebook's own eager step swung in one process; "
@@ -1857,3 +1861,9 @@ def test_paced_table_sets_raw_and_paced_ratios_side_by_side_with_one_verdict_a_g
     assert said[3].split()[-2:] == ["0.77×", "0.86×"] and said[4].split()[-2:] == ["1.17×", "0.98×"]  # raw, then paced
     assert said[5] == "  08's step: inconclusive"
     assert said[6].startswith("  the SDPA rows, paced: ")
+
+
+def test_10_quotes_08s_slower_ratio_by_the_inverse_08_printed():
+    from course_lib.lessons.nb10_answer import _recorded
+    row = {"value": 0.7119, "unit": "×", "spread": [0.66, 0.79], "rounds": 5, "coverage": 0.94, "drift": 0.03}
+    assert f"{_recorded(row, inverse=True).value:.2f}" == "1.41"  # 08: '0.71× (0.66–0.79): 1.41× slower' (GH, GI: 1.40)

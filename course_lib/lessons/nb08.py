@@ -426,7 +426,8 @@ def answer(rows: Mapping[str, dict], fastest: str | None, mfu_range: Sequence[fl
         lines.append(f"  share of the peak: MFU {mfu_range[0]:.1%}–{mfu_range[1]:.1%} of the measured peak "
                      f"({fmt_rate(peak, 'FLOP/s')}) " + (f"in section 4's one reading of {fastest} (its quartiles)" if lone
                                                           else f"across this notebook's readings of {fastest or 'that step'} "
-                                                          "(sections 4 to 6, each at one moment)"))
+                                                          "(sections 4 and 5, each at one moment; the long run's, through "
+                                                          "the training loop, is its own row)"))
     final, unigram = rows.get("validation loss, end of run"), rows.get("unigram baseline, val")
     if final and unigram:
         margin = unigram["value"] - final["value"]

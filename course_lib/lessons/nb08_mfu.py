@@ -158,20 +158,26 @@ def mfu_span(best_mfu: Sequence[float], mfu: Ratio | None, stored: float, matmul
 
 def answer_with_long_run(section5: tuple[float, float], long_mfu: Sequence[float],
                          more: Mapping[str, tuple[float, float]] | None = None, first: str = "sections 4 and 5") -> str:
-    """Section 5's answer (`section5`, its range over the stored peak, named `first`) widened by the long run's
-    median (`long_mfu`: median, then its quartiles' ends) and by `more` (a name -> another reading's range, a
-    median as (m, m)): every reading of this step over one peak, each one moment's."""
-    parts = {first: section5, **(more or {}), "the long run's median": (long_mfu[0], long_mfu[0])}
+    """Section 5's answer (`section5`, its range over the stored peak, named `first`) widened by `more` (a name ->
+    another reading's range of the same bench step, a median as (m, m)): every reading of this step over one peak, each
+    one moment's; then the long run's median (`long_mfu`: median, then its quartiles' ends) on a line of its own, since
+    the training loop adds fresh batches, a progress bar and a sampler to the step (reader GI)."""
+    parts = {first: section5, **(more or {})}
     lo, hi = min(r[0] for r in parts.values()), max(r[1] for r in parts.values())
     def span(a: float, b: float) -> str:  # '34.1%', not '34.1%–34.1%', where the two ends round alike
         return f"{a:.1%}" if f"{a:.1%}" == f"{b:.1%}" else f"{a:.1%}–{b:.1%}"
     top = next(k for k, (_, b) in parts.items() if b == hi)  # where the fastest reading was taken
     mid = statistics.median([x for a, b in parts.values() for x in dict.fromkeys((a, b))])  # each reading once
-    return (f"answer, with the long run: this step's MFU across this notebook's readings, each at one moment: median "
+    loop = long_mfu[0] / mid  # the training loop's MFU over the step's
+    return (f"answer: this step's MFU across this notebook's readings of it, each at one moment: median "
             f"{mid:.1%} of the measured peak, spanning {span(lo, hi)} (the fastest reading, {hi:.1%}: {top}):\n  "
             + "; ".join(f"{k}: {span(a, b)}" for k, (a, b) in parts.items())
             + ("\n  the slower readings are the same step at other moments of this process (the appendix's run-order table "
-               "says whether the pace probe moved with them)" if hi / lo >= AGREE else ""))
+               "says whether the pace probe moved with them)" if hi / lo >= AGREE else "")
+            + f"\nthrough the training loop (train.fit: fresh batches, a progress bar, a sampler), the long run's median: "
+              f"{long_mfu[0]:.1%}, {loop:.2f}× the step's median"
+            + (" (the loop's extra work and the moment are not told apart: no pace probe in the long run)"
+               if max(loop, 1 / loop) >= AGREE else ""))
 
 
 FAULTS = 1000  # minor page faults per step: a count below this, a millisecond or so of a step, weighs little
@@ -401,7 +407,8 @@ def busy_parts(sampler: Ratio, accum: Ratio | None, apart: Ratio | None, n_micro
                 if apart is not None and not apart.within_noise else "; the other parts above are not settled")
         return "\n".join(lines + [f"verdict: {' and '.join(moved)} changed the step's rate here, beyond the spread"
                                   f"{rest}: so the gap between these MFUs and section 4's is not this part's alone"])
-    bound = math.prod(max(r.hi, 1 / r.lo) for r, _ in named) - 1  # their intervals' far ends together, as a change
+    bound = max(math.prod(max(r.hi, 1.0) for r, _ in named),  # their intervals' far ends together, one direction at a
+                math.prod(max(1 / r.lo, 1.0) for r, _ in named)) - 1  # time: a slow end and a fast end do not add (GI)
     if bound > BOUND and apart is not None and not apart.within_noise and max(apart.value, 1 / apart.value) - 1 > bound:
         return "\n".join(lines + [  # wide, but the same step's own move is wider still: that move carries the gap
             f"verdict: {' and '.join(w for _, w in named)} could change the rate by up to {bound:.1%} (the far ends of "

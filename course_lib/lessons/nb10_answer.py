@@ -298,8 +298,9 @@ def _beside_08_answer(ran08: Mapping[str, dict] | None, attention: Ratio | None,
     where this run's (`gain`) told no gain."""
     lines = []
     kernel = (ran08 or {}).get("SDPA vs written-out attention, eager")  # 08's whole step, SDPA over written out
-    in_08 = (f"notebook 08's step (two micro-batches, with clipping), in its own turns: {1 / kernel['value']:.2f}× "
-             f"({1 / kernel['spread'][1]:.2f}–{1 / kernel['spread'][0]:.2f})" if kernel and kernel.get("spread") else "")
+    in_08 = (f"notebook 08's step (two micro-batches, with clipping), in its own turns: "
+             f"{_recorded(kernel, inverse=True).value:.2f}× ({1 / kernel['spread'][1]:.2f}–{1 / kernel['spread'][0]:.2f})"
+             if kernel and kernel.get("spread") else "")  # as 08 printed it
     if attention is not None or in_08:
         lines.append("the written-out attention instead of SDPA: "
                      + "; ".join(filter(None, [f"in section 3's turns {attention.brief}" if attention else "", in_08])))
@@ -345,8 +346,9 @@ def _fix_status(name: str, r: Ratio | None, sets: Sequence[tuple[str, Ratio]], u
 
 
 def _recorded(row: dict, inverse: bool = False) -> Ratio:
-    """A recorded speed-up row of 08's as a :class:`Ratio` worded faster / slower; `inverse`: 1 over it, its
-    interval's ends swapped."""
+    """A recorded speed-up row of 08's as a :class:`Ratio` worded faster / slower; `inverse`: 1 over it as 08's verdict
+    printed it ('0.71×: 1.41× slower', :attr:`Ratio.inverse`), its interval's ends swapped."""
     if inverse:
-        row = {**row, "value": 1 / row["value"], "spread": [1 / row["spread"][1], 1 / row["spread"][0]]}
+        lo, hi = row["spread"]
+        row = {**row, "value": report.recorded_ratio("", row).inverse, "spread": [1 / hi, 1 / lo]}
     return dataclasses.replace(report.recorded_ratio("", row), more="faster", less="slower")

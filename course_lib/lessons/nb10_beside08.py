@@ -97,14 +97,17 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
     cost = _cost(as_08, written)
     step = paced(ran08, ran09, as_08, probe, batch=batch, as_row=True)  # the same step's readings, each set's pace out
     full = paced(ran08, ran09, as_08, probe, batch=batch)  # the same, with the sets named and the arithmetic, in details
-    if full and UNPACED in full:  # a gap the probe does not explain: set beside the swing one process shows
+    unexplained = bool(full and UNPACED in full)  # paced, 08's step disagrees: the short line leads with it
+    if unexplained:  # a gap the probe does not explain: set beside the swing one process shows
         own = [1e3 * r.then for r in in_08 if "long run" not in r.quantity and r.then]  # 08's readings, ktok/s -> tok/s
         step = (*step[:3], step[3] + _swing(ran08, ran09, as_08, swung, short=True, own08=own))
         full += _swing(ran08, ran09, as_08, swung, own08=own)
     moments = ("by the rule for two moments (2.5×, what a machine's pace can move), for readings and for paired ratios "
                "from separate sets of turns alike, "
                + (f"the notebooks differ on: {'; '.join(differ)}" if differ else
-                  "no reading of 08's (or 09's) is told apart from this notebook's"))
+                  "no reading of 08's (or 09's) is told apart from this notebook's"
+                  + (" by that rule alone; with each set's pace taken out, 08's step disagrees (above), a gap that rule "
+                     "is too loose to see" if unexplained else "")))
     side = paced_table(step, {r.short: (r.value, r.paced) for r in table if r.paced})  # raw and paced, a row each
     up_front = bool(differ) or not side  # the probe's lines, where there are, say more than the 2.5x rule
     short += [side, moments if up_front else ""]  # whether the notebooks agree first, then the steps' own gap

@@ -28,7 +28,7 @@ def sync_short(gain: Ratio | None, waits: int, device_type: str, reads: float | 
     said = [f"a step reading its logged values makes {waits} synchronising calls, a step keeping them on the device none",
             "keeping them instead of reading them, in speed, timed in turns here: " + (gain.brief if gain is not None
                                                                                       else "not timed")
-            + (f"; the profiler puts the reads at {reads:.2%} of the step, far less than turns can resolve"
+            + (f"; the profiler puts the reads at {100 * reads:.2g}% of the step, far less than turns can resolve"
                if reads is not None and device_type != "cuda" and gain is not None and not gain.clear else "")]
     if plain is not None and plain.clear:  # what the logging costs besides its reads: the norms themselves
         said.append(f"the plain step without logging, against the one keeping its values: {plain.brief} (the norms "
