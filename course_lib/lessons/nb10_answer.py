@@ -10,7 +10,7 @@ from typing import Iterable, Mapping, Sequence
 from course_lib import datasheet, profiles, report
 from course_lib.bench import Ratio
 from course_lib.lessons.nb08_compile import NOT_ESTABLISHED, control_explains, unconfirmed as wants_confirming  # 08's rules, one home
-from course_lib.lessons.nb10_beside08 import _and
+from course_lib.lessons.nb10_beside08 import _and, printed_inverse
 from course_lib.lessons.nb10_reference import reference_answer
 from course_lib.lessons.nb10_roofline import (FUSIBLE, at_least, bounded, fusible_share, gelu_compute_set, roof_share,
                                               unbounded)
@@ -350,5 +350,5 @@ def _recorded(row: dict, inverse: bool = False) -> Ratio:
     printed it ('0.71×: 1.41× slower', :attr:`Ratio.inverse`), its interval's ends swapped."""
     if inverse:
         lo, hi = row["spread"]
-        row = {**row, "value": report.recorded_ratio("", row).inverse, "spread": [1 / hi, 1 / lo]}
+        row = {**row, "value": printed_inverse(row), "spread": [1 / hi, 1 / lo]}
     return dataclasses.replace(report.recorded_ratio("", row), more="faster", less="slower")

@@ -272,13 +272,19 @@ def _cold(ran08: Mapping[str, dict], seconds: float | None) -> Row | None:
     return Row("cold compile + first step, s (one run)", f"{row['value']:.1f}", f"{seconds:.1f}", f"{r:.2f}×", said)
 
 
+def printed_inverse(row: dict) -> float:
+    """1 over a recorded ratio row of 08's as 08's verdict printed it ('0.71×: 1.41× slower': :attr:`Ratio.inverse`), so
+    that 10 quotes the figure 08 showed (readers GD, GG, GH, GI)."""
+    return report.recorded_ratio("", row).inverse
+
+
 def _paired(quantity: str, row: dict | None, gain: Ratio | None, inverted: bool = False) -> Row | None:
     """08's paired ratio (`row`; `inverted`: it records the other way round) beside this notebook's `gain`."""
     if not row or not row.get("spread") or gain is None:
         return None
     value, (lo, hi) = row["value"], row["spread"]
-    if inverted:  # the inverse as 08 printed it ('0.71×: 1.41× slower'), from its ratio as printed
-        value, lo, hi = verdicts.Ratio("", value, lo, hi).inverse, 1 / hi, 1 / lo
+    if inverted:
+        value, lo, hi = printed_inverse(row), 1 / hi, 1 / lo
     micro = _micro(row)  # 08's step, where it ran more than one micro-batch: another step than this one
     theirs = report.recorded_ratio("", {**row, "value": value, "spread": (lo, hi)})  # its value kept inside its range
     lo, hi = gain.lo / theirs.hi, gain.hi / theirs.lo  # here over 08, the far ends of the two intervals
