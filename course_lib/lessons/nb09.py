@@ -4,6 +4,7 @@ the exercise checks; the words around its measurements (each function returns th
 from __future__ import annotations
 
 import mmap
+import statistics
 from typing import Callable, Mapping, Sequence
 
 import torch
@@ -19,7 +20,7 @@ from course_lib.lessons.nb09_beside08 import (PACED, UNPACED, WHOLE_STEP, as_in_
                                               row_of_08, step_in_08, whole_and_part)  # re-exported: the appendix's
 from course_lib.memory import MemoryEstimate, activation_bytes
 from course_lib.models import GPT, GPTConfig
-from course_lib.units import fmt_bytes
+from course_lib.units import fmt_bytes, fmt_time
 
 # Each term of memory.MemoryEstimate and the profiler's category that holds those bytes
 # (course_lib.timeline names them as torch.profiler does)
@@ -253,14 +254,17 @@ def cpu_note(section: str) -> str:
     raise ValueError(f"Unknown section {section!r}: 'allocator', 'settings' or 'snapshot'.")
 
 
-def malloc_line(back: Timing, kept: Timing) -> str:
+def malloc_line(back: Timing, kept: Timing, trim_s: Sequence[float] = ()) -> str:
     """The page faults per step of the same step with freed memory handed back first and kept (each Timing's
-    median per call over its turns), as pages and the memory they map afresh."""
+    median per call over its turns), as pages and the memory they map afresh; with `trim_s`, malloc_trim's own
+    seconds a call (its median), which `back`'s times leave out (reader GK: the trim is not the faults)."""
     if back.faults is None or kept.faults is None:
         return "page faults: this system does not count them"
     return ("page faults per step (pages mapped in at their first touch; the turns' median): "
             + "; ".join(f"{t.name}: {t.faults:,.0f} ({fmt_bytes(t.faults * mmap.PAGESIZE)} mapped afresh)"
-                        for t in (back, kept)))
+                        for t in (back, kept))
+            + (f"\nmalloc_trim(0) itself took {fmt_time(statistics.median(trim_s))} a call (the median), taken out of "
+               "each turn's time above: what is left is the step" if trim_s else ""))
 
 
 def malloc_note(device_type: str) -> str:

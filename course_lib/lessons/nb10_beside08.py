@@ -124,10 +124,9 @@ def beside_08(ran08: Mapping[str, dict] | None, gpt: GPTConfig, profile: str, ba
                _after_compile(ran08, eager, compiled),
                _part_in_09(ran09, gpt, profile, batch, swung, as_08),
                *_same_step(mine, as_08 is not None),
-               _mfu([r.then for r in in_08 if "2 micro-batches" in r.quantity or "long run" in r.quantity],  # 08's answer's
+               _mfu([r.then for r in in_08 if "2 micro-batches" in r.quantity],  # 08's answer's (not its long run)
                     as_08, gpt, peak, like=[r.then for r in in_08 if "section 5" in r.quantity and "micro-batches" not in
-                                            r.quantity],  # and its one-micro-batch readings: the step timed here
-                    long=any("long run" in r.quantity for r in in_08)),  # where 08's long run ran this step
+                                            r.quantity]),  # and its one-micro-batch readings: the step timed here
                cost.verdict("08's step over this notebook's eager written-out step, in speed, in section 3's turns")
                if cost is not None else "",
                "08's step: gradient clipping, AdamW's two parameter groups, its learning-rate schedule; one micro-batch a "
@@ -212,12 +211,11 @@ def _same_step(mine: list[Row], timed_here: bool) -> list[str]:
     return lines
 
 
-def _mfu(own: list[float], as_08: Timing | None, gpt: GPTConfig, peak: float | None, like: Sequence[float] = (),
-         long: bool = False) -> str:
+def _mfu(own: list[float], as_08: Timing | None, gpt: GPTConfig, peak: float | None, like: Sequence[float] = ()) -> str:
     """08's step timed here (`as_08`) as MFU, by 08's count of FLOPs a token (6N + 12·L·T·C) over the stored peak
     (`peak`, FLOP/s, the one 08's MFU divides by), beside 08's readings of the same one-micro-batch step (`like`,
     ktok/s: its section 5) and its answer's readings (`own`, 2 micro-batches) over the same peak ('' where the step or
-    the peak is missing); `long`: `own` holds 08's long run, which ran this step."""
+    the peak is missing). 08's answer leaves its long run (the training loop) out of that span, and so does this."""
     if as_08 is None or as_08.rate is None or not peak:
         return ""
     with torch.device("meta"):  # the count needs the parameters' shapes, not their values
@@ -228,7 +226,7 @@ def _mfu(own: list[float], as_08: Timing | None, gpt: GPTConfig, peak: float | N
             f"{fmt_rate(peak, 'FLOP/s')}, that 08 divides by): here {mfu(as_08.rate)} ({mfu(as_08.rate_lo)}–"
             f"{mfu(as_08.rate_hi)})" + (f"; 08's readings of the same step, one micro-batch (its section 5): {span(like)}"
                                           if like else "")
-            + (f"; 08's answer's readings (its step of 2 micro-batches{', the long run' * long}), over the same "
+            + (f"; 08's answer's readings (its step of 2 micro-batches), over the same "
                f"peak: {span(own)}, each at its moment" if own else ""))
 
 
