@@ -213,7 +213,7 @@ def op_notes(measured: StepOps, ridge_of: RidgeOf, of_roof: OfRoof, peak_name: s
     pointwise = sorted((o for o in measured.ops if o.kind == "element-wise" and o.flops and o.intensity < ridge_of(o)),
                        key=lambda o: -o.seconds)[:2]  # counted at one FLOP per element: how far that count matters
     if pointwise:
-        lines.append("element-wise ops are counted at one FLOP per element, a lower bound (a GELU does tens). While they "
+        lines.append("element-wise ops are counted at one FLOP per element, a lower bound (GPT-2's GELU takes about eight multiplies and adds and a tanh an element). While they "
                      "stay left of the ridge, their share of the roof is their share of the memory bandwidth. Counted at " + " or ".join(
                          f"{math.ceil(ridge_of(o) / o.intensity)} ({o.short})" for o in pointwise)
                      + " FLOPs per element or more, they would move to the compute side of the ridge. There the roof "
