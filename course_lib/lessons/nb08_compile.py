@@ -32,8 +32,8 @@ def break_even_text(speed: Ratio, extra_s: float, eager: Timing, tokens_per_step
             + "; the saving is reckoned from that reading of the eager step, the one timed beside the compiled GPT")
 
 
-UNCONFIRMED = (f"unconfirmed: one set of turns, its interval reaching below {verdicts.CONFIRM:g}× (notebook 10 counts "
-               "such a gain once a second set confirms it)")
+UNCONFIRMED_SHORT = f"unconfirmed: one set of turns, its interval reaching below {verdicts.CONFIRM:g}×"  # as a clause
+UNCONFIRMED = f"{UNCONFIRMED_SHORT} (notebook 10 counts such a gain once a second set confirms it)"
 
 
 def unconfirmed(r: Ratio) -> bool:

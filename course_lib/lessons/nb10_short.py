@@ -10,7 +10,7 @@ from typing import Iterable, Mapping, Sequence
 
 from course_lib import report, verdicts
 from course_lib.bench import Ratio, Timing
-from course_lib.lessons.nb08_compile import UNCONFIRMED, unconfirmed as wants_confirming  # 08's rule, one home
+from course_lib.lessons.nb08_compile import UNCONFIRMED_SHORT, unconfirmed as wants_confirming  # 08's rule, one home
 from course_lib.lessons.nb08_mfu import FAULTS, faults_words  # noqa: F401  re-exported: one home, 08's run order too
 from course_lib.lessons.nb10_reference import queue_drained
 from course_lib.units import fmt_time
@@ -50,7 +50,7 @@ def compile_short(gain: Ratio | None, attention: Ratio | None, moved: float | No
     the eager SDPA step read :data:`SWING` or more apart from its section-2 time (`moved`, here over there), a line
     that says so, since a move that hits the versions unevenly stays in these turns' ratios."""
     said = [f"compiling (default mode) against eager, timed in turns: {gain.brief} (" + (
-        f"{UNCONFIRMED.split(' (')[0]}; " if wants_confirming(gain) else "") + "section 3b times the gain again)"
+        f"{UNCONFIRMED_SHORT}; " if wants_confirming(gain) else "") + "section 3b times the gain again)"
             if gain is not None else "compiling: not timed here"]  # unconfirmed as 08 says it, where it is (GJ)
     if attention is not None:
         said.append(f"the written-out attention instead of SDPA, eager: {attention.brief}"
